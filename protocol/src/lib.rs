@@ -13,7 +13,7 @@ pub mod batch;
 pub mod codec;
 // pub mod errors;
 pub mod messages;
-// pub mod records;
+pub mod records;
 pub mod sharding;
 pub mod state;
 pub mod topic_id;
