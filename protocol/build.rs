@@ -62,10 +62,16 @@ impl Versions {
             return Versions::NONE;
         }
         if let Some(lo) = s.strip_suffix('+') {
-            return Versions { lo: num(lo), hi: i16::MAX };
+            return Versions {
+                lo: num(lo),
+                hi: i16::MAX,
+            };
         }
         if let Some((lo, hi)) = s.split_once('-') {
-            return Versions { lo: num(lo), hi: num(hi) };
+            return Versions {
+                lo: num(lo),
+                hi: num(hi),
+            };
         }
         let v = num(s);
         Versions { lo: v, hi: v }
@@ -86,7 +92,10 @@ impl Versions {
     }
 
     fn intersect(self, other: Versions) -> Versions {
-        Versions { lo: self.lo.max(other.lo), hi: self.hi.min(other.hi) }
+        Versions {
+            lo: self.lo.max(other.lo),
+            hi: self.hi.min(other.hi),
+        }
     }
 
     /// A boolean Rust expression: `version` is in this range (given it is in `valid`).
@@ -101,12 +110,23 @@ impl Versions {
     }
 }
 
+/// `a && b` for generated code, without a constant operand clippy would flag.
+fn conj(a: &str, b: &str) -> String {
+    match (a, b) {
+        ("true", other) | (other, "true") => other.to_string(),
+        ("false", _) | (_, "false") => "false".to_string(),
+        _ => format!("{a} && {b}"),
+    }
+}
+
 fn present_everywhere(f: &Field, valid: Versions) -> bool {
     f.versions.covers(valid)
 }
 
 fn num(s: &str) -> i16 {
-    s.trim().parse().unwrap_or_else(|_| panic!("bad version number {s:?}"))
+    s.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("bad version number {s:?}"))
 }
 
 #[derive(Clone, PartialEq)]
@@ -192,10 +212,16 @@ struct Field {
 impl Field {
     fn from_spec(f: &FieldSpec) -> Field {
         let _ = (&f.entity_type, f.map_key);
-        let nullable = f.nullable_versions.as_deref().map_or(Versions::NONE, Versions::parse);
+        let nullable = f
+            .nullable_versions
+            .as_deref()
+            .map_or(Versions::NONE, Versions::parse);
         let ty = Ty::parse(&f.ty);
         if !nullable.is_empty() && !matches!(ty, Ty::Str | Ty::Bytes | Ty::Array(_)) {
-            panic!("field {}: only strings, bytes and arrays may be nullable here", f.name);
+            panic!(
+                "field {}: only strings, bytes and arrays may be nullable here",
+                f.name
+            );
         }
         let tag = match (f.tag, &f.tagged_versions) {
             (Some(tag), Some(tv)) => Some((tag, Versions::parse(tv))),
@@ -244,7 +270,10 @@ impl Field {
         if self.is_nullable() {
             return match text.as_deref() {
                 None | Some("null") => "::std::option::Option::None".into(),
-                Some(t) => format!("::std::option::Option::Some({})", self.value_default(Some(t))),
+                Some(t) => format!(
+                    "::std::option::Option::Some({})",
+                    self.value_default(Some(t))
+                ),
             };
         }
         self.value_default(text.as_deref())
@@ -274,7 +303,10 @@ impl Field {
                 format!("{v}{}", ty.rust())
             }
             (_, Some(t)) if !t.is_empty() => {
-                panic!("field {}: default {t:?} not supported for this type", self.json_name)
+                panic!(
+                    "field {}: default {t:?} not supported for this type",
+                    self.json_name
+                )
             }
             (ty, _) => format!("<{} as ::std::default::Default>::default()", ty.rust()),
         }
@@ -286,7 +318,8 @@ fn snake(name: &str) -> String {
     let mut out = String::new();
     for (i, &c) in chars.iter().enumerate() {
         if c.is_uppercase() {
-            let prev_lower = i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
+            let prev_lower =
+                i > 0 && (chars[i - 1].is_lowercase() || chars[i - 1].is_ascii_digit());
             let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
             let prev_upper = i > 0 && chars[i - 1].is_uppercase();
             if i > 0 && (prev_lower || (prev_upper && next_lower)) {
@@ -330,7 +363,10 @@ impl Gen<'_> {
         let has_tagged_section = !self.flexible.misses(self.valid);
         let mut s = String::new();
         let _ = writeln!(s, "#[doc = {about:?}]");
-        let _ = writeln!(s, "#[derive(Debug, Clone, PartialEq)]\npub struct {name} {{");
+        let _ = writeln!(
+            s,
+            "#[derive(Debug, Clone, PartialEq)]\npub struct {name} {{"
+        );
         for f in &fields {
             let _ = writeln!(s, "    #[doc = {:?}]", f.about);
             let _ = writeln!(s, "    pub {}: {},", f.rust_name, f.rust_type());
@@ -344,7 +380,10 @@ impl Gen<'_> {
         s.push_str("}\n\n");
 
         // Default
-        let _ = writeln!(s, "#[allow(clippy::derivable_impls)]\nimpl ::std::default::Default for {name} {{\n    fn default() -> Self {{\n        Self {{");
+        let _ = writeln!(
+            s,
+            "#[allow(clippy::derivable_impls)]\nimpl ::std::default::Default for {name} {{\n    fn default() -> Self {{\n        Self {{"
+        );
         for f in &fields {
             let _ = writeln!(s, "            {}: {},", f.rust_name, f.default_expr());
         }
@@ -366,7 +405,11 @@ impl Gen<'_> {
         }
         for f in fields.iter().filter(|f| f.tag.is_none()) {
             let present = f.versions.test(self.valid);
-            let depth = if present_everywhere(f, self.valid) { 2 } else { 3 };
+            let depth = if present_everywhere(f, self.valid) {
+                2
+            } else {
+                3
+            };
             let body = self.write_field(f, &format!("&self.{}", f.rust_name), depth);
             let absent = self.absent_check(f);
             match present.as_str() {
@@ -400,13 +443,13 @@ impl Gen<'_> {
                 let (tag, _) = f.tag.expect("tagged");
                 let present = f.present().test(self.valid);
                 let body = self.write_field(f, &format!("&self.{}", f.rust_name), 5);
+                let non_default = format!("self.{} != {}", f.rust_name, f.default_expr());
                 let _ = write!(
                     write,
-                    "            if {present} && self.{n} != {d} {{\n                let mut buf = ::std::vec::Vec::new();\n                {{\n                    let w = &mut buf;\n{body}                }}\n                known.push(({tag}, buf));\n            }}",
-                    n = f.rust_name,
-                    d = f.default_expr(),
+                    "            if {cond} {{\n                let mut buf = ::std::vec::Vec::new();\n                {{\n                    let w = &mut buf;\n{body}                }}\n                known.push(({tag}, buf));\n            }}",
+                    cond = conj(&present, &non_default),
                 );
-                if f.ignorable {
+                if f.ignorable || present == "true" {
                     write.push('\n');
                 } else {
                     let _ = writeln!(
@@ -435,21 +478,35 @@ impl Gen<'_> {
             );
 
             for f in &tagged {
-                let _ = writeln!(read, "        let mut {} = {};", f.rust_name, f.default_expr());
-            }
-            read.push_str("        let mut unknown_tagged_fields = ::std::collections::BTreeMap::new();\n        if flexible {\n            codec::read_tagged_fields(r, |tag, value| {\n                match tag {\n");
-            for f in &tagged {
-                let (tag, _) = f.tag.expect("tagged");
-                let present = f.present().test(self.valid);
-                let guard = if present == "true" { String::new() } else { format!(" if {present}") };
                 let _ = writeln!(
                     read,
-                    "                    {tag}{guard} => {{\n                        {n} = codec::read_tagged_value(tag, value, |r| Ok({e}))?;\n                    }}",
-                    n = f.rust_name,
-                    e = self.read_expr(f)
+                    "        let mut {} = {};",
+                    f.rust_name,
+                    f.default_expr()
                 );
             }
-            read.push_str("                    _ => {\n                        unknown_tagged_fields.insert(tag, value);\n                    }\n                }\n                Ok(())\n            })?;\n        }\n");
+            read.push_str("        let mut unknown_tagged_fields = ::std::collections::BTreeMap::new();\n        if flexible {\n            codec::read_tagged_fields(r, |tag, value| {\n");
+            if tagged.is_empty() {
+                read.push_str("                unknown_tagged_fields.insert(tag, value);\n                Ok(())\n            })?;\n        }\n");
+            } else {
+                read.push_str("                match tag {\n");
+                for f in &tagged {
+                    let (tag, _) = f.tag.expect("tagged");
+                    let present = f.present().test(self.valid);
+                    let guard = if present == "true" {
+                        String::new()
+                    } else {
+                        format!(" if {present}")
+                    };
+                    let _ = writeln!(
+                        read,
+                        "                    {tag}{guard} => {{\n                        {n} = codec::read_tagged_value(tag, value, |r| Ok({e}))?;\n                    }}",
+                        n = f.rust_name,
+                        e = self.read_expr(f)
+                    );
+                }
+                read.push_str("                    _ => {\n                        unknown_tagged_fields.insert(tag, value);\n                    }\n                }\n                Ok(())\n            })?;\n        }\n");
+            }
         }
         let mut names: Vec<String> = fields.iter().map(|f| f.rust_name.clone()).collect();
         if has_tagged_section {
@@ -465,7 +522,13 @@ impl Gen<'_> {
                 String::new()
             }
         };
-        let ver = |body: &str| if body.contains("version") { "version" } else { "_version" };
+        let ver = |body: &str| {
+            if body.contains("version") {
+                "version"
+            } else {
+                "_version"
+            }
+        };
         let _ = write!(
             s,
             "impl WireFormat for {name} {{\n    fn write<W: Writer>(&self, w: &mut W, {wv}: i16) -> Result<(), CodecError> {{\n{wp}{write}        Ok(())\n    }}\n\n    fn read(r: &mut ::bytes::Bytes, {rv}: i16) -> Result<Self, CodecError> {{\n{rp}{read}    }}\n}}\n\n",
@@ -519,18 +582,24 @@ impl Gen<'_> {
     /// Code writing the value behind the reference expression `r`.
     fn write_value(&self, ty: &Ty, r: &str, depth: usize) -> String {
         let pad = "    ".repeat(depth);
+        // `r` is a reference expression: `&self.field` or a bound reference such as `item`.
+        let place = r.strip_prefix('&').unwrap_or(r);
+        let value = match r.strip_prefix('&') {
+            Some(owned) => owned.to_string(),
+            None => format!("*{r}"),
+        };
         match ty {
-            Ty::Bool => format!("{pad}codec::write_bool(w, *{r});\n"),
+            Ty::Bool => format!("{pad}codec::write_bool(w, {value});\n"),
             Ty::Str => format!("{pad}codec::write_string(w, {r}, flexible)?;\n"),
             Ty::Bytes => format!("{pad}codec::write_bytes(w, {r}, flexible)?;\n"),
             Ty::Uuid => format!("{pad}codec::write_uuid(w, {r});\n"),
-            Ty::Struct(_) => format!("{pad}({r}).write(w, version)?;\n"),
+            Ty::Struct(_) => format!("{pad}{place}.write(w, version)?;\n"),
             Ty::Array(inner) => format!(
-                "{pad}codec::write_array_len(w, Some(({r}).len()), flexible)?;\n{pad}for item in ({r}).iter() {{\n{}{pad}}}\n",
+                "{pad}codec::write_array_len(w, Some({place}.len()), flexible)?;\n{pad}for item in {place}.iter() {{\n{}{pad}}}\n",
                 self.write_value(inner, "item", depth + 1)
             ),
             fixed => format!(
-                "{pad}codec::write_{}(w, *{r});\n",
+                "{pad}codec::write_{}(w, {value});\n",
                 fixed.fixed().expect("fixed-width type")
             ),
         }
@@ -571,7 +640,10 @@ impl Gen<'_> {
                 "codec::read_array(r, flexible, {field}, version, |r| Ok({}))?",
                 self.read_value(inner, field)
             ),
-            fixed => format!("codec::read_{}(r)?", fixed.fixed().expect("fixed-width type")),
+            fixed => format!(
+                "codec::read_{}(r)?",
+                fixed.fixed().expect("fixed-width type")
+            ),
         }
     }
 
@@ -587,7 +659,11 @@ impl Gen<'_> {
                     "if {nullable} {{ ::proptest::option::of({value}).boxed() }} else {{ ({value}).prop_map(Some).boxed() }}"
                 );
             }
-            let present = if f.tag.is_some() { format!("flexible && {present}") } else { present };
+            let present = if f.tag.is_some() {
+                conj("flexible", &present)
+            } else {
+                present
+            };
             parts.push((
                 f.rust_name.clone(),
                 format!(
@@ -612,16 +688,32 @@ impl Gen<'_> {
                 pat = format!("({n}, {pat})");
             }
             let names: Vec<&str> = parts.iter().map(|p| p.0.as_str()).collect();
-            format!("({strat}).prop_map(|{pat}| Self {{ {} }}).boxed()", names.join(", "))
+            // Several parts already form a tuple; a single part is an `if` that needs parentheses.
+            let strat = if parts.len() == 1 {
+                format!("({strat})")
+            } else {
+                strat
+            };
+            format!(
+                "{strat}.prop_map(|{pat}| Self {{ {} }}).boxed()",
+                names.join(", ")
+            )
         };
         let flex = if body.contains("flexible") {
-            format!("        let flexible = {};\n", self.flexible.test(self.valid))
+            format!(
+                "        let flexible = {};\n",
+                self.flexible.test(self.valid)
+            )
         } else {
             String::new()
         };
-        let ver = if body.contains("version") { "version" } else { "_version" };
+        let ver = if body.contains("version") {
+            "version"
+        } else {
+            "_version"
+        };
         format!(
-            "#[cfg(any(test, feature = \"test-util\"))]\nimpl {name} {{\n    /// A proptest strategy for values that are valid at `version`.\n    #[allow(clippy::overly_complex_bool_expr, clippy::nonminimal_bool)]\n    pub fn arbitrary({ver}: i16) -> ::proptest::strategy::BoxedStrategy<Self> {{\n        use ::proptest::prelude::*;\n{flex}        {body}\n    }}\n}}\n\n"
+            "#[cfg(any(test, feature = \"test-util\"))]\nimpl {name} {{\n    /// A proptest strategy for values that are valid at `version`.\n    pub fn arbitrary({ver}: i16) -> ::proptest::strategy::BoxedStrategy<Self> {{\n        use ::proptest::prelude::*;\n{flex}        {body}\n    }}\n}}\n\n"
         )
     }
 
@@ -635,11 +727,17 @@ impl Gen<'_> {
             Ty::Int64 => "any::<i64>()".into(),
             Ty::Float64 => "(-1.0e12f64..1.0e12f64)".into(),
             Ty::Str => "\"\\\\PC{0,12}\"".into(),
-            Ty::Bytes => "::proptest::collection::vec(any::<u8>(), 0..16).prop_map(::bytes::Bytes::from)".into(),
+            Ty::Bytes => {
+                "::proptest::collection::vec(any::<u8>(), 0..16).prop_map(::bytes::Bytes::from)"
+                    .into()
+            }
             Ty::Uuid => "any::<u128>().prop_map(::uuid::Uuid::from_u128)".into(),
             Ty::Struct(n) => format!("{n}::arbitrary(version)"),
             Ty::Array(inner) => {
-                format!("::proptest::collection::vec({}, 0..4)", self.value_strategy(inner))
+                format!(
+                    "::proptest::collection::vec({}, 0..4)",
+                    self.value_strategy(inner)
+                )
             }
         }
     }
@@ -661,20 +759,38 @@ fn main() {
         let text = fs::read_to_string(path).expect("readable schema");
         let spec: Spec = serde_json::from_str(&text)
             .unwrap_or_else(|e| panic!("{}: not a valid message spec: {e}", path.display()));
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-        assert_eq!(stem, spec.name, "{}: file name must equal the message name", path.display());
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        assert_eq!(
+            stem,
+            spec.name,
+            "{}: file name must equal the message name",
+            path.display()
+        );
         specs.push(spec);
     }
 
-    let mut out = String::from("// Generated by protocol/build.rs from protocol/schemas/*.json. Do not edit.\n\n");
+    let mut out = String::from(
+        "// Generated by protocol/build.rs from protocol/schemas/*.json. Do not edit.\n\n",
+    );
     let mut apis: BTreeMap<i16, (Option<&Spec>, Option<&Spec>)> = BTreeMap::new();
     let mut all_types = Vec::new();
     for spec in &specs {
         let module = snake(&spec.name);
         let valid = Versions::parse(&spec.valid_versions);
         let flexible = Versions::parse(&spec.flexible_versions);
-        let mut generator = Gen { spec, valid, flexible, structs: String::new() };
-        let about = format!("{} ({}, versions {}).", spec.name, spec.kind, spec.valid_versions);
+        let mut generator = Gen {
+            spec,
+            valid,
+            flexible,
+            structs: String::new(),
+        };
+        let about = format!(
+            "{} ({}, versions {}).",
+            spec.name, spec.kind, spec.valid_versions
+        );
         generator.gen_struct(&spec.name, &spec.fields, true, &about);
         let _ = writeln!(
             out,
@@ -721,7 +837,11 @@ fn main() {
                     out,
                     "impl {n} {{\n    /// The coordinator record type this {k} belongs to.\n    pub const RECORD_TYPE: i16 = {key};\n}}\n",
                     n = spec.name,
-                    k = if spec.kind == "coordinator-key" { "key" } else { "value" },
+                    k = if spec.kind == "coordinator-key" {
+                        "key"
+                    } else {
+                        "value"
+                    },
                 );
             }
             "data" => {}
@@ -743,14 +863,33 @@ fn main() {
     for (key, (req, resp)) in &apis {
         let req = req.unwrap_or_else(|| panic!("api key {key} has no request schema"));
         let resp = resp.unwrap_or_else(|| panic!("api key {key} has no response schema"));
-        assert_eq!(req.valid_versions, resp.valid_versions, "{}: request and response versions differ", req.name);
-        let base = req.name.strip_suffix("Request").expect("request names end in Request");
+        assert_eq!(
+            req.valid_versions, resp.valid_versions,
+            "{}: request and response versions differ",
+            req.name
+        );
+        let base = req
+            .name
+            .strip_suffix("Request")
+            .expect("request names end in Request");
         let valid = Versions::parse(&req.valid_versions);
-        let _ = writeln!(variants, "    /// `{}` / `{}`.\n    {base} = {key},", req.name, resp.name);
+        let _ = writeln!(
+            variants,
+            "    /// `{}` / `{}`.\n    {base} = {key},",
+            req.name, resp.name
+        );
         let _ = writeln!(arms_from, "            {key} => Some(Self::{base}),");
         let _ = writeln!(arms_name, "            Self::{base} => {base:?},");
-        let _ = writeln!(arms_max, "            Self::{base} => ({}, {}),", valid.lo, valid.hi);
-        let _ = writeln!(arms_flex, "            Self::{base} => {}::is_flexible(version),", req.name);
+        let _ = writeln!(
+            arms_max,
+            "            Self::{base} => ({}, {}),",
+            valid.lo, valid.hi
+        );
+        let _ = writeln!(
+            arms_flex,
+            "            Self::{base} => {}::is_flexible(version),",
+            req.name
+        );
         all.push(format!("Self::{base}"));
     }
     let _ = writeln!(
@@ -764,7 +903,10 @@ fn main() {
     let mut arms = String::new();
     for t in &all_types {
         let _ = writeln!(each, "        $m!({t});");
-        let _ = writeln!(arms, "        {t:?} => {t}::from_bytes(bytes, version).and_then(|v| v.to_bytes(version)),");
+        let _ = writeln!(
+            arms,
+            "        {t:?} => {t}::from_bytes(bytes, version).and_then(|v| v.to_bytes(version)),"
+        );
     }
     let _ = writeln!(
         out,

@@ -80,7 +80,9 @@ pub enum BatchError {
     #[error("batch at byte {position} has magic {magic}; only v2 record batches are supported")]
     UnsupportedMagic { position: usize, magic: i8 },
     /// The stored CRC does not match the bytes.
-    #[error("batch at offset {base_offset} is corrupt: stored CRC {stored:#010x}, computed {computed:#010x}")]
+    #[error(
+        "batch at offset {base_offset} is corrupt: stored CRC {stored:#010x}, computed {computed:#010x}"
+    )]
     CrcMismatch {
         base_offset: i64,
         stored: u32,

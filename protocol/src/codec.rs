@@ -282,7 +282,9 @@ fn write_len<W: Writer>(
         (false, Some(n)) if classic_i16 => {
             write_int16(w, i16::try_from(n).map_err(|_| CodecError::TooLong(what))?)
         }
-        (false, Some(n)) => write_int32(w, i32::try_from(n).map_err(|_| CodecError::TooLong(what))?),
+        (false, Some(n)) => {
+            write_int32(w, i32::try_from(n).map_err(|_| CodecError::TooLong(what))?)
+        }
     }
     Ok(())
 }
@@ -399,10 +401,10 @@ pub fn write_array_len<W: Writer>(
 /// takes at least one byte), so a hostile count cannot force a large allocation.
 pub fn read_array_len(r: &mut Bytes, flexible: bool) -> Result<Option<usize>, CodecError> {
     let len = read_len(r, flexible, false)?;
-    if let Some(n) = len {
-        if n > r.remaining() {
-            return Err(CodecError::InvalidLength(n as i64));
-        }
+    if let Some(n) = len
+        && n > r.remaining()
+    {
+        return Err(CodecError::InvalidLength(n as i64));
     }
     Ok(len)
 }

@@ -11,7 +11,7 @@
 
 pub mod batch;
 pub mod codec;
-// pub mod errors;
+pub mod errors;
 pub mod messages;
 pub mod records;
 pub mod sharding;

@@ -14,8 +14,8 @@
 use crate::batch::{self, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, RecordBatch};
 use crate::codec::{self, CodecError, WireFormat};
 use crate::messages::{
-    LastMirrorEpochsKey, LastMirrorEpochsValue, MirrorPartitionStateKey,
-    MirrorPartitionStateValue, MirrorPidResetRecord,
+    LastMirrorEpochsKey, LastMirrorEpochsValue, MirrorPartitionStateKey, MirrorPartitionStateValue,
+    MirrorPidResetRecord,
 };
 use bytes::{Buf, Bytes};
 use thiserror::Error;
@@ -130,7 +130,10 @@ impl CoordinatorRecord {
                 value: value_of(
                     value,
                     LastMirrorEpochsValue::NAME,
-                    (LastMirrorEpochsValue::MIN_VERSION, LastMirrorEpochsValue::MAX_VERSION),
+                    (
+                        LastMirrorEpochsValue::MIN_VERSION,
+                        LastMirrorEpochsValue::MAX_VERSION,
+                    ),
                 )?,
             }),
             MirrorPartitionStateKey::RECORD_TYPE => Ok(CoordinatorRecord::MirrorPartitionState {
@@ -165,7 +168,10 @@ const TRANSACTIONAL_ATTRIBUTE: i16 = 0x10;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ControlRecord {
     /// A transaction marker: the producer's ongoing transaction committed or aborted.
-    EndTxn { commit: bool, coordinator_epoch: i32 },
+    EndTxn {
+        commit: bool,
+        coordinator_epoch: i32,
+    },
     /// The barrier after failover: all producer state before it is dropped.
     MirrorPidReset { source_cluster_id: String },
     /// A control type this crate does not interpret (KRaft's own control records).
@@ -189,7 +195,11 @@ pub struct ControlBatchHeader {
 
 impl ControlBatchHeader {
     /// A header for a control record no producer wrote (the PID reset barrier).
-    pub fn without_producer(base_offset: i64, partition_leader_epoch: i32, timestamp_ms: i64) -> Self {
+    pub fn without_producer(
+        base_offset: i64,
+        partition_leader_epoch: i32,
+        timestamp_ms: i64,
+    ) -> Self {
         ControlBatchHeader {
             base_offset,
             partition_leader_epoch,
@@ -324,7 +334,8 @@ impl ControlRecord {
         let record_type = key.get_i16();
         match record_type {
             ABORT | COMMIT => {
-                let mut value = value.ok_or_else(|| malformed("transaction marker without value"))?;
+                let mut value =
+                    value.ok_or_else(|| malformed("transaction marker without value"))?;
                 let version = codec::read_int16(&mut value)?;
                 if version != END_TXN_MARKER_VERSION {
                     return Err(malformed("unknown transaction marker version"));
@@ -348,9 +359,7 @@ impl ControlRecord {
                     source_cluster_id: record.source_cluster_id,
                 })
             }
-            other => Ok(ControlRecord::Other {
-                record_type: other,
-            }),
+            other => Ok(ControlRecord::Other { record_type: other }),
         }
     }
 }

@@ -9,8 +9,9 @@ use uuid::Uuid;
 
 /// Java's `String.hashCode`: `s[0]*31^(n-1) + ... + s[n-1]` over UTF-16 code units, wrapping.
 pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(i32::from(unit)))
+    s.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
 }
 
 /// Kafka's `Utils.abs`: the absolute value, with `i32::MIN` mapped to 0.
@@ -55,10 +56,16 @@ mod tests {
     #[test]
     fn shards_match_java() {
         let id = crate::topic_id::from_kafka_string("ASNFZ4mrze_-3LqYdlQyEA").expect("valid id");
-        assert_eq!(java_string_hash("dr:ASNFZ4mrze_-3LqYdlQyEA:7"), -1_179_385_960);
+        assert_eq!(
+            java_string_hash("dr:ASNFZ4mrze_-3LqYdlQyEA:7"),
+            -1_179_385_960
+        );
         assert_eq!(mirror_partition_shard("dr", &id, 7, 50), 10);
         // Non-ASCII names hash by UTF-16 code units, surrogate pairs included.
-        assert_eq!(java_string_hash("миррор-€:AAAAAAAAAAAAAAAAAAAAAA:0"), -1_791_943_277);
+        assert_eq!(
+            java_string_hash("миррор-€:AAAAAAAAAAAAAAAAAAAAAA:0"),
+            -1_791_943_277
+        );
         assert_eq!(mirror_partition_shard("миррор-€", &Uuid::nil(), 0, 50), 27);
         assert_eq!(java_string_hash("\u{1F600}emoji"), -1_233_692_477);
         assert_eq!(java_string_hash("us-east"), -199_235_124);

@@ -47,7 +47,9 @@ impl MirrorState {
 
     /// The state with this wire value, if any.
     pub fn from_wire(value: i8) -> Option<MirrorState> {
-        MirrorState::ALL.into_iter().find(|s| s.wire_value() == value)
+        MirrorState::ALL
+            .into_iter()
+            .find(|s| s.wire_value() == value)
     }
 
     /// The name DescribeMirrors reports and operators read.

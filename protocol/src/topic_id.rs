@@ -70,7 +70,13 @@ mod tests {
 
     #[test]
     fn rejects_what_java_rejects() {
-        for bad in ["", "short", "ASNFZ4mrze_-3LqYdlQyE=", "ASNFZ4mrze_+3LqYdlQyEA", "ASNFZ4mrze_-3LqYdlQyEB"] {
+        for bad in [
+            "",
+            "short",
+            "ASNFZ4mrze_-3LqYdlQyE=",
+            "ASNFZ4mrze_+3LqYdlQyEA",
+            "ASNFZ4mrze_-3LqYdlQyEB",
+        ] {
             assert!(from_kafka_string(bad).is_err(), "{bad}");
         }
     }

@@ -167,16 +167,26 @@ fn base_offset_and_epoch_rewrite_in_place_keep_the_crc() {
         .collect::<Result<_, _>>()
         .expect("valid");
     assert_eq!(
-        batches.iter().map(|b| (b.base_offset(), b.partition_leader_epoch())).collect::<Vec<_>>(),
+        batches
+            .iter()
+            .map(|b| (b.base_offset(), b.partition_leader_epoch()))
+            .collect::<Vec<_>>(),
         [(500, 12), (503, 12)]
     );
     assert!(batches.iter().all(|b| b.verify_crc().is_ok()));
     // Kafka's decoder (which verifies the CRC) agrees.
     let mut wire = complete;
     let sets = RecordBatchDecoder::decode_all(&mut wire).expect("kafka-protocol decodes");
-    let offsets: Vec<i64> = sets.iter().flat_map(|s| s.records.iter().map(|r| r.offset)).collect();
+    let offsets: Vec<i64> = sets
+        .iter()
+        .flat_map(|s| s.records.iter().map(|r| r.offset))
+        .collect();
     assert_eq!(offsets, [500, 501, 502, 503, 504]);
-    assert!(sets.iter().flat_map(|s| &s.records).all(|r| r.partition_leader_epoch == 12));
+    assert!(
+        sets.iter()
+            .flat_map(|s| &s.records)
+            .all(|r| r.partition_leader_epoch == 12)
+    );
 }
 
 #[test]

@@ -46,7 +46,10 @@ fn every_message_and_record_round_trips_at_every_version() {
 
 #[test]
 fn api_keys_are_the_decisions_table() {
-    let keys: Vec<(i16, &str)> = MirrorApiKey::ALL.iter().map(|k| (k.key(), k.name())).collect();
+    let keys: Vec<(i16, &str)> = MirrorApiKey::ALL
+        .iter()
+        .map(|k| (k.key(), k.name()))
+        .collect();
     assert_eq!(
         keys,
         [
@@ -73,15 +76,17 @@ fn api_keys_are_the_decisions_table() {
 }
 
 fn start_request() -> StartMirrorTopicsRequest {
-    let mut req = StartMirrorTopicsRequest::default();
-    req.mirror_name = "m".into();
-    let mut topic = start_mirror_topics_request::TopicMetadata::default();
-    topic.topic_id = Uuid::from_bytes([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
-    topic.topic_name = "t".into();
-    topic.num_partitions = 3;
-    req.topics.push(topic);
-    req.include_patterns.push("a.*".into());
-    req
+    StartMirrorTopicsRequest {
+        mirror_name: "m".into(),
+        topics: vec![start_mirror_topics_request::TopicMetadata {
+            topic_id: Uuid::from_bytes([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]),
+            topic_name: "t".into(),
+            num_partitions: 3,
+            ..Default::default()
+        }],
+        include_patterns: vec!["a.*".into()],
+        ..Default::default()
+    }
 }
 
 /// The wire form written out by hand from Kafka's flexible-version rules.
@@ -121,10 +126,14 @@ fn request_frames_like_kafka_through_kafka_protocol_traits() {
     let header_version = <StartMirrorTopicsRequest as HeaderVersion>::header_version(0);
     assert_eq!(header_version, 2);
     let mut frame = BytesMut::new();
-    header.encode(&mut frame, header_version).expect("header encodes");
+    header
+        .encode(&mut frame, header_version)
+        .expect("header encodes");
     Encodable::encode(&start_request(), &mut frame, 0).expect("body encodes");
 
-    let mut expected = vec![0x00, 95, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, 0x00, 0x01, b'c', 0x00];
+    let mut expected = vec![
+        0x00, 95, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, 0x00, 0x01, b'c', 0x00,
+    ];
     expected.extend_from_slice(START_REQUEST_V0);
     assert_eq!(&frame[..], &expected[..]);
 
@@ -142,10 +151,16 @@ fn unknown_tagged_fields_survive_a_decode_and_encode() {
     // Replace the tagged section: two fields, known tag 0 and unknown tag 9.
     let section = bytes.len() - 8;
     bytes.truncate(section);
-    bytes.extend_from_slice(&[0x02, 0x00, 0x05, 0x02, 0x04, b'a', b'.', b'*', 0x09, 0x02, 0xbe, 0xef]);
-    let decoded = StartMirrorTopicsRequest::from_bytes(Bytes::from(bytes.clone()), 0).expect("decodes");
+    bytes.extend_from_slice(&[
+        0x02, 0x00, 0x05, 0x02, 0x04, b'a', b'.', b'*', 0x09, 0x02, 0xbe, 0xef,
+    ]);
+    let decoded =
+        StartMirrorTopicsRequest::from_bytes(Bytes::from(bytes.clone()), 0).expect("decodes");
     assert_eq!(decoded.include_patterns, ["a.*"]);
-    assert_eq!(decoded.unknown_tagged_fields.get(&9).map(|b| &b[..]), Some(&[0xbe, 0xef][..]));
+    assert_eq!(
+        decoded.unknown_tagged_fields.get(&9).map(|b| &b[..]),
+        Some(&[0xbe, 0xef][..])
+    );
     assert_eq!(&decoded.to_bytes(0).expect("encodes")[..], &bytes[..]);
 }
 
@@ -178,7 +193,10 @@ fn versions_and_nulls_are_enforced() {
 fn defaults_follow_the_schemas() {
     let p = read_mirror_states_response::Partition::default();
     assert_eq!((p.state, p.previous_state, p.retry_attempt), (16, 16, 0));
-    assert_eq!((p.leader_epoch, p.last_mirror_epoch, p.error_message), (-1, -1, None));
+    assert_eq!(
+        (p.leader_epoch, p.last_mirror_epoch, p.error_message),
+        (-1, -1, None)
+    );
     let m = describe_mirrors_response::DescribedMirror::default();
     assert_eq!(m.authorized_operations, i32::MIN);
     let d = describe_mirrors_response::DescribedPartition::default();

@@ -1,6 +1,6 @@
 use super::*;
 use crate::batch::{RecordBatch, RecordBatches};
-use crate::messages::{last_mirror_epochs_value, MirrorPartitionStateValue};
+use crate::messages::{MirrorPartitionStateValue, last_mirror_epochs_value};
 use crate::state::MirrorState;
 use kafka_protocol::records::RecordBatchDecoder;
 use uuid::Uuid;
@@ -8,11 +8,13 @@ use uuid::Uuid;
 fn lme_record() -> CoordinatorRecord {
     let partitions = [(0, 5), (1, 7)]
         .into_iter()
-        .map(|(partition_index, last_mirror_epoch)| last_mirror_epochs_value::Partition {
-            partition_index,
-            last_mirror_epoch,
-            ..Default::default()
-        })
+        .map(
+            |(partition_index, last_mirror_epoch)| last_mirror_epochs_value::Partition {
+                partition_index,
+                last_mirror_epoch,
+                ..Default::default()
+            },
+        )
         .collect();
     CoordinatorRecord::LastMirrorEpochs {
         key: LastMirrorEpochsKey {
@@ -119,13 +121,13 @@ const COMMIT_MARKER: &[u8] = &[
     0, 0, 0, 0, 0, 0, 0x03, 0xe8, // producer id 1000
     0, 2, // producer epoch
     0xff, 0xff, 0xff, 0xff, // base sequence -1
-    0, 0, 0, 1, // one record
+    0, 0, 0, 1,    // one record
     0x20, // record length 16 (zig-zag)
     0x00, // record attributes
     0x00, // timestamp delta
     0x00, // offset delta
     0x08, 0, 0, 0, 1, // key length 4: version 0, type 1 (COMMIT)
-    0x0c, 0, 0, 0, 0, 0, 9, // value length 6: version 0, coordinator epoch 9
+    0x0c, 0, 0, 0, 0, 0, 9,    // value length 6: version 0, coordinator epoch 9
     0x00, // no headers
 ];
 
@@ -158,7 +160,10 @@ fn transaction_marker_matches_the_hand_built_batch() {
     let set = RecordBatchDecoder::decode(&mut wire).expect("kafka-protocol decodes");
     let record = &set.records[0];
     assert!(record.control && record.transactional);
-    assert_eq!((record.offset, record.producer_id, record.producer_epoch), (42, 1000, 2));
+    assert_eq!(
+        (record.offset, record.producer_id, record.producer_epoch),
+        (42, 1000, 2)
+    );
     assert_eq!(record.key.as_deref(), Some(&[0u8, 0, 0, 1][..]));
     assert_eq!(record.value.as_deref(), Some(&[0u8, 0, 0, 0, 0, 9][..]));
 }
@@ -206,7 +211,10 @@ fn parse_rejects_what_is_not_a_control_record() {
     let mut data = COMMIT_MARKER.to_vec();
     data[22] = 0x00; // clear the control attribute
     let plain = RecordBatch::new(Bytes::from(data)).expect("framed");
-    assert_eq!(ControlRecord::parse(&plain), Err(RecordError::NotControl(42)));
+    assert_eq!(
+        ControlRecord::parse(&plain),
+        Err(RecordError::NotControl(42))
+    );
 
     let mut data = marker.to_vec();
     data[22] = 0x33; // lz4
