@@ -224,6 +224,51 @@ macro_rules! header_getters {
     };
 }
 
+/// The fields of a batch header needed to walk a log without reading whole batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// The offset of the first record.
+    pub base_offset: i64,
+    /// The whole batch's size in bytes.
+    pub size: usize,
+    /// The leader epoch stamped on the batch.
+    pub partition_leader_epoch: i32,
+    /// `last_offset - base_offset`.
+    pub last_offset_delta: i32,
+    /// The greatest record timestamp.
+    pub max_timestamp: i64,
+}
+
+impl BatchHeader {
+    /// Reads the header at the start of `b`, which needs only [`HEADER_SIZE`] bytes; `None` when
+    /// `b` is shorter. `position` is reported in errors.
+    pub fn parse(b: &[u8], position: usize) -> Result<Option<BatchHeader>, BatchError> {
+        if b.len() < HEADER_SIZE {
+            return Ok(None);
+        }
+        let length = i32_at(b, LENGTH);
+        if length < (HEADER_SIZE - LOG_OVERHEAD) as i32 {
+            return Err(BatchError::LengthTooSmall { position, length });
+        }
+        let magic = b[MAGIC] as i8;
+        if magic != MAGIC_V2 {
+            return Err(BatchError::UnsupportedMagic { position, magic });
+        }
+        Ok(Some(BatchHeader {
+            base_offset: i64_at(b, BASE_OFFSET),
+            size: LOG_OVERHEAD + length as usize,
+            partition_leader_epoch: i32_at(b, PARTITION_LEADER_EPOCH),
+            last_offset_delta: i32_at(b, LAST_OFFSET_DELTA),
+            max_timestamp: i64_at(b, MAX_TIMESTAMP),
+        }))
+    }
+
+    /// The offset after the batch.
+    pub fn next_offset(&self) -> i64 {
+        self.base_offset + i64::from(self.last_offset_delta) + 1
+    }
+}
+
 /// One complete RecordBatch v2: a zero-copy slice of the buffer it was found in.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RecordBatch {

@@ -16,4 +16,6 @@ pub mod messages;
 pub mod records;
 pub mod sharding;
 pub mod state;
+#[cfg(feature = "test-util")]
+pub mod testing;
 pub mod topic_id;

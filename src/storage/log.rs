@@ -1,0 +1,1050 @@
+//! A partition log: segments of raw v2 batches with the state Kafka keeps beside them.
+//!
+//! Lifecycle: [`PartitionLog::open`] recovers the directory (see below) and returns a report of
+//! what it repaired; appends go through one of two paths; [`PartitionLog::flush`] makes every
+//! batch below the log end offset durable; [`PartitionLog::close`] flushes and snapshots producer
+//! state so the next open replays nothing.
+//!
+//! Append paths:
+//! - [`PartitionLog::append_as_leader`] (produce): the leader assigns offsets from the log end
+//!   and stamps its leader epoch into each batch header (both outside the CRC, rewritten in
+//!   place), after the idempotent-producer checks;
+//! - [`PartitionLog::append_mirrored`] (mirror fetcher): batches keep the source's offsets,
+//!   epochs and bytes; they must start at the log end offset (or after it, where the source is
+//!   compacted) and never lower the leader epoch; the epoch cache follows the batches' epochs.
+//!
+//! Files in the partition directory:
+//! - `<offset>.log` / `<offset>.index`: segments ([`super::segment`]);
+//! - `leader-epoch-checkpoint`: the epoch cache, rewritten on every change;
+//! - `log-state-checkpoint`: log start offset, recovery point and high watermark;
+//! - `<offset>.snapshot`: producer state valid at that offset, written at segment rolls and close.
+//!
+//! Recovery: segments from the one holding the recovery point onward are verified batch by batch
+//! (CRC, increasing offsets) and cut at the first torn or corrupt batch, and any later segment is
+//! dropped; earlier segments only get their index checked. Producer state is the newest intact
+//! snapshot replayed forward to the end; the epoch cache comes from its checkpoint, or from the
+//! batches when the checkpoint is missing or damaged. Everything repaired is reported.
+//!
+//! Durability: data is fsynced by [`PartitionLog::flush`], which the flush policy
+//! (`flush.messages`, `flush.ms`) calls after appends; truncations and deletions are fsynced at
+//! once, so truncated data never comes back after a crash.
+
+use super::checkpoint::{self, CheckpointProblem};
+use super::config::LogConfig;
+use super::epoch_cache::{EpochCache, EpochEntry};
+use super::error::{StorageError, io};
+use super::producer_state::{AbortedTxn, ProduceCheck, ProducerStateManager};
+use super::segment::{AppendedBatch, OpenMode, Segment, file_path};
+use bytes::Bytes;
+use kmirror_protocol::batch::{BatchHeader, RecordBatch, RecordBatches, rewrite_batches};
+use kmirror_protocol::records::{ControlBatchHeader, ControlRecord};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
+const STATE_CHECKPOINT: &str = "log-state-checkpoint";
+/// How often a flush also rewrites `log-state-checkpoint` (Kafka's
+/// `log.flush.offset.checkpoint.interval.ms`); recovery scans from an older point otherwise.
+const STATE_CHECKPOINT_INTERVAL_MS: i64 = 60_000;
+/// Bytes read per step when replaying batches.
+const REPLAY_CHUNK: usize = 8 << 20;
+
+/// Whether a mirrored append may start after the log end offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GapPolicy {
+    /// The first batch must start exactly at the log end offset.
+    Contiguous,
+    /// Compaction on the source may have removed whole batches: a later start is fine.
+    AllowGaps,
+}
+
+/// What an append wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record appended (or of the duplicate's first record).
+    pub first_offset: i64,
+    /// Offset of the last record appended.
+    pub last_offset: i64,
+    /// Batches written.
+    pub batches: usize,
+    /// Bytes written.
+    pub bytes: usize,
+    /// The batch was a retry of one already in the log; nothing was written.
+    pub duplicate: bool,
+}
+
+/// Whole batches read from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    /// Whole batches, back to back, a zero-copy slice of one read buffer.
+    pub records: Bytes,
+    /// The offset after the last batch returned (the start offset when nothing was).
+    pub next_offset: i64,
+}
+
+/// What [`PartitionLog::open`] found and repaired.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Segments kept.
+    pub segments: usize,
+    /// Bytes cut from torn or corrupt segment tails.
+    pub truncated_bytes: u64,
+    /// Segments deleted because they followed a corruption or overlapped.
+    pub dropped_segments: Vec<i64>,
+    /// Segments whose index was rebuilt.
+    pub rebuilt_indexes: usize,
+    /// The offset producer-state replay started from.
+    pub replayed_from: i64,
+    /// Everything that was not as a clean shutdown leaves it, one line each.
+    pub problems: Vec<String>,
+}
+
+/// A partition's log.
+#[derive(Debug)]
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment>,
+    log_start_offset: i64,
+    high_watermark: i64,
+    recovery_point: i64,
+    epochs: EpochCache,
+    producers: ProducerStateManager,
+    unflushed_batches: u64,
+    last_flush_ms: i64,
+    last_state_checkpoint_ms: i64,
+    dir_dirty: bool,
+}
+
+/// A batch parsed for appending: its header and, for control batches, the record.
+struct Checked {
+    batch: RecordBatch,
+    control: Option<ControlRecord>,
+}
+
+fn frame(records: Bytes) -> Result<Vec<RecordBatch>, StorageError> {
+    let mut iter = RecordBatches::new(records);
+    let batches = iter.by_ref().collect::<Result<Vec<_>, _>>()?;
+    if iter.partial_tail() > 0 {
+        return Err(StorageError::PartialBatch(iter.partial_tail()));
+    }
+    if batches.is_empty() {
+        return Err(StorageError::EmptyAppend);
+    }
+    for b in &batches {
+        b.verify_crc()?;
+    }
+    Ok(batches)
+}
+
+fn header_of(b: &RecordBatch) -> BatchHeader {
+    BatchHeader {
+        base_offset: b.base_offset(),
+        size: b.size(),
+        partition_leader_epoch: b.partition_leader_epoch(),
+        last_offset_delta: b.last_offset_delta(),
+        max_timestamp: b.max_timestamp(),
+    }
+}
+
+fn control_of(b: &RecordBatch) -> Result<Option<ControlRecord>, StorageError> {
+    if b.is_control() {
+        Ok(Some(ControlRecord::parse(b)?))
+    } else {
+        Ok(None)
+    }
+}
+
+fn delete_segment_files(dir: &Path, base: i64) -> Result<(), StorageError> {
+    for ext in ["log", "index"] {
+        let path = file_path(dir, base, ext);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io("delete", path)(e));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn parse_base_offset(name: &str, ext: &str) -> Option<i64> {
+    let stem = name.strip_suffix(ext)?.strip_suffix('.')?;
+    (stem.len() == 20).then(|| stem.parse().ok()).flatten()
+}
+
+impl PartitionLog {
+    /// Opens (creating if needed) the log in `dir`, recovering it as the module docs describe.
+    pub fn open(
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<(PartitionLog, RecoveryReport), StorageError> {
+        fs::create_dir_all(dir).map_err(io("create directory", dir))?;
+        let mut report = RecoveryReport::default();
+        let mut log_bases = Vec::new();
+        let mut snapshots = Vec::new();
+        for entry in fs::read_dir(dir).map_err(io("list", dir))? {
+            let entry = entry.map_err(io("list", dir))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".tmp") {
+                fs::remove_file(entry.path()).map_err(io("delete", entry.path()))?;
+                report
+                    .problems
+                    .push(format!("deleted unfinished file {name}"));
+            } else if let Some(base) = parse_base_offset(&name, "log") {
+                log_bases.push(base);
+            } else if let Some(offset) = parse_base_offset(&name, "snapshot") {
+                snapshots.push(offset);
+            }
+        }
+        log_bases.sort_unstable();
+        snapshots.sort_unstable();
+        // An index without its log is a leftover of a deletion.
+        for entry in fs::read_dir(dir).map_err(io("list", dir))? {
+            let entry = entry.map_err(io("list", dir))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(base) = parse_base_offset(&name, "index")
+                && log_bases.binary_search(&base).is_err()
+            {
+                fs::remove_file(entry.path()).map_err(io("delete", entry.path()))?;
+            }
+        }
+
+        let state_path = dir.join(STATE_CHECKPOINT);
+        let first_base = log_bases.first().copied().unwrap_or(0);
+        let (mut log_start, mut recovery_point, mut high_watermark) =
+            match checkpoint::read(&state_path, 3) {
+                Ok(e) if e.len() == 1 => (e[0][0], e[0][1], e[0][2]),
+                Ok(_) => {
+                    report
+                        .problems
+                        .push("log-state-checkpoint holds no entry".into());
+                    (first_base, first_base, first_base)
+                }
+                Err(CheckpointProblem::Missing) => (first_base, first_base, first_base),
+                Err(CheckpointProblem::Garbage(why)) => {
+                    report
+                        .problems
+                        .push(format!("ignored {why}; recovering every segment"));
+                    (first_base, first_base, first_base)
+                }
+            };
+
+        let mut segments = BTreeMap::new();
+        let recover_from = log_bases
+            .iter()
+            .rev()
+            .find(|b| **b <= recovery_point)
+            .copied()
+            .unwrap_or(first_base);
+        let mut cut = false;
+        for (i, &base) in log_bases.iter().enumerate() {
+            let previous_end = segments.values().last().map(Segment::next_offset);
+            if cut || previous_end.is_some_and(|end| base < end) {
+                if !cut {
+                    report
+                        .problems
+                        .push(format!("segment {base} overlaps the one before it"));
+                }
+                cut = true;
+                delete_segment_files(dir, base)?;
+                report.dropped_segments.push(base);
+                continue;
+            }
+            let mode = if base >= recover_from {
+                OpenMode::Recover
+            } else {
+                OpenMode::Flushed
+            };
+            let (segment, repaired) =
+                Segment::open(dir, base, mode, config.index_interval_bytes, now_ms)?;
+            if repaired.index_rebuilt && mode == OpenMode::Flushed {
+                report
+                    .problems
+                    .push(format!("rebuilt the index of segment {base}"));
+            }
+            report.rebuilt_indexes += usize::from(repaired.index_rebuilt);
+            if repaired.truncated_bytes > 0 {
+                report.truncated_bytes += repaired.truncated_bytes;
+                report.problems.push(format!(
+                    "cut {} bytes from segment {base}: {}",
+                    repaired.truncated_bytes,
+                    repaired.reason.unwrap_or_default()
+                ));
+                cut = true;
+            }
+            let empty_middle = segment.size() == 0 && i + 1 < log_bases.len() && !cut;
+            if empty_middle {
+                segment.delete()?;
+                report
+                    .problems
+                    .push(format!("deleted empty segment {base}"));
+                continue;
+            }
+            segments.insert(base, segment);
+        }
+        if segments.is_empty() {
+            segments.insert(log_start, Segment::create(dir, log_start, now_ms)?);
+        }
+        let first = *segments.keys().next().expect("at least one segment");
+        let log_end = segments.values().last().map_or(first, Segment::next_offset);
+        log_start = log_start.clamp(first, log_end);
+        recovery_point = recovery_point.clamp(log_start, log_end);
+        high_watermark = high_watermark.clamp(log_start, log_end);
+
+        let mut log = PartitionLog {
+            dir: dir.to_path_buf(),
+            config,
+            segments,
+            log_start_offset: log_start,
+            high_watermark,
+            recovery_point,
+            epochs: EpochCache::default(),
+            producers: ProducerStateManager::default(),
+            unflushed_batches: 0,
+            last_flush_ms: now_ms,
+            last_state_checkpoint_ms: now_ms,
+            dir_dirty: !report.dropped_segments.is_empty(),
+        };
+
+        let epochs_ok = match checkpoint::read(&dir.join(EPOCH_CHECKPOINT), 2) {
+            Ok(entries) => {
+                log.epochs = EpochCache::from_entries(entries.iter().map(|e| EpochEntry {
+                    epoch: e[0] as i32,
+                    start_offset: e[1],
+                }));
+                true
+            }
+            Err(CheckpointProblem::Missing) => log.log_end_offset() == log.log_start_offset,
+            Err(CheckpointProblem::Garbage(why)) => {
+                report
+                    .problems
+                    .push(format!("ignored {why}; rebuilding epochs from batches"));
+                false
+            }
+        };
+        if !epochs_ok {
+            log.rebuild_epochs()?;
+        }
+        log.epochs.truncate_from_end(log_end);
+        log.epochs.truncate_from_start(log_start);
+        report.replayed_from = log.reload_producer_state(&snapshots)?;
+        report.segments = log.segments.len();
+        log.write_epoch_checkpoint()?;
+        // Everything kept was read back intact: make it durable and start clean from here.
+        log.flush_all()?;
+        log.write_state_checkpoint(now_ms)?;
+        Ok((log, report))
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The first offset still in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    /// The offset the next batch gets.
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset()
+    }
+
+    /// Offsets below it are replicated (committed); consumers read up to it.
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    /// Offsets below it are durable.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    /// The last stable offset: READ_COMMITTED readers stop at the oldest ongoing transaction or
+    /// the high watermark.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.producers
+            .first_unstable_offset()
+            .map_or(self.high_watermark, |first| first.min(self.high_watermark))
+    }
+
+    /// Aborted transactions a READ_COMMITTED fetch of `[start, upper)` must skip.
+    pub fn aborted_transactions(&self, start: i64, upper: i64) -> Vec<AbortedTxn> {
+        self.producers.aborted_between(start, upper)
+    }
+
+    /// The producer state.
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producers
+    }
+
+    /// The epoch cache entries, oldest first.
+    pub fn epoch_entries(&self) -> &[EpochEntry] {
+        self.epochs.entries()
+    }
+
+    /// The newest leader epoch in the log.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.latest_epoch()
+    }
+
+    /// Kafka's OffsetForLeaderEpoch answer: see [`EpochCache::end_offset_for`].
+    pub fn end_offset_for(&self, epoch: i32) -> (i32, i64) {
+        self.epochs.end_offset_for(epoch, self.log_end_offset())
+    }
+
+    /// Bytes in all segments.
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(Segment::size).sum()
+    }
+
+    /// Base offsets of the segments, oldest first.
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    /// Sets the high watermark, clamped to the log.
+    pub fn update_high_watermark(&mut self, offset: i64) {
+        self.high_watermark = offset.clamp(self.log_start_offset, self.log_end_offset());
+    }
+
+    /// Records that `epoch` starts at the log end offset: what a leader does on election, and
+    /// what a STOPPED mirror partition does once its epoch is bumped.
+    pub fn assign_leader_epoch(&mut self, epoch: i32) -> Result<(), StorageError> {
+        if self.epochs.assign(epoch, self.log_end_offset()) {
+            self.write_epoch_checkpoint()?;
+        }
+        Ok(())
+    }
+
+    /// The produce path: checks, assigns offsets, stamps `leader_epoch`, appends.
+    pub fn append_as_leader(
+        &mut self,
+        records: Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let batches = frame(records.clone())?;
+        if batches.iter().any(RecordBatch::is_control) {
+            return Err(StorageError::ControlBatchProduced);
+        }
+        let idempotent = batches.iter().any(|b| b.producer_id() >= 0);
+        if idempotent && batches.len() > 1 {
+            return Err(StorageError::MultipleProducerBatches(batches.len()));
+        }
+        if let ProduceCheck::Duplicate(meta) = self.producers.check_produce(&batches[0])? {
+            return Ok(AppendInfo {
+                first_offset: meta.first_offset,
+                last_offset: meta.last_offset,
+                batches: 0,
+                bytes: 0,
+                duplicate: true,
+            });
+        }
+        drop(batches);
+        let mut buf = records
+            .try_into_mut()
+            .unwrap_or_else(|shared| bytes::BytesMut::from(&shared[..]));
+        let mut next = self.log_end_offset();
+        rewrite_batches(&mut buf, |b| {
+            b.set_base_offset(next);
+            b.set_partition_leader_epoch(leader_epoch);
+            next = b.next_offset();
+        })?;
+        let checked = RecordBatches::new(buf.freeze())
+            .map(|b| {
+                b.map(|batch| Checked {
+                    batch,
+                    control: None,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.append_checked(checked, Some(leader_epoch), now_ms)
+    }
+
+    /// Writes a transaction marker for `producer_id` as the leader.
+    pub fn append_txn_marker(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        coordinator_epoch: i32,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        self.producers
+            .check_marker(producer_id, producer_epoch, coordinator_epoch)?;
+        let header = ControlBatchHeader {
+            base_offset: self.log_end_offset(),
+            partition_leader_epoch: leader_epoch,
+            producer_id,
+            producer_epoch,
+            timestamp_ms: now_ms,
+        };
+        let record = ControlRecord::EndTxn {
+            commit,
+            coordinator_epoch,
+        };
+        self.append_control(record, &header, leader_epoch, now_ms)
+    }
+
+    /// Writes the `MIRROR_PID_RESET` barrier as the leader (the last step of STOPPING).
+    pub fn append_pid_reset(
+        &mut self,
+        source_cluster_id: &str,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let header =
+            ControlBatchHeader::without_producer(self.log_end_offset(), leader_epoch, now_ms);
+        let record = ControlRecord::MirrorPidReset {
+            source_cluster_id: source_cluster_id.to_string(),
+        };
+        self.append_control(record, &header, leader_epoch, now_ms)
+    }
+
+    fn append_control(
+        &mut self,
+        record: ControlRecord,
+        header: &ControlBatchHeader,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let batch = RecordBatch::new(record.to_batch(header)?)?;
+        let checked = vec![Checked {
+            batch,
+            control: Some(record),
+        }];
+        self.append_checked(checked, Some(leader_epoch), now_ms)
+    }
+
+    /// The mirror path: appends the source's batches unchanged.
+    pub fn append_mirrored(
+        &mut self,
+        records: Bytes,
+        gaps: GapPolicy,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let batches = frame(records)?;
+        let log_end_offset = self.log_end_offset();
+        let mut previous_end = log_end_offset;
+        let mut latest_epoch = self.epochs.latest_epoch().unwrap_or(-1);
+        let mut checked = Vec::with_capacity(batches.len());
+        for (i, batch) in batches.into_iter().enumerate() {
+            let base_offset = batch.base_offset();
+            if i == 0 && base_offset < log_end_offset {
+                return Err(StorageError::OffsetOverlap {
+                    base_offset,
+                    log_end_offset,
+                });
+            }
+            if i == 0 && base_offset > log_end_offset && gaps == GapPolicy::Contiguous {
+                return Err(StorageError::OffsetGap {
+                    base_offset,
+                    log_end_offset,
+                });
+            }
+            if base_offset < previous_end {
+                return Err(StorageError::OffsetsNotIncreasing {
+                    base_offset,
+                    previous_last_offset: previous_end - 1,
+                });
+            }
+            let epoch = batch.partition_leader_epoch();
+            if epoch >= 0 && epoch < latest_epoch {
+                return Err(StorageError::EpochRegression {
+                    base_offset,
+                    epoch,
+                    latest_epoch,
+                });
+            }
+            latest_epoch = latest_epoch.max(epoch);
+            previous_end = batch.next_offset();
+            let control = control_of(&batch)?;
+            checked.push(Checked { batch, control });
+        }
+        self.append_checked(checked, None, now_ms)
+    }
+
+    /// Appends checked batches whose offsets are final. `leader_epoch` is the epoch a leader
+    /// append stamps; mirrored appends take each batch's own epoch.
+    fn append_checked(
+        &mut self,
+        checked: Vec<Checked>,
+        leader_epoch: Option<i32>,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let first = checked.first().expect("frame() refuses empty appends");
+        let first_offset = first.batch.base_offset();
+        let last_offset = checked
+            .last()
+            .map_or(first_offset, |c| c.batch.last_offset());
+        let total: usize = checked.iter().map(|c| c.batch.size()).sum();
+        self.maybe_roll(total, now_ms)?;
+
+        let mut bytes = Vec::with_capacity(total);
+        let mut appended = Vec::with_capacity(checked.len());
+        for c in &checked {
+            appended.push(AppendedBatch {
+                header: header_of(&c.batch),
+                position: bytes.len(),
+            });
+            bytes.extend_from_slice(c.batch.as_bytes());
+        }
+        let interval = self.config.index_interval_bytes;
+        self.active_mut().append(&bytes, &appended, interval)?;
+
+        let mut epochs_changed = match leader_epoch {
+            Some(epoch) => self.epochs.assign(epoch, first_offset),
+            None => false,
+        };
+        for c in &checked {
+            if leader_epoch.is_none() {
+                epochs_changed |= self
+                    .epochs
+                    .assign(c.batch.partition_leader_epoch(), c.batch.base_offset());
+            }
+            self.producers.apply(&c.batch, c.control.as_ref());
+        }
+        if epochs_changed {
+            self.write_epoch_checkpoint()?;
+        }
+        self.unflushed_batches += checked.len() as u64;
+        if self.unflushed_batches >= self.config.flush_messages
+            || now_ms - self.last_flush_ms >= self.config.flush_ms
+        {
+            self.flush(now_ms)?;
+        }
+        Ok(AppendInfo {
+            first_offset,
+            last_offset,
+            batches: checked.len(),
+            bytes: total,
+            duplicate: false,
+        })
+    }
+
+    fn maybe_roll(&mut self, incoming: usize, now_ms: i64) -> Result<(), StorageError> {
+        let active = self.active();
+        let full = active.size() + incoming as u64 > self.config.segment_bytes;
+        let old = now_ms - active.created_ms() >= self.config.segment_ms;
+        if active.size() == 0 || !(full || old) {
+            return Ok(());
+        }
+        let base = self.log_end_offset();
+        self.write_snapshot(base)?;
+        let segment = Segment::create(&self.dir, base, now_ms)?;
+        self.segments.insert(base, segment);
+        self.dir_dirty = true;
+        Ok(())
+    }
+
+    /// Reads whole batches from the batch holding `offset`: at most `max_bytes`, only batches
+    /// starting below `upper_bound` (the high watermark, or the LSO for READ_COMMITTED), and at
+    /// least one batch when `min_one_batch` even if it is larger than `max_bytes`. One pread
+    /// into a fresh buffer, sliced into batches without copying: a memory map is not used
+    /// because truncation under a mapped reader is undefined behaviour (SIGBUS), and because
+    /// the workspace forbids `unsafe`.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        upper_bound: i64,
+        min_one_batch: bool,
+    ) -> Result<ReadResult, StorageError> {
+        let log_end_offset = self.log_end_offset();
+        if offset < self.log_start_offset || offset > log_end_offset {
+            return Err(StorageError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset,
+            });
+        }
+        let empty = ReadResult {
+            records: Bytes::new(),
+            next_offset: offset,
+        };
+        let floor = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(self.log_start_offset, |(b, _)| *b);
+        for segment in self.segments.range(floor..).map(|(_, s)| s) {
+            let Some(position) = segment.position_of(offset)? else {
+                continue;
+            };
+            let available = (segment.size() - position) as usize;
+            let chunk = segment.read(position, max_bytes.min(available))?;
+            let mut taken = 0;
+            let mut next_offset = offset;
+            for batch in RecordBatches::new(chunk.clone()) {
+                let batch = batch?;
+                if batch.base_offset() >= upper_bound {
+                    break;
+                }
+                taken += batch.size();
+                next_offset = batch.next_offset();
+            }
+            if taken == 0 && min_one_batch {
+                let head = segment.read(
+                    position,
+                    available.min(kmirror_protocol::batch::HEADER_SIZE),
+                )?;
+                if let Some(h) = BatchHeader::parse(&head, position as usize)?
+                    && h.base_offset < upper_bound
+                    && h.size <= available
+                {
+                    return Ok(ReadResult {
+                        records: segment.read(position, h.size)?,
+                        next_offset: h.next_offset(),
+                    });
+                }
+            }
+            return Ok(ReadResult {
+                records: chunk.slice(..taken),
+                next_offset,
+            });
+        }
+        Ok(empty)
+    }
+
+    /// The base offset of the first batch whose greatest timestamp reaches `timestamp`.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<i64>, StorageError> {
+        for segment in self.segments.values() {
+            if let Some(offset) = segment.offset_for_timestamp(timestamp)? {
+                return Ok(Some(offset.max(self.log_start_offset)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Calls `f` for every batch from the one holding `from` to the end, in order.
+    pub fn for_each_batch(
+        &self,
+        from: i64,
+        mut f: impl FnMut(&RecordBatch) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        for segment in self.segments.values() {
+            if segment.next_offset() <= from {
+                continue;
+            }
+            let Some(mut position) = segment.position_of(from)? else {
+                continue;
+            };
+            while position < segment.size() {
+                let len = ((segment.size() - position) as usize).min(REPLAY_CHUNK);
+                let chunk = segment.read(position, len)?;
+                let mut advanced = 0;
+                for batch in RecordBatches::new(chunk) {
+                    let batch = batch?;
+                    advanced += batch.size();
+                    f(&batch)?;
+                }
+                if advanced == 0 {
+                    // One batch larger than the chunk.
+                    let head = segment.read(position, kmirror_protocol::batch::HEADER_SIZE)?;
+                    let size = BatchHeader::parse(&head, position as usize)?.map_or(0, |h| h.size);
+                    let batch = RecordBatch::new(segment.read(position, size)?)?;
+                    advanced = batch.size();
+                    f(&batch)?;
+                }
+                position += advanced as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops every batch holding an offset at or after `offset`. A batch straddling `offset` is
+    /// dropped whole, so afterwards the log end offset is at most `offset`.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
+        if offset >= self.log_end_offset() {
+            return Ok(());
+        }
+        if offset < self.log_start_offset {
+            return self.truncate_fully_and_start_at(offset);
+        }
+        let doomed: Vec<i64> = self
+            .segments
+            .range(offset..)
+            .map(|(b, _)| *b)
+            .filter(|b| *b != self.first_base())
+            .collect();
+        for base in doomed {
+            if let Some(segment) = self.segments.remove(&base) {
+                segment.delete()?;
+            }
+        }
+        self.active_mut().truncate_to(offset)?;
+        checkpoint::sync_dir(&self.dir)?;
+        self.after_truncation()
+    }
+
+    fn first_base(&self) -> i64 {
+        *self
+            .segments
+            .keys()
+            .next()
+            .expect("a log always has a segment")
+    }
+
+    fn after_truncation(&mut self) -> Result<(), StorageError> {
+        let end = self.log_end_offset();
+        self.high_watermark = self.high_watermark.min(end);
+        self.recovery_point = self.recovery_point.min(end);
+        if self.epochs.truncate_from_end(end) {
+            self.write_epoch_checkpoint()?;
+        }
+        let snapshots = self.snapshot_offsets()?;
+        self.reload_producer_state(&snapshots)?;
+        self.write_state_checkpoint(self.last_flush_ms)
+    }
+
+    /// Empties the log and restarts it at `offset` (the mirror's answer to OFFSET_OUT_OF_RANGE,
+    /// and a truncation below the log start).
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
+        let now_ms = self.last_flush_ms;
+        for (_, segment) in std::mem::take(&mut self.segments) {
+            segment.delete()?;
+        }
+        for snapshot in self.snapshot_offsets()? {
+            let path = file_path(&self.dir, snapshot, "snapshot");
+            fs::remove_file(&path).map_err(io("delete", &path))?;
+        }
+        self.segments
+            .insert(offset, Segment::create(&self.dir, offset, now_ms)?);
+        checkpoint::sync_dir(&self.dir)?;
+        self.log_start_offset = offset;
+        self.high_watermark = offset;
+        self.recovery_point = offset;
+        self.epochs.clear();
+        self.producers = ProducerStateManager::default();
+        self.write_epoch_checkpoint()?;
+        self.write_state_checkpoint(now_ms)
+    }
+
+    /// Moves the log start up to `offset` (retention, DeleteRecords, or following the source's
+    /// log start), deleting segments wholly below it. Beyond the log end it empties the log.
+    pub fn advance_log_start(&mut self, offset: i64) -> Result<(), StorageError> {
+        if offset <= self.log_start_offset {
+            return Ok(());
+        }
+        if offset > self.log_end_offset() {
+            return self.truncate_fully_and_start_at(offset);
+        }
+        self.log_start_offset = offset;
+        let doomed: Vec<i64> = self
+            .segments
+            .iter()
+            .take(self.segments.len() - 1)
+            .filter(|(_, s)| s.next_offset() <= offset)
+            .map(|(b, _)| *b)
+            .collect();
+        for base in &doomed {
+            if let Some(segment) = self.segments.remove(base) {
+                segment.delete()?;
+            }
+        }
+        if !doomed.is_empty() {
+            checkpoint::sync_dir(&self.dir)?;
+        }
+        self.high_watermark = self.high_watermark.max(offset);
+        self.recovery_point = self.recovery_point.max(offset);
+        if self.epochs.truncate_from_start(offset) {
+            self.write_epoch_checkpoint()?;
+        }
+        self.producers.truncate_head(offset);
+        self.write_state_checkpoint(self.last_flush_ms)
+    }
+
+    /// Deletes the oldest segments beyond `retention.bytes` or older than `retention.ms`, never
+    /// the active one nor data above the high watermark. Returns how many were deleted.
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, StorageError> {
+        let mut size = self.size_bytes() as i64;
+        let mut new_start = None;
+        let mut count = 0;
+        let candidates: Vec<(i64, u64, i64, i64)> = self
+            .segments
+            .values()
+            .take(self.segments.len() - 1)
+            .map(|s| {
+                (
+                    s.base_offset(),
+                    s.size(),
+                    s.max_timestamp(),
+                    s.next_offset(),
+                )
+            })
+            .collect();
+        for (_, bytes, max_timestamp, next_offset) in candidates {
+            let by_size = self.config.retention_bytes >= 0
+                && size - bytes as i64 >= self.config.retention_bytes;
+            let by_time = self.config.retention_ms >= 0
+                && max_timestamp >= 0
+                && now_ms - max_timestamp > self.config.retention_ms;
+            if !(by_size || by_time) || next_offset > self.high_watermark {
+                break;
+            }
+            size -= bytes as i64;
+            new_start = Some(next_offset);
+            count += 1;
+        }
+        if let Some(offset) = new_start {
+            self.advance_log_start(offset)?;
+        }
+        Ok(count)
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn flush(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        self.flush_all()?;
+        self.last_flush_ms = now_ms;
+        if now_ms - self.last_state_checkpoint_ms >= STATE_CHECKPOINT_INTERVAL_MS {
+            self.write_state_checkpoint(now_ms)?;
+        }
+        Ok(())
+    }
+
+    fn flush_all(&mut self) -> Result<(), StorageError> {
+        let from = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(self.first_base(), |(b, _)| *b);
+        for segment in self.segments.range(from..).map(|(_, s)| s) {
+            segment.flush()?;
+        }
+        if self.dir_dirty {
+            checkpoint::sync_dir(&self.dir)?;
+            self.dir_dirty = false;
+        }
+        self.recovery_point = self.log_end_offset();
+        self.unflushed_batches = 0;
+        Ok(())
+    }
+
+    /// Flushes, checkpoints and snapshots producer state, so the next open replays nothing.
+    pub fn close(mut self, now_ms: i64) -> Result<(), StorageError> {
+        self.flush_all()?;
+        self.write_snapshot(self.log_end_offset())?;
+        self.write_state_checkpoint(now_ms)
+    }
+
+    fn write_epoch_checkpoint(&self) -> Result<(), StorageError> {
+        let entries: Vec<Vec<i64>> = self
+            .epochs
+            .entries()
+            .iter()
+            .map(|e| vec![i64::from(e.epoch), e.start_offset])
+            .collect();
+        checkpoint::write(&self.dir.join(EPOCH_CHECKPOINT), &entries)
+    }
+
+    fn write_state_checkpoint(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        self.last_state_checkpoint_ms = now_ms;
+        checkpoint::write(
+            &self.dir.join(STATE_CHECKPOINT),
+            &[vec![
+                self.log_start_offset,
+                self.recovery_point,
+                self.high_watermark,
+            ]],
+        )
+    }
+
+    fn snapshot_offsets(&self) -> Result<Vec<i64>, StorageError> {
+        let mut offsets = Vec::new();
+        for entry in fs::read_dir(&self.dir).map_err(io("list", &self.dir))? {
+            let entry = entry.map_err(io("list", &self.dir))?;
+            if let Some(offset) =
+                parse_base_offset(&entry.file_name().to_string_lossy(), "snapshot")
+            {
+                offsets.push(offset);
+            }
+        }
+        offsets.sort_unstable();
+        Ok(offsets)
+    }
+
+    /// Writes the producer state valid at `offset` (the log end) and deletes older snapshots.
+    fn write_snapshot(&mut self, offset: i64) -> Result<(), StorageError> {
+        let path = file_path(&self.dir, offset, "snapshot");
+        let tmp = path.with_extension("tmp");
+        let bytes = self.producers.encode_snapshot(offset);
+        fs::write(&tmp, &bytes).map_err(io("write", &tmp))?;
+        fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io("fsync", &tmp))?;
+        fs::rename(&tmp, &path).map_err(io("rename", &tmp))?;
+        for old in self.snapshot_offsets()? {
+            if old != offset {
+                let old_path = file_path(&self.dir, old, "snapshot");
+                fs::remove_file(&old_path).map_err(io("delete", &old_path))?;
+            }
+        }
+        self.dir_dirty = true;
+        Ok(())
+    }
+
+    /// Rebuilds producer state at the log end: the newest intact snapshot not beyond it, replayed
+    /// forward; snapshots beyond the end are deleted. Returns the replay start.
+    fn reload_producer_state(&mut self, snapshots: &[i64]) -> Result<i64, StorageError> {
+        let end = self.log_end_offset();
+        let mut state = None;
+        for &offset in snapshots.iter().rev() {
+            let path = file_path(&self.dir, offset, "snapshot");
+            let usable = offset <= end && offset >= self.log_start_offset && state.is_none();
+            if usable {
+                let bytes = fs::read(&path).map_err(io("read", &path))?;
+                state = ProducerStateManager::decode_snapshot(Bytes::from(bytes))
+                    .filter(|(_, at)| *at == offset);
+            }
+            if !usable || state.is_none() {
+                fs::remove_file(&path).map_err(io("delete", &path))?;
+            }
+        }
+        let (mut producers, from) =
+            state.unwrap_or_else(|| (ProducerStateManager::default(), self.log_start_offset));
+        self.for_each_batch(from, |batch| {
+            if batch.base_offset() >= from {
+                producers.apply(batch, control_of(batch)?.as_ref());
+            }
+            Ok(())
+        })?;
+        self.producers = producers;
+        self.producers.truncate_head(self.log_start_offset);
+        Ok(from)
+    }
+
+    fn rebuild_epochs(&mut self) -> Result<(), StorageError> {
+        let mut epochs = EpochCache::default();
+        self.for_each_batch(self.log_start_offset, |batch| {
+            if batch.partition_leader_epoch() > epochs.latest_epoch().unwrap_or(-1) {
+                epochs.assign(batch.partition_leader_epoch(), batch.base_offset());
+            }
+            Ok(())
+        })?;
+        self.epochs = epochs;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
