@@ -71,7 +71,9 @@ impl BatchSpec {
                     self.base_sequence.wrapping_add(i as i32)
                 },
                 timestamp: self.timestamp_ms + i,
-                key: Some(Bytes::from(format!("k{}", self.base_offset + i))),
+                // Independent of the base offset, so a batch rebuilt at the offset a leader
+                // assigned is byte-identical to the one a client sent.
+                key: Some(Bytes::from(format!("k{i}"))),
                 value: Some(Bytes::from(vec![b'v'; self.value_size])),
                 headers: Default::default(),
             })

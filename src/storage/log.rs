@@ -365,11 +365,13 @@ impl PartitionLog {
     }
 
     /// The last stable offset: READ_COMMITTED readers stop at the oldest ongoing transaction or
-    /// the high watermark.
+    /// the high watermark, and never below the log start (as Kafka: a transaction whose start
+    /// was deleted cannot hold readers back).
     pub fn last_stable_offset(&self) -> i64 {
         self.producers
             .first_unstable_offset()
             .map_or(self.high_watermark, |first| first.min(self.high_watermark))
+            .max(self.log_start_offset)
     }
 
     /// Aborted transactions a READ_COMMITTED fetch of `[start, upper)` must skip.
@@ -773,7 +775,8 @@ impl PartitionLog {
     }
 
     /// Drops every batch holding an offset at or after `offset`. A batch straddling `offset` is
-    /// dropped whole, so afterwards the log end offset is at most `offset`.
+    /// dropped whole, so afterwards the log end offset is at most `offset`; when that batch also
+    /// holds the log start, the log restarts empty at `offset`.
     pub fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
         if offset >= self.log_end_offset() {
             return Ok(());
@@ -794,6 +797,10 @@ impl PartitionLog {
         }
         self.active_mut().truncate_to(offset)?;
         checkpoint::sync_dir(&self.dir)?;
+        if self.log_end_offset() < self.log_start_offset {
+            // The batch holding `offset` also held the log start: nothing visible is left.
+            return self.truncate_fully_and_start_at(offset);
+        }
         self.after_truncation()
     }
 
@@ -1022,10 +1029,10 @@ impl PartitionLog {
         }
         let (mut producers, from) =
             state.unwrap_or_else(|| (ProducerStateManager::default(), self.log_start_offset));
+        // Snapshots sit at batch boundaries; the log start may not, and the batch holding it
+        // counts (its transaction is visible).
         self.for_each_batch(from, |batch| {
-            if batch.base_offset() >= from {
-                producers.apply(batch, control_of(batch)?.as_ref());
-            }
+            producers.apply(batch, control_of(batch)?.as_ref());
             Ok(())
         })?;
         self.producers = producers;
