@@ -471,7 +471,8 @@ impl PartitionLog {
             b.set_partition_leader_epoch(leader_epoch);
             next = b.next_offset();
         })?;
-        let checked = RecordBatches::new(buf.freeze())
+        let data = buf.freeze();
+        let checked = RecordBatches::new(data.clone())
             .map(|b| {
                 b.map(|batch| Checked {
                     batch,
@@ -479,7 +480,7 @@ impl PartitionLog {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.append_checked(checked, Some(leader_epoch), now_ms)
+        self.append_checked(&data, checked, Some(leader_epoch), now_ms)
     }
 
     /// Writes a transaction marker for `producer_id` as the leader.
@@ -530,12 +531,12 @@ impl PartitionLog {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<AppendInfo, StorageError> {
-        let batch = RecordBatch::new(record.to_batch(header)?)?;
+        let data = record.to_batch(header)?;
         let checked = vec![Checked {
-            batch,
+            batch: RecordBatch::new(data.clone())?,
             control: Some(record),
         }];
-        self.append_checked(checked, Some(leader_epoch), now_ms)
+        self.append_checked(&data, checked, Some(leader_epoch), now_ms)
     }
 
     /// The mirror path: appends the source's batches unchanged.
@@ -545,7 +546,7 @@ impl PartitionLog {
         gaps: GapPolicy,
         now_ms: i64,
     ) -> Result<AppendInfo, StorageError> {
-        let batches = frame(records)?;
+        let batches = frame(records.clone())?;
         let log_end_offset = self.log_end_offset();
         let mut previous_end = log_end_offset;
         let mut latest_epoch = self.epochs.latest_epoch().unwrap_or(-1);
@@ -583,13 +584,15 @@ impl PartitionLog {
             let control = control_of(&batch)?;
             checked.push(Checked { batch, control });
         }
-        self.append_checked(checked, None, now_ms)
+        self.append_checked(&records, checked, None, now_ms)
     }
 
-    /// Appends checked batches whose offsets are final. `leader_epoch` is the epoch a leader
-    /// append stamps; mirrored appends take each batch's own epoch.
+    /// Appends checked batches whose offsets are final; `data` is exactly their bytes, back to
+    /// back, written with one call. `leader_epoch` is the epoch a leader append stamps; mirrored
+    /// appends take each batch's own epoch.
     fn append_checked(
         &mut self,
+        data: &[u8],
         checked: Vec<Checked>,
         leader_epoch: Option<i32>,
         now_ms: i64,
@@ -599,20 +602,21 @@ impl PartitionLog {
         let last_offset = checked
             .last()
             .map_or(first_offset, |c| c.batch.last_offset());
-        let total: usize = checked.iter().map(|c| c.batch.size()).sum();
+        let total = data.len();
         self.maybe_roll(total, now_ms)?;
 
-        let mut bytes = Vec::with_capacity(total);
         let mut appended = Vec::with_capacity(checked.len());
+        let mut position = 0;
         for c in &checked {
             appended.push(AppendedBatch {
                 header: header_of(&c.batch),
-                position: bytes.len(),
+                position,
             });
-            bytes.extend_from_slice(c.batch.as_bytes());
+            position += c.batch.size();
         }
+        debug_assert_eq!(position, total, "data holds exactly the checked batches");
         let interval = self.config.index_interval_bytes;
-        self.active_mut().append(&bytes, &appended, interval)?;
+        self.active_mut().append(data, &appended, interval)?;
 
         let mut epochs_changed = match leader_epoch {
             Some(epoch) => self.epochs.assign(epoch, first_offset),
@@ -935,7 +939,7 @@ impl PartitionLog {
             .range(..=self.recovery_point)
             .next_back()
             .map_or(self.first_base(), |(b, _)| *b);
-        for segment in self.segments.range(from..).map(|(_, s)| s) {
+        for segment in self.segments.range_mut(from..).map(|(_, s)| s) {
             segment.flush()?;
         }
         if self.dir_dirty {

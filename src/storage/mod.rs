@@ -9,6 +9,7 @@
 
 mod checkpoint;
 pub mod config;
+pub mod dump;
 pub mod epoch_cache;
 pub mod error;
 pub mod log;

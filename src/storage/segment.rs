@@ -97,6 +97,8 @@ pub struct Segment {
     log: File,
     index: File,
     entries: Vec<IndexEntry>,
+    /// How many of `entries` the index file holds.
+    persisted_entries: usize,
     size: u64,
     next_offset: i64,
     max_timestamp: i64,
@@ -135,6 +137,7 @@ impl Segment {
             log,
             index,
             entries: Vec::new(),
+            persisted_entries: 0,
             size: 0,
             next_offset: base_offset,
             max_timestamp: -1,
@@ -163,6 +166,7 @@ impl Segment {
             log,
             index,
             entries: Vec::new(),
+            persisted_entries: 0,
             size,
             next_offset: base_offset,
             max_timestamp: -1,
@@ -216,6 +220,7 @@ impl Segment {
                 .last()
                 .is_none_or(|e| u64::from(e.position) < self.size);
         if consistent {
+            self.persisted_entries = entries.len();
             self.entries = entries;
         }
         Ok(consistent)
@@ -431,7 +436,9 @@ impl Segment {
             .map_err(io("truncate", &self.index_path))?;
         self.index
             .write_all_at(&raw, 0)
-            .map_err(io("write", &self.index_path))
+            .map_err(io("write", &self.index_path))?;
+        self.persisted_entries = self.entries.len();
+        Ok(())
     }
 
     /// The first offset this segment may hold.
@@ -469,7 +476,6 @@ impl Segment {
         self.log
             .write_all_at(bytes, self.size)
             .map_err(io("write", &self.log_path))?;
-        let first_new_entry = self.entries.len();
         for b in batches {
             self.maybe_index(
                 &b.header,
@@ -478,16 +484,6 @@ impl Segment {
             );
             self.next_offset = b.header.next_offset();
             self.max_timestamp = self.max_timestamp.max(b.header.max_timestamp);
-        }
-        let raw: Vec<u8> = self.entries[first_new_entry..]
-            .iter()
-            .flat_map(|e| e.encode())
-            .collect();
-        if !raw.is_empty() {
-            let at = (first_new_entry * ENTRY_SIZE) as u64;
-            self.index
-                .write_all_at(&raw, at)
-                .map_err(io("write", &self.index_path))?;
         }
         self.size += bytes.len() as u64;
         Ok(())
@@ -563,8 +559,22 @@ impl Segment {
     }
 
     /// Makes the log and index files durable.
-    pub fn flush(&self) -> Result<(), StorageError> {
+    /// Index entries reach the file here, not on append: a segment with data after the last
+    /// flush is recovered (and its index rebuilt) on open anyway, so writing them earlier would
+    /// only add a syscall per append.
+    pub fn flush(&mut self) -> Result<(), StorageError> {
         self.log.sync_data().map_err(io("fsync", &self.log_path))?;
+        let pending: Vec<u8> = self.entries[self.persisted_entries..]
+            .iter()
+            .flat_map(|e| e.encode())
+            .collect();
+        if !pending.is_empty() {
+            let at = (self.persisted_entries * ENTRY_SIZE) as u64;
+            self.index
+                .write_all_at(&pending, at)
+                .map_err(io("write", &self.index_path))?;
+            self.persisted_entries = self.entries.len();
+        }
         self.index
             .sync_data()
             .map_err(io("fsync", &self.index_path))
