@@ -1,0 +1,5 @@
+//! The `__mirror_state` coordinator: shards whose state is built only by replaying records.
+
+pub mod shard;
+
+pub use shard::{LmeMap, PartitionKey, Shard};

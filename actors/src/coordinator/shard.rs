@@ -1,0 +1,332 @@
+//! One `__mirror_state` coordinator shard, pure (DECISIONS.md 8).
+//!
+//! Lifecycle: a broker that becomes leader of a `__mirror_state` partition creates a [`Shard`] in
+//! the loading state, feeds it every record of that partition through [`Shard::replay`], then
+//! calls [`Shard::loaded`]. From then on a write is two steps: [`Shard::write_states`] validates
+//! the request and returns the records to append together with the response; the caller appends
+//! the records to the partition and replays them, and only then answers. The shard's state
+//! therefore changes only by replaying records, so a restarted or new leader rebuilds exactly
+//! the same state from the log.
+//!
+//! Rules: a shard answers only for keys that hash to it (`NOT_COORDINATOR` otherwise), nothing
+//! while loading (`COORDINATOR_LOAD_IN_PROGRESS`); a write carrying a destination leader epoch
+//! below the stored one is fenced (`FENCED_LEADER_EPOCH`); states must be real states
+//! (`INVALID_MIRROR_STATES`). The LME of a mirror's partitions lives in one
+//! `LastMirrorEpochs` record per mirror and shard, rewritten whole when one partition changes.
+//! Deleting a mirror writes tombstones for all its records.
+
+use crate::partition::StoredState;
+use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::messages::{
+    LastMirrorEpochsKey, LastMirrorEpochsValue, MirrorPartitionStateKey, MirrorPartitionStateValue,
+    ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
+    WriteMirrorStatesResponse, last_mirror_epochs_value, read_mirror_states_response,
+    write_mirror_states_response,
+};
+use kmirror_protocol::records::CoordinatorRecord;
+use kmirror_protocol::sharding::mirror_partition_shard;
+use kmirror_protocol::state::MirrorState;
+use std::collections::{BTreeMap, HashMap};
+use uuid::Uuid;
+
+const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode(14);
+const NOT_COORDINATOR: ErrorCode = ErrorCode(16);
+const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
+
+/// A mirror partition: (mirror name, topic id, partition).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PartitionKey {
+    /// The mirror.
+    pub mirror: String,
+    /// The topic id (the same on both clusters).
+    pub topic_id: Uuid,
+    /// The partition index.
+    pub partition: i32,
+}
+
+/// A mirror's LMEs in this shard, by (topic name, partition).
+pub type LmeMap = BTreeMap<(String, i32), i32>;
+
+/// One shard's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shard {
+    index: i32,
+    num_shards: i32,
+    loading: bool,
+    states: HashMap<PartitionKey, StoredState>,
+    lmes: HashMap<String, LmeMap>,
+}
+
+fn stored_from(v: &MirrorPartitionStateValue) -> StoredState {
+    StoredState {
+        state: MirrorState::from_wire(v.state).unwrap_or(MirrorState::Unknown),
+        previous: MirrorState::from_wire(v.previous_state).unwrap_or(MirrorState::Unknown),
+        retry_attempt: v.retry_attempt,
+        error: v.error_message.clone(),
+        leader_epoch: v.leader_epoch,
+    }
+}
+
+fn lme_record(mirror: &str, lmes: &LmeMap) -> CoordinatorRecord {
+    let mut topics: BTreeMap<&str, Vec<last_mirror_epochs_value::Partition>> = BTreeMap::new();
+    for ((topic, partition), lme) in lmes {
+        topics
+            .entry(topic)
+            .or_default()
+            .push(last_mirror_epochs_value::Partition {
+                partition_index: *partition,
+                last_mirror_epoch: *lme,
+                ..Default::default()
+            });
+    }
+    CoordinatorRecord::LastMirrorEpochs {
+        key: LastMirrorEpochsKey {
+            mirror_name: mirror.to_string(),
+        },
+        value: Some(LastMirrorEpochsValue {
+            topics: topics
+                .into_iter()
+                .map(|(name, partitions)| last_mirror_epochs_value::Topic {
+                    name: name.to_string(),
+                    partitions,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }),
+    }
+}
+
+impl Shard {
+    /// A shard for `__mirror_state` partition `index` of `num_shards`, loading.
+    pub fn new(index: i32, num_shards: i32) -> Shard {
+        Shard {
+            index,
+            num_shards,
+            loading: true,
+            states: HashMap::new(),
+            lmes: HashMap::new(),
+        }
+    }
+
+    /// Applies one record of the shard's partition: the only way its state changes.
+    pub fn replay(&mut self, record: &CoordinatorRecord) {
+        match record {
+            CoordinatorRecord::MirrorPartitionState { key, value } => {
+                let key = PartitionKey {
+                    mirror: key.mirror_name.clone(),
+                    topic_id: key.topic_id,
+                    partition: key.partition,
+                };
+                match value {
+                    Some(v) => {
+                        self.states.insert(key, stored_from(v));
+                    }
+                    None => {
+                        self.states.remove(&key);
+                    }
+                }
+            }
+            CoordinatorRecord::LastMirrorEpochs { key, value } => match value {
+                Some(v) => {
+                    let map = v
+                        .topics
+                        .iter()
+                        .flat_map(|t| {
+                            t.partitions
+                                .iter()
+                                .map(|p| ((t.name.clone(), p.partition_index), p.last_mirror_epoch))
+                        })
+                        .collect();
+                    self.lmes.insert(key.mirror_name.clone(), map);
+                }
+                None => {
+                    self.lmes.remove(&key.mirror_name);
+                }
+            },
+        }
+    }
+
+    /// Every record of the partition has been replayed: start answering.
+    pub fn loaded(&mut self) {
+        self.loading = false;
+    }
+
+    /// Whether the shard is still replaying its partition.
+    pub fn is_loading(&self) -> bool {
+        self.loading
+    }
+
+    /// The stored state of a mirror partition.
+    pub fn state_of(&self, key: &PartitionKey) -> Option<&StoredState> {
+        self.states.get(key)
+    }
+
+    /// How many partition states the shard holds.
+    pub fn partition_count(&self) -> usize {
+        self.states.len()
+    }
+
+    /// The LME recorded for a partition, or -1.
+    pub fn last_mirrored_epoch(&self, mirror: &str, topic: &str, partition: i32) -> i32 {
+        self.lmes
+            .get(mirror)
+            .and_then(|m| m.get(&(topic.to_string(), partition)))
+            .copied()
+            .unwrap_or(-1)
+    }
+
+    fn owns(&self, key: &PartitionKey) -> bool {
+        mirror_partition_shard(&key.mirror, &key.topic_id, key.partition, self.num_shards)
+            == self.index
+    }
+
+    /// Validates a WriteMirrorStates request: the records to append (then replay) and the
+    /// response to send once they are durable.
+    pub fn write_states(
+        &self,
+        request: &WriteMirrorStatesRequest,
+    ) -> (Vec<CoordinatorRecord>, WriteMirrorStatesResponse) {
+        let mut records = Vec::new();
+        let mut lmes = self
+            .lmes
+            .get(&request.mirror_name)
+            .cloned()
+            .unwrap_or_default();
+        let mut lme_changed = false;
+        let mut response = WriteMirrorStatesResponse::default();
+        for topic in &request.topics {
+            let mut out_topic = write_mirror_states_response::Topic {
+                topic_id: topic.topic_id,
+                name: topic.name.clone(),
+                ..Default::default()
+            };
+            for p in &topic.partitions {
+                let key = PartitionKey {
+                    mirror: request.mirror_name.clone(),
+                    topic_id: topic.topic_id,
+                    partition: p.partition_index,
+                };
+                let state = MirrorState::from_wire(p.state);
+                let previous = MirrorState::from_wire(p.previous_state);
+                let stored_epoch = self.states.get(&key).map_or(-1, |s| s.leader_epoch);
+                let error = if self.loading {
+                    COORDINATOR_LOAD_IN_PROGRESS
+                } else if !self.owns(&key) {
+                    NOT_COORDINATOR
+                } else if state.is_none_or(|s| s == MirrorState::Unknown) || previous.is_none() {
+                    ErrorCode::INVALID_MIRROR_STATES
+                } else if p.leader_epoch < stored_epoch {
+                    FENCED_LEADER_EPOCH
+                } else {
+                    ErrorCode::NONE
+                };
+                if error.is_ok() {
+                    records.push(CoordinatorRecord::MirrorPartitionState {
+                        key: MirrorPartitionStateKey {
+                            mirror_name: key.mirror.clone(),
+                            topic_id: key.topic_id,
+                            partition: key.partition,
+                        },
+                        value: Some(MirrorPartitionStateValue {
+                            state: p.state,
+                            previous_state: p.previous_state,
+                            retry_attempt: p.retry_attempt,
+                            error_message: p.error_message.clone(),
+                            leader_epoch: p.leader_epoch,
+                            ..Default::default()
+                        }),
+                    });
+                    if p.last_mirror_epoch >= 0 {
+                        lmes.insert((topic.name.clone(), p.partition_index), p.last_mirror_epoch);
+                        lme_changed = true;
+                    }
+                }
+                out_topic
+                    .partitions
+                    .push(write_mirror_states_response::Partition {
+                        partition_index: p.partition_index,
+                        error_code: error.0,
+                        error_message: (!error.is_ok()).then(|| error.name().to_string()),
+                        ..Default::default()
+                    });
+            }
+            response.topics.push(out_topic);
+        }
+        if lme_changed {
+            records.push(lme_record(&request.mirror_name, &lmes));
+        }
+        (records, response)
+    }
+
+    /// Answers ReadMirrorStates from the shard's state.
+    pub fn read_states(&self, request: &ReadMirrorStatesRequest) -> ReadMirrorStatesResponse {
+        let mut response = ReadMirrorStatesResponse::default();
+        for topic in &request.topics {
+            let mut out_topic = read_mirror_states_response::Topic {
+                topic_id: topic.topic_id,
+                name: topic.name.clone(),
+                ..Default::default()
+            };
+            for p in &topic.partitions {
+                let key = PartitionKey {
+                    mirror: request.mirror_name.clone(),
+                    topic_id: topic.topic_id,
+                    partition: p.partition_index,
+                };
+                let mut out = read_mirror_states_response::Partition {
+                    partition_index: p.partition_index,
+                    ..Default::default()
+                };
+                if self.loading {
+                    out.error_code = COORDINATOR_LOAD_IN_PROGRESS.0;
+                } else if !self.owns(&key) {
+                    out.error_code = NOT_COORDINATOR.0;
+                } else {
+                    if let Some(s) = self.states.get(&key) {
+                        out.state = s.state.wire_value();
+                        out.previous_state = s.previous.wire_value();
+                        out.retry_attempt = s.retry_attempt;
+                        out.error_message = s.error.clone();
+                        out.leader_epoch = s.leader_epoch;
+                    }
+                    out.last_mirror_epoch =
+                        self.last_mirrored_epoch(&key.mirror, &topic.name, p.partition_index);
+                }
+                out_topic.partitions.push(out);
+            }
+            response.topics.push(out_topic);
+        }
+        response
+    }
+
+    /// The tombstones that delete every record of `mirror` in this shard.
+    pub fn delete_mirror(&self, mirror: &str) -> Vec<CoordinatorRecord> {
+        let mut keys: Vec<&PartitionKey> =
+            self.states.keys().filter(|k| k.mirror == mirror).collect();
+        keys.sort();
+        let mut records: Vec<CoordinatorRecord> = keys
+            .into_iter()
+            .map(|k| CoordinatorRecord::MirrorPartitionState {
+                key: MirrorPartitionStateKey {
+                    mirror_name: k.mirror.clone(),
+                    topic_id: k.topic_id,
+                    partition: k.partition,
+                },
+                value: None,
+            })
+            .collect();
+        if self.lmes.contains_key(mirror) {
+            records.push(CoordinatorRecord::LastMirrorEpochs {
+                key: LastMirrorEpochsKey {
+                    mirror_name: mirror.to_string(),
+                },
+                value: None,
+            });
+        }
+        records
+    }
+}
+
+#[cfg(test)]
+mod tests;

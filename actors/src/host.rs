@@ -1,0 +1,215 @@
+//! The ports: what the engine needs from the broker that embeds it, as traits, plus the few
+//! procedures every host runs the same way on top of them.
+//!
+//! A broker implements [`MirrorLog`] over its partition log, [`SourceCluster`] over its client of
+//! the source cluster, [`Controller`] over its metadata controller and [`CoordinatorLog`] over the
+//! `__mirror_state` topic. `memory` (feature `test-util`) implements all of them in memory for
+//! simulations and actor tests: a log of real record batches with epochs and producer state, a
+//! source with scripted leader changes, unclean truncations and errors, a controller, a
+//! coordinator log.
+
+use crate::epoch::{self, Alignment, EpochStart};
+use bytes::Bytes;
+use kmirror_protocol::records::CoordinatorRecord;
+use thiserror::Error;
+
+/// A failed host operation, classified once.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{message}")]
+pub struct HostError {
+    /// Whether retrying can help.
+    pub retryable: bool,
+    /// What happened.
+    pub message: String,
+}
+
+impl HostError {
+    /// A transient failure.
+    pub fn retryable(message: impl Into<String>) -> HostError {
+        HostError {
+            retryable: true,
+            message: message.into(),
+        }
+    }
+
+    /// A failure retrying cannot fix.
+    pub fn fatal(message: impl Into<String>) -> HostError {
+        HostError {
+            retryable: false,
+            message: message.into(),
+        }
+    }
+}
+
+/// The destination partition's log.
+pub trait MirrorLog {
+    /// The first offset in the log.
+    fn log_start_offset(&self) -> i64;
+    /// The offset the next batch gets.
+    fn log_end_offset(&self) -> i64;
+    /// The last stable offset.
+    fn last_stable_offset(&self) -> i64;
+    /// The leader-epoch history, oldest first.
+    fn epoch_history(&self) -> Vec<EpochStart>;
+    /// Drops every batch holding an offset at or after `offset`.
+    fn truncate_to(&mut self, offset: i64) -> Result<(), HostError>;
+    /// Empties the log and restarts it at `offset`.
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), HostError>;
+    /// Appends the source's whole batches unchanged.
+    fn append_mirrored(&mut self, records: Bytes) -> Result<(), HostError>;
+    /// Appends the MIRROR_PID_RESET barrier stamped with `leader_epoch`.
+    fn append_pid_reset(
+        &mut self,
+        leader_epoch: i32,
+        source_cluster_id: &str,
+    ) -> Result<(), HostError>;
+}
+
+/// Where a mirror fetcher reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchRequest {
+    /// The destination's log end offset.
+    pub offset: i64,
+    /// The epoch of the destination's last batch, -1 if none.
+    pub last_fetched_epoch: i32,
+    /// Most bytes to return (whole batches; at least one).
+    pub max_bytes: usize,
+}
+
+/// A source partition's answer to a consumer fetch (READ_COMMITTED).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FetchResponse {
+    /// Whole batches from the fetch offset, all below the source's LSO.
+    Records {
+        /// The batches.
+        records: Bytes,
+        /// The source's high watermark.
+        high_watermark: i64,
+    },
+    /// The destination's history diverged: the source's `epoch` ends at `end_offset`.
+    Diverging { epoch: i32, end_offset: i64 },
+    /// The fetch offset is outside the source log.
+    OffsetOutOfRange { log_start_offset: i64 },
+}
+
+/// The source cluster, as the destination's client sees it.
+pub trait SourceCluster {
+    /// The source's cluster id.
+    fn cluster_id(&self) -> String;
+    /// LastMirroredEpochs: the LME the source recorded for this partition when it stopped
+    /// mirroring from `asking_cluster_id`, or -1.
+    fn last_mirrored_epoch(&self, asking_cluster_id: &str) -> Result<i32, HostError>;
+    /// The source partition's log start offset.
+    fn log_start_offset(&self) -> Result<i64, HostError>;
+    /// A consumer fetch with `LastFetchedEpoch`.
+    fn fetch(&self, request: &FetchRequest) -> Result<FetchResponse, HostError>;
+}
+
+/// The destination cluster's controller.
+pub trait Controller {
+    /// BumpLeaderEpochs for one partition: returns the partition's leader epoch afterwards.
+    fn bump_leader_epoch(&mut self, min_leader_epoch: i32) -> Result<i32, HostError>;
+}
+
+/// The `__mirror_state` partition of one shard.
+pub trait CoordinatorLog {
+    /// Appends records durably; they are replayed into the shard only after this succeeds.
+    fn append(&mut self, records: &[CoordinatorRecord]) -> Result<(), HostError>;
+}
+
+/// PREPARING's truncation for an LME (DECISIONS.md 3).
+pub fn align_for_lme(
+    log: &mut impl MirrorLog,
+    source: &impl SourceCluster,
+    lme: i32,
+) -> Result<(), HostError> {
+    match epoch::alignment_for_lme(lme, &log.epoch_history(), log.log_end_offset()) {
+        Alignment::TruncateFully => log.truncate_fully_and_start_at(source.log_start_offset()?),
+        Alignment::TruncateTo(offset) => log.truncate_to(offset),
+        Alignment::KeepAll => Ok(()),
+    }
+}
+
+/// What one fetch round did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchProgress {
+    /// Batches were appended; the greatest source epoch among them.
+    Appended { source_epoch: i32 },
+    /// Nothing new below the source's LSO.
+    Idle,
+    /// The source epoch of the next batch is above the destination leader epoch: the batch
+    /// waits for a leader-epoch bump (DLE >= SLE).
+    HeldBack { source_epoch: i32 },
+    /// The local log was truncated to where it agrees with the source.
+    Truncated,
+}
+
+/// One fetch round of a mirror fetcher for one partition (DECISIONS.md 4): fetch at the log
+/// end with the last fetched epoch, truncate on divergence or out-of-range, append batches whose
+/// epoch does not exceed the destination leader epoch.
+pub fn fetch_round(
+    log: &mut impl MirrorLog,
+    source: &impl SourceCluster,
+    destination_leader_epoch: i32,
+    max_bytes: usize,
+) -> Result<FetchProgress, HostError> {
+    let history = log.epoch_history();
+    let request = FetchRequest {
+        offset: log.log_end_offset(),
+        last_fetched_epoch: history.last().map_or(-1, |(e, _)| *e),
+        max_bytes,
+    };
+    match source.fetch(&request)? {
+        FetchResponse::Diverging { epoch, .. } if epoch < 0 => {
+            log.truncate_fully_and_start_at(source.log_start_offset()?)?;
+            Ok(FetchProgress::Truncated)
+        }
+        FetchResponse::Diverging { epoch, end_offset } => {
+            let at = epoch::divergence_offset(epoch, end_offset, &history, request.offset);
+            log.truncate_to(at)?;
+            Ok(FetchProgress::Truncated)
+        }
+        FetchResponse::OffsetOutOfRange { log_start_offset } => {
+            log.truncate_fully_and_start_at(log_start_offset)?;
+            Ok(FetchProgress::Truncated)
+        }
+        FetchResponse::Records { records, .. } => {
+            let mut keep = 0;
+            let mut max_epoch = -1;
+            for batch in kmirror_protocol::batch::RecordBatches::new(records.clone()) {
+                let batch = batch
+                    .map_err(|e| HostError::fatal(format!("corrupt batch from the source: {e}")))?;
+                batch
+                    .verify_crc()
+                    .map_err(|e| HostError::fatal(format!("corrupt batch from the source: {e}")))?;
+                let epoch = batch.partition_leader_epoch();
+                if epoch > destination_leader_epoch {
+                    if keep == 0 {
+                        return Ok(FetchProgress::HeldBack {
+                            source_epoch: epoch,
+                        });
+                    }
+                    break;
+                }
+                max_epoch = max_epoch.max(epoch);
+                keep += batch.size();
+            }
+            if keep == 0 {
+                return Ok(FetchProgress::Idle);
+            }
+            log.append_mirrored(records.slice(..keep))?;
+            Ok(FetchProgress::Appended {
+                source_epoch: max_epoch,
+            })
+        }
+    }
+}
+
+/// STOPPING's truncate-to-LSO branch: returns the newest epoch left in the log (the LME).
+pub fn truncate_to_lso(log: &mut impl MirrorLog) -> Result<i32, HostError> {
+    log.truncate_to(log.last_stable_offset())?;
+    Ok(log.epoch_history().last().map_or(-1, |(e, _)| *e))
+}
+
+#[cfg(feature = "test-util")]
+pub mod memory;

@@ -1,0 +1,707 @@
+//! The one transition function of a mirror partition: `(partition, input, env) -> (partition,
+//! effects)`, pure. No clock, no I/O, no actix: time arrives as inputs (`TimerFired`), randomness
+//! as `Env::random`.
+//!
+//! Rules it follows (DECISIONS.md 2 and 5):
+//! - A new state is written to the coordinator first ([`Effect::PersistState`]); its side effects
+//!   start only when [`Input::StatePersisted`] confirms the write.
+//! - The next state on leadership gain and on a desired-state change follows the DECISIONS.md 2
+//!   rule, with one reading made explicit: a FAILED partition stays FAILED (its retries decide),
+//!   except that a stop request takes it to STOPPING, which is how an operator clears a failure.
+//! - A state is settled (MIRRORING, PAUSED, STOPPED, FAILED) or busy; a desired-state change
+//!   that arrives while busy is remembered and applied when the partition settles, except a
+//!   stop, which preempts PREPARING and PAUSING at once.
+//! - Failures record the state they happened in and retry into it after an exponential backoff
+//!   with jitter; non-retryable ones wait for an operator.
+//! - A completion whose operation id the current phase does not wait for is stale: ignored.
+
+use super::state::{
+    BumpBranch, Cause, Desired, Effect, Failure, Input, LsoBranch, OpId, Phase, PreparePhase,
+    Rejection, Stopping, StoredState, Target,
+};
+use crate::epoch;
+use kmirror_protocol::state::MirrorState;
+
+/// Retry settings of FAILED partitions (`mirror.failed.retry.*`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Delay before the first retry.
+    pub initial_backoff_ms: u64,
+    /// Longest delay.
+    pub max_backoff_ms: u64,
+    /// Retries before the partition waits for an operator.
+    pub max_attempts: i16,
+    /// Relative jitter: the delay is scaled by a factor in `[1 - jitter, 1 + jitter]`.
+    pub jitter: f64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            initial_backoff_ms: 1000,
+            max_backoff_ms: 300_000,
+            max_attempts: 100,
+            jitter: 0.2,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay before retry number `attempt` (1-based), given a random draw in `[0, 1)`.
+    pub fn backoff_ms(&self, attempt: i16, random: f64) -> u64 {
+        let doublings = u32::try_from(attempt.max(1) - 1).unwrap_or(0).min(40);
+        let base = self
+            .initial_backoff_ms
+            .saturating_mul(1u64 << doublings)
+            .min(self.max_backoff_ms) as f64;
+        let factor = 1.0 + self.jitter * (2.0 * random.clamp(0.0, 1.0) - 1.0);
+        (base * factor).round() as u64
+    }
+}
+
+/// What the transition may consult besides the partition and the input.
+#[derive(Debug, Clone, Copy)]
+pub struct Env<'a> {
+    /// A uniform draw in `[0, 1)` from the shell's RNG, used for retry jitter.
+    pub random: f64,
+    /// Retry settings.
+    pub retry: &'a RetryPolicy,
+}
+
+/// How an input was taken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// It changed the partition or produced effects.
+    Applied,
+    /// A completion the partition no longer waits for (or a fact that does not apply in this
+    /// phase): dropped.
+    Stale,
+    /// A command that cannot be honoured; nothing changed.
+    Rejected(Rejection),
+}
+
+/// The result of one transition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// The partition after the input.
+    pub partition: Partition,
+    /// What the shell must do, in order.
+    pub effects: Vec<Effect>,
+    /// How the input was taken.
+    pub outcome: Outcome,
+}
+
+/// One mirror partition's state machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    phase: Phase,
+    desired: Desired,
+    /// The destination leader epoch (DLE) while this broker leads; -1 otherwise.
+    leader_epoch: i32,
+    /// Consecutive failures, carried through retries until a success clears them.
+    retry_attempt: i16,
+    /// The state the coordinator holds, as far as this partition knows.
+    persisted: MirrorState,
+    next_op: u64,
+}
+
+impl Default for Partition {
+    fn default() -> Self {
+        Partition {
+            phase: Phase::Unknown,
+            desired: Desired::Mirroring,
+            leader_epoch: -1,
+            retry_attempt: 0,
+            persisted: MirrorState::Unknown,
+            next_op: 1,
+        }
+    }
+}
+
+/// Takes one input: the transition function.
+pub fn transition(partition: &Partition, input: &Input, env: &Env<'_>) -> Step {
+    let mut next = partition.clone();
+    let mut effects = Vec::new();
+    let outcome = next.apply(input, env, &mut effects);
+    if outcome != Outcome::Applied {
+        return Step {
+            partition: partition.clone(),
+            effects: Vec::new(),
+            outcome,
+        };
+    }
+    Step {
+        partition: next,
+        effects,
+        outcome,
+    }
+}
+
+impl Partition {
+    /// Where the partition is.
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
+    /// What `mirror.name` asks.
+    pub fn desired(&self) -> Desired {
+        self.desired
+    }
+
+    /// The destination leader epoch, -1 when not leader.
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+
+    /// Consecutive failures.
+    pub fn retry_attempt(&self) -> i16 {
+        self.retry_attempt
+    }
+
+    /// The last state this partition wrote to (or read from) the coordinator.
+    pub fn persisted(&self) -> MirrorState {
+        self.persisted
+    }
+
+    fn op(&mut self) -> OpId {
+        let op = OpId(self.next_op);
+        self.next_op += 1;
+        op
+    }
+
+    fn apply(&mut self, input: &Input, env: &Env<'_>, fx: &mut Vec<Effect>) -> Outcome {
+        use Outcome::{Applied, Stale};
+        match (input, &self.phase) {
+            (
+                Input::BecameLeader {
+                    leader_epoch,
+                    desired,
+                },
+                _,
+            ) => {
+                if matches!(self.phase, Phase::Mirroring { .. } | Phase::Pausing(_)) {
+                    // A previous leadership's fetcher may still run.
+                    let op = self.op();
+                    fx.push(Effect::DetachFetcher { op });
+                }
+                self.leader_epoch = *leader_epoch;
+                self.desired = *desired;
+                let op = self.op();
+                self.phase = Phase::Loading(op);
+                fx.push(Effect::SetReadOnly(true));
+                fx.push(Effect::LoadState { op });
+                Applied
+            }
+            (Input::LeaderEpochChanged { leader_epoch }, _) => {
+                if self.leader_epoch < 0 {
+                    return Outcome::Rejected(Rejection::NotLeader);
+                }
+                self.leader_epoch = self.leader_epoch.max(*leader_epoch);
+                Applied
+            }
+            (Input::LostLeadership, _) => {
+                if self.leader_epoch < 0 {
+                    return Outcome::Rejected(Rejection::NotLeader);
+                }
+                if matches!(
+                    self.phase,
+                    Phase::Mirroring { .. }
+                        | Phase::Pausing(_)
+                        | Phase::Stopping(Stopping::DetachingFetcher(_))
+                ) {
+                    let op = self.op();
+                    fx.push(Effect::DetachFetcher { op });
+                }
+                self.phase = Phase::Unknown;
+                self.leader_epoch = -1;
+                Applied
+            }
+            (Input::DesiredChanged(desired), _) => self.on_desired(*desired, fx),
+            (Input::StateLoaded { op, stored }, Phase::Loading(waiting)) if op == waiting => {
+                self.on_loaded(stored.as_ref(), fx);
+                Applied
+            }
+            (
+                Input::StatePersisted { op, result },
+                Phase::Persisting {
+                    op: waiting,
+                    target,
+                },
+            ) if op == waiting => {
+                let target = target.clone();
+                match result {
+                    Ok(()) => {
+                        self.persisted = target.state();
+                        self.enter(target, env, fx);
+                    }
+                    Err(cause) => self.fail_unpersisted(&target, cause, env, fx),
+                }
+                Applied
+            }
+            (
+                Input::LmeLookedUp { op, result },
+                Phase::Preparing {
+                    op: waiting,
+                    step: PreparePhase::LookingUpLme,
+                },
+            ) if op == waiting => {
+                match result {
+                    Ok(lme) => {
+                        let op = self.op();
+                        self.phase = Phase::Preparing {
+                            op,
+                            step: PreparePhase::Truncating,
+                        };
+                        fx.push(Effect::TruncateForLme { op, lme: *lme });
+                    }
+                    Err(cause) => self.fail(cause, fx),
+                }
+                Applied
+            }
+            (
+                Input::Truncated { op, result },
+                Phase::Preparing {
+                    op: waiting,
+                    step: PreparePhase::Truncating,
+                },
+            ) if op == waiting => {
+                match result {
+                    Ok(()) => {
+                        let op = self.op();
+                        self.phase = Phase::Preparing {
+                            op,
+                            step: PreparePhase::WaitingForIsr,
+                        };
+                        fx.push(Effect::AwaitIsr { op });
+                    }
+                    Err(cause) => self.fail(cause, fx),
+                }
+                Applied
+            }
+            (
+                Input::IsrCaughtUp { op },
+                Phase::Preparing {
+                    op: waiting,
+                    step: PreparePhase::WaitingForIsr,
+                },
+            ) if op == waiting => {
+                self.begin(Target::Mirroring, fx);
+                Applied
+            }
+            (Input::FetcherDetached { op }, Phase::Pausing(waiting)) if op == waiting => {
+                self.begin(Target::Paused, fx);
+                Applied
+            }
+            (
+                Input::FetcherDetached { op },
+                Phase::Stopping(Stopping::DetachingFetcher(waiting)),
+            ) if op == waiting => {
+                let bump = self.op();
+                let truncate = self.op();
+                self.phase = Phase::Stopping(Stopping::Converging {
+                    bump: BumpBranch::InFlight(bump),
+                    lso: LsoBranch::Truncating(truncate),
+                });
+                fx.push(Effect::BumpLeaderEpoch {
+                    op: bump,
+                    min_leader_epoch: None,
+                });
+                fx.push(Effect::TruncateToLso { op: truncate });
+                Applied
+            }
+            (Input::BatchesAppended { source_epoch }, Phase::Mirroring { bump }) => {
+                let bump = *bump;
+                if self.retry_attempt != 0 {
+                    // A successful append clears the failure record.
+                    self.retry_attempt = 0;
+                    let op = self.op();
+                    fx.push(Effect::PersistState {
+                        op,
+                        stored: self.stored_for(&Target::Mirroring),
+                    });
+                }
+                if bump.is_none()
+                    && let Some(min) = epoch::bump_for(*source_epoch, self.leader_epoch)
+                {
+                    let op = self.op();
+                    self.phase = Phase::Mirroring { bump: Some(op) };
+                    fx.push(Effect::BumpLeaderEpoch {
+                        op,
+                        min_leader_epoch: Some(min),
+                    });
+                }
+                Applied
+            }
+            (Input::SourceEpochSeen { source_epoch }, Phase::Mirroring { bump: None }) => {
+                if let Some(min) = epoch::bump_for(*source_epoch, self.leader_epoch) {
+                    let op = self.op();
+                    self.phase = Phase::Mirroring { bump: Some(op) };
+                    fx.push(Effect::BumpLeaderEpoch {
+                        op,
+                        min_leader_epoch: Some(min),
+                    });
+                }
+                Applied
+            }
+            (Input::FetchFailed(cause), Phase::Mirroring { .. }) => {
+                let op = self.op();
+                fx.push(Effect::DetachFetcher { op });
+                self.fail(cause, fx);
+                Applied
+            }
+            (
+                Input::EpochBumped { op, result },
+                Phase::Mirroring {
+                    bump: Some(waiting),
+                },
+            ) if op == waiting => {
+                // A failed bump is tried again on the next append.
+                if let Ok(epoch) = result {
+                    self.leader_epoch = self.leader_epoch.max(*epoch);
+                }
+                self.phase = Phase::Mirroring { bump: None };
+                Applied
+            }
+            (
+                Input::EpochBumped { op, result },
+                Phase::Stopping(Stopping::Converging {
+                    bump: BumpBranch::InFlight(waiting),
+                    lso,
+                }),
+            ) if op == waiting => {
+                let lso = *lso;
+                match result {
+                    Ok(epoch) => {
+                        self.leader_epoch = self.leader_epoch.max(*epoch);
+                        self.converge(BumpBranch::Done, lso, fx);
+                    }
+                    Err(cause) => self.fail(cause, fx),
+                }
+                Applied
+            }
+            (
+                Input::TruncatedToLso { op, result },
+                Phase::Stopping(Stopping::Converging {
+                    bump,
+                    lso: LsoBranch::Truncating(waiting),
+                }),
+            ) if op == waiting => {
+                let bump = *bump;
+                match result {
+                    Ok(latest_epoch) => {
+                        let op = self.op();
+                        fx.push(Effect::PersistLme {
+                            op,
+                            lme: *latest_epoch,
+                        });
+                        self.converge(bump, LsoBranch::PersistingLme(op), fx);
+                    }
+                    Err(cause) => self.fail(cause, fx),
+                }
+                Applied
+            }
+            (
+                Input::LmePersisted { op, result },
+                Phase::Stopping(Stopping::Converging {
+                    bump,
+                    lso: LsoBranch::PersistingLme(waiting),
+                }),
+            ) if op == waiting => {
+                let bump = *bump;
+                match result {
+                    Ok(()) => self.converge(bump, LsoBranch::Done, fx),
+                    Err(cause) => self.fail(cause, fx),
+                }
+                Applied
+            }
+            (
+                Input::PidResetAppended { op, result },
+                Phase::Stopping(Stopping::ResettingPids(waiting)),
+            ) if op == waiting => {
+                match result {
+                    Ok(()) => self.begin(Target::Stopped, fx),
+                    Err(cause) => self.fail(cause, fx),
+                }
+                Applied
+            }
+            (
+                Input::TimerFired { op },
+                Phase::Failed {
+                    failure,
+                    retry: Some(waiting),
+                },
+            ) if op == waiting => {
+                let target = self.resume_target(failure.previous);
+                self.begin(target, fx);
+                Applied
+            }
+            (
+                Input::StateLoaded { .. }
+                | Input::StatePersisted { .. }
+                | Input::LmeLookedUp { .. }
+                | Input::Truncated { .. }
+                | Input::IsrCaughtUp { .. }
+                | Input::FetcherDetached { .. }
+                | Input::BatchesAppended { .. }
+                | Input::SourceEpochSeen { .. }
+                | Input::FetchFailed(_)
+                | Input::EpochBumped { .. }
+                | Input::TruncatedToLso { .. }
+                | Input::LmePersisted { .. }
+                | Input::PidResetAppended { .. }
+                | Input::TimerFired { .. },
+                _,
+            ) => Stale,
+        }
+    }
+
+    /// STOPPING step 2 advanced; both branches done starts step 3.
+    fn converge(&mut self, bump: BumpBranch, lso: LsoBranch, fx: &mut Vec<Effect>) {
+        if bump == BumpBranch::Done && lso == LsoBranch::Done {
+            let op = self.op();
+            self.phase = Phase::Stopping(Stopping::ResettingPids(op));
+            fx.push(Effect::AppendPidReset { op });
+        } else {
+            self.phase = Phase::Stopping(Stopping::Converging { bump, lso });
+        }
+    }
+
+    fn stored_for(&self, target: &Target) -> StoredState {
+        let (previous, retry_attempt, error) = match target {
+            Target::Failed(f) => (f.previous, f.retry_attempt, Some(f.error.clone())),
+            _ => (MirrorState::Unknown, self.retry_attempt, None),
+        };
+        StoredState {
+            state: target.state(),
+            previous,
+            retry_attempt,
+            error,
+            leader_epoch: self.leader_epoch,
+        }
+    }
+
+    /// Writes `target` first; [`Partition::enter`] runs when the write is confirmed.
+    fn begin(&mut self, target: Target, fx: &mut Vec<Effect>) {
+        let op = self.op();
+        fx.push(Effect::PersistState {
+            op,
+            stored: self.stored_for(&target),
+        });
+        self.phase = Phase::Persisting { op, target };
+    }
+
+    /// The write of `target` is durable: start its work.
+    fn enter(&mut self, target: Target, env: &Env<'_>, fx: &mut Vec<Effect>) {
+        match target {
+            Target::Preparing => {
+                let op = self.op();
+                self.phase = Phase::Preparing {
+                    op,
+                    step: PreparePhase::LookingUpLme,
+                };
+                fx.push(Effect::SetReadOnly(true));
+                fx.push(Effect::LookUpLme { op });
+            }
+            Target::Mirroring => {
+                self.phase = Phase::Mirroring { bump: None };
+                fx.push(Effect::SetReadOnly(true));
+                fx.push(Effect::AttachFetcher);
+                self.reconcile(fx);
+            }
+            Target::Pausing => {
+                let op = self.op();
+                self.phase = Phase::Pausing(op);
+                fx.push(Effect::DetachFetcher { op });
+            }
+            Target::Paused => {
+                self.phase = Phase::Paused;
+                self.retry_attempt = 0;
+                self.reconcile(fx);
+            }
+            Target::Stopping => {
+                let op = self.op();
+                self.phase = Phase::Stopping(Stopping::DetachingFetcher(op));
+                fx.push(Effect::SetReadOnly(true));
+                fx.push(Effect::DetachFetcher { op });
+            }
+            Target::Stopped => {
+                self.phase = Phase::Stopped;
+                self.retry_attempt = 0;
+                fx.push(Effect::SetReadOnly(false));
+                self.reconcile(fx);
+            }
+            Target::Failed(failure) => {
+                self.retry_attempt = failure.retry_attempt;
+                let retry = self.schedule_retry(&failure, env, fx);
+                self.phase = Phase::Failed { failure, retry };
+                self.reconcile(fx);
+            }
+        }
+    }
+
+    fn schedule_retry(
+        &mut self,
+        failure: &Failure,
+        env: &Env<'_>,
+        fx: &mut Vec<Effect>,
+    ) -> Option<OpId> {
+        let attempt = failure.retry_attempt;
+        if attempt < 0 || attempt > env.retry.max_attempts {
+            return None;
+        }
+        let op = self.op();
+        fx.push(Effect::ScheduleRetry {
+            op,
+            after_ms: env.retry.backoff_ms(attempt, env.random),
+        });
+        Some(op)
+    }
+
+    /// An effect of the current state failed: record FAILED with the state it happened in.
+    fn fail(&mut self, cause: &Cause, fx: &mut Vec<Effect>) {
+        let retry_attempt = if cause.retryable {
+            self.retry_attempt.max(0).saturating_add(1)
+        } else {
+            -1
+        };
+        let failure = Failure {
+            previous: self.phase.state(),
+            retry_attempt,
+            error: cause.message.clone(),
+        };
+        self.begin(Target::Failed(failure), fx);
+    }
+
+    /// The coordinator refused or lost a write: the partition cannot record anything, so it
+    /// fails in memory only and retries the state it was entering.
+    fn fail_unpersisted(
+        &mut self,
+        target: &Target,
+        cause: &Cause,
+        env: &Env<'_>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let failure = match target {
+            Target::Failed(f) => f.clone(),
+            other => Failure {
+                previous: other.state(),
+                retry_attempt: if cause.retryable {
+                    self.retry_attempt.max(0).saturating_add(1)
+                } else {
+                    -1
+                },
+                error: format!(
+                    "writing {} to the coordinator: {}",
+                    other.state(),
+                    cause.message
+                ),
+            },
+        };
+        self.retry_attempt = failure.retry_attempt;
+        let retry = self.schedule_retry(&failure, env, fx);
+        self.phase = Phase::Failed { failure, retry };
+    }
+
+    /// The coordinator's record arrived after leadership gain: DECISIONS.md 2's next state.
+    fn on_loaded(&mut self, stored: Option<&StoredState>, fx: &mut Vec<Effect>) {
+        let current = stored.map_or(MirrorState::Unknown, |s| s.state);
+        self.persisted = current;
+        self.retry_attempt = stored.map_or(0, |s| s.retry_attempt);
+        let target = match (current, self.desired) {
+            (MirrorState::Failed, Desired::Stopped) => Target::Stopping,
+            (MirrorState::Failed, _) => Target::Failed(Failure {
+                previous: stored.map_or(MirrorState::Unknown, |s| s.previous),
+                retry_attempt: self.retry_attempt,
+                error: stored.and_then(|s| s.error.clone()).unwrap_or_default(),
+            }),
+            (MirrorState::Stopped, Desired::Stopped) => Target::Stopped,
+            (MirrorState::Unknown, Desired::Stopped) => {
+                // Stopped before it ever had mirror state: an ordinary topic, nothing to undo.
+                self.phase = Phase::Unknown;
+                fx.push(Effect::SetReadOnly(false));
+                return;
+            }
+            (_, Desired::Stopped) => Target::Stopping,
+            (MirrorState::Paused, Desired::Paused) => Target::Paused,
+            (MirrorState::Mirroring | MirrorState::Pausing, Desired::Paused) => Target::Pausing,
+            (MirrorState::Paused, Desired::Mirroring) => Target::Mirroring,
+            (MirrorState::Unknown | MirrorState::Stopped, _) => Target::Preparing,
+            (MirrorState::Preparing, _) => Target::Preparing,
+            (MirrorState::Mirroring, _) => Target::Mirroring,
+            (MirrorState::Pausing, _) => Target::Pausing,
+            (MirrorState::Stopping, _) => Target::Stopping,
+        };
+        self.begin(target, fx);
+    }
+
+    /// `mirror.name` changed.
+    fn on_desired(&mut self, desired: Desired, fx: &mut Vec<Effect>) -> Outcome {
+        let current = match &self.phase {
+            Phase::Persisting { target, .. } => target.state(),
+            phase => phase.state(),
+        };
+        let leading = self.leader_epoch >= 0 && !matches!(self.phase, Phase::Loading(_));
+        if desired == Desired::Paused
+            && leading
+            && matches!(
+                current,
+                MirrorState::Unknown | MirrorState::Stopping | MirrorState::Stopped
+            )
+        {
+            return Outcome::Rejected(Rejection::CannotPause(current));
+        }
+        self.desired = desired;
+        if !leading {
+            return Outcome::Applied;
+        }
+        match &self.phase {
+            Phase::Unknown if desired == Desired::Mirroring => self.begin(Target::Preparing, fx),
+            Phase::Preparing { .. } | Phase::Pausing(_) if desired == Desired::Stopped => {
+                self.begin(Target::Stopping, fx)
+            }
+            Phase::Mirroring { .. } | Phase::Paused | Phase::Stopped | Phase::Failed { .. } => {
+                self.reconcile(fx)
+            }
+            _ => {}
+        }
+        Outcome::Applied
+    }
+
+    /// The state a retry resumes: the one the partition failed in, reached by a transition the
+    /// coordinator's current record allows (a failure may have been recorded, or a write may
+    /// have been lost, so the record can be the failed state, the one before it, or FAILED).
+    fn resume_target(&self, previous: MirrorState) -> Target {
+        use MirrorState as S;
+        match (previous, self.persisted) {
+            (S::Mirroring, _) => Target::Mirroring,
+            (S::Pausing, S::Mirroring | S::Pausing) => Target::Pausing,
+            (S::Paused, S::Pausing | S::Paused) => Target::Paused,
+            (S::Pausing | S::Paused, _) => Target::Mirroring,
+            (S::Stopped, S::Stopping | S::Stopped) => Target::Stopped,
+            (S::Stopping | S::Stopped, _) => Target::Stopping,
+            (S::Preparing | S::Failed | S::Unknown, _) => Target::Preparing,
+        }
+    }
+
+    /// In a settled state, move toward the desired state if they differ.
+    fn reconcile(&mut self, fx: &mut Vec<Effect>) {
+        let target = match (&self.phase, self.desired) {
+            (Phase::Mirroring { .. }, Desired::Paused) => Target::Pausing,
+            (Phase::Failed { .. }, Desired::Stopped) => match self.persisted {
+                // Nothing was ever recorded: an ordinary topic, nothing to undo.
+                MirrorState::Unknown => {
+                    self.phase = Phase::Unknown;
+                    fx.push(Effect::SetReadOnly(false));
+                    return;
+                }
+                MirrorState::Stopped => Target::Stopped,
+                _ => Target::Stopping,
+            },
+            (Phase::Mirroring { .. } | Phase::Paused, Desired::Stopped) => Target::Stopping,
+            (Phase::Paused, Desired::Mirroring) => Target::Mirroring,
+            (Phase::Stopped, Desired::Mirroring) => Target::Preparing,
+            _ => return,
+        };
+        self.begin(target, fx);
+    }
+}
