@@ -71,7 +71,7 @@ impl Harness {
         let at = self
             .pending
             .iter()
-            .position(|e| pick(e))
+            .position(pick)
             .unwrap_or_else(|| panic!("no such effect in {:?}", self.pending));
         self.pending.remove(at)
     }
