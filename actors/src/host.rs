@@ -51,6 +51,10 @@ pub trait MirrorLog {
     fn last_stable_offset(&self) -> i64;
     /// The leader-epoch history, oldest first.
     fn epoch_history(&self) -> Vec<EpochStart>;
+    /// The newest epoch among the batches that came from the source: every batch except the
+    /// MIRROR_PID_RESET barriers this cluster wrote itself (a STOPPING interrupted after its
+    /// barrier runs again, and its LME must not be the barrier's destination epoch). -1 if none.
+    fn latest_mirrored_epoch(&self) -> i32;
     /// Drops every batch holding an offset at or after `offset`.
     fn truncate_to(&mut self, offset: i64) -> Result<(), HostError>;
     /// Empties the log and restarts it at `offset`.
@@ -205,10 +209,11 @@ pub fn fetch_round(
     }
 }
 
-/// STOPPING's truncate-to-LSO branch: returns the newest epoch left in the log (the LME).
+/// STOPPING's truncate-to-LSO branch: returns the newest mirrored epoch left in the log (the
+/// LME).
 pub fn truncate_to_lso(log: &mut impl MirrorLog) -> Result<i32, HostError> {
     log.truncate_to(log.last_stable_offset())?;
-    Ok(log.epoch_history().last().map_or(-1, |(e, _)| *e))
+    Ok(log.latest_mirrored_epoch())
 }
 
 #[cfg(feature = "test-util")]

@@ -154,6 +154,20 @@ impl MirrorLog for MemoryLog {
         history
     }
 
+    fn latest_mirrored_epoch(&self) -> i32 {
+        self.batches
+            .iter()
+            .rev()
+            .find(|b| {
+                !(b.is_control()
+                    && matches!(
+                        ControlRecord::parse(b),
+                        Ok(ControlRecord::MirrorPidReset { .. })
+                    ))
+            })
+            .map_or(-1, RecordBatch::partition_leader_epoch)
+    }
+
     fn truncate_to(&mut self, offset: i64) -> Result<(), HostError> {
         self.batches.retain(|b| b.last_offset() < offset);
         Ok(())

@@ -310,8 +310,19 @@ fn failures_retry_with_backoff_and_clear_on_success() {
     h.pending.clear();
     h.send(Input::BatchesAppended { source_epoch: 0 });
     assert_eq!(h.p.retry_attempt(), 0);
-    let stored = h.persist_ok(MirrorState::Mirroring);
-    assert_eq!(stored.retry_attempt, 0);
+    assert!(
+        !h.pending
+            .iter()
+            .any(|e| matches!(e, Effect::PersistState { .. })),
+        "no second write races the state writes"
+    );
+    h.pending.clear();
+    h.send(Input::DesiredChanged(Desired::Paused));
+    let stored = h.persist_ok(MirrorState::Pausing);
+    assert_eq!(
+        stored.retry_attempt, 0,
+        "the next write carries the cleared count"
+    );
 }
 
 #[test]

@@ -102,6 +102,10 @@ pub struct Partition {
     retry_attempt: i16,
     /// The state the coordinator holds, as far as this partition knows.
     persisted: MirrorState,
+    /// Whether the log holds only history shared with this mirror's source: set once PREPARING
+    /// has truncated for the LME. A STOPPING of an unaligned log records no LME (-1), since the
+    /// log's newest epoch is then this cluster's own, not one it took from the source.
+    aligned: bool,
     next_op: u64,
 }
 
@@ -113,6 +117,7 @@ impl Default for Partition {
             leader_epoch: -1,
             retry_attempt: 0,
             persisted: MirrorState::Unknown,
+            aligned: false,
             next_op: 1,
         }
     }
@@ -267,6 +272,7 @@ impl Partition {
             ) if op == waiting => {
                 match result {
                     Ok(()) => {
+                        self.aligned = true;
                         let op = self.op();
                         self.phase = Phase::Preparing {
                             op,
@@ -311,15 +317,10 @@ impl Partition {
             }
             (Input::BatchesAppended { source_epoch }, Phase::Mirroring { bump }) => {
                 let bump = *bump;
-                if self.retry_attempt != 0 {
-                    // A successful append clears the failure record.
-                    self.retry_attempt = 0;
-                    let op = self.op();
-                    fx.push(Effect::PersistState {
-                        op,
-                        stored: self.stored_for(&Target::Mirroring),
-                    });
-                }
+                // A successful append clears the failure count. It is not written on its own:
+                // two state writes in flight could land out of order, so the coordinator learns
+                // it with the next state write.
+                self.retry_attempt = 0;
                 if bump.is_none()
                     && let Some(min) = epoch::bump_for(*source_epoch, self.leader_epoch)
                 {
@@ -392,7 +393,7 @@ impl Partition {
                         let op = self.op();
                         fx.push(Effect::PersistLme {
                             op,
-                            lme: *latest_epoch,
+                            lme: if self.aligned { *latest_epoch } else { -1 },
                         });
                         self.converge(bump, LsoBranch::PersistingLme(op), fx);
                     }
@@ -469,6 +470,10 @@ impl Partition {
     fn stored_for(&self, target: &Target) -> StoredState {
         let (previous, retry_attempt, error) = match target {
             Target::Failed(f) => (f.previous, f.retry_attempt, Some(f.error.clone())),
+            // STOPPING's PreviousState says whether the log was aligned with the source, so a
+            // STOPPING resumed by a new leader records the right LME.
+            Target::Stopping if self.aligned => (MirrorState::Mirroring, self.retry_attempt, None),
+            Target::Stopping => (MirrorState::Preparing, self.retry_attempt, None),
             _ => (MirrorState::Unknown, self.retry_attempt, None),
         };
         StoredState {
@@ -494,6 +499,7 @@ impl Partition {
     fn enter(&mut self, target: Target, env: &Env<'_>, fx: &mut Vec<Effect>) {
         match target {
             Target::Preparing => {
+                self.aligned = false;
                 let op = self.op();
                 self.phase = Phase::Preparing {
                     op,
@@ -605,7 +611,19 @@ impl Partition {
     /// The coordinator's record arrived after leadership gain: DECISIONS.md 2's next state.
     fn on_loaded(&mut self, stored: Option<&StoredState>, fx: &mut Vec<Effect>) {
         let current = stored.map_or(MirrorState::Unknown, |s| s.state);
+        let previous = stored.map_or(MirrorState::Unknown, |s| s.previous);
         self.persisted = current;
+        // MIRRORING, PAUSING and PAUSED are reached only through a completed PREPARING.
+        let mirrored = |s: MirrorState| {
+            matches!(
+                s,
+                MirrorState::Mirroring | MirrorState::Pausing | MirrorState::Paused
+            )
+        };
+        self.aligned = match current {
+            MirrorState::Stopping | MirrorState::Failed => mirrored(previous),
+            other => mirrored(other),
+        };
         self.retry_attempt = stored.map_or(0, |s| s.retry_attempt);
         let target = match (current, self.desired) {
             (MirrorState::Failed, Desired::Stopped) => Target::Stopping,
@@ -614,7 +632,8 @@ impl Partition {
                 retry_attempt: self.retry_attempt,
                 error: stored.and_then(|s| s.error.clone()).unwrap_or_default(),
             }),
-            (MirrorState::Stopped, Desired::Stopped) => Target::Stopped,
+            // A pause cannot apply to a stopped partition (only MIRRORING pauses): it stays.
+            (MirrorState::Stopped, Desired::Stopped | Desired::Paused) => Target::Stopped,
             (MirrorState::Unknown, Desired::Stopped) => {
                 // Stopped before it ever had mirror state: an ordinary topic, nothing to undo.
                 self.phase = Phase::Unknown;

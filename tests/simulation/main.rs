@@ -1,0 +1,733 @@
+//! Deterministic simulation of mirroring between two clusters, A and B, from one seed.
+//!
+//! Each cluster has a partition log (real record batches), a controller holding the partition's
+//! leader epoch, and a `__mirror_state` coordinator shard rebuilt by replaying its records. One
+//! cluster is written to; the other mirrors it through the pure partition state machine, whose
+//! effects this driver executes against the in-memory host. Each step picks at random: produce
+//! (plain or transactional, commit or abort), a source leader change, an unclean election that
+//! cuts the source's tail, the completion of any pending effect (so completions interleave in
+//! every order), a fetch round, a destination leader change or restart (state rebuilt by replay),
+//! coordinator write failures, an unreachable source, pause and resume, failover (stop), and
+//! failback (the old source starts mirroring from the new one).
+//!
+//! Invariants checked after every step:
+//! - DLE >= SLE while mirroring: no mirrored batch carries an epoch above the destination's;
+//! - after a fetch, the destination log equals the source log over the mirrored range (bytes);
+//! - after PREPARING's truncation, no batch has an epoch above the LME;
+//! - what a partition held when it reached STOPPED stays in its log while it is writable;
+//! - the state in the coordinator shard equals the state the partition last persisted.
+//!
+//! A final quiet phase (no faults) must bring the mirror back in line with its source.
+//! `SIM_SEEDS=<n>` sets how many seeds run (default 2,000); `SIM_SEED=<n>` replays one.
+
+use kmirror_actors::coordinator::{PartitionKey, Shard};
+use kmirror_actors::host::memory::{
+    MemoryController, MemoryCoordinatorLog, MemoryLog, MemorySource,
+};
+use kmirror_actors::host::{
+    self, Controller, CoordinatorLog, FetchProgress, HostError, MirrorLog, SourceCluster,
+};
+use kmirror_actors::partition::{
+    Cause, Desired, Effect, Env, Input, Outcome, Partition, Phase, RetryPolicy, StoredState,
+    transition,
+};
+use kmirror_protocol::batch::RecordBatch;
+use kmirror_protocol::messages::{WriteMirrorStatesRequest, write_mirror_states_request};
+use kmirror_protocol::state::MirrorState;
+use uuid::Uuid;
+
+const TOPIC: &str = "orders";
+const STEPS: usize = 250;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // xorshift64*
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+enum Pending {
+    Remote(Effect),
+    Done(Input),
+}
+
+/// A cluster's mirror of the other one.
+struct Mirror {
+    name: String,
+    partition: Partition,
+    /// Work issued and not yet completed: remote effects run when their completion is
+    /// delivered; local log effects already ran (a partition's log operations run in issue
+    /// order) and only their completion waits.
+    pending: Vec<Pending>,
+    fetcher: bool,
+    read_only: bool,
+    /// The LME PREPARING truncated for, checked when the truncation completes.
+    lme: Option<i32>,
+}
+
+struct Cluster {
+    id: String,
+    log: MemoryLog,
+    controller: MemoryController,
+    coordinator: MemoryCoordinatorLog,
+    shard: Shard,
+    mirror: Option<Mirror>,
+    /// What the log held when its mirror reached STOPPED, while it stays writable.
+    stopped_prefix: Option<Vec<RecordBatch>>,
+}
+
+impl Cluster {
+    fn new(id: &str) -> Cluster {
+        let mut shard = Shard::new(0, 1);
+        shard.loaded();
+        Cluster {
+            id: id.into(),
+            log: MemoryLog::default(),
+            controller: MemoryController { leader_epoch: 0 },
+            coordinator: MemoryCoordinatorLog::default(),
+            shard,
+            mirror: None,
+            stopped_prefix: None,
+        }
+    }
+
+    fn key(&self, mirror: &str) -> PartitionKey {
+        PartitionKey {
+            mirror: mirror.into(),
+            topic_id: Uuid::from_u128(0x5eed),
+            partition: 0,
+        }
+    }
+
+    fn write_state(&mut self, mirror: &str, stored: &StoredState, lme: i32) -> Result<(), Cause> {
+        let request = WriteMirrorStatesRequest {
+            mirror_name: mirror.into(),
+            topics: vec![write_mirror_states_request::Topic {
+                topic_id: Uuid::from_u128(0x5eed),
+                name: TOPIC.into(),
+                partitions: vec![write_mirror_states_request::Partition {
+                    partition_index: 0,
+                    leader_epoch: stored.leader_epoch,
+                    state: stored.state.wire_value(),
+                    previous_state: stored.previous.wire_value(),
+                    retry_attempt: stored.retry_attempt,
+                    error_message: stored.error.clone(),
+                    last_mirror_epoch: lme,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let (records, response) = self.shard.write_states(&request);
+        let code = response.topics[0].partitions[0].error_code;
+        if code != 0 {
+            return Err(Cause::retryable(format!(
+                "coordinator answered error {code}"
+            )));
+        }
+        self.coordinator.append(&records).map_err(cause)?;
+        for r in &records {
+            self.shard.replay(r);
+        }
+        Ok(())
+    }
+}
+
+fn cause(e: HostError) -> Cause {
+    Cause {
+        retryable: e.retryable,
+        message: e.message,
+    }
+}
+
+struct Sim {
+    rng: Rng,
+    clusters: [Cluster; 2],
+    policy: RetryPolicy,
+    source_unreachable: bool,
+    step: usize,
+    /// `SIM_TRACE=1` prints every input and fetch.
+    trace: bool,
+}
+
+/// The mirror cluster and its source, borrowed apart.
+fn split(clusters: &mut [Cluster; 2], m: usize) -> (&mut Cluster, &Cluster) {
+    let (a, b) = clusters.split_at_mut(1);
+    if m == 0 {
+        (&mut a[0], &b[0])
+    } else {
+        (&mut b[0], &a[0])
+    }
+}
+
+fn source_of<'a>(source: &'a Cluster, asking: &str, unreachable: bool) -> MemorySource<'a> {
+    let mut s = MemorySource {
+        cluster_id: source.id.clone(),
+        log: Some(&source.log),
+        ..MemorySource::default()
+    };
+    let lme = source
+        .shard
+        .last_mirrored_epoch(&format!("from-{asking}"), TOPIC, 0);
+    s.lmes.insert(asking.to_string(), lme);
+    if unreachable {
+        s.unreachable = Some("source broker unreachable".into());
+    }
+    s
+}
+
+impl Sim {
+    fn new(seed: u64) -> Sim {
+        let mut a = Cluster::new("A");
+        a.controller.leader_epoch = 1;
+        let mut sim = Sim {
+            rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+            clusters: [a, Cluster::new("B")],
+            policy: RetryPolicy::default(),
+            source_unreachable: false,
+            step: 0,
+            trace: std::env::var("SIM_TRACE").is_ok(),
+        };
+        sim.start_mirror(1, Desired::Mirroring);
+        sim
+    }
+
+    fn mirror_index(&self) -> Option<usize> {
+        (0..2).find(|i| self.clusters[*i].mirror.is_some())
+    }
+
+    fn start_mirror(&mut self, m: usize, desired: Desired) {
+        let name = format!("from-{}", self.clusters[1 - m].id);
+        let c = &mut self.clusters[m];
+        c.stopped_prefix = None;
+        c.controller.leader_epoch += 1;
+        c.mirror = Some(Mirror {
+            name,
+            partition: Partition::default(),
+            pending: Vec::new(),
+            fetcher: false,
+            read_only: true,
+            lme: None,
+        });
+        let epoch = c.controller.leader_epoch;
+        self.input(
+            m,
+            Input::BecameLeader {
+                leader_epoch: epoch,
+                desired,
+            },
+        );
+    }
+
+    /// Feeds an input to cluster `m`'s partition; runs immediate effects, queues the others.
+    fn input(&mut self, m: usize, input: Input) -> Outcome {
+        let Some(mirror) = self.clusters[m].mirror.as_mut() else {
+            return Outcome::Stale;
+        };
+        let env = Env {
+            random: self.rng.unit(),
+            retry: &self.policy,
+        };
+        let step = transition(&mirror.partition, &input, &env);
+        if self.trace {
+            eprintln!(
+                "[{}] {} <- {input:?} => {:?} {:?} {:?}",
+                self.step,
+                self.clusters[m].id,
+                step.outcome,
+                step.partition.phase(),
+                step.effects
+            );
+        }
+        let Some(mirror) = self.clusters[m].mirror.as_mut() else {
+            return Outcome::Stale;
+        };
+        mirror.partition = step.partition;
+        for effect in step.effects {
+            let local = self.run_local(m, effect);
+            if let Some(mirror) = self.clusters[m].mirror.as_mut() {
+                match local {
+                    Ok(Some(done)) => mirror.pending.push(Pending::Done(done)),
+                    Ok(None) => {}
+                    Err(remote) => mirror.pending.push(Pending::Remote(remote)),
+                }
+            }
+        }
+        step.outcome
+    }
+
+    /// Runs an effect that only touches this cluster's log or fetcher, at once; returns its
+    /// completion (if any), or the effect back when it is remote.
+    fn run_local(&mut self, m: usize, effect: Effect) -> Result<Option<Input>, Effect> {
+        let unreachable = self.source_unreachable;
+        let (c, source) = split(&mut self.clusters, m);
+        let src = source_of(source, &c.id, unreachable);
+        let Some(mirror) = c.mirror.as_mut() else {
+            return Ok(None);
+        };
+        Ok(Some(match effect {
+            Effect::AttachFetcher => {
+                mirror.fetcher = true;
+                return Ok(None);
+            }
+            Effect::SetReadOnly(flag) => {
+                mirror.read_only = flag;
+                return Ok(None);
+            }
+            Effect::DetachFetcher { op } => {
+                mirror.fetcher = false;
+                Input::FetcherDetached { op }
+            }
+            Effect::AwaitIsr { op } => Input::IsrCaughtUp { op },
+            Effect::TruncateForLme { op, lme } => {
+                mirror.lme = Some(lme);
+                let result = host::align_for_lme(&mut c.log, &src, lme).map_err(cause);
+                if result.is_ok() && lme >= 0 {
+                    let above: Vec<i32> = c
+                        .log
+                        .batches()
+                        .iter()
+                        .map(RecordBatch::partition_leader_epoch)
+                        .filter(|e| *e > lme)
+                        .collect();
+                    assert!(
+                        above.is_empty(),
+                        "after PREPARING, epochs {above:?} exceed the LME {lme}"
+                    );
+                }
+                Input::Truncated { op, result }
+            }
+            Effect::TruncateToLso { op } => Input::TruncatedToLso {
+                op,
+                result: host::truncate_to_lso(&mut c.log).map_err(cause),
+            },
+            Effect::AppendPidReset { op } => Input::PidResetAppended {
+                op,
+                result: c
+                    .log
+                    .append_pid_reset(c.controller.leader_epoch, &src.cluster_id)
+                    .map_err(cause),
+            },
+            remote => return Err(remote),
+        }))
+    }
+
+    /// Delivers pending item `i` of cluster `m`: a remote effect runs now, then its completion
+    /// is fed to the partition.
+    fn complete(&mut self, m: usize, i: usize) {
+        let unreachable = self.source_unreachable;
+        let Some(mirror) = self.clusters[m].mirror.as_mut() else {
+            return;
+        };
+        let effect = match mirror.pending.remove(i) {
+            Pending::Done(input) => {
+                self.input(m, input);
+                return;
+            }
+            Pending::Remote(effect) => effect,
+        };
+        let name = mirror.name.clone();
+        let (c, source) = split(&mut self.clusters, m);
+        let src = source_of(source, &c.id, unreachable);
+        let input = match effect {
+            Effect::LoadState { op } => Input::StateLoaded {
+                op,
+                stored: c.shard.state_of(&c.key(&name)).cloned(),
+            },
+            Effect::PersistState { op, stored } => Input::StatePersisted {
+                op,
+                result: c.write_state(&name, &stored, -1),
+            },
+            Effect::LookUpLme { op } => Input::LmeLookedUp {
+                op,
+                result: src.last_mirrored_epoch(&c.id).map_err(cause),
+            },
+            Effect::BumpLeaderEpoch {
+                op,
+                min_leader_epoch,
+            } => {
+                let min = min_leader_epoch
+                    .unwrap_or_else(|| c.log.epoch_history().last().map_or(-1, |(e, _)| *e));
+                Input::EpochBumped {
+                    op,
+                    result: c.controller.bump_leader_epoch(min).map_err(cause),
+                }
+            }
+            Effect::PersistLme { op, lme } => {
+                let stored = c.shard.state_of(&c.key(&name)).cloned();
+                let result = match stored {
+                    Some(s) => c.write_state(&name, &s, lme),
+                    None => Err(Cause::retryable("no state to attach the LME to")),
+                };
+                Input::LmePersisted { op, result }
+            }
+            Effect::ScheduleRetry { op, .. } => Input::TimerFired { op },
+            local => panic!("{local:?} runs when issued"),
+        };
+        self.input(m, input);
+    }
+
+    /// One fetch round of cluster `m`'s mirror, if its fetcher runs.
+    fn fetch(&mut self, m: usize) {
+        let unreachable = self.source_unreachable;
+        let (c, source) = split(&mut self.clusters, m);
+        let Some(mirror) = c.mirror.as_ref() else {
+            return;
+        };
+        if !mirror.fetcher || !matches!(mirror.partition.phase(), Phase::Mirroring { .. }) {
+            return;
+        }
+        let dle = c.controller.leader_epoch;
+        let src = source_of(source, &c.id, unreachable);
+        let before = c.log.log_end_offset();
+        let progress = host::fetch_round(&mut c.log, &src, dle, 600);
+        if self.trace {
+            eprintln!(
+                "[{}] {} fetch at {before} (dle {dle}, epochs {:?}) from {} (end {}, lso {}, epochs {:?}): {progress:?}",
+                self.step,
+                c.id,
+                c.log.epoch_history(),
+                source.id,
+                source.log.log_end_offset(),
+                source.log.last_stable_offset(),
+                source.log.epoch_history()
+            );
+        }
+        let input = match progress {
+            Ok(FetchProgress::Appended { source_epoch }) => {
+                let n = c.log.batches().len();
+                let differs =
+                    (0..n).find(|i| source.log.batches().get(*i) != c.log.batches().get(*i));
+                assert!(
+                    differs.is_none(),
+                    "after a fetch the destination differs from the source at batch {differs:?}: {:?} vs {:?}",
+                    differs.and_then(|i| c.log.batches().get(i)),
+                    differs.and_then(|i| source.log.batches().get(i))
+                );
+                Input::BatchesAppended { source_epoch }
+            }
+            Ok(FetchProgress::HeldBack { source_epoch }) => Input::SourceEpochSeen { source_epoch },
+            Ok(FetchProgress::Idle | FetchProgress::Truncated) => return,
+            Err(e) => Input::FetchFailed(cause(e)),
+        };
+        self.input(m, input);
+    }
+
+    fn produce(&mut self, w: usize) {
+        let c = &mut self.clusters[w];
+        let epoch = c.controller.leader_epoch;
+        let open = c.log.open_transactions();
+        let pid = self.rng.below(3) as i64;
+        match self.rng.below(10) {
+            0..=5 => c
+                .log
+                .append_as_leader(1 + self.rng.below(4), epoch, -1, false),
+            6 | 7 => c
+                .log
+                .append_as_leader(1 + self.rng.below(3), epoch, pid, true),
+            _ if open.contains_key(&pid) => c.log.append_marker(pid, self.rng.chance(50), epoch),
+            _ => c.log.append_as_leader(1, epoch, -1, false),
+        }
+    }
+
+    fn step(&mut self) {
+        self.step += 1;
+        let m = self.mirror_index();
+        let writable: Vec<usize> = (0..2)
+            .filter(|i| self.clusters[*i].mirror.is_none() || self.mirror_is_stopped(*i))
+            .collect();
+        match self.rng.below(100) {
+            0..=24 => {
+                if let Some(&w) = writable.get(self.rng.below(writable.len())) {
+                    self.produce(w);
+                }
+            }
+            25..=54 => {
+                if let Some(m) = m {
+                    let n = self.clusters[m]
+                        .mirror
+                        .as_ref()
+                        .map_or(0, |x| x.pending.len());
+                    if n > 0 {
+                        let i = self.rng.below(n);
+                        self.complete(m, i);
+                    }
+                }
+            }
+            55..=74 => {
+                if let Some(m) = m {
+                    self.fetch(m);
+                }
+            }
+            75..=77 => {
+                if let Some(&w) = writable.get(self.rng.below(writable.len())) {
+                    self.clusters[w].controller.leader_epoch += 1;
+                }
+            }
+            78 => {
+                // Unclean election on a writable cluster: its tail is lost and the epoch moves.
+                if let Some(&w) = writable.first() {
+                    let c = &mut self.clusters[w];
+                    let end = c.log.log_end_offset();
+                    let cut = end - self.rng.below(6) as i64;
+                    if c.stopped_prefix.is_none() {
+                        let _ = c.log.truncate_to(cut.max(c.log.log_start_offset()));
+                        c.controller.leader_epoch += 1;
+                    }
+                }
+            }
+            79..=80 => {
+                if let Some(m) = m {
+                    let c = &mut self.clusters[m];
+                    c.controller.leader_epoch += 1;
+                    let epoch = c.controller.leader_epoch;
+                    let desired = c
+                        .mirror
+                        .as_ref()
+                        .map_or(Desired::Mirroring, |x| x.partition.desired());
+                    if let Some(x) = c.mirror.as_mut() {
+                        // The old leadership's in-flight work dies with it.
+                        x.pending.clear();
+                    }
+                    self.input(
+                        m,
+                        Input::BecameLeader {
+                            leader_epoch: epoch,
+                            desired,
+                        },
+                    );
+                }
+            }
+            81 => {
+                if let Some(m) = m {
+                    self.restart(m);
+                }
+            }
+            82..=85 => {
+                let failing = self.rng.chance(20);
+                self.clusters
+                    .iter_mut()
+                    .for_each(|c| c.coordinator.failing = failing);
+            }
+            86 => self.source_unreachable = self.rng.chance(30),
+            87..=89 => {
+                // Pause and resume while mirroring; a restart after failover is the failback event.
+                if let Some(m) = m
+                    && self.clusters[m].stopped_prefix.is_none()
+                {
+                    let d = if self.rng.chance(50) {
+                        Desired::Paused
+                    } else {
+                        Desired::Mirroring
+                    };
+                    self.input(m, Input::DesiredChanged(d));
+                }
+            }
+            90..=92 => {
+                if let Some(m) = m {
+                    self.input(m, Input::DesiredChanged(Desired::Stopped));
+                }
+            }
+            _ => {
+                // Failback: the old source starts mirroring from the stopped, now writable, one.
+                if let Some(m) = m
+                    && self.mirror_is_stopped(m)
+                {
+                    self.clusters[1 - m].mirror = None;
+                    self.clusters[m].mirror = None;
+                    self.start_mirror(1 - m, Desired::Mirroring);
+                }
+            }
+        }
+        self.record_stop();
+        self.check();
+    }
+
+    fn mirror_is_stopped(&self, i: usize) -> bool {
+        self.clusters[i]
+            .mirror
+            .as_ref()
+            .is_some_and(|x| x.partition.phase() == &Phase::Stopped)
+    }
+
+    fn restart(&mut self, m: usize) {
+        let c = &mut self.clusters[m];
+        let mut shard = Shard::new(0, 1);
+        for r in &c.coordinator.records {
+            shard.replay(r);
+        }
+        shard.loaded();
+        assert_eq!(shard, c.shard, "a replay rebuilds the same shard");
+        c.shard = shard;
+        let Some(old) = c.mirror.take() else { return };
+        let desired = old.partition.desired();
+        c.mirror = Some(Mirror {
+            name: old.name,
+            partition: Partition::default(),
+            pending: Vec::new(),
+            fetcher: false,
+            read_only: true,
+            lme: None,
+        });
+        let epoch = c.controller.leader_epoch;
+        self.input(
+            m,
+            Input::BecameLeader {
+                leader_epoch: epoch,
+                desired,
+            },
+        );
+    }
+
+    fn record_stop(&mut self) {
+        for i in 0..2 {
+            if self.mirror_is_stopped(i) && self.clusters[i].stopped_prefix.is_none() {
+                let c = &mut self.clusters[i];
+                c.stopped_prefix = Some(c.log.batches().to_vec());
+            }
+        }
+    }
+
+    fn check(&self) {
+        for c in &self.clusters {
+            if let Some(prefix) = &c.stopped_prefix {
+                assert!(
+                    c.log.batches().len() >= prefix.len()
+                        && c.log.batches()[..prefix.len()] == prefix[..],
+                    "cluster {} lost data it held when STOPPED",
+                    c.id
+                );
+            }
+            let Some(mirror) = &c.mirror else { continue };
+            if matches!(mirror.partition.phase(), Phase::Mirroring { .. }) {
+                let dle = c.controller.leader_epoch;
+                let max = c
+                    .log
+                    .batches()
+                    .iter()
+                    .map(RecordBatch::partition_leader_epoch)
+                    .max()
+                    .unwrap_or(-1);
+                assert!(
+                    max <= dle,
+                    "cluster {}: DLE {dle} below a mirrored epoch {max}",
+                    c.id
+                );
+            }
+            if !matches!(mirror.partition.phase(), Phase::Loading(_)) {
+                let stored = c
+                    .shard
+                    .state_of(&c.key(&mirror.name))
+                    .map_or(MirrorState::Unknown, |s| s.state);
+                assert_eq!(
+                    stored,
+                    mirror.partition.persisted(),
+                    "cluster {}: shard and partition disagree",
+                    c.id
+                );
+            }
+            if mirror.partition.phase() == &Phase::Stopped {
+                assert!(!mirror.read_only, "a STOPPED partition is writable");
+            }
+        }
+    }
+
+    /// Faults off; deliver everything until the mirror catches up.
+    fn quiesce(&mut self) {
+        self.source_unreachable = false;
+        self.clusters
+            .iter_mut()
+            .for_each(|c| c.coordinator.failing = false);
+        let Some(m) = self.mirror_index() else { return };
+        for _ in 0..2000 {
+            let n = self.clusters[m]
+                .mirror
+                .as_ref()
+                .map_or(0, |x| x.pending.len());
+            if n > 0 {
+                self.complete(m, 0);
+            } else {
+                self.fetch(m);
+            }
+            self.record_stop();
+            self.check();
+        }
+        let c = &self.clusters[m];
+        let mirror = c.mirror.as_ref().expect("still a mirror");
+        let source = &self.clusters[1 - m];
+        match mirror.partition.phase() {
+            Phase::Mirroring { .. } => {
+                let lso = source.log.last_stable_offset();
+                let expected: Vec<&RecordBatch> = source
+                    .log
+                    .batches()
+                    .iter()
+                    .filter(|b| b.base_offset() < lso)
+                    .collect();
+                let actual: Vec<&RecordBatch> = c.log.batches().iter().collect();
+                assert_eq!(
+                    actual, expected,
+                    "after quiescing, the mirror equals the source up to its LSO"
+                );
+            }
+            Phase::Paused | Phase::Stopped => {}
+            // Stopped before any state was recorded: an ordinary writable topic.
+            Phase::Unknown if mirror.partition.desired() == Desired::Stopped => {
+                assert!(!mirror.read_only)
+            }
+            Phase::Failed { failure, .. } => assert!(
+                failure.retry_attempt < 0 || failure.retry_attempt > self.policy.max_attempts,
+                "a retryable failure was left waiting: {failure:?}"
+            ),
+            other => panic!("the mirror is stuck in {other:?} with nothing pending"),
+        }
+    }
+}
+
+fn run(seed: u64) {
+    let mut sim = Sim::new(seed);
+    for _ in 0..STEPS {
+        sim.step();
+    }
+    sim.quiesce();
+}
+
+#[test]
+fn mirroring_survives_random_faults_and_interleavings() {
+    if let Ok(seed) = std::env::var("SIM_SEED") {
+        run(seed.parse().expect("SIM_SEED is a number"));
+        return;
+    }
+    let seeds: u64 = std::env::var("SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    for seed in 0..seeds {
+        let outcome = std::panic::catch_unwind(|| run(seed));
+        if let Err(e) = outcome {
+            let message = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            panic!(
+                "seed {seed} failed: {message}\nreplay with SIM_SEED={seed} cargo test --test simulation"
+            );
+        }
+    }
+}
