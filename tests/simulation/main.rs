@@ -678,10 +678,14 @@ impl Sim {
                 let lso = source.log.last_stable_offset();
                 let n = c.log.batches().len();
                 assert!(
-                    source.log.batches().len() >= n && source.log.batches()[..n] == c.log.batches()[..],
+                    source.log.batches().len() >= n
+                        && source.log.batches()[..n] == c.log.batches()[..],
                     "after quiescing, the mirror is not a prefix of the source"
                 );
-                assert!(c.log.log_end_offset() >= lso, "after quiescing, the mirror lags the source's LSO {lso}");
+                assert!(
+                    c.log.log_end_offset() >= lso,
+                    "after quiescing, the mirror lags the source's LSO {lso}"
+                );
             }
             Phase::Paused | Phase::Stopped => {}
             // Stopped before any state was recorded: an ordinary writable topic.
