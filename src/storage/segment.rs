@@ -122,6 +122,30 @@ fn open_rw(path: &Path, create: bool) -> Result<File, StorageError> {
 }
 
 impl Segment {
+    fn with_files(
+        base_offset: i64,
+        dir: &Path,
+        log: File,
+        index: File,
+        size: u64,
+        now_ms: i64,
+    ) -> Segment {
+        Segment {
+            base_offset,
+            log_path: file_path(dir, base_offset, "log"),
+            index_path: file_path(dir, base_offset, "index"),
+            log,
+            index,
+            entries: Vec::new(),
+            persisted_entries: 0,
+            size,
+            next_offset: base_offset,
+            max_timestamp: -1,
+            bytes_since_index: 0,
+            created_ms: now_ms,
+        }
+    }
+
     /// Creates an empty segment (replacing any files of that name).
     pub fn create(dir: &Path, base_offset: i64, now_ms: i64) -> Result<Segment, StorageError> {
         let log_path = file_path(dir, base_offset, "log");
@@ -130,20 +154,7 @@ impl Segment {
         log.set_len(0).map_err(io("truncate", &log_path))?;
         let index = open_rw(&index_path, true)?;
         index.set_len(0).map_err(io("truncate", &index_path))?;
-        Ok(Segment {
-            base_offset,
-            log_path,
-            index_path,
-            log,
-            index,
-            entries: Vec::new(),
-            persisted_entries: 0,
-            size: 0,
-            next_offset: base_offset,
-            max_timestamp: -1,
-            bytes_since_index: 0,
-            created_ms: now_ms,
-        })
+        Ok(Segment::with_files(base_offset, dir, log, index, 0, now_ms))
     }
 
     /// Opens an existing segment, repairing what `mode` allows.
@@ -155,24 +166,10 @@ impl Segment {
         now_ms: i64,
     ) -> Result<(Segment, SegmentRecovery), StorageError> {
         let log_path = file_path(dir, base_offset, "log");
-        let index_path = file_path(dir, base_offset, "index");
         let log = open_rw(&log_path, false)?;
-        let index = open_rw(&index_path, true)?;
+        let index = open_rw(&file_path(dir, base_offset, "index"), true)?;
         let size = log.metadata().map_err(io("stat", &log_path))?.len();
-        let mut segment = Segment {
-            base_offset,
-            log_path,
-            index_path,
-            log,
-            index,
-            entries: Vec::new(),
-            persisted_entries: 0,
-            size,
-            next_offset: base_offset,
-            max_timestamp: -1,
-            bytes_since_index: 0,
-            created_ms: now_ms,
-        };
+        let mut segment = Segment::with_files(base_offset, dir, log, index, size, now_ms);
         let mut report = SegmentRecovery::default();
         let loaded = mode == OpenMode::Flushed && segment.load_index()?;
         if loaded {

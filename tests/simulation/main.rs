@@ -79,6 +79,20 @@ struct Mirror {
     lme: Option<i32>,
 }
 
+impl Mirror {
+    /// A fresh incarnation: nothing in flight, read-only until told otherwise.
+    fn new(name: String) -> Mirror {
+        Mirror {
+            name,
+            partition: Partition::default(),
+            pending: Vec::new(),
+            fetcher: false,
+            read_only: true,
+            lme: None,
+        }
+    }
+}
+
 struct Cluster {
     id: String,
     log: MemoryLog,
@@ -216,14 +230,7 @@ impl Sim {
         let c = &mut self.clusters[m];
         c.stopped_prefix = None;
         c.controller.leader_epoch += 1;
-        c.mirror = Some(Mirror {
-            name,
-            partition: Partition::default(),
-            pending: Vec::new(),
-            fetcher: false,
-            read_only: true,
-            lme: None,
-        });
+        c.mirror = Some(Mirror::new(name));
         let epoch = c.controller.leader_epoch;
         self.input(
             m,
@@ -576,14 +583,7 @@ impl Sim {
         c.shard = shard;
         let Some(old) = c.mirror.take() else { return };
         let desired = old.partition.desired();
-        c.mirror = Some(Mirror {
-            name: old.name,
-            partition: Partition::default(),
-            pending: Vec::new(),
-            fetcher: false,
-            read_only: true,
-            lme: None,
-        });
+        c.mirror = Some(Mirror::new(old.name));
         let epoch = c.controller.leader_epoch;
         self.input(
             m,

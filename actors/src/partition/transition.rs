@@ -321,27 +321,13 @@ impl Partition {
                 // two state writes in flight could land out of order, so the coordinator learns
                 // it with the next state write.
                 self.retry_attempt = 0;
-                if bump.is_none()
-                    && let Some(min) = epoch::bump_for(*source_epoch, self.leader_epoch)
-                {
-                    let op = self.op();
-                    self.phase = Phase::Mirroring { bump: Some(op) };
-                    fx.push(Effect::BumpLeaderEpoch {
-                        op,
-                        min_leader_epoch: Some(min),
-                    });
+                if bump.is_none() {
+                    self.keep_epoch_ahead(*source_epoch, fx);
                 }
                 Applied
             }
             (Input::SourceEpochSeen { source_epoch }, Phase::Mirroring { bump: None }) => {
-                if let Some(min) = epoch::bump_for(*source_epoch, self.leader_epoch) {
-                    let op = self.op();
-                    self.phase = Phase::Mirroring { bump: Some(op) };
-                    fx.push(Effect::BumpLeaderEpoch {
-                        op,
-                        min_leader_epoch: Some(min),
-                    });
-                }
+                self.keep_epoch_ahead(*source_epoch, fx);
                 Applied
             }
             (Input::FetchFailed(cause), Phase::Mirroring { .. }) => {
@@ -453,6 +439,18 @@ impl Partition {
                 | Input::TimerFired { .. },
                 _,
             ) => Stale,
+        }
+    }
+
+    /// DLE >= SLE: asks for a bump when the source epoch comes close (one bump at a time).
+    fn keep_epoch_ahead(&mut self, source_epoch: i32, fx: &mut Vec<Effect>) {
+        if let Some(min) = epoch::bump_for(source_epoch, self.leader_epoch) {
+            let op = self.op();
+            self.phase = Phase::Mirroring { bump: Some(op) };
+            fx.push(Effect::BumpLeaderEpoch {
+                op,
+                min_leader_epoch: Some(min),
+            });
         }
     }
 
