@@ -830,6 +830,15 @@ fn main() {
                     lo = valid.lo,
                     hi = valid.hi,
                 );
+                if request {
+                    let response = spec.name.replace("Request", "Response");
+                    let _ = writeln!(
+                        out,
+                        "impl ::kafka_protocol::protocol::Request for {n} {{\n    const KEY: i16 = {key};\n    type Response = super::{module}::{response};\n}}\n",
+                        n = spec.name,
+                        module = snake(&response),
+                    );
+                }
             }
             "coordinator-key" | "coordinator-value" => {
                 let key = spec.api_key.expect("coordinator records have an apiKey");

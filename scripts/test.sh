@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (see README.md): formatting, lints, then every test, including the
-# ones marked #[ignore] because they need extra set-up that this script provides.
+# #[ignore]d interop tests that need a real Apache Kafka, which this script downloads (Maven
+# Central, cached in ~/.cache/kmirror) and starts on loopback for the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,5 +15,12 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+echo "== Apache Kafka for the interop tests"
+kafka_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-kafka.XXXXXX")"
+trap 'scripts/kafka-local.sh stop "$kafka_data"' EXIT
+# shellcheck disable=SC1090
+source "$(scripts/kafka-local.sh start "$kafka_data" "${KMIRROR_KAFKA_PORT:-19092}")"
+
 echo "== cargo test"
 cargo test --workspace --locked -- --include-ignored

@@ -3,6 +3,7 @@
 //! - [`codec`]: Kafka's wire primitives, written once.
 //! - [`messages`]: the KIP-1279 RPCs and records, generated from `schemas/`.
 //! - [`batch`]: a zero-copy view over RecordBatch v2 data that never decompresses.
+//! - [`client`]: the source-cluster client (TLS, SASL, typed calls).
 //! - [`records`]: coordinator record framing, transaction markers and `MIRROR_PID_RESET`.
 //! - [`errors`]: one table of error codes, Kafka's and ours, with their class.
 //! - [`sharding`]: Java's `String.hashCode` and the `__mirror_state` shard functions.
@@ -10,6 +11,7 @@
 //! - [`topic_id`]: Kafka's text form of topic ids.
 
 pub mod batch;
+pub mod client;
 pub mod codec;
 pub mod errors;
 pub mod messages;

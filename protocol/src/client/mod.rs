@@ -1,0 +1,18 @@
+//! The client side of the Kafka protocol that mirroring needs: connections to a source cluster
+//! (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL with PLAIN or SCRAM-SHA-256/512), ApiVersions
+//! negotiation, and typed calls (Metadata, DescribeCluster, consumer Fetch with
+//! `LastFetchedEpoch`, ListOffsets, OffsetForLeaderEpoch, DescribeConfigs, LastMirroredEpochs).
+//! Fetched records stay zero-copy slices of the response buffer.
+
+pub mod config;
+pub mod connection;
+pub mod error;
+pub mod sasl;
+pub mod source;
+pub mod tls;
+
+pub use config::{ClientConfig, SaslConfig, SaslMechanism, SecurityProtocol};
+pub use error::ClientError;
+pub use source::{
+    ClusterMetadata, FetchPartitionSpec, FetchSpec, FetchedPartition, Isolation, SourceClient,
+};

@@ -1,0 +1,679 @@
+//! The source cluster as a mirror sees it: bootstrap, metadata, one connection per broker
+//! (reconnected on demand with exponential backoff), and the typed calls fetchers and the
+//! metadata manager make.
+
+use super::config::ClientConfig;
+use super::connection::Connection;
+use super::error::ClientError;
+use super::tls;
+use crate::errors::ErrorCode;
+use crate::messages::{LastMirroredEpochsRequest, last_mirrored_epochs_request};
+use bytes::Bytes;
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetForLeaderEpochRequest, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+use uuid::Uuid;
+
+/// ListOffsets timestamp for the log start.
+pub const EARLIEST: i64 = -2;
+/// ListOffsets timestamp for the log end (the high watermark, or LSO when read committed).
+pub const LATEST: i64 = -1;
+
+/// A partition in the source's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionMetadata {
+    /// The index.
+    pub partition: i32,
+    /// The leader's broker id (-1 when offline).
+    pub leader: i32,
+    /// The leader epoch.
+    pub leader_epoch: i32,
+    /// The replicas.
+    pub replicas: Vec<i32>,
+    /// The in-sync replicas.
+    pub isr: Vec<i32>,
+}
+
+/// A topic in the source's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicMetadata {
+    /// The name.
+    pub name: String,
+    /// The topic id.
+    pub topic_id: Uuid,
+    /// Its partitions, by index.
+    pub partitions: Vec<PartitionMetadata>,
+}
+
+/// The source cluster's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterMetadata {
+    /// The cluster id.
+    pub cluster_id: Option<String>,
+    /// Brokers by id, as `host:port`.
+    pub brokers: HashMap<i32, String>,
+    /// Topics that exist, by name.
+    pub topics: HashMap<String, TopicMetadata>,
+}
+
+/// Isolation of a fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// Everything up to the high watermark.
+    ReadUncommitted,
+    /// Up to the last stable offset, with the aborted transactions listed.
+    ReadCommitted,
+}
+
+/// One partition of a fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchPartitionSpec {
+    /// The topic name.
+    pub topic: String,
+    /// The topic id (Fetch v13+ addresses topics by id).
+    pub topic_id: Uuid,
+    /// The partition.
+    pub partition: i32,
+    /// Where to read from.
+    pub offset: i64,
+    /// The leader epoch the client believes current, or -1.
+    pub current_leader_epoch: i32,
+    /// The epoch of the last batch the client holds, or -1 (enables DivergingEpoch).
+    pub last_fetched_epoch: i32,
+    /// Most bytes for this partition.
+    pub max_bytes: i32,
+}
+
+/// A consumer fetch to one broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchSpec {
+    /// The partitions, all led by the broker asked.
+    pub partitions: Vec<FetchPartitionSpec>,
+    /// Isolation.
+    pub isolation: Isolation,
+    /// Longest wait for `min_bytes`.
+    pub max_wait_ms: i32,
+    /// Bytes to wait for.
+    pub min_bytes: i32,
+    /// Most bytes in the whole response.
+    pub max_bytes: i32,
+}
+
+/// An aborted transaction in a READ_COMMITTED answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AbortedTransaction {
+    /// The producer.
+    pub producer_id: i64,
+    /// The transaction's first offset.
+    pub first_offset: i64,
+}
+
+/// One partition of a fetch answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchedPartition {
+    /// The topic id.
+    pub topic_id: Uuid,
+    /// The topic name (empty when the broker answered by id only).
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// Kafka's error for this partition.
+    pub error: ErrorCode,
+    /// The high watermark.
+    pub high_watermark: i64,
+    /// The last stable offset (-1 if unknown).
+    pub last_stable_offset: i64,
+    /// The log start offset (-1 if unknown).
+    pub log_start_offset: i64,
+    /// The record batches, a zero-copy slice of the response (the last one may be partial).
+    pub records: Bytes,
+    /// For READ_COMMITTED: aborted transactions overlapping the records.
+    pub aborted_transactions: Vec<AbortedTransaction>,
+    /// `(epoch, end offset)` when the client's history diverged from the leader's.
+    pub diverging_epoch: Option<(i32, i64)>,
+    /// `(leader id, leader epoch)` when the broker knows a newer leader.
+    pub current_leader: Option<(i32, i32)>,
+}
+
+/// A config entry of a topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigEntry {
+    /// The key.
+    pub name: String,
+    /// The value (None when sensitive or unset).
+    pub value: Option<String>,
+    /// Kafka's config source (1 = dynamic topic config, 5 = static broker, 5/6 defaults...).
+    pub source: i8,
+    /// Whether the value is secret.
+    pub sensitive: bool,
+}
+
+struct Backoff {
+    failures: u32,
+    until: Instant,
+}
+
+/// A client of one source cluster.
+#[derive(Debug)]
+pub struct SourceClient {
+    config: ClientConfig,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    connections: Mutex<HashMap<String, Arc<Connection>>>,
+    backoff: std::sync::Mutex<HashMap<String, Backoff>>,
+    brokers: std::sync::Mutex<HashMap<i32, String>>,
+}
+
+impl std::fmt::Debug for Backoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} failures", self.failures)
+    }
+}
+
+/// Which broker a request goes to.
+#[derive(Debug, Clone, Copy)]
+enum Target {
+    /// Any broker (metadata-like requests).
+    Any,
+    /// A partition leader.
+    Broker(i32),
+}
+
+const RECONNECT_BACKOFF_MS: u64 = 50;
+const RECONNECT_BACKOFF_MAX_MS: u64 = 5000;
+
+fn topic_name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+impl SourceClient {
+    /// Connects to the first reachable bootstrap server.
+    pub async fn connect(config: ClientConfig) -> Result<SourceClient, ClientError> {
+        let tls = match (&config.truststore, config.security_protocol.uses_tls()) {
+            (Some(path), true) => Some(tls::client_config(path, config.verify_hostname)?),
+            (None, true) => {
+                return Err(ClientError::Config(
+                    "TLS needs ssl.truststore.location".into(),
+                ));
+            }
+            (_, false) => None,
+        };
+        let client = SourceClient {
+            config,
+            tls,
+            connections: Mutex::new(HashMap::new()),
+            backoff: std::sync::Mutex::new(HashMap::new()),
+            brokers: std::sync::Mutex::new(HashMap::new()),
+        };
+        client.any_connection().await?;
+        Ok(client)
+    }
+
+    /// The connection to `address`, reconnecting when it broke (with exponential backoff between
+    /// failed attempts).
+    async fn connection(&self, address: &str) -> Result<Arc<Connection>, ClientError> {
+        let mut connections = self.connections.lock().await;
+        if let Some(c) = connections.get(address)
+            && c.is_alive()
+        {
+            return Ok(c.clone());
+        }
+        connections.remove(address);
+        let wait = self.backoff.lock().ok().and_then(|b| {
+            b.get(address)
+                .map(|b| b.until.saturating_duration_since(Instant::now()))
+        });
+        if let Some(wait) = wait.filter(|w| !w.is_zero()) {
+            tokio::time::sleep(wait).await;
+        }
+        match Connection::connect(address, &self.config, self.tls.clone()).await {
+            Ok(c) => {
+                let c = Arc::new(c);
+                connections.insert(address.to_string(), c.clone());
+                if let Ok(mut b) = self.backoff.lock() {
+                    b.remove(address);
+                }
+                Ok(c)
+            }
+            Err(e) => {
+                if let Ok(mut b) = self.backoff.lock() {
+                    let entry = b.entry(address.to_string()).or_insert(Backoff {
+                        failures: 0,
+                        until: Instant::now(),
+                    });
+                    entry.failures += 1;
+                    let ms = (RECONNECT_BACKOFF_MS << entry.failures.min(10))
+                        .min(RECONNECT_BACKOFF_MAX_MS);
+                    entry.until = Instant::now() + Duration::from_millis(ms);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Any working connection: a known broker or a bootstrap server.
+    async fn any_connection(&self) -> Result<Arc<Connection>, ClientError> {
+        let mut candidates: Vec<String> = self
+            .brokers
+            .lock()
+            .map(|b| b.values().cloned().collect())
+            .unwrap_or_default();
+        candidates.extend(self.config.bootstrap_servers.iter().cloned());
+        let mut last = None;
+        for address in candidates {
+            match self.connection(&address).await {
+                Ok(c) => return Ok(c),
+                // Credentials and certificates do not get better on another broker.
+                Err(
+                    e @ (ClientError::Authentication { .. }
+                    | ClientError::Tls { .. }
+                    | ClientError::Config(_)),
+                ) => {
+                    return Err(e);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| ClientError::Config("bootstrap.servers is empty".into())))
+    }
+
+    /// Sends `request` to `target`. A request that finds its connection broken (the broker
+    /// restarted since it was opened) is sent once more on a new connection: every call here is
+    /// a read, so repeating it is safe.
+    async fn send_to<R: kafka_protocol::protocol::Request>(
+        &self,
+        target: Target,
+        api: &'static str,
+        request: &R,
+        max_version: i16,
+    ) -> Result<(i16, R::Response), ClientError> {
+        let mut retried = false;
+        loop {
+            let connection = match target {
+                Target::Any => self.any_connection().await?,
+                Target::Broker(id) => self.broker(id).await?,
+            };
+            match connection.send(api, request, max_version).await {
+                Err(ClientError::Connection { .. }) if !retried => {
+                    retried = true;
+                    self.connections.lock().await.remove(connection.broker());
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The connection to broker `id`, from the last metadata.
+    pub async fn broker(&self, id: i32) -> Result<Arc<Connection>, ClientError> {
+        let address = self
+            .brokers
+            .lock()
+            .ok()
+            .and_then(|b| b.get(&id).cloned())
+            .ok_or_else(|| ClientError::NotFound(format!("broker {id} is not in the metadata")))?;
+        self.connection(&address).await
+    }
+
+    /// Metadata for `topics` (all topics when `None`), with topic ids and leader epochs.
+    pub async fn metadata(&self, topics: Option<&[&str]>) -> Result<ClusterMetadata, ClientError> {
+        let request = MetadataRequest::default().with_topics(topics.map(|names| {
+            names
+                .iter()
+                .map(|n| MetadataRequestTopic::default().with_name(Some(topic_name(n))))
+                .collect()
+        }));
+        let (_, response) = self.send_to(Target::Any, "Metadata", &request, 12).await?;
+        let brokers: HashMap<i32, String> = response
+            .brokers
+            .iter()
+            .map(|b| (b.node_id.0, format!("{}:{}", b.host, b.port)))
+            .collect();
+        if let Ok(mut known) = self.brokers.lock() {
+            *known = brokers.clone();
+        }
+        let mut out = HashMap::new();
+        for t in &response.topics {
+            let Some(name) = t.name.as_ref().map(|n| n.0.to_string()) else {
+                continue;
+            };
+            if t.error_code != 0 {
+                continue;
+            }
+            let mut partitions: Vec<PartitionMetadata> = t
+                .partitions
+                .iter()
+                .map(|p| PartitionMetadata {
+                    partition: p.partition_index,
+                    leader: p.leader_id.0,
+                    leader_epoch: p.leader_epoch,
+                    replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
+                    isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                })
+                .collect();
+            partitions.sort_by_key(|p| p.partition);
+            out.insert(
+                name.clone(),
+                TopicMetadata {
+                    name,
+                    topic_id: t.topic_id,
+                    partitions,
+                },
+            );
+        }
+        Ok(ClusterMetadata {
+            cluster_id: response.cluster_id.map(|c| c.to_string()),
+            brokers,
+            topics: out,
+        })
+    }
+
+    /// The source cluster's id (DescribeCluster; Metadata on brokers without it).
+    pub async fn cluster_id(&self) -> Result<String, ClientError> {
+        match self
+            .send_to(
+                Target::Any,
+                "DescribeCluster",
+                &DescribeClusterRequest::default(),
+                2,
+            )
+            .await
+        {
+            Ok((_, r)) if r.error_code == 0 => Ok(r.cluster_id.to_string()),
+            Ok((_, r)) => Err(ClientError::Broker {
+                api: "DescribeCluster",
+                code: ErrorCode(r.error_code),
+            }),
+            Err(ClientError::UnsupportedVersion { .. }) => self
+                .metadata(Some(&[]))
+                .await?
+                .cluster_id
+                .ok_or_else(|| ClientError::NotFound("the source reports no cluster id".into())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A consumer fetch (replica id -1) from broker `leader`.
+    pub async fn fetch(
+        &self,
+        leader: i32,
+        spec: &FetchSpec,
+    ) -> Result<Vec<FetchedPartition>, ClientError> {
+        let connection = self.broker(leader).await?;
+        let version = connection.version_of::<FetchRequest>().ok_or_else(|| {
+            ClientError::UnsupportedVersion {
+                broker: connection.broker().to_string(),
+                api: "Fetch",
+            }
+        })?;
+        let by_id = version >= 13;
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for p in &spec.partitions {
+            let partition = FetchPartition::default()
+                .with_partition(p.partition)
+                .with_current_leader_epoch(p.current_leader_epoch)
+                .with_fetch_offset(p.offset)
+                .with_last_fetched_epoch(if version >= 12 {
+                    p.last_fetched_epoch
+                } else {
+                    -1
+                })
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(p.max_bytes);
+            let same = |t: &FetchTopic| {
+                if by_id {
+                    t.topic_id == p.topic_id
+                } else {
+                    t.topic.0.as_str() == p.topic
+                }
+            };
+            match topics.iter_mut().find(|t| same(t)) {
+                Some(t) => t.partitions.push(partition),
+                None => {
+                    let topic = if by_id {
+                        FetchTopic::default().with_topic_id(p.topic_id)
+                    } else {
+                        FetchTopic::default().with_topic(topic_name(&p.topic))
+                    };
+                    topics.push(topic.with_partitions(vec![partition]));
+                }
+            }
+        }
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(spec.max_wait_ms)
+            .with_min_bytes(spec.min_bytes)
+            .with_max_bytes(spec.max_bytes)
+            .with_isolation_level(match spec.isolation {
+                Isolation::ReadUncommitted => 0,
+                Isolation::ReadCommitted => 1,
+            })
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(topics);
+        let (_, response) = self
+            .send_to(Target::Broker(leader), "Fetch", &request, version)
+            .await?;
+        if response.error_code != 0 {
+            return Err(ClientError::Broker {
+                api: "Fetch",
+                code: ErrorCode(response.error_code),
+            });
+        }
+        let mut out = Vec::new();
+        for t in response.responses {
+            for p in t.partitions {
+                let diverging = (p.diverging_epoch.epoch >= 0)
+                    .then_some((p.diverging_epoch.epoch, p.diverging_epoch.end_offset));
+                let leader = (p.current_leader.leader_id.0 >= 0)
+                    .then_some((p.current_leader.leader_id.0, p.current_leader.leader_epoch));
+                out.push(FetchedPartition {
+                    topic_id: t.topic_id,
+                    topic: t.topic.0.to_string(),
+                    partition: p.partition_index,
+                    error: ErrorCode(p.error_code),
+                    high_watermark: p.high_watermark,
+                    last_stable_offset: p.last_stable_offset,
+                    log_start_offset: p.log_start_offset,
+                    records: p.records.unwrap_or_default(),
+                    aborted_transactions: p
+                        .aborted_transactions
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|a| AbortedTransaction {
+                            producer_id: a.producer_id.0,
+                            first_offset: a.first_offset,
+                        })
+                        .collect(),
+                    diverging_epoch: diverging,
+                    current_leader: leader,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// ListOffsets for one partition: `timestamp` is [`EARLIEST`], [`LATEST`] or a time in ms.
+    /// Returns the offset and its leader epoch.
+    pub async fn list_offsets(
+        &self,
+        leader: i32,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+        isolation: Isolation,
+    ) -> Result<(i64, i32), ClientError> {
+        let request = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_isolation_level(if isolation == Isolation::ReadCommitted {
+                1
+            } else {
+                0
+            })
+            .with_topics(vec![
+                ListOffsetsTopic::default()
+                    .with_name(topic_name(topic))
+                    .with_partitions(vec![
+                        ListOffsetsPartition::default()
+                            .with_partition_index(partition)
+                            .with_current_leader_epoch(-1)
+                            .with_timestamp(timestamp),
+                    ]),
+            ]);
+        let (_, response) = self
+            .send_to(Target::Broker(leader), "ListOffsets", &request, 9)
+            .await?;
+        let p = response
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or_else(|| {
+                ClientError::NotFound(format!("{topic}-{partition} missing from ListOffsets"))
+            })?;
+        if p.error_code != 0 {
+            return Err(ClientError::Broker {
+                api: "ListOffsets",
+                code: ErrorCode(p.error_code),
+            });
+        }
+        Ok((p.offset, p.leader_epoch))
+    }
+
+    /// OffsetForLeaderEpoch (consumer form): where `leader_epoch` ends on the leader. Returns the
+    /// greatest epoch not above it and its end offset (`(-1, -1)` when unknown).
+    pub async fn offset_for_leader_epoch(
+        &self,
+        leader: i32,
+        topic: &str,
+        partition: i32,
+        current_leader_epoch: i32,
+        leader_epoch: i32,
+    ) -> Result<(i32, i64), ClientError> {
+        let request = OffsetForLeaderEpochRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![
+                OffsetForLeaderTopic::default()
+                    .with_topic(topic_name(topic))
+                    .with_partitions(vec![
+                        OffsetForLeaderPartition::default()
+                            .with_partition(partition)
+                            .with_current_leader_epoch(current_leader_epoch)
+                            .with_leader_epoch(leader_epoch),
+                    ]),
+            ]);
+        let (_, response) = self
+            .send_to(Target::Broker(leader), "OffsetForLeaderEpoch", &request, 4)
+            .await?;
+        let p = response
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or_else(|| {
+                ClientError::NotFound(format!(
+                    "{topic}-{partition} missing from OffsetForLeaderEpoch"
+                ))
+            })?;
+        if p.error_code != 0 {
+            return Err(ClientError::Broker {
+                api: "OffsetForLeaderEpoch",
+                code: ErrorCode(p.error_code),
+            });
+        }
+        Ok((p.leader_epoch, p.end_offset))
+    }
+
+    /// The configs of a topic.
+    pub async fn describe_topic_configs(
+        &self,
+        topic: &str,
+    ) -> Result<Vec<ConfigEntry>, ClientError> {
+        let request = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_string(topic.to_string()))
+                .with_configuration_keys(None),
+        ]);
+        let (_, response) = self
+            .send_to(Target::Any, "DescribeConfigs", &request, 4)
+            .await?;
+        let result = response.results.into_iter().next().ok_or_else(|| {
+            ClientError::NotFound(format!("topic {topic} missing from DescribeConfigs"))
+        })?;
+        if result.error_code != 0 {
+            return Err(ClientError::Broker {
+                api: "DescribeConfigs",
+                code: ErrorCode(result.error_code),
+            });
+        }
+        Ok(result
+            .configs
+            .into_iter()
+            .map(|c| ConfigEntry {
+                name: c.name.to_string(),
+                value: c.value.map(|v| v.to_string()),
+                source: c.config_source,
+                sensitive: c.is_sensitive,
+            })
+            .collect())
+    }
+
+    /// LastMirroredEpochs (kmirror sources only): the LME per partition the source recorded when
+    /// it stopped mirroring from `asking_cluster_id`; a source without the API (Apache Kafka)
+    /// means "no LME", -1 for every partition.
+    pub async fn last_mirrored_epochs(
+        &self,
+        asking_cluster_id: &str,
+        topic: &str,
+        topic_id: Uuid,
+        partitions: &[i32],
+    ) -> Result<Vec<i32>, ClientError> {
+        let request = LastMirroredEpochsRequest {
+            cluster_id: asking_cluster_id.to_string(),
+            topics: vec![last_mirrored_epochs_request::Topic {
+                name: topic.to_string(),
+                topic_id,
+                partitions: partitions.to_vec(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let response = match self
+            .send_to(Target::Any, "LastMirroredEpochs", &request, 0)
+            .await
+        {
+            Ok((_, r)) => r,
+            Err(ClientError::UnsupportedVersion { .. }) => return Ok(vec![-1; partitions.len()]),
+            Err(e) => return Err(e),
+        };
+        if response.error_code != 0 {
+            return Err(ClientError::Broker {
+                api: "LastMirroredEpochs",
+                code: ErrorCode(response.error_code),
+            });
+        }
+        let answers: HashMap<i32, i32> = response
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (p.partition_index, p.last_mirrored_epoch))
+            })
+            .collect();
+        Ok(partitions
+            .iter()
+            .map(|p| answers.get(p).copied().unwrap_or(-1))
+            .collect())
+    }
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# A real Apache Kafka 4.x on loopback, for interop tests and benchmarks.
+#
+#   scripts/kafka-local.sh fetch [VERSION]          download Kafka from Maven Central into the
+#                                                   cache (~/.cache/kmirror/kafka-VERSION); prints it
+#   scripts/kafka-local.sh start DATA_DIR [PORT]    format and start a single-node KRaft broker with
+#                                                   PLAINTEXT on PORT (default 19092), SSL on PORT+2
+#                                                   and SASL_SSL (SCRAM-SHA-256/512, PLAIN) on PORT+3,
+#                                                   a CA and server certificate made with openssl;
+#                                                   writes DATA_DIR/env (KMIRROR_KAFKA_* variables)
+#   scripts/kafka-local.sh restart DATA_DIR         stop it (if running) and start it again on its
+#                                                   data: leader epochs advance
+#   scripts/kafka-local.sh stop DATA_DIR            stop it (DATA_DIR/pid holds the process id)
+#
+# Needs Java 17+, Maven and openssl. KMIRROR_KAFKA_VERSION overrides the version (default 4.4.0).
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+VERSION="${KMIRROR_KAFKA_VERSION:-4.4.0}"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/kmirror"
+
+fetch() {
+  local version="${1:-$VERSION}" dist="$CACHE/kafka-${1:-$VERSION}"
+  if [ ! -f "$dist/.complete" ]; then
+    mkdir -p "$dist/libs"
+    mvn -B -q -f "$HERE/kafka/pom.xml" -Dkafka.version="$version" dependency:copy-dependencies \
+      -DoutputDirectory="$dist/libs" -DincludeScope=runtime >&2
+    cp "$HERE/kafka/log4j2.properties" "$dist/"
+    touch "$dist/.complete"
+  fi
+  echo "$dist"
+}
+
+certificates() {
+  local dir="$1"
+  # A CA, a server certificate for 127.0.0.1/localhost signed by it, and an unrelated CA for tests
+  # that must fail verification.
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=kmirror test CA" \
+    -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=unrelated CA" \
+    -keyout "$dir/other-ca.key" -out "$dir/other-ca.pem" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+    -keyout "$dir/server.rsa.key" -out "$dir/server.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$dir/san.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial \
+    -days 2 -extfile "$dir/san.ext" -out "$dir/server.pem" 2>/dev/null
+  openssl pkcs8 -topk8 -nocrypt -in "$dir/server.rsa.key" -out "$dir/server.key"
+  cat "$dir/server.key" "$dir/server.pem" > "$dir/server.keystore.pem"
+}
+
+start() {
+  local data="$1" port="${2:-19092}"
+  local cport=$((port + 1)) sport=$((port + 2)) aport=$((port + 3))
+  local dist; dist="$(fetch)"
+  local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
+  mkdir -p "$data/logs"
+  data="$(cd "$data" && pwd)"
+  certificates "$data"
+  cat > "$data/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
+ssl.keystore.type=PEM
+ssl.keystore.location=$data/server.keystore.pem
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";
+log.dirs=$data/logs
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+PROPS
+  local cluster_id
+  cluster_id=$("$java" -cp "$cp" kafka.tools.StorageTool random-uuid)
+  "$java" -cp "$cp" -Dlog4j2.configurationFile="file:$dist/log4j2.properties" kafka.tools.StorageTool \
+    format -t "$cluster_id" -c "$data/server.properties" \
+    --add-scram 'SCRAM-SHA-512=[name=alice,password=alice-secret]' \
+    --add-scram 'SCRAM-SHA-256=[name=alice,password=alice-secret]' >"$data/format.log" 2>&1
+  launch "$data"
+  cat > "$data/env" <<ENV
+export KMIRROR_KAFKA_DIST=$dist
+export KMIRROR_KAFKA_DATA=$data
+export KMIRROR_KAFKA_CLUSTER_ID=$cluster_id
+export KMIRROR_KAFKA_BOOTSTRAP=127.0.0.1:$port
+export KMIRROR_KAFKA_SSL=127.0.0.1:$sport
+export KMIRROR_KAFKA_SASL_SSL=127.0.0.1:$aport
+export KMIRROR_KAFKA_CA=$data/ca.pem
+export KMIRROR_KAFKA_OTHER_CA=$data/other-ca.pem
+export KMIRROR_KAFKA_USER=alice
+export KMIRROR_KAFKA_PASSWORD=alice-secret
+ENV
+  echo "$data/env"
+}
+
+launch() {
+  local data="$1" dist; dist="$(fetch)"
+  local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
+  local aport; aport="$(sed -n 's/^listeners=.*SASL_SSL:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$data/server.properties")"
+  nohup "$java" -Xms512m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="file:$dist/log4j2.properties" \
+    -cp "$cp" kafka.Kafka "$data/server.properties" >>"$data/broker.log" 2>&1 &
+  local pid=$!
+  echo "$pid" > "$data/pid"
+  for _ in $(seq 1 600); do
+    (echo >/dev/tcp/127.0.0.1/"$aport") 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || { tail -50 "$data/broker.log" >&2; echo "Kafka exited at start" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "Kafka did not open its listeners within 60 s" >&2
+  exit 1
+}
+
+stop() {
+  local data="$1"
+  [ -f "$data/pid" ] || return 0
+  local pid; pid="$(cat "$data/pid")"
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$data/pid"
+}
+
+case "${1:-}" in
+  fetch) fetch "${2:-}" ;;
+  start) start "${2:?data directory}" "${3:-19092}" ;;
+  restart) stop "${2:?data directory}"; launch "$2" ;;
+  stop) stop "${2:?data directory}" ;;
+  *) sed -n '2,16p' "$0"; exit 2 ;;
+esac

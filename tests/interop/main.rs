@@ -1,0 +1,516 @@
+//! The source-cluster client against a real Apache Kafka 4.x started by
+//! `scripts/kafka-local.sh` (scripts/test.sh starts it and exports `KMIRROR_KAFKA_*`).
+//!
+//! Data is produced by Kafka's own tools (ProducerPerformance with every codec,
+//! TransactionalMessageCopier with random aborts); what the client fetches is compared byte for
+//! byte with the broker's segment files. TLS and SASL run against the broker's SSL and SASL_SSL
+//! listeners with a CA made by openssl and a SCRAM user created at format time. Fault tests kill,
+//! freeze and restart the broker, so every test takes one lock and they run one at a time.
+
+use bytes::Bytes;
+use kafka_protocol::records::RecordBatchDecoder;
+use kmirror_protocol::batch::RecordBatches;
+use kmirror_protocol::client::source::{EARLIEST, LATEST};
+use kmirror_protocol::client::{
+    ClientConfig, ClientError, FetchPartitionSpec, FetchSpec, Isolation, SaslConfig, SaslMechanism,
+    SecurityProtocol, SourceClient,
+};
+use kmirror_protocol::errors::ErrorCode;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+use uuid::Uuid;
+
+static BROKER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn env(name: &str) -> String {
+    std::env::var(name)
+        .unwrap_or_else(|_| panic!("{name} is not set: run these tests through scripts/test.sh"))
+}
+
+fn kafka_tool(class: &str, args: &[&str]) -> String {
+    let dist = env("KMIRROR_KAFKA_DIST");
+    let out = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{dist}/libs/*"))
+        .arg(format!(
+            "-Dlog4j2.configurationFile=file:{dist}/log4j2.properties"
+        ))
+        .arg(class)
+        .args(args)
+        .output()
+        .expect("java runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{class} {args:?} failed:\n{text}");
+    text
+}
+
+fn create_topic(name: &str, partitions: u32, configs: &[&str]) {
+    let bootstrap = env("KMIRROR_KAFKA_BOOTSTRAP");
+    let partitions = partitions.to_string();
+    let mut args = vec![
+        "--bootstrap-server",
+        &bootstrap,
+        "--create",
+        "--if-not-exists",
+        "--topic",
+        name,
+        "--partitions",
+        &partitions,
+    ];
+    for c in configs {
+        args.extend(["--config", c]);
+    }
+    kafka_tool("org.apache.kafka.tools.TopicCommand", &args);
+}
+
+fn produce(topic: &str, records: u32, compression: &str, extra: &[&str]) {
+    let bootstrap = format!("bootstrap.servers={}", env("KMIRROR_KAFKA_BOOTSTRAP"));
+    let compression = format!("compression.type={compression}");
+    let records = records.to_string();
+    let mut props = vec![
+        bootstrap.as_str(),
+        compression.as_str(),
+        "acks=all",
+        "linger.ms=5",
+    ];
+    props.extend(extra);
+    let mut args = vec![
+        "--topic",
+        topic,
+        "--num-records",
+        &records,
+        "--record-size",
+        "200",
+        "--throughput",
+        "-1",
+        "--producer-props",
+    ];
+    args.extend(props);
+    kafka_tool("org.apache.kafka.tools.ProducerPerformance", &args);
+}
+
+fn segment(topic: &str, partition: i32) -> Vec<u8> {
+    let path = PathBuf::from(env("KMIRROR_KAFKA_DATA"))
+        .join("logs")
+        .join(format!("{topic}-{partition}"))
+        .join("00000000000000000000.log");
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn plaintext() -> ClientConfig {
+    let mut c = ClientConfig::plaintext(&env("KMIRROR_KAFKA_BOOTSTRAP"));
+    c.request_timeout = Duration::from_secs(15);
+    c
+}
+
+/// Fetches a partition from offset 0 to its high watermark; returns the whole batches' bytes,
+/// the aborted transactions seen, and the last answer's LSO.
+async fn fetch_all(
+    client: &SourceClient,
+    topic: &str,
+    isolation: Isolation,
+) -> (Vec<u8>, Vec<(i64, i64)>, i64) {
+    let meta = client.metadata(Some(&[topic])).await.expect("metadata");
+    let t = &meta.topics[topic];
+    let p = &t.partitions[0];
+    let mut offset = 0;
+    let mut bytes = Vec::new();
+    let mut aborted = Vec::new();
+    loop {
+        let spec = FetchSpec {
+            partitions: vec![FetchPartitionSpec {
+                topic: topic.to_string(),
+                topic_id: t.topic_id,
+                partition: 0,
+                offset,
+                current_leader_epoch: p.leader_epoch,
+                last_fetched_epoch: -1,
+                max_bytes: 256 * 1024,
+            }],
+            isolation,
+            max_wait_ms: 100,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+        };
+        let answer = client
+            .fetch(p.leader, &spec)
+            .await
+            .expect("fetch")
+            .remove(0);
+        assert_eq!(answer.error, ErrorCode::NONE);
+        aborted.extend(
+            answer
+                .aborted_transactions
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset)),
+        );
+        let mut batches = RecordBatches::new(answer.records.clone());
+        let mut advanced = false;
+        for batch in batches.by_ref() {
+            let batch = batch.expect("valid batch");
+            batch.verify_crc().expect("CRC holds");
+            bytes.extend_from_slice(batch.as_bytes());
+            offset = batch.next_offset();
+            advanced = true;
+        }
+        let end = if isolation == Isolation::ReadCommitted {
+            answer.last_stable_offset
+        } else {
+            answer.high_watermark
+        };
+        if offset >= end || !advanced {
+            return (bytes, aborted, answer.last_stable_offset);
+        }
+    }
+}
+
+async fn latest_offset(client: &SourceClient, topic: &str) -> Result<i64, ClientError> {
+    client
+        .list_offsets(1, topic, 0, LATEST, Isolation::ReadUncommitted)
+        .await
+        .map(|(offset, _)| offset)
+}
+
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn metadata_cluster_id_configs_and_no_lme_from_apache_kafka() {
+    let _broker = BROKER.lock().await;
+    create_topic("interop-meta", 3, &["retention.ms=3600000"]);
+    let client = SourceClient::connect(plaintext()).await.expect("connects");
+    assert_eq!(
+        client.cluster_id().await.expect("cluster id"),
+        env("KMIRROR_KAFKA_CLUSTER_ID")
+    );
+    let meta = client
+        .metadata(Some(&["interop-meta"]))
+        .await
+        .expect("metadata");
+    let t = &meta.topics["interop-meta"];
+    assert_ne!(t.topic_id, Uuid::nil());
+    assert_eq!(t.partitions.len(), 3);
+    assert!(
+        t.partitions
+            .iter()
+            .all(|p| p.leader == 1 && p.leader_epoch >= 0 && p.isr == [1])
+    );
+    let configs = client
+        .describe_topic_configs("interop-meta")
+        .await
+        .expect("configs");
+    let retention = configs
+        .iter()
+        .find(|c| c.name == "retention.ms")
+        .expect("retention.ms");
+    assert_eq!(
+        (retention.value.as_deref(), retention.source),
+        (Some("3600000"), 1)
+    );
+    // Apache Kafka has no LastMirroredEpochs: "no LME" for every partition.
+    let lmes = client
+        .last_mirrored_epochs("some-cluster", "interop-meta", t.topic_id, &[0, 1, 2])
+        .await
+        .expect("answers");
+    assert_eq!(lmes, [-1, -1, -1]);
+}
+
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn fetched_batches_are_the_brokers_bytes_for_every_codec() {
+    let _broker = BROKER.lock().await;
+    let client = SourceClient::connect(plaintext()).await.expect("connects");
+    for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
+        let topic = format!("interop-codec-{codec}");
+        create_topic(&topic, 1, &[]);
+        produce(&topic, 3000, codec, &[]);
+        let (bytes, _, _) = fetch_all(&client, &topic, Isolation::ReadUncommitted).await;
+        let stored = segment(&topic, 0);
+        assert_eq!(
+            bytes.len(),
+            stored.len(),
+            "{codec}: fetched {} of {} bytes",
+            bytes.len(),
+            stored.len()
+        );
+        assert!(
+            bytes == stored,
+            "{codec}: fetched bytes differ from the segment file"
+        );
+        // And Kafka's own decoding (kafka-protocol) sees all 3,000 records at offsets 0..3000.
+        let mut wire = Bytes::from(bytes);
+        let sets = RecordBatchDecoder::decode_all(&mut wire).expect("decodes");
+        let offsets: Vec<i64> = sets
+            .iter()
+            .flat_map(|s| s.records.iter().map(|r| r.offset))
+            .collect();
+        assert_eq!(offsets, (0..3000).collect::<Vec<i64>>(), "{codec}");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn read_committed_fetches_list_aborted_transactions() {
+    let _broker = BROKER.lock().await;
+    create_topic("interop-txn-in", 1, &[]);
+    create_topic("interop-txn-out", 1, &[]);
+    produce("interop-txn-in", 2000, "lz4", &[]);
+    let bootstrap = env("KMIRROR_KAFKA_BOOTSTRAP");
+    kafka_tool(
+        "org.apache.kafka.tools.TransactionalMessageCopier",
+        &[
+            "--broker-list",
+            &bootstrap,
+            "--input-topic",
+            "interop-txn-in",
+            "--input-partition",
+            "0",
+            "--output-topic",
+            "interop-txn-out",
+            "--transactional-id",
+            "interop-copier",
+            "--consumer-group",
+            "interop-copier",
+            "--max-messages",
+            "2000",
+            "--transaction-size",
+            "100",
+            "--enable-random-aborts",
+        ],
+    );
+    let client = SourceClient::connect(plaintext()).await.expect("connects");
+    let (bytes, aborted, lso) =
+        fetch_all(&client, "interop-txn-out", Isolation::ReadCommitted).await;
+    assert!(
+        !aborted.is_empty(),
+        "random aborts left aborted transactions"
+    );
+    let stored = segment("interop-txn-out", 0);
+    assert!(
+        bytes.len() <= stored.len() && stored[..bytes.len()] == bytes[..],
+        "fetched bytes are a prefix of the segment"
+    );
+    let batches: Vec<_> = RecordBatches::new(Bytes::from(bytes))
+        .map(|b| b.expect("valid"))
+        .collect();
+    assert!(
+        batches.iter().any(|b| b.is_control()),
+        "markers are fetched too"
+    );
+    assert!(batches.last().is_some_and(|b| b.next_offset() <= lso));
+}
+
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn tls_and_sasl_scram_plain_and_their_failures() {
+    let _broker = BROKER.lock().await;
+    let ca = PathBuf::from(env("KMIRROR_KAFKA_CA"));
+    let tls = |bootstrap: &str, truststore: PathBuf| {
+        let mut c = ClientConfig::plaintext(bootstrap);
+        c.security_protocol = SecurityProtocol::Ssl;
+        c.truststore = Some(truststore);
+        c.connect_timeout = Duration::from_secs(10);
+        c
+    };
+    let sasl = |mechanism, password: &str| {
+        let mut c = tls(&env("KMIRROR_KAFKA_SASL_SSL"), ca.clone());
+        c.security_protocol = SecurityProtocol::SaslSsl;
+        c.sasl = Some(SaslConfig {
+            mechanism,
+            username: env("KMIRROR_KAFKA_USER"),
+            password: password.to_string(),
+        });
+        c
+    };
+    let expect_within = Duration::from_secs(20);
+
+    let client = SourceClient::connect(tls(&env("KMIRROR_KAFKA_SSL"), ca.clone()))
+        .await
+        .expect("TLS connects");
+    assert_eq!(
+        client.cluster_id().await.expect("over TLS"),
+        env("KMIRROR_KAFKA_CLUSTER_ID")
+    );
+    let wrong_ca = tokio::time::timeout(
+        expect_within,
+        SourceClient::connect(tls(
+            &env("KMIRROR_KAFKA_SSL"),
+            env("KMIRROR_KAFKA_OTHER_CA").into(),
+        )),
+    )
+    .await
+    .expect("a wrong CA fails fast");
+    assert!(
+        matches!(wrong_ca, Err(ClientError::Tls { .. })),
+        "{wrong_ca:?}"
+    );
+
+    let password = env("KMIRROR_KAFKA_PASSWORD");
+    for mechanism in [
+        SaslMechanism::ScramSha512,
+        SaslMechanism::ScramSha256,
+        SaslMechanism::Plain,
+    ] {
+        let client = SourceClient::connect(sasl(mechanism, &password))
+            .await
+            .unwrap_or_else(|e| panic!("{mechanism:?}: {e}"));
+        assert_eq!(
+            client.cluster_id().await.expect("over SASL_SSL"),
+            env("KMIRROR_KAFKA_CLUSTER_ID")
+        );
+    }
+    let wrong = tokio::time::timeout(
+        expect_within,
+        SourceClient::connect(sasl(SaslMechanism::ScramSha512, "not-the-password")),
+    )
+    .await
+    .expect("a wrong password fails fast");
+    match wrong {
+        Err(e @ ClientError::Authentication { .. }) => {
+            assert!(!e.to_string().contains("not-the-password"))
+        }
+        other => panic!("expected an authentication error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn epochs_divergence_and_faults_across_broker_restarts() {
+    let _broker = BROKER.lock().await;
+    let data = env("KMIRROR_KAFKA_DATA");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka-local.sh");
+    let restart = || {
+        let status = Command::new(script)
+            .args(["restart", &data])
+            .status()
+            .expect("script runs");
+        assert!(status.success());
+    };
+    create_topic("interop-epochs", 1, &[]);
+    let client = SourceClient::connect(plaintext()).await.expect("connects");
+    client
+        .metadata(Some(&["interop-epochs"]))
+        .await
+        .expect("metadata");
+    // Offsets below are relative to where the log ends now (a rerun finds older data).
+    let base = latest_offset(&client, "interop-epochs")
+        .await
+        .expect("latest");
+    produce("interop-epochs", 500, "none", &[]);
+    let meta = client
+        .metadata(Some(&["interop-epochs"]))
+        .await
+        .expect("metadata");
+    let t = meta.topics["interop-epochs"].clone();
+    let old_epoch = t.partitions[0].leader_epoch;
+    assert_eq!(
+        latest_offset(&client, "interop-epochs")
+            .await
+            .expect("latest"),
+        base + 500
+    );
+    let earliest = client
+        .list_offsets(1, "interop-epochs", 0, EARLIEST, Isolation::ReadUncommitted)
+        .await;
+    assert_eq!(earliest.expect("earliest").0, 0);
+
+    // A restart elects the leader again: the epoch advances.
+    restart();
+    produce("interop-epochs", 100, "none", &[]);
+    let meta = client
+        .metadata(Some(&["interop-epochs"]))
+        .await
+        .expect("metadata after restart");
+    let new_epoch = meta.topics["interop-epochs"].partitions[0].leader_epoch;
+    assert!(new_epoch > old_epoch, "epoch {old_epoch} -> {new_epoch}");
+    let (epoch, end) = client
+        .offset_for_leader_epoch(1, "interop-epochs", 0, new_epoch, old_epoch)
+        .await
+        .expect("OffsetForLeaderEpoch");
+    assert_eq!((epoch, end), (old_epoch, base + 500));
+    // A client claiming to hold epoch `old_epoch` up to offset base + 550 diverged: told where
+    // that epoch ends.
+    let spec = FetchSpec {
+        partitions: vec![FetchPartitionSpec {
+            topic: "interop-epochs".into(),
+            topic_id: t.topic_id,
+            partition: 0,
+            offset: base + 550,
+            current_leader_epoch: new_epoch,
+            last_fetched_epoch: old_epoch,
+            max_bytes: 1 << 20,
+        }],
+        isolation: Isolation::ReadCommitted,
+        max_wait_ms: 100,
+        min_bytes: 1,
+        max_bytes: 1 << 20,
+    };
+    let answer = client.fetch(1, &spec).await.expect("fetch").remove(0);
+    assert_eq!(answer.diverging_epoch, Some((old_epoch, base + 500)));
+    assert!(answer.records.is_empty());
+
+    // Killed mid-fetch (a long poll on the log end): a typed error, then a reconnect.
+    let mut waiting = spec.clone();
+    waiting.partitions[0].offset = base + 600;
+    waiting.partitions[0].last_fetched_epoch = new_epoch;
+    waiting.max_wait_ms = 10_000;
+    let pid = std::fs::read_to_string(format!("{data}/pid"))
+        .expect("pid")
+        .trim()
+        .to_string();
+    let killer = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Command::new("kill")
+            .args(["-9", &pid])
+            .status()
+            .expect("kill");
+    });
+    let failed = client.fetch(1, &waiting).await;
+    killer.await.expect("killer");
+    assert!(
+        matches!(failed, Err(ClientError::Connection { .. })),
+        "{failed:?}"
+    );
+    assert!(failed.as_ref().err().is_some_and(ClientError::is_retriable));
+    restart();
+    let mut answer = None;
+    for _ in 0..50 {
+        match latest_offset(&client, "interop-epochs").await {
+            Ok(v) => {
+                answer = Some(v);
+                break;
+            }
+            Err(e) => assert!(e.is_retriable(), "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(answer, Some(base + 600), "reconnected after the restart");
+
+    // A frozen broker: the request times out instead of hanging.
+    let pid = std::fs::read_to_string(format!("{data}/pid"))
+        .expect("pid")
+        .trim()
+        .to_string();
+    let mut impatient = plaintext();
+    impatient.request_timeout = Duration::from_secs(2);
+    let slow_client = SourceClient::connect(impatient).await.expect("connects");
+    slow_client
+        .metadata(Some(&["interop-epochs"]))
+        .await
+        .expect("metadata");
+    Command::new("kill")
+        .args(["-STOP", &pid])
+        .status()
+        .expect("SIGSTOP");
+    let frozen = slow_client
+        .list_offsets(1, "interop-epochs", 0, LATEST, Isolation::ReadUncommitted)
+        .await;
+    Command::new("kill")
+        .args(["-CONT", &pid])
+        .status()
+        .expect("SIGCONT");
+    assert!(
+        matches!(frozen, Err(ClientError::Timeout { .. })),
+        "{frozen:?}"
+    );
+}
