@@ -99,6 +99,11 @@ fn segment(topic: &str, partition: i32) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// A topic name unique to this run, so reruns against the same broker start empty.
+fn unique(name: &str) -> String {
+    format!("{name}-{}", std::process::id())
+}
+
 fn plaintext() -> ClientConfig {
     let mut c = ClientConfig::plaintext(&env("KMIRROR_KAFKA_BOOTSTRAP"));
     c.request_timeout = Duration::from_secs(15);
@@ -177,17 +182,18 @@ async fn latest_offset(client: &SourceClient, topic: &str) -> Result<i64, Client
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn metadata_cluster_id_configs_and_no_lme_from_apache_kafka() {
     let _broker = BROKER.lock().await;
-    create_topic("interop-meta", 3, &["retention.ms=3600000"]);
+    let topic = unique("interop-meta");
+    create_topic(&topic, 3, &["retention.ms=3600000"]);
     let client = SourceClient::connect(plaintext()).await.expect("connects");
     assert_eq!(
         client.cluster_id().await.expect("cluster id"),
         env("KMIRROR_KAFKA_CLUSTER_ID")
     );
     let meta = client
-        .metadata(Some(&["interop-meta"]))
+        .metadata(Some(&[&topic]))
         .await
         .expect("metadata");
-    let t = &meta.topics["interop-meta"];
+    let t = &meta.topics[&topic];
     assert_ne!(t.topic_id, Uuid::nil());
     assert_eq!(t.partitions.len(), 3);
     assert!(
@@ -196,7 +202,7 @@ async fn metadata_cluster_id_configs_and_no_lme_from_apache_kafka() {
             .all(|p| p.leader == 1 && p.leader_epoch >= 0 && p.isr == [1])
     );
     let configs = client
-        .describe_topic_configs("interop-meta")
+        .describe_topic_configs(&topic)
         .await
         .expect("configs");
     let retention = configs
@@ -209,7 +215,7 @@ async fn metadata_cluster_id_configs_and_no_lme_from_apache_kafka() {
     );
     // Apache Kafka has no LastMirroredEpochs: "no LME" for every partition.
     let lmes = client
-        .last_mirrored_epochs("some-cluster", "interop-meta", t.topic_id, &[0, 1, 2])
+        .last_mirrored_epochs("some-cluster", &topic, t.topic_id, &[0, 1, 2])
         .await
         .expect("answers");
     assert_eq!(lmes, [-1, -1, -1]);
@@ -221,7 +227,7 @@ async fn fetched_batches_are_the_brokers_bytes_for_every_codec() {
     let _broker = BROKER.lock().await;
     let client = SourceClient::connect(plaintext()).await.expect("connects");
     for codec in ["none", "gzip", "snappy", "lz4", "zstd"] {
-        let topic = format!("interop-codec-{codec}");
+        let topic = unique(&format!("interop-codec-{codec}"));
         create_topic(&topic, 1, &[]);
         produce(&topic, 3000, codec, &[]);
         let (bytes, _, _) = fetch_all(&client, &topic, Isolation::ReadUncommitted).await;
@@ -244,7 +250,11 @@ async fn fetched_batches_are_the_brokers_bytes_for_every_codec() {
             .iter()
             .flat_map(|s| s.records.iter().map(|r| r.offset))
             .collect();
-        assert_eq!(offsets, (0..3000).collect::<Vec<i64>>(), "{codec}");
+        assert!(
+            offsets.iter().copied().eq(0..3000),
+            "{codec}: {} records, not offsets 0..3000",
+            offsets.len()
+        );
     }
 }
 
@@ -252,9 +262,10 @@ async fn fetched_batches_are_the_brokers_bytes_for_every_codec() {
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn read_committed_fetches_list_aborted_transactions() {
     let _broker = BROKER.lock().await;
-    create_topic("interop-txn-in", 1, &[]);
-    create_topic("interop-txn-out", 1, &[]);
-    produce("interop-txn-in", 2000, "lz4", &[]);
+    let (input, output) = (unique("interop-txn-in"), unique("interop-txn-out"));
+    create_topic(&input, 1, &[]);
+    create_topic(&output, 1, &[]);
+    produce(&input, 2000, "lz4", &[]);
     let bootstrap = env("KMIRROR_KAFKA_BOOTSTRAP");
     kafka_tool(
         "org.apache.kafka.tools.TransactionalMessageCopier",
@@ -262,11 +273,11 @@ async fn read_committed_fetches_list_aborted_transactions() {
             "--broker-list",
             &bootstrap,
             "--input-topic",
-            "interop-txn-in",
+            &input,
             "--input-partition",
             "0",
             "--output-topic",
-            "interop-txn-out",
+            &output,
             "--transactional-id",
             "interop-copier",
             "--consumer-group",
@@ -279,13 +290,12 @@ async fn read_committed_fetches_list_aborted_transactions() {
         ],
     );
     let client = SourceClient::connect(plaintext()).await.expect("connects");
-    let (bytes, aborted, lso) =
-        fetch_all(&client, "interop-txn-out", Isolation::ReadCommitted).await;
+    let (bytes, aborted, lso) = fetch_all(&client, &output, Isolation::ReadCommitted).await;
     assert!(
         !aborted.is_empty(),
         "random aborts left aborted transactions"
     );
-    let stored = segment("interop-txn-out", 0);
+    let stored = segment(&output, 0);
     assert!(
         bytes.len() <= stored.len() && stored[..bytes.len()] == bytes[..],
         "fetched bytes are a prefix of the segment"
@@ -502,6 +512,18 @@ async fn epochs_divergence_and_faults_across_broker_restarts() {
         .args(["-STOP", &pid])
         .status()
         .expect("SIGSTOP");
+    // Wait until the kernel reports the process stopped (state T).
+    for _ in 0..100 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('T'))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let frozen = slow_client
         .list_offsets(1, "interop-epochs", 0, LATEST, Isolation::ReadUncommitted)
         .await;
