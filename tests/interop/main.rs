@@ -189,10 +189,7 @@ async fn metadata_cluster_id_configs_and_no_lme_from_apache_kafka() {
         client.cluster_id().await.expect("cluster id"),
         env("KMIRROR_KAFKA_CLUSTER_ID")
     );
-    let meta = client
-        .metadata(Some(&[&topic]))
-        .await
-        .expect("metadata");
+    let meta = client.metadata(Some(&[&topic])).await.expect("metadata");
     let t = &meta.topics[&topic];
     assert_ne!(t.topic_id, Uuid::nil());
     assert_eq!(t.partitions.len(), 3);
