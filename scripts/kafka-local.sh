@@ -79,6 +79,9 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:alice
+allow.everyone.if.no.acl.found=true
 PROPS
   local cluster_id
   cluster_id=$("$java" -cp "$cp" kafka.tools.StorageTool random-uuid)

@@ -533,3 +533,73 @@ async fn epochs_divergence_and_faults_across_broker_restarts() {
         "{frozen:?}"
     );
 }
+
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn groups_committed_offsets_and_acls() {
+    let _broker = BROKER.lock().await;
+    let topic = unique("interop-groups");
+    let group = unique("interop-group");
+    create_topic(&topic, 1, &[]);
+    produce(&topic, 100, "none", &[]);
+    let bootstrap = env("KMIRROR_KAFKA_BOOTSTRAP");
+    kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--group",
+            &group,
+            "--topic",
+            &topic,
+            "--reset-offsets",
+            "--to-offset",
+            "42",
+            "--execute",
+        ],
+    );
+    kafka_tool(
+        "org.apache.kafka.tools.AclCommand",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--add",
+            "--allow-principal",
+            "User:bob",
+            "--operation",
+            "Read",
+            "--topic",
+            &topic,
+        ],
+    );
+    let client = SourceClient::connect(plaintext()).await.expect("connects");
+    let groups = client.list_groups().await.expect("groups");
+    let listed = groups
+        .iter()
+        .find(|g| g.group_id == group)
+        .expect("the group is listed");
+    assert_eq!(listed.state, "Empty");
+    let committed = client.committed_offsets(&group).await.expect("offsets");
+    let seen: Vec<(String, i32, i64)> = committed
+        .iter()
+        .map(|c| (c.topic.clone(), c.partition, c.offset))
+        .collect();
+    assert_eq!(seen, [(topic.clone(), 0, 42)]);
+    let acls = client.describe_acls().await.expect("acls");
+    let binding = acls
+        .iter()
+        .find(|a| a.resource_name == topic)
+        .expect("the ACL is listed");
+    // TOPIC, LITERAL, READ, ALLOW in Kafka's codes.
+    assert_eq!(
+        (
+            binding.resource_type,
+            binding.pattern_type,
+            binding.principal.as_str(),
+            binding.host.as_str(),
+            binding.operation,
+            binding.permission_type
+        ),
+        (2, 3, "User:bob", "*", 3, 3)
+    );
+}

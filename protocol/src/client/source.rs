@@ -17,8 +17,9 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::{
-    BrokerId, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest, ListOffsetsRequest,
-    MetadataRequest, OffsetForLeaderEpochRequest, TopicName,
+    BrokerId, DescribeAclsRequest, DescribeClusterRequest, DescribeConfigsRequest, FetchRequest,
+    FindCoordinatorRequest, GroupId, ListGroupsRequest, ListOffsetsRequest, MetadataRequest,
+    OffsetFetchRequest, OffsetForLeaderEpochRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use std::collections::HashMap;
@@ -159,6 +160,53 @@ pub struct ConfigEntry {
     pub source: i8,
     /// Whether the value is secret.
     pub sensitive: bool,
+}
+
+/// A consumer group of the source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupListing {
+    /// The group id.
+    pub group_id: String,
+    /// Its state (Empty, Stable, ...), as the broker names it.
+    pub state: String,
+    /// Its protocol type ("consumer" for consumer groups).
+    pub protocol_type: String,
+}
+
+/// A committed offset of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// The offset.
+    pub offset: i64,
+    /// The leader epoch committed with it, or -1.
+    pub leader_epoch: i32,
+    /// The commit's metadata string.
+    pub metadata: Option<String>,
+}
+
+/// An ACL binding, with Kafka's numeric codes (resource type 2 = topic, 3 = group, 4 = cluster;
+/// pattern 3 = literal, 4 = prefixed; operation 3 = read, 4 = write, ...; permission 3 = allow,
+/// 2 = deny).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AclBinding {
+    /// The resource type.
+    pub resource_type: i8,
+    /// The resource name.
+    pub resource_name: String,
+    /// The pattern type.
+    pub pattern_type: i8,
+    /// The principal, e.g. `User:alice`.
+    pub principal: String,
+    /// The host, `*` for any.
+    pub host: String,
+    /// The operation.
+    pub operation: i8,
+    /// Allow or deny.
+    pub permission_type: i8,
 }
 
 struct Backoff {
@@ -675,5 +723,131 @@ impl SourceClient {
             .iter()
             .map(|p| answers.get(p).copied().unwrap_or(-1))
             .collect())
+    }
+
+    /// Every group of the source (ListGroups on every broker: each lists the groups it
+    /// coordinates).
+    pub async fn list_groups(&self) -> Result<Vec<GroupListing>, ClientError> {
+        let brokers: Vec<i32> = self
+            .metadata(Some(&[]))
+            .await?
+            .brokers
+            .keys()
+            .copied()
+            .collect();
+        let mut groups = Vec::new();
+        for broker in brokers {
+            let (_, response) = self
+                .send_to(
+                    Target::Broker(broker),
+                    "ListGroups",
+                    &ListGroupsRequest::default(),
+                    5,
+                )
+                .await?;
+            if response.error_code != 0 {
+                return Err(ClientError::Broker {
+                    api: "ListGroups",
+                    code: ErrorCode(response.error_code),
+                });
+            }
+            groups.extend(response.groups.into_iter().map(|g| GroupListing {
+                group_id: g.group_id.0.to_string(),
+                state: g.group_state.to_string(),
+                protocol_type: g.protocol_type.to_string(),
+            }));
+        }
+        groups.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(groups)
+    }
+
+    /// The committed offsets of `group` (FindCoordinator, then OffsetFetch to the coordinator).
+    pub async fn committed_offsets(
+        &self,
+        group: &str,
+    ) -> Result<Vec<CommittedOffset>, ClientError> {
+        // Version 3 at most: one key per request, answered in the top-level fields.
+        let find = FindCoordinatorRequest::default()
+            .with_key(StrBytes::from_string(group.to_string()))
+            .with_key_type(0);
+        let (_, found) = self
+            .send_to(Target::Any, "FindCoordinator", &find, 3)
+            .await?;
+        let (error, coordinator) = (found.error_code, found.node_id.0);
+        if error != 0 {
+            return Err(ClientError::Broker {
+                api: "FindCoordinator",
+                code: ErrorCode(error),
+            });
+        }
+        // Versions 1-7 carry one group and answer for all its topics when topics is null.
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(None);
+        let (_, response) = self
+            .send_to(Target::Broker(coordinator), "OffsetFetch", &request, 7)
+            .await?;
+        if response.error_code != 0 {
+            return Err(ClientError::Broker {
+                api: "OffsetFetch",
+                code: ErrorCode(response.error_code),
+            });
+        }
+        let mut out = Vec::new();
+        for t in response.topics {
+            for p in t.partitions {
+                if p.error_code != 0 || p.committed_offset < 0 {
+                    continue;
+                }
+                out.push(CommittedOffset {
+                    topic: t.name.0.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.metadata.map(|m| m.to_string()),
+                });
+            }
+        }
+        out.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+        Ok(out)
+    }
+
+    /// Every ACL binding of the source (DescribeAcls matching anything).
+    pub async fn describe_acls(&self) -> Result<Vec<AclBinding>, ClientError> {
+        const ANY: i8 = 1;
+        let request = DescribeAclsRequest::default()
+            .with_resource_type_filter(ANY)
+            .with_resource_name_filter(None)
+            .with_pattern_type_filter(ANY)
+            .with_principal_filter(None)
+            .with_host_filter(None)
+            .with_operation(ANY)
+            .with_permission_type(ANY);
+        let (_, response) = self
+            .send_to(Target::Any, "DescribeAcls", &request, 3)
+            .await?;
+        if response.error_code != 0 {
+            return Err(ClientError::Broker {
+                api: "DescribeAcls",
+                code: ErrorCode(response.error_code),
+            });
+        }
+        let mut out: Vec<AclBinding> = response
+            .resources
+            .into_iter()
+            .flat_map(|r| {
+                r.acls.into_iter().map(move |a| AclBinding {
+                    resource_type: r.resource_type,
+                    resource_name: r.resource_name.to_string(),
+                    pattern_type: r.pattern_type,
+                    principal: a.principal.to_string(),
+                    host: a.host.to_string(),
+                    operation: a.operation,
+                    permission_type: a.permission_type,
+                })
+            })
+            .collect();
+        out.sort();
+        Ok(out)
     }
 }
