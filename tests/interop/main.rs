@@ -603,3 +603,75 @@ async fn groups_committed_offsets_and_acls() {
         (2, 3, "User:bob", "*", 3, 3)
     );
 }
+
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn incremental_fetch_sessions_return_the_same_bytes() {
+    let _broker = BROKER.lock().await;
+    let topic = unique("interop-session");
+    create_topic(&topic, 3, &[]);
+    produce(
+        &topic,
+        6000,
+        "lz4",
+        &[
+            "batch.size=4096",
+            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+        ],
+    );
+    let client = SourceClient::connect(plaintext()).await.expect("connects");
+    let meta = client.metadata(Some(&[&topic])).await.expect("metadata");
+    let t = meta.topics[&topic].clone();
+    let mut offsets = [0i64; 3];
+    let mut ends = [i64::MAX; 3];
+    let mut bytes: [Vec<u8>; 3] = Default::default();
+    let mut rounds = 0;
+    while (0..3).any(|p| offsets[p] < ends[p]) {
+        rounds += 1;
+        assert!(rounds < 10_000, "no progress");
+        let spec = FetchSpec {
+            partitions: (0..3)
+                .map(|p| FetchPartitionSpec {
+                    topic: topic.clone(),
+                    topic_id: t.topic_id,
+                    partition: p as i32,
+                    offset: offsets[p],
+                    current_leader_epoch: t.partitions[p].leader_epoch,
+                    last_fetched_epoch: -1,
+                    max_bytes: 16 * 1024,
+                })
+                .collect(),
+            isolation: Isolation::ReadCommitted,
+            max_wait_ms: 50,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+        };
+        for answer in client.fetch(1, &spec).await.expect("fetch") {
+            let p = answer.partition as usize;
+            assert_eq!(answer.error, ErrorCode::NONE);
+            ends[p] = answer.high_watermark;
+            for batch in RecordBatches::new(answer.records) {
+                let batch = batch.expect("valid");
+                bytes[p].extend_from_slice(batch.as_bytes());
+                offsets[p] = batch.next_offset();
+            }
+        }
+        if rounds == 1 {
+            assert!(
+                client.fetch_session(1).is_some(),
+                "Kafka granted a fetch session"
+            );
+        }
+    }
+    let (id, epoch) = client.fetch_session(1).expect("the session lives on");
+    assert!(
+        id != 0 && epoch > 1,
+        "incremental fetches ran: session {id} epoch {epoch}"
+    );
+    for p in 0..3 {
+        assert!(
+            bytes[p] == segment(&topic, p as i32),
+            "partition {p} differs from its segment"
+        );
+    }
+}

@@ -10,7 +10,7 @@ use crate::errors::ErrorCode;
 use crate::messages::{LastMirroredEpochsRequest, last_mirrored_epochs_request};
 use bytes::Bytes;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
@@ -209,6 +209,55 @@ pub struct AclBinding {
     pub permission_type: i8,
 }
 
+const FETCH_SESSION_ID_NOT_FOUND: ErrorCode = ErrorCode(70);
+const INVALID_FETCH_SESSION_EPOCH: ErrorCode = ErrorCode(71);
+
+/// A partition of a fetch session: (topic id, topic name, partition).
+type SessionKey = (Uuid, String, i32);
+
+/// What the broker's session holds for a partition: what this client last sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SentPartition {
+    offset: i64,
+    current_leader_epoch: i32,
+    last_fetched_epoch: i32,
+    max_bytes: i32,
+}
+
+/// An incremental fetch session with one broker.
+#[derive(Debug)]
+struct FetchSession {
+    id: i32,
+    /// The epoch the next request carries.
+    epoch: i32,
+    sent: HashMap<SessionKey, SentPartition>,
+}
+
+fn forgotten_topics(keys: &[SessionKey], by_id: bool) -> Vec<ForgottenTopic> {
+    let mut out: Vec<ForgottenTopic> = Vec::new();
+    for (id, name, partition) in keys {
+        let same = |t: &ForgottenTopic| {
+            if by_id {
+                t.topic_id == *id
+            } else {
+                t.topic.0.as_str() == name
+            }
+        };
+        match out.iter_mut().find(|t| same(t)) {
+            Some(t) => t.partitions.push(*partition),
+            None => {
+                let topic = if by_id {
+                    ForgottenTopic::default().with_topic_id(*id)
+                } else {
+                    ForgottenTopic::default().with_topic(topic_name(name))
+                };
+                out.push(topic.with_partitions(vec![*partition]));
+            }
+        }
+    }
+    out
+}
+
 struct Backoff {
     failures: u32,
     until: Instant,
@@ -222,6 +271,7 @@ pub struct SourceClient {
     connections: Mutex<HashMap<String, Arc<Connection>>>,
     backoff: std::sync::Mutex<HashMap<String, Backoff>>,
     brokers: std::sync::Mutex<HashMap<i32, String>>,
+    sessions: std::sync::Mutex<HashMap<i32, FetchSession>>,
 }
 
 impl std::fmt::Debug for Backoff {
@@ -264,6 +314,7 @@ impl SourceClient {
             connections: Mutex::new(HashMap::new()),
             backoff: std::sync::Mutex::new(HashMap::new()),
             brokers: std::sync::Mutex::new(HashMap::new()),
+            sessions: std::sync::Mutex::new(HashMap::new()),
         };
         client.any_connection().await?;
         Ok(client)
@@ -458,6 +509,37 @@ impl SourceClient {
         leader: i32,
         spec: &FetchSpec,
     ) -> Result<Vec<FetchedPartition>, ClientError> {
+        match self.fetch_in_session(leader, spec).await {
+            // The broker evicted or lost the session: start a new one with a full fetch.
+            Err(ClientError::Broker { code, .. })
+                if code == FETCH_SESSION_ID_NOT_FOUND || code == INVALID_FETCH_SESSION_EPOCH =>
+            {
+                self.fetch_in_session(leader, spec).await
+            }
+            other => other,
+        }
+    }
+
+    /// The fetch session held with `leader`, as (session id, next epoch), if any.
+    pub fn fetch_session(&self, leader: i32) -> Option<(i32, i32)> {
+        self.sessions
+            .lock()
+            .ok()?
+            .get(&leader)
+            .map(|s| (s.id, s.epoch))
+    }
+
+    /// One fetch within the incremental fetch session (KIP-227) this client keeps with
+    /// `leader`: the first fetch is full and asks for a session; later ones list only the
+    /// partitions whose position changed and forget the ones no longer asked for, and the
+    /// answer holds only partitions with news. A broker that grants no session gets full
+    /// fetches. A session is taken out while its fetch runs, so a concurrent fetch to the same
+    /// broker simply goes without one.
+    async fn fetch_in_session(
+        &self,
+        leader: i32,
+        spec: &FetchSpec,
+    ) -> Result<Vec<FetchedPartition>, ClientError> {
         let connection = self.broker(leader).await?;
         let version = connection.version_of::<FetchRequest>().ok_or_else(|| {
             ClientError::UnsupportedVersion {
@@ -465,9 +547,51 @@ impl SourceClient {
                 api: "Fetch",
             }
         })?;
+        let session = self
+            .sessions
+            .lock()
+            .ok()
+            .and_then(|mut s| s.remove(&leader));
         let by_id = version >= 13;
+        let key = |p: &FetchPartitionSpec| (p.topic_id, p.topic.clone(), p.partition);
+        let wanted: HashMap<SessionKey, SentPartition> = spec
+            .partitions
+            .iter()
+            .map(|p| {
+                (
+                    key(p),
+                    SentPartition {
+                        offset: p.offset,
+                        current_leader_epoch: p.current_leader_epoch,
+                        last_fetched_epoch: p.last_fetched_epoch,
+                        max_bytes: p.max_bytes,
+                    },
+                )
+            })
+            .collect();
+        let (session_id, session_epoch, to_send, forgotten): (
+            i32,
+            i32,
+            Vec<&FetchPartitionSpec>,
+            Vec<SessionKey>,
+        ) = match &session {
+            Some(s) => (
+                s.id,
+                s.epoch,
+                spec.partitions
+                    .iter()
+                    .filter(|p| s.sent.get(&key(p)) != wanted.get(&key(p)))
+                    .collect(),
+                s.sent
+                    .keys()
+                    .filter(|k| !wanted.contains_key(*k))
+                    .cloned()
+                    .collect(),
+            ),
+            None => (0, 0, spec.partitions.iter().collect(), Vec::new()),
+        };
         let mut topics: Vec<FetchTopic> = Vec::new();
-        for p in &spec.partitions {
+        for p in to_send {
             let partition = FetchPartition::default()
                 .with_partition(p.partition)
                 .with_current_leader_epoch(p.current_leader_epoch)
@@ -507,12 +631,31 @@ impl SourceClient {
                 Isolation::ReadUncommitted => 0,
                 Isolation::ReadCommitted => 1,
             })
-            .with_session_id(0)
-            .with_session_epoch(-1)
-            .with_topics(topics);
+            .with_session_id(session_id)
+            .with_session_epoch(session_epoch)
+            .with_topics(topics)
+            .with_forgotten_topics_data(forgotten_topics(&forgotten, by_id));
         let (_, response) = self
             .send_to(Target::Broker(leader), "Fetch", &request, version)
             .await?;
+        if response.error_code == 0 && response.session_id != 0 {
+            let mut sent = session.map(|s| s.sent).unwrap_or_default();
+            sent.retain(|k, _| wanted.contains_key(k));
+            sent.extend(wanted);
+            let next = FetchSession {
+                id: response.session_id,
+                // Epochs count 1, 2, ... and wrap back to 1 (0 asks for a new session).
+                epoch: if session_id == response.session_id {
+                    session_epoch.checked_add(1).unwrap_or(1)
+                } else {
+                    1
+                },
+                sent,
+            };
+            if let Ok(mut sessions) = self.sessions.lock() {
+                sessions.insert(leader, next);
+            }
+        }
         if response.error_code != 0 {
             return Err(ClientError::Broker {
                 api: "Fetch",
