@@ -668,9 +668,9 @@ async fn incremental_fetch_sessions_return_the_same_bytes() {
         id != 0 && epoch > 1,
         "incremental fetches ran: session {id} epoch {epoch}"
     );
-    for p in 0..3 {
+    for (p, fetched) in bytes.iter().enumerate() {
         assert!(
-            bytes[p] == segment(&topic, p as i32),
+            *fetched == segment(&topic, p as i32),
             "partition {p} differs from its segment"
         );
     }
