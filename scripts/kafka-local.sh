@@ -82,6 +82,7 @@ group.initial.rebalance.delay.ms=0
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS;User:alice
 allow.everyone.if.no.acl.found=true
+log.cleaner.backoff.ms=200
 PROPS
   local cluster_id
   cluster_id=$("$java" -cp "$cp" kafka.tools.StorageTool random-uuid)

@@ -675,3 +675,157 @@ async fn incremental_fetch_sessions_return_the_same_bytes() {
         );
     }
 }
+
+/// Writes `lines` (`key:value`) with Kafka's ConsoleProducer.
+fn produce_keyed(topic: &str, lines: &[String]) {
+    use std::io::Write;
+    let dist = env("KMIRROR_KAFKA_DIST");
+    let mut child = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{dist}/libs/*"))
+        .arg(format!(
+            "-Dlog4j2.configurationFile=file:{dist}/log4j2.properties"
+        ))
+        .args([
+            "org.apache.kafka.tools.ConsoleProducer",
+            "--bootstrap-server",
+            &env("KMIRROR_KAFKA_BOOTSTRAP"),
+            "--topic",
+            topic,
+            "--property",
+            "parse.key=true",
+            "--property",
+            "key.separator=:",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("java runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    for line in lines {
+        writeln!(stdin, "{line}").expect("writes");
+    }
+    drop(stdin);
+    assert!(child.wait().expect("waits").success());
+}
+
+/// Every `*.log` segment of a partition, in offset order, back to back.
+fn all_segments(topic: &str, partition: i32) -> Vec<u8> {
+    let dir = PathBuf::from(env("KMIRROR_KAFKA_DATA"))
+        .join("logs")
+        .join(format!("{topic}-{partition}"));
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("partition directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    logs.sort();
+    logs.iter()
+        .flat_map(|p| std::fs::read(p).expect("reads"))
+        .collect()
+}
+
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn compacted_topics_with_gaps_match_the_java_consumer() {
+    let _broker = BROKER.lock().await;
+    let topic = unique("interop-compacted");
+    create_topic(
+        &topic,
+        1,
+        &[
+            "cleanup.policy=compact",
+            "segment.ms=100",
+            "min.cleanable.dirty.ratio=0.01",
+            "min.compaction.lag.ms=0",
+            "delete.retention.ms=100",
+        ],
+    );
+    // Three rounds in separate segments: every key, then the even keys, then every third key;
+    // the cleaner keeps the newest value of each, which leaves gaps all through the log.
+    for round in 0..3 {
+        let lines: Vec<String> = (0..50)
+            .filter(|k| k % (round + 1) == 0)
+            .map(|k| format!("key-{k}:round-{round}"))
+            .collect();
+        produce_keyed(&topic, &lines);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    produce_keyed(&topic, &["last:roll".to_string()]);
+    let client = SourceClient::connect(plaintext()).await.expect("connects");
+    let mut offsets = Vec::new();
+    let mut bytes = Vec::new();
+    for _ in 0..300 {
+        let (fetched, _, _) = fetch_all(&client, &topic, Isolation::ReadCommitted).await;
+        let mut wire = Bytes::from(fetched.clone());
+        let sets = RecordBatchDecoder::decode_all(&mut wire).expect("decodes");
+        offsets = sets
+            .iter()
+            .flat_map(|s| {
+                s.records
+                    .iter()
+                    .map(|r| (r.offset, r.key.clone(), r.value.clone()))
+            })
+            .collect();
+        bytes = fetched;
+        if offsets.len() <= 60 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        offsets.len() <= 60,
+        "the cleaner compacted the topic: {} records left",
+        offsets.len()
+    );
+    assert!(
+        offsets.windows(2).any(|w| w[1].0 > w[0].0 + 1),
+        "compaction left gaps in the offsets"
+    );
+    assert!(
+        bytes == all_segments(&topic, 0),
+        "fetched bytes differ from the cleaned segments"
+    );
+    // Kafka's own consumer sees the same offsets, keys and values.
+    let bootstrap = env("KMIRROR_KAFKA_BOOTSTRAP");
+    let out = kafka_tool(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            &topic,
+            "--from-beginning",
+            "--timeout-ms",
+            "5000",
+            "--property",
+            "print.offset=true",
+            "--property",
+            "print.key=true",
+        ],
+    );
+    let java: Vec<(i64, String, String)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut fields = l.split('\t');
+            let offset = fields.next()?.strip_prefix("Offset:")?.parse().ok()?;
+            Some((
+                offset,
+                fields.next()?.to_string(),
+                fields.next()?.to_string(),
+            ))
+        })
+        .collect();
+    let ours: Vec<(i64, String, String)> = offsets
+        .iter()
+        .map(|(o, k, v)| {
+            let text = |b: &Option<Bytes>| {
+                b.as_ref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .unwrap_or_default()
+            };
+            (*o, text(k), text(v))
+        })
+        .collect();
+    assert_eq!(ours, java);
+}
