@@ -210,6 +210,23 @@ async fn metadata_cluster_id_configs_and_no_lme_from_apache_kafka() {
         (retention.value.as_deref(), retention.source),
         (Some("3600000"), 1)
     );
+    // Many requests in flight on one connection at once: answered in order, each to its caller.
+    let client = std::sync::Arc::new(client);
+    let mut calls = tokio::task::JoinSet::new();
+    for p in 0..30 {
+        let client = client.clone();
+        let topic = topic.clone();
+        calls.spawn(async move {
+            let answer = client
+                .list_offsets(1, &topic, p % 3, LATEST, Isolation::ReadUncommitted)
+                .await;
+            (p % 3, answer.map(|(offset, _)| offset))
+        });
+    }
+    while let Some(done) = calls.join_next().await {
+        let (_, offset) = done.expect("task");
+        assert_eq!(offset.expect("pipelined request answered"), 0);
+    }
     // Apache Kafka has no LastMirroredEpochs: "no LME" for every partition.
     let lmes = client
         .last_mirrored_epochs("some-cluster", &topic, t.topic_id, &[0, 1, 2])
