@@ -1,11 +1,14 @@
 //! The `kmirror` command.
 //!
-//! Today it describes the protocol surface this build speaks and dumps partition logs;
-//! `broker`, `mirrors` and `quickstart` arrive with the issues that build them.
+//! `broker` runs the reference broker; `protocol` describes the protocol surface this build
+//! speaks; `dump-log` prints partition logs. `mirrors` and `quickstart` arrive with the issues
+//! that build them.
 //!
 //! Exit codes: 0 success, 1 the command ran and found damage (dump-log), 2 usage or I/O error.
 
 use clap::{Parser, Subcommand};
+use kmirror::broker::Broker;
+use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::storage::dump;
 use kmirror_protocol::errors;
 use kmirror_protocol::messages::MirrorApiKey;
@@ -23,6 +26,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the reference broker until SIGINT or SIGTERM.
+    Broker {
+        /// A Kafka-style server.properties.
+        #[arg(long)]
+        config: PathBuf,
+    },
     /// Print the KIP-1279 API keys and versions, and the error codes, this build speaks.
     Protocol,
     /// Print the batches of a partition log directory (or one .log segment file), read-only.
@@ -35,12 +44,74 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Broker { config } => run_broker(&config),
         Command::Protocol => {
             print_protocol();
             ExitCode::SUCCESS
         }
         Command::DumpLog { path } => dump_log(&path),
     }
+}
+
+fn run_broker(path: &Path) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: {e}", path.display()))
+        .and_then(|text| parse_properties(&text).map_err(|e| format!("{}: {e}", path.display())))
+        .and_then(|props| BrokerConfig::from_properties(&props).map_err(|e| format!("{}: {e}", path.display())));
+    let (config, unknown) = match config {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kmirror broker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for key in unknown {
+        tracing::warn!(key, "unknown configuration key ignored");
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("kmirror broker: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(serve_until_signal(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kmirror broker: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
+    let address = config.listener;
+    let broker = std::sync::Arc::new(Broker::open(config).map_err(|e| e.to_string())?);
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|e| format!("listening on {address}: {e}"))?;
+    tracing::info!(%address, cluster_id = broker.cluster_id(), "kmirror broker started");
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(kmirror::broker::server::serve(broker.clone(), listener, stopped));
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    tracing::info!("shutting down");
+    let _ = stop.send(true);
+    let _ = server.await;
+    broker.close().map_err(|e| e.to_string())?;
+    tracing::info!("stopped cleanly");
+    Ok(())
 }
 
 fn dump_log(path: &Path) -> ExitCode {

@@ -1,0 +1,228 @@
+//! `server.properties` for `kmirror broker`: Kafka's `key=value` format and key names. Unknown
+//! keys are reported (and ignored); a value that cannot work stops the start with a message
+//! naming the key.
+
+use crate::storage::LogConfig;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// Why a configuration cannot start a broker.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// A required key is missing.
+    #[error("{0} is required")]
+    Missing(&'static str),
+    /// A value does not parse or is out of range.
+    #[error("{key}={value}: {reason}")]
+    Invalid { key: String, value: String, reason: String },
+    /// A line is not `key=value`.
+    #[error("line {line}: expected key=value, got {text:?}")]
+    Syntax { line: usize, text: String },
+}
+
+/// The broker's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerConfig {
+    /// `node.id`.
+    pub node_id: i32,
+    /// Where the listener binds (`listeners=PLAINTEXT://host:port`).
+    pub listener: SocketAddr,
+    /// What clients are told to connect to (`advertised.listeners`, default the listener).
+    pub advertised: (String, u16),
+    /// `log.dirs` (the first directory).
+    pub log_dir: PathBuf,
+    /// `num.partitions` for auto-created topics.
+    pub num_partitions: i32,
+    /// `auto.create.topics.enable`.
+    pub auto_create_topics: bool,
+    /// `socket.request.max.bytes`.
+    pub max_request_bytes: usize,
+    /// Segment, retention and flush settings (`log.*`).
+    pub log: LogConfig,
+}
+
+/// Keys this broker knows but does not use yet (kept so they are not reported as unknown).
+const ACCEPTED: &[&str] = &[
+    "process.roles",
+    "controller.quorum.voters",
+    "controller.listener.names",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "transaction.state.log.min.isr",
+    "group.initial.rebalance.delay.ms",
+    "default.replication.factor",
+];
+
+/// Parses `key=value` lines (`#` and `!` comments, blank lines ignored).
+pub fn parse_properties(text: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let (key, value) = line
+            .split_once('=')
+            .or_else(|| line.split_once(':'))
+            .ok_or_else(|| ConfigError::Syntax {
+                line: i + 1,
+                text: raw.to_string(),
+            })?;
+        out.insert(key.trim().to_string(), value.trim().to_string());
+    }
+    Ok(out)
+}
+
+fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn host_port(key: &str, value: &str) -> Result<(String, u16), ConfigError> {
+    let first = value.split(',').next().unwrap_or_default().trim();
+    let address = first
+        .strip_prefix("PLAINTEXT://")
+        .ok_or_else(|| invalid(key, value, "only a PLAINTEXT:// listener is supported"))?;
+    let (host, port) = address
+        .rsplit_once(':')
+        .ok_or_else(|| invalid(key, value, "expected PLAINTEXT://host:port"))?;
+    let port = port.parse().map_err(|_| invalid(key, value, "the port is not a number"))?;
+    Ok((host.to_string(), port))
+}
+
+impl BrokerConfig {
+    /// Reads the properties; returns the config and the unknown keys (to report).
+    pub fn from_properties(props: &BTreeMap<String, String>) -> Result<(BrokerConfig, Vec<String>), ConfigError> {
+        let get = |k: &str| props.get(k).map(String::as_str);
+        let number = |k: &'static str, default: i64| -> Result<i64, ConfigError> {
+            match get(k) {
+                None => Ok(default),
+                Some(v) => v.parse().map_err(|_| invalid(k, v, "not a number")),
+            }
+        };
+        let node_id = i32::try_from(number("node.id", 1)?).map_err(|_| invalid("node.id", get("node.id").unwrap_or(""), "out of range"))?;
+        let listeners = get("listeners").ok_or(ConfigError::Missing("listeners"))?;
+        let (host, port) = host_port("listeners", listeners)?;
+        let bind_host = if host.is_empty() { "0.0.0.0".to_string() } else { host.clone() };
+        let listener: SocketAddr = format!("{bind_host}:{port}")
+            .parse()
+            .map_err(|_| invalid("listeners", listeners, "the host must be an IP address"))?;
+        let advertised = match get("advertised.listeners") {
+            Some(v) => host_port("advertised.listeners", v)?,
+            None => (if host.is_empty() { "127.0.0.1".to_string() } else { host }, port),
+        };
+        let log_dir = get("log.dirs")
+            .or_else(|| get("log.dir"))
+            .ok_or(ConfigError::Missing("log.dirs"))?
+            .split(',')
+            .next()
+            .map(|d| PathBuf::from(d.trim()))
+            .ok_or(ConfigError::Missing("log.dirs"))?;
+        let num_partitions = number("num.partitions", 1)?;
+        if !(1..=100_000).contains(&num_partitions) {
+            return Err(invalid("num.partitions", &num_partitions.to_string(), "must be between 1 and 100000"));
+        }
+        let auto_create_topics = match get("auto.create.topics.enable").unwrap_or("true") {
+            "true" => true,
+            "false" => false,
+            other => return Err(invalid("auto.create.topics.enable", other, "must be true or false")),
+        };
+        let defaults = LogConfig::default();
+        let positive = |k: &'static str, default: i64| -> Result<i64, ConfigError> {
+            let v = number(k, default)?;
+            if v <= 0 {
+                return Err(invalid(k, &v.to_string(), "must be positive"));
+            }
+            Ok(v)
+        };
+        let segment_bytes = positive("log.segment.bytes", defaults.segment_bytes as i64)?;
+        if segment_bytes > i64::from(i32::MAX) {
+            return Err(invalid("log.segment.bytes", &segment_bytes.to_string(), "at most 2147483647"));
+        }
+        let log = LogConfig {
+            segment_bytes: segment_bytes as u64,
+            segment_ms: positive("log.roll.ms", defaults.segment_ms)?,
+            index_interval_bytes: positive("log.index.interval.bytes", defaults.index_interval_bytes as i64)? as u64,
+            retention_bytes: number("log.retention.bytes", defaults.retention_bytes)?,
+            retention_ms: match get("log.retention.ms") {
+                Some(_) => number("log.retention.ms", defaults.retention_ms)?,
+                None => number("log.retention.hours", defaults.retention_ms / 3_600_000)?.saturating_mul(3_600_000),
+            },
+            flush_messages: positive("log.flush.interval.messages", i64::MAX)? as u64,
+            flush_ms: positive("log.flush.interval.ms", i64::MAX)?,
+        };
+        let max_request_bytes = positive("socket.request.max.bytes", 100 * 1024 * 1024)? as usize;
+        let known = [
+            "node.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "num.partitions",
+            "auto.create.topics.enable", "log.segment.bytes", "log.roll.ms", "log.index.interval.bytes",
+            "log.retention.bytes", "log.retention.ms", "log.retention.hours", "log.flush.interval.messages",
+            "log.flush.interval.ms", "socket.request.max.bytes",
+        ];
+        let unknown = props
+            .keys()
+            .filter(|k| !known.contains(&k.as_str()) && !ACCEPTED.contains(&k.as_str()) && !k.starts_with("mirror."))
+            .cloned()
+            .collect();
+        Ok((
+            BrokerConfig {
+                node_id,
+                listener,
+                advertised,
+                log_dir,
+                num_partitions: num_partitions as i32,
+                auto_create_topics,
+                max_request_bytes,
+                log,
+            },
+            unknown,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_kafka_style_properties() {
+        let props = parse_properties(
+            "# broker\nnode.id=3\nlisteners=PLAINTEXT://127.0.0.1:29092\nlog.dirs=/tmp/a,/tmp/b\nnum.partitions = 4\nlog.retention.hours=1\nfancy.key=1\nmirror.state.topic.num.partitions=50\n",
+        )
+        .expect("parses");
+        let (c, unknown) = BrokerConfig::from_properties(&props).expect("valid");
+        assert_eq!(c.node_id, 3);
+        assert_eq!(c.listener, "127.0.0.1:29092".parse().expect("addr"));
+        assert_eq!(c.advertised, ("127.0.0.1".to_string(), 29092));
+        assert_eq!(c.log_dir, PathBuf::from("/tmp/a"));
+        assert_eq!(c.num_partitions, 4);
+        assert_eq!(c.log.retention_ms, 3_600_000);
+        assert_eq!(unknown, ["fancy.key"]);
+    }
+
+    #[test]
+    fn refuses_what_cannot_work() {
+        let base = "listeners=PLAINTEXT://127.0.0.1:1\nlog.dirs=/tmp/x\n";
+        for (extra, key) in [
+            ("num.partitions=0\n", "num.partitions"),
+            ("num.partitions=many\n", "num.partitions"),
+            ("log.segment.bytes=-5\n", "log.segment.bytes"),
+            ("auto.create.topics.enable=yes\n", "auto.create.topics.enable"),
+        ] {
+            let props = parse_properties(&format!("{base}{extra}")).expect("parses");
+            let err = BrokerConfig::from_properties(&props).expect_err("invalid");
+            assert!(err.to_string().starts_with(key), "{err}");
+        }
+        let props = parse_properties("log.dirs=/tmp/x\n").expect("parses");
+        assert_eq!(BrokerConfig::from_properties(&props), Err(ConfigError::Missing("listeners")));
+        let props = parse_properties("listeners=SSL://h:1\nlog.dirs=/x\n").expect("parses");
+        assert!(BrokerConfig::from_properties(&props).is_err());
+        assert!(parse_properties("just words\n").is_err());
+    }
+}

@@ -1,0 +1,58 @@
+//! CreateTopics: through the controller, then the partition logs.
+
+use crate::broker::Broker;
+use crate::controller::ControllerError;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
+
+const TOPIC_ALREADY_EXISTS: i16 = 36;
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
+const INVALID_PARTITIONS: i16 = 37;
+const KAFKA_STORAGE_ERROR: i16 = 56;
+
+pub(super) fn handle(broker: &Broker, request: CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut results = Vec::new();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let partitions = if topic.num_partitions == -1 { broker.config().num_partitions } else { topic.num_partitions };
+        let configs: BTreeMap<String, String> = topic
+            .configs
+            .iter()
+            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+            .collect();
+        let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
+        let outcome = if request.validate_only {
+            match (crate::controller::valid_topic_name(&name), broker.topics().contains_key(&name), partitions >= 1) {
+                (false, _, _) => Err(ControllerError::InvalidName(name.clone())),
+                (_, true, _) => Err(ControllerError::TopicExists(name.clone())),
+                (_, _, false) => Err(ControllerError::InvalidPartitions(partitions)),
+                _ => Ok(None),
+            }
+        } else {
+            broker.create_topic(&name, partitions, configs, None).map(Some)
+        };
+        match outcome {
+            Ok(created) => {
+                result = result
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(1)
+                    .with_topic_id(created.map(|t| t.topic_id).unwrap_or_default());
+            }
+            Err(e) => {
+                let code = match &e {
+                    ControllerError::TopicExists(_) => TOPIC_ALREADY_EXISTS,
+                    ControllerError::InvalidName(_) => INVALID_TOPIC_EXCEPTION,
+                    ControllerError::InvalidPartitions(_) => INVALID_PARTITIONS,
+                    ControllerError::Storage(_) => KAFKA_STORAGE_ERROR,
+                };
+                result = result
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(e.to_string())));
+            }
+        }
+        results.push(result);
+    }
+    CreateTopicsResponse::default().with_topics(results)
+}

@@ -1,0 +1,113 @@
+//! Fetch (consumers and mirrors): whole batches up to the high watermark, or the LSO with the
+//! aborted transactions for READ_COMMITTED; `LastFetchedEpoch` answered with a DivergingEpoch
+//! when the caller's history left ours; `CurrentLeaderEpoch` fenced; long polling until
+//! `min_bytes` arrive or `max_wait_ms` passes. Fetch sessions are not granted (session id 0), so
+//! clients send full fetches.
+
+use super::offset_for_leader_epoch::epoch_error;
+use crate::broker::Broker;
+use crate::storage::StorageError;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const KAFKA_STORAGE_ERROR: i16 = 56;
+const UNKNOWN_TOPIC_ID: i16 = 100;
+
+/// One pass over the requested partitions; returns the response and the record bytes in it.
+fn read_once(broker: &Broker, request: &FetchRequest, version: i16) -> (FetchResponse, usize) {
+    let read_committed = request.isolation_level == 1;
+    let mut total = 0usize;
+    let mut topics = Vec::new();
+    for topic in &request.topics {
+        let name = if version >= 13 { broker.topic_name(&topic.topic_id) } else { Some(topic.topic.0.to_string()) };
+        let mut partitions = Vec::new();
+        for p in &topic.partitions {
+            let mut out = PartitionData::default()
+                .with_partition_index(p.partition)
+                .with_high_watermark(-1)
+                .with_last_stable_offset(-1)
+                .with_log_start_offset(-1)
+                .with_preferred_read_replica(BrokerId(-1));
+            let found = name.as_deref().and_then(|n| Some((broker.partition(n, p.partition)?, broker.leader_epoch(n, p.partition)?)));
+            let Some((partition, ours)) = found else {
+                let code = if version >= 13 { UNKNOWN_TOPIC_ID } else { UNKNOWN_TOPIC_OR_PARTITION };
+                partitions.push(out.with_error_code(code));
+                continue;
+            };
+            let error = epoch_error(p.current_leader_epoch, ours);
+            if error != 0 {
+                partitions.push(out.with_error_code(error));
+                continue;
+            }
+            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            out = out
+                .with_high_watermark(log.high_watermark())
+                .with_last_stable_offset(log.last_stable_offset())
+                .with_log_start_offset(log.log_start_offset());
+            if version >= 12 && p.last_fetched_epoch >= 0 {
+                let (epoch, end) = log.end_offset_for(p.last_fetched_epoch);
+                if epoch < 0 || end < p.fetch_offset || epoch < p.last_fetched_epoch {
+                    partitions.push(out.with_diverging_epoch(EpochEndOffset::default().with_epoch(epoch).with_end_offset(end)));
+                    continue;
+                }
+            }
+            let upper = if read_committed { log.last_stable_offset() } else { log.high_watermark() };
+            let room = (request.max_bytes.max(0) as usize).saturating_sub(total);
+            let max = (p.partition_max_bytes.max(0) as usize).min(room);
+            match log.read(p.fetch_offset, max, upper, total == 0) {
+                Ok(read) => {
+                    total += read.records.len();
+                    if read_committed {
+                        let aborted = log
+                            .aborted_transactions(p.fetch_offset, upper)
+                            .into_iter()
+                            .map(|a| {
+                                AbortedTransaction::default()
+                                    .with_producer_id(ProducerId(a.producer_id))
+                                    .with_first_offset(a.first_offset)
+                            })
+                            .collect();
+                        out = out.with_aborted_transactions(Some(aborted));
+                    }
+                    out = out.with_records(Some(read.records));
+                }
+                Err(StorageError::OffsetOutOfRange { .. }) => out = out.with_error_code(OFFSET_OUT_OF_RANGE),
+                Err(e) => {
+                    tracing::error!(topic = ?name, partition = p.partition, error = %e, "fetch read");
+                    out = out.with_error_code(KAFKA_STORAGE_ERROR);
+                }
+            }
+            partitions.push(out);
+        }
+        let mut entry = FetchableTopicResponse::default().with_partitions(partitions);
+        entry = if version >= 13 { entry.with_topic_id(topic.topic_id) } else { entry.with_topic(topic.topic.clone()) };
+        topics.push(entry);
+    }
+    (FetchResponse::default().with_session_id(0).with_responses(topics), total)
+}
+
+pub(super) async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> FetchResponse {
+    let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    loop {
+        // Registered before reading, so an append right after the read still wakes us.
+        let appended = broker.appended();
+        let notified = appended.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let (response, bytes) = read_once(broker, &request, version);
+        if bytes >= request.min_bytes.max(1) as usize || Instant::now() >= deadline {
+            return response;
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => return read_once(broker, &request, version).0,
+        }
+    }
+}

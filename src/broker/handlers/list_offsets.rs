@@ -1,0 +1,48 @@
+//! ListOffsets: earliest (-2), latest (-1: the high watermark, or the LSO for READ_COMMITTED),
+//! or the first batch reaching a timestamp.
+
+use crate::broker::Broker;
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const KAFKA_STORAGE_ERROR: i16 = 56;
+
+pub(super) fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffsetsResponse {
+    let read_committed = request.isolation_level == 1;
+    let mut topics = Vec::new();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let mut partitions = Vec::new();
+        for p in topic.partitions {
+            let mut out = ListOffsetsPartitionResponse::default()
+                .with_partition_index(p.partition_index)
+                .with_timestamp(-1)
+                .with_offset(-1)
+                .with_leader_epoch(-1);
+            match broker.partition(&name, p.partition_index) {
+                None => out = out.with_error_code(UNKNOWN_TOPIC_OR_PARTITION),
+                Some(partition) => {
+                    let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                    let found = match p.timestamp {
+                        -2 => Ok(Some(log.log_start_offset())),
+                        -1 if read_committed => Ok(Some(log.last_stable_offset())),
+                        -1 => Ok(Some(log.high_watermark())),
+                        ts => log.offset_for_timestamp(ts),
+                    };
+                    match found {
+                        Ok(Some(offset)) => {
+                            let epoch = log.latest_epoch().unwrap_or(-1);
+                            out = out.with_offset(offset).with_leader_epoch(epoch);
+                        }
+                        Ok(None) => {}
+                        Err(_) => out = out.with_error_code(KAFKA_STORAGE_ERROR),
+                    }
+                }
+            }
+            partitions.push(out);
+        }
+        topics.push(ListOffsetsTopicResponse::default().with_name(topic.name).with_partitions(partitions));
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,92 @@
+//! Metadata: this node, the cluster id, and topics with ids, leaders and leader epochs. Asking
+//! for an unknown topic creates it when `auto.create.topics.enable` and the request allow it.
+
+use crate::broker::Broker;
+use crate::controller::TopicMeta;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
+
+fn topic_entry(name: &str, topic: &TopicMeta, node: i32) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+        .with_topic_id(topic.topic_id)
+        .with_partitions(
+            topic
+                .partitions
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    MetadataResponsePartition::default()
+                        .with_partition_index(i as i32)
+                        .with_leader_id(BrokerId(node))
+                        .with_leader_epoch(p.leader_epoch)
+                        .with_replica_nodes(vec![BrokerId(node)])
+                        .with_isr_nodes(vec![BrokerId(node)])
+                })
+                .collect(),
+        )
+}
+
+pub(super) fn handle(broker: &Broker, request: MetadataRequest, version: i16) -> MetadataResponse {
+    let node = broker.config().node_id;
+    let (host, port) = broker.config().advertised.clone();
+    let mut topics = broker.topics();
+    let wanted: Option<Vec<String>> = request.topics.map(|ts| {
+        ts.into_iter()
+            .filter_map(|t| match t.name {
+                Some(n) => Some(n.0.to_string()),
+                None => topics.iter().find(|(_, m)| m.topic_id == t.topic_id).map(|(n, _)| n.clone()),
+            })
+            .collect()
+    });
+    // Versions 0-3 always allow auto-creation; later ones say so in the request.
+    let may_create = broker.config().auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+    let mut answer = Vec::new();
+    match wanted {
+        None => {
+            answer.extend(topics.iter().map(|(name, t)| topic_entry(name, t, node)));
+        }
+        Some(names) => {
+            for name in names {
+                if !topics.contains_key(&name) && may_create {
+                    match broker.create_topic(&name, broker.config().num_partitions, BTreeMap::new(), None) {
+                        Ok(created) => {
+                            topics.insert(name.clone(), created);
+                        }
+                        Err(e) => tracing::warn!(topic = name, error = %e, "auto-creating a topic"),
+                    }
+                }
+                match topics.get(&name) {
+                    Some(t) => answer.push(topic_entry(&name, t, node)),
+                    None => {
+                        let code = if crate::controller::valid_topic_name(&name) {
+                            UNKNOWN_TOPIC_OR_PARTITION
+                        } else {
+                            INVALID_TOPIC_EXCEPTION
+                        };
+                        answer.push(
+                            MetadataResponseTopic::default()
+                                .with_name(Some(TopicName(StrBytes::from_string(name))))
+                                .with_error_code(code),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(node))
+            .with_host(StrBytes::from_string(host))
+            .with_port(i32::from(port))])
+        .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id())))
+        .with_controller_id(BrokerId(node))
+        .with_topics(answer)
+}

@@ -1,0 +1,94 @@
+//! One handler per API. Each takes the decoded request and returns the response; `dispatch`
+//! decodes and encodes at the request's version.
+
+mod api_versions;
+mod create_topics;
+mod describe_cluster;
+mod fetch;
+mod init_producer_id;
+mod list_offsets;
+mod metadata;
+mod offset_for_leader_epoch;
+mod produce;
+
+use super::Broker;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use std::sync::Arc;
+
+pub(super) use api_versions::unsupported as api_versions_unsupported;
+
+/// What a handler answers.
+pub(super) enum Response {
+    /// An encoded response body.
+    Body(Vec<u8>),
+    /// Nothing (produce with `acks=0`).
+    None,
+}
+
+/// The versions this broker serves of each API; `None` for APIs it does not serve.
+pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
+    Some(match api {
+        ApiKey::Produce => (3, 12),
+        ApiKey::Fetch => (4, 16),
+        ApiKey::ListOffsets => (1, 8),
+        ApiKey::Metadata => (0, 12),
+        ApiKey::OffsetForLeaderEpoch => (2, 4),
+        ApiKey::ApiVersions => (0, 4),
+        ApiKey::CreateTopics => (2, 7),
+        ApiKey::InitProducerId => (0, 4),
+        ApiKey::DescribeCluster => (0, 1),
+        _ => return None,
+    })
+}
+
+/// Every API served, for ApiVersions.
+pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
+    [
+        ApiKey::Produce,
+        ApiKey::Fetch,
+        ApiKey::ListOffsets,
+        ApiKey::Metadata,
+        ApiKey::OffsetForLeaderEpoch,
+        ApiKey::ApiVersions,
+        ApiKey::CreateTopics,
+        ApiKey::InitProducerId,
+        ApiKey::DescribeCluster,
+    ]
+    .into_iter()
+    .filter_map(|k| supported(k).map(|(min, max)| (k, min, max)))
+    .collect()
+}
+
+fn encode<T: Encodable>(body: &T, version: i16) -> anyhow::Result<Response> {
+    let mut out = BytesMut::new();
+    body.encode(&mut out, version)?;
+    Ok(Response::Body(out.to_vec()))
+}
+
+pub(super) async fn dispatch(
+    broker: &Arc<Broker>,
+    api: ApiKey,
+    version: i16,
+    _header: &RequestHeader,
+    body: &mut Bytes,
+) -> anyhow::Result<Response> {
+    match api {
+        ApiKey::ApiVersions => encode(&api_versions::handle(&Decodable::decode(body, version)?), version),
+        ApiKey::Metadata => encode(&metadata::handle(broker, Decodable::decode(body, version)?, version), version),
+        ApiKey::CreateTopics => encode(&create_topics::handle(broker, Decodable::decode(body, version)?), version),
+        ApiKey::Produce => match produce::handle(broker, Decodable::decode(body, version)?) {
+            Some(response) => encode(&response, version),
+            None => Ok(Response::None),
+        },
+        ApiKey::Fetch => encode(&fetch::handle(broker, Decodable::decode(body, version)?, version).await, version),
+        ApiKey::ListOffsets => encode(&list_offsets::handle(broker, Decodable::decode(body, version)?), version),
+        ApiKey::OffsetForLeaderEpoch => {
+            encode(&offset_for_leader_epoch::handle(broker, Decodable::decode(body, version)?), version)
+        }
+        ApiKey::InitProducerId => encode(&init_producer_id::handle(broker, Decodable::decode(body, version)?), version),
+        ApiKey::DescribeCluster => encode(&describe_cluster::handle(broker), version),
+        other => anyhow::bail!("{other:?} is not served"),
+    }
+}

@@ -1,0 +1,50 @@
+//! OffsetForLeaderEpoch: where an epoch ends in this log (Kafka's endOffsetFor), after the
+//! usual leader-epoch fencing of the caller's current epoch.
+
+use crate::broker::Broker;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const FENCED_LEADER_EPOCH: i16 = 74;
+const UNKNOWN_LEADER_EPOCH: i16 = 75;
+
+/// Kafka's check of a client's view of the leader epoch (-1: the client does not say).
+pub(super) fn epoch_error(current: i32, ours: i32) -> i16 {
+    match current {
+        -1 => 0,
+        c if c < ours => FENCED_LEADER_EPOCH,
+        c if c > ours => UNKNOWN_LEADER_EPOCH,
+        _ => 0,
+    }
+}
+
+pub(super) fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+    let mut topics = Vec::new();
+    for topic in request.topics {
+        let name = topic.topic.0.to_string();
+        let mut partitions = Vec::new();
+        for p in topic.partitions {
+            let mut out = EpochEndOffset::default()
+                .with_partition(p.partition)
+                .with_leader_epoch(-1)
+                .with_end_offset(-1);
+            match (broker.partition(&name, p.partition), broker.leader_epoch(&name, p.partition)) {
+                (Some(partition), Some(ours)) => {
+                    let error = epoch_error(p.current_leader_epoch, ours);
+                    if error != 0 {
+                        out = out.with_error_code(error);
+                    } else {
+                        let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                        let (epoch, end) = log.end_offset_for(p.leader_epoch);
+                        out = out.with_leader_epoch(epoch).with_end_offset(end);
+                    }
+                }
+                _ => out = out.with_error_code(UNKNOWN_TOPIC_OR_PARTITION),
+            }
+            partitions.push(out);
+        }
+        topics.push(OffsetForLeaderTopicResult::default().with_topic(topic.topic).with_partitions(partitions));
+    }
+    OffsetForLeaderEpochResponse::default().with_topics(topics)
+}

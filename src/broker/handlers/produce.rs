@@ -1,0 +1,74 @@
+//! Produce: leader appends (offsets assigned, leader epoch stamped, idempotence checked), then
+//! the high watermark moves to the log end (one replica) and waiting fetches wake. `acks=0`
+//! gets no response.
+
+use crate::broker::{Broker, now_ms};
+use crate::storage::StorageError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::protocol::StrBytes;
+
+const CORRUPT_MESSAGE: i16 = 2;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+const KAFKA_STORAGE_ERROR: i16 = 56;
+const INVALID_RECORD: i16 = 87;
+
+/// Kafka's error code for an append failure.
+pub(super) fn error_code(e: &StorageError) -> i16 {
+    match e {
+        StorageError::InvalidBatch(_)
+        | StorageError::PartialBatch(_)
+        | StorageError::EmptyAppend
+        | StorageError::InvalidControl(_) => CORRUPT_MESSAGE,
+        StorageError::ControlBatchProduced | StorageError::MultipleProducerBatches(_) => INVALID_RECORD,
+        StorageError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
+        StorageError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
+        _ => KAFKA_STORAGE_ERROR,
+    }
+}
+
+pub(super) fn handle(broker: &Broker, request: ProduceRequest) -> Option<ProduceResponse> {
+    let mut responses = Vec::new();
+    for topic in request.topic_data {
+        let name = topic.name.0.to_string();
+        let mut partitions = Vec::new();
+        for data in topic.partition_data {
+            let mut out = PartitionProduceResponse::default()
+                .with_index(data.index)
+                .with_base_offset(-1)
+                .with_log_append_time_ms(-1)
+                .with_log_start_offset(-1);
+            match (broker.partition(&name, data.index), broker.leader_epoch(&name, data.index)) {
+                (Some(partition), Some(epoch)) => {
+                    let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                    let records = data.records.unwrap_or_default();
+                    match log.append_as_leader(records, epoch, now_ms()) {
+                        Ok(info) => {
+                            let end = log.log_end_offset();
+                            log.update_high_watermark(end);
+                            out = out
+                                .with_base_offset(info.first_offset)
+                                .with_log_start_offset(log.log_start_offset());
+                        }
+                        Err(e) => {
+                            out = out
+                                .with_error_code(error_code(&e))
+                                .with_error_message(Some(StrBytes::from_string(e.to_string())));
+                        }
+                    }
+                }
+                _ => out = out.with_error_code(UNKNOWN_TOPIC_OR_PARTITION),
+            }
+            partitions.push(out);
+        }
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name)
+                .with_partition_responses(partitions),
+        );
+    }
+    broker.notify_appended();
+    (request.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}

@@ -1,0 +1,188 @@
+//! The reference broker: a single-node, Kafka-compatible broker over the storage engine and the
+//! controller, so real Kafka clients produce to and consume from kmirror.
+//!
+//! Lifecycle: [`Broker::open`] replays the controller's metadata and opens every partition log
+//! (recovering them); [`server::serve`] accepts connections until shutdown; [`Broker::close`]
+//! flushes and closes the logs.
+//!
+//! Contracts: one node, one replica per partition, so a partition's high watermark is its log end
+//! and `acks=all` is satisfied by the append itself; every partition's leader is this node, at the
+//! controller's leader epoch. Today the broker answers ApiVersions, Metadata, Produce (plain and
+//! idempotent), Fetch (full fetches, long polling, READ_COMMITTED), ListOffsets,
+//! OffsetForLeaderEpoch, CreateTopics, InitProducerId (idempotent producers) and DescribeCluster;
+//! any other API closes the connection.
+
+pub mod config;
+mod handlers;
+pub mod server;
+
+use crate::controller::{Controller, ControllerError, TopicMeta};
+use crate::storage::{PartitionLog, StorageError};
+use config::BrokerConfig;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+/// A partition this broker leads.
+#[derive(Debug)]
+pub struct Partition {
+    /// The log.
+    pub log: Mutex<PartitionLog>,
+}
+
+/// The broker's shared state.
+#[derive(Debug)]
+pub struct Broker {
+    config: BrokerConfig,
+    controller: Mutex<Controller>,
+    partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
+    /// Woken after every append, for fetches waiting on `min_bytes`.
+    appended: Notify,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Broker {
+    /// Replays the metadata and opens every partition.
+    pub fn open(config: BrokerConfig) -> Result<Broker, StorageError> {
+        let controller = Controller::open(&config.log_dir.join("__cluster_metadata"))?;
+        let broker = Broker {
+            controller: Mutex::new(controller),
+            partitions: RwLock::new(HashMap::new()),
+            appended: Notify::new(),
+            config,
+        };
+        let topics: Vec<(String, TopicMeta)> = broker.with_controller(|c| c.topics().clone().into_iter().collect());
+        for (name, topic) in topics {
+            broker.open_partitions(&name, &topic)?;
+        }
+        Ok(broker)
+    }
+
+    fn with_controller<T>(&self, f: impl FnOnce(&mut Controller) -> T) -> T {
+        let mut guard = self.controller.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut guard)
+    }
+
+    fn open_partitions(&self, name: &str, topic: &TopicMeta) -> Result<(), StorageError> {
+        for index in 0..topic.partitions.len() as i32 {
+            let dir = self.config.log_dir.join(format!("{name}-{index}"));
+            let (mut log, report) = PartitionLog::open(&dir, self.config.log.clone(), now_ms())?;
+            if !report.problems.is_empty() {
+                tracing::warn!(topic = name, partition = index, problems = ?report.problems, "recovered partition log");
+            }
+            // One replica: everything in the log is committed.
+            let end = log.log_end_offset();
+            log.update_high_watermark(end);
+            let epoch = topic.partitions[index as usize].leader_epoch;
+            log.assign_leader_epoch(epoch)?;
+            self.partitions
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    (name.to_string(), index),
+                    Arc::new(Partition {
+                        log: Mutex::new(log),
+                    }),
+                );
+        }
+        Ok(())
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &BrokerConfig {
+        &self.config
+    }
+
+    /// The cluster id.
+    pub fn cluster_id(&self) -> String {
+        self.with_controller(|c| c.cluster_id().to_string())
+    }
+
+    /// A snapshot of the topics' metadata.
+    pub fn topics(&self) -> BTreeMap<String, TopicMeta> {
+        self.with_controller(|c| c.topics().clone())
+    }
+
+    /// The name of the topic with this id.
+    pub fn topic_name(&self, id: &Uuid) -> Option<String> {
+        self.with_controller(|c| {
+            c.topics()
+                .iter()
+                .find(|(_, t)| t.topic_id == *id)
+                .map(|(n, _)| n.clone())
+        })
+    }
+
+    /// A partition, if it exists.
+    pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(topic.to_string(), index))
+            .cloned()
+    }
+
+    /// The leader epoch of a partition.
+    pub fn leader_epoch(&self, topic: &str, index: i32) -> Option<i32> {
+        self.with_controller(|c| {
+            c.topics()
+                .get(topic)
+                .and_then(|t| t.partitions.get(index as usize))
+                .map(|p| p.leader_epoch)
+        })
+    }
+
+    /// Creates a topic and its partition logs.
+    pub fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        topic_id: Option<Uuid>,
+    ) -> Result<TopicMeta, ControllerError> {
+        let topic = self.with_controller(|c| c.create_topic(name, partitions, configs, topic_id))?;
+        self.open_partitions(name, &topic)?;
+        Ok(topic)
+    }
+
+    /// A new producer id for an idempotent producer.
+    pub fn allocate_producer_id(&self) -> Result<i64, StorageError> {
+        self.with_controller(|c| c.allocate_producer_id())
+    }
+
+    /// Wakes fetches waiting for data.
+    pub fn notify_appended(&self) {
+        self.appended.notify_waiters();
+    }
+
+    /// What appends notify.
+    pub fn appended(&self) -> &Notify {
+        &self.appended
+    }
+
+    /// Flushes and closes every log.
+    pub fn close(&self) -> Result<(), StorageError> {
+        let partitions: Vec<Arc<Partition>> = self
+            .partitions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, p)| p)
+            .collect();
+        for p in partitions {
+            match Arc::try_unwrap(p) {
+                Ok(p) => p.log.into_inner().unwrap_or_else(|e| e.into_inner()).close(now_ms())?,
+                // A request still holds it: make it durable at least.
+                Err(p) => p.log.lock().unwrap_or_else(|e| e.into_inner()).flush(now_ms())?,
+            }
+        }
+        Ok(())
+    }
+}

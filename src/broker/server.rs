@@ -1,0 +1,107 @@
+//! The Kafka listener: length-prefixed frames, request headers v1/v2, one task per connection.
+//!
+//! A connection's requests are handled one after another, so responses leave in request order
+//! (Kafka's guarantee; clients pipeline on it). A frame larger than `socket.request.max.bytes`,
+//! an API or version this broker does not serve, or bytes that do not decode close the
+//! connection: a client cannot be answered in a format it did not ask for. ApiVersions at an
+//! unknown version is answered in the v0 format with UNSUPPORTED_VERSION and the supported
+//! ranges, as Kafka does, so newer clients can downgrade.
+
+use super::Broker;
+use super::handlers::{self, Response};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// Accepts connections until `shutdown` turns true.
+pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                match accepted {
+                    Ok((stream, peer)) => {
+                        let broker = broker.clone();
+                        let shutdown = shutdown.clone();
+                        tokio::spawn(async move {
+                            if let Err(e) = connection(broker, stream, shutdown).await {
+                                tracing::debug!(%peer, error = %e, "connection closed");
+                            }
+                        });
+                    }
+                    Err(e) => tracing::warn!(error = %e, "accept failed"),
+                }
+            }
+            _ = shutdown.changed() => return,
+        }
+    }
+}
+
+async fn connection(
+    broker: Arc<Broker>,
+    mut stream: TcpStream,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    stream.set_nodelay(true)?;
+    let max = broker.config().max_request_bytes;
+    loop {
+        let size = tokio::select! {
+            size = stream.read_i32() => size?,
+            _ = shutdown.changed() => return Ok(()),
+        };
+        let size = usize::try_from(size)
+            .ok()
+            .filter(|s| *s >= 8 && *s <= max)
+            .ok_or_else(|| std::io::Error::other(format!("request size {size} outside 8..={max}")))?;
+        let mut frame = BytesMut::zeroed(size);
+        stream.read_exact(&mut frame).await?;
+        let Some(reply) = handle(&broker, frame.freeze()).await? else {
+            continue;
+        };
+        stream.write_all(&reply).await?;
+    }
+}
+
+/// Decodes one request, runs its handler, encodes the response frame (`None`: no response, as
+/// for `acks=0` produce).
+async fn handle(broker: &Arc<Broker>, mut frame: Bytes) -> std::io::Result<Option<Vec<u8>>> {
+    let bad = |what: String| std::io::Error::other(what);
+    let key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let api = ApiKey::try_from(key).map_err(|_| bad(format!("unknown API key {key}")))?;
+    let supported = handlers::supported(api);
+    if api == ApiKey::ApiVersions && supported.is_some_and(|(_, max)| version > max) {
+        // Kafka's fallback: answer in v0 with the ranges, so the client can retry lower.
+        let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+        return Ok(Some(frame_response(api, 0, correlation_id, &handlers::api_versions_unsupported())?));
+    }
+    match supported {
+        Some((min, max)) if (min..=max).contains(&version) => {}
+        _ => return Err(bad(format!("{api:?} v{version} is not served"))),
+    }
+    let header = RequestHeader::decode(&mut frame, api.request_header_version(version))
+        .map_err(|e| bad(format!("bad {api:?} header: {e}")))?;
+    let response = handlers::dispatch(broker, api, version, &header, &mut frame)
+        .await
+        .map_err(|e| bad(format!("bad {api:?} v{version} request: {e}")))?;
+    match response {
+        Response::None => Ok(None),
+        Response::Body(body) => Ok(Some(frame_response(api, version, header.correlation_id, &body)?)),
+    }
+}
+
+fn frame_response(api: ApiKey, version: i16, correlation_id: i32, body: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut header = BytesMut::new();
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut header, api.response_header_version(version))
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let mut out = Vec::with_capacity(4 + header.len() + body.len());
+    out.extend_from_slice(&((header.len() + body.len()) as i32).to_be_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(body);
+    Ok(out)
+}
