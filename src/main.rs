@@ -64,7 +64,9 @@ fn run_broker(path: &Path) -> ExitCode {
     let config = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: {e}", path.display()))
         .and_then(|text| parse_properties(&text).map_err(|e| format!("{}: {e}", path.display())))
-        .and_then(|props| BrokerConfig::from_properties(&props).map_err(|e| format!("{}: {e}", path.display())));
+        .and_then(|props| {
+            BrokerConfig::from_properties(&props).map_err(|e| format!("{}: {e}", path.display()))
+        });
     let (config, unknown) = match config {
         Ok(c) => c,
         Err(e) => {
@@ -99,7 +101,11 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
         .map_err(|e| format!("listening on {address}: {e}"))?;
     tracing::info!(%address, cluster_id = broker.cluster_id(), "kmirror broker started");
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(kmirror::broker::server::serve(broker.clone(), listener, stopped));
+    let server = tokio::spawn(kmirror::broker::server::serve(
+        broker.clone(),
+        listener,
+        stopped,
+    ));
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;
     tokio::select! {

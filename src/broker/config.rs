@@ -16,7 +16,11 @@ pub enum ConfigError {
     Missing(&'static str),
     /// A value does not parse or is out of range.
     #[error("{key}={value}: {reason}")]
-    Invalid { key: String, value: String, reason: String },
+    Invalid {
+        key: String,
+        value: String,
+        reason: String,
+    },
     /// A line is not `key=value`.
     #[error("line {line}: expected key=value, got {text:?}")]
     Syntax { line: usize, text: String },
@@ -93,13 +97,17 @@ fn host_port(key: &str, value: &str) -> Result<(String, u16), ConfigError> {
     let (host, port) = address
         .rsplit_once(':')
         .ok_or_else(|| invalid(key, value, "expected PLAINTEXT://host:port"))?;
-    let port = port.parse().map_err(|_| invalid(key, value, "the port is not a number"))?;
+    let port = port
+        .parse()
+        .map_err(|_| invalid(key, value, "the port is not a number"))?;
     Ok((host.to_string(), port))
 }
 
 impl BrokerConfig {
     /// Reads the properties; returns the config and the unknown keys (to report).
-    pub fn from_properties(props: &BTreeMap<String, String>) -> Result<(BrokerConfig, Vec<String>), ConfigError> {
+    pub fn from_properties(
+        props: &BTreeMap<String, String>,
+    ) -> Result<(BrokerConfig, Vec<String>), ConfigError> {
         let get = |k: &str| props.get(k).map(String::as_str);
         let number = |k: &'static str, default: i64| -> Result<i64, ConfigError> {
             match get(k) {
@@ -107,16 +115,28 @@ impl BrokerConfig {
                 Some(v) => v.parse().map_err(|_| invalid(k, v, "not a number")),
             }
         };
-        let node_id = i32::try_from(number("node.id", 1)?).map_err(|_| invalid("node.id", get("node.id").unwrap_or(""), "out of range"))?;
+        let node_id = i32::try_from(number("node.id", 1)?)
+            .map_err(|_| invalid("node.id", get("node.id").unwrap_or(""), "out of range"))?;
         let listeners = get("listeners").ok_or(ConfigError::Missing("listeners"))?;
         let (host, port) = host_port("listeners", listeners)?;
-        let bind_host = if host.is_empty() { "0.0.0.0".to_string() } else { host.clone() };
+        let bind_host = if host.is_empty() {
+            "0.0.0.0".to_string()
+        } else {
+            host.clone()
+        };
         let listener: SocketAddr = format!("{bind_host}:{port}")
             .parse()
             .map_err(|_| invalid("listeners", listeners, "the host must be an IP address"))?;
         let advertised = match get("advertised.listeners") {
             Some(v) => host_port("advertised.listeners", v)?,
-            None => (if host.is_empty() { "127.0.0.1".to_string() } else { host }, port),
+            None => (
+                if host.is_empty() {
+                    "127.0.0.1".to_string()
+                } else {
+                    host
+                },
+                port,
+            ),
         };
         let log_dir = get("log.dirs")
             .or_else(|| get("log.dir"))
@@ -127,12 +147,22 @@ impl BrokerConfig {
             .ok_or(ConfigError::Missing("log.dirs"))?;
         let num_partitions = number("num.partitions", 1)?;
         if !(1..=100_000).contains(&num_partitions) {
-            return Err(invalid("num.partitions", &num_partitions.to_string(), "must be between 1 and 100000"));
+            return Err(invalid(
+                "num.partitions",
+                &num_partitions.to_string(),
+                "must be between 1 and 100000",
+            ));
         }
         let auto_create_topics = match get("auto.create.topics.enable").unwrap_or("true") {
             "true" => true,
             "false" => false,
-            other => return Err(invalid("auto.create.topics.enable", other, "must be true or false")),
+            other => {
+                return Err(invalid(
+                    "auto.create.topics.enable",
+                    other,
+                    "must be true or false",
+                ));
+            }
         };
         let defaults = LogConfig::default();
         let positive = |k: &'static str, default: i64| -> Result<i64, ConfigError> {
@@ -144,30 +174,54 @@ impl BrokerConfig {
         };
         let segment_bytes = positive("log.segment.bytes", defaults.segment_bytes as i64)?;
         if segment_bytes > i64::from(i32::MAX) {
-            return Err(invalid("log.segment.bytes", &segment_bytes.to_string(), "at most 2147483647"));
+            return Err(invalid(
+                "log.segment.bytes",
+                &segment_bytes.to_string(),
+                "at most 2147483647",
+            ));
         }
         let log = LogConfig {
             segment_bytes: segment_bytes as u64,
             segment_ms: positive("log.roll.ms", defaults.segment_ms)?,
-            index_interval_bytes: positive("log.index.interval.bytes", defaults.index_interval_bytes as i64)? as u64,
+            index_interval_bytes: positive(
+                "log.index.interval.bytes",
+                defaults.index_interval_bytes as i64,
+            )? as u64,
             retention_bytes: number("log.retention.bytes", defaults.retention_bytes)?,
             retention_ms: match get("log.retention.ms") {
                 Some(_) => number("log.retention.ms", defaults.retention_ms)?,
-                None => number("log.retention.hours", defaults.retention_ms / 3_600_000)?.saturating_mul(3_600_000),
+                None => number("log.retention.hours", defaults.retention_ms / 3_600_000)?
+                    .saturating_mul(3_600_000),
             },
             flush_messages: positive("log.flush.interval.messages", i64::MAX)? as u64,
             flush_ms: positive("log.flush.interval.ms", i64::MAX)?,
         };
         let max_request_bytes = positive("socket.request.max.bytes", 100 * 1024 * 1024)? as usize;
         let known = [
-            "node.id", "listeners", "advertised.listeners", "log.dirs", "log.dir", "num.partitions",
-            "auto.create.topics.enable", "log.segment.bytes", "log.roll.ms", "log.index.interval.bytes",
-            "log.retention.bytes", "log.retention.ms", "log.retention.hours", "log.flush.interval.messages",
-            "log.flush.interval.ms", "socket.request.max.bytes",
+            "node.id",
+            "listeners",
+            "advertised.listeners",
+            "log.dirs",
+            "log.dir",
+            "num.partitions",
+            "auto.create.topics.enable",
+            "log.segment.bytes",
+            "log.roll.ms",
+            "log.index.interval.bytes",
+            "log.retention.bytes",
+            "log.retention.ms",
+            "log.retention.hours",
+            "log.flush.interval.messages",
+            "log.flush.interval.ms",
+            "socket.request.max.bytes",
         ];
         let unknown = props
             .keys()
-            .filter(|k| !known.contains(&k.as_str()) && !ACCEPTED.contains(&k.as_str()) && !k.starts_with("mirror."))
+            .filter(|k| {
+                !known.contains(&k.as_str())
+                    && !ACCEPTED.contains(&k.as_str())
+                    && !k.starts_with("mirror.")
+            })
             .cloned()
             .collect();
         Ok((
@@ -213,14 +267,20 @@ mod tests {
             ("num.partitions=0\n", "num.partitions"),
             ("num.partitions=many\n", "num.partitions"),
             ("log.segment.bytes=-5\n", "log.segment.bytes"),
-            ("auto.create.topics.enable=yes\n", "auto.create.topics.enable"),
+            (
+                "auto.create.topics.enable=yes\n",
+                "auto.create.topics.enable",
+            ),
         ] {
             let props = parse_properties(&format!("{base}{extra}")).expect("parses");
             let err = BrokerConfig::from_properties(&props).expect_err("invalid");
             assert!(err.to_string().starts_with(key), "{err}");
         }
         let props = parse_properties("log.dirs=/tmp/x\n").expect("parses");
-        assert_eq!(BrokerConfig::from_properties(&props), Err(ConfigError::Missing("listeners")));
+        assert_eq!(
+            BrokerConfig::from_properties(&props),
+            Err(ConfigError::Missing("listeners"))
+        );
         let props = parse_properties("listeners=SSL://h:1\nlog.dirs=/x\n").expect("parses");
         assert!(BrokerConfig::from_properties(&props).is_err());
         assert!(parse_properties("just words\n").is_err());

@@ -58,7 +58,8 @@ impl Broker {
             appended: Notify::new(),
             config,
         };
-        let topics: Vec<(String, TopicMeta)> = broker.with_controller(|c| c.topics().clone().into_iter().collect());
+        let topics: Vec<(String, TopicMeta)> =
+            broker.with_controller(|c| c.topics().clone().into_iter().collect());
         for (name, topic) in topics {
             broker.open_partitions(&name, &topic)?;
         }
@@ -147,7 +148,8 @@ impl Broker {
         configs: BTreeMap<String, String>,
         topic_id: Option<Uuid>,
     ) -> Result<TopicMeta, ControllerError> {
-        let topic = self.with_controller(|c| c.create_topic(name, partitions, configs, topic_id))?;
+        let topic =
+            self.with_controller(|c| c.create_topic(name, partitions, configs, topic_id))?;
         self.open_partitions(name, &topic)?;
         Ok(topic)
     }
@@ -178,9 +180,17 @@ impl Broker {
             .collect();
         for p in partitions {
             match Arc::try_unwrap(p) {
-                Ok(p) => p.log.into_inner().unwrap_or_else(|e| e.into_inner()).close(now_ms())?,
+                Ok(p) => p
+                    .log
+                    .into_inner()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .close(now_ms())?,
                 // A request still holds it: make it durable at least.
-                Err(p) => p.log.lock().unwrap_or_else(|e| e.into_inner()).flush(now_ms())?,
+                Err(p) => p
+                    .log
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .flush(now_ms())?,
             }
         }
         Ok(())

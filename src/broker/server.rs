@@ -18,7 +18,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 /// Accepts connections until `shutdown` turns true.
-pub async fn serve(broker: Arc<Broker>, listener: TcpListener, mut shutdown: watch::Receiver<bool>) {
+pub async fn serve(
+    broker: Arc<Broker>,
+    listener: TcpListener,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -55,7 +59,9 @@ async fn connection(
         let size = usize::try_from(size)
             .ok()
             .filter(|s| *s >= 8 && *s <= max)
-            .ok_or_else(|| std::io::Error::other(format!("request size {size} outside 8..={max}")))?;
+            .ok_or_else(|| {
+                std::io::Error::other(format!("request size {size} outside 8..={max}"))
+            })?;
         let mut frame = BytesMut::zeroed(size);
         stream.read_exact(&mut frame).await?;
         let Some(reply) = handle(&broker, frame.freeze()).await? else {
@@ -76,7 +82,12 @@ async fn handle(broker: &Arc<Broker>, mut frame: Bytes) -> std::io::Result<Optio
     if api == ApiKey::ApiVersions && supported.is_some_and(|(_, max)| version > max) {
         // Kafka's fallback: answer in v0 with the ranges, so the client can retry lower.
         let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-        return Ok(Some(frame_response(api, 0, correlation_id, &handlers::api_versions_unsupported())?));
+        return Ok(Some(frame_response(
+            api,
+            0,
+            correlation_id,
+            &handlers::api_versions_unsupported(),
+        )?));
     }
     match supported {
         Some((min, max)) if (min..=max).contains(&version) => {}
@@ -89,11 +100,21 @@ async fn handle(broker: &Arc<Broker>, mut frame: Bytes) -> std::io::Result<Optio
         .map_err(|e| bad(format!("bad {api:?} v{version} request: {e}")))?;
     match response {
         Response::None => Ok(None),
-        Response::Body(body) => Ok(Some(frame_response(api, version, header.correlation_id, &body)?)),
+        Response::Body(body) => Ok(Some(frame_response(
+            api,
+            version,
+            header.correlation_id,
+            &body,
+        )?)),
     }
 }
 
-fn frame_response(api: ApiKey, version: i16, correlation_id: i32, body: &[u8]) -> std::io::Result<Vec<u8>> {
+fn frame_response(
+    api: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &[u8],
+) -> std::io::Result<Vec<u8>> {
     let mut header = BytesMut::new();
     ResponseHeader::default()
         .with_correlation_id(correlation_id)

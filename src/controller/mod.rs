@@ -29,7 +29,11 @@ pub enum MetadataRecord {
         configs: BTreeMap<String, String>,
     },
     /// A partition's leader epoch changed.
-    LeaderEpoch { topic: String, partition: i32, epoch: i32 },
+    LeaderEpoch {
+        topic: String,
+        partition: i32,
+        epoch: i32,
+    },
     /// The next producer id to hand out.
     ProducerIdBlock { next: i64 },
 }
@@ -85,7 +89,9 @@ pub fn valid_topic_name(name: &str) -> bool {
         && name.len() <= 249
         && name != "."
         && name != ".."
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 impl Controller {
@@ -102,13 +108,27 @@ impl Controller {
         let mut records = Vec::new();
         let mut position = 0;
         while raw.len() >= position + 8 {
-            let len = u32::from_be_bytes([raw[position], raw[position + 1], raw[position + 2], raw[position + 3]]) as usize;
-            let crc = u32::from_be_bytes([raw[position + 4], raw[position + 5], raw[position + 6], raw[position + 7]]);
-            let Some(body) = raw.get(position + 8..position + 8 + len) else { break };
+            let len = u32::from_be_bytes([
+                raw[position],
+                raw[position + 1],
+                raw[position + 2],
+                raw[position + 3],
+            ]) as usize;
+            let crc = u32::from_be_bytes([
+                raw[position + 4],
+                raw[position + 5],
+                raw[position + 6],
+                raw[position + 7],
+            ]);
+            let Some(body) = raw.get(position + 8..position + 8 + len) else {
+                break;
+            };
             if crc32c::crc32c(body) != crc {
                 break;
             }
-            let Ok(record) = serde_json::from_slice::<MetadataRecord>(body) else { break };
+            let Ok(record) = serde_json::from_slice::<MetadataRecord>(body) else {
+                break;
+            };
             records.push(record);
             position += 8 + len;
         }
@@ -119,7 +139,8 @@ impl Controller {
             .map_err(io("open", &path))?;
         if position < raw.len() {
             // A torn tail from a crash mid-append: never acknowledged, cut it.
-            file.set_len(position as u64).map_err(io("truncate", &path))?;
+            file.set_len(position as u64)
+                .map_err(io("truncate", &path))?;
             file.sync_all().map_err(io("fsync", &path))?;
         }
         let mut controller = Controller {
@@ -148,17 +169,24 @@ impl Controller {
                 partitions,
                 configs,
             } => {
-                let topic_id = kmirror_protocol::topic_id::from_kafka_string(topic_id).unwrap_or_default();
+                let topic_id =
+                    kmirror_protocol::topic_id::from_kafka_string(topic_id).unwrap_or_default();
                 self.topics.insert(
                     name.clone(),
                     TopicMeta {
                         topic_id,
-                        partitions: (0..*partitions).map(|_| PartitionMeta { leader_epoch: 0 }).collect(),
+                        partitions: (0..*partitions)
+                            .map(|_| PartitionMeta { leader_epoch: 0 })
+                            .collect(),
                         configs: configs.clone(),
                     },
                 );
             }
-            MetadataRecord::LeaderEpoch { topic, partition, epoch } => {
+            MetadataRecord::LeaderEpoch {
+                topic,
+                partition,
+                epoch,
+            } => {
                 if let Some(p) = self
                     .topics
                     .get_mut(topic)
@@ -182,7 +210,9 @@ impl Controller {
         frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
         frame.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
         frame.extend_from_slice(&body);
-        self.file.write_all(&frame).map_err(io("write", &self.path))?;
+        self.file
+            .write_all(&frame)
+            .map_err(io("write", &self.path))?;
         self.file.sync_data().map_err(io("fsync", &self.path))?;
         self.apply(&record);
         Ok(())
@@ -227,7 +257,12 @@ impl Controller {
 
     /// Raises a partition's leader epoch to at least `min_leader_epoch + 1` (BumpLeaderEpochs);
     /// returns the epoch afterwards.
-    pub fn bump_leader_epoch(&mut self, topic: &str, partition: i32, min_leader_epoch: i32) -> Result<Option<i32>, StorageError> {
+    pub fn bump_leader_epoch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        min_leader_epoch: i32,
+    ) -> Result<Option<i32>, StorageError> {
         let Some(current) = self
             .topics
             .get(topic)
@@ -265,11 +300,25 @@ mod tests {
         let given = Uuid::from_u128(77);
         let (cluster, id) = {
             let mut c = Controller::open(dir.path()).expect("opens");
-            let t = c.create_topic("orders", 3, BTreeMap::new(), Some(given)).expect("creates");
-            assert!(matches!(c.create_topic("orders", 1, BTreeMap::new(), None), Err(ControllerError::TopicExists(_))));
-            assert!(matches!(c.create_topic("bad name", 1, BTreeMap::new(), None), Err(ControllerError::InvalidName(_))));
-            assert_eq!(c.bump_leader_epoch("orders", 1, 9).expect("bumps"), Some(10));
-            assert_eq!(c.bump_leader_epoch("orders", 1, 3).expect("no-op"), Some(10));
+            let t = c
+                .create_topic("orders", 3, BTreeMap::new(), Some(given))
+                .expect("creates");
+            assert!(matches!(
+                c.create_topic("orders", 1, BTreeMap::new(), None),
+                Err(ControllerError::TopicExists(_))
+            ));
+            assert!(matches!(
+                c.create_topic("bad name", 1, BTreeMap::new(), None),
+                Err(ControllerError::InvalidName(_))
+            ));
+            assert_eq!(
+                c.bump_leader_epoch("orders", 1, 9).expect("bumps"),
+                Some(10)
+            );
+            assert_eq!(
+                c.bump_leader_epoch("orders", 1, 3).expect("no-op"),
+                Some(10)
+            );
             assert_eq!(c.allocate_producer_id().expect("id"), 1000);
             (c.cluster_id().to_string(), t.topic_id)
         };
@@ -283,6 +332,10 @@ mod tests {
         assert_eq!(c.cluster_id(), cluster);
         assert_eq!(c.topics()["orders"].partitions[1].leader_epoch, 10);
         assert_eq!(c.topics()["orders"].topic_id, given);
-        assert_eq!(c.allocate_producer_id().expect("id"), 1001, "ids are not reused");
+        assert_eq!(
+            c.allocate_producer_id().expect("id"),
+            1001,
+            "ids are not reused"
+        );
     }
 }

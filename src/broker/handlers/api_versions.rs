@@ -6,7 +6,12 @@ use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 fn versions() -> Vec<ApiVersion> {
     super::served()
         .into_iter()
-        .map(|(key, min, max)| ApiVersion::default().with_api_key(key as i16).with_min_version(min).with_max_version(max))
+        .map(|(key, min, max)| {
+            ApiVersion::default()
+                .with_api_key(key as i16)
+                .with_min_version(min)
+                .with_max_version(max)
+        })
         .collect()
 }
 
@@ -17,7 +22,9 @@ pub(super) fn handle(_request: &ApiVersionsRequest) -> ApiVersionsResponse {
 /// The v0 answer to an ApiVersions at a version above ours: UNSUPPORTED_VERSION with the ranges.
 pub(in crate::broker) fn unsupported() -> Vec<u8> {
     use kafka_protocol::protocol::Encodable;
-    let response = ApiVersionsResponse::default().with_error_code(35).with_api_keys(versions());
+    let response = ApiVersionsResponse::default()
+        .with_error_code(35)
+        .with_api_keys(versions());
     let mut out = bytes::BytesMut::new();
     // Encoding a default-shaped v0 response cannot fail.
     response

@@ -16,22 +16,36 @@ pub(super) fn handle(broker: &Broker, request: CreateTopicsRequest) -> CreateTop
     let mut results = Vec::new();
     for topic in request.topics {
         let name = topic.name.0.to_string();
-        let partitions = if topic.num_partitions == -1 { broker.config().num_partitions } else { topic.num_partitions };
+        let partitions = if topic.num_partitions == -1 {
+            broker.config().num_partitions
+        } else {
+            topic.num_partitions
+        };
         let configs: BTreeMap<String, String> = topic
             .configs
             .iter()
-            .filter_map(|c| c.value.as_ref().map(|v| (c.name.to_string(), v.to_string())))
+            .filter_map(|c| {
+                c.value
+                    .as_ref()
+                    .map(|v| (c.name.to_string(), v.to_string()))
+            })
             .collect();
         let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
         let outcome = if request.validate_only {
-            match (crate::controller::valid_topic_name(&name), broker.topics().contains_key(&name), partitions >= 1) {
+            match (
+                crate::controller::valid_topic_name(&name),
+                broker.topics().contains_key(&name),
+                partitions >= 1,
+            ) {
                 (false, _, _) => Err(ControllerError::InvalidName(name.clone())),
                 (_, true, _) => Err(ControllerError::TopicExists(name.clone())),
                 (_, _, false) => Err(ControllerError::InvalidPartitions(partitions)),
                 _ => Ok(None),
             }
         } else {
-            broker.create_topic(&name, partitions, configs, None).map(Some)
+            broker
+                .create_topic(&name, partitions, configs, None)
+                .map(Some)
         };
         match outcome {
             Ok(created) => {

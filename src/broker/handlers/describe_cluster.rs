@@ -11,8 +11,10 @@ pub(super) fn handle(broker: &Broker) -> DescribeClusterResponse {
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_string(broker.cluster_id()))
         .with_controller_id(node)
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(node)
-            .with_host(StrBytes::from_string(host))
-            .with_port(i32::from(port))])
+        .with_brokers(vec![
+            DescribeClusterBroker::default()
+                .with_broker_id(node)
+                .with_host(StrBytes::from_string(host))
+                .with_port(i32::from(port)),
+        ])
 }

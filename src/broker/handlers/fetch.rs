@@ -26,7 +26,11 @@ fn read_once(broker: &Broker, request: &FetchRequest, version: i16) -> (FetchRes
     let mut total = 0usize;
     let mut topics = Vec::new();
     for topic in &request.topics {
-        let name = if version >= 13 { broker.topic_name(&topic.topic_id) } else { Some(topic.topic.0.to_string()) };
+        let name = if version >= 13 {
+            broker.topic_name(&topic.topic_id)
+        } else {
+            Some(topic.topic.0.to_string())
+        };
         let mut partitions = Vec::new();
         for p in &topic.partitions {
             let mut out = PartitionData::default()
@@ -35,9 +39,18 @@ fn read_once(broker: &Broker, request: &FetchRequest, version: i16) -> (FetchRes
                 .with_last_stable_offset(-1)
                 .with_log_start_offset(-1)
                 .with_preferred_read_replica(BrokerId(-1));
-            let found = name.as_deref().and_then(|n| Some((broker.partition(n, p.partition)?, broker.leader_epoch(n, p.partition)?)));
+            let found = name.as_deref().and_then(|n| {
+                Some((
+                    broker.partition(n, p.partition)?,
+                    broker.leader_epoch(n, p.partition)?,
+                ))
+            });
             let Some((partition, ours)) = found else {
-                let code = if version >= 13 { UNKNOWN_TOPIC_ID } else { UNKNOWN_TOPIC_OR_PARTITION };
+                let code = if version >= 13 {
+                    UNKNOWN_TOPIC_ID
+                } else {
+                    UNKNOWN_TOPIC_OR_PARTITION
+                };
                 partitions.push(out.with_error_code(code));
                 continue;
             };
@@ -54,11 +67,21 @@ fn read_once(broker: &Broker, request: &FetchRequest, version: i16) -> (FetchRes
             if version >= 12 && p.last_fetched_epoch >= 0 {
                 let (epoch, end) = log.end_offset_for(p.last_fetched_epoch);
                 if epoch < 0 || end < p.fetch_offset || epoch < p.last_fetched_epoch {
-                    partitions.push(out.with_diverging_epoch(EpochEndOffset::default().with_epoch(epoch).with_end_offset(end)));
+                    partitions.push(
+                        out.with_diverging_epoch(
+                            EpochEndOffset::default()
+                                .with_epoch(epoch)
+                                .with_end_offset(end),
+                        ),
+                    );
                     continue;
                 }
             }
-            let upper = if read_committed { log.last_stable_offset() } else { log.high_watermark() };
+            let upper = if read_committed {
+                log.last_stable_offset()
+            } else {
+                log.high_watermark()
+            };
             let room = (request.max_bytes.max(0) as usize).saturating_sub(total);
             let max = (p.partition_max_bytes.max(0) as usize).min(room);
             match log.read(p.fetch_offset, max, upper, total == 0) {
@@ -78,7 +101,9 @@ fn read_once(broker: &Broker, request: &FetchRequest, version: i16) -> (FetchRes
                     }
                     out = out.with_records(Some(read.records));
                 }
-                Err(StorageError::OffsetOutOfRange { .. }) => out = out.with_error_code(OFFSET_OUT_OF_RANGE),
+                Err(StorageError::OffsetOutOfRange { .. }) => {
+                    out = out.with_error_code(OFFSET_OUT_OF_RANGE)
+                }
                 Err(e) => {
                     tracing::error!(topic = ?name, partition = p.partition, error = %e, "fetch read");
                     out = out.with_error_code(KAFKA_STORAGE_ERROR);
@@ -87,13 +112,26 @@ fn read_once(broker: &Broker, request: &FetchRequest, version: i16) -> (FetchRes
             partitions.push(out);
         }
         let mut entry = FetchableTopicResponse::default().with_partitions(partitions);
-        entry = if version >= 13 { entry.with_topic_id(topic.topic_id) } else { entry.with_topic(topic.topic.clone()) };
+        entry = if version >= 13 {
+            entry.with_topic_id(topic.topic_id)
+        } else {
+            entry.with_topic(topic.topic.clone())
+        };
         topics.push(entry);
     }
-    (FetchResponse::default().with_session_id(0).with_responses(topics), total)
+    (
+        FetchResponse::default()
+            .with_session_id(0)
+            .with_responses(topics),
+        total,
+    )
 }
 
-pub(super) async fn handle(broker: &Arc<Broker>, request: FetchRequest, version: i16) -> FetchResponse {
+pub(super) async fn handle(
+    broker: &Arc<Broker>,
+    request: FetchRequest,
+    version: i16,
+) -> FetchResponse {
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     loop {
         // Registered before reading, so an append right after the read still wakes us.

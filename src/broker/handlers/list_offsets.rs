@@ -2,7 +2,9 @@
 //! or the first batch reaching a timestamp.
 
 use crate::broker::Broker;
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -42,7 +44,11 @@ pub(super) fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffset
             }
             partitions.push(out);
         }
-        topics.push(ListOffsetsTopicResponse::default().with_name(topic.name).with_partitions(partitions));
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(topic.name)
+                .with_partitions(partitions),
+        );
     }
     ListOffsetsResponse::default().with_topics(topics)
 }

@@ -42,12 +42,16 @@ pub(super) fn handle(broker: &Broker, request: MetadataRequest, version: i16) ->
         ts.into_iter()
             .filter_map(|t| match t.name {
                 Some(n) => Some(n.0.to_string()),
-                None => topics.iter().find(|(_, m)| m.topic_id == t.topic_id).map(|(n, _)| n.clone()),
+                None => topics
+                    .iter()
+                    .find(|(_, m)| m.topic_id == t.topic_id)
+                    .map(|(n, _)| n.clone()),
             })
             .collect()
     });
     // Versions 0-3 always allow auto-creation; later ones say so in the request.
-    let may_create = broker.config().auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
+    let may_create =
+        broker.config().auto_create_topics && (version < 4 || request.allow_auto_topic_creation);
     let mut answer = Vec::new();
     match wanted {
         None => {
@@ -56,7 +60,12 @@ pub(super) fn handle(broker: &Broker, request: MetadataRequest, version: i16) ->
         Some(names) => {
             for name in names {
                 if !topics.contains_key(&name) && may_create {
-                    match broker.create_topic(&name, broker.config().num_partitions, BTreeMap::new(), None) {
+                    match broker.create_topic(
+                        &name,
+                        broker.config().num_partitions,
+                        BTreeMap::new(),
+                        None,
+                    ) {
                         Ok(created) => {
                             topics.insert(name.clone(), created);
                         }
@@ -82,10 +91,12 @@ pub(super) fn handle(broker: &Broker, request: MetadataRequest, version: i16) ->
         }
     }
     MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(node))
-            .with_host(StrBytes::from_string(host))
-            .with_port(i32::from(port))])
+        .with_brokers(vec![
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(node))
+                .with_host(StrBytes::from_string(host))
+                .with_port(i32::from(port)),
+        ])
         .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id())))
         .with_controller_id(BrokerId(node))
         .with_topics(answer)

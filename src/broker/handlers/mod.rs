@@ -75,19 +75,38 @@ pub(super) async fn dispatch(
     body: &mut Bytes,
 ) -> anyhow::Result<Response> {
     match api {
-        ApiKey::ApiVersions => encode(&api_versions::handle(&Decodable::decode(body, version)?), version),
-        ApiKey::Metadata => encode(&metadata::handle(broker, Decodable::decode(body, version)?, version), version),
-        ApiKey::CreateTopics => encode(&create_topics::handle(broker, Decodable::decode(body, version)?), version),
+        ApiKey::ApiVersions => encode(
+            &api_versions::handle(&Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::Metadata => encode(
+            &metadata::handle(broker, Decodable::decode(body, version)?, version),
+            version,
+        ),
+        ApiKey::CreateTopics => encode(
+            &create_topics::handle(broker, Decodable::decode(body, version)?),
+            version,
+        ),
         ApiKey::Produce => match produce::handle(broker, Decodable::decode(body, version)?) {
             Some(response) => encode(&response, version),
             None => Ok(Response::None),
         },
-        ApiKey::Fetch => encode(&fetch::handle(broker, Decodable::decode(body, version)?, version).await, version),
-        ApiKey::ListOffsets => encode(&list_offsets::handle(broker, Decodable::decode(body, version)?), version),
-        ApiKey::OffsetForLeaderEpoch => {
-            encode(&offset_for_leader_epoch::handle(broker, Decodable::decode(body, version)?), version)
-        }
-        ApiKey::InitProducerId => encode(&init_producer_id::handle(broker, Decodable::decode(body, version)?), version),
+        ApiKey::Fetch => encode(
+            &fetch::handle(broker, Decodable::decode(body, version)?, version).await,
+            version,
+        ),
+        ApiKey::ListOffsets => encode(
+            &list_offsets::handle(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::OffsetForLeaderEpoch => encode(
+            &offset_for_leader_epoch::handle(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::InitProducerId => encode(
+            &init_producer_id::handle(broker, Decodable::decode(body, version)?),
+            version,
+        ),
         ApiKey::DescribeCluster => encode(&describe_cluster::handle(broker), version),
         other => anyhow::bail!("{other:?} is not served"),
     }

@@ -2,7 +2,9 @@
 //! usual leader-epoch fencing of the caller's current epoch.
 
 use crate::broker::Broker;
-use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderTopicResult};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -19,7 +21,10 @@ pub(super) fn epoch_error(current: i32, ours: i32) -> i16 {
     }
 }
 
-pub(super) fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse {
+pub(super) fn handle(
+    broker: &Broker,
+    request: OffsetForLeaderEpochRequest,
+) -> OffsetForLeaderEpochResponse {
     let mut topics = Vec::new();
     for topic in request.topics {
         let name = topic.topic.0.to_string();
@@ -29,7 +34,10 @@ pub(super) fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest) -> O
                 .with_partition(p.partition)
                 .with_leader_epoch(-1)
                 .with_end_offset(-1);
-            match (broker.partition(&name, p.partition), broker.leader_epoch(&name, p.partition)) {
+            match (
+                broker.partition(&name, p.partition),
+                broker.leader_epoch(&name, p.partition),
+            ) {
                 (Some(partition), Some(ours)) => {
                     let error = epoch_error(p.current_leader_epoch, ours);
                     if error != 0 {
@@ -44,7 +52,11 @@ pub(super) fn handle(broker: &Broker, request: OffsetForLeaderEpochRequest) -> O
             }
             partitions.push(out);
         }
-        topics.push(OffsetForLeaderTopicResult::default().with_topic(topic.topic).with_partitions(partitions));
+        topics.push(
+            OffsetForLeaderTopicResult::default()
+                .with_topic(topic.topic)
+                .with_partitions(partitions),
+        );
     }
     OffsetForLeaderEpochResponse::default().with_topics(topics)
 }

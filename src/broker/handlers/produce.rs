@@ -22,7 +22,9 @@ pub(super) fn error_code(e: &StorageError) -> i16 {
         | StorageError::PartialBatch(_)
         | StorageError::EmptyAppend
         | StorageError::InvalidControl(_) => CORRUPT_MESSAGE,
-        StorageError::ControlBatchProduced | StorageError::MultipleProducerBatches(_) => INVALID_RECORD,
+        StorageError::ControlBatchProduced | StorageError::MultipleProducerBatches(_) => {
+            INVALID_RECORD
+        }
         StorageError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
         StorageError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
         _ => KAFKA_STORAGE_ERROR,
@@ -40,7 +42,10 @@ pub(super) fn handle(broker: &Broker, request: ProduceRequest) -> Option<Produce
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
-            match (broker.partition(&name, data.index), broker.leader_epoch(&name, data.index)) {
+            match (
+                broker.partition(&name, data.index),
+                broker.leader_epoch(&name, data.index),
+            ) {
                 (Some(partition), Some(epoch)) => {
                     let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
                     let records = data.records.unwrap_or_default();

@@ -1,0 +1,472 @@
+//! The reference broker over TCP: kmirror's own client (and raw kafka-protocol requests) as the
+//! Kafka client, in-process; and Apache Kafka's own tools against a `kmirror broker` process
+//! (ignored by plain `cargo test`, run by scripts/test.sh, which provides Kafka's jars).
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, CreateTopicsRequest, ProduceRequest, TopicName,
+};
+use kafka_protocol::protocol::{Encodable, StrBytes};
+use kmirror::broker::Broker;
+use kmirror::broker::config::{BrokerConfig, parse_properties};
+use kmirror_protocol::batch::{RecordBatch, RecordBatches};
+use kmirror_protocol::client::connection::Connection;
+use kmirror_protocol::client::source::LATEST;
+use kmirror_protocol::client::{
+    ClientConfig, FetchPartitionSpec, FetchSpec, Isolation, SourceClient,
+};
+use kmirror_protocol::testing::BatchSpec;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+struct Running {
+    broker: Arc<Broker>,
+    address: String,
+    stop: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+async fn start(dir: &Path) -> Running {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+    let port = listener.local_addr().expect("address").port();
+    let props = parse_properties(&format!(
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}\nnum.partitions=2\n",
+        dir.display()
+    ))
+    .expect("parses");
+    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
+    let broker = Arc::new(Broker::open(config).expect("opens"));
+    let (stop, stopped) = watch::channel(false);
+    let server = tokio::spawn(kmirror::broker::server::serve(
+        broker.clone(),
+        listener,
+        stopped,
+    ));
+    Running {
+        broker,
+        address: format!("127.0.0.1:{port}"),
+        stop,
+        server,
+    }
+}
+
+async fn shut(running: Running) {
+    let _ = running.stop.send(true);
+    let _ = running.server.await;
+    running.broker.close().expect("closes");
+}
+
+async fn connection(address: &str) -> Connection {
+    Connection::connect(address, &ClientConfig::plaintext(address), None)
+        .await
+        .expect("connects")
+}
+
+async fn create(address: &str, name: &str, partitions: i32) -> i16 {
+    let request = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(name.to_string())))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1),
+    ]);
+    let (_, response) = connection(address)
+        .await
+        .send("CreateTopics", &request, 7)
+        .await
+        .expect("answers");
+    response.topics[0].error_code
+}
+
+async fn produce(
+    address: &str,
+    topic: &str,
+    partition: i32,
+    records: Bytes,
+    acks: i16,
+) -> Option<(i16, i64)> {
+    let request = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(records)),
+                ]),
+        ]);
+    let (_, response) = connection(address)
+        .await
+        .send("Produce", &request, 11)
+        .await
+        .ok()?;
+    let p = &response.responses[0].partition_responses[0];
+    Some((p.error_code, p.base_offset))
+}
+
+async fn fetch_all(client: &SourceClient, topic: &str, partition: i32) -> Vec<RecordBatch> {
+    let meta = client.metadata(Some(&[topic])).await.expect("metadata");
+    let t = &meta.topics[topic];
+    let mut offset = 0;
+    let mut out = Vec::new();
+    loop {
+        let spec = FetchSpec {
+            partitions: vec![FetchPartitionSpec {
+                topic: topic.to_string(),
+                topic_id: t.topic_id,
+                partition,
+                offset,
+                current_leader_epoch: t.partitions[partition as usize].leader_epoch,
+                last_fetched_epoch: -1,
+                max_bytes: 1 << 20,
+            }],
+            isolation: Isolation::ReadUncommitted,
+            max_wait_ms: 10,
+            min_bytes: 1,
+            max_bytes: 1 << 20,
+        };
+        let answer = client.fetch(1, &spec).await.expect("fetch").remove(0);
+        assert_eq!(answer.error.0, 0);
+        let before = out.len();
+        for b in RecordBatches::new(answer.records) {
+            let b = b.expect("valid");
+            offset = b.next_offset();
+            out.push(b);
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
+}
+
+#[tokio::test]
+async fn produce_fetch_offsets_and_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let address = running.address.clone();
+    assert_eq!(create(&address, "orders", 2).await, 0);
+    assert_eq!(
+        create(&address, "orders", 2).await,
+        36,
+        "TOPIC_ALREADY_EXISTS"
+    );
+    assert_eq!(
+        create(&address, "bad name", 1).await,
+        17,
+        "INVALID_TOPIC_EXCEPTION"
+    );
+
+    let mut sent = Vec::new();
+    for i in 0..5 {
+        let batch = BatchSpec {
+            records: 3,
+            value_size: 50 + i,
+            ..BatchSpec::default()
+        }
+        .build();
+        let (error, base) = produce(&address, "orders", 1, batch.clone(), -1)
+            .await
+            .expect("answered");
+        assert_eq!((error, base), (0, 3 * i as i64));
+        sent.push(batch);
+    }
+    // An idempotent producer's retry is answered with the original offsets, not appended again.
+    let idempotent = BatchSpec {
+        producer_id: 9,
+        producer_epoch: 0,
+        base_sequence: 0,
+        records: 2,
+        ..BatchSpec::default()
+    }
+    .build();
+    assert_eq!(
+        produce(&address, "orders", 1, idempotent.clone(), -1).await,
+        Some((0, 15))
+    );
+    assert_eq!(
+        produce(&address, "orders", 1, idempotent, -1).await,
+        Some((0, 15))
+    );
+    // acks=0: no answer (the connection stays usable).
+    assert!(
+        produce(&address, "orders", 0, BatchSpec::default().build(), 0)
+            .await
+            .is_none()
+    );
+    assert_eq!(
+        produce(&address, "missing", 0, BatchSpec::default().build(), 1)
+            .await
+            .map(|r| r.0),
+        Some(3)
+    );
+
+    let client = SourceClient::connect(ClientConfig::plaintext(&address))
+        .await
+        .expect("connects");
+    assert_eq!(
+        client.cluster_id().await.expect("cluster id"),
+        running.broker.cluster_id()
+    );
+    let stored = fetch_all(&client, "orders", 1).await;
+    assert_eq!(stored.len(), 6);
+    for (i, batch) in stored.iter().take(5).enumerate() {
+        // The broker assigned the offsets and its epoch; everything under the CRC is the producer's.
+        assert_eq!(batch.base_offset(), 3 * i as i64);
+        assert_eq!(&batch.as_bytes()[21..], &sent[i][21..]);
+        assert!(batch.verify_crc().is_ok());
+    }
+    assert_eq!(
+        client
+            .list_offsets(1, "orders", 1, LATEST, Isolation::ReadUncommitted)
+            .await
+            .expect("latest")
+            .0,
+        17
+    );
+    assert_eq!(
+        client
+            .offset_for_leader_epoch(1, "orders", 1, 0, 0)
+            .await
+            .expect("epoch end"),
+        (0, 17)
+    );
+
+    // A restart keeps topics, ids, offsets and the cluster id.
+    let cluster_id = running.broker.cluster_id();
+    let topic_id = client
+        .metadata(Some(&["orders"]))
+        .await
+        .expect("metadata")
+        .topics["orders"]
+        .topic_id;
+    shut(running).await;
+    let running = start(dir.path()).await;
+    let client = SourceClient::connect(ClientConfig::plaintext(&running.address))
+        .await
+        .expect("connects");
+    assert_eq!(client.cluster_id().await.expect("cluster id"), cluster_id);
+    let meta = client.metadata(Some(&["orders"])).await.expect("metadata");
+    assert_eq!(meta.topics["orders"].topic_id, topic_id);
+    let after = fetch_all(&client, "orders", 1).await;
+    assert_eq!(
+        after, stored,
+        "every acknowledged batch is back, byte for byte"
+    );
+    shut(running).await;
+}
+
+#[tokio::test]
+async fn malformed_input_closes_only_that_connection() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let closed = |mut s: TcpStream| async move {
+        let mut buf = [0u8; 16];
+        matches!(s.read(&mut buf).await, Ok(0) | Err(_))
+    };
+    // A frame larger than socket.request.max.bytes.
+    let mut s = TcpStream::connect(&running.address)
+        .await
+        .expect("connects");
+    s.write_all(&i32::MAX.to_be_bytes()).await.expect("writes");
+    assert!(closed(s).await);
+    // An API key Kafka does not define.
+    let mut s = TcpStream::connect(&running.address)
+        .await
+        .expect("connects");
+    s.write_all(&[0, 0, 0, 10, 0x7f, 0x7f, 0, 0, 0, 0, 0, 1, 0xff, 0xff])
+        .await
+        .expect("writes");
+    assert!(closed(s).await);
+    // A Produce body that does not decode.
+    let mut s = TcpStream::connect(&running.address)
+        .await
+        .expect("connects");
+    s.write_all(&[0, 0, 0, 12, 0, 0, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 0xde, 0xad])
+        .await
+        .expect("writes");
+    assert!(closed(s).await);
+    // A client that disconnects mid-request.
+    let mut s = TcpStream::connect(&running.address)
+        .await
+        .expect("connects");
+    s.write_all(&[0, 0, 1, 0, 0, 18]).await.expect("writes");
+    drop(s);
+    // ApiVersions at a version from the future: the v0 fallback answer with UNSUPPORTED_VERSION.
+    let mut s = TcpStream::connect(&running.address)
+        .await
+        .expect("connects");
+    let mut frame = BytesMut::new();
+    kafka_protocol::messages::RequestHeader::default()
+        .with_request_api_key(18)
+        .with_request_api_version(99)
+        .with_correlation_id(5)
+        .encode(&mut frame, 1)
+        .expect("encodes");
+    ApiVersionsRequest::default()
+        .encode(&mut frame, 0)
+        .expect("encodes");
+    s.write_all(&(frame.len() as i32).to_be_bytes())
+        .await
+        .expect("writes");
+    s.write_all(&frame).await.expect("writes");
+    let len = s.read_i32().await.expect("answered") as usize;
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).await.expect("reads");
+    assert_eq!(&body[..4], &5i32.to_be_bytes(), "correlation id");
+    assert_eq!(&body[4..6], &35i16.to_be_bytes(), "UNSUPPORTED_VERSION");
+    // The broker still serves everyone else.
+    assert_eq!(create(&running.address, "still-fine", 1).await, 0);
+    shut(running).await;
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name)
+        .unwrap_or_else(|_| panic!("{name} is not set: run these tests through scripts/test.sh"))
+}
+
+fn kafka_tool(class: &str, args: &[&str]) -> String {
+    let dist = env("KMIRROR_KAFKA_DIST");
+    let out = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{dist}/libs/*"))
+        .arg(format!(
+            "-Dlog4j2.configurationFile=file:{dist}/log4j2.properties"
+        ))
+        .arg(class)
+        .args(args)
+        .output()
+        .expect("java runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{class} {args:?} failed:\n{text}");
+    text
+}
+
+/// Apache Kafka's producer (idempotent, acks=all, lz4) and console consumer against a
+/// `kmirror broker` process; the stored batches are fetched back byte-identical.
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn kafkas_own_tools_against_the_kmirror_broker() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let config = dir.path().join("server.properties");
+    std::fs::write(
+        &config,
+        format!("node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\nnum.partitions=1\n", dir.path().display()),
+    )
+    .expect("writes config");
+    let mut broker = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["broker", "--config"])
+        .arg(&config)
+        .spawn()
+        .expect("kmirror broker starts");
+    let address = format!("127.0.0.1:{port}");
+    for _ in 0..100 {
+        if TcpStream::connect(&address).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &address,
+            "--create",
+            "--topic",
+            "java",
+            "--partitions",
+            "1",
+        ],
+    );
+    let props = format!("bootstrap.servers={address}");
+    let out = kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic",
+            "java",
+            "--num-records",
+            "100000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &props,
+            "acks=all",
+            "enable.idempotence=true",
+            "compression.type=lz4",
+        ],
+    );
+    assert!(out.contains("100000 records sent"), "{out}");
+    let out = kafka_tool(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            &address,
+            "--topic",
+            "java",
+            "--partition",
+            "0",
+            "--offset",
+            "earliest",
+            "--max-messages",
+            "100000",
+            "--timeout-ms",
+            "30000",
+            "--property",
+            "print.offset=true",
+        ],
+    );
+    let offsets: Vec<i64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("Offset:")?.split('\t').next()?.parse().ok())
+        .collect();
+    assert_eq!(
+        offsets.len(),
+        100_000,
+        "the console consumer read every record"
+    );
+    assert!(offsets.iter().copied().eq(0..100_000));
+    // What a fetch returns is exactly what the broker stored.
+    let client = SourceClient::connect(ClientConfig::plaintext(&address))
+        .await
+        .expect("connects");
+    let fetched: Vec<u8> = fetch_all(&client, "java", 0)
+        .await
+        .iter()
+        .flat_map(|b| b.as_bytes().to_vec())
+        .collect();
+    let stored =
+        std::fs::read(dir.path().join("data/java-0/00000000000000000000.log")).expect("segment");
+    assert!(
+        fetched == stored,
+        "fetched {} bytes, stored {}",
+        fetched.len(),
+        stored.len()
+    );
+    let lz4 = RecordBatches::new(Bytes::from(fetched))
+        .filter_map(Result::ok)
+        .all(|b| b.compression().is_ok_and(|c| c.name() == "lz4"));
+    assert!(lz4, "the Java producer's lz4 batches are stored as sent");
+    Command::new("kill")
+        .arg(broker.id().to_string())
+        .status()
+        .expect("SIGTERM");
+    assert!(
+        broker.wait().expect("exits").success(),
+        "a clean shutdown on SIGTERM"
+    );
+}
