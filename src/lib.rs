@@ -3,7 +3,11 @@
 //! - [`storage`]: durable partition logs of raw record batches.
 //! - [`controller`]: cluster metadata as a durable, replayed record log.
 //! - [`broker`]: the Kafka-compatible listener and its API handlers.
+//! - [`groups`]: the group coordinator (consumer groups, committed offsets).
+//! - [`record_log`]: small durable logs of serde records, replayed at start.
 
 pub mod broker;
 pub mod controller;
+pub mod groups;
+pub mod record_log;
 pub mod storage;

@@ -9,14 +9,17 @@
 //! and `acks=all` is satisfied by the append itself; every partition's leader is this node, at the
 //! controller's leader epoch. Today the broker answers ApiVersions, Metadata, Produce (plain and
 //! idempotent), Fetch (full fetches, long polling, READ_COMMITTED), ListOffsets,
-//! OffsetForLeaderEpoch, CreateTopics, InitProducerId (idempotent producers) and DescribeCluster;
-//! any other API closes the connection.
+//! OffsetForLeaderEpoch, CreateTopics, InitProducerId (idempotent producers), DescribeCluster and
+//! the classic group protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+//! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups); any other API closes the
+//! connection.
 
 pub mod config;
 mod handlers;
 pub mod server;
 
 use crate::controller::{Controller, ControllerError, TopicMeta};
+use crate::groups::GroupCoordinator;
 use crate::storage::{PartitionLog, StorageError};
 use config::BrokerConfig;
 use std::collections::{BTreeMap, HashMap};
@@ -39,6 +42,7 @@ pub struct Broker {
     partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
     /// Woken after every append, for fetches waiting on `min_bytes`.
     appended: Notify,
+    groups: GroupCoordinator,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -52,8 +56,10 @@ impl Broker {
     /// Replays the metadata and opens every partition.
     pub fn open(config: BrokerConfig) -> Result<Broker, StorageError> {
         let controller = Controller::open(&config.log_dir.join("__cluster_metadata"))?;
+        let groups = GroupCoordinator::open(&config.log_dir.join("__consumer_offsets"))?;
         let broker = Broker {
             controller: Mutex::new(controller),
+            groups,
             partitions: RwLock::new(HashMap::new()),
             appended: Notify::new(),
             config,
@@ -157,6 +163,11 @@ impl Broker {
     /// A new producer id for an idempotent producer.
     pub fn allocate_producer_id(&self) -> Result<i64, StorageError> {
         self.with_controller(|c| c.allocate_producer_id())
+    }
+
+    /// The group coordinator.
+    pub fn groups(&self) -> &GroupCoordinator {
+        &self.groups
     }
 
     /// Wakes fetches waiting for data.

@@ -12,6 +12,7 @@ use super::handlers::{self, Response};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -31,7 +32,7 @@ pub async fn serve(
                         let broker = broker.clone();
                         let shutdown = shutdown.clone();
                         tokio::spawn(async move {
-                            if let Err(e) = connection(broker, stream, shutdown).await {
+                            if let Err(e) = connection(broker, stream, peer, shutdown).await {
                                 tracing::debug!(%peer, error = %e, "connection closed");
                             }
                         });
@@ -47,9 +48,12 @@ pub async fn serve(
 async fn connection(
     broker: Arc<Broker>,
     mut stream: TcpStream,
+    peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
+    // As Kafka reports a member's host in DescribeGroups.
+    let client_host = format!("/{}", peer.ip());
     let max = broker.config().max_request_bytes;
     loop {
         let size = tokio::select! {
@@ -64,7 +68,7 @@ async fn connection(
             })?;
         let mut frame = BytesMut::zeroed(size);
         stream.read_exact(&mut frame).await?;
-        let Some(reply) = handle(&broker, frame.freeze()).await? else {
+        let Some(reply) = handle(&broker, &client_host, frame.freeze()).await? else {
             continue;
         };
         stream.write_all(&reply).await?;
@@ -73,7 +77,11 @@ async fn connection(
 
 /// Decodes one request, runs its handler, encodes the response frame (`None`: no response, as
 /// for `acks=0` produce).
-async fn handle(broker: &Arc<Broker>, mut frame: Bytes) -> std::io::Result<Option<Vec<u8>>> {
+async fn handle(
+    broker: &Arc<Broker>,
+    client_host: &str,
+    mut frame: Bytes,
+) -> std::io::Result<Option<Vec<u8>>> {
     let bad = |what: String| std::io::Error::other(what);
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
@@ -95,7 +103,7 @@ async fn handle(broker: &Arc<Broker>, mut frame: Bytes) -> std::io::Result<Optio
     }
     let header = RequestHeader::decode(&mut frame, api.request_header_version(version))
         .map_err(|e| bad(format!("bad {api:?} header: {e}")))?;
-    let response = handlers::dispatch(broker, api, version, &header, &mut frame)
+    let response = handlers::dispatch(broker, api, version, &header, client_host, &mut frame)
         .await
         .map_err(|e| bad(format!("bad {api:?} v{version} request: {e}")))?;
     match response {

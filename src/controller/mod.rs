@@ -4,15 +4,13 @@
 //! Lifecycle: [`Controller::open`] replays `metadata.log` (cutting a torn or corrupt tail), and
 //! writes the cluster id record the first time; every change is one record appended and fsynced
 //! before it is applied, so a restart rebuilds exactly the state that was acknowledged.
-//! Record framing: `u32 length | u32 CRC32C of the JSON | JSON`.
+//! Records are framed by [`crate::record_log`].
 
+use crate::record_log::RecordLog;
 use crate::storage::StorageError;
-use crate::storage::error::io;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use thiserror::Error;
 use uuid::Uuid;
 
@@ -76,8 +74,7 @@ pub enum ControllerError {
 /// The controller state and its log.
 #[derive(Debug)]
 pub struct Controller {
-    path: PathBuf,
-    file: File,
+    log: RecordLog<MetadataRecord>,
     cluster_id: String,
     topics: BTreeMap<String, TopicMeta>,
     next_producer_id: i64,
@@ -97,55 +94,9 @@ pub fn valid_topic_name(name: &str) -> bool {
 impl Controller {
     /// Opens (or creates) the metadata log in `dir` and replays it.
     pub fn open(dir: &Path) -> Result<Controller, StorageError> {
-        fs::create_dir_all(dir).map_err(io("create directory", dir))?;
-        let path = dir.join("metadata.log");
-        let mut raw = Vec::new();
-        if path.exists() {
-            File::open(&path)
-                .and_then(|mut f| f.read_to_end(&mut raw))
-                .map_err(io("read", &path))?;
-        }
-        let mut records = Vec::new();
-        let mut position = 0;
-        while raw.len() >= position + 8 {
-            let len = u32::from_be_bytes([
-                raw[position],
-                raw[position + 1],
-                raw[position + 2],
-                raw[position + 3],
-            ]) as usize;
-            let crc = u32::from_be_bytes([
-                raw[position + 4],
-                raw[position + 5],
-                raw[position + 6],
-                raw[position + 7],
-            ]);
-            let Some(body) = raw.get(position + 8..position + 8 + len) else {
-                break;
-            };
-            if crc32c::crc32c(body) != crc {
-                break;
-            }
-            let Ok(record) = serde_json::from_slice::<MetadataRecord>(body) else {
-                break;
-            };
-            records.push(record);
-            position += 8 + len;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(io("open", &path))?;
-        if position < raw.len() {
-            // A torn tail from a crash mid-append: never acknowledged, cut it.
-            file.set_len(position as u64)
-                .map_err(io("truncate", &path))?;
-            file.sync_all().map_err(io("fsync", &path))?;
-        }
+        let (log, records) = RecordLog::open(&dir.join("metadata.log"))?;
         let mut controller = Controller {
-            path,
-            file,
+            log,
             cluster_id: String::new(),
             topics: BTreeMap::new(),
             next_producer_id: 1000,
@@ -201,19 +152,7 @@ impl Controller {
 
     /// Appends a record durably, then applies it.
     fn append(&mut self, record: MetadataRecord) -> Result<(), StorageError> {
-        let body = serde_json::to_vec(&record).map_err(|e| StorageError::Io {
-            op: "encode metadata record",
-            path: self.path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        let mut frame = Vec::with_capacity(body.len() + 8);
-        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
-        frame.extend_from_slice(&body);
-        self.file
-            .write_all(&frame)
-            .map_err(io("write", &self.path))?;
-        self.file.sync_data().map_err(io("fsync", &self.path))?;
+        self.log.append(&record)?;
         self.apply(&record);
         Ok(())
     }
@@ -324,8 +263,12 @@ mod tests {
         };
         assert_eq!(id, given, "a given topic id is kept");
         // A torn append at the end is cut on open.
+        use std::io::Write;
         let path = dir.path().join("metadata.log");
-        let mut f = OpenOptions::new().append(true).open(&path).expect("opens");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("opens");
         f.write_all(&[0, 0, 0, 50, 1, 2]).expect("writes");
         drop(f);
         let mut c = Controller::open(dir.path()).expect("reopens");

@@ -5,6 +5,10 @@ mod api_versions;
 mod create_topics;
 mod describe_cluster;
 mod fetch;
+mod find_coordinator;
+mod group_admin;
+mod group_membership;
+mod group_offsets;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
@@ -39,6 +43,16 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
         ApiKey::CreateTopics => (2, 7),
         ApiKey::InitProducerId => (0, 4),
         ApiKey::DescribeCluster => (0, 1),
+        ApiKey::FindCoordinator => (0, 4),
+        ApiKey::JoinGroup => (0, 9),
+        ApiKey::SyncGroup => (0, 5),
+        ApiKey::Heartbeat => (0, 4),
+        ApiKey::LeaveGroup => (0, 5),
+        ApiKey::OffsetCommit => (2, 8),
+        ApiKey::OffsetFetch => (1, 7),
+        ApiKey::ListGroups => (0, 4),
+        ApiKey::DescribeGroups => (0, 5),
+        ApiKey::DeleteGroups => (0, 2),
         _ => return None,
     })
 }
@@ -55,6 +69,16 @@ pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
         ApiKey::CreateTopics,
         ApiKey::InitProducerId,
         ApiKey::DescribeCluster,
+        ApiKey::FindCoordinator,
+        ApiKey::JoinGroup,
+        ApiKey::SyncGroup,
+        ApiKey::Heartbeat,
+        ApiKey::LeaveGroup,
+        ApiKey::OffsetCommit,
+        ApiKey::OffsetFetch,
+        ApiKey::ListGroups,
+        ApiKey::DescribeGroups,
+        ApiKey::DeleteGroups,
     ]
     .into_iter()
     .filter_map(|k| supported(k).map(|(min, max)| (k, min, max)))
@@ -71,7 +95,8 @@ pub(super) async fn dispatch(
     broker: &Arc<Broker>,
     api: ApiKey,
     version: i16,
-    _header: &RequestHeader,
+    header: &RequestHeader,
+    client_host: &str,
     body: &mut Bytes,
 ) -> anyhow::Result<Response> {
     match api {
@@ -108,6 +133,50 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::DescribeCluster => encode(&describe_cluster::handle(broker), version),
+        ApiKey::FindCoordinator => encode(
+            &find_coordinator::handle(broker, Decodable::decode(body, version)?, version),
+            version,
+        ),
+        ApiKey::JoinGroup => {
+            let client_id = header.client_id.as_deref().unwrap_or_default();
+            let request = Decodable::decode(body, version)?;
+            encode(
+                &group_membership::join(broker, request, version, client_id, client_host).await,
+                version,
+            )
+        }
+        ApiKey::SyncGroup => encode(
+            &group_membership::sync(broker, Decodable::decode(body, version)?).await,
+            version,
+        ),
+        ApiKey::Heartbeat => encode(
+            &group_membership::heartbeat(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::LeaveGroup => encode(
+            &group_membership::leave(broker, Decodable::decode(body, version)?, version),
+            version,
+        ),
+        ApiKey::OffsetCommit => encode(
+            &group_offsets::commit(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::OffsetFetch => encode(
+            &group_offsets::fetch(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::ListGroups => encode(
+            &group_admin::list(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::DescribeGroups => encode(
+            &group_admin::describe(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::DeleteGroups => encode(
+            &group_admin::delete(broker, Decodable::decode(body, version)?),
+            version,
+        ),
         other => anyhow::bail!("{other:?} is not served"),
     }
 }

@@ -1,0 +1,53 @@
+//! FindCoordinator: this node coordinates every group. Transaction coordinators are not served
+//! (transactions are not), so those keys get COORDINATOR_NOT_AVAILABLE and clients fail clearly.
+
+use crate::broker::Broker;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const GROUP_KEY_TYPE: i8 = 0;
+
+pub(super) fn handle(
+    broker: &Broker,
+    request: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
+    let (host, port) = broker.config().advertised.clone();
+    let node = BrokerId(broker.config().node_id);
+    let answer = |key: StrBytes| {
+        let mut c = Coordinator::default().with_key(key);
+        if request.key_type == GROUP_KEY_TYPE {
+            c = c
+                .with_node_id(node)
+                .with_host(StrBytes::from_string(host.clone()))
+                .with_port(i32::from(port));
+        } else {
+            c = c
+                .with_node_id(BrokerId(-1))
+                .with_port(-1)
+                .with_error_code(COORDINATOR_NOT_AVAILABLE)
+                .with_error_message(Some(StrBytes::from_static_str(
+                    "transactions are not served by this broker",
+                )));
+        }
+        c
+    };
+    if version >= 4 {
+        let coordinators = request
+            .coordinator_keys
+            .iter()
+            .cloned()
+            .map(answer)
+            .collect();
+        return FindCoordinatorResponse::default().with_coordinators(coordinators);
+    }
+    let c = answer(request.key.clone());
+    FindCoordinatorResponse::default()
+        .with_error_code(c.error_code)
+        .with_error_message(c.error_message)
+        .with_node_id(c.node_id)
+        .with_host(c.host)
+        .with_port(c.port)
+}

@@ -1,0 +1,90 @@
+//! ListGroups, DescribeGroups and DeleteGroups: what `kafka-consumer-groups.sh` shows and does.
+
+use crate::broker::Broker;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse,
+    GroupId, ListGroupsRequest, ListGroupsResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+
+pub(super) fn list(broker: &Broker, request: ListGroupsRequest) -> ListGroupsResponse {
+    let groups = broker
+        .groups()
+        .list()
+        .into_iter()
+        .filter(|(_, state, _)| {
+            request.states_filter.is_empty()
+                || request
+                    .states_filter
+                    .iter()
+                    .any(|s| s.eq_ignore_ascii_case(state.name()))
+        })
+        .map(|(id, state, protocol_type)| {
+            ListedGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(id)))
+                .with_protocol_type(StrBytes::from_string(protocol_type))
+                .with_group_state(StrBytes::from_static_str(state.name()))
+                .with_group_type(StrBytes::from_static_str("classic"))
+        })
+        .collect();
+    ListGroupsResponse::default().with_groups(groups)
+}
+
+pub(super) fn describe(broker: &Broker, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
+    let groups = request
+        .groups
+        .into_iter()
+        .map(|id| {
+            let Some(group) = broker.groups().describe(&id.0) else {
+                // Kafka describes an unknown group as Dead with no members.
+                return DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_group_state(StrBytes::from_static_str("Dead"));
+            };
+            let protocol = group.protocol.clone().unwrap_or_default();
+            let members = group
+                .members
+                .iter()
+                .map(|(member_id, m)| {
+                    let metadata = m
+                        .protocols
+                        .iter()
+                        .find(|(n, _)| *n == protocol)
+                        .map(|(_, md)| md.clone())
+                        .unwrap_or_default();
+                    DescribedGroupMember::default()
+                        .with_member_id(StrBytes::from_string(member_id.clone()))
+                        .with_client_id(StrBytes::from_string(m.client_id.clone()))
+                        .with_client_host(StrBytes::from_string(m.client_host.clone()))
+                        .with_member_metadata(metadata)
+                        .with_member_assignment(m.assignment.clone())
+                })
+                .collect();
+            DescribedGroup::default()
+                .with_group_id(id)
+                .with_group_state(StrBytes::from_static_str(group.state.name()))
+                .with_protocol_type(StrBytes::from_string(group.protocol_type.clone()))
+                .with_protocol_data(StrBytes::from_string(protocol))
+                .with_members(members)
+                .with_authorized_operations(i32::MIN)
+        })
+        .collect();
+    DescribeGroupsResponse::default().with_groups(groups)
+}
+
+pub(super) fn delete(broker: &Broker, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+    let results = request
+        .groups_names
+        .into_iter()
+        .map(|id| {
+            let error = broker.groups().delete(&id.0);
+            DeletableGroupResult::default()
+                .with_group_id(id)
+                .with_error_code(error)
+        })
+        .collect();
+    DeleteGroupsResponse::default().with_results(results)
+}

@@ -1,0 +1,123 @@
+//! OffsetCommit and OffsetFetch: committed offsets, durable in the group coordinator's log.
+
+use crate::broker::Broker;
+use crate::groups::Committed;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+};
+use kafka_protocol::messages::{
+    OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
+
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+
+pub(super) fn commit(broker: &Broker, request: OffsetCommitRequest) -> OffsetCommitResponse {
+    let group = request.group_id.0.to_string();
+    let mut topics = Vec::new();
+    for topic in request.topics {
+        let name = topic.name.0.to_string();
+        let (known, unknown): (Vec<_>, Vec<_>) = topic
+            .partitions
+            .into_iter()
+            .partition(|p| broker.partition(&name, p.partition_index).is_some());
+        let offsets: Vec<(String, i32, Committed)> = known
+            .iter()
+            .map(|p| {
+                let committed = Committed {
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                };
+                (name.clone(), p.partition_index, committed)
+            })
+            .collect();
+        let errors = broker.groups().commit(
+            &group,
+            request.generation_id_or_member_epoch,
+            &request.member_id,
+            offsets,
+        );
+        let partitions = known
+            .iter()
+            .zip(errors)
+            .map(|(p, error)| (p.partition_index, error))
+            .chain(
+                unknown
+                    .iter()
+                    .map(|p| (p.partition_index, UNKNOWN_TOPIC_OR_PARTITION)),
+            )
+            .map(|(index, error)| {
+                OffsetCommitResponsePartition::default()
+                    .with_partition_index(index)
+                    .with_error_code(error)
+            })
+            .collect();
+        topics.push(
+            OffsetCommitResponseTopic::default()
+                .with_name(topic.name)
+                .with_partitions(partitions),
+        );
+    }
+    OffsetCommitResponse::default().with_topics(topics)
+}
+
+fn partition_answer(index: i32, committed: Option<&Committed>) -> OffsetFetchResponsePartition {
+    let answer = OffsetFetchResponsePartition::default().with_partition_index(index);
+    match committed {
+        Some(c) => answer
+            .with_committed_offset(c.offset)
+            .with_committed_leader_epoch(c.leader_epoch)
+            .with_metadata(Some(StrBytes::from_string(
+                c.metadata.clone().unwrap_or_default(),
+            ))),
+        // Kafka's "no committed offset": -1 with no error.
+        None => answer
+            .with_committed_offset(-1)
+            .with_committed_leader_epoch(-1)
+            .with_metadata(Some(StrBytes::default())),
+    }
+}
+
+pub(super) fn fetch(broker: &Broker, request: OffsetFetchRequest) -> OffsetFetchResponse {
+    let committed = broker.groups().committed(&request.group_id.0);
+    let topics = match request.topics {
+        // Every committed offset of the group.
+        None => {
+            let mut by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
+            for ((topic, index), c) in &committed {
+                by_topic
+                    .entry(topic.clone())
+                    .or_default()
+                    .push(partition_answer(*index, Some(c)));
+            }
+            by_topic
+                .into_iter()
+                .map(|(name, partitions)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(name)))
+                        .with_partitions(partitions)
+                })
+                .collect()
+        }
+        Some(topics) => topics
+            .into_iter()
+            .map(|t| {
+                let name = t.name.0.to_string();
+                let partitions = t
+                    .partition_indexes
+                    .iter()
+                    .map(|i| partition_answer(*i, committed.get(&(name.clone(), *i))))
+                    .collect();
+                OffsetFetchResponseTopic::default()
+                    .with_name(t.name)
+                    .with_partitions(partitions)
+            })
+            .collect(),
+    };
+    OffsetFetchResponse::default().with_topics(topics)
+}

@@ -1,0 +1,737 @@
+//! The group coordinator of the reference broker: Kafka's classic consumer-group protocol
+//! (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) and committed offsets.
+//!
+//! Lifecycle of a group: Empty -> PreparingRebalance (a member joins or leaves, or a session
+//! expires) -> CompletingRebalance (every member rejoined, or the rebalance timeout passed: the
+//! generation advances, the leader gets the members' metadata) -> Stable (the leader's SyncGroup
+//! delivered the assignments) -> PreparingRebalance ... -> Empty when the last member leaves.
+//! Assignment stays the clients' business (range, cooperative-sticky, ...): the coordinator only
+//! carries the bytes.
+//!
+//! Committed offsets (with their leader epoch and metadata) are durable: each commit is a record
+//! of `log.dirs/__consumer_offsets/offsets.log` (fsynced before the answer) replayed at start.
+//! Membership is not persisted, as in Kafka: consumers rejoin after a restart.
+
+use crate::record_log::RecordLog;
+use crate::storage::StorageError;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+#[cfg(test)]
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// Kafka error codes the coordinator answers with.
+pub mod codes {
+    /// The member is not in the group's current generation.
+    pub const ILLEGAL_GENERATION: i16 = 22;
+    /// No common protocol, or another protocol type.
+    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
+    /// The member id is not known.
+    pub const UNKNOWN_MEMBER_ID: i16 = 25;
+    /// A rebalance is running: rejoin.
+    pub const REBALANCE_IN_PROGRESS: i16 = 27;
+    /// The group still has members.
+    pub const NON_EMPTY_GROUP: i16 = 68;
+    /// The group does not exist.
+    pub const GROUP_ID_NOT_FOUND: i16 = 69;
+    /// JoinGroup v4+: rejoin with the member id in this answer.
+    pub const MEMBER_ID_REQUIRED: i16 = 79;
+    /// The offsets log could not be written.
+    pub const KAFKA_STORAGE_ERROR: i16 = 56;
+}
+
+/// A group's state, named as ListGroups and DescribeGroups report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupState {
+    /// No members.
+    Empty,
+    /// Waiting for members to rejoin.
+    PreparingRebalance,
+    /// Waiting for the leader's assignment.
+    CompletingRebalance,
+    /// Running.
+    Stable,
+}
+
+impl GroupState {
+    /// Kafka's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupState::Empty => "Empty",
+            GroupState::PreparingRebalance => "PreparingRebalance",
+            GroupState::CompletingRebalance => "CompletingRebalance",
+            GroupState::Stable => "Stable",
+        }
+    }
+}
+
+/// A committed offset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Committed {
+    /// The offset.
+    pub offset: i64,
+    /// The leader epoch of the record before it, or -1.
+    pub leader_epoch: i32,
+    /// The client's metadata string.
+    pub metadata: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum OffsetRecord {
+    Commit {
+        group: String,
+        topic: String,
+        partition: i32,
+        committed: Committed,
+    },
+    DeleteGroup {
+        group: String,
+    },
+}
+
+/// A member of a group.
+#[derive(Debug, Clone)]
+pub struct Member {
+    /// The client id.
+    pub client_id: String,
+    /// The client's host.
+    pub client_host: String,
+    /// The protocols it supports, with their metadata, in preference order.
+    pub protocols: Vec<(String, Bytes)>,
+    /// Its assignment in the current generation.
+    pub assignment: Bytes,
+    session_timeout: Duration,
+    rebalance_timeout: Duration,
+    last_seen: Instant,
+    joined_generation: Option<i32>,
+}
+
+/// One group.
+#[derive(Debug, Clone)]
+pub struct Group {
+    /// The state.
+    pub state: GroupState,
+    /// The generation.
+    pub generation: i32,
+    /// The protocol type ("consumer").
+    pub protocol_type: String,
+    /// The chosen protocol (assignor).
+    pub protocol: Option<String>,
+    /// The leader's member id.
+    pub leader: Option<String>,
+    /// The members.
+    pub members: BTreeMap<String, Member>,
+    /// Committed offsets.
+    pub offsets: BTreeMap<(String, i32), Committed>,
+    rebalance_deadline: Option<Instant>,
+}
+
+impl Group {
+    fn new() -> Group {
+        Group {
+            state: GroupState::Empty,
+            generation: 0,
+            protocol_type: String::new(),
+            protocol: None,
+            leader: None,
+            members: BTreeMap::new(),
+            offsets: BTreeMap::new(),
+            rebalance_deadline: None,
+        }
+    }
+
+    fn prepare_rebalance(&mut self, now: Instant) {
+        if self.state != GroupState::PreparingRebalance {
+            self.state = GroupState::PreparingRebalance;
+            let longest = self
+                .members
+                .values()
+                .map(|m| m.rebalance_timeout)
+                .max()
+                .unwrap_or_default();
+            self.rebalance_deadline = Some(now + longest);
+            for m in self.members.values_mut() {
+                m.joined_generation = None;
+            }
+        }
+    }
+
+    /// Drops members whose session expired; a loss starts a rebalance.
+    fn expire(&mut self, now: Instant) {
+        let before = self.members.len();
+        self.members
+            .retain(|_, m| now.saturating_duration_since(m.last_seen) <= m.session_timeout);
+        if self.members.len() != before {
+            self.after_departure(now);
+        }
+    }
+
+    fn after_departure(&mut self, now: Instant) {
+        if self.members.is_empty() {
+            self.state = GroupState::Empty;
+            self.leader = None;
+            self.protocol = None;
+            self.generation += 1;
+        } else {
+            self.prepare_rebalance(now);
+        }
+    }
+
+    /// Completes the join phase when every member rejoined or the deadline passed.
+    fn maybe_complete_join(&mut self, now: Instant) {
+        if self.state != GroupState::PreparingRebalance {
+            return;
+        }
+        let all_joined = self
+            .members
+            .values()
+            .all(|m| m.joined_generation == Some(self.generation));
+        let expired = self.rebalance_deadline.is_some_and(|d| now >= d);
+        if !(all_joined || expired) {
+            return;
+        }
+        let generation = self.generation;
+        self.members
+            .retain(|_, m| m.joined_generation == Some(generation));
+        if self.members.is_empty() {
+            self.after_departure(now);
+            return;
+        }
+        // The first protocol of the first member that every member supports.
+        let first = self
+            .members
+            .values()
+            .next()
+            .map(|m| m.protocols.clone())
+            .unwrap_or_default();
+        self.protocol = first.iter().map(|(name, _)| name.clone()).find(|name| {
+            self.members
+                .values()
+                .all(|m| m.protocols.iter().any(|(n, _)| n == name))
+        });
+        if self
+            .leader
+            .as_ref()
+            .is_none_or(|l| !self.members.contains_key(l))
+        {
+            self.leader = self.members.keys().next().cloned();
+        }
+        self.generation += 1;
+        for m in self.members.values_mut() {
+            m.joined_generation = Some(self.generation);
+            m.assignment = Bytes::new();
+        }
+        self.state = GroupState::CompletingRebalance;
+        self.rebalance_deadline = None;
+    }
+}
+
+/// The answer to a JoinGroup.
+#[derive(Debug, Clone, Default)]
+pub struct JoinResult {
+    /// Kafka error code.
+    pub error: i16,
+    /// The new generation.
+    pub generation: i32,
+    /// The chosen protocol.
+    pub protocol: Option<String>,
+    /// The protocol type.
+    pub protocol_type: Option<String>,
+    /// The leader.
+    pub leader: String,
+    /// The member's id.
+    pub member_id: String,
+    /// For the leader: every member's metadata for the chosen protocol.
+    pub members: Vec<(String, Bytes)>,
+}
+
+/// A JoinGroup's arguments.
+#[derive(Debug, Clone)]
+pub struct JoinRequest {
+    /// The group.
+    pub group: String,
+    /// The member id ("" to get one).
+    pub member_id: String,
+    /// Whether the client understands MEMBER_ID_REQUIRED (JoinGroup v4+).
+    pub require_known_member_id: bool,
+    /// The client id.
+    pub client_id: String,
+    /// The client's host.
+    pub client_host: String,
+    /// Session timeout.
+    pub session_timeout: Duration,
+    /// Rebalance timeout.
+    pub rebalance_timeout: Duration,
+    /// The protocol type.
+    pub protocol_type: String,
+    /// Supported protocols with metadata.
+    pub protocols: Vec<(String, Bytes)>,
+}
+
+/// The coordinator of every group.
+#[derive(Debug)]
+pub struct GroupCoordinator {
+    groups: Mutex<HashMap<String, Group>>,
+    log: Mutex<RecordLog<OffsetRecord>>,
+    changed: Notify,
+    next_member: std::sync::atomic::AtomicU64,
+}
+
+impl GroupCoordinator {
+    /// Opens the offsets log under `dir` and replays it.
+    pub fn open(dir: &Path) -> Result<GroupCoordinator, StorageError> {
+        let (log, records) = RecordLog::open(&dir.join("offsets.log"))?;
+        let mut groups: HashMap<String, Group> = HashMap::new();
+        for record in records {
+            match record {
+                OffsetRecord::Commit {
+                    group,
+                    topic,
+                    partition,
+                    committed,
+                } => {
+                    groups
+                        .entry(group)
+                        .or_insert_with(Group::new)
+                        .offsets
+                        .insert((topic, partition), committed);
+                }
+                OffsetRecord::DeleteGroup { group } => {
+                    groups.remove(&group);
+                }
+            }
+        }
+        Ok(GroupCoordinator {
+            groups: Mutex::new(groups),
+            log: Mutex::new(log),
+            changed: Notify::new(),
+            next_member: std::sync::atomic::AtomicU64::new(1),
+        })
+    }
+
+    fn with_groups<T>(&self, f: impl FnOnce(&mut HashMap<String, Group>) -> T) -> T {
+        let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut groups)
+    }
+
+    /// JoinGroup: waits until the rebalance completes (or the member must retry).
+    pub async fn join(&self, request: JoinRequest) -> JoinResult {
+        let now = Instant::now();
+        let mut member_id = request.member_id.clone();
+        if member_id.is_empty() {
+            let n = self
+                .next_member
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            member_id = format!(
+                "{}-{n}-{}",
+                request.client_id,
+                uuid::Uuid::new_v4().simple()
+            );
+            if request.require_known_member_id {
+                return JoinResult {
+                    error: codes::MEMBER_ID_REQUIRED,
+                    member_id,
+                    ..JoinResult::default()
+                };
+            }
+        }
+        let joined_at = self.with_groups(|groups| {
+            let group = groups
+                .entry(request.group.clone())
+                .or_insert_with(Group::new);
+            group.expire(now);
+            if !group.members.is_empty() && group.protocol_type != request.protocol_type {
+                return Err(codes::INCONSISTENT_GROUP_PROTOCOL);
+            }
+            if !group.members.is_empty()
+                && !request.protocols.iter().any(|(n, _)| {
+                    group
+                        .members
+                        .values()
+                        .all(|m| m.protocols.iter().any(|(p, _)| p == n))
+                })
+            {
+                return Err(codes::INCONSISTENT_GROUP_PROTOCOL);
+            }
+            group.protocol_type = request.protocol_type.clone();
+            let member = group
+                .members
+                .entry(member_id.clone())
+                .or_insert_with(|| Member {
+                    client_id: request.client_id.clone(),
+                    client_host: request.client_host.clone(),
+                    protocols: Vec::new(),
+                    assignment: Bytes::new(),
+                    session_timeout: request.session_timeout,
+                    rebalance_timeout: request.rebalance_timeout,
+                    last_seen: now,
+                    joined_generation: None,
+                });
+            member.protocols = request.protocols.clone();
+            member.session_timeout = request.session_timeout;
+            member.rebalance_timeout = request.rebalance_timeout;
+            member.last_seen = now;
+            group.prepare_rebalance(now);
+            let generation = group.generation;
+            if let Some(m) = group.members.get_mut(&member_id) {
+                m.joined_generation = Some(generation);
+            }
+            group.maybe_complete_join(now);
+            Ok(generation)
+        });
+        let joined_at = match joined_at {
+            Ok(g) => g,
+            Err(error) => {
+                return JoinResult {
+                    error,
+                    member_id,
+                    ..JoinResult::default()
+                };
+            }
+        };
+        self.changed.notify_waiters();
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (result, deadline) = self.with_groups(|groups| {
+                let Some(group) = groups.get_mut(&request.group) else {
+                    return (Some(codes::UNKNOWN_MEMBER_ID), None);
+                };
+                group.maybe_complete_join(Instant::now());
+                if group.generation > joined_at {
+                    return (None, None);
+                }
+                if !group.members.contains_key(&member_id) {
+                    return (Some(codes::UNKNOWN_MEMBER_ID), None);
+                }
+                (Some(0), group.rebalance_deadline)
+            });
+            match result {
+                None => break,
+                Some(0) => {}
+                Some(error) => {
+                    return JoinResult {
+                        error,
+                        member_id,
+                        ..JoinResult::default()
+                    };
+                }
+            }
+            let wait = deadline.unwrap_or_else(|| Instant::now() + Duration::from_millis(100));
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(wait) => {}
+            }
+        }
+        self.changed.notify_waiters();
+        self.with_groups(|groups| {
+            let Some(group) = groups.get(&request.group) else {
+                return JoinResult {
+                    error: codes::UNKNOWN_MEMBER_ID,
+                    member_id: member_id.clone(),
+                    ..JoinResult::default()
+                };
+            };
+            if !group.members.contains_key(&member_id) {
+                return JoinResult {
+                    error: codes::UNKNOWN_MEMBER_ID,
+                    member_id: member_id.clone(),
+                    ..JoinResult::default()
+                };
+            }
+            let leader = group.leader.clone().unwrap_or_default();
+            let protocol = group.protocol.clone();
+            let members = if leader == member_id {
+                group
+                    .members
+                    .iter()
+                    .map(|(id, m)| {
+                        let metadata = m
+                            .protocols
+                            .iter()
+                            .find(|(n, _)| Some(n) == protocol.as_ref())
+                            .map(|(_, md)| md.clone())
+                            .unwrap_or_default();
+                        (id.clone(), metadata)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            JoinResult {
+                error: 0,
+                generation: group.generation,
+                protocol,
+                protocol_type: Some(group.protocol_type.clone()),
+                leader,
+                member_id: member_id.clone(),
+                members,
+            }
+        })
+    }
+
+    /// SyncGroup: the leader hands out assignments; everyone waits for theirs.
+    pub async fn sync(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        assignments: Vec<(String, Bytes)>,
+        timeout: Duration,
+    ) -> (i16, Bytes) {
+        let deadline = Instant::now() + timeout;
+        let check = self.with_groups(|groups| {
+            let Some(group) = groups.get_mut(group_id) else {
+                return Err(codes::UNKNOWN_MEMBER_ID);
+            };
+            let Some(member) = group.members.get_mut(member_id) else {
+                return Err(codes::UNKNOWN_MEMBER_ID);
+            };
+            member.last_seen = Instant::now();
+            if generation != group.generation {
+                return Err(codes::ILLEGAL_GENERATION);
+            }
+            if group.state == GroupState::PreparingRebalance {
+                return Err(codes::REBALANCE_IN_PROGRESS);
+            }
+            if group.leader.as_deref() == Some(member_id)
+                && group.state == GroupState::CompletingRebalance
+            {
+                for (id, assignment) in assignments {
+                    if let Some(m) = group.members.get_mut(&id) {
+                        m.assignment = assignment;
+                    }
+                }
+                group.state = GroupState::Stable;
+            }
+            Ok(())
+        });
+        if let Err(error) = check {
+            return (error, Bytes::new());
+        }
+        self.changed.notify_waiters();
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let state = self.with_groups(|groups| {
+                let group = groups.get(group_id)?;
+                if group.generation != generation || !group.members.contains_key(member_id) {
+                    return Some(Err(codes::REBALANCE_IN_PROGRESS));
+                }
+                match group.state {
+                    GroupState::Stable => Some(Ok(group.members[member_id].assignment.clone())),
+                    GroupState::CompletingRebalance => None,
+                    _ => Some(Err(codes::REBALANCE_IN_PROGRESS)),
+                }
+            });
+            match state {
+                Some(Ok(assignment)) => return (0, assignment),
+                Some(Err(error)) => return (error, Bytes::new()),
+                None if Instant::now() >= deadline => {
+                    return (codes::REBALANCE_IN_PROGRESS, Bytes::new());
+                }
+                None => {}
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
+    /// How long a SyncGroup of this member may wait for the leader's assignment.
+    pub fn rebalance_timeout(&self, group_id: &str, member_id: &str) -> Duration {
+        self.with_groups(|groups| {
+            groups
+                .get(group_id)
+                .and_then(|g| g.members.get(member_id))
+                .map_or(Duration::ZERO, |m| m.rebalance_timeout)
+        })
+    }
+
+    /// Heartbeat.
+    pub fn heartbeat(&self, group_id: &str, generation: i32, member_id: &str) -> i16 {
+        let now = Instant::now();
+        let error = self.with_groups(|groups| {
+            let Some(group) = groups.get_mut(group_id) else {
+                return codes::UNKNOWN_MEMBER_ID;
+            };
+            group.expire(now);
+            let Some(member) = group.members.get_mut(member_id) else {
+                return codes::UNKNOWN_MEMBER_ID;
+            };
+            member.last_seen = now;
+            if generation != group.generation {
+                return codes::ILLEGAL_GENERATION;
+            }
+            if group.state == GroupState::PreparingRebalance {
+                return codes::REBALANCE_IN_PROGRESS;
+            }
+            group.maybe_complete_join(now);
+            0
+        });
+        self.changed.notify_waiters();
+        error
+    }
+
+    /// LeaveGroup for these members; returns each one's error.
+    pub fn leave(&self, group_id: &str, members: &[String]) -> Vec<i16> {
+        let now = Instant::now();
+        let errors = self.with_groups(|groups| {
+            let Some(group) = groups.get_mut(group_id) else {
+                return vec![codes::UNKNOWN_MEMBER_ID; members.len()];
+            };
+            let errors = members
+                .iter()
+                .map(|m| {
+                    if group.members.remove(m).is_some() {
+                        0
+                    } else {
+                        codes::UNKNOWN_MEMBER_ID
+                    }
+                })
+                .collect();
+            group.after_departure(now);
+            group.maybe_complete_join(now);
+            errors
+        });
+        self.changed.notify_waiters();
+        errors
+    }
+
+    /// OffsetCommit: `generation` -1 with an empty member id commits for an empty group (admin
+    /// tools); otherwise the member must be in the current generation.
+    pub fn commit(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        offsets: Vec<(String, i32, Committed)>,
+    ) -> Vec<i16> {
+        let check = self.with_groups(|groups| {
+            let group = groups
+                .entry(group_id.to_string())
+                .or_insert_with(Group::new);
+            if generation < 0 && member_id.is_empty() {
+                return if group.members.is_empty() {
+                    0
+                } else {
+                    codes::UNKNOWN_MEMBER_ID
+                };
+            }
+            match group.members.get_mut(member_id) {
+                None => codes::UNKNOWN_MEMBER_ID,
+                Some(_) if generation != group.generation => codes::ILLEGAL_GENERATION,
+                Some(m) => {
+                    m.last_seen = Instant::now();
+                    0
+                }
+            }
+        });
+        if check != 0 {
+            return vec![check; offsets.len()];
+        }
+        let mut errors = Vec::with_capacity(offsets.len());
+        for (topic, partition, committed) in offsets {
+            let record = OffsetRecord::Commit {
+                group: group_id.to_string(),
+                topic: topic.clone(),
+                partition,
+                committed: committed.clone(),
+            };
+            let written = self
+                .log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .append(&record);
+            match written {
+                Ok(()) => {
+                    self.with_groups(|groups| {
+                        groups
+                            .entry(group_id.to_string())
+                            .or_insert_with(Group::new)
+                            .offsets
+                            .insert((topic, partition), committed)
+                    });
+                    errors.push(0);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "committing an offset");
+                    errors.push(codes::KAFKA_STORAGE_ERROR);
+                }
+            }
+        }
+        errors
+    }
+
+    /// The committed offsets of a group (all of them when `partitions` is None).
+    pub fn committed(&self, group_id: &str) -> BTreeMap<(String, i32), Committed> {
+        self.with_groups(|groups| {
+            groups
+                .get(group_id)
+                .map(|g| g.offsets.clone())
+                .unwrap_or_default()
+        })
+    }
+
+    /// A snapshot of a group.
+    pub fn describe(&self, group_id: &str) -> Option<Group> {
+        self.with_groups(|groups| {
+            let group = groups.get_mut(group_id)?;
+            group.expire(Instant::now());
+            Some(group.clone())
+        })
+    }
+
+    /// Every group: id, state, protocol type.
+    pub fn list(&self) -> Vec<(String, GroupState, String)> {
+        let now = Instant::now();
+        let mut out: Vec<(String, GroupState, String)> = self.with_groups(|groups| {
+            groups
+                .iter_mut()
+                .map(|(id, g)| {
+                    g.expire(now);
+                    (id.clone(), g.state, g.protocol_type.clone())
+                })
+                .collect()
+        });
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// DeleteGroups for one group: only an empty group goes.
+    pub fn delete(&self, group_id: &str) -> i16 {
+        let state = self.with_groups(|groups| groups.get(group_id).map(|g| g.members.is_empty()));
+        match state {
+            None => codes::GROUP_ID_NOT_FOUND,
+            Some(false) => codes::NON_EMPTY_GROUP,
+            Some(true) => {
+                let record = OffsetRecord::DeleteGroup {
+                    group: group_id.to_string(),
+                };
+                match self
+                    .log
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .append(&record)
+                {
+                    Ok(()) => {
+                        self.with_groups(|groups| groups.remove(group_id));
+                        0
+                    }
+                    Err(_) => codes::KAFKA_STORAGE_ERROR,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

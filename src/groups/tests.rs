@@ -1,0 +1,214 @@
+use super::*;
+
+fn join_request(group: &str, member_id: &str, protocols: &[&str]) -> JoinRequest {
+    JoinRequest {
+        group: group.to_string(),
+        member_id: member_id.to_string(),
+        require_known_member_id: true,
+        client_id: "client".to_string(),
+        client_host: "/127.0.0.1".to_string(),
+        session_timeout: Duration::from_secs(10),
+        rebalance_timeout: Duration::from_secs(5),
+        protocol_type: "consumer".to_string(),
+        protocols: protocols
+            .iter()
+            .map(|p| (p.to_string(), Bytes::from(format!("{member_id}:{p}"))))
+            .collect(),
+    }
+}
+
+/// A new member first gets MEMBER_ID_REQUIRED, then joins with that id.
+async fn join_new(coordinator: &GroupCoordinator, group: &str, protocols: &[&str]) -> JoinResult {
+    let first = coordinator.join(join_request(group, "", protocols)).await;
+    assert_eq!(first.error, codes::MEMBER_ID_REQUIRED);
+    coordinator
+        .join(join_request(group, &first.member_id, protocols))
+        .await
+}
+
+#[tokio::test]
+async fn a_lone_member_becomes_leader_and_gets_its_assignment() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let coordinator = GroupCoordinator::open(dir.path()).expect("opens");
+    let joined = join_new(&coordinator, "g", &["range"]).await;
+    assert_eq!(joined.error, 0);
+    assert_eq!(joined.generation, 1);
+    assert_eq!(joined.leader, joined.member_id);
+    assert_eq!(joined.protocol.as_deref(), Some("range"));
+    assert_eq!(joined.members.len(), 1);
+    let me = joined.member_id.clone();
+    let (error, assignment) = coordinator
+        .sync(
+            "g",
+            1,
+            &me,
+            vec![(me.clone(), Bytes::from_static(b"all"))],
+            Duration::from_secs(1),
+        )
+        .await;
+    assert_eq!((error, &assignment[..]), (0, &b"all"[..]));
+    assert_eq!(
+        coordinator.describe("g").expect("exists").state,
+        GroupState::Stable
+    );
+    assert_eq!(coordinator.heartbeat("g", 1, &me), 0);
+    assert_eq!(
+        coordinator.heartbeat("g", 0, &me),
+        codes::ILLEGAL_GENERATION
+    );
+}
+
+#[tokio::test]
+async fn a_second_member_triggers_a_rebalance_both_rejoin_and_share_one_generation() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let coordinator = Arc::new(GroupCoordinator::open(dir.path()).expect("opens"));
+    let a = join_new(&coordinator, "g", &["cooperative-sticky", "range"]).await;
+    let (error, _) = coordinator
+        .sync(
+            "g",
+            a.generation,
+            &a.member_id,
+            vec![],
+            Duration::from_secs(1),
+        )
+        .await;
+    assert_eq!(error, 0);
+    // B supports only range: the group must move to the protocol both support.
+    let b_task = {
+        let coordinator = coordinator.clone();
+        tokio::spawn(async move { join_new(&coordinator, "g", &["range"]).await })
+    };
+    // A learns of the rebalance from its heartbeat, then rejoins.
+    let mut heartbeat = 0;
+    for _ in 0..100 {
+        heartbeat = coordinator.heartbeat("g", a.generation, &a.member_id);
+        if heartbeat == codes::REBALANCE_IN_PROGRESS {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(heartbeat, codes::REBALANCE_IN_PROGRESS);
+    let a2 = coordinator
+        .join(join_request(
+            "g",
+            &a.member_id,
+            &["cooperative-sticky", "range"],
+        ))
+        .await;
+    let b = b_task.await.expect("joins");
+    assert_eq!((a2.error, b.error), (0, 0));
+    assert_eq!(a2.generation, 2);
+    assert_eq!(b.generation, 2);
+    assert_eq!(a2.protocol.as_deref(), Some("range"));
+    assert_eq!(a2.leader, a.member_id, "the leader stays");
+    assert_eq!(a2.members.len(), 2, "the leader sees every member");
+    assert!(b.members.is_empty(), "followers see none");
+    let b_sync = {
+        let coordinator = coordinator.clone();
+        let id = b.member_id.clone();
+        tokio::spawn(async move {
+            coordinator
+                .sync("g", 2, &id, vec![], Duration::from_secs(5))
+                .await
+        })
+    };
+    let assignments = vec![
+        (a.member_id.clone(), Bytes::from_static(b"p0")),
+        (b.member_id.clone(), Bytes::from_static(b"p1")),
+    ];
+    let (error, mine) = coordinator
+        .sync("g", 2, &a.member_id, assignments, Duration::from_secs(5))
+        .await;
+    assert_eq!((error, &mine[..]), (0, &b"p0"[..]));
+    let (error, theirs) = b_sync.await.expect("syncs");
+    assert_eq!(
+        (error, &theirs[..]),
+        (0, &b"p1"[..]),
+        "the follower waits for the leader's assignment"
+    );
+    // B leaves: A is told to rejoin, and a commit from B is refused.
+    assert_eq!(
+        coordinator.leave("g", std::slice::from_ref(&b.member_id)),
+        vec![0]
+    );
+    assert_eq!(
+        coordinator.heartbeat("g", 2, &a.member_id),
+        codes::REBALANCE_IN_PROGRESS
+    );
+    let refused = coordinator.commit("g", 2, &b.member_id, vec![("t".into(), 0, committed(5))]);
+    assert_eq!(refused, vec![codes::UNKNOWN_MEMBER_ID]);
+}
+
+fn committed(offset: i64) -> Committed {
+    Committed {
+        offset,
+        leader_epoch: 3,
+        metadata: Some("m".to_string()),
+    }
+}
+
+#[tokio::test]
+async fn committed_offsets_survive_a_restart_and_delete_removes_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    {
+        let coordinator = GroupCoordinator::open(dir.path()).expect("opens");
+        let joined = join_new(&coordinator, "g", &["range"]).await;
+        let errors = coordinator.commit(
+            "g",
+            joined.generation,
+            &joined.member_id,
+            vec![
+                ("t".into(), 0, committed(10)),
+                ("t".into(), 1, committed(20)),
+            ],
+        );
+        assert_eq!(errors, vec![0, 0]);
+        // A stale generation is fenced.
+        let fenced = coordinator.commit(
+            "g",
+            0,
+            &joined.member_id,
+            vec![("t".into(), 0, committed(99))],
+        );
+        assert_eq!(fenced, vec![codes::ILLEGAL_GENERATION]);
+        assert_eq!(coordinator.delete("g"), codes::NON_EMPTY_GROUP);
+        // An admin commit (no member) to an empty group is accepted.
+        assert_eq!(
+            coordinator.commit("h", -1, "", vec![("t".into(), 0, committed(7))]),
+            vec![0]
+        );
+    }
+    let coordinator = GroupCoordinator::open(dir.path()).expect("reopens");
+    let offsets = coordinator.committed("g");
+    assert_eq!(offsets.get(&("t".to_string(), 0)), Some(&committed(10)));
+    assert_eq!(offsets.get(&("t".to_string(), 1)), Some(&committed(20)));
+    assert_eq!(
+        coordinator.describe("g").expect("exists").state,
+        GroupState::Empty,
+        "members rejoin after a restart"
+    );
+    assert_eq!(coordinator.delete("h"), 0);
+    assert_eq!(coordinator.delete("h"), codes::GROUP_ID_NOT_FOUND);
+    drop(coordinator);
+    let coordinator = GroupCoordinator::open(dir.path()).expect("reopens");
+    assert!(
+        coordinator.committed("h").is_empty(),
+        "the deletion is durable"
+    );
+    assert_eq!(coordinator.committed("g").len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_whose_session_expires_is_removed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let coordinator = GroupCoordinator::open(dir.path()).expect("opens");
+    let joined = join_new(&coordinator, "g", &["range"]).await;
+    tokio::time::advance(Duration::from_secs(11)).await;
+    assert_eq!(
+        coordinator.heartbeat("g", joined.generation, &joined.member_id),
+        codes::UNKNOWN_MEMBER_ID
+    );
+    let group = coordinator.describe("g").expect("exists");
+    assert_eq!(group.state, GroupState::Empty);
+    assert!(group.members.is_empty());
+}
