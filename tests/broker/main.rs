@@ -349,25 +349,34 @@ fn kafka_tool(class: &str, args: &[&str]) -> String {
     text
 }
 
-/// Apache Kafka's producer (idempotent, acks=all, lz4) and console consumer against a
-/// `kmirror broker` process; the stored batches are fetched back byte-identical.
-#[tokio::test]
-#[ignore = "needs Apache Kafka: run scripts/test.sh"]
-async fn kafkas_own_tools_against_the_kmirror_broker() {
-    let dir = tempfile::tempdir().expect("temp dir");
+/// A `kmirror broker` process, killed if a failing test drops it (so no orphan outlives the run).
+struct BrokerProcess(std::process::Child);
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts a `kmirror broker` process with its data under `dir`; returns it and its address.
+async fn spawn_broker(dir: &Path) -> (BrokerProcess, String) {
     let port = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binds")
         .local_addr()
         .expect("addr")
         .port();
-    let config = dir.path().join("server.properties");
+    let config = dir.join("server.properties");
     std::fs::write(
         &config,
-        format!("node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\nnum.partitions=1\n", dir.path().display()),
+        format!(
+            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\nnum.partitions=1\n",
+            dir.display()
+        ),
     )
     .expect("writes config");
-    let mut broker = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+    let broker = Command::new(env!("CARGO_BIN_EXE_kmirror"))
         .args(["broker", "--config"])
         .arg(&config)
         .spawn()
@@ -379,6 +388,28 @@ async fn kafkas_own_tools_against_the_kmirror_broker() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+    (BrokerProcess(broker), address)
+}
+
+/// Stops the broker with SIGTERM and checks it shut down cleanly.
+fn stop_broker(mut broker: BrokerProcess) {
+    Command::new("kill")
+        .arg(broker.0.id().to_string())
+        .status()
+        .expect("SIGTERM");
+    assert!(
+        broker.0.wait().expect("exits").success(),
+        "a clean shutdown on SIGTERM"
+    );
+}
+
+/// Apache Kafka's producer (idempotent, acks=all, lz4) and console consumer against a
+/// `kmirror broker` process; the stored batches are fetched back byte-identical.
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn kafkas_own_tools_against_the_kmirror_broker() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (broker, address) = spawn_broker(dir.path()).await;
     kafka_tool(
         "org.apache.kafka.tools.TopicCommand",
         &[
@@ -461,12 +492,169 @@ async fn kafkas_own_tools_against_the_kmirror_broker() {
         .filter_map(Result::ok)
         .all(|b| b.compression().is_ok_and(|c| c.name() == "lz4"));
     assert!(lz4, "the Java producer's lz4 batches are stored as sent");
-    Command::new("kill")
-        .arg(broker.id().to_string())
-        .status()
-        .expect("SIGTERM");
-    assert!(
-        broker.wait().expect("exits").success(),
-        "a clean shutdown on SIGTERM"
+    stop_broker(broker);
+}
+
+/// The `PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG` columns `kafka-consumer-groups --describe`
+/// prints for `topic`.
+fn described_offsets(address: &str, group: &str, topic: &str) -> Vec<(i32, i64, i64, i64)> {
+    let out = kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &[
+            "--bootstrap-server",
+            address,
+            "--describe",
+            "--group",
+            group,
+        ],
     );
+    let mut rows: Vec<(i32, i64, i64, i64)> = out
+        .lines()
+        .filter_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() < 6 || cols[0] != group || cols[1] != topic {
+                return None;
+            }
+            Some((
+                cols[2].parse().ok()?,
+                cols[3].parse().ok()?,
+                cols[4].parse().ok()?,
+                cols[5].parse().ok()?,
+            ))
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Kafka's console consumer as a group member (FindCoordinator, JoinGroup, SyncGroup,
+/// Heartbeat, OffsetCommit on close) and `kafka-consumer-groups` against a `kmirror broker`
+/// process: every record is read once, the committed offsets are the log ends, a second member
+/// of the group resumes from them, and they survive a broker restart.
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn a_kafka_consumer_group_commits_offsets_that_survive_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (broker, address) = spawn_broker(dir.path()).await;
+    kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &address,
+            "--create",
+            "--topic",
+            "events",
+            "--partitions",
+            "3",
+        ],
+    );
+    let props = format!("bootstrap.servers={address}");
+    let out = kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic",
+            "events",
+            "--num-records",
+            "30000",
+            "--record-size",
+            "50",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &props,
+            "acks=all",
+            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+        ],
+    );
+    assert!(out.contains("30000 records sent"), "{out}");
+    let consume = |max: &str, timeout: &str| {
+        kafka_tool(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            &[
+                "--bootstrap-server",
+                &address,
+                "--topic",
+                "events",
+                "--group",
+                "readers",
+                "--from-beginning",
+                "--max-messages",
+                max,
+                "--timeout-ms",
+                timeout,
+                "--property",
+                "print.partition=true",
+                "--property",
+                "print.offset=true",
+            ],
+        )
+    };
+    let out = consume("30000", "30000");
+    let mut seen: Vec<(i32, i64)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut cols = l.split('\t');
+            let partition = cols.next()?.strip_prefix("Partition:")?.parse().ok()?;
+            let offset = cols.next()?.strip_prefix("Offset:")?.parse().ok()?;
+            Some((partition, offset))
+        })
+        .collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 30_000, "every record once");
+    let rows = described_offsets(&address, "readers", "events");
+    assert_eq!(rows.len(), 3, "one row per partition: {rows:?}");
+    for (partition, current, end, lag) in &rows {
+        assert_eq!(
+            current, end,
+            "partition {partition} committed at its log end"
+        );
+        assert_eq!(*lag, 0);
+    }
+    assert_eq!(rows.iter().map(|r| r.2).sum::<i64>(), 30_000);
+    // A new member of the group resumes from the committed offsets: nothing left to read.
+    let out = consume("1", "5000");
+    assert!(
+        !out.lines().any(|l| l.starts_with("Partition:")),
+        "the group had already read everything:\n{out}"
+    );
+    stop_broker(broker);
+
+    let (broker, address) = spawn_broker(dir.path()).await;
+    let client = SourceClient::connect(ClientConfig::plaintext(&address))
+        .await
+        .expect("connects");
+    let mut committed: Vec<(i32, i64, i32)> = client
+        .committed_offsets("readers")
+        .await
+        .expect("offset fetch")
+        .into_iter()
+        .filter(|c| c.topic == "events")
+        .map(|c| (c.partition, c.offset, c.leader_epoch))
+        .collect();
+    committed.sort();
+    let expected: Vec<(i32, i64, i32)> = rows.iter().map(|r| (r.0, r.2, 0)).collect();
+    assert_eq!(
+        committed, expected,
+        "committed offsets and their leader epochs survive the restart"
+    );
+    kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &[
+            "--bootstrap-server",
+            &address,
+            "--delete",
+            "--group",
+            "readers",
+        ],
+    );
+    let listed = kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &["--bootstrap-server", &address, "--list"],
+    );
+    assert!(
+        !listed.lines().any(|l| l.trim() == "readers"),
+        "the group is deleted:\n{listed}"
+    );
+    stop_broker(broker);
 }

@@ -414,14 +414,20 @@ impl SourceClient {
         }
     }
 
-    /// The connection to broker `id`, from the last metadata.
+    /// The connection to broker `id`, from the last metadata (refreshed once when `id` is not
+    /// in it, as right after connecting).
     pub async fn broker(&self, id: i32) -> Result<Arc<Connection>, ClientError> {
-        let address = self
-            .brokers
-            .lock()
-            .ok()
-            .and_then(|b| b.get(&id).cloned())
-            .ok_or_else(|| ClientError::NotFound(format!("broker {id} is not in the metadata")))?;
+        let known =
+            |client: &SourceClient| client.brokers.lock().ok().and_then(|b| b.get(&id).cloned());
+        let address = match known(self) {
+            Some(address) => address,
+            None => {
+                Box::pin(self.metadata(Some(&[]))).await?;
+                known(self).ok_or_else(|| {
+                    ClientError::NotFound(format!("broker {id} is not in the metadata"))
+                })?
+            }
+        };
         self.connection(&address).await
     }
 
