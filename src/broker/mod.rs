@@ -9,7 +9,7 @@
 //! and `acks=all` is satisfied by the append itself; every partition's leader is this node, at the
 //! controller's leader epoch. Today the broker answers ApiVersions, Metadata, Produce (plain and
 //! idempotent), Fetch (full fetches, long polling, READ_COMMITTED), ListOffsets,
-//! OffsetForLeaderEpoch, CreateTopics, InitProducerId (idempotent producers), DescribeCluster and
+//! OffsetForLeaderEpoch, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, InitProducerId (idempotent producers), DescribeCluster and
 //! the classic group protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 //! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups); any other API closes the
 //! connection.
@@ -66,8 +66,9 @@ impl Broker {
         };
         let topics: Vec<(String, TopicMeta)> =
             broker.with_controller(|c| c.topics().clone().into_iter().collect());
+        broker.remove_stray_logs(&topics)?;
         for (name, topic) in topics {
-            broker.open_partitions(&name, &topic)?;
+            broker.open_partitions(&name, &topic, 0)?;
         }
         Ok(broker)
     }
@@ -77,10 +78,49 @@ impl Broker {
         f(&mut guard)
     }
 
-    fn open_partitions(&self, name: &str, topic: &TopicMeta) -> Result<(), StorageError> {
-        for index in 0..topic.partitions.len() as i32 {
+    /// Removes partition directories no topic owns: those of a deletion that crashed before
+    /// removing them (the controller's record is the truth), so a topic recreated under the same
+    /// name never sees the old data.
+    fn remove_stray_logs(&self, topics: &[(String, TopicMeta)]) -> Result<(), StorageError> {
+        let dir = &self.config.log_dir;
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let file_name = entry.file_name().to_string_lossy().into_owned();
+            if file_name.starts_with("__") || !entry.path().is_dir() {
+                continue;
+            }
+            // Only directories named as partition logs are ours to judge.
+            let Some((topic, index)) = file_name
+                .rsplit_once('-')
+                .and_then(|(t, i)| Some((t, i.parse::<usize>().ok()?)))
+                .filter(|(t, _)| crate::controller::valid_topic_name(t))
+            else {
+                continue;
+            };
+            let owned = topics
+                .iter()
+                .any(|(name, t)| name == topic && index < t.partitions.len());
+            if !owned {
+                tracing::warn!(directory = %entry.path().display(), "removing a partition directory no topic owns");
+                std::fs::remove_dir_all(entry.path())
+                    .map_err(crate::storage::error::io("remove", &entry.path()))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn open_partitions(
+        &self,
+        name: &str,
+        topic: &TopicMeta,
+        from: i32,
+    ) -> Result<(), StorageError> {
+        for index in from..topic.partitions.len() as i32 {
             let dir = self.config.log_dir.join(format!("{name}-{index}"));
-            let (mut log, report) = PartitionLog::open(&dir, self.config.log.clone(), now_ms())?;
+            let settings = self.config.log.with_overrides(&topic.configs);
+            let (mut log, report) = PartitionLog::open(&dir, settings, now_ms())?;
             if !report.problems.is_empty() {
                 tracing::warn!(topic = name, partition = index, problems = ?report.problems, "recovered partition log");
             }
@@ -156,7 +196,37 @@ impl Broker {
     ) -> Result<TopicMeta, ControllerError> {
         let topic =
             self.with_controller(|c| c.create_topic(name, partitions, configs, topic_id))?;
-        self.open_partitions(name, &topic)?;
+        self.open_partitions(name, &topic, 0)?;
+        Ok(topic)
+    }
+
+    /// Grows a topic to `count` partitions and opens the new logs.
+    pub fn create_partitions(&self, name: &str, count: i32) -> Result<TopicMeta, ControllerError> {
+        let before = self
+            .topics()
+            .get(name)
+            .map_or(0, |t| t.partitions.len() as i32);
+        let topic = self.with_controller(|c| c.create_partitions(name, count))?;
+        self.open_partitions(name, &topic, before)?;
+        Ok(topic)
+    }
+
+    /// Deletes a topic: the controller's record first (the truth after a crash), then its logs.
+    pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ControllerError> {
+        let topic = self.with_controller(|c| c.delete_topic(name))?;
+        let removed: Vec<Arc<Partition>> = {
+            let mut partitions = self.partitions.write().unwrap_or_else(|e| e.into_inner());
+            (0..topic.partitions.len() as i32)
+                .filter_map(|index| partitions.remove(&(name.to_string(), index)))
+                .collect()
+        };
+        drop(removed);
+        for index in 0..topic.partitions.len() {
+            let dir = self.config.log_dir.join(format!("{name}-{index}"));
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).map_err(crate::storage::error::io("remove", &dir))?;
+            }
+        }
         Ok(topic)
     }
 

@@ -34,6 +34,10 @@ pub enum MetadataRecord {
     },
     /// The next producer id to hand out.
     ProducerIdBlock { next: i64 },
+    /// A topic grew to `count` partitions (CreatePartitions).
+    PartitionCount { topic: String, count: i32 },
+    /// A topic was deleted.
+    TopicDeleted { name: String },
 }
 
 /// A partition's metadata.
@@ -63,12 +67,28 @@ pub enum ControllerError {
     /// A name Kafka would refuse (Kafka: INVALID_TOPIC_EXCEPTION).
     #[error("invalid topic name {0:?}")]
     InvalidName(String),
-    /// A partition count below one (Kafka: INVALID_PARTITIONS).
+    /// A partition count below one, or not above the current one (Kafka: INVALID_PARTITIONS).
     #[error("invalid partition count {0}")]
     InvalidPartitions(i32),
+    /// No such topic (Kafka: UNKNOWN_TOPIC_OR_PARTITION).
+    #[error("unknown topic {0}")]
+    UnknownTopic(String),
     /// The metadata log could not be written.
     #[error(transparent)]
     Storage(#[from] StorageError),
+}
+
+impl ControllerError {
+    /// The Kafka error code a client gets for it.
+    pub fn error_code(&self) -> i16 {
+        match self {
+            ControllerError::TopicExists(_) => 36,
+            ControllerError::InvalidName(_) => 17,
+            ControllerError::InvalidPartitions(_) => 37,
+            ControllerError::UnknownTopic(_) => 3,
+            ControllerError::Storage(_) => 56,
+        }
+    }
 }
 
 /// The controller state and its log.
@@ -147,6 +167,18 @@ impl Controller {
                 }
             }
             MetadataRecord::ProducerIdBlock { next } => self.next_producer_id = *next,
+            MetadataRecord::PartitionCount { topic, count } => {
+                if let Some(t) = self.topics.get_mut(topic) {
+                    let count = usize::try_from(*count).unwrap_or(0);
+                    if count > t.partitions.len() {
+                        t.partitions
+                            .resize(count, PartitionMeta { leader_epoch: 0 });
+                    }
+                }
+            }
+            MetadataRecord::TopicDeleted { name } => {
+                self.topics.remove(name);
+            }
         }
     }
 
@@ -192,6 +224,41 @@ impl Controller {
             configs,
         })?;
         Ok(self.topics[name].clone())
+    }
+
+    /// Grows a topic to `count` partitions (partitions are never removed, as in Kafka).
+    pub fn create_partitions(
+        &mut self,
+        name: &str,
+        count: i32,
+    ) -> Result<TopicMeta, ControllerError> {
+        let current = self
+            .topics
+            .get(name)
+            .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))?
+            .partitions
+            .len();
+        if usize::try_from(count).map_or(true, |c| c <= current) {
+            return Err(ControllerError::InvalidPartitions(count));
+        }
+        self.append(MetadataRecord::PartitionCount {
+            topic: name.to_string(),
+            count,
+        })?;
+        Ok(self.topics[name].clone())
+    }
+
+    /// Deletes a topic; returns what it was.
+    pub fn delete_topic(&mut self, name: &str) -> Result<TopicMeta, ControllerError> {
+        let topic = self
+            .topics
+            .get(name)
+            .cloned()
+            .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))?;
+        self.append(MetadataRecord::TopicDeleted {
+            name: name.to_string(),
+        })?;
+        Ok(topic)
     }
 
     /// Raises a partition's leader epoch to at least `min_leader_epoch + 1` (BumpLeaderEpochs);
@@ -280,5 +347,44 @@ mod tests {
             1001,
             "ids are not reused"
         );
+    }
+
+    #[test]
+    fn partitions_grow_and_deleted_topics_stay_deleted_after_restart() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let mut c = Controller::open(dir.path()).expect("opens");
+            c.create_topic("grows", 1, BTreeMap::new(), None)
+                .expect("creates");
+            c.create_topic("goes", 2, BTreeMap::new(), None)
+                .expect("creates");
+            assert_eq!(
+                c.create_partitions("grows", 4)
+                    .expect("grows")
+                    .partitions
+                    .len(),
+                4
+            );
+            assert!(matches!(
+                c.create_partitions("grows", 4),
+                Err(ControllerError::InvalidPartitions(4))
+            ));
+            assert!(matches!(
+                c.create_partitions("nope", 4),
+                Err(ControllerError::UnknownTopic(_))
+            ));
+            c.delete_topic("goes").expect("deletes");
+            assert!(matches!(
+                c.delete_topic("goes"),
+                Err(ControllerError::UnknownTopic(_))
+            ));
+        }
+        let mut c = Controller::open(dir.path()).expect("reopens");
+        assert_eq!(c.topics()["grows"].partitions.len(), 4);
+        assert!(!c.topics().contains_key("goes"));
+        let again = c
+            .create_topic("goes", 1, BTreeMap::new(), None)
+            .expect("recreates");
+        assert_eq!(again.partitions.len(), 1, "a recreated topic starts fresh");
     }
 }

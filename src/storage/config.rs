@@ -35,3 +35,63 @@ impl Default for LogConfig {
         }
     }
 }
+
+impl LogConfig {
+    /// These settings under their topic config names, as DescribeConfigs reports them.
+    pub fn entries(&self) -> Vec<(&'static str, String)> {
+        let unbounded = |v: i64| {
+            if v == i64::MAX {
+                i64::MAX.to_string()
+            } else {
+                v.to_string()
+            }
+        };
+        vec![
+            ("segment.bytes", self.segment_bytes.to_string()),
+            ("segment.ms", self.segment_ms.to_string()),
+            (
+                "index.interval.bytes",
+                self.index_interval_bytes.to_string(),
+            ),
+            ("retention.bytes", self.retention_bytes.to_string()),
+            ("retention.ms", self.retention_ms.to_string()),
+            (
+                "flush.messages",
+                if self.flush_messages == u64::MAX {
+                    i64::MAX.to_string()
+                } else {
+                    self.flush_messages.to_string()
+                },
+            ),
+            ("flush.ms", unbounded(self.flush_ms)),
+        ]
+    }
+
+    /// These settings with a topic's overrides applied (keys of [`LogConfig::entries`]; values
+    /// that do not parse leave the setting as it was).
+    pub fn with_overrides(
+        &self,
+        configs: &std::collections::BTreeMap<String, String>,
+    ) -> LogConfig {
+        let mut out = self.clone();
+        for (key, value) in configs {
+            match key.as_str() {
+                "segment.bytes" => set(&mut out.segment_bytes, value),
+                "segment.ms" => set(&mut out.segment_ms, value),
+                "index.interval.bytes" => set(&mut out.index_interval_bytes, value),
+                "retention.bytes" => set(&mut out.retention_bytes, value),
+                "retention.ms" => set(&mut out.retention_ms, value),
+                "flush.messages" => set(&mut out.flush_messages, value),
+                "flush.ms" => set(&mut out.flush_ms, value),
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+fn set<T: std::str::FromStr>(field: &mut T, value: &str) {
+    if let Ok(parsed) = value.trim().parse() {
+        *field = parsed;
+    }
+}

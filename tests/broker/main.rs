@@ -658,3 +658,93 @@ async fn a_kafka_consumer_group_commits_offsets_that_survive_a_restart() {
     );
     stop_broker(broker);
 }
+
+/// `kafka-topics` against a `kmirror broker` process: create, describe, alter (add partitions),
+/// delete; the changes hold across a restart and a deleted topic's logs are gone.
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn topic_command_creates_describes_alters_and_deletes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (broker, address) = spawn_broker(dir.path()).await;
+    let topics = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", address.as_str()];
+        all.extend_from_slice(args);
+        kafka_tool("org.apache.kafka.tools.TopicCommand", &all)
+    };
+    topics(&[
+        "--create",
+        "--topic",
+        "grows",
+        "--partitions",
+        "2",
+        "--config",
+        "retention.ms=3600000",
+    ]);
+    topics(&["--create", "--topic", "goes", "--partitions", "1"]);
+    topics(&["--alter", "--topic", "grows", "--partitions", "5"]);
+    let described = topics(&["--describe", "--topic", "grows"]);
+    assert!(
+        described.contains("PartitionCount: 5"),
+        "five partitions after alter:\n{described}"
+    );
+    let rows = described
+        .lines()
+        .filter(|l| l.contains("Partition: ") && l.contains("Leader: 1"))
+        .count();
+    assert_eq!(rows, 5, "every partition led by this node:\n{described}");
+    assert!(
+        described.contains("retention.ms=3600000"),
+        "the topic's override is described:\n{described}"
+    );
+    // Shrinking is refused with Kafka's error.
+    let dist = env("KMIRROR_KAFKA_DIST");
+    let shrink = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{dist}/libs/*"))
+        .arg("org.apache.kafka.tools.TopicCommand")
+        .args([
+            "--bootstrap-server",
+            &address,
+            "--alter",
+            "--topic",
+            "grows",
+        ])
+        .args(["--partitions", "3"])
+        .output()
+        .expect("java runs");
+    let text = String::from_utf8_lossy(&shrink.stdout).into_owned()
+        + &String::from_utf8_lossy(&shrink.stderr);
+    assert!(
+        !shrink.status.success() && text.contains("invalid partition count 3"),
+        "shrinking is refused with the controller's reason:\n{text}"
+    );
+    topics(&["--delete", "--topic", "goes"]);
+    assert!(
+        !dir.path().join("data/goes-0").exists(),
+        "the deleted log is removed"
+    );
+    stop_broker(broker);
+
+    let (broker, address) = spawn_broker(dir.path()).await;
+    let listed = kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &["--bootstrap-server", &address, "--list"],
+    );
+    let names: Vec<&str> = listed.lines().map(str::trim).collect();
+    assert!(
+        names.contains(&"grows") && !names.contains(&"goes"),
+        "{listed}"
+    );
+    let described = kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &address,
+            "--describe",
+            "--topic",
+            "grows",
+        ],
+    );
+    assert!(described.contains("PartitionCount: 5"), "{described}");
+    stop_broker(broker);
+}

@@ -7,11 +7,6 @@ use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use std::collections::BTreeMap;
 
-const TOPIC_ALREADY_EXISTS: i16 = 36;
-const INVALID_TOPIC_EXCEPTION: i16 = 17;
-const INVALID_PARTITIONS: i16 = 37;
-const KAFKA_STORAGE_ERROR: i16 = 56;
-
 pub(super) fn handle(broker: &Broker, request: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut results = Vec::new();
     for topic in request.topics {
@@ -55,14 +50,8 @@ pub(super) fn handle(broker: &Broker, request: CreateTopicsRequest) -> CreateTop
                     .with_topic_id(created.map(|t| t.topic_id).unwrap_or_default());
             }
             Err(e) => {
-                let code = match &e {
-                    ControllerError::TopicExists(_) => TOPIC_ALREADY_EXISTS,
-                    ControllerError::InvalidName(_) => INVALID_TOPIC_EXCEPTION,
-                    ControllerError::InvalidPartitions(_) => INVALID_PARTITIONS,
-                    ControllerError::Storage(_) => KAFKA_STORAGE_ERROR,
-                };
                 result = result
-                    .with_error_code(code)
+                    .with_error_code(e.error_code())
                     .with_error_message(Some(StrBytes::from_string(e.to_string())));
             }
         }

@@ -2,8 +2,11 @@
 //! decodes and encodes at the request's version.
 
 mod api_versions;
+mod create_partitions;
 mod create_topics;
+mod delete_topics;
 mod describe_cluster;
+mod describe_configs;
 mod fetch;
 mod find_coordinator;
 mod group_admin;
@@ -43,6 +46,9 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
         ApiKey::CreateTopics => (2, 7),
         ApiKey::InitProducerId => (0, 4),
         ApiKey::DescribeCluster => (0, 1),
+        ApiKey::CreatePartitions => (0, 3),
+        ApiKey::DescribeConfigs => (1, 4),
+        ApiKey::DeleteTopics => (1, 6),
         ApiKey::FindCoordinator => (0, 4),
         ApiKey::JoinGroup => (0, 9),
         ApiKey::SyncGroup => (0, 5),
@@ -69,6 +75,9 @@ pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
         ApiKey::CreateTopics,
         ApiKey::InitProducerId,
         ApiKey::DescribeCluster,
+        ApiKey::CreatePartitions,
+        ApiKey::DeleteTopics,
+        ApiKey::DescribeConfigs,
         ApiKey::FindCoordinator,
         ApiKey::JoinGroup,
         ApiKey::SyncGroup,
@@ -133,6 +142,18 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::DescribeCluster => encode(&describe_cluster::handle(broker), version),
+        ApiKey::CreatePartitions => encode(
+            &create_partitions::handle(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::DeleteTopics => encode(
+            &delete_topics::handle(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::DescribeConfigs => encode(
+            &describe_configs::handle(broker, Decodable::decode(body, version)?),
+            version,
+        ),
         ApiKey::FindCoordinator => encode(
             &find_coordinator::handle(broker, Decodable::decode(body, version)?, version),
             version,

@@ -1,0 +1,40 @@
+//! CreatePartitions: grows topics through the controller (one node: manual assignments are
+//! ignored, every partition lives here).
+
+use crate::broker::Broker;
+use crate::controller::ControllerError;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+pub(super) fn handle(
+    broker: &Broker,
+    request: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
+    let results = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            let outcome = if request.validate_only {
+                match broker.topics().get(&name) {
+                    None => Err(ControllerError::UnknownTopic(name)),
+                    Some(t) if topic.count as usize <= t.partitions.len() || topic.count < 1 => {
+                        Err(ControllerError::InvalidPartitions(topic.count))
+                    }
+                    Some(_) => Ok(()),
+                }
+            } else {
+                broker.create_partitions(&name, topic.count).map(|_| ())
+            };
+            let result = CreatePartitionsTopicResult::default().with_name(topic.name);
+            match outcome {
+                Ok(()) => result,
+                Err(e) => result
+                    .with_error_code(e.error_code())
+                    .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+            }
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(results)
+}

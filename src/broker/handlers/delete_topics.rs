@@ -1,0 +1,48 @@
+//! DeleteTopics: by name (every version) or by topic id (v6+).
+
+use crate::broker::Broker;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+const UNKNOWN_TOPIC_ID: i16 = 100;
+
+pub(super) fn handle(broker: &Broker, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
+    let wanted: Vec<(Option<TopicName>, uuid::Uuid)> = if request.topics.is_empty() {
+        request
+            .topic_names
+            .into_iter()
+            .map(|n| (Some(n), uuid::Uuid::nil()))
+            .collect()
+    } else {
+        request
+            .topics
+            .into_iter()
+            .map(|t| (t.name, t.topic_id))
+            .collect()
+    };
+    let responses = wanted
+        .into_iter()
+        .map(|(name, id)| {
+            let name = match name {
+                Some(name) => Some(name.0.to_string()),
+                None => broker.topic_name(&id),
+            };
+            let Some(name) = name else {
+                return DeletableTopicResult::default()
+                    .with_topic_id(id)
+                    .with_error_code(UNKNOWN_TOPIC_ID);
+            };
+            let result = DeletableTopicResult::default()
+                .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+            match broker.delete_topic(&name) {
+                Ok(topic) => result.with_topic_id(topic.topic_id),
+                Err(e) => result
+                    .with_topic_id(id)
+                    .with_error_code(e.error_code())
+                    .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+            }
+        })
+        .collect();
+    DeleteTopicsResponse::default().with_responses(responses)
+}

@@ -1,0 +1,104 @@
+//! DescribeConfigs: a topic's effective log settings (its overrides, else the broker's) and its
+//! other stored configs; `mirror.*` configs are internal and never shown. The broker resource
+//! shows the broker's log defaults.
+
+use crate::broker::Broker;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
+use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::protocol::StrBytes;
+
+const TOPIC: i8 = 2;
+const BROKER: i8 = 4;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const INVALID_REQUEST: i16 = 42;
+/// Config sources, as Kafka numbers them.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+const STATIC_BROKER_CONFIG: i8 = 4;
+
+fn entry(name: &str, value: String, source: i8, read_only: bool) -> DescribeConfigsResourceResult {
+    DescribeConfigsResourceResult::default()
+        .with_name(StrBytes::from_string(name.to_string()))
+        .with_value(Some(StrBytes::from_string(value)))
+        .with_config_source(source)
+        .with_read_only(read_only)
+}
+
+/// The server.properties key behind a topic config's default.
+fn broker_key(topic_key: &str) -> &str {
+    match topic_key {
+        "segment.bytes" => "log.segment.bytes",
+        "segment.ms" => "log.roll.ms",
+        "index.interval.bytes" => "log.index.interval.bytes",
+        "retention.bytes" => "log.retention.bytes",
+        "retention.ms" => "log.retention.ms",
+        "flush.messages" => "log.flush.interval.messages",
+        "flush.ms" => "log.flush.interval.ms",
+        other => other,
+    }
+}
+
+pub(super) fn handle(broker: &Broker, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+    let results = request
+        .resources
+        .into_iter()
+        .map(|resource| {
+            let wanted = |name: &str| {
+                resource
+                    .configuration_keys
+                    .as_ref()
+                    .is_none_or(|keys| keys.iter().any(|k| k.as_str() == name))
+            };
+            let result = DescribeConfigsResult::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name.clone());
+            let configs: Vec<DescribeConfigsResourceResult> = match resource.resource_type {
+                TOPIC => {
+                    let Some(topic) = broker
+                        .topics()
+                        .get(resource.resource_name.as_str())
+                        .cloned()
+                    else {
+                        return result.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
+                    };
+                    let effective = broker.config().log.with_overrides(&topic.configs);
+                    let mut configs: Vec<_> = effective
+                        .entries()
+                        .into_iter()
+                        .map(|(name, value)| {
+                            let source = if topic.configs.contains_key(name) {
+                                DYNAMIC_TOPIC_CONFIG
+                            } else {
+                                STATIC_BROKER_CONFIG
+                            };
+                            entry(name, value, source, false)
+                        })
+                        .collect();
+                    let shown: Vec<&str> = effective.entries().iter().map(|(n, _)| *n).collect();
+                    for (name, value) in &topic.configs {
+                        if !shown.contains(&name.as_str()) && !name.starts_with("mirror.") {
+                            configs.push(entry(name, value.clone(), DYNAMIC_TOPIC_CONFIG, false));
+                        }
+                    }
+                    configs
+                }
+                BROKER => broker
+                    .config()
+                    .log
+                    .entries()
+                    .into_iter()
+                    .map(|(name, value)| entry(broker_key(name), value, STATIC_BROKER_CONFIG, true))
+                    .collect(),
+                _ => return result.with_error_code(INVALID_REQUEST),
+            };
+            result.with_configs(
+                configs
+                    .into_iter()
+                    .filter(|c| wanted(c.name.as_str()))
+                    .collect(),
+            )
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
