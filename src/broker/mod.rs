@@ -23,6 +23,7 @@ use crate::groups::GroupCoordinator;
 use crate::storage::{PartitionLog, StorageError};
 use config::BrokerConfig;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -32,6 +33,9 @@ use uuid::Uuid;
 pub struct Partition {
     /// The log.
     pub log: Mutex<PartitionLog>,
+    /// Whether producers are refused with READ_ONLY_TOPIC: a mirror partition (topic config
+    /// `mirror.name` set) until the engine reports it STOPPED.
+    pub read_only: AtomicBool,
 }
 
 /// The broker's shared state.
@@ -43,6 +47,14 @@ pub struct Broker {
     /// Woken after every append, for fetches waiting on `min_bytes`.
     appended: Notify,
     groups: GroupCoordinator,
+}
+
+/// Whether a topic's configs make it a mirror topic (DECISIONS.md 2: `mirror.name` set and not
+/// empty).
+pub fn is_mirror_topic(configs: &BTreeMap<String, String>) -> bool {
+    configs
+        .get("mirror.name")
+        .is_some_and(|name| !name.is_empty())
 }
 
 /// Milliseconds since the Unix epoch.
@@ -136,6 +148,7 @@ impl Broker {
                     (name.to_string(), index),
                     Arc::new(Partition {
                         log: Mutex::new(log),
+                        read_only: AtomicBool::new(is_mirror_topic(&topic.configs)),
                     }),
                 );
         }
@@ -174,6 +187,14 @@ impl Broker {
             .unwrap_or_else(|e| e.into_inner())
             .get(&(topic.to_string(), index))
             .cloned()
+    }
+
+    /// Opens or closes a partition to producers (the engine clears it when a mirror partition
+    /// reaches STOPPED); false when the partition does not exist.
+    pub fn set_read_only(&self, topic: &str, index: i32, read_only: bool) -> bool {
+        self.partition(topic, index)
+            .map(|p| p.read_only.store(read_only, Ordering::SeqCst))
+            .is_some()
     }
 
     /// The leader epoch of a partition.

@@ -3,10 +3,11 @@
 //! (ignored by plain `cargo test`, run by scripts/test.sh, which provides Kafka's jars).
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, CreateTopicsRequest, ProduceRequest, TopicName,
+    ApiVersionsRequest, CreateTopicsRequest, DescribeConfigsRequest, ProduceRequest, TopicName,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kmirror::broker::Broker;
@@ -259,6 +260,80 @@ async fn produce_fetch_offsets_and_restart() {
         after, stored,
         "every acknowledged batch is back, byte for byte"
     );
+    shut(running).await;
+}
+
+/// A topic created with `mirror.name` is a mirror topic: producers get READ_ONLY_TOPIC and
+/// nothing is written, until the engine opens the partition (as it does at STOPPED); the
+/// config is hidden from DescribeConfigs.
+#[tokio::test]
+async fn mirror_topics_are_read_only_until_opened() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let request = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("mirrored")))
+            .with_num_partitions(2)
+            .with_replication_factor(1)
+            .with_configs(vec![
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_static_str("mirror.name"))
+                    .with_value(Some(StrBytes::from_static_str("dr"))),
+            ]),
+    ]);
+    let (_, created) = connection(&running.address)
+        .await
+        .send("CreateTopics", &request, 7)
+        .await
+        .expect("answers");
+    assert_eq!(created.topics[0].error_code, 0);
+    let records = || {
+        BatchSpec {
+            records: 3,
+            ..BatchSpec::default()
+        }
+        .build()
+    };
+    let refused = produce(&running.address, "mirrored", 0, records(), -1).await;
+    assert_eq!(refused, Some((134, -1)), "READ_ONLY_TOPIC");
+    let end = running
+        .broker
+        .partition("mirrored", 0)
+        .expect("exists")
+        .log
+        .lock()
+        .expect("lock")
+        .log_end_offset();
+    assert_eq!(end, 0, "nothing was written");
+    assert!(running.broker.set_read_only("mirrored", 0, false));
+    assert_eq!(
+        produce(&running.address, "mirrored", 0, records(), -1).await,
+        Some((0, 0)),
+        "a stopped mirror partition takes writes"
+    );
+    assert_eq!(
+        produce(&running.address, "mirrored", 1, records(), -1).await,
+        Some((134, -1)),
+        "the flag is per partition"
+    );
+    let describe = DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(StrBytes::from_static_str("mirrored"))
+            .with_configuration_keys(None),
+    ]);
+    let (_, described) = connection(&running.address)
+        .await
+        .send("DescribeConfigs", &describe, 4)
+        .await
+        .expect("answers");
+    let names: Vec<&str> = described.results[0]
+        .configs
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert!(names.contains(&"retention.ms"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("mirror.")), "{names:?}");
     shut(running).await;
 }
 

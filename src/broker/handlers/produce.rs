@@ -1,12 +1,13 @@
 //! Produce: leader appends (offsets assigned, leader epoch stamped, idempotence checked), then
 //! the high watermark moves to the log end (one replica) and waiting fetches wake. `acks=0`
-//! gets no response.
+//! gets no response. A read-only (mirror) partition answers READ_ONLY_TOPIC.
 
 use crate::broker::{Broker, now_ms};
 use crate::storage::StorageError;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
+use std::sync::atomic::Ordering;
 
 const CORRUPT_MESSAGE: i16 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -14,6 +15,7 @@ const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const KAFKA_STORAGE_ERROR: i16 = 56;
 const INVALID_RECORD: i16 = 87;
+const READ_ONLY_TOPIC: i16 = kmirror_protocol::errors::ErrorCode::READ_ONLY_TOPIC.0;
 
 /// Kafka's error code for an append failure.
 pub(super) fn error_code(e: &StorageError) -> i16 {
@@ -46,6 +48,13 @@ pub(super) fn handle(broker: &Broker, request: ProduceRequest) -> Option<Produce
                 broker.partition(&name, data.index),
                 broker.leader_epoch(&name, data.index),
             ) {
+                (Some(partition), Some(_)) if partition.read_only.load(Ordering::SeqCst) => {
+                    out = out
+                        .with_error_code(READ_ONLY_TOPIC)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "a mirror topic is read-only until its mirror partition is STOPPED",
+                        )));
+                }
                 (Some(partition), Some(epoch)) => {
                     let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
                     let records = data.records.unwrap_or_default();
