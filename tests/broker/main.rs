@@ -478,8 +478,9 @@ fn stop_broker(mut broker: BrokerProcess) {
     );
 }
 
-/// Apache Kafka's producer (idempotent, acks=all, lz4) and console consumer against a
-/// `kmirror broker` process; the stored batches are fetched back byte-identical.
+/// Apache Kafka's producer (idempotent, acks=all, lz4), console consumer and
+/// ConsumerPerformance against a `kmirror broker` process; the stored batches are fetched back
+/// byte-identical.
 #[tokio::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn kafkas_own_tools_against_the_kmirror_broker() {
@@ -546,6 +547,31 @@ async fn kafkas_own_tools_against_the_kmirror_broker() {
         "the console consumer read every record"
     );
     assert!(offsets.iter().copied().eq(0..100_000));
+    // ConsumerPerformance (a subscribing group member) reads them all too.
+    let out = kafka_tool(
+        "org.apache.kafka.tools.ConsumerPerformance",
+        &[
+            "--bootstrap-server",
+            &address,
+            "--topic",
+            "java",
+            "--messages",
+            "100000",
+            "--timeout",
+            "30000",
+            "--hide-header",
+        ],
+    );
+    let consumed: Vec<&str> = out
+        .lines()
+        .find(|l| l.matches(',').count() >= 5)
+        .map(|l| l.split(',').map(str::trim).collect())
+        .unwrap_or_default();
+    assert_eq!(
+        consumed.get(4).copied(),
+        Some("100000"),
+        "ConsumerPerformance consumed every record:\n{out}"
+    );
     // What a fetch returns is exactly what the broker stored.
     let client = SourceClient::connect(ClientConfig::plaintext(&address))
         .await
