@@ -22,5 +22,11 @@ trap 'scripts/kafka-local.sh stop "$kafka_data"' EXIT
 # shellcheck disable=SC1090
 source "$(scripts/kafka-local.sh start "$kafka_data" "${KMIRROR_KAFKA_PORT:-19092}")"
 
+echo "== confluent-kafka for the librdkafka interop test"
+venv="${HOME}/.cache/kmirror/venv"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/broker/requirements.txt
+export KMIRROR_PYTHON="$venv/bin/python"
+
 echo "== cargo test"
 cargo test --workspace --locked -- --include-ignored

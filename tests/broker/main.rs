@@ -849,3 +849,38 @@ async fn topic_command_creates_describes_alters_and_deletes() {
     assert!(described.contains("PartitionCount: 5"), "{described}");
     stop_broker(broker);
 }
+
+/// confluent-kafka (librdkafka, pinned in tests/broker/requirements.txt) against a `kmirror
+/// broker` process: idempotent lz4 producing, a consumer group with committed offsets, and a new
+/// member resuming exactly after them.
+#[tokio::test]
+#[ignore = "needs confluent-kafka: run scripts/test.sh"]
+async fn confluent_kafka_round_trip_with_a_consumer_group() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (broker, address) = spawn_broker(dir.path()).await;
+    let out = Command::new(env("KMIRROR_PYTHON"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/broker/confluent_roundtrip.py"
+        ))
+        .args([address.as_str(), "librdkafka", "20000"])
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "confluent-kafka failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON line");
+    assert_eq!(report["consumed_distinct"], 20_000, "{report}");
+    assert_eq!(report["committed_total"], 20_000, "{report}");
+    let late: Vec<String> = (0..10).map(|i| format!("late-{i}")).collect();
+    assert_eq!(
+        report["read_after_resume"],
+        serde_json::json!(late),
+        "the new member resumed at the committed offsets"
+    );
+    stop_broker(broker);
+}
