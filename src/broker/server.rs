@@ -75,14 +75,23 @@ async fn connection(
     }
 }
 
-/// Decodes one request, runs its handler, encodes the response frame (`None`: no response, as
-/// for `acks=0` produce).
-async fn handle(
+/// The APIs served, with their version ranges (what ApiVersions advertises).
+pub fn served_versions() -> Vec<(ApiKey, i16, i16)> {
+    handlers::served()
+}
+
+/// Decodes one request frame (the bytes after the length prefix), runs its handler, encodes the
+/// response frame (`None`: no response, as for `acks=0` produce). An error means the connection
+/// must close. Every request a connection reads goes through here; so does the fuzz target.
+pub async fn handle(
     broker: &Arc<Broker>,
     client_host: &str,
     mut frame: Bytes,
 ) -> std::io::Result<Option<Vec<u8>>> {
     let bad = |what: String| std::io::Error::other(what);
+    if frame.len() < 8 {
+        return Err(bad(format!("a {}-byte request frame", frame.len())));
+    }
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let api = ApiKey::try_from(key).map_err(|_| bad(format!("unknown API key {key}")))?;
