@@ -8,31 +8,9 @@
 //! Consumer figures are ConsumerPerformance's `fetch.*` columns (reading, group join excluded;
 //! the join time is printed on its own line).
 
+use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool};
 use std::process::{Child, Command};
 use std::time::Duration;
-
-fn env(name: &str) -> String {
-    std::env::var(name)
-        .unwrap_or_else(|_| panic!("{name} is not set: run scripts/bench.sh broker_vs_kafka"))
-}
-
-fn kafka_tool(class: &str, args: &[&str]) -> String {
-    let dist = env("KMIRROR_KAFKA_DIST");
-    let out = Command::new("java")
-        .arg("-cp")
-        .arg(format!("{dist}/libs/*"))
-        .arg(format!(
-            "-Dlog4j2.configurationFile=file:{dist}/log4j2.properties"
-        ))
-        .arg(class)
-        .args(args)
-        .output()
-        .expect("java runs");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{class} failed:\n{text}");
-    text
-}
 
 /// CPU seconds (user + system) a process has used so far.
 fn cpu_seconds(pid: u32) -> f64 {
@@ -178,12 +156,13 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500_000);
-    let kafka_address = env("KMIRROR_KAFKA_BOOTSTRAP");
-    let kafka_pid: u32 = std::fs::read_to_string(format!("{}/pid", env("KMIRROR_KAFKA_DATA")))
-        .expect("Kafka's pid file")
-        .trim()
-        .parse()
-        .expect("pid");
+    let kafka_address = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let kafka_pid: u32 =
+        std::fs::read_to_string(format!("{}/pid", kafka_env("KMIRROR_KAFKA_DATA")))
+            .expect("Kafka's pid file")
+            .trim()
+            .parse()
+            .expect("pid");
     let dir = tempfile::tempdir().expect("temp dir");
     let (mut kmirror, kmirror_address) = spawn_kmirror(dir.path());
     let run = std::process::id();

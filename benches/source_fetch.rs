@@ -10,31 +10,8 @@ use kmirror_protocol::batch::RecordBatches;
 use kmirror_protocol::client::{
     ClientConfig, FetchPartitionSpec, FetchSpec, Isolation, SourceClient,
 };
-use std::process::Command;
+use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool};
 use std::time::Instant;
-
-fn env(name: &str) -> String {
-    std::env::var(name)
-        .unwrap_or_else(|_| panic!("{name} is not set: run scripts/bench.sh source_fetch"))
-}
-
-fn kafka_tool(class: &str, args: &[&str]) -> String {
-    let dist = env("KMIRROR_KAFKA_DIST");
-    let out = Command::new("java")
-        .arg("-cp")
-        .arg(format!("{dist}/libs/*"))
-        .arg(format!(
-            "-Dlog4j2.configurationFile=file:{dist}/log4j2.properties"
-        ))
-        .arg(class)
-        .args(args)
-        .output()
-        .expect("java runs");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{class} failed:\n{text}");
-    text
-}
 
 async fn read_all(client: &SourceClient, topic: &str, partition_max_bytes: i32) -> (u64, f64) {
     let meta = client.metadata(Some(&[topic])).await.expect("metadata");
@@ -79,7 +56,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1024);
     let records = (megabytes * 1024).to_string();
-    let bootstrap = env("KMIRROR_KAFKA_BOOTSTRAP");
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let topic = format!("bench-fetch-{}", std::process::id());
     kafka_tool(
         "org.apache.kafka.tools.TopicCommand",

@@ -14,6 +14,8 @@ pub mod batch;
 pub mod client;
 pub mod codec;
 pub mod errors;
+#[cfg(feature = "test-util")]
+pub mod kafka_tools;
 pub mod messages;
 pub mod records;
 pub mod sharding;

@@ -18,6 +18,7 @@ use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{
     ClientConfig, FetchPartitionSpec, FetchSpec, Isolation, SourceClient,
 };
+use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool, kafka_tool_output};
 use kmirror_protocol::testing::BatchSpec;
 use std::path::Path;
 use std::process::Command;
@@ -401,29 +402,6 @@ async fn malformed_input_closes_only_that_connection() {
     shut(running).await;
 }
 
-fn env(name: &str) -> String {
-    std::env::var(name)
-        .unwrap_or_else(|_| panic!("{name} is not set: run these tests through scripts/test.sh"))
-}
-
-fn kafka_tool(class: &str, args: &[&str]) -> String {
-    let dist = env("KMIRROR_KAFKA_DIST");
-    let out = Command::new("java")
-        .arg("-cp")
-        .arg(format!("{dist}/libs/*"))
-        .arg(format!(
-            "-Dlog4j2.configurationFile=file:{dist}/log4j2.properties"
-        ))
-        .arg(class)
-        .args(args)
-        .output()
-        .expect("java runs");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{class} {args:?} failed:\n{text}");
-    text
-}
-
 /// A `kmirror broker` process, killed if a failing test drops it (so no orphan outlives the run).
 struct BrokerProcess(std::process::Child);
 
@@ -798,21 +776,18 @@ async fn topic_command_creates_describes_alters_and_deletes() {
         "the topic's override is described:\n{described}"
     );
     // Shrinking is refused with Kafka's error.
-    let dist = env("KMIRROR_KAFKA_DIST");
-    let shrink = Command::new("java")
-        .arg("-cp")
-        .arg(format!("{dist}/libs/*"))
-        .arg("org.apache.kafka.tools.TopicCommand")
-        .args([
+    let shrink = kafka_tool_output(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
             "--bootstrap-server",
             &address,
             "--alter",
             "--topic",
             "grows",
-        ])
-        .args(["--partitions", "3"])
-        .output()
-        .expect("java runs");
+            "--partitions",
+            "3",
+        ],
+    );
     let text = String::from_utf8_lossy(&shrink.stdout).into_owned()
         + &String::from_utf8_lossy(&shrink.stderr);
     assert!(
@@ -858,7 +833,7 @@ async fn topic_command_creates_describes_alters_and_deletes() {
 async fn confluent_kafka_round_trip_with_a_consumer_group() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (broker, address) = spawn_broker(dir.path()).await;
-    let out = Command::new(env("KMIRROR_PYTHON"))
+    let out = Command::new(kafka_env("KMIRROR_PYTHON"))
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/broker/confluent_roundtrip.py"

@@ -16,6 +16,7 @@ use kmirror_protocol::client::{
     SecurityProtocol, SourceClient,
 };
 use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -23,31 +24,8 @@ use uuid::Uuid;
 
 static BROKER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn env(name: &str) -> String {
-    std::env::var(name)
-        .unwrap_or_else(|_| panic!("{name} is not set: run these tests through scripts/test.sh"))
-}
-
-fn kafka_tool(class: &str, args: &[&str]) -> String {
-    let dist = env("KMIRROR_KAFKA_DIST");
-    let out = Command::new("java")
-        .arg("-cp")
-        .arg(format!("{dist}/libs/*"))
-        .arg(format!(
-            "-Dlog4j2.configurationFile=file:{dist}/log4j2.properties"
-        ))
-        .arg(class)
-        .args(args)
-        .output()
-        .expect("java runs");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{class} {args:?} failed:\n{text}");
-    text
-}
-
 fn create_topic(name: &str, partitions: u32, configs: &[&str]) {
-    let bootstrap = env("KMIRROR_KAFKA_BOOTSTRAP");
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let partitions = partitions.to_string();
     let mut args = vec![
         "--bootstrap-server",
@@ -66,7 +44,7 @@ fn create_topic(name: &str, partitions: u32, configs: &[&str]) {
 }
 
 fn produce(topic: &str, records: u32, compression: &str, extra: &[&str]) {
-    let bootstrap = format!("bootstrap.servers={}", env("KMIRROR_KAFKA_BOOTSTRAP"));
+    let bootstrap = format!("bootstrap.servers={}", kafka_env("KMIRROR_KAFKA_BOOTSTRAP"));
     let compression = format!("compression.type={compression}");
     let records = records.to_string();
     let mut props = vec![
@@ -92,7 +70,7 @@ fn produce(topic: &str, records: u32, compression: &str, extra: &[&str]) {
 }
 
 fn segment(topic: &str, partition: i32) -> Vec<u8> {
-    let path = PathBuf::from(env("KMIRROR_KAFKA_DATA"))
+    let path = PathBuf::from(kafka_env("KMIRROR_KAFKA_DATA"))
         .join("logs")
         .join(format!("{topic}-{partition}"))
         .join("00000000000000000000.log");
@@ -105,7 +83,7 @@ fn unique(name: &str) -> String {
 }
 
 fn plaintext() -> ClientConfig {
-    let mut c = ClientConfig::plaintext(&env("KMIRROR_KAFKA_BOOTSTRAP"));
+    let mut c = ClientConfig::plaintext(&kafka_env("KMIRROR_KAFKA_BOOTSTRAP"));
     c.request_timeout = Duration::from_secs(15);
     c
 }
@@ -187,7 +165,7 @@ async fn metadata_cluster_id_configs_and_no_lme_from_apache_kafka() {
     let client = SourceClient::connect(plaintext()).await.expect("connects");
     assert_eq!(
         client.cluster_id().await.expect("cluster id"),
-        env("KMIRROR_KAFKA_CLUSTER_ID")
+        kafka_env("KMIRROR_KAFKA_CLUSTER_ID")
     );
     let meta = client.metadata(Some(&[&topic])).await.expect("metadata");
     let t = &meta.topics[&topic];
@@ -280,7 +258,7 @@ async fn read_committed_fetches_list_aborted_transactions() {
     create_topic(&input, 1, &[]);
     create_topic(&output, 1, &[]);
     produce(&input, 2000, "lz4", &[]);
-    let bootstrap = env("KMIRROR_KAFKA_BOOTSTRAP");
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     kafka_tool(
         "org.apache.kafka.tools.TransactionalMessageCopier",
         &[
@@ -328,7 +306,7 @@ async fn read_committed_fetches_list_aborted_transactions() {
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn tls_and_sasl_scram_plain_and_their_failures() {
     let _broker = BROKER.lock().await;
-    let ca = PathBuf::from(env("KMIRROR_KAFKA_CA"));
+    let ca = PathBuf::from(kafka_env("KMIRROR_KAFKA_CA"));
     let tls = |bootstrap: &str, truststore: PathBuf| {
         let mut c = ClientConfig::plaintext(bootstrap);
         c.security_protocol = SecurityProtocol::Ssl;
@@ -337,29 +315,29 @@ async fn tls_and_sasl_scram_plain_and_their_failures() {
         c
     };
     let sasl = |mechanism, password: &str| {
-        let mut c = tls(&env("KMIRROR_KAFKA_SASL_SSL"), ca.clone());
+        let mut c = tls(&kafka_env("KMIRROR_KAFKA_SASL_SSL"), ca.clone());
         c.security_protocol = SecurityProtocol::SaslSsl;
         c.sasl = Some(SaslConfig {
             mechanism,
-            username: env("KMIRROR_KAFKA_USER"),
+            username: kafka_env("KMIRROR_KAFKA_USER"),
             password: password.to_string(),
         });
         c
     };
     let expect_within = Duration::from_secs(20);
 
-    let client = SourceClient::connect(tls(&env("KMIRROR_KAFKA_SSL"), ca.clone()))
+    let client = SourceClient::connect(tls(&kafka_env("KMIRROR_KAFKA_SSL"), ca.clone()))
         .await
         .expect("TLS connects");
     assert_eq!(
         client.cluster_id().await.expect("over TLS"),
-        env("KMIRROR_KAFKA_CLUSTER_ID")
+        kafka_env("KMIRROR_KAFKA_CLUSTER_ID")
     );
     let wrong_ca = tokio::time::timeout(
         expect_within,
         SourceClient::connect(tls(
-            &env("KMIRROR_KAFKA_SSL"),
-            env("KMIRROR_KAFKA_OTHER_CA").into(),
+            &kafka_env("KMIRROR_KAFKA_SSL"),
+            kafka_env("KMIRROR_KAFKA_OTHER_CA").into(),
         )),
     )
     .await
@@ -369,7 +347,7 @@ async fn tls_and_sasl_scram_plain_and_their_failures() {
         "{wrong_ca:?}"
     );
 
-    let password = env("KMIRROR_KAFKA_PASSWORD");
+    let password = kafka_env("KMIRROR_KAFKA_PASSWORD");
     for mechanism in [
         SaslMechanism::ScramSha512,
         SaslMechanism::ScramSha256,
@@ -380,7 +358,7 @@ async fn tls_and_sasl_scram_plain_and_their_failures() {
             .unwrap_or_else(|e| panic!("{mechanism:?}: {e}"));
         assert_eq!(
             client.cluster_id().await.expect("over SASL_SSL"),
-            env("KMIRROR_KAFKA_CLUSTER_ID")
+            kafka_env("KMIRROR_KAFKA_CLUSTER_ID")
         );
     }
     let wrong = tokio::time::timeout(
@@ -401,7 +379,7 @@ async fn tls_and_sasl_scram_plain_and_their_failures() {
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn epochs_divergence_and_faults_across_broker_restarts() {
     let _broker = BROKER.lock().await;
-    let data = env("KMIRROR_KAFKA_DATA");
+    let data = kafka_env("KMIRROR_KAFKA_DATA");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kafka-local.sh");
     let restart = || {
         let status = Command::new(script)
@@ -559,7 +537,7 @@ async fn groups_committed_offsets_and_acls() {
     let group = unique("interop-group");
     create_topic(&topic, 1, &[]);
     produce(&topic, 100, "none", &[]);
-    let bootstrap = env("KMIRROR_KAFKA_BOOTSTRAP");
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     kafka_tool(
         "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
         &[
@@ -696,7 +674,7 @@ async fn incremental_fetch_sessions_return_the_same_bytes() {
 /// Writes `lines` (`key:value`) with Kafka's ConsoleProducer.
 fn produce_keyed(topic: &str, lines: &[String]) {
     use std::io::Write;
-    let dist = env("KMIRROR_KAFKA_DIST");
+    let dist = kafka_env("KMIRROR_KAFKA_DIST");
     let mut child = Command::new("java")
         .arg("-cp")
         .arg(format!("{dist}/libs/*"))
@@ -706,7 +684,7 @@ fn produce_keyed(topic: &str, lines: &[String]) {
         .args([
             "org.apache.kafka.tools.ConsoleProducer",
             "--bootstrap-server",
-            &env("KMIRROR_KAFKA_BOOTSTRAP"),
+            &kafka_env("KMIRROR_KAFKA_BOOTSTRAP"),
             "--topic",
             topic,
             "--property",
@@ -728,7 +706,7 @@ fn produce_keyed(topic: &str, lines: &[String]) {
 
 /// Every `*.log` segment of a partition, in offset order, back to back.
 fn all_segments(topic: &str, partition: i32) -> Vec<u8> {
-    let dir = PathBuf::from(env("KMIRROR_KAFKA_DATA"))
+    let dir = PathBuf::from(kafka_env("KMIRROR_KAFKA_DATA"))
         .join("logs")
         .join(format!("{topic}-{partition}"));
     let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -804,7 +782,7 @@ async fn compacted_topics_with_gaps_match_the_java_consumer() {
         "fetched bytes differ from the cleaned segments"
     );
     // Kafka's own consumer sees the same offsets, keys and values.
-    let bootstrap = env("KMIRROR_KAFKA_BOOTSTRAP");
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let out = kafka_tool(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         &[
