@@ -106,6 +106,27 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
         listener,
         stopped,
     ));
+    let housekeeping = {
+        let broker = broker.clone();
+        let every =
+            std::time::Duration::from_millis(broker.config().retention_check_interval_ms as u64);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let broker = broker.clone();
+                let deleted = tokio::task::spawn_blocking(move || {
+                    broker.housekeeping(kmirror::broker::now_ms())
+                })
+                .await
+                .unwrap_or(0);
+                if deleted > 0 {
+                    tracing::info!(segments = deleted, "retention deleted segments");
+                }
+            }
+        })
+    };
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;
     tokio::select! {
@@ -114,6 +135,7 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     }
     tracing::info!("shutting down");
     let _ = stop.send(true);
+    housekeeping.abort();
     let _ = server.await;
     broker.close().map_err(|e| e.to_string())?;
     tracing::info!("stopped cleanly");

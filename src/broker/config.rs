@@ -43,6 +43,8 @@ pub struct BrokerConfig {
     pub auto_create_topics: bool,
     /// `socket.request.max.bytes`.
     pub max_request_bytes: usize,
+    /// `log.retention.check.interval.ms`: how often retention and time-based flushes run.
+    pub retention_check_interval_ms: i64,
     /// Segment, retention and flush settings (`log.*`).
     pub log: LogConfig,
 }
@@ -197,6 +199,7 @@ impl BrokerConfig {
             flush_ms: positive("log.flush.interval.ms", i64::MAX)?,
         };
         let max_request_bytes = positive("socket.request.max.bytes", 100 * 1024 * 1024)? as usize;
+        let retention_check_interval_ms = positive("log.retention.check.interval.ms", 300_000)?;
         let known = [
             "node.id",
             "listeners",
@@ -214,6 +217,7 @@ impl BrokerConfig {
             "log.flush.interval.messages",
             "log.flush.interval.ms",
             "socket.request.max.bytes",
+            "log.retention.check.interval.ms",
         ];
         let unknown = props
             .keys()
@@ -233,6 +237,7 @@ impl BrokerConfig {
                 num_partitions: num_partitions as i32,
                 auto_create_topics,
                 max_request_bytes,
+                retention_check_interval_ms,
                 log,
             },
             unknown,

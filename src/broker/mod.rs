@@ -271,6 +271,33 @@ impl Broker {
         &self.appended
     }
 
+    /// The log manager's periodic work on every partition: delete segments past retention and
+    /// flush logs whose `flush.ms` has passed. Returns how many segments were deleted. A
+    /// partition that fails is logged and skipped, so one bad disk path does not stop the rest.
+    pub fn housekeeping(&self, now_ms: i64) -> usize {
+        let partitions: Vec<((String, i32), Arc<Partition>)> = self
+            .partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        let mut deleted = 0;
+        for ((topic, index), partition) in partitions {
+            let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            match log
+                .apply_retention(now_ms)
+                .and_then(|n| log.flush_if_due(now_ms).map(|()| n))
+            {
+                Ok(n) => deleted += n,
+                Err(e) => {
+                    tracing::error!(topic, partition = index, error = %e, "log housekeeping failed")
+                }
+            }
+        }
+        deleted
+    }
+
     /// Flushes and closes every log.
     pub fn close(&self) -> Result<(), StorageError> {
         let partitions: Vec<Arc<Partition>> = self

@@ -923,6 +923,15 @@ impl PartitionLog {
         Ok(count)
     }
 
+    /// Flushes when `flush.ms` has passed since the last flush and something is unflushed (the
+    /// time-based half of the flush policy; appends apply both halves).
+    pub fn flush_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        if self.unflushed_batches > 0 && now_ms - self.last_flush_ms >= self.config.flush_ms {
+            self.flush(now_ms)?;
+        }
+        Ok(())
+    }
+
     /// Makes everything appended so far durable.
     pub fn flush(&mut self, now_ms: i64) -> Result<(), StorageError> {
         self.flush_all()?;

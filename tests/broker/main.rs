@@ -338,6 +338,78 @@ async fn mirror_topics_are_read_only_until_opened() {
     shut(running).await;
 }
 
+/// Retention from topic configs: with `segment.bytes=1024` and `retention.bytes=2048`, the log
+/// manager's pass deletes the oldest segments and the earliest offset a consumer can list moves
+/// up; what is left still reads back.
+#[tokio::test]
+async fn retention_deletes_old_segments_and_moves_the_log_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let config = |name: &'static str, value: &'static str| {
+        CreatableTopicConfig::default()
+            .with_name(StrBytes::from_static_str(name))
+            .with_value(Some(StrBytes::from_static_str(value)))
+    };
+    let request = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("retained")))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(vec![
+                config("segment.bytes", "1024"),
+                config("retention.bytes", "2048"),
+            ]),
+    ]);
+    let (_, created) = connection(&running.address)
+        .await
+        .send("CreateTopics", &request, 7)
+        .await
+        .expect("answers");
+    assert_eq!(created.topics[0].error_code, 0);
+    for _ in 0..20 {
+        let batch = BatchSpec {
+            records: 3,
+            value_size: 100,
+            ..BatchSpec::default()
+        }
+        .build();
+        let (error, _) = produce(&running.address, "retained", 0, batch, -1)
+            .await
+            .expect("answered");
+        assert_eq!(error, 0);
+    }
+    let deleted = running.broker.housekeeping(kmirror::broker::now_ms());
+    assert!(deleted > 0, "segments beyond retention.bytes are deleted");
+    let client = SourceClient::connect(ClientConfig::plaintext(&running.address))
+        .await
+        .expect("connects");
+    let (earliest, _) = client
+        .list_offsets(1, "retained", 0, -2, Isolation::ReadUncommitted)
+        .await
+        .expect("earliest");
+    let (latest, _) = client
+        .list_offsets(1, "retained", 0, -1, Isolation::ReadUncommitted)
+        .await
+        .expect("latest");
+    assert!(earliest > 0, "the log start moved up");
+    assert_eq!(latest, 60, "no record above the log start is lost");
+    let size = running
+        .broker
+        .partition("retained", 0)
+        .expect("exists")
+        .log
+        .lock()
+        .expect("lock")
+        .size_bytes();
+    assert!(size <= 2048 + 1024, "{size} bytes kept");
+    assert_eq!(
+        running.broker.housekeeping(kmirror::broker::now_ms()),
+        0,
+        "nothing more to delete"
+    );
+    shut(running).await;
+}
+
 #[tokio::test]
 async fn malformed_input_closes_only_that_connection() {
     let dir = tempfile::tempdir().expect("temp dir");
