@@ -9,7 +9,8 @@
 //! and `acks=all` is satisfied by the append itself; every partition's leader is this node, at the
 //! controller's leader epoch. Today the broker answers ApiVersions, Metadata, Produce (plain and
 //! idempotent), Fetch (full fetches, long polling, READ_COMMITTED), ListOffsets,
-//! OffsetForLeaderEpoch, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs, InitProducerId (idempotent producers), DescribeCluster and
+//! OffsetForLeaderEpoch, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs,
+//! IncrementalAlterConfigs, InitProducerId (idempotent producers), DescribeCluster and
 //! the classic group protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 //! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups); any other API closes the
 //! connection.
@@ -229,6 +230,32 @@ impl Broker {
             .map_or(0, |t| t.partitions.len() as i32);
         let topic = self.with_controller(|c| c.create_partitions(name, count))?;
         self.open_partitions(name, &topic, before)?;
+        Ok(topic)
+    }
+
+    /// Replaces a topic's dynamic configs and applies them to its open logs. The read-only flag
+    /// follows `mirror.name` only when that config changes (the engine owns it otherwise).
+    pub fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicMeta, ControllerError> {
+        let before = self.topics().get(name).map(|t| is_mirror_topic(&t.configs));
+        let topic = self.with_controller(|c| c.set_topic_configs(name, configs))?;
+        let mirror = is_mirror_topic(&topic.configs);
+        let settings = self.config.log.with_overrides(&topic.configs);
+        for index in 0..topic.partitions.len() as i32 {
+            if let Some(partition) = self.partition(name, index) {
+                partition
+                    .log
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .set_config(settings.clone());
+                if before != Some(mirror) {
+                    partition.read_only.store(mirror, Ordering::SeqCst);
+                }
+            }
+        }
         Ok(topic)
     }
 

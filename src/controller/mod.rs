@@ -38,6 +38,11 @@ pub enum MetadataRecord {
     PartitionCount { topic: String, count: i32 },
     /// A topic was deleted.
     TopicDeleted { name: String },
+    /// A topic's dynamic configs, all of them, after a change.
+    TopicConfigs {
+        topic: String,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 /// A partition's metadata.
@@ -179,6 +184,11 @@ impl Controller {
             MetadataRecord::TopicDeleted { name } => {
                 self.topics.remove(name);
             }
+            MetadataRecord::TopicConfigs { topic, configs } => {
+                if let Some(t) = self.topics.get_mut(topic) {
+                    t.configs = configs.clone();
+                }
+            }
         }
     }
 
@@ -244,6 +254,22 @@ impl Controller {
         self.append(MetadataRecord::PartitionCount {
             topic: name.to_string(),
             count,
+        })?;
+        Ok(self.topics[name].clone())
+    }
+
+    /// Replaces a topic's dynamic configs.
+    pub fn set_topic_configs(
+        &mut self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<TopicMeta, ControllerError> {
+        if !self.topics.contains_key(name) {
+            return Err(ControllerError::UnknownTopic(name.to_string()));
+        }
+        self.append(MetadataRecord::TopicConfigs {
+            topic: name.to_string(),
+            configs,
         })?;
         Ok(self.topics[name].clone())
     }

@@ -923,6 +923,12 @@ impl PartitionLog {
         Ok(count)
     }
 
+    /// Replaces the settings (a topic config change); they apply from the next append, roll,
+    /// retention pass or flush on.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
     /// Flushes when `flush.ms` has passed since the last flush and something is unflushed (the
     /// time-based half of the flush policy; appends apply both halves).
     pub fn flush_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {

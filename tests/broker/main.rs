@@ -866,6 +866,37 @@ async fn topic_command_creates_describes_alters_and_deletes() {
         !shrink.status.success() && text.contains("invalid partition count 3"),
         "shrinking is refused with the controller's reason:\n{text}"
     );
+    // kafka-configs changes a topic config (IncrementalAlterConfigs); DescribeConfigs shows it.
+    let configs = |args: &[&str]| {
+        let mut all = vec![
+            "--bootstrap-server",
+            address.as_str(),
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "grows",
+        ];
+        all.extend_from_slice(args);
+        kafka_tool_output("org.apache.kafka.tools.ConfigCommand", &all)
+    };
+    assert!(
+        configs(&["--alter", "--add-config", "retention.bytes=1048576"])
+            .status
+            .success()
+    );
+    let shown = configs(&["--describe"]);
+    let shown = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.contains("retention.bytes=1048576") && shown.contains("retention.ms=3600000"),
+        "both overrides are described:\n{shown}"
+    );
+    let refused = configs(&["--alter", "--add-config", "cleanup.policy=compact"]);
+    let text = String::from_utf8_lossy(&refused.stdout).into_owned()
+        + &String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && text.contains("not a topic config this broker supports"),
+        "an unenforced config is refused:\n{text}"
+    );
     topics(&["--delete", "--topic", "goes"]);
     assert!(
         !dir.path().join("data/goes-0").exists(),
@@ -894,6 +925,10 @@ async fn topic_command_creates_describes_alters_and_deletes() {
         ],
     );
     assert!(described.contains("PartitionCount: 5"), "{described}");
+    assert!(
+        described.contains("retention.bytes=1048576"),
+        "the altered config survives the restart:\n{described}"
+    );
     stop_broker(broker);
 }
 

@@ -12,6 +12,7 @@ mod find_coordinator;
 mod group_admin;
 mod group_membership;
 mod group_offsets;
+mod incremental_alter_configs;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
@@ -48,6 +49,7 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
         ApiKey::DescribeCluster => (0, 1),
         ApiKey::CreatePartitions => (0, 3),
         ApiKey::DescribeConfigs => (1, 4),
+        ApiKey::IncrementalAlterConfigs => (0, 1),
         ApiKey::DeleteTopics => (1, 6),
         ApiKey::FindCoordinator => (0, 4),
         ApiKey::JoinGroup => (0, 9),
@@ -78,6 +80,7 @@ pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
         ApiKey::CreatePartitions,
         ApiKey::DeleteTopics,
         ApiKey::DescribeConfigs,
+        ApiKey::IncrementalAlterConfigs,
         ApiKey::FindCoordinator,
         ApiKey::JoinGroup,
         ApiKey::SyncGroup,
@@ -152,6 +155,10 @@ pub(super) async fn dispatch(
         ),
         ApiKey::DescribeConfigs => encode(
             &describe_configs::handle(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::IncrementalAlterConfigs => encode(
+            &incremental_alter_configs::handle(broker, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::FindCoordinator => encode(
