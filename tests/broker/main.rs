@@ -966,3 +966,110 @@ async fn confluent_kafka_round_trip_with_a_consumer_group() {
     );
     stop_broker(broker);
 }
+
+/// Per-partition offset ranges a VerifiableConsumer run reports in its `records_consumed` events.
+fn consumed_ranges(out: &str) -> Vec<(i64, i64, i64)> {
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["name"] == "records_consumed")
+        .flat_map(|v| {
+            v["partitions"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|p| {
+                    (
+                        p["partition"].as_i64().unwrap_or(-1),
+                        p["minOffset"].as_i64().unwrap_or(-1),
+                        p["maxOffset"].as_i64().unwrap_or(-1),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Kafka's VerifiableProducer (acks=all) and VerifiableConsumer (a group committing after every
+/// poll) with a broker restart between two consumer runs: together they read every acknowledged
+/// record exactly once, the second run starting where the first one committed.
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn verifiable_producer_and_consumer_across_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (broker, address) = spawn_broker(dir.path()).await;
+    kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &address,
+            "--create",
+            "--topic",
+            "verified",
+            "--partitions",
+            "3",
+        ],
+    );
+    let produced = kafka_tool(
+        "org.apache.kafka.tools.VerifiableProducer",
+        &[
+            "--bootstrap-server",
+            &address,
+            "--topic",
+            "verified",
+            "--max-messages",
+            "20000",
+            "--acks",
+            "-1",
+        ],
+    );
+    let acked = produced
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["name"] == "tool_data")
+        .and_then(|v| v["acked"].as_i64())
+        .expect("the producer's summary");
+    assert_eq!(acked, 20_000, "every record acknowledged");
+    let consume = |address: &str| {
+        kafka_tool(
+            "org.apache.kafka.tools.VerifiableConsumer",
+            &[
+                "--bootstrap-server",
+                address,
+                "--topic",
+                "verified",
+                "--group-id",
+                "verifiers",
+                "--max-messages",
+                "10000",
+                "--reset-policy",
+                "earliest",
+            ],
+        )
+    };
+    let first = consumed_ranges(&consume(&address));
+    stop_broker(broker);
+    let (broker, address) = spawn_broker(dir.path()).await;
+    let second = consumed_ranges(&consume(&address));
+    let mut ranges: Vec<(i64, i64, i64)> = first.iter().chain(&second).copied().collect();
+    ranges.sort();
+    let total: i64 = ranges.iter().map(|(_, lo, hi)| hi - lo + 1).sum();
+    assert_eq!(
+        total, 20_000,
+        "20,000 records read in the two runs: {ranges:?}"
+    );
+    for partition in 0..3 {
+        let mut next = 0;
+        for (_, lo, hi) in ranges.iter().filter(|r| r.0 == partition) {
+            assert_eq!(
+                *lo, next,
+                "partition {partition}: no gap and no repeat: {ranges:?}"
+            );
+            next = hi + 1;
+        }
+    }
+    assert!(
+        !second.is_empty(),
+        "the second run resumed after the restart"
+    );
+    stop_broker(broker);
+}
