@@ -516,6 +516,22 @@ async fn spawn_broker(dir: &Path) -> (BrokerProcess, String) {
     (BrokerProcess(broker), address)
 }
 
+/// Creates a topic with `kafka-topics --create`.
+fn create_with_kafka_tools(address: &str, topic: &str, partitions: u32) {
+    kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            address,
+            "--create",
+            "--topic",
+            topic,
+            "--partitions",
+            &partitions.to_string(),
+        ],
+    );
+}
+
 /// Stops the broker with SIGTERM and checks it shut down cleanly.
 fn stop_broker(mut broker: BrokerProcess) {
     Command::new("kill")
@@ -536,18 +552,7 @@ fn stop_broker(mut broker: BrokerProcess) {
 async fn kafkas_own_tools_against_the_kmirror_broker() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (broker, address) = spawn_broker(dir.path()).await;
-    kafka_tool(
-        "org.apache.kafka.tools.TopicCommand",
-        &[
-            "--bootstrap-server",
-            &address,
-            "--create",
-            "--topic",
-            "java",
-            "--partitions",
-            "1",
-        ],
-    );
+    create_with_kafka_tools(&address, "java", 1);
     let props = format!("bootstrap.servers={address}");
     let out = kafka_tool(
         "org.apache.kafka.tools.ProducerPerformance",
@@ -687,18 +692,7 @@ fn described_offsets(address: &str, group: &str, topic: &str) -> Vec<(i32, i64, 
 async fn a_kafka_consumer_group_commits_offsets_that_survive_a_restart() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (broker, address) = spawn_broker(dir.path()).await;
-    kafka_tool(
-        "org.apache.kafka.tools.TopicCommand",
-        &[
-            "--bootstrap-server",
-            &address,
-            "--create",
-            "--topic",
-            "events",
-            "--partitions",
-            "3",
-        ],
-    );
+    create_with_kafka_tools(&address, "events", 3);
     let props = format!("bootstrap.servers={address}");
     let out = kafka_tool(
         "org.apache.kafka.tools.ProducerPerformance",
@@ -997,18 +991,7 @@ fn consumed_ranges(out: &str) -> Vec<(i64, i64, i64)> {
 async fn verifiable_producer_and_consumer_across_a_restart() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (broker, address) = spawn_broker(dir.path()).await;
-    kafka_tool(
-        "org.apache.kafka.tools.TopicCommand",
-        &[
-            "--bootstrap-server",
-            &address,
-            "--create",
-            "--topic",
-            "verified",
-            "--partitions",
-            "3",
-        ],
-    );
+    create_with_kafka_tools(&address, "verified", 3);
     let produced = kafka_tool(
         "org.apache.kafka.tools.VerifiableProducer",
         &[
