@@ -222,6 +222,17 @@ impl Broker {
         Ok(topic)
     }
 
+    /// Whether creating this topic would be accepted (CreateTopics with `validate_only`).
+    pub fn check_create_topic(&self, name: &str, partitions: i32) -> Result<(), ControllerError> {
+        self.with_controller(|c| c.check_create_topic(name, partitions))
+    }
+
+    /// Whether growing a topic to `count` partitions would be accepted (CreatePartitions with
+    /// `validate_only`).
+    pub fn check_create_partitions(&self, name: &str, count: i32) -> Result<(), ControllerError> {
+        self.with_controller(|c| c.check_create_partitions(name, count))
+    }
+
     /// Grows a topic to `count` partitions and opens the new logs.
     pub fn create_partitions(&self, name: &str, count: i32) -> Result<TopicMeta, ControllerError> {
         let before = self
@@ -262,13 +273,12 @@ impl Broker {
     /// Deletes a topic: the controller's record first (the truth after a crash), then its logs.
     pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ControllerError> {
         let topic = self.with_controller(|c| c.delete_topic(name))?;
-        let removed: Vec<Arc<Partition>> = {
+        {
             let mut partitions = self.partitions.write().unwrap_or_else(|e| e.into_inner());
-            (0..topic.partitions.len() as i32)
-                .filter_map(|index| partitions.remove(&(name.to_string(), index)))
-                .collect()
-        };
-        drop(removed);
+            for index in 0..topic.partitions.len() as i32 {
+                partitions.remove(&(name.to_string(), index));
+            }
+        }
         for index in 0..topic.partitions.len() {
             let dir = self.config.log_dir.join(format!("{name}-{index}"));
             if dir.exists() {

@@ -209,14 +209,8 @@ impl Controller {
         &self.topics
     }
 
-    /// Creates a topic, keeping `topic_id` when one is given (mirror topics keep the source's).
-    pub fn create_topic(
-        &mut self,
-        name: &str,
-        partitions: i32,
-        configs: BTreeMap<String, String>,
-        topic_id: Option<Uuid>,
-    ) -> Result<TopicMeta, ControllerError> {
+    /// Whether [`Controller::create_topic`] would accept this name and partition count.
+    pub fn check_create_topic(&self, name: &str, partitions: i32) -> Result<(), ControllerError> {
         if !valid_topic_name(name) {
             return Err(ControllerError::InvalidName(name.to_string()));
         }
@@ -226,6 +220,18 @@ impl Controller {
         if partitions < 1 {
             return Err(ControllerError::InvalidPartitions(partitions));
         }
+        Ok(())
+    }
+
+    /// Creates a topic, keeping `topic_id` when one is given (mirror topics keep the source's).
+    pub fn create_topic(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        topic_id: Option<Uuid>,
+    ) -> Result<TopicMeta, ControllerError> {
+        self.check_create_topic(name, partitions)?;
         let id = topic_id.unwrap_or_else(Uuid::new_v4);
         self.append(MetadataRecord::Topic {
             name: name.to_string(),
@@ -236,12 +242,8 @@ impl Controller {
         Ok(self.topics[name].clone())
     }
 
-    /// Grows a topic to `count` partitions (partitions are never removed, as in Kafka).
-    pub fn create_partitions(
-        &mut self,
-        name: &str,
-        count: i32,
-    ) -> Result<TopicMeta, ControllerError> {
+    /// Whether [`Controller::create_partitions`] would accept growing `name` to `count`.
+    pub fn check_create_partitions(&self, name: &str, count: i32) -> Result<(), ControllerError> {
         let current = self
             .topics
             .get(name)
@@ -251,6 +253,16 @@ impl Controller {
         if usize::try_from(count).map_or(true, |c| c <= current) {
             return Err(ControllerError::InvalidPartitions(count));
         }
+        Ok(())
+    }
+
+    /// Grows a topic to `count` partitions (partitions are never removed, as in Kafka).
+    pub fn create_partitions(
+        &mut self,
+        name: &str,
+        count: i32,
+    ) -> Result<TopicMeta, ControllerError> {
+        self.check_create_partitions(name, count)?;
         self.append(MetadataRecord::PartitionCount {
             topic: name.to_string(),
             count,

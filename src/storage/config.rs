@@ -37,34 +37,31 @@ impl Default for LogConfig {
 }
 
 impl LogConfig {
+    /// The topic config names of these settings, in [`LogConfig::entries`] order.
+    pub const NAMES: [&'static str; 7] = [
+        "segment.bytes",
+        "segment.ms",
+        "index.interval.bytes",
+        "retention.bytes",
+        "retention.ms",
+        "flush.messages",
+        "flush.ms",
+    ];
+
     /// These settings under their topic config names, as DescribeConfigs reports them.
     pub fn entries(&self) -> Vec<(&'static str, String)> {
-        let unbounded = |v: i64| {
-            if v == i64::MAX {
-                i64::MAX.to_string()
-            } else {
-                v.to_string()
-            }
-        };
-        vec![
-            ("segment.bytes", self.segment_bytes.to_string()),
-            ("segment.ms", self.segment_ms.to_string()),
-            (
-                "index.interval.bytes",
-                self.index_interval_bytes.to_string(),
-            ),
-            ("retention.bytes", self.retention_bytes.to_string()),
-            ("retention.ms", self.retention_ms.to_string()),
-            (
-                "flush.messages",
-                if self.flush_messages == u64::MAX {
-                    i64::MAX.to_string()
-                } else {
-                    self.flush_messages.to_string()
-                },
-            ),
-            ("flush.ms", unbounded(self.flush_ms)),
-        ]
+        // Unbounded (u64::MAX) counts show as Kafka's Long.MAX_VALUE.
+        let flush_messages = i64::try_from(self.flush_messages).unwrap_or(i64::MAX);
+        let values = [
+            self.segment_bytes.to_string(),
+            self.segment_ms.to_string(),
+            self.index_interval_bytes.to_string(),
+            self.retention_bytes.to_string(),
+            self.retention_ms.to_string(),
+            flush_messages.to_string(),
+            self.flush_ms.to_string(),
+        ];
+        LogConfig::NAMES.into_iter().zip(values).collect()
     }
 
     /// These settings with a topic's overrides applied (keys of [`LogConfig::entries`]; values

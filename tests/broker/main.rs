@@ -71,11 +71,30 @@ async fn connection(address: &str) -> Connection {
 }
 
 async fn create(address: &str, name: &str, partitions: i32) -> i16 {
+    create_with_configs(address, name, partitions, &[]).await
+}
+
+/// CreateTopics with topic configs; returns the topic's error code.
+async fn create_with_configs(
+    address: &str,
+    name: &str,
+    partitions: i32,
+    configs: &[(&str, &str)],
+) -> i16 {
+    let configs = configs
+        .iter()
+        .map(|(k, v)| {
+            CreatableTopicConfig::default()
+                .with_name(StrBytes::from_string(k.to_string()))
+                .with_value(Some(StrBytes::from_string(v.to_string())))
+        })
+        .collect();
     let request = CreateTopicsRequest::default().with_topics(vec![
         CreatableTopic::default()
             .with_name(TopicName(StrBytes::from_string(name.to_string())))
             .with_num_partitions(partitions)
-            .with_replication_factor(1),
+            .with_replication_factor(1)
+            .with_configs(configs),
     ]);
     let (_, response) = connection(address)
         .await
@@ -271,23 +290,10 @@ async fn produce_fetch_offsets_and_restart() {
 async fn mirror_topics_are_read_only_until_opened() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start(dir.path()).await;
-    let request = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("mirrored")))
-            .with_num_partitions(2)
-            .with_replication_factor(1)
-            .with_configs(vec![
-                CreatableTopicConfig::default()
-                    .with_name(StrBytes::from_static_str("mirror.name"))
-                    .with_value(Some(StrBytes::from_static_str("dr"))),
-            ]),
-    ]);
-    let (_, created) = connection(&running.address)
-        .await
-        .send("CreateTopics", &request, 7)
-        .await
-        .expect("answers");
-    assert_eq!(created.topics[0].error_code, 0);
+    assert_eq!(
+        create_with_configs(&running.address, "mirrored", 2, &[("mirror.name", "dr")]).await,
+        0
+    );
     let records = || {
         BatchSpec {
             records: 3,
@@ -345,27 +351,11 @@ async fn mirror_topics_are_read_only_until_opened() {
 async fn retention_deletes_old_segments_and_moves_the_log_start() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start(dir.path()).await;
-    let config = |name: &'static str, value: &'static str| {
-        CreatableTopicConfig::default()
-            .with_name(StrBytes::from_static_str(name))
-            .with_value(Some(StrBytes::from_static_str(value)))
-    };
-    let request = CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("retained")))
-            .with_num_partitions(1)
-            .with_replication_factor(1)
-            .with_configs(vec![
-                config("segment.bytes", "1024"),
-                config("retention.bytes", "2048"),
-            ]),
-    ]);
-    let (_, created) = connection(&running.address)
-        .await
-        .send("CreateTopics", &request, 7)
-        .await
-        .expect("answers");
-    assert_eq!(created.topics[0].error_code, 0);
+    let configs = [("segment.bytes", "1024"), ("retention.bytes", "2048")];
+    assert_eq!(
+        create_with_configs(&running.address, "retained", 1, &configs).await,
+        0
+    );
     for _ in 0..20 {
         let batch = BatchSpec {
             records: 3,

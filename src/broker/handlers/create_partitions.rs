@@ -2,7 +2,6 @@
 //! ignored, every partition lives here).
 
 use crate::broker::Broker;
-use crate::controller::ControllerError;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -17,13 +16,7 @@ pub(super) fn handle(
         .map(|topic| {
             let name = topic.name.0.to_string();
             let outcome = if request.validate_only {
-                match broker.topics().get(&name) {
-                    None => Err(ControllerError::UnknownTopic(name)),
-                    Some(t) if topic.count as usize <= t.partitions.len() || topic.count < 1 => {
-                        Err(ControllerError::InvalidPartitions(topic.count))
-                    }
-                    Some(_) => Ok(()),
-                }
+                broker.check_create_partitions(&name, topic.count)
             } else {
                 broker.create_partitions(&name, topic.count).map(|_| ())
             };

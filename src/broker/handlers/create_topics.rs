@@ -1,7 +1,6 @@
 //! CreateTopics: through the controller, then the partition logs.
 
 use crate::broker::Broker;
-use crate::controller::ControllerError;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -27,16 +26,7 @@ pub(super) fn handle(broker: &Broker, request: CreateTopicsRequest) -> CreateTop
             .collect();
         let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
         let outcome = if request.validate_only {
-            match (
-                crate::controller::valid_topic_name(&name),
-                broker.topics().contains_key(&name),
-                partitions >= 1,
-            ) {
-                (false, _, _) => Err(ControllerError::InvalidName(name.clone())),
-                (_, true, _) => Err(ControllerError::TopicExists(name.clone())),
-                (_, _, false) => Err(ControllerError::InvalidPartitions(partitions)),
-                _ => Ok(None),
-            }
+            broker.check_create_topic(&name, partitions).map(|()| None)
         } else {
             broker
                 .create_topic(&name, partitions, configs, None)

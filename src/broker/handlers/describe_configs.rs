@@ -3,6 +3,7 @@
 //! shows the broker's log defaults.
 
 use crate::broker::Broker;
+use crate::storage::LogConfig;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };
@@ -75,9 +76,9 @@ pub(super) fn handle(broker: &Broker, request: DescribeConfigsRequest) -> Descri
                             entry(name, value, source, false)
                         })
                         .collect();
-                    let shown: Vec<&str> = effective.entries().iter().map(|(n, _)| *n).collect();
                     for (name, value) in &topic.configs {
-                        if !shown.contains(&name.as_str()) && !name.starts_with("mirror.") {
+                        let shown = LogConfig::NAMES.contains(&name.as_str());
+                        if !shown && !name.starts_with("mirror.") {
                             configs.push(entry(name, value.clone(), DYNAMIC_TOPIC_CONFIG, false));
                         }
                     }

@@ -21,11 +21,7 @@ fn apply(
     current: &BTreeMap<String, String>,
     changes: &[AlterableConfig],
 ) -> Result<BTreeMap<String, String>, String> {
-    let known: Vec<&str> = LogConfig::default()
-        .entries()
-        .into_iter()
-        .map(|(n, _)| n)
-        .collect();
+    let known = LogConfig::NAMES;
     let mut out = current.clone();
     for change in changes {
         let name = change.name.to_string();
