@@ -4,6 +4,7 @@
 //! - [`controller`]: cluster metadata as a durable, replayed record log.
 //! - [`broker`]: the Kafka-compatible listener and its API handlers.
 //! - [`groups`]: the group coordinator (consumer groups, committed offsets).
+//! - [`txn`]: the transaction coordinator (transactional ids, commit and abort).
 //! - [`record_log`]: small durable logs of serde records, replayed at start.
 
 pub mod broker;
@@ -11,3 +12,4 @@ pub mod controller;
 pub mod groups;
 pub mod record_log;
 pub mod storage;
+pub mod txn;

@@ -15,6 +15,7 @@ use kmirror_protocol::messages::MirrorApiKey;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// Broker-embedded Kafka cluster mirroring (KIP-1279).
 #[derive(Debug, Parser)]
@@ -95,7 +96,7 @@ fn run_broker(path: &Path) -> ExitCode {
 
 async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     let address = config.listener;
-    let broker = std::sync::Arc::new(Broker::open(config).map_err(|e| e.to_string())?);
+    let broker = Arc::new(Broker::open(config).map_err(|e| e.to_string())?);
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| format!("listening on {address}: {e}"))?;
@@ -106,27 +107,29 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
         listener,
         stopped,
     ));
-    let housekeeping = {
-        let broker = broker.clone();
-        let every =
-            std::time::Duration::from_millis(broker.config().retention_check_interval_ms as u64);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(every);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let broker = broker.clone();
-                let deleted = tokio::task::spawn_blocking(move || {
-                    broker.housekeeping(kmirror::broker::now_ms())
-                })
-                .await
-                .unwrap_or(0);
-                if deleted > 0 {
-                    tracing::info!(segments = deleted, "retention deleted segments");
-                }
+    let retention = every(
+        &broker,
+        broker.config().retention_check_interval_ms,
+        |broker, now| {
+            let deleted = broker.housekeeping(now);
+            if deleted > 0 {
+                tracing::info!(segments = deleted, "retention deleted segments");
             }
-        })
-    };
+        },
+    );
+    let transactions = every(
+        &broker,
+        broker.config().transaction_cleanup_interval_ms,
+        |broker, now| {
+            let ended = broker.abort_timed_out_transactions(now);
+            if ended > 0 {
+                tracing::info!(
+                    transactions = ended,
+                    "ended timed-out or stalled transactions"
+                );
+            }
+        },
+    );
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;
     tokio::select! {
@@ -135,11 +138,32 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     }
     tracing::info!("shutting down");
     let _ = stop.send(true);
-    housekeeping.abort();
+    retention.abort();
+    transactions.abort();
     let _ = server.await;
     broker.close().map_err(|e| e.to_string())?;
     tracing::info!("stopped cleanly");
     Ok(())
+}
+
+/// Runs `job` on a blocking thread every `interval_ms`.
+fn every(
+    broker: &Arc<Broker>,
+    interval_ms: i64,
+    job: fn(&Broker, i64),
+) -> tokio::task::JoinHandle<()> {
+    let broker = broker.clone();
+    let every = std::time::Duration::from_millis(interval_ms as u64);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let broker = broker.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || job(&broker, kmirror::broker::now_ms())).await;
+        }
+    })
 }
 
 fn dump_log(path: &Path) -> ExitCode {

@@ -72,20 +72,54 @@ impl<T: Serialize + DeserializeOwned> RecordLog<T> {
         ))
     }
 
+    /// Replaces the log's content with `records` (compaction): written beside it, fsynced, then
+    /// renamed over it, so a crash leaves either the old log or the new one.
+    pub fn rewrite(path: &Path, records: &[T]) -> Result<RecordLog<T>, StorageError> {
+        let staged = path.with_extension("rewrite");
+        let mut content = Vec::new();
+        for record in records {
+            content.extend_from_slice(&frame(record, path)?);
+        }
+        let mut file = File::create(&staged).map_err(io("create", &staged))?;
+        file.write_all(&content).map_err(io("write", &staged))?;
+        file.sync_all().map_err(io("fsync", &staged))?;
+        std::fs::rename(&staged, path).map_err(io("rename", path))?;
+        if let Some(dir) = path.parent() {
+            File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io("fsync directory", dir))?;
+        }
+        let file = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(io("open", path))?;
+        Ok(RecordLog {
+            path: path.to_path_buf(),
+            file,
+            records: PhantomData,
+        })
+    }
+
     /// Appends one record durably.
     pub fn append(&mut self, record: &T) -> Result<(), StorageError> {
-        let body = serde_json::to_vec(record).map_err(|e| StorageError::Io {
-            op: "encode record",
-            path: self.path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        let mut frame = Vec::with_capacity(body.len() + 8);
-        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
-        frame.extend_from_slice(&body);
+        let frame = frame(record, &self.path)?;
         self.file
             .write_all(&frame)
             .map_err(io("write", &self.path))?;
         self.file.sync_data().map_err(io("fsync", &self.path))
     }
+}
+
+/// `u32 length | u32 CRC32C | JSON` of one record.
+fn frame<T: Serialize>(record: &T, path: &Path) -> Result<Vec<u8>, StorageError> {
+    let body = serde_json::to_vec(record).map_err(|e| StorageError::Io {
+        op: "encode record",
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e),
+    })?;
+    let mut frame = Vec::with_capacity(body.len() + 8);
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
 }

@@ -45,6 +45,11 @@ pub struct BrokerConfig {
     pub max_request_bytes: usize,
     /// `log.retention.check.interval.ms`: how often retention and time-based flushes run.
     pub retention_check_interval_ms: i64,
+    /// `transaction.max.timeout.ms`: the longest transaction timeout a producer may ask for.
+    pub transaction_max_timeout_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often transactions past
+    /// their timeout are aborted.
+    pub transaction_cleanup_interval_ms: i64,
     /// Segment, retention and flush settings (`log.*`).
     pub log: LogConfig,
 }
@@ -200,6 +205,18 @@ impl BrokerConfig {
         };
         let max_request_bytes = positive("socket.request.max.bytes", 100 * 1024 * 1024)? as usize;
         let retention_check_interval_ms = positive("log.retention.check.interval.ms", 300_000)?;
+        let transaction_max_timeout_ms = positive("transaction.max.timeout.ms", 900_000)?;
+        if transaction_max_timeout_ms > i64::from(i32::MAX) {
+            return Err(invalid(
+                "transaction.max.timeout.ms",
+                &transaction_max_timeout_ms.to_string(),
+                "at most 2147483647",
+            ));
+        }
+        let transaction_cleanup_interval_ms = positive(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            10_000,
+        )?;
         let known = [
             "node.id",
             "listeners",
@@ -218,6 +235,8 @@ impl BrokerConfig {
             "log.flush.interval.ms",
             "socket.request.max.bytes",
             "log.retention.check.interval.ms",
+            "transaction.max.timeout.ms",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
         ];
         let unknown = props
             .keys()
@@ -238,6 +257,8 @@ impl BrokerConfig {
                 auto_create_topics,
                 max_request_bytes,
                 retention_check_interval_ms,
+                transaction_max_timeout_ms: transaction_max_timeout_ms as i32,
+                transaction_cleanup_interval_ms,
                 log,
             },
             unknown,

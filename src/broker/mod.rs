@@ -7,21 +7,23 @@
 //!
 //! Contracts: one node, one replica per partition, so a partition's high watermark is its log end
 //! and `acks=all` is satisfied by the append itself; every partition's leader is this node, at the
-//! controller's leader epoch. Today the broker answers ApiVersions, Metadata, Produce (plain and
-//! idempotent), Fetch (full fetches, long polling, READ_COMMITTED), ListOffsets,
-//! OffsetForLeaderEpoch, CreateTopics, CreatePartitions, DeleteTopics, DescribeConfigs,
-//! IncrementalAlterConfigs, InitProducerId (idempotent producers), DescribeCluster and
-//! the classic group protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-//! OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups); any other API closes the
-//! connection.
+//! controller's leader epoch. The broker answers ApiVersions, Metadata, Produce (plain,
+//! idempotent and transactional), Fetch (full fetches, long polling, READ_COMMITTED),
+//! ListOffsets, OffsetForLeaderEpoch, CreateTopics, CreatePartitions, DeleteTopics,
+//! DescribeConfigs, IncrementalAlterConfigs, DescribeCluster, the transaction coordinator's APIs
+//! (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) and the classic
+//! group protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+//! OffsetFetch, ListGroups, DescribeGroups, DeleteGroups); any other API closes the connection.
 
 pub mod config;
 mod handlers;
 pub mod server;
+mod transactions;
 
 use crate::controller::{Controller, ControllerError, TopicMeta};
 use crate::groups::GroupCoordinator;
 use crate::storage::{PartitionLog, StorageError};
+use crate::txn::TransactionCoordinator;
 use config::BrokerConfig;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,6 +50,7 @@ pub struct Broker {
     /// Woken after every append, for fetches waiting on `min_bytes`.
     appended: Notify,
     groups: GroupCoordinator,
+    transactions: TransactionCoordinator,
 }
 
 /// Whether a topic's configs make it a mirror topic (DECISIONS.md 2: `mirror.name` set and not
@@ -70,9 +73,14 @@ impl Broker {
     pub fn open(config: BrokerConfig) -> Result<Broker, StorageError> {
         let controller = Controller::open(&config.log_dir.join("__cluster_metadata"))?;
         let groups = GroupCoordinator::open(&config.log_dir.join("__consumer_offsets"))?;
+        let (transactions, unfinished) = TransactionCoordinator::open(
+            &config.log_dir.join("__transaction_state"),
+            config.transaction_max_timeout_ms,
+        )?;
         let broker = Broker {
             controller: Mutex::new(controller),
             groups,
+            transactions,
             partitions: RwLock::new(HashMap::new()),
             appended: Notify::new(),
             config,
@@ -82,6 +90,13 @@ impl Broker {
         broker.remove_stray_logs(&topics)?;
         for (name, topic) in topics {
             broker.open_partitions(&name, &topic, 0)?;
+        }
+        // Transactions decided before a crash end before any client sees the partitions; one
+        // that still fails is retried by housekeeping.
+        for completion in unfinished {
+            if let Err(e) = broker.complete_transaction(&completion) {
+                tracing::error!(transactional_id = %completion.transactional_id, error = %e, "completing a transaction at start-up");
+            }
         }
         Ok(broker)
     }
@@ -296,6 +311,11 @@ impl Broker {
     /// The group coordinator.
     pub fn groups(&self) -> &GroupCoordinator {
         &self.groups
+    }
+
+    /// The transaction coordinator.
+    pub fn transactions(&self) -> &TransactionCoordinator {
+        &self.transactions
     }
 
     /// Wakes fetches waiting for data.

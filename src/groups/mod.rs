@@ -638,37 +638,64 @@ impl GroupCoordinator {
         if check != 0 {
             return vec![check; offsets.len()];
         }
-        let mut errors = Vec::with_capacity(offsets.len());
-        for (topic, partition, committed) in offsets {
-            let record = OffsetRecord::Commit {
-                group: group_id.to_string(),
-                topic: topic.clone(),
-                partition,
-                committed: committed.clone(),
-            };
-            let written = self
-                .log
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .append(&record);
-            match written {
-                Ok(()) => {
-                    self.with_groups(|groups| {
-                        groups
-                            .entry(group_id.to_string())
-                            .or_insert_with(Group::new)
-                            .offsets
-                            .insert((topic, partition), committed)
-                    });
-                    errors.push(0);
+        self.write_offsets(group_id, offsets)
+    }
+
+    /// Commits the offsets of a committed transaction (TxnOffsetCommit, applied at EndTxn):
+    /// whatever the group's membership now, as Kafka's commit markers do.
+    pub fn commit_transactional(
+        &self,
+        group_id: &str,
+        offsets: Vec<(String, i32, Committed)>,
+    ) -> Result<(), StorageError> {
+        offsets
+            .into_iter()
+            .try_for_each(|(topic, partition, committed)| {
+                self.write_offset(group_id, topic, partition, committed)
+            })
+    }
+
+    fn write_offsets(&self, group_id: &str, offsets: Vec<(String, i32, Committed)>) -> Vec<i16> {
+        offsets
+            .into_iter()
+            .map(|(topic, partition, committed)| {
+                match self.write_offset(group_id, topic, partition, committed) {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        tracing::error!(error = %e, "committing an offset");
+                        codes::KAFKA_STORAGE_ERROR
+                    }
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "committing an offset");
-                    errors.push(codes::KAFKA_STORAGE_ERROR);
-                }
-            }
-        }
-        errors
+            })
+            .collect()
+    }
+
+    /// Makes one committed offset durable, then current.
+    fn write_offset(
+        &self,
+        group_id: &str,
+        topic: String,
+        partition: i32,
+        committed: Committed,
+    ) -> Result<(), StorageError> {
+        let record = OffsetRecord::Commit {
+            group: group_id.to_string(),
+            topic: topic.clone(),
+            partition,
+            committed: committed.clone(),
+        };
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .append(&record)?;
+        self.with_groups(|groups| {
+            groups
+                .entry(group_id.to_string())
+                .or_insert_with(Group::new)
+                .offsets
+                .insert((topic, partition), committed)
+        });
+        Ok(())
     }
 
     /// The committed offsets of a group (all of them when `partitions` is None).

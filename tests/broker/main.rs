@@ -3,11 +3,13 @@
 //! (ignored by plain `cargo test`, run by scripts/test.sh, which provides Kafka's jars).
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    ApiVersionsRequest, CreateTopicsRequest, DescribeConfigsRequest, ProduceRequest, TopicName,
+    AddPartitionsToTxnRequest, ApiVersionsRequest, CreateTopicsRequest, DescribeConfigsRequest,
+    InitProducerIdRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
 use kmirror::broker::Broker;
@@ -474,8 +476,126 @@ impl Drop for BrokerProcess {
     }
 }
 
+/// A transactional producer over the wire, then a crash after EndTxn's decision is durable but
+/// before any marker is written: the restarted broker writes the commit marker before serving,
+/// so READ_COMMITTED readers (the last stable offset) see the records.
+#[tokio::test]
+async fn a_commit_decided_before_a_crash_is_finished_at_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let address = running.address.clone();
+    assert_eq!(create(&address, "payments", 2).await, 0);
+    let client = connection(&address).await;
+    let (_, init) = client
+        .send(
+            "InitProducerId",
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(StrBytes::from_static_str("pay"))))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+            4,
+        )
+        .await
+        .expect("InitProducerId answers");
+    assert_eq!(init.error_code, 0);
+    let batch = BatchSpec {
+        producer_id: init.producer_id.0,
+        producer_epoch: init.producer_epoch,
+        base_sequence: 0,
+        transactional: true,
+        records: 5,
+        value_size: 20,
+        ..BatchSpec::default()
+    }
+    .build();
+    assert_eq!(
+        produce(&address, "payments", 0, batch.clone(), -1).await,
+        Some((48, -1)),
+        "INVALID_TXN_STATE before the partition is added"
+    );
+    let (_, added) = client
+        .send(
+            "AddPartitionsToTxn",
+            &AddPartitionsToTxnRequest::default()
+                .with_v3_and_below_transactional_id(TransactionalId(StrBytes::from_static_str(
+                    "pay",
+                )))
+                .with_v3_and_below_producer_id(init.producer_id)
+                .with_v3_and_below_producer_epoch(init.producer_epoch)
+                .with_v3_and_below_topics(vec![
+                    AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(StrBytes::from_static_str("payments")))
+                        .with_partitions(vec![0]),
+                ]),
+            3,
+        )
+        .await
+        .expect("AddPartitionsToTxn answers");
+    assert_eq!(
+        added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+        0
+    );
+    assert_eq!(
+        produce(&address, "payments", 0, batch, -1).await,
+        Some((0, 0))
+    );
+    let stable = |broker: &Broker| {
+        let partition = broker.partition("payments", 0).expect("partition");
+        let log = partition.log.lock().expect("log");
+        (log.last_stable_offset(), log.log_end_offset())
+    };
+    assert_eq!(
+        stable(&running.broker),
+        (0, 5),
+        "the open transaction holds the LSO"
+    );
+    running
+        .broker
+        .transactions()
+        .end("pay", (init.producer_id.0, init.producer_epoch), true, 0)
+        .expect("the decision")
+        .expect("markers to write");
+    // The crash: no markers, no clean close.
+    let _ = running.stop.send(true);
+    let _ = running.server.await;
+    drop(running.broker);
+
+    let running = start(dir.path()).await;
+    assert_eq!(
+        stable(&running.broker),
+        (6, 6),
+        "the commit marker was written at start-up"
+    );
+    assert_eq!(
+        running
+            .broker
+            .transactions()
+            .describe("pay")
+            .map(|m| m.state),
+        Some(kmirror::txn::TxnState::CompleteCommit)
+    );
+    let partition = running.broker.partition("payments", 0).expect("partition");
+    assert!(
+        partition
+            .log
+            .lock()
+            .expect("log")
+            .aborted_transactions(0, 6)
+            .is_empty(),
+        "committed, not aborted"
+    );
+    drop(partition);
+    shut(running).await;
+}
+
 /// Starts a `kmirror broker` process with its data under `dir`; returns it and its address.
 async fn spawn_broker(dir: &Path) -> (BrokerProcess, String) {
+    spawn_broker_with(dir, "").await
+}
+
+/// [`spawn_broker`] with `extra` lines appended to its `server.properties`.
+async fn spawn_broker_with(dir: &Path, extra: &str) -> (BrokerProcess, String) {
     let port = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binds")
@@ -486,7 +606,7 @@ async fn spawn_broker(dir: &Path) -> (BrokerProcess, String) {
     std::fs::write(
         &config,
         format!(
-            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\nnum.partitions=1\n",
+            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\nnum.partitions=1\n{extra}",
             dir.display()
         ),
     )
@@ -1044,5 +1164,141 @@ async fn verifiable_producer_and_consumer_across_a_restart() {
         !second.is_empty(),
         "the second run resumed after the restart"
     );
+    stop_broker(broker);
+}
+
+/// The values Kafka's console consumer prints reading all of `topic` at `isolation`.
+fn console_values(address: &str, topic: &str, isolation: &str) -> Vec<String> {
+    kafka_tool(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            address,
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--isolation-level",
+            isolation,
+            "--timeout-ms",
+            "10000",
+        ],
+    )
+    .lines()
+    .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+    .map(str::to_string)
+    .collect()
+}
+
+/// Kafka's TransactionalMessageCopier (consume, produce transactionally, commit the consumed
+/// offsets in the transaction, abort at random) against a `kmirror broker`, restarted before
+/// anything is read: READ_COMMITTED sees every input record exactly once, READ_UNCOMMITTED also
+/// the aborted copies, and the copier's group committed the whole input.
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn a_transactional_copier_with_random_aborts_is_read_committed_exactly_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (broker, address) = spawn_broker(dir.path()).await;
+    create_with_kafka_tools(&address, "copy-in", 1);
+    create_with_kafka_tools(&address, "copy-out", 3);
+    let produced = kafka_tool(
+        "org.apache.kafka.tools.VerifiableProducer",
+        &[
+            "--bootstrap-server",
+            &address,
+            "--topic",
+            "copy-in",
+            "--max-messages",
+            "5000",
+            "--acks",
+            "-1",
+        ],
+    );
+    assert!(produced.contains("\"acked\":5000"), "{produced}");
+    let copied = kafka_tool(
+        "org.apache.kafka.tools.TransactionalMessageCopier",
+        &[
+            "--broker-list",
+            &address,
+            "--input-topic",
+            "copy-in",
+            "--input-partition",
+            "0",
+            "--output-topic",
+            "copy-out",
+            "--transactional-id",
+            "copier",
+            "--consumer-group",
+            "copiers",
+            "--transaction-size",
+            "100",
+            "--enable-random-aborts",
+            "--use-group-metadata",
+        ],
+    );
+    assert!(copied.contains("\"totalProcessed\":5000"), "{copied}");
+    stop_broker(broker);
+    let (broker, address) = spawn_broker(dir.path()).await;
+
+    let mut committed = console_values(&address, "copy-out", "read_committed");
+    committed.sort_by_key(|v| v.parse::<i64>().unwrap_or(-1));
+    let expected: Vec<String> = (0..5000).map(|i| i.to_string()).collect();
+    assert_eq!(
+        committed, expected,
+        "each input record once, nothing aborted"
+    );
+    let uncommitted = console_values(&address, "copy-out", "read_uncommitted");
+    assert!(
+        uncommitted.len() > 5000,
+        "random aborts left aborted copies that only READ_UNCOMMITTED returns ({})",
+        uncommitted.len()
+    );
+    assert_eq!(
+        described_offsets(&address, "copiers", "copy-in"),
+        vec![(0, 5000, 5000, 0)],
+        "the offsets committed inside the transactions"
+    );
+    stop_broker(broker);
+}
+
+/// confluent-kafka transactions: commit, abort, commit; fencing by a second producer with the
+/// same transactional id; a transaction left open is aborted by the broker at its timeout.
+#[tokio::test]
+#[ignore = "needs confluent-kafka: run scripts/test.sh"]
+async fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (broker, address) = spawn_broker_with(
+        dir.path(),
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms=500\n",
+    )
+    .await;
+    let out = Command::new(kafka_env("KMIRROR_PYTHON"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/broker/confluent_transactions.py"
+        ))
+        .args([address.as_str(), "py-transactions", "1000"])
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "confluent-kafka failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON line");
+    let mut expected: Vec<String> = ["committed-a", "committed-b", "committed-c"]
+        .iter()
+        .flat_map(|prefix| (0..1000).map(move |i| format!("{prefix}-{i}")))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        report["read_committed"],
+        serde_json::json!(expected),
+        "only committed records, each once"
+    );
+    assert_eq!(report["fenced"], true, "{report}");
+    assert_eq!(report["read_uncommitted_aborted"], 1000, "{report}");
+    assert_eq!(report["read_uncommitted_hanging"], 10, "{report}");
     stop_broker(broker);
 }

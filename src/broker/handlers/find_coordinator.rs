@@ -1,5 +1,5 @@
-//! FindCoordinator: this node coordinates every group. Transaction coordinators are not served
-//! (transactions are not), so those keys get COORDINATOR_NOT_AVAILABLE and clients fail clearly.
+//! FindCoordinator: this node coordinates every group and every transactional id; other key
+//! types (share groups) get COORDINATOR_NOT_AVAILABLE, so those clients fail clearly.
 
 use crate::broker::Broker;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -8,6 +8,7 @@ use kafka_protocol::protocol::StrBytes;
 
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const GROUP_KEY_TYPE: i8 = 0;
+const TRANSACTION_KEY_TYPE: i8 = 1;
 
 pub(super) fn handle(
     broker: &Broker,
@@ -18,7 +19,7 @@ pub(super) fn handle(
     let node = BrokerId(broker.config().node_id);
     let answer = |key: StrBytes| {
         let mut c = Coordinator::default().with_key(key);
-        if request.key_type == GROUP_KEY_TYPE {
+        if request.key_type == GROUP_KEY_TYPE || request.key_type == TRANSACTION_KEY_TYPE {
             c = c
                 .with_node_id(node)
                 .with_host(StrBytes::from_string(host.clone()))
@@ -29,7 +30,7 @@ pub(super) fn handle(
                 .with_port(-1)
                 .with_error_code(COORDINATOR_NOT_AVAILABLE)
                 .with_error_message(Some(StrBytes::from_static_str(
-                    "transactions are not served by this broker",
+                    "this broker coordinates groups and transactions only",
                 )));
         }
         c

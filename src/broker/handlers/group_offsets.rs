@@ -1,4 +1,6 @@
 //! OffsetCommit and OffsetFetch: committed offsets, durable in the group coordinator's log.
+//! OffsetFetch with `RequireStable` answers UNSTABLE_OFFSET_COMMIT for a partition whose offset
+//! an ongoing transaction is committing.
 
 use crate::broker::Broker;
 use crate::groups::Committed;
@@ -15,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use std::collections::BTreeMap;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 pub(super) fn commit(broker: &Broker, request: OffsetCommitRequest) -> OffsetCommitResponse {
     let group = request.group_id.0.to_string();
@@ -84,7 +87,8 @@ fn partition_answer(index: i32, committed: Option<&Committed>) -> OffsetFetchRes
 }
 
 pub(super) fn fetch(broker: &Broker, request: OffsetFetchRequest) -> OffsetFetchResponse {
-    let committed = broker.groups().committed(&request.group_id.0);
+    let group = request.group_id.0.to_string();
+    let committed = broker.groups().committed(&group);
     let topics = match request.topics {
         // Every committed offset of the group.
         None => {
@@ -111,7 +115,17 @@ pub(super) fn fetch(broker: &Broker, request: OffsetFetchRequest) -> OffsetFetch
                 let partitions = t
                     .partition_indexes
                     .iter()
-                    .map(|i| partition_answer(*i, committed.get(&(name.clone(), *i))))
+                    .map(|i| {
+                        let answer = partition_answer(*i, committed.get(&(name.clone(), *i)));
+                        // A READ_COMMITTED consumer waits for a transaction's offsets to settle.
+                        if request.require_stable
+                            && broker.transactions().has_pending_offsets(&group, &name, *i)
+                        {
+                            answer.with_error_code(UNSTABLE_OFFSET_COMMIT)
+                        } else {
+                            answer
+                        }
+                    })
                     .collect();
                 OffsetFetchResponseTopic::default()
                     .with_name(t.name)

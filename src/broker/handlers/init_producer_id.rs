@@ -1,29 +1,78 @@
-//! InitProducerId for idempotent producers (a transactional id is answered
-//! COORDINATOR_NOT_AVAILABLE until the transaction coordinator exists).
+//! InitProducerId: a fresh producer id for an idempotent producer; for a transactional id, the
+//! coordinator's id with a bumped epoch (fencing older producers), after aborting a transaction
+//! the previous producer left open.
 
-use crate::broker::Broker;
+use crate::broker::{Broker, now_ms};
+use crate::txn::{InitOutcome, TxnError};
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const KAFKA_STORAGE_ERROR: i16 = 56;
 
+fn answer(producer_id: i64, producer_epoch: i16, error: i16) -> InitProducerIdResponse {
+    InitProducerIdResponse::default()
+        .with_error_code(error)
+        .with_producer_id(ProducerId(producer_id))
+        .with_producer_epoch(producer_epoch)
+}
+
 pub(super) fn handle(broker: &Broker, request: InitProducerIdRequest) -> InitProducerIdResponse {
-    if request.transactional_id.is_some() {
-        return InitProducerIdResponse::default()
-            .with_error_code(COORDINATOR_NOT_AVAILABLE)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1);
+    let Some(transactional_id) = &request.transactional_id else {
+        return match broker.allocate_producer_id() {
+            Ok(id) => answer(id, 0, 0),
+            Err(e) => {
+                tracing::error!(error = %e, "allocating a producer id");
+                answer(-1, -1, KAFKA_STORAGE_ERROR)
+            }
+        };
+    };
+    let expected =
+        (request.producer_id.0 >= 0).then_some((request.producer_id.0, request.producer_epoch));
+    match init_transactional(
+        broker,
+        transactional_id,
+        request.transaction_timeout_ms,
+        expected,
+    ) {
+        Ok((id, epoch)) => answer(id, epoch, 0),
+        Err(e) => answer(-1, -1, e.code()),
     }
-    match broker.allocate_producer_id() {
-        Ok(id) => InitProducerIdResponse::default()
-            .with_producer_id(ProducerId(id))
-            .with_producer_epoch(0),
-        Err(e) => {
-            tracing::error!(error = %e, "allocating a producer id");
-            InitProducerIdResponse::default()
-                .with_error_code(KAFKA_STORAGE_ERROR)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1)
+}
+
+fn init_transactional(
+    broker: &Broker,
+    transactional_id: &str,
+    timeout_ms: i32,
+    mut expected: Option<(i64, i16)>,
+) -> Result<(i64, i16), TxnError> {
+    let allocate = || broker.allocate_producer_id();
+    let coordinator = broker.transactions();
+    match coordinator.init_producer_id(
+        transactional_id,
+        timeout_ms,
+        expected,
+        now_ms(),
+        &allocate,
+    )? {
+        InitOutcome::Ready(m) => Ok((m.producer_id, m.producer_epoch)),
+        InitOutcome::AbortFirst(aborting, completion) => {
+            // The open transaction ends aborted (markers written now); the caller's expected
+            // epoch was consumed by that bump.
+            broker
+                .complete_transaction(&completion)
+                .map_err(|_| TxnError::ConcurrentTransactions)?;
+            if expected.is_some() {
+                expected = Some((aborting.producer_id, aborting.producer_epoch));
+            }
+            match coordinator.init_producer_id(
+                transactional_id,
+                timeout_ms,
+                expected,
+                now_ms(),
+                &allocate,
+            )? {
+                InitOutcome::Ready(m) => Ok((m.producer_id, m.producer_epoch)),
+                InitOutcome::AbortFirst(..) => Err(TxnError::ConcurrentTransactions),
+            }
         }
     }
 }

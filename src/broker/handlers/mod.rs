@@ -18,6 +18,7 @@ mod list_offsets;
 mod metadata;
 mod offset_for_leader_epoch;
 mod produce;
+mod transactions;
 
 use super::Broker;
 use bytes::{Bytes, BytesMut};
@@ -61,6 +62,12 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
         ApiKey::ListGroups => (0, 4),
         ApiKey::DescribeGroups => (0, 5),
         ApiKey::DeleteGroups => (0, 2),
+        // Client versions only: 4+ are broker-to-broker, 5 and EndTxn/TxnOffsetCommit 5 belong
+        // to transaction version 2, which this broker does not advertise.
+        ApiKey::AddPartitionsToTxn => (0, 3),
+        ApiKey::AddOffsetsToTxn => (0, 4),
+        ApiKey::TxnOffsetCommit => (0, 4),
+        ApiKey::EndTxn => (0, 4),
         _ => return None,
     })
 }
@@ -91,6 +98,10 @@ pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
         ApiKey::ListGroups,
         ApiKey::DescribeGroups,
         ApiKey::DeleteGroups,
+        ApiKey::AddPartitionsToTxn,
+        ApiKey::AddOffsetsToTxn,
+        ApiKey::TxnOffsetCommit,
+        ApiKey::EndTxn,
     ]
     .into_iter()
     .filter_map(|k| supported(k).map(|(min, max)| (k, min, max)))
@@ -203,6 +214,22 @@ pub(super) async fn dispatch(
         ),
         ApiKey::DeleteGroups => encode(
             &group_admin::delete(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::AddPartitionsToTxn => encode(
+            &transactions::add_partitions(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::AddOffsetsToTxn => encode(
+            &transactions::add_offsets(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::TxnOffsetCommit => encode(
+            &transactions::commit_offsets(broker, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::EndTxn => encode(
+            &transactions::end(broker, Decodable::decode(body, version)?),
             version,
         ),
         other => anyhow::bail!("{other:?} is not served"),

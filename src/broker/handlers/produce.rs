@@ -1,18 +1,23 @@
 //! Produce: leader appends (offsets assigned, leader epoch stamped, idempotence checked), then
 //! the high watermark moves to the log end (one replica) and waiting fetches wake. `acks=0`
-//! gets no response. A read-only (mirror) partition answers READ_ONLY_TOPIC.
+//! gets no response. A read-only (mirror) partition answers READ_ONLY_TOPIC. A transactional
+//! batch must belong to an ongoing transaction that added the partition (INVALID_TXN_STATE
+//! otherwise), so no data escapes the markers its coordinator writes.
 
 use crate::broker::{Broker, now_ms};
 use crate::storage::StorageError;
+use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::batch::RecordBatch;
 use std::sync::atomic::Ordering;
 
 const CORRUPT_MESSAGE: i16 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
+const INVALID_TXN_STATE: i16 = 48;
 const KAFKA_STORAGE_ERROR: i16 = 56;
 const INVALID_RECORD: i16 = 87;
 const READ_ONLY_TOPIC: i16 = kmirror_protocol::errors::ErrorCode::READ_ONLY_TOPIC.0;
@@ -55,6 +60,15 @@ pub(super) fn handle(broker: &Broker, request: ProduceRequest) -> Option<Produce
                             "a mirror topic is read-only until its mirror partition is STOPPED",
                         )));
                 }
+                (Some(_), Some(_))
+                    if !in_transaction(broker, &name, data.index, data.records.as_ref()) =>
+                {
+                    out = out
+                        .with_error_code(INVALID_TXN_STATE)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "the partition is not in an ongoing transaction of this producer",
+                        )));
+                }
                 (Some(partition), Some(epoch)) => {
                     let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
                     let records = data.records.unwrap_or_default();
@@ -85,4 +99,17 @@ pub(super) fn handle(broker: &Broker, request: ProduceRequest) -> Option<Produce
     }
     broker.notify_appended();
     (request.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// False only for a transactional batch whose producer has not added this partition to an
+/// ongoing transaction (anything unparsable is left to the append's own checks).
+fn in_transaction(broker: &Broker, topic: &str, index: i32, records: Option<&Bytes>) -> bool {
+    match records.map(|r| RecordBatch::new(r.clone())) {
+        Some(Ok(batch)) if batch.is_transactional() => broker.transactions().includes(
+            (batch.producer_id(), batch.producer_epoch()),
+            topic,
+            index,
+        ),
+        _ => true,
+    }
 }
