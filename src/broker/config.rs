@@ -2,6 +2,7 @@
 //! keys are reported (and ignored); a value that cannot work stops the start with a message
 //! naming the key.
 
+use crate::acl::AuthorizerConfig;
 use crate::storage::LogConfig;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -50,6 +51,9 @@ pub struct BrokerConfig {
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often transactions past
     /// their timeout are aborted.
     pub transaction_cleanup_interval_ms: i64,
+    /// `authorizer.enabled`, `super.users` (`;`-separated) and
+    /// `allow.everyone.if.no.acl.found`.
+    pub authorizer: AuthorizerConfig,
     /// Segment, retention and flush settings (`log.*`).
     pub log: LogConfig,
 }
@@ -217,6 +221,29 @@ impl BrokerConfig {
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             10_000,
         )?;
+        let flag = |k: &'static str| match get(k).unwrap_or("false") {
+            "true" => Ok(true),
+            "false" => Ok(false),
+            other => Err(invalid(k, other, "must be true or false")),
+        };
+        let authorizer = AuthorizerConfig {
+            enabled: flag("authorizer.enabled")?,
+            super_users: get("super.users")
+                .unwrap_or_default()
+                .split(';')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(str::to_string)
+                .collect(),
+            allow_if_no_acls: flag("allow.everyone.if.no.acl.found")?,
+        };
+        if let Some(bad) = authorizer.super_users.iter().find(|p| !p.contains(':')) {
+            return Err(invalid(
+                "super.users",
+                bad,
+                "principals are written Type:name",
+            ));
+        }
         let known = [
             "node.id",
             "listeners",
@@ -237,6 +264,9 @@ impl BrokerConfig {
             "log.retention.check.interval.ms",
             "transaction.max.timeout.ms",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "authorizer.enabled",
+            "super.users",
+            "allow.everyone.if.no.acl.found",
         ];
         let unknown = props
             .keys()
@@ -259,6 +289,7 @@ impl BrokerConfig {
                 retention_check_interval_ms,
                 transaction_max_timeout_ms: transaction_max_timeout_ms as i32,
                 transaction_cleanup_interval_ms,
+                authorizer,
                 log,
             },
             unknown,

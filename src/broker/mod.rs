@@ -10,16 +10,20 @@
 //! controller's leader epoch. The broker answers ApiVersions, Metadata, Produce (plain,
 //! idempotent and transactional), Fetch (full fetches, long polling, READ_COMMITTED),
 //! ListOffsets, OffsetForLeaderEpoch, CreateTopics, CreatePartitions, DeleteTopics,
-//! DescribeConfigs, IncrementalAlterConfigs, DescribeCluster, the transaction coordinator's APIs
-//! (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) and the classic
-//! group protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-//! OffsetFetch, ListGroups, DescribeGroups, DeleteGroups); any other API closes the connection.
+//! DescribeConfigs, IncrementalAlterConfigs, AlterConfigs, DescribeCluster, the transaction
+//! coordinator's APIs (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
+//! EndTxn), the classic group protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+//! LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups) and
+//! CreateAcls, DescribeAcls, DeleteAcls; any other API or version is answered
+//! UNSUPPORTED_VERSION. With `authorizer.enabled=true` every API checks the controller's ACLs
+//! (see [`crate::acl`]) for the anonymous principal of a PLAINTEXT listener and the client host.
 
 pub mod config;
 mod handlers;
 pub mod server;
 mod transactions;
 
+use crate::acl::{AclBinding, AclFilter, Operation, ResourceType, Session};
 use crate::controller::{Controller, ControllerError, TopicMeta};
 use crate::groups::GroupCoordinator;
 use crate::storage::{PartitionLog, StorageError};
@@ -51,6 +55,8 @@ pub struct Broker {
     appended: Notify,
     groups: GroupCoordinator,
     transactions: TransactionCoordinator,
+    /// The controller's ACLs, copied for lock-free authorization on every request.
+    acls: RwLock<Arc<Vec<AclBinding>>>,
 }
 
 /// Whether a topic's configs make it a mirror topic (DECISIONS.md 2: `mirror.name` set and not
@@ -77,7 +83,9 @@ impl Broker {
             &config.log_dir.join("__transaction_state"),
             config.transaction_max_timeout_ms,
         )?;
+        let acls = RwLock::new(Arc::new(controller.acls()));
         let broker = Broker {
+            acls,
             controller: Mutex::new(controller),
             groups,
             transactions,
@@ -311,6 +319,51 @@ impl Broker {
     /// The group coordinator.
     pub fn groups(&self) -> &GroupCoordinator {
         &self.groups
+    }
+
+    /// Whether `session` may do `operation` on the resource (always, with the authorizer off).
+    pub fn authorize(
+        &self,
+        session: &Session,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: &str,
+    ) -> bool {
+        if !self.config.authorizer.enabled {
+            return true;
+        }
+        let acls = self.acls();
+        crate::acl::authorize(
+            &self.config.authorizer,
+            &acls,
+            session,
+            operation,
+            resource_type,
+            name,
+        )
+    }
+
+    /// Every ACL.
+    pub fn acls(&self) -> Arc<Vec<AclBinding>> {
+        self.acls.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Stores ACLs durably; each result is that binding's outcome.
+    pub fn create_acls(&self, bindings: Vec<AclBinding>) -> Vec<Result<(), StorageError>> {
+        self.with_controller(|c| {
+            let results = bindings.into_iter().map(|b| c.create_acl(b)).collect();
+            *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c.acls());
+            results
+        })
+    }
+
+    /// Deletes the ACLs each filter selects; each result lists what its filter deleted.
+    pub fn delete_acls(&self, filters: &[AclFilter]) -> Vec<Result<Vec<AclBinding>, StorageError>> {
+        self.with_controller(|c| {
+            let results = filters.iter().map(|f| c.delete_acls(f)).collect();
+            *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c.acls());
+            results
+        })
     }
 
     /// The transaction coordinator.

@@ -1,11 +1,11 @@
 //! The Kafka listener: length-prefixed frames, request headers v1/v2, one task per connection.
 //!
 //! A connection's requests are handled one after another, so responses leave in request order
-//! (Kafka's guarantee; clients pipeline on it). A frame larger than `socket.request.max.bytes`,
-//! an API or version this broker does not serve, or bytes that do not decode close the
-//! connection: a client cannot be answered in a format it did not ask for. ApiVersions at an
-//! unknown version is answered in the v0 format with UNSUPPORTED_VERSION and the supported
-//! ranges, as Kafka does, so newer clients can downgrade.
+//! (Kafka's guarantee; clients pipeline on it). A frame larger than `socket.request.max.bytes` or
+//! bytes that do not decode close the connection. An API or version this broker does not serve
+//! is answered UNSUPPORTED_VERSION (the error code after a v0 header) and the connection stays.
+//! ApiVersions at an unknown version is answered in the v0 format with UNSUPPORTED_VERSION and
+//! the supported ranges, as Kafka does, so newer clients can downgrade.
 
 use super::Broker;
 use super::handlers::{self, Response};
@@ -17,6 +17,8 @@ use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+const UNSUPPORTED_VERSION: i16 = 35;
 
 /// Accepts connections until `shutdown` turns true.
 pub async fn serve(
@@ -94,22 +96,29 @@ pub async fn handle(
     }
     let key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
-    let api = ApiKey::try_from(key).map_err(|_| bad(format!("unknown API key {key}")))?;
-    let supported = handlers::supported(api);
-    if api == ApiKey::ApiVersions && supported.is_some_and(|(_, max)| version > max) {
+    // The correlation id sits at the same place in every header version.
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let api = ApiKey::try_from(key).ok();
+    let supported = api.and_then(handlers::supported);
+    if api == Some(ApiKey::ApiVersions) && supported.is_some_and(|(_, max)| version > max) {
         // Kafka's fallback: answer in v0 with the ranges, so the client can retry lower.
-        let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
         return Ok(Some(frame_response(
-            api,
+            ApiKey::ApiVersions,
             0,
             correlation_id,
             &handlers::api_versions_unsupported(),
         )?));
     }
-    match supported {
-        Some((min, max)) if (min..=max).contains(&version) => {}
-        _ => return Err(bad(format!("{api:?} v{version} is not served"))),
-    }
+    let api = match (api, supported) {
+        (Some(api), Some((min, max))) if (min..=max).contains(&version) => api,
+        _ => {
+            // Clients that negotiate with ApiVersions never get here. The answer is the error
+            // code alone after a v0 header (ApiVersions v0's own error shape); the connection
+            // stays open.
+            tracing::debug!(key, version, "answering UNSUPPORTED_VERSION");
+            return Ok(Some(unsupported_version(correlation_id)));
+        }
+    };
     let header = RequestHeader::decode(&mut frame, api.request_header_version(version))
         .map_err(|e| bad(format!("bad {api:?} header: {e}")))?;
     let response = handlers::dispatch(broker, api, version, &header, client_host, &mut frame)
@@ -124,6 +133,15 @@ pub async fn handle(
             &body,
         )?)),
     }
+}
+
+/// A response frame of header v0 and the UNSUPPORTED_VERSION error code.
+fn unsupported_version(correlation_id: i32) -> Vec<u8> {
+    let mut out = Vec::with_capacity(10);
+    out.extend_from_slice(&6i32.to_be_bytes());
+    out.extend_from_slice(&correlation_id.to_be_bytes());
+    out.extend_from_slice(&UNSUPPORTED_VERSION.to_be_bytes());
+    out
 }
 
 fn frame_response(

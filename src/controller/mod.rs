@@ -6,10 +6,11 @@
 //! before it is applied, so a restart rebuilds exactly the state that was acknowledged.
 //! Records are framed by [`crate::record_log`].
 
+use crate::acl::{AclBinding, AclFilter};
 use crate::record_log::RecordLog;
 use crate::storage::StorageError;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use thiserror::Error;
 use uuid::Uuid;
@@ -43,6 +44,10 @@ pub enum MetadataRecord {
         topic: String,
         configs: BTreeMap<String, String>,
     },
+    /// An ACL was created.
+    AclCreated { binding: AclBinding },
+    /// An ACL was deleted.
+    AclDeleted { binding: AclBinding },
 }
 
 /// A partition's metadata.
@@ -103,6 +108,7 @@ pub struct Controller {
     cluster_id: String,
     topics: BTreeMap<String, TopicMeta>,
     next_producer_id: i64,
+    acls: BTreeSet<AclBinding>,
 }
 
 /// Kafka's topic-name rules: 1 to 249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -125,6 +131,7 @@ impl Controller {
             cluster_id: String::new(),
             topics: BTreeMap::new(),
             next_producer_id: 1000,
+            acls: BTreeSet::new(),
         };
         for record in &records {
             controller.apply(record);
@@ -189,6 +196,12 @@ impl Controller {
                     t.configs = configs.clone();
                 }
             }
+            MetadataRecord::AclCreated { binding } => {
+                self.acls.insert(binding.clone());
+            }
+            MetadataRecord::AclDeleted { binding } => {
+                self.acls.remove(binding);
+            }
         }
     }
 
@@ -202,6 +215,35 @@ impl Controller {
     /// The cluster id.
     pub fn cluster_id(&self) -> &str {
         &self.cluster_id
+    }
+
+    /// Every ACL.
+    pub fn acls(&self) -> Vec<AclBinding> {
+        self.acls.iter().cloned().collect()
+    }
+
+    /// Stores an ACL (creating one that exists changes nothing).
+    pub fn create_acl(&mut self, binding: AclBinding) -> Result<(), StorageError> {
+        if self.acls.contains(&binding) {
+            return Ok(());
+        }
+        self.append(MetadataRecord::AclCreated { binding })
+    }
+
+    /// Deletes every ACL `filter` selects; returns them.
+    pub fn delete_acls(&mut self, filter: &AclFilter) -> Result<Vec<AclBinding>, StorageError> {
+        let selected: Vec<AclBinding> = self
+            .acls
+            .iter()
+            .filter(|b| filter.matches(b))
+            .cloned()
+            .collect();
+        for binding in &selected {
+            self.append(MetadataRecord::AclDeleted {
+                binding: binding.clone(),
+            })?;
+        }
+        Ok(selected)
     }
 
     /// Every topic.

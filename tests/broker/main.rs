@@ -4,14 +4,20 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::alter_configs_request::{
+    AlterConfigsResource, AlterableConfig as LegacyAlterableConfig,
+};
+use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, ApiVersionsRequest, CreateTopicsRequest, DescribeConfigsRequest,
-    InitProducerIdRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, AlterConfigsRequest, ApiVersionsRequest, CreateAclsRequest,
+    CreateTopicsRequest, DescribeConfigsRequest, InitProducerIdRequest, MetadataRequest,
+    ProduceRequest, ProducerId, TopicName, TransactionalId,
 };
 use kafka_protocol::protocol::{Encodable, StrBytes};
+use kmirror::acl::AclBinding;
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror_protocol::batch::{RecordBatch, RecordBatches};
@@ -37,10 +43,15 @@ struct Running {
 }
 
 async fn start(dir: &Path) -> Running {
+    start_with(dir, "").await
+}
+
+/// [`start`] with `extra` lines in the broker's properties.
+async fn start_with(dir: &Path, extra: &str) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
     let port = listener.local_addr().expect("address").port();
     let props = parse_properties(&format!(
-        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}\nnum.partitions=2\n",
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}\nnum.partitions=2\n{extra}",
         dir.display()
     ))
     .expect("parses");
@@ -217,12 +228,54 @@ async fn produce_fetch_offsets_and_restart() {
         produce(&address, "orders", 1, idempotent, -1).await,
         Some((0, 15))
     );
-    // acks=0: no answer (the connection stays usable).
-    assert!(
-        produce(&address, "orders", 0, BatchSpec::default().build(), 0)
-            .await
-            .is_none()
+    // acks=0: appended, no answer; the connection stays usable.
+    let mut raw = TcpStream::connect(&address).await.expect("connects");
+    let unacknowledged = ProduceRequest::default()
+        .with_acks(0)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(StrBytes::from_static_str("orders")))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(BatchSpec::default().build())),
+                ]),
+        ]);
+    let mut frame = BytesMut::new();
+    kafka_protocol::messages::RequestHeader::default()
+        .with_request_api_key(0)
+        .with_request_api_version(9)
+        .with_correlation_id(7)
+        .encode(&mut frame, 2)
+        .expect("encodes");
+    unacknowledged.encode(&mut frame, 9).expect("encodes");
+    raw.write_all(&(frame.len() as i32).to_be_bytes())
+        .await
+        .expect("writes");
+    raw.write_all(&frame).await.expect("writes");
+    let mut api_versions = BytesMut::new();
+    kafka_protocol::messages::RequestHeader::default()
+        .with_request_api_key(18)
+        .with_request_api_version(0)
+        .with_correlation_id(8)
+        .encode(&mut api_versions, 1)
+        .expect("encodes");
+    raw.write_all(&(api_versions.len() as i32).to_be_bytes())
+        .await
+        .expect("writes");
+    raw.write_all(&api_versions).await.expect("writes");
+    let _len = raw.read_i32().await.expect("the next request is answered");
+    assert_eq!(
+        raw.read_i32().await.expect("correlation id"),
+        8,
+        "the first answer on the connection is the ApiVersions one"
     );
+    let end = running
+        .broker
+        .partition("orders", 0)
+        .map(|p| p.log.lock().expect("log").log_end_offset());
+    assert_eq!(end, Some(1), "the acks=0 batch was appended");
     assert_eq!(
         produce(&address, "missing", 0, BatchSpec::default().build(), 1)
             .await
@@ -343,6 +396,51 @@ async fn mirror_topics_are_read_only_until_opened() {
         .collect();
     assert!(names.contains(&"retention.ms"), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("mirror.")), "{names:?}");
+
+    // The legacy AlterConfigs replaces the visible configs; the hidden mirror.* ones stay.
+    let alter = |configs: Vec<(&'static str, &'static str)>| {
+        AlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_static_str("mirrored"))
+                .with_configs(
+                    configs
+                        .into_iter()
+                        .map(|(k, v)| {
+                            LegacyAlterableConfig::default()
+                                .with_name(StrBytes::from_static_str(k))
+                                .with_value(Some(StrBytes::from_static_str(v)))
+                        })
+                        .collect(),
+                ),
+        ])
+    };
+    let client = connection(&running.address).await;
+    let (_, altered) = client
+        .send("AlterConfigs", &alter(vec![("retention.ms", "60000")]), 2)
+        .await
+        .expect("answers");
+    assert_eq!(altered.responses[0].error_code, 0);
+    let (_, refused) = client
+        .send(
+            "AlterConfigs",
+            &alter(vec![("cleanup.policy", "compact")]),
+            2,
+        )
+        .await
+        .expect("answers");
+    assert_eq!(refused.responses[0].error_code, 40, "INVALID_CONFIG");
+    let configs = running.broker.topics()["mirrored"].configs.clone();
+    assert_eq!(
+        configs.get("retention.ms").map(String::as_str),
+        Some("60000")
+    );
+    assert_eq!(configs.get("mirror.name").map(String::as_str), Some("dr"));
+    assert_eq!(
+        produce(&running.address, "mirrored", 1, records(), -1).await,
+        Some((134, -1)),
+        "still a mirror topic"
+    );
     shut(running).await;
 }
 
@@ -403,7 +501,7 @@ async fn retention_deletes_old_segments_and_moves_the_log_start() {
 }
 
 #[tokio::test]
-async fn malformed_input_closes_only_that_connection() {
+async fn malformed_input_closes_only_that_connection_and_unknown_apis_are_answered() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start(dir.path()).await;
     let closed = |mut s: TcpStream| async move {
@@ -416,14 +514,33 @@ async fn malformed_input_closes_only_that_connection() {
         .expect("connects");
     s.write_all(&i32::MAX.to_be_bytes()).await.expect("writes");
     assert!(closed(s).await);
-    // An API key Kafka does not define.
+    // An API key Kafka does not define, then one this broker does not serve (ElectLeaders), on
+    // one connection: each answered UNSUPPORTED_VERSION after its correlation id, and the
+    // connection stays usable.
     let mut s = TcpStream::connect(&running.address)
         .await
         .expect("connects");
     s.write_all(&[0, 0, 0, 10, 0x7f, 0x7f, 0, 0, 0, 0, 0, 1, 0xff, 0xff])
         .await
         .expect("writes");
-    assert!(closed(s).await);
+    s.write_all(&[0, 0, 0, 10, 0, 43, 0, 2, 0, 0, 0, 2, 0xff, 0xff])
+        .await
+        .expect("writes");
+    for correlation_id in [1i32, 2] {
+        let mut answer = [0u8; 10];
+        s.read_exact(&mut answer).await.expect("answered");
+        let mut expected = 6i32.to_be_bytes().to_vec();
+        expected.extend_from_slice(&correlation_id.to_be_bytes());
+        expected.extend_from_slice(&35i16.to_be_bytes());
+        assert_eq!(answer.to_vec(), expected, "UNSUPPORTED_VERSION");
+    }
+    s.write_all(&[0, 0, 0, 12, 0, 0, 0, 9, 0, 0, 0, 3, 0xff, 0xff, 0xde, 0xad])
+        .await
+        .expect("writes");
+    assert!(
+        closed(s).await,
+        "a body that does not decode still closes it"
+    );
     // A Produce body that does not decode.
     let mut s = TcpStream::connect(&running.address)
         .await
@@ -463,6 +580,143 @@ async fn malformed_input_closes_only_that_connection() {
     assert_eq!(&body[4..6], &35i16.to_be_bytes(), "UNSUPPORTED_VERSION");
     // The broker still serves everyone else.
     assert_eq!(create(&running.address, "still-fine", 1).await, 0);
+    shut(running).await;
+}
+
+/// With `authorizer.enabled=true` and no ACL, an anonymous client sees no topic and every
+/// request on one is refused with the resource's *_AUTHORIZATION_FAILED; ACLs (for its host,
+/// durable across a restart) open exactly what they name.
+#[tokio::test]
+async fn the_authorizer_enforces_acls_per_api() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let strict = "authorizer.enabled=true\n";
+    let running = start_with(dir.path(), strict).await;
+    let address = running.address.clone();
+    let client = connection(&address).await;
+    assert_eq!(create(&address, "ledger", 1).await, 29, "CREATE refused");
+    running
+        .broker
+        .create_topic("ledger", 1, Default::default(), None)
+        .expect("created by the operator");
+    let batch = BatchSpec::default().build();
+    assert_eq!(
+        produce(&address, "ledger", 0, batch.clone(), -1)
+            .await
+            .map(|r| r.0),
+        Some(29),
+        "TOPIC_AUTHORIZATION_FAILED"
+    );
+    let (_, meta) = client
+        .send(
+            "Metadata",
+            &MetadataRequest::default().with_topics(None),
+            12,
+        )
+        .await
+        .expect("Metadata answers");
+    assert!(meta.topics.is_empty(), "no DESCRIBE, no topic listed");
+    let (_, created) = client
+        .send(
+            "CreateAcls",
+            &CreateAclsRequest::default().with_creations(vec![
+                AclCreation::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_static_str("ledger"))
+                    .with_resource_pattern_type(3)
+                    .with_principal(StrBytes::from_static_str("User:ANONYMOUS"))
+                    .with_host(StrBytes::from_static_str("*"))
+                    .with_operation(4)
+                    .with_permission_type(3),
+            ]),
+            3,
+        )
+        .await
+        .expect("CreateAcls answers");
+    assert_eq!(
+        created.results[0].error_code, 31,
+        "CLUSTER_AUTHORIZATION_FAILED"
+    );
+    let grant = |name: &str, host: &str, operation| {
+        AclBinding::from_wire(2, name, 4, "User:ANONYMOUS", host, operation, 3).expect("valid")
+    };
+    let results = running.broker.create_acls(vec![
+        grant("led", "127.0.0.1", 4),
+        grant("ledger", "10.9.9.9", 3),
+    ]);
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(
+        produce(&address, "ledger", 0, batch.clone(), -1).await,
+        Some((0, 0)),
+        "WRITE on the prefix, from this host"
+    );
+    shut(running).await;
+
+    let running = start_with(dir.path(), strict).await;
+    let address = running.address.clone();
+    let client = connection(&address).await;
+    assert_eq!(
+        produce(&address, "ledger", 0, batch, -1).await,
+        Some((0, 1)),
+        "the ACLs survived the restart"
+    );
+    let (_, meta) = client
+        .send(
+            "Metadata",
+            &MetadataRequest::default().with_topics(None),
+            12,
+        )
+        .await
+        .expect("Metadata answers");
+    assert_eq!(meta.topics.len(), 1, "WRITE implies DESCRIBE");
+    let fetched =
+        kmirror_protocol::client::SourceClient::connect(ClientConfig::plaintext(&address))
+            .await
+            .expect("connects");
+    let answer = fetched
+        .fetch(
+            1,
+            &FetchSpec {
+                partitions: vec![FetchPartitionSpec {
+                    topic: "ledger".to_string(),
+                    topic_id: meta.topics[0].topic_id,
+                    partition: 0,
+                    offset: 0,
+                    current_leader_epoch: -1,
+                    last_fetched_epoch: -1,
+                    max_bytes: 1 << 20,
+                }],
+                isolation: Isolation::ReadUncommitted,
+                max_wait_ms: 10,
+                min_bytes: 1,
+                max_bytes: 1 << 20,
+            },
+        )
+        .await
+        .expect("fetch answers");
+    assert_eq!(
+        answer[0].error.0, 29,
+        "READ is granted only to another host"
+    );
+    shut(running).await;
+}
+
+/// Array lengths no frame could hold (2^31 - 1 elements in a 14-byte DescribeConfigs, 2^32 - 2
+/// in a flexible one) are refused as undecodable requests; the broker neither aborts on the
+/// up-front reservation kafka-protocol's decoders make nor stops serving.
+#[tokio::test]
+async fn impossible_array_lengths_are_refused_without_reserving_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let classic =
+        Bytes::from_static(&[0, 32, 0, 1, 0, 0, 0, 7, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff]);
+    let flexible = Bytes::from_static(&[
+        0, 32, 0, 4, 0, 0, 0, 8, 0xff, 0xff, 0, 0xfe, 0xff, 0xff, 0xff, 0x0f,
+    ]);
+    for frame in [classic, flexible] {
+        let answer = kmirror::broker::server::handle(&running.broker, "/test", frame).await;
+        assert!(answer.is_err(), "refused: {answer:?}");
+    }
+    assert_eq!(create(&running.address, "after-bad-arrays", 1).await, 0);
     shut(running).await;
 }
 
@@ -1300,5 +1554,133 @@ async fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
     assert_eq!(report["fenced"], true, "{report}");
     assert_eq!(report["read_uncommitted_aborted"], 1000, "{report}");
     assert_eq!(report["read_uncommitted_hanging"], 10, "{report}");
+    stop_broker(broker);
+}
+
+/// `acked` from a VerifiableProducer run of three records to `topic`, and its output.
+fn verifiable_produce(address: &str, topic: &str) -> (i64, String) {
+    let out = kafka_tool(
+        "org.apache.kafka.tools.VerifiableProducer",
+        &[
+            "--bootstrap-server",
+            address,
+            "--topic",
+            topic,
+            "--max-messages",
+            "3",
+            "--acks",
+            "-1",
+        ],
+    );
+    let acked = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["name"] == "tool_data")
+        .and_then(|v| v["acked"].as_i64())
+        .unwrap_or(-1);
+    (acked, out)
+}
+
+/// Kafka's `kafka-acls` against a `kmirror broker` with `authorizer.enabled=true`: a DENY on one
+/// topic refuses the Java producer with TopicAuthorizationException, an ALLOW for another
+/// principal on a prefix shuts the anonymous consumer out, both survive a restart, and removing
+/// the DENY lets the producer through.
+#[tokio::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn kafka_acls_are_enforced_and_survive_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let settings = "authorizer.enabled=true\nallow.everyone.if.no.acl.found=true\n";
+    let (broker, address) = spawn_broker_with(dir.path(), settings).await;
+    for topic in ["secret", "open", "private-data"] {
+        create_with_kafka_tools(&address, topic, 1);
+    }
+    let acls = |address: &str, args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", address];
+        all.extend_from_slice(args);
+        kafka_tool("org.apache.kafka.tools.AclCommand", &all)
+    };
+    acls(
+        &address,
+        &[
+            "--add",
+            "--deny-principal",
+            "User:ANONYMOUS",
+            "--operation",
+            "Write",
+            "--topic",
+            "secret",
+        ],
+    );
+    acls(
+        &address,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--resource-pattern-type",
+            "prefixed",
+            "--topic",
+            "private",
+        ],
+    );
+    let (acked, out) = verifiable_produce(&address, "secret");
+    assert_eq!(acked, 0, "{out}");
+    assert!(out.contains("TopicAuthorizationException"), "{out}");
+    assert_eq!(verifiable_produce(&address, "open").0, 3);
+    stop_broker(broker);
+
+    let (broker, address) = spawn_broker_with(dir.path(), settings).await;
+    let listed = acls(&address, &["--list"]);
+    assert!(
+        listed.contains("name=secret, patternType=LITERAL")
+            && listed
+                .contains("principal=User:ANONYMOUS, host=*, operation=WRITE, permissionType=DENY")
+            && listed.contains("name=private, patternType=PREFIXED")
+            && listed
+                .contains("principal=User:alice, host=*, operation=READ, permissionType=ALLOW"),
+        "{listed}"
+    );
+    let (acked, out) = verifiable_produce(&address, "secret");
+    assert_eq!(acked, 0, "still refused after the restart: {out}");
+    // ConsumerPerformance, since the console consumer swallows the exception.
+    let out = kafka_tool_output(
+        "org.apache.kafka.tools.ConsumerPerformance",
+        &[
+            "--bootstrap-server",
+            &address,
+            "--topic",
+            "private-data",
+            "--num-records",
+            "1",
+            "--timeout",
+            "10000",
+        ],
+    );
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && text.contains("TopicAuthorizationException"),
+        "the anonymous consumer is refused: {text}"
+    );
+    acls(
+        &address,
+        &[
+            "--remove",
+            "--force",
+            "--deny-principal",
+            "User:ANONYMOUS",
+            "--operation",
+            "Write",
+            "--topic",
+            "secret",
+        ],
+    );
+    assert_eq!(
+        verifiable_produce(&address, "secret").0,
+        3,
+        "the DENY is gone"
+    );
     stop_broker(broker);
 }

@@ -1,6 +1,8 @@
 //! CreatePartitions: grows topics through the controller (one node: manual assignments are
-//! ignored, every partition lives here).
+//! ignored, every partition lives here). Needs ALTER on the topic.
 
+use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
@@ -8,6 +10,7 @@ use kafka_protocol::protocol::StrBytes;
 
 pub(super) fn handle(
     broker: &Broker,
+    access: &Access,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let results = request
@@ -15,12 +18,15 @@ pub(super) fn handle(
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.to_string();
+            let result = CreatePartitionsTopicResult::default().with_name(topic.name);
+            if !access.topic(Operation::Alter, &name) {
+                return result.with_error_code(TOPIC_AUTHORIZATION_FAILED);
+            }
             let outcome = if request.validate_only {
                 broker.check_create_partitions(&name, topic.count)
             } else {
                 broker.create_partitions(&name, topic.count).map(|_| ())
             };
-            let result = CreatePartitionsTopicResult::default().with_name(topic.name);
             match outcome {
                 Ok(()) => result,
                 Err(e) => result

@@ -1,12 +1,19 @@
-//! CreateTopics: through the controller, then the partition logs.
+//! CreateTopics: through the controller, then the partition logs. Needs CREATE on the cluster
+//! or on the topic.
 
+use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
 use std::collections::BTreeMap;
 
-pub(super) fn handle(broker: &Broker, request: CreateTopicsRequest) -> CreateTopicsResponse {
+pub(super) fn handle(
+    broker: &Broker,
+    access: &Access,
+    request: CreateTopicsRequest,
+) -> CreateTopicsResponse {
     let mut results = Vec::new();
     for topic in request.topics {
         let name = topic.name.0.to_string();
@@ -25,6 +32,10 @@ pub(super) fn handle(broker: &Broker, request: CreateTopicsRequest) -> CreateTop
             })
             .collect();
         let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
+        if !access.cluster(Operation::Create) && !access.topic(Operation::Create, &name) {
+            results.push(result.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+            continue;
+        }
         let outcome = if request.validate_only {
             broker.check_create_topic(&name, partitions).map(|()| None)
         } else {

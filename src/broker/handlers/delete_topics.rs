@@ -1,5 +1,7 @@
-//! DeleteTopics: by name (every version) or by topic id (v6+).
+//! DeleteTopics: by name (every version) or by topic id (v6+). Needs DELETE on the topic.
 
+use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
@@ -7,7 +9,11 @@ use kafka_protocol::protocol::StrBytes;
 
 const UNKNOWN_TOPIC_ID: i16 = 100;
 
-pub(super) fn handle(broker: &Broker, request: DeleteTopicsRequest) -> DeleteTopicsResponse {
+pub(super) fn handle(
+    broker: &Broker,
+    access: &Access,
+    request: DeleteTopicsRequest,
+) -> DeleteTopicsResponse {
     let wanted: Vec<(Option<TopicName>, uuid::Uuid)> = if request.topics.is_empty() {
         request
             .topic_names
@@ -35,6 +41,11 @@ pub(super) fn handle(broker: &Broker, request: DeleteTopicsRequest) -> DeleteTop
             };
             let result = DeletableTopicResult::default()
                 .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
+            if !access.topic(Operation::Delete, &name) {
+                return result
+                    .with_topic_id(id)
+                    .with_error_code(TOPIC_AUTHORIZATION_FAILED);
+            }
             match broker.delete_topic(&name) {
                 Ok(topic) => result.with_topic_id(topic.topic_id),
                 Err(e) => result

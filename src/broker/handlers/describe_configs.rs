@@ -1,7 +1,10 @@
 //! DescribeConfigs: a topic's effective log settings (its overrides, else the broker's) and its
 //! other stored configs; `mirror.*` configs are internal and never shown. The broker resource
-//! shows the broker's log defaults.
+//! shows the broker's log defaults. Needs DESCRIBE_CONFIGS on the topic, or on the cluster for
+//! the broker resource.
 
+use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::storage::LogConfig;
 use kafka_protocol::messages::describe_configs_response::{
@@ -40,7 +43,11 @@ fn broker_key(topic_key: &str) -> &str {
     }
 }
 
-pub(super) fn handle(broker: &Broker, request: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub(super) fn handle(
+    broker: &Broker,
+    access: &Access,
+    request: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let results = request
         .resources
         .into_iter()
@@ -55,6 +62,12 @@ pub(super) fn handle(broker: &Broker, request: DescribeConfigsRequest) -> Descri
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name.clone());
             let configs: Vec<DescribeConfigsResourceResult> = match resource.resource_type {
+                TOPIC if !access.topic(Operation::DescribeConfigs, &resource.resource_name) => {
+                    return result.with_error_code(TOPIC_AUTHORIZATION_FAILED);
+                }
+                BROKER if !access.cluster(Operation::DescribeConfigs) => {
+                    return result.with_error_code(CLUSTER_AUTHORIZATION_FAILED);
+                }
                 TOPIC => {
                     let Some(topic) = broker
                         .topics()

@@ -2,9 +2,11 @@
 //! aborted transactions for READ_COMMITTED; `LastFetchedEpoch` answered with a DivergingEpoch
 //! when the caller's history left ours; `CurrentLeaderEpoch` fenced; long polling until
 //! `min_bytes` arrive or `max_wait_ms` passes. Fetch sessions are not granted (session id 0), so
-//! clients send full fetches.
+//! clients send full fetches. Each topic needs READ.
 
+use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use super::offset_for_leader_epoch::epoch_error;
+use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::storage::StorageError;
 use kafka_protocol::messages::fetch_response::{
@@ -21,7 +23,12 @@ const KAFKA_STORAGE_ERROR: i16 = 56;
 const UNKNOWN_TOPIC_ID: i16 = 100;
 
 /// One pass over the requested partitions; returns the response and the record bytes in it.
-fn read_once(broker: &Broker, request: &FetchRequest, version: i16) -> (FetchResponse, usize) {
+fn read_once(
+    broker: &Broker,
+    access: &Access,
+    request: &FetchRequest,
+    version: i16,
+) -> (FetchResponse, usize) {
     let read_committed = request.isolation_level == 1;
     let mut total = 0usize;
     let mut topics = Vec::new();
@@ -45,6 +52,13 @@ fn read_once(broker: &Broker, request: &FetchRequest, version: i16) -> (FetchRes
                     broker.leader_epoch(n, p.partition)?,
                 ))
             });
+            if name
+                .as_deref()
+                .is_some_and(|n| !access.topic(Operation::Read, n))
+            {
+                partitions.push(out.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+                continue;
+            }
             let Some((partition, ours)) = found else {
                 let code = if version >= 13 {
                     UNKNOWN_TOPIC_ID
@@ -129,6 +143,7 @@ fn read_once(broker: &Broker, request: &FetchRequest, version: i16) -> (FetchRes
 
 pub(super) async fn handle(
     broker: &Arc<Broker>,
+    access: &Access<'_>,
     request: FetchRequest,
     version: i16,
 ) -> FetchResponse {
@@ -139,13 +154,13 @@ pub(super) async fn handle(
         let notified = appended.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        let (response, bytes) = read_once(broker, &request, version);
+        let (response, bytes) = read_once(broker, access, &request, version);
         if bytes >= request.min_bytes.max(1) as usize || Instant::now() >= deadline {
             return response;
         }
         tokio::select! {
             _ = &mut notified => {}
-            _ = tokio::time::sleep_until(deadline) => return read_once(broker, &request, version).0,
+            _ = tokio::time::sleep_until(deadline) => return read_once(broker, access, &request, version).0,
         }
     }
 }

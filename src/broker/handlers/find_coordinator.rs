@@ -1,6 +1,9 @@
 //! FindCoordinator: this node coordinates every group and every transactional id; other key
-//! types (share groups) get COORDINATOR_NOT_AVAILABLE, so those clients fail clearly.
+//! types (share groups) get COORDINATOR_NOT_AVAILABLE, so those clients fail clearly. Needs
+//! DESCRIBE on the group or transactional id.
 
+use super::access::{Access, GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -12,14 +15,29 @@ const TRANSACTION_KEY_TYPE: i8 = 1;
 
 pub(super) fn handle(
     broker: &Broker,
+    access: &Access,
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
     let (host, port) = broker.config().advertised.clone();
     let node = BrokerId(broker.config().node_id);
     let answer = |key: StrBytes| {
-        let mut c = Coordinator::default().with_key(key);
-        if request.key_type == GROUP_KEY_TYPE || request.key_type == TRANSACTION_KEY_TYPE {
+        let mut c = Coordinator::default().with_key(key.clone());
+        let denied = match request.key_type {
+            GROUP_KEY_TYPE if !access.group(Operation::Describe, &key) => {
+                Some(GROUP_AUTHORIZATION_FAILED)
+            }
+            TRANSACTION_KEY_TYPE if !access.transactional_id(Operation::Describe, &key) => {
+                Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            }
+            _ => None,
+        };
+        if let Some(code) = denied {
+            c = c
+                .with_node_id(BrokerId(-1))
+                .with_port(-1)
+                .with_error_code(code);
+        } else if request.key_type == GROUP_KEY_TYPE || request.key_type == TRANSACTION_KEY_TYPE {
             c = c
                 .with_node_id(node)
                 .with_host(StrBytes::from_string(host.clone()))

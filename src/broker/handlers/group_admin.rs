@@ -1,5 +1,9 @@
 //! ListGroups, DescribeGroups and DeleteGroups: what `kafka-consumer-groups.sh` shows and does.
+//! ListGroups shows the groups the principal may DESCRIBE (all of them with DESCRIBE on the
+//! cluster); DescribeGroups needs DESCRIBE and DeleteGroups DELETE on each group.
 
+use super::access::{Access, GROUP_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
@@ -10,11 +14,17 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-pub(super) fn list(broker: &Broker, request: ListGroupsRequest) -> ListGroupsResponse {
+pub(super) fn list(
+    broker: &Broker,
+    access: &Access,
+    request: ListGroupsRequest,
+) -> ListGroupsResponse {
+    let everything = access.cluster(Operation::Describe);
     let groups = broker
         .groups()
         .list()
         .into_iter()
+        .filter(|(id, _, _)| everything || access.group(Operation::Describe, id))
         .filter(|(_, state, _)| {
             request.states_filter.is_empty()
                 || request
@@ -33,11 +43,20 @@ pub(super) fn list(broker: &Broker, request: ListGroupsRequest) -> ListGroupsRes
     ListGroupsResponse::default().with_groups(groups)
 }
 
-pub(super) fn describe(broker: &Broker, request: DescribeGroupsRequest) -> DescribeGroupsResponse {
+pub(super) fn describe(
+    broker: &Broker,
+    access: &Access,
+    request: DescribeGroupsRequest,
+) -> DescribeGroupsResponse {
     let groups = request
         .groups
         .into_iter()
         .map(|id| {
+            if !access.group(Operation::Describe, &id.0) {
+                return DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(GROUP_AUTHORIZATION_FAILED);
+            }
             let Some(group) = broker.groups().describe(&id.0) else {
                 // Kafka describes an unknown group as Dead with no members.
                 return DescribedGroup::default()
@@ -75,12 +94,20 @@ pub(super) fn describe(broker: &Broker, request: DescribeGroupsRequest) -> Descr
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-pub(super) fn delete(broker: &Broker, request: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub(super) fn delete(
+    broker: &Broker,
+    access: &Access,
+    request: DeleteGroupsRequest,
+) -> DeleteGroupsResponse {
     let results = request
         .groups_names
         .into_iter()
         .map(|id| {
-            let error = broker.groups().delete(&id.0);
+            let error = if access.group(Operation::Delete, &id.0) {
+                broker.groups().delete(&id.0)
+            } else {
+                GROUP_AUTHORIZATION_FAILED
+            };
             DeletableGroupResult::default()
                 .with_group_id(id)
                 .with_error_code(error)

@@ -1,7 +1,10 @@
 //! OffsetCommit and OffsetFetch: committed offsets, durable in the group coordinator's log.
 //! OffsetFetch with `RequireStable` answers UNSTABLE_OFFSET_COMMIT for a partition whose offset
-//! an ongoing transaction is committing.
+//! an ongoing transaction is committing. OffsetCommit needs READ on the group and each topic;
+//! OffsetFetch DESCRIBE on both (topics the principal may not see are left out of "all").
 
+use super::access::{Access, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::groups::Committed;
 use kafka_protocol::messages::offset_commit_response::{
@@ -19,11 +22,40 @@ use std::collections::BTreeMap;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
-pub(super) fn commit(broker: &Broker, request: OffsetCommitRequest) -> OffsetCommitResponse {
+pub(super) fn commit(
+    broker: &Broker,
+    access: &Access,
+    request: OffsetCommitRequest,
+) -> OffsetCommitResponse {
     let group = request.group_id.0.to_string();
+    let group_allowed = access.group(Operation::Read, &group);
     let mut topics = Vec::new();
     for topic in request.topics {
         let name = topic.name.0.to_string();
+        let denied = if !group_allowed {
+            Some(GROUP_AUTHORIZATION_FAILED)
+        } else if !access.topic(Operation::Read, &name) {
+            Some(TOPIC_AUTHORIZATION_FAILED)
+        } else {
+            None
+        };
+        if let Some(code) = denied {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    OffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code)
+                })
+                .collect();
+            topics.push(
+                OffsetCommitResponseTopic::default()
+                    .with_name(topic.name)
+                    .with_partitions(partitions),
+            );
+            continue;
+        }
         let (known, unknown): (Vec<_>, Vec<_>) = topic
             .partitions
             .into_iter()
@@ -86,14 +118,24 @@ fn partition_answer(index: i32, committed: Option<&Committed>) -> OffsetFetchRes
     }
 }
 
-pub(super) fn fetch(broker: &Broker, request: OffsetFetchRequest) -> OffsetFetchResponse {
+pub(super) fn fetch(
+    broker: &Broker,
+    access: &Access,
+    request: OffsetFetchRequest,
+) -> OffsetFetchResponse {
     let group = request.group_id.0.to_string();
+    if !access.group(Operation::Describe, &group) {
+        return OffsetFetchResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED);
+    }
     let committed = broker.groups().committed(&group);
     let topics = match request.topics {
         // Every committed offset of the group.
         None => {
             let mut by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
-            for ((topic, index), c) in &committed {
+            for ((topic, index), c) in committed
+                .iter()
+                .filter(|((topic, _), _)| access.topic(Operation::Describe, topic))
+            {
                 by_topic
                     .entry(topic.clone())
                     .or_default()
@@ -116,6 +158,12 @@ pub(super) fn fetch(broker: &Broker, request: OffsetFetchRequest) -> OffsetFetch
                     .partition_indexes
                     .iter()
                     .map(|i| {
+                        if !access.topic(Operation::Describe, &name) {
+                            return OffsetFetchResponsePartition::default()
+                                .with_partition_index(*i)
+                                .with_committed_offset(-1)
+                                .with_error_code(TOPIC_AUTHORIZATION_FAILED);
+                        }
                         let answer = partition_answer(*i, committed.get(&(name.clone(), *i)));
                         // A READ_COMMITTED consumer waits for a transaction's offsets to settle.
                         if request.require_stable

@@ -1,7 +1,10 @@
 //! InitProducerId: a fresh producer id for an idempotent producer; for a transactional id, the
 //! coordinator's id with a bumped epoch (fencing older producers), after aborting a transaction
-//! the previous producer left open.
+//! the previous producer left open. A transactional id needs WRITE on it; an idempotent producer
+//! IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
 
+use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::{Broker, now_ms};
 use crate::txn::{InitOutcome, TxnError};
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
@@ -15,8 +18,20 @@ fn answer(producer_id: i64, producer_epoch: i16, error: i16) -> InitProducerIdRe
         .with_producer_epoch(producer_epoch)
 }
 
-pub(super) fn handle(broker: &Broker, request: InitProducerIdRequest) -> InitProducerIdResponse {
+pub(super) fn handle(
+    broker: &Broker,
+    access: &Access,
+    request: InitProducerIdRequest,
+) -> InitProducerIdResponse {
     let Some(transactional_id) = &request.transactional_id else {
+        let may_write = access.cluster(Operation::IdempotentWrite)
+            || broker
+                .topics()
+                .keys()
+                .any(|t| access.topic(Operation::Write, t));
+        if !may_write {
+            return answer(-1, -1, CLUSTER_AUTHORIZATION_FAILED);
+        }
         return match broker.allocate_producer_id() {
             Ok(id) => answer(id, 0, 0),
             Err(e) => {
@@ -25,6 +40,9 @@ pub(super) fn handle(broker: &Broker, request: InitProducerIdRequest) -> InitPro
             }
         };
     };
+    if !access.transactional_id(Operation::Write, transactional_id) {
+        return answer(-1, -1, TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
     let expected =
         (request.producer_id.0 >= 0).then_some((request.producer_id.0, request.producer_epoch));
     match init_transactional(

@@ -1,6 +1,8 @@
 //! ListOffsets: earliest (-2), latest (-1: the high watermark, or the LSO for READ_COMMITTED),
 //! or the first batch reaching a timestamp.
 
+use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
@@ -10,7 +12,11 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const KAFKA_STORAGE_ERROR: i16 = 56;
 
-pub(super) fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffsetsResponse {
+pub(super) fn handle(
+    broker: &Broker,
+    access: &Access,
+    request: ListOffsetsRequest,
+) -> ListOffsetsResponse {
     let read_committed = request.isolation_level == 1;
     let mut topics = Vec::new();
     for topic in request.topics {
@@ -22,6 +28,10 @@ pub(super) fn handle(broker: &Broker, request: ListOffsetsRequest) -> ListOffset
                 .with_timestamp(-1)
                 .with_offset(-1)
                 .with_leader_epoch(-1);
+            if !access.topic(Operation::Describe, &name) {
+                partitions.push(out.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+                continue;
+            }
             match broker.partition(&name, p.partition_index) {
                 None => out = out.with_error_code(UNKNOWN_TOPIC_OR_PARTITION),
                 Some(partition) => {

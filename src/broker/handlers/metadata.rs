@@ -1,6 +1,10 @@
 //! Metadata: this node, the cluster id, and topics with ids, leaders and leader epochs. Asking
-//! for an unknown topic creates it when `auto.create.topics.enable` and the request allow it.
+//! for an unknown topic creates it when `auto.create.topics.enable` and the request allow it
+//! (and the principal may CREATE). Topics the principal may not DESCRIBE are left out of "all
+//! topics" and answered TOPIC_AUTHORIZATION_FAILED when named.
 
+use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::controller::TopicMeta;
 use kafka_protocol::messages::metadata_response::{
@@ -34,7 +38,12 @@ fn topic_entry(name: &str, topic: &TopicMeta, node: i32) -> MetadataResponseTopi
         )
 }
 
-pub(super) fn handle(broker: &Broker, request: MetadataRequest, version: i16) -> MetadataResponse {
+pub(super) fn handle(
+    broker: &Broker,
+    access: &Access,
+    request: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
     let node = broker.config().node_id;
     let (host, port) = broker.config().advertised.clone();
     let mut topics = broker.topics();
@@ -55,11 +64,27 @@ pub(super) fn handle(broker: &Broker, request: MetadataRequest, version: i16) ->
     let mut answer = Vec::new();
     match wanted {
         None => {
-            answer.extend(topics.iter().map(|(name, t)| topic_entry(name, t, node)));
+            answer.extend(
+                topics
+                    .iter()
+                    .filter(|(name, _)| access.topic(Operation::Describe, name))
+                    .map(|(name, t)| topic_entry(name, t, node)),
+            );
         }
         Some(names) => {
             for name in names {
-                if !topics.contains_key(&name) && may_create {
+                if !access.topic(Operation::Describe, &name) {
+                    answer.push(
+                        MetadataResponseTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(name))))
+                            .with_error_code(TOPIC_AUTHORIZATION_FAILED),
+                    );
+                    continue;
+                }
+                let may_create_this = may_create
+                    && (access.cluster(Operation::Create)
+                        || access.topic(Operation::Create, &name));
+                if !topics.contains_key(&name) && may_create_this {
                     match broker.create_topic(
                         &name,
                         broker.config().num_partitions,

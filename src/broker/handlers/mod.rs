@@ -1,6 +1,9 @@
 //! One handler per API. Each takes the decoded request and returns the response; `dispatch`
 //! decodes and encodes at the request's version.
 
+mod access;
+mod acls;
+mod alter_configs;
 mod api_versions;
 mod create_partitions;
 mod create_topics;
@@ -12,7 +15,6 @@ mod find_coordinator;
 mod group_admin;
 mod group_membership;
 mod group_offsets;
-mod incremental_alter_configs;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
@@ -21,8 +23,13 @@ mod produce;
 mod transactions;
 
 use super::Broker;
+use crate::acl::Operation;
+use access::{Access, GROUP_AUTHORIZATION_FAILED};
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader};
+use kafka_protocol::messages::{
+    ApiKey, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+    LeaveGroupRequest, LeaveGroupResponse, RequestHeader, SyncGroupRequest, SyncGroupResponse,
+};
 use kafka_protocol::protocol::{Decodable, Encodable};
 use std::sync::Arc;
 
@@ -68,6 +75,10 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
         ApiKey::AddOffsetsToTxn => (0, 4),
         ApiKey::TxnOffsetCommit => (0, 4),
         ApiKey::EndTxn => (0, 4),
+        ApiKey::AlterConfigs => (0, 2),
+        ApiKey::CreateAcls => (1, 3),
+        ApiKey::DescribeAcls => (1, 3),
+        ApiKey::DeleteAcls => (1, 3),
         _ => return None,
     })
 }
@@ -102,6 +113,10 @@ pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
         ApiKey::AddOffsetsToTxn,
         ApiKey::TxnOffsetCommit,
         ApiKey::EndTxn,
+        ApiKey::AlterConfigs,
+        ApiKey::CreateAcls,
+        ApiKey::DescribeAcls,
+        ApiKey::DeleteAcls,
     ]
     .into_iter()
     .filter_map(|k| supported(k).map(|(min, max)| (k, min, max)))
@@ -122,114 +137,159 @@ pub(super) async fn dispatch(
     client_host: &str,
     body: &mut Bytes,
 ) -> anyhow::Result<Response> {
+    let access = &Access::anonymous(broker, client_host);
+    // The classic group protocol needs READ on the group; a refusal is the whole answer.
+    let group_denied = |group: &str| !access.group(Operation::Read, group);
     match api {
         ApiKey::ApiVersions => encode(
             &api_versions::handle(&Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::Metadata => encode(
-            &metadata::handle(broker, Decodable::decode(body, version)?, version),
+            &metadata::handle(broker, access, Decodable::decode(body, version)?, version),
             version,
         ),
         ApiKey::CreateTopics => encode(
-            &create_topics::handle(broker, Decodable::decode(body, version)?),
+            &create_topics::handle(broker, access, Decodable::decode(body, version)?),
             version,
         ),
-        ApiKey::Produce => match produce::handle(broker, Decodable::decode(body, version)?) {
-            Some(response) => encode(&response, version),
-            None => Ok(Response::None),
-        },
+        ApiKey::Produce => {
+            match produce::handle(broker, access, Decodable::decode(body, version)?) {
+                Some(response) => encode(&response, version),
+                None => Ok(Response::None),
+            }
+        }
         ApiKey::Fetch => encode(
-            &fetch::handle(broker, Decodable::decode(body, version)?, version).await,
+            &fetch::handle(broker, access, Decodable::decode(body, version)?, version).await,
             version,
         ),
         ApiKey::ListOffsets => encode(
-            &list_offsets::handle(broker, Decodable::decode(body, version)?),
+            &list_offsets::handle(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::OffsetForLeaderEpoch => encode(
-            &offset_for_leader_epoch::handle(broker, Decodable::decode(body, version)?),
+            &offset_for_leader_epoch::handle(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::InitProducerId => encode(
-            &init_producer_id::handle(broker, Decodable::decode(body, version)?),
+            &init_producer_id::handle(broker, access, Decodable::decode(body, version)?),
             version,
         ),
-        ApiKey::DescribeCluster => encode(&describe_cluster::handle(broker), version),
+        ApiKey::DescribeCluster => encode(&describe_cluster::handle(broker, access), version),
         ApiKey::CreatePartitions => encode(
-            &create_partitions::handle(broker, Decodable::decode(body, version)?),
+            &create_partitions::handle(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::DeleteTopics => encode(
-            &delete_topics::handle(broker, Decodable::decode(body, version)?),
+            &delete_topics::handle(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::DescribeConfigs => encode(
-            &describe_configs::handle(broker, Decodable::decode(body, version)?),
+            &describe_configs::handle(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::IncrementalAlterConfigs => encode(
-            &incremental_alter_configs::handle(broker, Decodable::decode(body, version)?),
+            &alter_configs::incremental(broker, access, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::AlterConfigs => encode(
+            &alter_configs::legacy(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::FindCoordinator => encode(
-            &find_coordinator::handle(broker, Decodable::decode(body, version)?, version),
+            &find_coordinator::handle(broker, access, Decodable::decode(body, version)?, version),
             version,
         ),
         ApiKey::JoinGroup => {
+            let request: JoinGroupRequest = Decodable::decode(body, version)?;
+            if group_denied(&request.group_id) {
+                return encode(
+                    &JoinGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+                    version,
+                );
+            }
             let client_id = header.client_id.as_deref().unwrap_or_default();
-            let request = Decodable::decode(body, version)?;
             encode(
                 &group_membership::join(broker, request, version, client_id, client_host).await,
                 version,
             )
         }
-        ApiKey::SyncGroup => encode(
-            &group_membership::sync(broker, Decodable::decode(body, version)?).await,
-            version,
-        ),
-        ApiKey::Heartbeat => encode(
-            &group_membership::heartbeat(broker, Decodable::decode(body, version)?),
-            version,
-        ),
-        ApiKey::LeaveGroup => encode(
-            &group_membership::leave(broker, Decodable::decode(body, version)?, version),
-            version,
-        ),
+        ApiKey::SyncGroup => {
+            let request: SyncGroupRequest = Decodable::decode(body, version)?;
+            if group_denied(&request.group_id) {
+                return encode(
+                    &SyncGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+                    version,
+                );
+            }
+            encode(&group_membership::sync(broker, request).await, version)
+        }
+        ApiKey::Heartbeat => {
+            let request: HeartbeatRequest = Decodable::decode(body, version)?;
+            if group_denied(&request.group_id) {
+                return encode(
+                    &HeartbeatResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+                    version,
+                );
+            }
+            encode(&group_membership::heartbeat(broker, request), version)
+        }
+        ApiKey::LeaveGroup => {
+            let request: LeaveGroupRequest = Decodable::decode(body, version)?;
+            if group_denied(&request.group_id) {
+                return encode(
+                    &LeaveGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+                    version,
+                );
+            }
+            encode(&group_membership::leave(broker, request, version), version)
+        }
         ApiKey::OffsetCommit => encode(
-            &group_offsets::commit(broker, Decodable::decode(body, version)?),
+            &group_offsets::commit(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::OffsetFetch => encode(
-            &group_offsets::fetch(broker, Decodable::decode(body, version)?),
+            &group_offsets::fetch(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::ListGroups => encode(
-            &group_admin::list(broker, Decodable::decode(body, version)?),
+            &group_admin::list(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::DescribeGroups => encode(
-            &group_admin::describe(broker, Decodable::decode(body, version)?),
+            &group_admin::describe(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::DeleteGroups => encode(
-            &group_admin::delete(broker, Decodable::decode(body, version)?),
+            &group_admin::delete(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::AddPartitionsToTxn => encode(
-            &transactions::add_partitions(broker, Decodable::decode(body, version)?),
+            &transactions::add_partitions(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::AddOffsetsToTxn => encode(
-            &transactions::add_offsets(broker, Decodable::decode(body, version)?),
+            &transactions::add_offsets(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::TxnOffsetCommit => encode(
-            &transactions::commit_offsets(broker, Decodable::decode(body, version)?),
+            &transactions::commit_offsets(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::EndTxn => encode(
-            &transactions::end(broker, Decodable::decode(body, version)?),
+            &transactions::end(broker, access, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::CreateAcls => encode(
+            &acls::create(broker, access, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::DescribeAcls => encode(
+            &acls::describe(broker, access, Decodable::decode(body, version)?),
+            version,
+        ),
+        ApiKey::DeleteAcls => encode(
+            &acls::delete(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         other => anyhow::bail!("{other:?} is not served"),

@@ -1,6 +1,8 @@
 //! OffsetForLeaderEpoch: where an epoch ends in this log (Kafka's endOffsetFor), after the
 //! usual leader-epoch fencing of the caller's current epoch.
 
+use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
@@ -23,6 +25,7 @@ pub(super) fn epoch_error(current: i32, ours: i32) -> i16 {
 
 pub(super) fn handle(
     broker: &Broker,
+    access: &Access,
     request: OffsetForLeaderEpochRequest,
 ) -> OffsetForLeaderEpochResponse {
     let mut topics = Vec::new();
@@ -34,6 +37,10 @@ pub(super) fn handle(
                 .with_partition(p.partition)
                 .with_leader_epoch(-1)
                 .with_end_offset(-1);
+            if !access.topic(Operation::Describe, &name) {
+                partitions.push(out.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+                continue;
+            }
             match (
                 broker.partition(&name, p.partition),
                 broker.leader_epoch(&name, p.partition),

@@ -2,8 +2,11 @@
 //! the high watermark moves to the log end (one replica) and waiting fetches wake. `acks=0`
 //! gets no response. A read-only (mirror) partition answers READ_ONLY_TOPIC. A transactional
 //! batch must belong to an ongoing transaction that added the partition (INVALID_TXN_STATE
-//! otherwise), so no data escapes the markers its coordinator writes.
+//! otherwise), so no data escapes the markers its coordinator writes. Needs WRITE on each topic
+//! and, for a transactional producer, on its transactional id.
 
+use super::access::{Access, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
 use crate::broker::{Broker, now_ms};
 use crate::storage::StorageError;
 use bytes::Bytes;
@@ -38,10 +41,25 @@ pub(super) fn error_code(e: &StorageError) -> i16 {
     }
 }
 
-pub(super) fn handle(broker: &Broker, request: ProduceRequest) -> Option<ProduceResponse> {
+pub(super) fn handle(
+    broker: &Broker,
+    access: &Access,
+    request: ProduceRequest,
+) -> Option<ProduceResponse> {
+    let id_allowed = request
+        .transactional_id
+        .as_ref()
+        .is_none_or(|id| access.transactional_id(Operation::Write, id));
     let mut responses = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
+        let denied = if !id_allowed {
+            Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        } else if !access.topic(Operation::Write, &name) {
+            Some(TOPIC_AUTHORIZATION_FAILED)
+        } else {
+            None
+        };
         let mut partitions = Vec::new();
         for data in topic.partition_data {
             let mut out = PartitionProduceResponse::default()
@@ -49,6 +67,10 @@ pub(super) fn handle(broker: &Broker, request: ProduceRequest) -> Option<Produce
                 .with_base_offset(-1)
                 .with_log_append_time_ms(-1)
                 .with_log_start_offset(-1);
+            if let Some(code) = denied {
+                partitions.push(out.with_error_code(code));
+                continue;
+            }
             match (
                 broker.partition(&name, data.index),
                 broker.leader_epoch(&name, data.index),

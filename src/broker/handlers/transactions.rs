@@ -1,8 +1,15 @@
 //! The transactional producer's coordinator APIs: AddPartitionsToTxn (client versions 0-3),
 //! AddOffsetsToTxn, TxnOffsetCommit and EndTxn. Each is one transition of the transaction
 //! coordinator; EndTxn then writes the markers before answering, so a client that sees its
-//! commit acknowledged finds the records readable with READ_COMMITTED.
+//! commit acknowledged finds the records readable with READ_COMMITTED. Every one needs WRITE on
+//! the transactional id; adding partitions WRITE on their topics; offsets READ on the group (and
+//! on the topics, for TxnOffsetCommit).
 
+use super::access::{
+    Access, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED,
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+};
+use crate::acl::Operation;
 use crate::broker::{Broker, now_ms};
 use crate::groups::Committed;
 use crate::txn::TxnError;
@@ -27,8 +34,11 @@ fn code(result: Result<(), TxnError>) -> i16 {
 
 pub(super) fn add_partitions(
     broker: &Broker,
+    access: &Access,
     request: AddPartitionsToTxnRequest,
 ) -> AddPartitionsToTxnResponse {
+    let id_allowed =
+        access.transactional_id(Operation::Write, &request.v3_and_below_transactional_id);
     let topics = request.v3_and_below_topics;
     let requested: Vec<(String, i32)> = topics
         .iter()
@@ -38,8 +48,15 @@ pub(super) fn add_partitions(
         .iter()
         .filter(|(topic, index)| broker.partition(topic, *index).is_none())
         .collect();
-    // Kafka adds all or nothing: one unknown partition leaves the others not attempted.
-    let outcome = if unknown.is_empty() {
+    let denied: Vec<&String> = requested
+        .iter()
+        .map(|(topic, _)| topic)
+        .filter(|topic| !access.topic(Operation::Write, topic))
+        .collect();
+    // Kafka adds all or nothing: one refused partition leaves the others not attempted.
+    let outcome = if !id_allowed {
+        TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    } else if unknown.is_empty() && denied.is_empty() {
         code(broker.transactions().add(
             &request.v3_and_below_transactional_id.0,
             (
@@ -61,7 +78,11 @@ pub(super) fn add_partitions(
                 .partitions
                 .iter()
                 .map(|index| {
-                    let error = if unknown.contains(&&(name.clone(), *index)) {
+                    let error = if !id_allowed {
+                        outcome
+                    } else if denied.contains(&&name) {
+                        TOPIC_AUTHORIZATION_FAILED
+                    } else if unknown.contains(&&(name.clone(), *index)) {
                         UNKNOWN_TOPIC_OR_PARTITION
                     } else {
                         outcome
@@ -81,8 +102,16 @@ pub(super) fn add_partitions(
 
 pub(super) fn add_offsets(
     broker: &Broker,
+    access: &Access,
     request: AddOffsetsToTxnRequest,
 ) -> AddOffsetsToTxnResponse {
+    if !access.transactional_id(Operation::Write, &request.transactional_id) {
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+    }
+    if !access.group(Operation::Read, &request.group_id) {
+        return AddOffsetsToTxnResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED);
+    }
     let result = broker.transactions().add(
         &request.transactional_id.0,
         (request.producer_id.0, request.producer_epoch),
@@ -95,8 +124,16 @@ pub(super) fn add_offsets(
 
 pub(super) fn commit_offsets(
     broker: &Broker,
+    access: &Access,
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
+    let refused = if !access.transactional_id(Operation::Write, &request.transactional_id) {
+        Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !access.group(Operation::Read, &request.group_id) {
+        Some(GROUP_AUTHORIZATION_FAILED)
+    } else {
+        None
+    };
     let offsets: Vec<(String, i32, Committed)> = request
         .topics
         .iter()
@@ -114,13 +151,18 @@ pub(super) fn commit_offsets(
     let (known, unknown): (Vec<_>, Vec<_>) = offsets
         .into_iter()
         .partition(|(topic, index, _)| broker.partition(topic, *index).is_some());
-    let outcome = code(broker.transactions().commit_offsets(
-        &request.transactional_id.0,
-        (request.producer_id.0, request.producer_epoch),
-        &request.group_id.0,
-        &known,
-        now_ms(),
-    ));
+    let denied = |topic: &str| !access.topic(Operation::Read, topic);
+    let outcome = match refused {
+        Some(code) => code,
+        None if known.iter().any(|(topic, _, _)| denied(topic)) => OPERATION_NOT_ATTEMPTED,
+        None => code(broker.transactions().commit_offsets(
+            &request.transactional_id.0,
+            (request.producer_id.0, request.producer_epoch),
+            &request.group_id.0,
+            &known,
+            now_ms(),
+        )),
+    };
     let topics = request
         .topics
         .into_iter()
@@ -135,7 +177,9 @@ pub(super) fn commit_offsets(
                         .any(|(t, i, _)| *t == name && *i == p.partition_index);
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(if is_unknown {
+                        .with_error_code(if refused.is_none() && denied(&name) {
+                            TOPIC_AUTHORIZATION_FAILED
+                        } else if is_unknown {
                             UNKNOWN_TOPIC_OR_PARTITION
                         } else {
                             outcome
@@ -150,8 +194,14 @@ pub(super) fn commit_offsets(
     TxnOffsetCommitResponse::default().with_topics(topics)
 }
 
-pub(super) fn end(broker: &Broker, request: EndTxnRequest) -> EndTxnResponse {
+pub(super) fn end(broker: &Broker, access: &Access, request: EndTxnRequest) -> EndTxnResponse {
     let producer = (request.producer_id.0, request.producer_epoch);
+    if !access.transactional_id(Operation::Write, &request.transactional_id) {
+        return EndTxnResponse::default()
+            .with_error_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            .with_producer_id(request.producer_id)
+            .with_producer_epoch(request.producer_epoch);
+    }
     let result = broker
         .transactions()
         .end(

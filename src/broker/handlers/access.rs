@@ -1,0 +1,59 @@
+//! Who is asking: the session every handler authorizes against, and Kafka's error codes for a
+//! denied request. On a PLAINTEXT listener every client is `User:ANONYMOUS`, told apart by host.
+
+use crate::acl::{Operation, ResourceType, Session};
+use crate::broker::Broker;
+
+/// A resource the principal may not touch, per resource type.
+pub(super) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+pub(super) const GROUP_AUTHORIZATION_FAILED: i16 = 30;
+pub(super) const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+pub(super) const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
+
+/// The name of the one cluster resource.
+const CLUSTER: &str = "kafka-cluster";
+
+/// A request's session on a broker.
+pub(in crate::broker) struct Access<'a> {
+    broker: &'a Broker,
+    session: Session,
+}
+
+impl<'a> Access<'a> {
+    /// The access of an unauthenticated client at `host`.
+    pub(in crate::broker) fn anonymous(broker: &'a Broker, host: &str) -> Access<'a> {
+        Access {
+            broker,
+            session: Session {
+                principal: "User:ANONYMOUS".to_string(),
+                // The listener writes hosts as Kafka's DescribeGroups shows them ("/10.0.0.7");
+                // ACLs name the bare address.
+                host: host.trim_start_matches('/').to_string(),
+            },
+        }
+    }
+
+    /// `operation` on topic `name`.
+    pub(super) fn topic(&self, operation: Operation, name: &str) -> bool {
+        self.broker
+            .authorize(&self.session, operation, ResourceType::Topic, name)
+    }
+
+    /// `operation` on group `name`.
+    pub(super) fn group(&self, operation: Operation, name: &str) -> bool {
+        self.broker
+            .authorize(&self.session, operation, ResourceType::Group, name)
+    }
+
+    /// `operation` on the cluster.
+    pub(super) fn cluster(&self, operation: Operation) -> bool {
+        self.broker
+            .authorize(&self.session, operation, ResourceType::Cluster, CLUSTER)
+    }
+
+    /// `operation` on transactional id `id`.
+    pub(super) fn transactional_id(&self, operation: Operation, id: &str) -> bool {
+        self.broker
+            .authorize(&self.session, operation, ResourceType::TransactionalId, id)
+    }
+}

@@ -1,0 +1,207 @@
+//! Topic config changes: IncrementalAlterConfigs (SET, DELETE, APPEND and SUBTRACT on list
+//! values) and the legacy AlterConfigs (the given set replaces the topic's visible configs; the
+//! internal `mirror.*` ones stay). The result is validated as a whole, then written by the
+//! controller and applied to the open logs. Only configs this broker enforces are accepted (the
+//! log settings and `mirror.*`); anything else is INVALID_CONFIG rather than stored and ignored.
+//! Broker configs are static. Needs ALTER_CONFIGS on the topic.
+
+use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
+use crate::broker::Broker;
+use crate::storage::LogConfig;
+use kafka_protocol::messages::{
+    AlterConfigsRequest, AlterConfigsResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, alter_configs_response, incremental_alter_configs_response,
+};
+use kafka_protocol::protocol::StrBytes;
+use std::collections::BTreeMap;
+
+const TOPIC: i8 = 2;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const INVALID_CONFIG: i16 = 40;
+const INVALID_REQUEST: i16 = 42;
+const SET: i8 = 0;
+
+/// One requested change: name, operation (IncrementalAlterConfigs numbering), value.
+type Change = (String, i8, Option<String>);
+
+/// The configs after `changes`, or why they are refused.
+fn apply(
+    current: &BTreeMap<String, String>,
+    changes: &[Change],
+) -> Result<BTreeMap<String, String>, String> {
+    let known = LogConfig::NAMES;
+    let mut out = current.clone();
+    for (name, operation, value) in changes {
+        let name = name.clone();
+        if !known.contains(&name.as_str()) && !name.starts_with("mirror.") {
+            return Err(format!("{name} is not a topic config this broker supports"));
+        }
+        let value = value.clone().unwrap_or_default();
+        let list = |v: &str| -> Vec<String> {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        match *operation {
+            0 => {
+                if known.contains(&name.as_str()) && value.trim().parse::<i64>().is_err() {
+                    return Err(format!("{name}={value:?} is not a number"));
+                }
+                out.insert(name, value);
+            }
+            1 => {
+                out.remove(&name);
+            }
+            2 | 3 if known.contains(&name.as_str()) => {
+                return Err(format!("{name} is not a list config"));
+            }
+            2 => {
+                let mut items = list(out.get(&name).map_or("", String::as_str));
+                items.extend(
+                    list(&value)
+                        .into_iter()
+                        .filter(|v| !items.contains(v))
+                        .collect::<Vec<_>>(),
+                );
+                out.insert(name, items.join(","));
+            }
+            3 => {
+                let remove = list(&value);
+                let items: Vec<String> = list(out.get(&name).map_or("", String::as_str))
+                    .into_iter()
+                    .filter(|v| !remove.contains(v))
+                    .collect();
+                out.insert(name, items.join(","));
+            }
+            op => return Err(format!("unknown config operation {op}")),
+        }
+    }
+    Ok(out)
+}
+
+/// Alters one resource; `Err` is the error code and message.
+fn alter(
+    broker: &Broker,
+    access: &Access,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    changes: impl FnOnce(&BTreeMap<String, String>) -> (BTreeMap<String, String>, Vec<Change>),
+) -> Result<(), (i16, String)> {
+    if resource_type != TOPIC {
+        return Err((
+            INVALID_REQUEST,
+            "only topic configs can change; broker configs come from server.properties".to_string(),
+        ));
+    }
+    if !access.topic(Operation::AlterConfigs, name) {
+        return Err((
+            TOPIC_AUTHORIZATION_FAILED,
+            format!("not authorized to alter the configs of {name}"),
+        ));
+    }
+    let Some(topic) = broker.topics().get(name).cloned() else {
+        return Err((UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}")));
+    };
+    let (base, changes) = changes(&topic.configs);
+    let configs = apply(&base, &changes).map_err(|why| (INVALID_CONFIG, why))?;
+    if validate_only {
+        return Ok(());
+    }
+    broker
+        .set_topic_configs(name, configs)
+        .map(|_| ())
+        .map_err(|e| (e.error_code(), e.to_string()))
+}
+
+pub(super) fn incremental(
+    broker: &Broker,
+    access: &Access,
+    request: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let responses = request
+        .resources
+        .into_iter()
+        .map(|resource| {
+            let changes: Vec<Change> = resource
+                .configs
+                .iter()
+                .map(|c| {
+                    let value = c.value.as_ref().map(|v| v.to_string());
+                    (c.name.to_string(), c.config_operation, value)
+                })
+                .collect();
+            let outcome = alter(
+                broker,
+                access,
+                resource.resource_type,
+                &resource.resource_name,
+                request.validate_only,
+                |current| (current.clone(), changes),
+            );
+            let answer =
+                incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                    .with_resource_type(resource.resource_type)
+                    .with_resource_name(resource.resource_name);
+            match outcome {
+                Ok(()) => answer,
+                Err((code, message)) => answer
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            }
+        })
+        .collect();
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+pub(super) fn legacy(
+    broker: &Broker,
+    access: &Access,
+    request: AlterConfigsRequest,
+) -> AlterConfigsResponse {
+    let responses = request
+        .resources
+        .into_iter()
+        .map(|resource| {
+            let changes: Vec<Change> = resource
+                .configs
+                .iter()
+                .map(|c| {
+                    (
+                        c.name.to_string(),
+                        SET,
+                        c.value.as_ref().map(|v| v.to_string()),
+                    )
+                })
+                .collect();
+            let outcome = alter(
+                broker,
+                access,
+                resource.resource_type,
+                &resource.resource_name,
+                request.validate_only,
+                |current| {
+                    let internal = current
+                        .iter()
+                        .filter(|(k, _)| k.starts_with("mirror."))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect();
+                    (internal, changes)
+                },
+            );
+            let answer = alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(resource.resource_type)
+                .with_resource_name(resource.resource_name);
+            match outcome {
+                Ok(()) => answer,
+                Err((code, message)) => answer
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(message))),
+            }
+        })
+        .collect();
+    AlterConfigsResponse::default().with_responses(responses)
+}
