@@ -315,6 +315,26 @@ mod tests {
         assert_eq!(c.num_partitions, 4);
         assert_eq!(c.log.retention_ms, 3_600_000);
         assert_eq!(unknown, ["fancy.key"]);
+        assert!(!c.authorizer.enabled, "authorization is off by default");
+        assert_eq!(c.transaction_max_timeout_ms, 900_000);
+    }
+
+    #[test]
+    fn reads_the_authorizer_settings() {
+        let props = parse_properties(
+            "listeners=PLAINTEXT://127.0.0.1:1\nlog.dirs=/tmp/x\nauthorizer.enabled=true\nsuper.users=User:admin; User:ops\nallow.everyone.if.no.acl.found=true\n",
+        )
+        .expect("parses");
+        let (c, unknown) = BrokerConfig::from_properties(&props).expect("valid");
+        assert!(unknown.is_empty());
+        assert_eq!(
+            c.authorizer,
+            AuthorizerConfig {
+                enabled: true,
+                super_users: vec!["User:admin".to_string(), "User:ops".to_string()],
+                allow_if_no_acls: true,
+            }
+        );
     }
 
     #[test]
@@ -327,6 +347,12 @@ mod tests {
             (
                 "auto.create.topics.enable=yes\n",
                 "auto.create.topics.enable",
+            ),
+            ("authorizer.enabled=on\n", "authorizer.enabled"),
+            ("super.users=admin\n", "super.users"),
+            (
+                "transaction.max.timeout.ms=0\n",
+                "transaction.max.timeout.ms",
             ),
         ] {
             let props = parse_properties(&format!("{base}{extra}")).expect("parses");

@@ -96,6 +96,12 @@ impl Broker {
         let topics: Vec<(String, TopicMeta)> =
             broker.with_controller(|c| c.topics().clone().into_iter().collect());
         broker.remove_stray_logs(&topics)?;
+        // Offsets of a topic whose deletion crashed before they were forgotten.
+        for stale in broker.groups.topics_with_offsets() {
+            if !topics.iter().any(|(name, _)| *name == stale) {
+                broker.groups.forget_topic(&stale)?;
+            }
+        }
         for (name, topic) in topics {
             broker.open_partitions(&name, &topic, 0)?;
         }
@@ -293,9 +299,11 @@ impl Broker {
         Ok(topic)
     }
 
-    /// Deletes a topic: the controller's record first (the truth after a crash), then its logs.
+    /// Deletes a topic: the controller's record first (the truth after a crash), then its
+    /// committed offsets and its logs.
     pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ControllerError> {
         let topic = self.with_controller(|c| c.delete_topic(name))?;
+        self.groups.forget_topic(name)?;
         {
             let mut partitions = self.partitions.write().unwrap_or_else(|e| e.into_inner());
             for index in 0..topic.partitions.len() as i32 {

@@ -73,13 +73,31 @@ async fn connection(
         let Some(reply) = handle(&broker, &client_host, frame.freeze()).await? else {
             continue;
         };
-        stream.write_all(&reply).await?;
+        // The body (record batches included) goes out as encoded, not copied behind the head.
+        stream.write_all(&reply.head).await?;
+        stream.write_all(&reply.body).await?;
     }
 }
 
 /// The APIs served, with their version ranges (what ApiVersions advertises).
 pub fn served_versions() -> Vec<(ApiKey, i16, i16)> {
     handlers::served()
+}
+
+/// A response frame: the size prefix and response header, then the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseFrame {
+    /// `i32` size and the response header.
+    pub head: Vec<u8>,
+    /// The encoded response.
+    pub body: Bytes,
+}
+
+impl ResponseFrame {
+    /// The frame as one buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        [self.head.as_slice(), &self.body].concat()
+    }
 }
 
 /// Decodes one request frame (the bytes after the length prefix), runs its handler, encodes the
@@ -89,7 +107,7 @@ pub async fn handle(
     broker: &Arc<Broker>,
     client_host: &str,
     mut frame: Bytes,
-) -> std::io::Result<Option<Vec<u8>>> {
+) -> std::io::Result<Option<ResponseFrame>> {
     let bad = |what: String| std::io::Error::other(what);
     if frame.len() < 8 {
         return Err(bad(format!("a {}-byte request frame", frame.len())));
@@ -106,7 +124,7 @@ pub async fn handle(
             ApiKey::ApiVersions,
             0,
             correlation_id,
-            &handlers::api_versions_unsupported(),
+            Bytes::from(handlers::api_versions_unsupported()),
         )?));
     }
     let api = match (api, supported) {
@@ -130,34 +148,35 @@ pub async fn handle(
             api,
             version,
             header.correlation_id,
-            &body,
+            body,
         )?)),
     }
 }
 
 /// A response frame of header v0 and the UNSUPPORTED_VERSION error code.
-fn unsupported_version(correlation_id: i32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(10);
-    out.extend_from_slice(&6i32.to_be_bytes());
-    out.extend_from_slice(&correlation_id.to_be_bytes());
-    out.extend_from_slice(&UNSUPPORTED_VERSION.to_be_bytes());
-    out
+fn unsupported_version(correlation_id: i32) -> ResponseFrame {
+    let mut head = Vec::with_capacity(8);
+    head.extend_from_slice(&6i32.to_be_bytes());
+    head.extend_from_slice(&correlation_id.to_be_bytes());
+    ResponseFrame {
+        head,
+        body: Bytes::copy_from_slice(&UNSUPPORTED_VERSION.to_be_bytes()),
+    }
 }
 
 fn frame_response(
     api: ApiKey,
     version: i16,
     correlation_id: i32,
-    body: &[u8],
-) -> std::io::Result<Vec<u8>> {
+    body: Bytes,
+) -> std::io::Result<ResponseFrame> {
     let mut header = BytesMut::new();
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
         .encode(&mut header, api.response_header_version(version))
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let mut out = Vec::with_capacity(4 + header.len() + body.len());
-    out.extend_from_slice(&((header.len() + body.len()) as i32).to_be_bytes());
-    out.extend_from_slice(&header);
-    out.extend_from_slice(body);
-    Ok(out)
+    let mut head = Vec::with_capacity(4 + header.len());
+    head.extend_from_slice(&((header.len() + body.len()) as i32).to_be_bytes());
+    head.extend_from_slice(&header);
+    Ok(ResponseFrame { head, body })
 }

@@ -16,7 +16,7 @@ use crate::record_log::RecordLog;
 use crate::storage::StorageError;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 #[cfg(test)]
 use std::sync::Arc;
@@ -91,6 +91,10 @@ enum OffsetRecord {
     },
     DeleteGroup {
         group: String,
+    },
+    /// The topic was deleted: every group forgets its offsets.
+    TopicDeleted {
+        topic: String,
     },
 }
 
@@ -304,6 +308,7 @@ impl GroupCoordinator {
                 OffsetRecord::DeleteGroup { group } => {
                     groups.remove(&group);
                 }
+                OffsetRecord::TopicDeleted { topic } => forget(&mut groups, &topic),
             }
         }
         Ok(GroupCoordinator {
@@ -733,6 +738,37 @@ impl GroupCoordinator {
         out
     }
 
+    /// Forgets every group's offsets of a deleted topic, durably (a topic created later under
+    /// the same name starts without them).
+    pub fn forget_topic(&self, topic: &str) -> Result<(), StorageError> {
+        let known = self.with_groups(|groups| {
+            groups
+                .values()
+                .any(|g| g.offsets.keys().any(|(t, _)| t == topic))
+        });
+        if !known {
+            return Ok(());
+        }
+        self.log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .append(&OffsetRecord::TopicDeleted {
+                topic: topic.to_string(),
+            })?;
+        self.with_groups(|groups| forget(groups, topic));
+        Ok(())
+    }
+
+    /// Topics some group has offsets for.
+    pub fn topics_with_offsets(&self) -> BTreeSet<String> {
+        self.with_groups(|groups| {
+            groups
+                .values()
+                .flat_map(|g| g.offsets.keys().map(|(t, _)| t.clone()))
+                .collect()
+        })
+    }
+
     /// DeleteGroups for one group: only an empty group goes.
     pub fn delete(&self, group_id: &str) -> i16 {
         let state = self.with_groups(|groups| groups.get(group_id).map(|g| g.members.is_empty()));
@@ -757,6 +793,13 @@ impl GroupCoordinator {
                 }
             }
         }
+    }
+}
+
+/// Drops `topic`'s offsets from every group.
+fn forget(groups: &mut HashMap<String, Group>, topic: &str) {
+    for group in groups.values_mut() {
+        group.offsets.retain(|(t, _), _| t != topic);
     }
 }
 

@@ -212,3 +212,29 @@ async fn a_member_whose_session_expires_is_removed() {
     assert_eq!(group.state, GroupState::Empty);
     assert!(group.members.is_empty());
 }
+
+#[test]
+fn a_deleted_topics_offsets_are_forgotten_durably() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    {
+        let coordinator = GroupCoordinator::open(dir.path()).expect("opens");
+        for group in ["g1", "g2"] {
+            let offsets = vec![
+                ("gone".to_string(), 0, committed(5)),
+                ("kept".to_string(), 0, committed(7)),
+            ];
+            assert_eq!(coordinator.commit(group, -1, "", offsets), vec![0, 0]);
+        }
+        coordinator.forget_topic("gone").expect("forgets");
+        assert_eq!(
+            coordinator.topics_with_offsets(),
+            BTreeSet::from(["kept".to_string()])
+        );
+    }
+    let coordinator = GroupCoordinator::open(dir.path()).expect("reopens");
+    for group in ["g1", "g2"] {
+        let offsets = coordinator.committed(group);
+        assert_eq!(offsets.len(), 1, "{group}: {offsets:?}");
+        assert_eq!(offsets[&("kept".to_string(), 0)].offset, 7);
+    }
+}

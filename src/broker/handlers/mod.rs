@@ -38,7 +38,7 @@ pub(super) use api_versions::unsupported as api_versions_unsupported;
 /// What a handler answers.
 pub(super) enum Response {
     /// An encoded response body.
-    Body(Vec<u8>),
+    Body(Bytes),
     /// Nothing (produce with `acks=0`).
     None,
 }
@@ -126,7 +126,7 @@ pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
 fn encode<T: Encodable>(body: &T, version: i16) -> anyhow::Result<Response> {
     let mut out = BytesMut::new();
     body.encode(&mut out, version)?;
-    Ok(Response::Body(out.to_vec()))
+    Ok(Response::Body(out.freeze()))
 }
 
 pub(super) async fn dispatch(
