@@ -17,9 +17,15 @@ fn allocator() -> impl Fn() -> Result<i64, StorageError> {
     }
 }
 
-fn ready(outcome: InitOutcome) -> (i64, i16) {
-    match outcome {
-        InitOutcome::Ready(m) => (m.producer_id, m.producer_epoch),
+/// InitProducerId for "tx" that must be ready at once.
+fn init(
+    coordinator: &TransactionCoordinator,
+    timeout_ms: i32,
+    now_ms: i64,
+    allocate: AllocateProducerId<'_>,
+) -> (i64, i16) {
+    match coordinator.init_producer_id("tx", timeout_ms, None, now_ms, allocate) {
+        Ok(InitOutcome::Ready(m)) => (m.producer_id, m.producer_epoch),
         other => panic!("expected ready, got {other:?}"),
     }
 }
@@ -42,11 +48,7 @@ fn commit_carries_markers_and_offsets_then_completes_durably() {
     let allocate = allocator();
     let (coordinator, pending) = open(dir.path());
     assert!(pending.is_empty());
-    let producer = ready(
-        coordinator
-            .init_producer_id("tx", TIMEOUT, None, 0, &allocate)
-            .expect("init"),
-    );
+    let producer = init(&coordinator, TIMEOUT, 0, &allocate);
     assert_eq!(producer, (1000, 0));
     coordinator
         .add("tx", producer, &partitions(), None, 1)
@@ -99,11 +101,7 @@ fn a_decision_a_crash_interrupted_is_handed_back_at_open() {
     let dir = tempfile::tempdir().expect("tempdir");
     let allocate = allocator();
     let (coordinator, _) = open(dir.path());
-    let producer = ready(
-        coordinator
-            .init_producer_id("tx", TIMEOUT, None, 0, &allocate)
-            .expect("init"),
-    );
+    let producer = init(&coordinator, TIMEOUT, 0, &allocate);
     coordinator
         .add("tx", producer, &partitions(), None, 1)
         .expect("add");
@@ -127,11 +125,7 @@ fn a_new_producer_fences_the_old_one_and_aborts_its_transaction() {
     let dir = tempfile::tempdir().expect("tempdir");
     let allocate = allocator();
     let (coordinator, _) = open(dir.path());
-    let old = ready(
-        coordinator
-            .init_producer_id("tx", TIMEOUT, None, 0, &allocate)
-            .expect("init"),
-    );
+    let old = init(&coordinator, TIMEOUT, 0, &allocate);
     coordinator
         .add("tx", old, &partitions(), None, 1)
         .expect("add");
@@ -149,11 +143,7 @@ fn a_new_producer_fences_the_old_one_and_aborts_its_transaction() {
         Err(TxnError::ConcurrentTransactions)
     );
     coordinator.completed(&completion, 3).expect("completed");
-    let new = ready(
-        coordinator
-            .init_producer_id("tx", TIMEOUT, None, 4, &allocate)
-            .expect("init after abort"),
-    );
+    let new = init(&coordinator, TIMEOUT, 4, &allocate);
     assert_eq!(new, (old.0, 2));
     assert_eq!(
         coordinator.add("tx", old, &partitions(), None, 5),
@@ -171,11 +161,7 @@ fn a_transaction_past_its_timeout_is_aborted_with_a_bumped_epoch() {
     let dir = tempfile::tempdir().expect("tempdir");
     let allocate = allocator();
     let (coordinator, _) = open(dir.path());
-    let producer = ready(
-        coordinator
-            .init_producer_id("tx", 1_000, None, 0, &allocate)
-            .expect("init"),
-    );
+    let producer = init(&coordinator, 1_000, 0, &allocate);
     coordinator
         .add("tx", producer, &partitions(), None, 100)
         .expect("add");
@@ -213,11 +199,7 @@ fn offsets_need_the_group_in_the_transaction_and_timeouts_are_bounded() {
         coordinator.init_producer_id("tx", 900_001, None, 0, &allocate),
         Err(TxnError::InvalidTransactionTimeout)
     );
-    let producer = ready(
-        coordinator
-            .init_producer_id("tx", TIMEOUT, None, 0, &allocate)
-            .expect("init"),
-    );
+    let producer = init(&coordinator, TIMEOUT, 0, &allocate);
     coordinator
         .add("tx", producer, &partitions(), None, 1)
         .expect("add");
@@ -234,11 +216,7 @@ fn reopening_compacts_superseded_states() {
     let (coordinator, _) = open(dir.path());
     let mut producer = (0, 0);
     for round in 0..100 {
-        producer = ready(
-            coordinator
-                .init_producer_id("tx", TIMEOUT, None, round, &allocate)
-                .expect("init"),
-        );
+        producer = init(&coordinator, TIMEOUT, round, &allocate);
     }
     drop(coordinator);
     let path = dir.path().join("transactions.log");

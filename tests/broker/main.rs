@@ -1290,6 +1290,26 @@ async fn topic_command_creates_describes_alters_and_deletes() {
     stop_broker(broker);
 }
 
+/// Runs `tests/broker/SCRIPT ARGS` with the confluent-kafka venv's Python; returns the JSON
+/// line it prints last.
+fn confluent_report(script: &str, args: &[&str]) -> serde_json::Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/broker")
+        .join(script);
+    let out = Command::new(kafka_env("KMIRROR_PYTHON"))
+        .arg(path)
+        .args(args)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON line")
+}
+
 /// confluent-kafka (librdkafka, pinned in tests/broker/requirements.txt) against a `kmirror
 /// broker` process: idempotent lz4 producing, a consumer group with committed offsets, and a new
 /// member resuming exactly after them.
@@ -1298,22 +1318,7 @@ async fn topic_command_creates_describes_alters_and_deletes() {
 async fn confluent_kafka_round_trip_with_a_consumer_group() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (broker, address) = spawn_broker(dir.path()).await;
-    let out = Command::new(kafka_env("KMIRROR_PYTHON"))
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/broker/confluent_roundtrip.py"
-        ))
-        .args([address.as_str(), "librdkafka", "20000"])
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "confluent-kafka failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON line");
+    let report = confluent_report("confluent_roundtrip.py", &[&address, "librdkafka", "20000"]);
     assert_eq!(report["consumed_distinct"], 20_000, "{report}");
     assert_eq!(report["committed_total"], 20_000, "{report}");
     let late: Vec<String> = (0..10).map(|i| format!("late-{i}")).collect();
@@ -1356,26 +1361,8 @@ async fn verifiable_producer_and_consumer_across_a_restart() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (broker, address) = spawn_broker(dir.path()).await;
     create_with_kafka_tools(&address, "verified", 3);
-    let produced = kafka_tool(
-        "org.apache.kafka.tools.VerifiableProducer",
-        &[
-            "--bootstrap-server",
-            &address,
-            "--topic",
-            "verified",
-            "--max-messages",
-            "20000",
-            "--acks",
-            "-1",
-        ],
-    );
-    let acked = produced
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["name"] == "tool_data")
-        .and_then(|v| v["acked"].as_i64())
-        .expect("the producer's summary");
-    assert_eq!(acked, 20_000, "every record acknowledged");
+    let (acked, produced) = verifiable_produce(&address, "verified", 20_000);
+    assert_eq!(acked, 20_000, "every record acknowledged: {produced}");
     let consume = |address: &str| {
         kafka_tool(
             "org.apache.kafka.tools.VerifiableConsumer",
@@ -1454,20 +1441,8 @@ async fn a_transactional_copier_with_random_aborts_is_read_committed_exactly_onc
     let (broker, address) = spawn_broker(dir.path()).await;
     create_with_kafka_tools(&address, "copy-in", 1);
     create_with_kafka_tools(&address, "copy-out", 3);
-    let produced = kafka_tool(
-        "org.apache.kafka.tools.VerifiableProducer",
-        &[
-            "--bootstrap-server",
-            &address,
-            "--topic",
-            "copy-in",
-            "--max-messages",
-            "5000",
-            "--acks",
-            "-1",
-        ],
-    );
-    assert!(produced.contains("\"acked\":5000"), "{produced}");
+    let (acked, produced) = verifiable_produce(&address, "copy-in", 5000);
+    assert_eq!(acked, 5000, "{produced}");
     let copied = kafka_tool(
         "org.apache.kafka.tools.TransactionalMessageCopier",
         &[
@@ -1525,22 +1500,10 @@ async fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
         "transaction.abort.timed.out.transaction.cleanup.interval.ms=500\n",
     )
     .await;
-    let out = Command::new(kafka_env("KMIRROR_PYTHON"))
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/broker/confluent_transactions.py"
-        ))
-        .args([address.as_str(), "py-transactions", "1000"])
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "confluent-kafka failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let report = confluent_report(
+        "confluent_transactions.py",
+        &[&address, "py-transactions", "1000"],
     );
-    let report: serde_json::Value =
-        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON line");
     let mut expected: Vec<String> = ["committed-a", "committed-b", "committed-c"]
         .iter()
         .flat_map(|prefix| (0..1000).map(move |i| format!("{prefix}-{i}")))
@@ -1557,8 +1520,9 @@ async fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
     stop_broker(broker);
 }
 
-/// `acked` from a VerifiableProducer run of three records to `topic`, and its output.
-fn verifiable_produce(address: &str, topic: &str) -> (i64, String) {
+/// `acked` from a VerifiableProducer run (`acks=-1`) of `count` records to `topic`, and its
+/// output.
+fn verifiable_produce(address: &str, topic: &str, count: u32) -> (i64, String) {
     let out = kafka_tool(
         "org.apache.kafka.tools.VerifiableProducer",
         &[
@@ -1567,7 +1531,7 @@ fn verifiable_produce(address: &str, topic: &str) -> (i64, String) {
             "--topic",
             topic,
             "--max-messages",
-            "3",
+            &count.to_string(),
             "--acks",
             "-1",
         ],
@@ -1625,10 +1589,10 @@ async fn kafka_acls_are_enforced_and_survive_a_restart() {
             "private",
         ],
     );
-    let (acked, out) = verifiable_produce(&address, "secret");
+    let (acked, out) = verifiable_produce(&address, "secret", 3);
     assert_eq!(acked, 0, "{out}");
     assert!(out.contains("TopicAuthorizationException"), "{out}");
-    assert_eq!(verifiable_produce(&address, "open").0, 3);
+    assert_eq!(verifiable_produce(&address, "open", 3).0, 3);
     stop_broker(broker);
 
     let (broker, address) = spawn_broker_with(dir.path(), settings).await;
@@ -1642,7 +1606,7 @@ async fn kafka_acls_are_enforced_and_survive_a_restart() {
                 .contains("principal=User:alice, host=*, operation=READ, permissionType=ALLOW"),
         "{listed}"
     );
-    let (acked, out) = verifiable_produce(&address, "secret");
+    let (acked, out) = verifiable_produce(&address, "secret", 3);
     assert_eq!(acked, 0, "still refused after the restart: {out}");
     // ConsumerPerformance, since the console consumer swallows the exception.
     let out = kafka_tool_output(
@@ -1678,7 +1642,7 @@ async fn kafka_acls_are_enforced_and_survive_a_restart() {
         ],
     );
     assert_eq!(
-        verifiable_produce(&address, "secret").0,
+        verifiable_produce(&address, "secret", 3).0,
         3,
         "the DENY is gone"
     );

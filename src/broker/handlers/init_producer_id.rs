@@ -63,34 +63,28 @@ fn init_transactional(
     mut expected: Option<(i64, i16)>,
 ) -> Result<(i64, i16), TxnError> {
     let allocate = || broker.allocate_producer_id();
-    let coordinator = broker.transactions();
-    match coordinator.init_producer_id(
-        transactional_id,
-        timeout_ms,
-        expected,
-        now_ms(),
-        &allocate,
-    )? {
-        InitOutcome::Ready(m) => Ok((m.producer_id, m.producer_epoch)),
-        InitOutcome::AbortFirst(aborting, completion) => {
-            // The open transaction ends aborted (markers written now); the caller's expected
-            // epoch was consumed by that bump.
-            broker
-                .complete_transaction(&completion)
-                .map_err(|_| TxnError::ConcurrentTransactions)?;
-            if expected.is_some() {
-                expected = Some((aborting.producer_id, aborting.producer_epoch));
-            }
-            match coordinator.init_producer_id(
-                transactional_id,
-                timeout_ms,
-                expected,
-                now_ms(),
-                &allocate,
-            )? {
-                InitOutcome::Ready(m) => Ok((m.producer_id, m.producer_epoch)),
-                InitOutcome::AbortFirst(..) => Err(TxnError::ConcurrentTransactions),
+    // At most one open transaction to abort, then the epoch for the new producer.
+    for _ in 0..2 {
+        let outcome = broker.transactions().init_producer_id(
+            transactional_id,
+            timeout_ms,
+            expected,
+            now_ms(),
+            &allocate,
+        )?;
+        match outcome {
+            InitOutcome::Ready(m) => return Ok((m.producer_id, m.producer_epoch)),
+            InitOutcome::AbortFirst(aborting, completion) => {
+                // The open transaction ends aborted (markers written now); the caller's
+                // expected epoch was consumed by that bump.
+                broker
+                    .complete_transaction(&completion)
+                    .map_err(|_| TxnError::ConcurrentTransactions)?;
+                if expected.is_some() {
+                    expected = Some((aborting.producer_id, aborting.producer_epoch));
+                }
             }
         }
     }
+    Err(TxnError::ConcurrentTransactions)
 }
