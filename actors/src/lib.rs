@@ -6,9 +6,10 @@
 //! - [`coordinator`]: a `__mirror_state` shard whose state is built only by replaying records;
 //! - [`host`]: the ports an embedding broker implements, and an in-memory host for tests.
 //!
-//! The actors that run them (partition actors, fetcher pool, metadata manager, coordinator
-//! shards) arrive with the "mirroring engine as actors" issue, following `ARCHITECTURE.md`.
+//! [`actor`] runs them with actix: today the mirror partition actor; the fetcher pool, metadata
+//! manager and coordinator shard actors follow (ARCHITECTURE.md "The engine's actors").
 
+pub mod actor;
 pub mod coordinator;
 pub mod epoch;
 pub mod host;

@@ -1,0 +1,360 @@
+//! The MirrorPartition actor: owns one mirror partition's state machine and runs its effects.
+//!
+//! Lifecycle: started (supervised) when this broker becomes the partition's leader, it is told
+//! so with [`BecomeLeader`]; every message becomes an [`Input`] of the pure
+//! [`transition`]; the actor keeps the new [`Partition`] and runs the effects, in order, through
+//! its [`PartitionPorts`]. An asynchronous effect runs as a future on the actor's arbiter and its
+//! completion comes back as the input carrying the same operation id; a completion the state
+//! machine no longer waits for is stale, dropped and counted. Retries wait on actix timers.
+//!
+//! Restart: [`Restart`] (sent by a supervisor that sees no progress) stops the actor; actix's
+//! supervisor starts it again with the same address, the partition back at UNKNOWN, and the
+//! actor replays its leadership, so the state machine reloads the persisted state and resumes
+//! from it. In-flight completions of the old incarnation are stale to the new one.
+
+use super::ports::PartitionPorts;
+use crate::partition::{
+    Cause, Desired, Effect, Env, Input, OpId, Outcome, Partition, Phase, Rejection, RetryPolicy,
+    transition,
+};
+use actix::{
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, Supervised, WrapFuture,
+};
+use kmirror_protocol::state::MirrorState;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// How long to wait before reading the coordinator's record again after a failed read.
+const RELOAD_AFTER: Duration = Duration::from_secs(1);
+
+/// This broker leads the partition now, at `leader_epoch`; `desired` is what `mirror.name` asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), Rejection>")]
+pub struct BecomeLeader {
+    /// The destination leader epoch.
+    pub leader_epoch: i32,
+    /// What the topic config asks.
+    pub desired: Desired,
+}
+
+/// The partition's leader epoch changed while this broker stays leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), Rejection>")]
+pub struct ChangeLeaderEpoch(pub i32);
+
+/// Another broker leads the partition now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), Rejection>")]
+pub struct LoseLeadership;
+
+/// `mirror.name` changed (StartMirrorTopics, Pause/Resume, StopMirrorTopics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), Rejection>")]
+pub struct ChangeDesired(pub Desired);
+
+/// What a fetcher round did for this partition.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub enum FetcherProgress {
+    /// Batches were appended; the greatest source epoch among them.
+    Appended { source_epoch: i32 },
+    /// A batch waits for the destination epoch to reach its source epoch.
+    HeldBack { source_epoch: i32 },
+    /// The fetch failed, classified.
+    Failed(Cause),
+}
+
+/// Start over from the persisted state (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct Restart;
+
+/// What DescribeMirrors shows of the partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionSnapshot {
+    /// The current state.
+    pub state: MirrorState,
+    /// The last state written to (or read from) the coordinator.
+    pub persisted: MirrorState,
+    /// The destination leader epoch, -1 when not leader.
+    pub leader_epoch: i32,
+    /// Consecutive failures.
+    pub retry_attempt: i16,
+    /// Why it failed, when FAILED.
+    pub error: Option<String>,
+    /// Completions dropped as stale since the actor started.
+    pub stale_completions: u64,
+    /// Restarts since the actor was created.
+    pub restarts: u32,
+}
+
+/// Asks for a [`PartitionSnapshot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "PartitionSnapshot")]
+pub struct DescribePartition;
+
+/// One mirror partition's actor.
+pub struct MirrorPartition<P: PartitionPorts> {
+    partition: Partition,
+    ports: Rc<P>,
+    retry: RetryPolicy,
+    random: Box<dyn FnMut() -> f64>,
+    /// The last leadership command, replayed after a restart.
+    leadership: Option<BecomeLeader>,
+    stale_completions: u64,
+    restarts: u32,
+}
+
+impl<P: PartitionPorts> std::fmt::Debug for MirrorPartition<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MirrorPartition")
+            .field("partition", &self.partition)
+            .field("leadership", &self.leadership)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: PartitionPorts> MirrorPartition<P> {
+    /// A partition actor (not yet leader); `random` draws uniformly from `[0, 1)` for retry
+    /// jitter.
+    pub fn new(ports: P, retry: RetryPolicy, random: Box<dyn FnMut() -> f64>) -> Self {
+        MirrorPartition {
+            partition: Partition::default(),
+            ports: Rc::new(ports),
+            retry,
+            random,
+            leadership: None,
+            stale_completions: 0,
+            restarts: 0,
+        }
+    }
+
+    /// Runs one input through the state machine, then its effects.
+    fn take(&mut self, input: Input, ctx: &mut Context<Self>) -> Outcome {
+        let env = Env {
+            random: (self.random)(),
+            retry: &self.retry,
+        };
+        let step = transition(&self.partition, &input, &env);
+        match &step.outcome {
+            Outcome::Applied => {
+                self.partition = step.partition;
+                for effect in step.effects {
+                    self.run(effect, ctx);
+                }
+            }
+            Outcome::Stale => self.stale_completions += 1,
+            Outcome::Rejected(_) => {}
+        }
+        step.outcome
+    }
+
+    /// Runs `port` and feeds its result back as the input `complete` makes of it.
+    fn complete<T: 'static>(
+        &self,
+        ctx: &mut Context<Self>,
+        port: super::ports::PortFuture<T>,
+        complete: impl FnOnce(T) -> Input + 'static,
+    ) {
+        ctx.spawn(port.into_actor(self).map(move |result, actor, ctx| {
+            actor.take(complete(result), ctx);
+        }));
+    }
+
+    fn run(&mut self, effect: Effect, ctx: &mut Context<Self>) {
+        let ports = self.ports.clone();
+        match effect {
+            Effect::LoadState { op } => self.load(op, ctx),
+            Effect::PersistState { op, stored } => {
+                self.complete(ctx, ports.persist_state(stored), move |result| {
+                    Input::StatePersisted { op, result }
+                })
+            }
+            Effect::LookUpLme { op } => self.complete(ctx, ports.look_up_lme(), move |result| {
+                Input::LmeLookedUp { op, result }
+            }),
+            Effect::TruncateForLme { op, lme } => {
+                self.complete(ctx, ports.truncate_for_lme(lme), move |result| {
+                    Input::Truncated { op, result }
+                })
+            }
+            Effect::AwaitIsr { op } => {
+                self.complete(ctx, ports.await_isr(), move |()| Input::IsrCaughtUp { op })
+            }
+            Effect::AttachFetcher => ports.attach_fetcher(ctx.address().recipient()),
+            Effect::DetachFetcher { op } => self.complete(ctx, ports.detach_fetcher(), move |()| {
+                Input::FetcherDetached { op }
+            }),
+            Effect::BumpLeaderEpoch {
+                op,
+                min_leader_epoch,
+            } => self.complete(
+                ctx,
+                ports.bump_leader_epoch(min_leader_epoch),
+                move |result| Input::EpochBumped { op, result },
+            ),
+            Effect::TruncateToLso { op } => {
+                self.complete(ctx, ports.truncate_to_lso(), move |result| {
+                    Input::TruncatedToLso { op, result }
+                })
+            }
+            Effect::PersistLme { op, lme } => {
+                self.complete(ctx, ports.persist_lme(lme), move |result| {
+                    Input::LmePersisted { op, result }
+                })
+            }
+            Effect::AppendPidReset { op } => {
+                self.complete(ctx, ports.append_pid_reset(), move |result| {
+                    Input::PidResetAppended { op, result }
+                })
+            }
+            Effect::SetReadOnly(read_only) => ports.set_read_only(read_only),
+            Effect::ScheduleRetry { op, after_ms } => {
+                ctx.run_later(Duration::from_millis(after_ms), move |actor, ctx| {
+                    actor.take(Input::TimerFired { op }, ctx);
+                });
+            }
+        }
+    }
+
+    /// Reads the coordinator's record; a failed read is tried again (the state machine has no
+    /// failure for it: without the record it cannot know what it was doing).
+    fn load(&mut self, op: OpId, ctx: &mut Context<Self>) {
+        let read = self.ports.load_state();
+        ctx.spawn(read.into_actor(self).map(move |result, actor, ctx| match result {
+            Ok(stored) => {
+                actor.take(Input::StateLoaded { op, stored }, ctx);
+            }
+            Err(cause) => {
+                tracing::warn!(error = %cause.message, "reading the mirror state; trying again");
+                ctx.run_later(RELOAD_AFTER, move |actor, ctx| actor.load(op, ctx));
+            }
+        }));
+    }
+
+    fn command(&mut self, input: Input, ctx: &mut Context<Self>) -> Result<(), Rejection> {
+        match self.take(input, ctx) {
+            Outcome::Rejected(rejection) => Err(rejection),
+            Outcome::Applied | Outcome::Stale => Ok(()),
+        }
+    }
+}
+
+impl<P: PartitionPorts> Actor for MirrorPartition<P> {
+    type Context = Context<Self>;
+}
+
+impl<P: PartitionPorts> Supervised for MirrorPartition<P> {
+    fn restarting(&mut self, ctx: &mut Context<Self>) {
+        self.restarts += 1;
+        self.partition = Partition::default();
+        // Timers and completions of the stopped incarnation never run (actix drops them with the
+        // old context); the new one starts from what the coordinator holds.
+        if let Some(BecomeLeader {
+            leader_epoch,
+            desired,
+        }) = self.leadership
+        {
+            self.take(
+                Input::BecameLeader {
+                    leader_epoch,
+                    desired,
+                },
+                ctx,
+            );
+        }
+    }
+}
+
+impl<P: PartitionPorts> Handler<BecomeLeader> for MirrorPartition<P> {
+    type Result = Result<(), Rejection>;
+
+    fn handle(&mut self, msg: BecomeLeader, ctx: &mut Context<Self>) -> Self::Result {
+        self.leadership = Some(msg);
+        self.command(
+            Input::BecameLeader {
+                leader_epoch: msg.leader_epoch,
+                desired: msg.desired,
+            },
+            ctx,
+        )
+    }
+}
+
+impl<P: PartitionPorts> Handler<ChangeLeaderEpoch> for MirrorPartition<P> {
+    type Result = Result<(), Rejection>;
+
+    fn handle(&mut self, msg: ChangeLeaderEpoch, ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(leadership) = &mut self.leadership {
+            leadership.leader_epoch = msg.0;
+        }
+        self.command(
+            Input::LeaderEpochChanged {
+                leader_epoch: msg.0,
+            },
+            ctx,
+        )
+    }
+}
+
+impl<P: PartitionPorts> Handler<LoseLeadership> for MirrorPartition<P> {
+    type Result = Result<(), Rejection>;
+
+    fn handle(&mut self, _: LoseLeadership, ctx: &mut Context<Self>) -> Self::Result {
+        self.leadership = None;
+        self.command(Input::LostLeadership, ctx)
+    }
+}
+
+impl<P: PartitionPorts> Handler<ChangeDesired> for MirrorPartition<P> {
+    type Result = Result<(), Rejection>;
+
+    fn handle(&mut self, msg: ChangeDesired, ctx: &mut Context<Self>) -> Self::Result {
+        if let Some(leadership) = &mut self.leadership {
+            leadership.desired = msg.0;
+        }
+        self.command(Input::DesiredChanged(msg.0), ctx)
+    }
+}
+
+impl<P: PartitionPorts> Handler<FetcherProgress> for MirrorPartition<P> {
+    type Result = ();
+
+    fn handle(&mut self, msg: FetcherProgress, ctx: &mut Context<Self>) {
+        let input = match msg {
+            FetcherProgress::Appended { source_epoch } => Input::BatchesAppended { source_epoch },
+            FetcherProgress::HeldBack { source_epoch } => Input::SourceEpochSeen { source_epoch },
+            FetcherProgress::Failed(cause) => Input::FetchFailed(cause),
+        };
+        self.take(input, ctx);
+    }
+}
+
+impl<P: PartitionPorts> Handler<Restart> for MirrorPartition<P> {
+    type Result = ();
+
+    fn handle(&mut self, _: Restart, ctx: &mut Context<Self>) {
+        use actix::ActorContext;
+        ctx.stop();
+    }
+}
+
+impl<P: PartitionPorts> Handler<DescribePartition> for MirrorPartition<P> {
+    type Result = actix::MessageResult<DescribePartition>;
+
+    fn handle(&mut self, _: DescribePartition, _: &mut Context<Self>) -> Self::Result {
+        let error = match self.partition.phase() {
+            Phase::Failed { failure, .. } => Some(failure.error.clone()),
+            _ => None,
+        };
+        actix::MessageResult(PartitionSnapshot {
+            state: self.partition.phase().state(),
+            persisted: self.partition.persisted(),
+            leader_epoch: self.partition.leader_epoch(),
+            retry_attempt: self.partition.retry_attempt(),
+            error,
+            stale_completions: self.stale_completions,
+            restarts: self.restarts,
+        })
+    }
+}

@@ -1,0 +1,44 @@
+//! What a partition actor needs from its broker, as asynchronous ports: each effect of the state
+//! machine is one call, and its result comes back to the actor as the matching input.
+//!
+//! The broker implements them over its partition log, controller, `__mirror_state` coordinator
+//! and source client; actor tests implement them with scripted answers. The futures run on the
+//! actor's arbiter (they need not be `Send`); long I/O belongs on the broker's tokio workers,
+//! behind the future.
+
+use super::partition::FetcherProgress;
+use crate::partition::{Cause, StoredState};
+use actix::Recipient;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A port call in flight.
+pub type PortFuture<T> = Pin<Box<dyn Future<Output = T>>>;
+
+/// The effects of one mirror partition, as its broker carries them out.
+pub trait PartitionPorts: 'static {
+    /// The coordinator's record of the partition (`None`: never written).
+    fn load_state(&self) -> PortFuture<Result<Option<StoredState>, Cause>>;
+    /// Writes the coordinator's record durably.
+    fn persist_state(&self, stored: StoredState) -> PortFuture<Result<(), Cause>>;
+    /// LastMirroredEpochs against the source (-1: none).
+    fn look_up_lme(&self) -> PortFuture<Result<i32, Cause>>;
+    /// Aligns the local log for `lme`.
+    fn truncate_for_lme(&self, lme: i32) -> PortFuture<Result<(), Cause>>;
+    /// Completes once every ISR member has truncated too.
+    fn await_isr(&self) -> PortFuture<()>;
+    /// Starts fetching from the log end; the fetcher reports each round to `progress`.
+    fn attach_fetcher(&self, progress: Recipient<FetcherProgress>);
+    /// Stops fetching; completes once no append can follow.
+    fn detach_fetcher(&self) -> PortFuture<()>;
+    /// BumpLeaderEpochs: the leader epoch afterwards.
+    fn bump_leader_epoch(&self, min_leader_epoch: Option<i32>) -> PortFuture<Result<i32, Cause>>;
+    /// Truncates the log to its LSO: the newest mirrored epoch left.
+    fn truncate_to_lso(&self) -> PortFuture<Result<i32, Cause>>;
+    /// Records the LME in `__mirror_state`.
+    fn persist_lme(&self, lme: i32) -> PortFuture<Result<(), Cause>>;
+    /// Appends the MIRROR_PID_RESET barrier.
+    fn append_pid_reset(&self) -> PortFuture<Result<(), Cause>>;
+    /// Refuses (true) or accepts (false) produce requests.
+    fn set_read_only(&self, read_only: bool);
+}
