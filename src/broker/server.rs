@@ -73,9 +73,12 @@ async fn connection(
         let Some(reply) = handle(&broker, &client_host, frame.freeze()).await? else {
             continue;
         };
-        // The body (record batches included) goes out as encoded, not copied behind the head.
+        // The body's pieces (record batches among them) go out as they are, not copied into
+        // one buffer behind the head.
         stream.write_all(&reply.head).await?;
-        stream.write_all(&reply.body).await?;
+        for piece in &reply.body {
+            stream.write_all(piece).await?;
+        }
     }
 }
 
@@ -89,14 +92,18 @@ pub fn served_versions() -> Vec<(ApiKey, i16, i16)> {
 pub struct ResponseFrame {
     /// `i32` size and the response header.
     pub head: Vec<u8>,
-    /// The encoded response.
-    pub body: Bytes,
+    /// The encoded response, in pieces.
+    pub body: Vec<Bytes>,
 }
 
 impl ResponseFrame {
     /// The frame as one buffer.
     pub fn to_vec(&self) -> Vec<u8> {
-        [self.head.as_slice(), &self.body].concat()
+        let mut out = self.head.clone();
+        for piece in &self.body {
+            out.extend_from_slice(piece);
+        }
+        out
     }
 }
 
@@ -124,7 +131,7 @@ pub async fn handle(
             ApiKey::ApiVersions,
             0,
             correlation_id,
-            Bytes::from(handlers::api_versions_unsupported()),
+            vec![Bytes::from(handlers::api_versions_unsupported())],
         )?));
     }
     let api = match (api, supported) {
@@ -148,6 +155,12 @@ pub async fn handle(
             api,
             version,
             header.correlation_id,
+            vec![body],
+        )?)),
+        Response::Chunks(body) => Ok(Some(frame_response(
+            api,
+            version,
+            header.correlation_id,
             body,
         )?)),
     }
@@ -160,7 +173,7 @@ fn unsupported_version(correlation_id: i32) -> ResponseFrame {
     head.extend_from_slice(&correlation_id.to_be_bytes());
     ResponseFrame {
         head,
-        body: Bytes::copy_from_slice(&UNSUPPORTED_VERSION.to_be_bytes()),
+        body: vec![Bytes::copy_from_slice(&UNSUPPORTED_VERSION.to_be_bytes())],
     }
 }
 
@@ -168,15 +181,18 @@ fn frame_response(
     api: ApiKey,
     version: i16,
     correlation_id: i32,
-    body: Bytes,
+    body: Vec<Bytes>,
 ) -> std::io::Result<ResponseFrame> {
     let mut header = BytesMut::new();
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
         .encode(&mut header, api.response_header_version(version))
         .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let body_len: usize = body.iter().map(Bytes::len).sum();
+    let size = i32::try_from(header.len() + body_len)
+        .map_err(|_| std::io::Error::other("a response over 2 GiB"))?;
     let mut head = Vec::with_capacity(4 + header.len());
-    head.extend_from_slice(&((header.len() + body.len()) as i32).to_be_bytes());
+    head.extend_from_slice(&size.to_be_bytes());
     head.extend_from_slice(&header);
     Ok(ResponseFrame { head, body })
 }

@@ -5,14 +5,12 @@
 //! clients send full fetches. Each topic needs READ.
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::fetch_response::{FetchAnswer, PartitionAnswer, TopicAnswer};
 use super::offset_for_leader_epoch::epoch_error;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::storage::StorageError;
-use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
-};
-use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
+use kafka_protocol::messages::FetchRequest;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -28,7 +26,7 @@ fn read_once(
     access: &Access,
     request: &FetchRequest,
     version: i16,
-) -> (FetchResponse, usize) {
+) -> (FetchAnswer, usize) {
     let read_committed = request.isolation_level == 1;
     let mut total = 0usize;
     let mut topics = Vec::new();
@@ -40,12 +38,7 @@ fn read_once(
         };
         let mut partitions = Vec::new();
         for p in &topic.partitions {
-            let mut out = PartitionData::default()
-                .with_partition_index(p.partition)
-                .with_high_watermark(-1)
-                .with_last_stable_offset(-1)
-                .with_log_start_offset(-1)
-                .with_preferred_read_replica(BrokerId(-1));
+            let mut out = PartitionAnswer::new(p.partition);
             let found = name.as_deref().and_then(|n| {
                 Some((
                     broker.partition(n, p.partition)?,
@@ -56,7 +49,7 @@ fn read_once(
                 .as_deref()
                 .is_some_and(|n| !access.topic(Operation::Read, n))
             {
-                partitions.push(out.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+                partitions.push(out.with_error(TOPIC_AUTHORIZATION_FAILED));
                 continue;
             }
             let Some((partition, ours)) = found else {
@@ -65,29 +58,23 @@ fn read_once(
                 } else {
                     UNKNOWN_TOPIC_OR_PARTITION
                 };
-                partitions.push(out.with_error_code(code));
+                partitions.push(out.with_error(code));
                 continue;
             };
             let error = epoch_error(p.current_leader_epoch, ours);
             if error != 0 {
-                partitions.push(out.with_error_code(error));
+                partitions.push(out.with_error(error));
                 continue;
             }
             let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-            out = out
-                .with_high_watermark(log.high_watermark())
-                .with_last_stable_offset(log.last_stable_offset())
-                .with_log_start_offset(log.log_start_offset());
+            out.high_watermark = log.high_watermark();
+            out.last_stable_offset = log.last_stable_offset();
+            out.log_start_offset = log.log_start_offset();
             if version >= 12 && p.last_fetched_epoch >= 0 {
                 let (epoch, end) = log.end_offset_for(p.last_fetched_epoch);
                 if epoch < 0 || end < p.fetch_offset || epoch < p.last_fetched_epoch {
-                    partitions.push(
-                        out.with_diverging_epoch(
-                            EpochEndOffset::default()
-                                .with_epoch(epoch)
-                                .with_end_offset(end),
-                        ),
-                    );
+                    out.diverging_epoch = Some((epoch, end));
+                    partitions.push(out);
                     continue;
                 }
             }
@@ -105,38 +92,33 @@ fn read_once(
                         let aborted = log
                             .aborted_transactions(p.fetch_offset, upper)
                             .into_iter()
-                            .map(|a| {
-                                AbortedTransaction::default()
-                                    .with_producer_id(ProducerId(a.producer_id))
-                                    .with_first_offset(a.first_offset)
-                            })
+                            .map(|a| (a.producer_id, a.first_offset))
                             .collect();
-                        out = out.with_aborted_transactions(Some(aborted));
+                        out.aborted_transactions = Some(aborted);
                     }
-                    out = out.with_records(Some(read.records));
+                    out.records = Some(read.records);
                 }
                 Err(StorageError::OffsetOutOfRange { .. }) => {
-                    out = out.with_error_code(OFFSET_OUT_OF_RANGE)
+                    out = out.with_error(OFFSET_OUT_OF_RANGE)
                 }
                 Err(e) => {
                     tracing::error!(topic = ?name, partition = p.partition, error = %e, "fetch read");
-                    out = out.with_error_code(KAFKA_STORAGE_ERROR);
+                    out = out.with_error(KAFKA_STORAGE_ERROR);
                 }
             }
             partitions.push(out);
         }
-        let mut entry = FetchableTopicResponse::default().with_partitions(partitions);
-        entry = if version >= 13 {
-            entry.with_topic_id(topic.topic_id)
-        } else {
-            entry.with_topic(topic.topic.clone())
-        };
-        topics.push(entry);
+        topics.push(TopicAnswer {
+            name: topic.topic.0.to_string(),
+            topic_id: topic.topic_id,
+            partitions,
+        });
     }
     (
-        FetchResponse::default()
-            .with_session_id(0)
-            .with_responses(topics),
+        FetchAnswer {
+            topics,
+            ..FetchAnswer::default()
+        },
         total,
     )
 }
@@ -146,7 +128,7 @@ pub(super) async fn handle(
     access: &Access<'_>,
     request: FetchRequest,
     version: i16,
-) -> FetchResponse {
+) -> FetchAnswer {
     let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
     loop {
         // Registered before reading, so an append right after the read still wakes us.

@@ -11,6 +11,7 @@ mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
 mod fetch;
+mod fetch_response;
 mod find_coordinator;
 mod group_admin;
 mod group_membership;
@@ -39,6 +40,9 @@ pub(super) use api_versions::unsupported as api_versions_unsupported;
 pub(super) enum Response {
     /// An encoded response body.
     Body(Bytes),
+    /// An encoded response body in pieces, written one after another (record batches are
+    /// pieces of their own, not copied).
+    Chunks(Vec<Bytes>),
     /// Nothing (produce with `acks=0`).
     None,
 }
@@ -159,10 +163,11 @@ pub(super) async fn dispatch(
                 None => Ok(Response::None),
             }
         }
-        ApiKey::Fetch => encode(
-            &fetch::handle(broker, access, Decodable::decode(body, version)?, version).await,
-            version,
-        ),
+        ApiKey::Fetch => {
+            let request = Decodable::decode(body, version)?;
+            let answer = fetch::handle(broker, access, request, version).await;
+            Ok(Response::Chunks(answer.encode(version)?))
+        }
         ApiKey::ListOffsets => encode(
             &list_offsets::handle(broker, access, Decodable::decode(body, version)?),
             version,
