@@ -148,28 +148,34 @@ pub enum FetchProgress {
     Truncated,
 }
 
-/// One fetch round of a mirror fetcher for one partition (DECISIONS.md 4): fetch at the log
-/// end with the last fetched epoch, truncate on divergence or out-of-range, append batches whose
-/// epoch does not exceed the destination leader epoch.
-pub fn fetch_round(
-    log: &mut impl MirrorLog,
-    source: &impl SourceCluster,
-    destination_leader_epoch: i32,
-    max_bytes: usize,
-) -> Result<FetchProgress, HostError> {
-    let history = log.epoch_history();
-    let request = FetchRequest {
+/// The fetch a mirror fetcher sends for one partition (DECISIONS.md 4): at the log end, with the
+/// epoch of the last local batch.
+pub fn next_fetch(log: &impl MirrorLog, max_bytes: usize) -> FetchRequest {
+    FetchRequest {
         offset: log.log_end_offset(),
-        last_fetched_epoch: history.last().map_or(-1, |(e, _)| *e),
+        last_fetched_epoch: log.epoch_history().last().map_or(-1, |(e, _)| *e),
         max_bytes,
-    };
-    match source.fetch(&request)? {
+    }
+}
+
+/// Applies the source's answer to `request`: truncate on divergence or out-of-range, append the
+/// batches whose epoch does not exceed the destination leader epoch (whole, unchanged, CRC
+/// checked).
+pub fn apply_fetch(
+    log: &mut impl MirrorLog,
+    source_log_start: impl FnOnce() -> Result<i64, HostError>,
+    request: &FetchRequest,
+    response: FetchResponse,
+    destination_leader_epoch: i32,
+) -> Result<FetchProgress, HostError> {
+    match response {
         FetchResponse::Diverging { epoch, .. } if epoch < 0 => {
-            log.truncate_fully_and_start_at(source.log_start_offset()?)?;
+            log.truncate_fully_and_start_at(source_log_start()?)?;
             Ok(FetchProgress::Truncated)
         }
         FetchResponse::Diverging { epoch, end_offset } => {
-            let at = epoch::divergence_offset(epoch, end_offset, &history, request.offset);
+            let at =
+                epoch::divergence_offset(epoch, end_offset, &log.epoch_history(), request.offset);
             log.truncate_to(at)?;
             Ok(FetchProgress::Truncated)
         }
@@ -207,6 +213,25 @@ pub fn fetch_round(
             })
         }
     }
+}
+
+/// One fetch round of a mirror fetcher for one partition: [`next_fetch`], the source's answer,
+/// [`apply_fetch`].
+pub fn fetch_round(
+    log: &mut impl MirrorLog,
+    source: &impl SourceCluster,
+    destination_leader_epoch: i32,
+    max_bytes: usize,
+) -> Result<FetchProgress, HostError> {
+    let request = next_fetch(log, max_bytes);
+    let response = source.fetch(&request)?;
+    apply_fetch(
+        log,
+        || source.log_start_offset(),
+        &request,
+        response,
+        destination_leader_epoch,
+    )
 }
 
 /// STOPPING's truncate-to-LSO branch: returns the newest mirrored epoch left in the log (the

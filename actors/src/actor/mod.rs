@@ -3,13 +3,22 @@
 //!
 //! - [`partition::MirrorPartition`]: one per mirror partition this broker leads; owns the state
 //!   machine, runs its effects through [`ports::PartitionPorts`], feeds completions back.
+//! - [`fetcher::Fetcher`]: one Fetch in flight for the partitions attached to it; applies each
+//!   answer through [`fetcher::FetcherPorts`] and reports to the partition's actor.
 
+pub mod fetcher;
 pub mod partition;
 pub mod ports;
 
 #[cfg(test)]
-mod tests;
+mod fetcher_tests;
+#[cfg(test)]
+mod partition_tests;
 
+pub use fetcher::{
+    AttachPartition, DescribeFetcher, DetachPartition, FetchAnswers, FetchKey, Fetcher,
+    FetcherConfig, FetcherPorts, FetcherSnapshot,
+};
 pub use partition::{
     BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, FetcherProgress,
     LoseLeadership, MirrorPartition, PartitionSnapshot, Restart,

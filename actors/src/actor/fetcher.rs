@@ -1,0 +1,353 @@
+//! The Fetcher actor: one per (mirror, source broker, fetcher id). It keeps one Fetch in flight
+//! covering the partitions attached to it, hands each partition's answer to the host to apply
+//! (truncate or append, [`crate::host::apply_fetch`]) and reports the outcome to the partition's
+//! actor; a partition is fetched again only after its previous answer is applied, so batches
+//! land in order and exactly once.
+//!
+//! Fairness: a Fetch takes at most `max_partitions_per_fetch` partitions, starting after the
+//! last one served in the previous Fetch (round robin). When a whole Fetch brought nothing new,
+//! the next one waits `idle_backoff` (the source's own long polling usually makes that rare).
+//!
+//! Detaching: [`DetachPartition`] completes once no append for the partition can follow, that
+//! is at once, or when its answer in flight has been applied; answers for a partition that was
+//! detached meanwhile are dropped unapplied.
+
+use super::partition::FetcherProgress;
+use super::ports::PortFuture;
+use crate::host::{FetchProgress, FetchRequest, FetchResponse};
+use crate::partition::Cause;
+use actix::{
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, Recipient, ResponseActFuture,
+    WrapFuture,
+};
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// A source partition within a fetcher: topic and partition index.
+pub type FetchKey = (String, i32);
+
+/// The source answers of one Fetch, per partition (a partition the source refused has its
+/// cause).
+pub type FetchAnswers = Vec<(FetchKey, Result<FetchResponse, Cause>)>;
+
+/// What a fetcher needs from its broker.
+pub trait FetcherPorts: 'static {
+    /// Where to fetch the partition from next ([`crate::host::next_fetch`] on its log).
+    fn next_fetch(&self, key: &FetchKey) -> Result<FetchRequest, Cause>;
+    /// One Fetch to the source broker covering every request.
+    fn fetch(
+        &self,
+        requests: Vec<(FetchKey, FetchRequest)>,
+    ) -> PortFuture<Result<FetchAnswers, Cause>>;
+    /// Applies one partition's answer to its log ([`crate::host::apply_fetch`]).
+    fn apply(
+        &self,
+        key: &FetchKey,
+        request: FetchRequest,
+        response: FetchResponse,
+    ) -> PortFuture<Result<FetchProgress, Cause>>;
+}
+
+/// Start fetching a partition; outcomes go to `progress`.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct AttachPartition {
+    /// The partition.
+    pub key: FetchKey,
+    /// Its actor.
+    pub progress: Recipient<FetcherProgress>,
+}
+
+/// Stop fetching a partition; completes once no append for it can follow.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct DetachPartition(pub FetchKey);
+
+/// The partitions a fetcher serves and the one Fetch it has in flight.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "FetcherSnapshot")]
+pub struct DescribeFetcher;
+
+/// What [`DescribeFetcher`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetcherSnapshot {
+    /// Attached partitions.
+    pub partitions: Vec<FetchKey>,
+    /// Fetches sent so far.
+    pub fetches: u64,
+    /// Whether one is in flight.
+    pub in_flight: bool,
+}
+
+#[derive(Debug)]
+struct Member {
+    progress: Recipient<FetcherProgress>,
+    /// An answer of this partition is being applied.
+    applying: bool,
+    /// Detach requests waiting for that apply.
+    detaching: Vec<oneshot::Sender<()>>,
+}
+
+/// Fetcher settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetcherConfig {
+    /// Most partitions in one Fetch.
+    pub max_partitions_per_fetch: usize,
+    /// Bytes asked per partition.
+    pub partition_max_bytes: usize,
+    /// Pause after a Fetch that brought nothing.
+    pub idle_backoff: Duration,
+}
+
+impl Default for FetcherConfig {
+    fn default() -> Self {
+        FetcherConfig {
+            max_partitions_per_fetch: 500,
+            partition_max_bytes: 1 << 20,
+            idle_backoff: Duration::from_millis(100),
+        }
+    }
+}
+
+/// One fetcher.
+pub struct Fetcher<P: FetcherPorts> {
+    ports: Rc<P>,
+    config: FetcherConfig,
+    members: BTreeMap<FetchKey, Member>,
+    /// Round-robin order: the front is served first.
+    order: VecDeque<FetchKey>,
+    in_flight: bool,
+    /// A wake-up after an idle Fetch is scheduled.
+    waiting: bool,
+    fetches: u64,
+}
+
+impl<P: FetcherPorts> std::fmt::Debug for Fetcher<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("members", &self.members.keys().collect::<Vec<_>>())
+            .field("in_flight", &self.in_flight)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: FetcherPorts> Fetcher<P> {
+    /// A fetcher with no partitions.
+    pub fn new(ports: P, config: FetcherConfig) -> Self {
+        Fetcher {
+            ports: Rc::new(ports),
+            config,
+            members: BTreeMap::new(),
+            order: VecDeque::new(),
+            in_flight: false,
+            waiting: false,
+            fetches: 0,
+        }
+    }
+
+    /// Reports to a partition's actor through its bounded mailbox.
+    fn report(&self, ctx: &mut Context<Self>, key: &FetchKey, progress: FetcherProgress) {
+        if let Some(member) = self.members.get(key) {
+            let sent = member.progress.send(progress);
+            ctx.spawn(sent.into_actor(self).map(|_, _, _| ()));
+        }
+    }
+
+    /// Sends the next Fetch if none is in flight and some partition is ready.
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        if self.in_flight || self.waiting {
+            return;
+        }
+        let mut requests = Vec::new();
+        let mut failed = Vec::new();
+        for _ in 0..self.order.len() {
+            if requests.len() == self.config.max_partitions_per_fetch {
+                break;
+            }
+            let Some(key) = self.order.pop_front() else {
+                break;
+            };
+            self.order.push_back(key.clone());
+            if self.members.get(&key).is_none_or(|m| m.applying) {
+                continue;
+            }
+            match self.ports.next_fetch(&key) {
+                Ok(mut request) => {
+                    request.max_bytes = self.config.partition_max_bytes;
+                    requests.push((key, request));
+                }
+                Err(cause) => failed.push((key, cause)),
+            }
+        }
+        for (key, cause) in failed {
+            self.report(ctx, &key, FetcherProgress::Failed(cause));
+        }
+        if requests.is_empty() {
+            return;
+        }
+        self.in_flight = true;
+        self.fetches += 1;
+        let sent: Vec<(FetchKey, FetchRequest)> = requests.clone();
+        let fetch = self.ports.fetch(requests);
+        ctx.spawn(fetch.into_actor(self).map(move |answers, fetcher, ctx| {
+            fetcher.in_flight = false;
+            fetcher.answered(sent, answers, ctx);
+        }));
+    }
+
+    fn answered(
+        &mut self,
+        sent: Vec<(FetchKey, FetchRequest)>,
+        answers: Result<FetchAnswers, Cause>,
+        ctx: &mut Context<Self>,
+    ) {
+        let answers = match answers {
+            Ok(answers) => answers,
+            Err(cause) => {
+                // The whole Fetch failed: every partition in it hears why; each decides (its
+                // state machine detaches it and retries later).
+                for (key, _) in &sent {
+                    self.report(ctx, key, FetcherProgress::Failed(cause.clone()));
+                }
+                self.idle(ctx);
+                return;
+            }
+        };
+        let mut applying = false;
+        for (key, answer) in answers {
+            let Some(request) = sent.iter().find(|(k, _)| *k == key).map(|(_, r)| *r) else {
+                continue;
+            };
+            let Some(member) = self.members.get_mut(&key) else {
+                continue;
+            };
+            match answer {
+                Err(cause) => self.report(ctx, &key, FetcherProgress::Failed(cause)),
+                Ok(FetchResponse::Records { records, .. }) if records.is_empty() => {}
+                Ok(response) => {
+                    member.applying = true;
+                    applying = true;
+                    let apply = self.ports.apply(&key, request, response);
+                    ctx.spawn(apply.into_actor(self).map(move |result, fetcher, ctx| {
+                        fetcher.applied(&key, result, ctx);
+                    }));
+                }
+            }
+        }
+        if applying {
+            self.pump(ctx);
+        } else {
+            self.idle(ctx);
+        }
+    }
+
+    fn applied(
+        &mut self,
+        key: &FetchKey,
+        result: Result<FetchProgress, Cause>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(member) = self.members.get_mut(key) else {
+            return;
+        };
+        member.applying = false;
+        let waiters = std::mem::take(&mut member.detaching);
+        let progress = match result {
+            Ok(FetchProgress::Appended { source_epoch }) => {
+                Some(FetcherProgress::Appended { source_epoch })
+            }
+            Ok(FetchProgress::HeldBack { source_epoch }) => {
+                Some(FetcherProgress::HeldBack { source_epoch })
+            }
+            Ok(FetchProgress::Idle | FetchProgress::Truncated) => None,
+            Err(cause) => Some(FetcherProgress::Failed(cause)),
+        };
+        if !waiters.is_empty() {
+            // Detached while applying: the apply is done, nothing more follows.
+            self.remove(key);
+            for waiter in waiters {
+                let _ = waiter.send(());
+            }
+            return;
+        }
+        if let Some(progress) = progress {
+            self.report(ctx, key, progress);
+        }
+        self.pump(ctx);
+    }
+
+    /// After a Fetch with nothing to apply: wait a little before the next one.
+    fn idle(&mut self, ctx: &mut Context<Self>) {
+        self.waiting = true;
+        ctx.run_later(self.config.idle_backoff, |fetcher, ctx| {
+            fetcher.waiting = false;
+            fetcher.pump(ctx);
+        });
+    }
+
+    fn remove(&mut self, key: &FetchKey) {
+        self.members.remove(key);
+        self.order.retain(|k| k != key);
+    }
+}
+
+impl<P: FetcherPorts> Actor for Fetcher<P> {
+    type Context = Context<Self>;
+}
+
+impl<P: FetcherPorts> Handler<AttachPartition> for Fetcher<P> {
+    type Result = ();
+
+    fn handle(&mut self, msg: AttachPartition, ctx: &mut Context<Self>) {
+        if !self.members.contains_key(&msg.key) {
+            self.order.push_back(msg.key.clone());
+        }
+        self.members.insert(
+            msg.key,
+            Member {
+                progress: msg.progress,
+                applying: false,
+                detaching: Vec::new(),
+            },
+        );
+        self.pump(ctx);
+    }
+}
+
+impl<P: FetcherPorts> Handler<DetachPartition> for Fetcher<P> {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, msg: DetachPartition, _: &mut Context<Self>) -> Self::Result {
+        let key = msg.0;
+        match self.members.get_mut(&key) {
+            Some(member) if member.applying => {
+                let (done, wait) = oneshot::channel();
+                member.detaching.push(done);
+                Box::pin(
+                    async move {
+                        let _ = wait.await;
+                    }
+                    .into_actor(self),
+                )
+            }
+            _ => {
+                self.remove(&key);
+                Box::pin(async {}.into_actor(self))
+            }
+        }
+    }
+}
+
+impl<P: FetcherPorts> Handler<DescribeFetcher> for Fetcher<P> {
+    type Result = actix::MessageResult<DescribeFetcher>;
+
+    fn handle(&mut self, _: DescribeFetcher, _: &mut Context<Self>) -> Self::Result {
+        actix::MessageResult(FetcherSnapshot {
+            partitions: self.members.keys().cloned().collect(),
+            fetches: self.fetches,
+            in_flight: self.in_flight,
+        })
+    }
+}

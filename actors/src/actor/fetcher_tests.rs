@@ -1,0 +1,286 @@
+//! The fetcher actor with scripted ports on paused time: one Fetch in flight, a partition not
+//! fetched again before its answer is applied, round robin, detach after the apply in flight.
+
+use super::fetcher::*;
+use super::partition::FetcherProgress;
+use super::ports::PortFuture;
+use crate::host::{FetchProgress, FetchRequest, FetchResponse};
+use crate::partition::Cause;
+use actix::{Actor, Addr, Context, Handler};
+use bytes::Bytes;
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+#[derive(Default)]
+struct Source {
+    /// What the source answers per partition, in order; afterwards nothing new.
+    answers: HashMap<FetchKey, VecDeque<Result<FetchResponse, Cause>>>,
+    /// A failure for the whole next Fetch.
+    fail_next: Option<Cause>,
+    /// Applies that wait for the test to release them.
+    held: HashMap<FetchKey, oneshot::Receiver<()>>,
+    /// Every Fetch: the partitions in it.
+    fetches: Vec<Vec<FetchKey>>,
+    /// Every apply, in order.
+    applied: Vec<FetchKey>,
+}
+
+#[derive(Clone, Default)]
+struct ScriptedSource(Rc<RefCell<Source>>);
+
+fn key(topic: &str) -> FetchKey {
+    (topic.to_string(), 0)
+}
+
+fn records() -> FetchResponse {
+    FetchResponse::Records {
+        records: Bytes::from_static(b"batches"),
+        high_watermark: 10,
+    }
+}
+
+impl FetcherPorts for ScriptedSource {
+    fn next_fetch(&self, _: &FetchKey) -> Result<FetchRequest, Cause> {
+        Ok(FetchRequest {
+            offset: 0,
+            last_fetched_epoch: -1,
+            max_bytes: 0,
+        })
+    }
+
+    fn fetch(
+        &self,
+        requests: Vec<(FetchKey, FetchRequest)>,
+    ) -> PortFuture<Result<FetchAnswers, Cause>> {
+        let mut source = self.0.borrow_mut();
+        source
+            .fetches
+            .push(requests.iter().map(|(k, _)| k.clone()).collect());
+        if let Some(cause) = source.fail_next.take() {
+            return Box::pin(std::future::ready(Err(cause)));
+        }
+        let answers = requests
+            .into_iter()
+            .map(|(key, _)| {
+                let answer = source
+                    .answers
+                    .get_mut(&key)
+                    .and_then(VecDeque::pop_front)
+                    .unwrap_or(Ok(FetchResponse::Records {
+                        records: Bytes::new(),
+                        high_watermark: 0,
+                    }));
+                (key, answer)
+            })
+            .collect();
+        Box::pin(std::future::ready(Ok(answers)))
+    }
+
+    fn apply(
+        &self,
+        key: &FetchKey,
+        _: FetchRequest,
+        _: FetchResponse,
+    ) -> PortFuture<Result<FetchProgress, Cause>> {
+        let held = self.0.borrow_mut().held.remove(key);
+        let source = self.0.clone();
+        let key = key.clone();
+        Box::pin(async move {
+            if let Some(gate) = held {
+                let _ = gate.await;
+            }
+            source.borrow_mut().applied.push(key);
+            Ok(FetchProgress::Appended { source_epoch: 3 })
+        })
+    }
+}
+
+/// Stands in for partition actors: collects what the fetcher reports.
+#[derive(Default)]
+struct Reports(Rc<RefCell<Vec<FetcherProgress>>>);
+
+impl Actor for Reports {
+    type Context = Context<Self>;
+}
+
+impl Handler<FetcherProgress> for Reports {
+    type Result = ();
+
+    fn handle(&mut self, msg: FetcherProgress, _: &mut Context<Self>) {
+        self.0.borrow_mut().push(msg);
+    }
+}
+
+fn start(
+    source: &ScriptedSource,
+    max_partitions_per_fetch: usize,
+) -> Addr<Fetcher<ScriptedSource>> {
+    Fetcher::new(
+        source.clone(),
+        FetcherConfig {
+            max_partitions_per_fetch,
+            partition_max_bytes: 1024,
+            idle_backoff: Duration::from_millis(100),
+        },
+    )
+    .start()
+}
+
+async fn attach(
+    fetcher: &Addr<Fetcher<ScriptedSource>>,
+    topic: &str,
+    reports: &Rc<RefCell<Vec<FetcherProgress>>>,
+) {
+    let progress = Reports(reports.clone()).start().recipient();
+    fetcher
+        .send(AttachPartition {
+            key: key(topic),
+            progress,
+        })
+        .await
+        .expect("alive");
+}
+
+async fn pause(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+#[actix_rt::test]
+async fn a_partition_is_fetched_again_only_after_its_answer_is_applied() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let (release, gate) = oneshot::channel();
+    {
+        let mut s = source.0.borrow_mut();
+        s.answers
+            .insert(key("a"), VecDeque::from([Ok(records()), Ok(records())]));
+        s.held.insert(key("a"), gate);
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start(&source, 10);
+    attach(&fetcher, "a", &reports).await;
+    attach(&fetcher, "b", &reports).await;
+    pause(1000).await;
+    let fetches = source.0.borrow().fetches.clone();
+    assert_eq!(fetches[0], vec![key("a")], "a alone, then b joins");
+    assert!(
+        fetches[1..].iter().all(|f| f == &vec![key("b")]),
+        "while a's answer is applied only b is fetched: {fetches:?}"
+    );
+    assert!(source.0.borrow().applied.is_empty());
+    let _ = release.send(());
+    pause(1000).await;
+    let s = source.0.borrow();
+    assert_eq!(
+        s.applied,
+        vec![key("a"), key("a")],
+        "both answers, in order"
+    );
+    let after = s
+        .fetches
+        .iter()
+        .skip(fetches.len())
+        .filter(|f| f.contains(&key("a")))
+        .count();
+    assert!(after >= 2, "a fetched again once applied: {:?}", s.fetches);
+    assert_eq!(
+        reports
+            .borrow()
+            .iter()
+            .filter(|p| **p == FetcherProgress::Appended { source_epoch: 3 })
+            .count(),
+        2
+    );
+}
+
+#[actix_rt::test]
+async fn fetches_serve_partitions_round_robin_with_one_in_flight() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start(&source, 2);
+    for topic in ["a", "b", "c"] {
+        attach(&fetcher, topic, &reports).await;
+    }
+    let before = source.0.borrow().fetches.len();
+    pause(350).await;
+    let s = source.0.borrow();
+    let rounds: Vec<Vec<FetchKey>> = s.fetches[before..].to_vec();
+    assert!(rounds.len() >= 3, "{rounds:?}");
+    assert!(rounds.iter().all(|f| f.len() == 2), "{rounds:?}");
+    let mut served: HashMap<FetchKey, usize> = HashMap::new();
+    for k in rounds.iter().take(3).flatten() {
+        *served.entry(k.clone()).or_default() += 1;
+    }
+    assert_eq!(
+        served.values().copied().collect::<Vec<_>>(),
+        vec![2, 2, 2],
+        "{rounds:?}"
+    );
+    let snapshot = fetcher.send(DescribeFetcher).await.expect("alive");
+    assert_eq!(snapshot.partitions.len(), 3);
+    assert!(
+        snapshot.fetches <= 2 + 350 / 100 + 1,
+        "idle fetches wait the backoff: {}",
+        snapshot.fetches
+    );
+}
+
+#[actix_rt::test]
+async fn detach_completes_after_the_apply_in_flight_and_nothing_follows() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let (release, gate) = oneshot::channel();
+    {
+        let mut s = source.0.borrow_mut();
+        s.answers
+            .insert(key("a"), VecDeque::from([Ok(records()), Ok(records())]));
+        s.held.insert(key("a"), gate);
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start(&source, 10);
+    attach(&fetcher, "a", &reports).await;
+    pause(10).await;
+    let detached = Rc::new(RefCell::new(false));
+    let flag = detached.clone();
+    let detach = fetcher.send(DetachPartition(key("a")));
+    actix::spawn(async move {
+        detach.await.expect("alive");
+        *flag.borrow_mut() = true;
+    });
+    pause(500).await;
+    assert!(!*detached.borrow(), "the apply in flight holds the detach");
+    let _ = release.send(());
+    pause(500).await;
+    assert!(*detached.borrow());
+    let s = source.0.borrow();
+    assert_eq!(
+        s.applied,
+        vec![key("a")],
+        "the second answer was never fetched"
+    );
+    assert!(
+        reports.borrow().is_empty(),
+        "a detached partition hears nothing more"
+    );
+}
+
+#[actix_rt::test]
+async fn a_failed_fetch_is_reported_to_every_partition_in_it() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    source.0.borrow_mut().fail_next = Some(Cause::retryable("source unreachable"));
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start(&source, 10);
+    attach(&fetcher, "a", &reports).await;
+    pause(50).await;
+    assert_eq!(
+        *reports.borrow(),
+        vec![FetcherProgress::Failed(Cause::retryable(
+            "source unreachable"
+        ))]
+    );
+}
