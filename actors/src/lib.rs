@@ -6,8 +6,9 @@
 //! - [`coordinator`]: a `__mirror_state` shard whose state is built only by replaying records;
 //! - [`host`]: the ports an embedding broker implements, and an in-memory host for tests.
 //!
-//! [`actor`] runs them with actix: today the mirror partition actor; the fetcher pool, metadata
-//! manager and coordinator shard actors follow (ARCHITECTURE.md "The engine's actors").
+//! [`actor`] runs them with actix: the mirror partition, fetcher and coordinator shard actors;
+//! the supervision tree (MirrorSystem, fetcher pool) and the metadata manager follow
+//! (ARCHITECTURE.md "The engine's actors").
 
 pub mod actor;
 pub mod coordinator;

@@ -3,18 +3,27 @@
 //!
 //! - [`partition::MirrorPartition`]: one per mirror partition this broker leads; owns the state
 //!   machine, runs its effects through [`ports::PartitionPorts`], feeds completions back.
+//! - [`coordinator::CoordinatorShard`]: one per `__mirror_state` partition this broker leads;
+//!   loads by replaying it, writes through [`coordinator::ShardLogPorts`] before answering.
 //! - [`fetcher::Fetcher`]: one Fetch in flight for the partitions attached to it; applies each
 //!   answer through [`fetcher::FetcherPorts`] and reports to the partition's actor.
 
+pub mod coordinator;
 pub mod fetcher;
 pub mod partition;
 pub mod ports;
 
 #[cfg(test)]
+mod coordinator_tests;
+#[cfg(test)]
 mod fetcher_tests;
 #[cfg(test)]
 mod partition_tests;
 
+pub use coordinator::{
+    CoordinatorShard, DeleteMirror, LastMirroredEpoch, ReadMirrorStates, ShardLogPorts,
+    WriteMirrorStates,
+};
 pub use fetcher::{
     AttachPartition, DescribeFetcher, DetachPartition, FetchAnswers, FetchKey, Fetcher,
     FetcherConfig, FetcherPorts, FetcherSnapshot,

@@ -1,0 +1,188 @@
+//! The CoordinatorShard actor: one per `__mirror_state` partition this broker leads, running a
+//! pure [`Shard`].
+//!
+//! Lifecycle: started when the broker becomes the partition's leader, it reads the partition's
+//! records through its [`ShardLogPorts`] and replays them; until that finishes every request is
+//! answered COORDINATOR_LOAD_IN_PROGRESS by the shard itself. The broker stops the actor when it
+//! loses the leadership (a new leader loads from the log; nothing lives only in memory).
+//!
+//! Writes (WriteMirrorStates, mirror deletion) are validated by the shard, appended through the
+//! port, replayed, and only then answered; they run one at a time (the actor waits on each), so
+//! the fencing check of one write sees every write before it. A failed append changes nothing
+//! and answers KAFKA_STORAGE_ERROR for the partitions it carried.
+
+use super::ports::PortFuture;
+use crate::coordinator::Shard;
+use crate::partition::Cause;
+use actix::{
+    Actor, ActorFutureExt, AsyncContext, AtomicResponse, Context, Handler, Message, WrapFuture,
+};
+use kmirror_protocol::messages::{
+    ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
+    WriteMirrorStatesResponse,
+};
+use kmirror_protocol::records::CoordinatorRecord;
+use std::rc::Rc;
+
+const KAFKA_STORAGE_ERROR: i16 = 56;
+
+/// The shard's `__mirror_state` partition, as the broker reads and writes it.
+pub trait ShardLogPorts: 'static {
+    /// Every record of the partition, oldest first.
+    fn read_all(&self) -> PortFuture<Result<Vec<CoordinatorRecord>, Cause>>;
+    /// Appends records durably.
+    fn append(&self, records: Vec<CoordinatorRecord>) -> PortFuture<Result<(), Cause>>;
+}
+
+/// WriteMirrorStates for keys of this shard.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "WriteMirrorStatesResponse")]
+pub struct WriteMirrorStates(pub WriteMirrorStatesRequest);
+
+/// ReadMirrorStates for keys of this shard.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "ReadMirrorStatesResponse")]
+pub struct ReadMirrorStates(pub ReadMirrorStatesRequest);
+
+/// The LME this shard holds for a mirror's partition (-1: none): what LastMirroredEpochs
+/// answers.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "i32")]
+pub struct LastMirroredEpoch {
+    /// The mirror.
+    pub mirror: String,
+    /// The topic name.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+}
+
+/// Tombstones every record of a mirror in this shard.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), Cause>")]
+pub struct DeleteMirror(pub String);
+
+/// One `__mirror_state` shard's actor.
+pub struct CoordinatorShard<P: ShardLogPorts> {
+    shard: Shard,
+    ports: Rc<P>,
+}
+
+impl<P: ShardLogPorts> std::fmt::Debug for CoordinatorShard<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoordinatorShard")
+            .field("shard", &self.shard)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: ShardLogPorts> CoordinatorShard<P> {
+    /// The actor of `__mirror_state` partition `index` of `num_shards`.
+    pub fn new(index: i32, num_shards: i32, ports: P) -> Self {
+        CoordinatorShard {
+            shard: Shard::new(index, num_shards),
+            ports: Rc::new(ports),
+        }
+    }
+
+    fn load(&mut self, ctx: &mut Context<Self>) {
+        let read = self.ports.read_all();
+        ctx.spawn(read.into_actor(self).map(|result, actor, ctx| match result {
+            Ok(records) => {
+                for record in &records {
+                    actor.shard.replay(record);
+                }
+                actor.shard.loaded();
+            }
+            Err(cause) => {
+                tracing::warn!(error = %cause.message, "loading a __mirror_state shard; trying again");
+                ctx.run_later(std::time::Duration::from_secs(1), |actor, ctx| actor.load(ctx));
+            }
+        }));
+    }
+}
+
+impl<P: ShardLogPorts> Actor for CoordinatorShard<P> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.load(ctx);
+    }
+}
+
+impl<P: ShardLogPorts> Handler<WriteMirrorStates> for CoordinatorShard<P> {
+    type Result = AtomicResponse<Self, WriteMirrorStatesResponse>;
+
+    fn handle(&mut self, msg: WriteMirrorStates, _: &mut Context<Self>) -> Self::Result {
+        let (records, response) = self.shard.write_states(&msg.0);
+        if records.is_empty() {
+            return AtomicResponse::new(Box::pin(async move { response }.into_actor(self)));
+        }
+        let append = self.ports.append(records.clone());
+        AtomicResponse::new(Box::pin(append.into_actor(self).map(
+            move |result, actor, _| match result {
+                Ok(()) => {
+                    for record in &records {
+                        actor.shard.replay(record);
+                    }
+                    response
+                }
+                Err(cause) => {
+                    let mut failed = response;
+                    for p in failed
+                        .topics
+                        .iter_mut()
+                        .flat_map(|t| t.partitions.iter_mut())
+                    {
+                        if p.error_code == 0 {
+                            p.error_code = KAFKA_STORAGE_ERROR;
+                            p.error_message = Some(cause.message.clone());
+                        }
+                    }
+                    failed
+                }
+            },
+        )))
+    }
+}
+
+impl<P: ShardLogPorts> Handler<ReadMirrorStates> for CoordinatorShard<P> {
+    type Result = actix::MessageResult<ReadMirrorStates>;
+
+    fn handle(&mut self, msg: ReadMirrorStates, _: &mut Context<Self>) -> Self::Result {
+        actix::MessageResult(self.shard.read_states(&msg.0))
+    }
+}
+
+impl<P: ShardLogPorts> Handler<LastMirroredEpoch> for CoordinatorShard<P> {
+    type Result = i32;
+
+    fn handle(&mut self, msg: LastMirroredEpoch, _: &mut Context<Self>) -> i32 {
+        self.shard
+            .last_mirrored_epoch(&msg.mirror, &msg.topic, msg.partition)
+    }
+}
+
+impl<P: ShardLogPorts> Handler<DeleteMirror> for CoordinatorShard<P> {
+    type Result = AtomicResponse<Self, Result<(), Cause>>;
+
+    fn handle(&mut self, msg: DeleteMirror, _: &mut Context<Self>) -> Self::Result {
+        if self.shard.is_loading() {
+            let loading = Err(Cause::retryable(
+                "the __mirror_state shard is still loading",
+            ));
+            return AtomicResponse::new(Box::pin(async move { loading }.into_actor(self)));
+        }
+        let records = self.shard.delete_mirror(&msg.0);
+        let append = self.ports.append(records.clone());
+        AtomicResponse::new(Box::pin(append.into_actor(self).map(
+            move |result, actor, _| {
+                result.map(|()| {
+                    for record in &records {
+                        actor.shard.replay(record);
+                    }
+                })
+            },
+        )))
+    }
+}
