@@ -6,6 +6,7 @@
 //! - [`broker`]: the Kafka-compatible listener and its API handlers.
 //! - [`groups`]: the group coordinator (consumer groups, committed offsets).
 //! - [`txn`]: the transaction coordinator (transactional ids, commit and abort).
+//! - [`mirror`]: the mirroring engine's ports over this broker and a source client.
 //! - [`record_log`]: small durable logs of serde records, replayed at start.
 
 /// mimalloc reserves large allocations with `MAP_NORESERVE`: a decoder that reserves an
@@ -19,6 +20,7 @@ pub mod acl;
 pub mod broker;
 pub mod controller;
 pub mod groups;
+pub mod mirror;
 pub mod record_log;
 pub mod storage;
 pub mod txn;

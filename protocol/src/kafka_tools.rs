@@ -1,5 +1,5 @@
 //! Apache Kafka's command-line tools (producer and consumer performance, console consumer,
-//! kafka-topics, kafka-consumer-groups) run from the distribution `scripts/test.sh` and
+//! kafka-topics, kafka-consumer-groups, the transactional message copier) run from the distribution `scripts/test.sh` and
 //! `scripts/bench.sh` download, for interop tests and benchmarks (feature `test-util`).
 //! They read `KMIRROR_KAFKA_*` variables, which those scripts export.
 
@@ -34,4 +34,77 @@ pub fn kafka_tool(class: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{class} {args:?} failed:\n{text}");
     text
+}
+
+/// `kafka-topics --create --if-not-exists` with `--config` entries.
+pub fn create_topic(bootstrap: &str, name: &str, partitions: u32, configs: &[&str]) {
+    let partitions = partitions.to_string();
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--create",
+        "--if-not-exists",
+        "--topic",
+        name,
+        "--partitions",
+        &partitions,
+    ];
+    for c in configs {
+        args.extend(["--config", c]);
+    }
+    kafka_tool("org.apache.kafka.tools.TopicCommand", &args);
+}
+
+/// ProducerPerformance: `records` records of 200 bytes with `compression`, `acks=all`,
+/// `linger.ms=5`, and `extra` producer properties.
+pub fn produce(bootstrap: &str, topic: &str, records: u32, compression: &str, extra: &[&str]) {
+    let bootstrap = format!("bootstrap.servers={bootstrap}");
+    let compression = format!("compression.type={compression}");
+    let records = records.to_string();
+    let mut args = vec![
+        "--topic",
+        topic,
+        "--num-records",
+        &records,
+        "--record-size",
+        "200",
+        "--throughput",
+        "-1",
+        "--producer-props",
+        bootstrap.as_str(),
+        compression.as_str(),
+        "acks=all",
+        "linger.ms=5",
+    ];
+    args.extend(extra);
+    kafka_tool("org.apache.kafka.tools.ProducerPerformance", &args);
+}
+
+/// TransactionalMessageCopier: copies `messages` records of partition 0 of `input` to `output`
+/// in transactions of 100 with random aborts, committing the consumed offsets of group `id` in
+/// each transaction (transactional id `id` too).
+pub fn copy_transactionally(bootstrap: &str, input: &str, output: &str, id: &str, messages: u32) {
+    let messages = messages.to_string();
+    kafka_tool(
+        "org.apache.kafka.tools.TransactionalMessageCopier",
+        &[
+            "--broker-list",
+            bootstrap,
+            "--input-topic",
+            input,
+            "--input-partition",
+            "0",
+            "--output-topic",
+            output,
+            "--transactional-id",
+            id,
+            "--consumer-group",
+            id,
+            "--max-messages",
+            &messages,
+            "--transaction-size",
+            "100",
+            "--enable-random-aborts",
+        ],
+    );
 }

@@ -40,6 +40,7 @@ use kmirror_protocol::batch::{BatchHeader, RecordBatch, RecordBatches, rewrite_b
 use kmirror_protocol::records::{ControlBatchHeader, ControlRecord};
 use std::collections::BTreeMap;
 use std::fs;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 const EPOCH_CHECKPOINT: &str = "leader-epoch-checkpoint";
@@ -748,6 +749,32 @@ impl PartitionLog {
         from: i64,
         mut f: impl FnMut(&RecordBatch) -> Result<(), StorageError>,
     ) -> Result<(), StorageError> {
+        self.scan(from, |batch| f(batch).map(|()| ControlFlow::Continue(())))
+    }
+
+    /// The first batch from the one holding `from` on for which `matches` holds.
+    pub fn find_batch(
+        &self,
+        from: i64,
+        mut matches: impl FnMut(&RecordBatch) -> bool,
+    ) -> Result<Option<RecordBatch>, StorageError> {
+        let mut found = None;
+        self.scan(from, |batch| {
+            if matches(batch) {
+                found = Some(batch.clone());
+                return Ok(ControlFlow::Break(()));
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(found)
+    }
+
+    /// Visits batches from the one holding `from`, in order, until `f` breaks.
+    fn scan(
+        &self,
+        from: i64,
+        mut f: impl FnMut(&RecordBatch) -> Result<ControlFlow<()>, StorageError>,
+    ) -> Result<(), StorageError> {
         for segment in self.segments.values() {
             if segment.next_offset() <= from {
                 continue;
@@ -762,7 +789,9 @@ impl PartitionLog {
                 for batch in RecordBatches::new(chunk) {
                     let batch = batch?;
                     advanced += batch.size();
-                    f(&batch)?;
+                    if f(&batch)?.is_break() {
+                        return Ok(());
+                    }
                 }
                 if advanced == 0 {
                     // One batch larger than the chunk.
@@ -770,7 +799,9 @@ impl PartitionLog {
                     let size = BatchHeader::parse(&head, position as usize)?.map_or(0, |h| h.size);
                     let batch = RecordBatch::new(segment.read(position, size)?)?;
                     advanced = batch.size();
-                    f(&batch)?;
+                    if f(&batch)?.is_break() {
+                        return Ok(());
+                    }
                 }
                 position += advanced as u64;
             }

@@ -16,7 +16,7 @@ use kmirror_protocol::client::{
     SecurityProtocol, SourceClient,
 };
 use kmirror_protocol::errors::ErrorCode;
-use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool};
+use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -25,48 +25,17 @@ use uuid::Uuid;
 static BROKER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn create_topic(name: &str, partitions: u32, configs: &[&str]) {
-    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
-    let partitions = partitions.to_string();
-    let mut args = vec![
-        "--bootstrap-server",
-        &bootstrap,
-        "--create",
-        "--if-not-exists",
-        "--topic",
+    kafka_tools::create_topic(
+        &kafka_env("KMIRROR_KAFKA_BOOTSTRAP"),
         name,
-        "--partitions",
-        &partitions,
-    ];
-    for c in configs {
-        args.extend(["--config", c]);
-    }
-    kafka_tool("org.apache.kafka.tools.TopicCommand", &args);
+        partitions,
+        configs,
+    );
 }
 
 fn produce(topic: &str, records: u32, compression: &str, extra: &[&str]) {
-    let bootstrap = format!("bootstrap.servers={}", kafka_env("KMIRROR_KAFKA_BOOTSTRAP"));
-    let compression = format!("compression.type={compression}");
-    let records = records.to_string();
-    let mut props = vec![
-        bootstrap.as_str(),
-        compression.as_str(),
-        "acks=all",
-        "linger.ms=5",
-    ];
-    props.extend(extra);
-    let mut args = vec![
-        "--topic",
-        topic,
-        "--num-records",
-        &records,
-        "--record-size",
-        "200",
-        "--throughput",
-        "-1",
-        "--producer-props",
-    ];
-    args.extend(props);
-    kafka_tool("org.apache.kafka.tools.ProducerPerformance", &args);
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    kafka_tools::produce(&bootstrap, topic, records, compression, extra);
 }
 
 fn segment(topic: &str, partition: i32) -> Vec<u8> {
@@ -259,28 +228,7 @@ async fn read_committed_fetches_list_aborted_transactions() {
     create_topic(&output, 1, &[]);
     produce(&input, 2000, "lz4", &[]);
     let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
-    kafka_tool(
-        "org.apache.kafka.tools.TransactionalMessageCopier",
-        &[
-            "--broker-list",
-            &bootstrap,
-            "--input-topic",
-            &input,
-            "--input-partition",
-            "0",
-            "--output-topic",
-            &output,
-            "--transactional-id",
-            "interop-copier",
-            "--consumer-group",
-            "interop-copier",
-            "--max-messages",
-            "2000",
-            "--transaction-size",
-            "100",
-            "--enable-random-aborts",
-        ],
-    );
+    kafka_tools::copy_transactionally(&bootstrap, &input, &output, "interop-copier", 2000);
     let client = SourceClient::connect(plaintext()).await.expect("connects");
     let (bytes, aborted, lso) = fetch_all(&client, &output, Isolation::ReadCommitted).await;
     assert!(

@@ -1,0 +1,195 @@
+//! The fetcher's ports over this broker and a source client: one consumer Fetch to a source
+//! broker covering many partitions (READ_COMMITTED, so data stops at the source LSO, with each
+//! partition's `LastFetchedEpoch` so a diverged history is answered with a DivergingEpoch), and
+//! each answer applied to the local partition log by [`kmirror_actors::host::apply_fetch`].
+//!
+//! A mirror partition is the local partition with the source topic's name. The destination
+//! leader epoch of the DLE >= SLE rule is read from this broker's controller at apply time.
+
+use super::cause;
+use crate::broker::Broker;
+use kmirror_actors::actor::{FetchAnswers, FetchKey, FetcherPorts, PortFuture};
+use kmirror_actors::host::{self, FetchProgress, FetchRequest, FetchResponse, HostError};
+use kmirror_actors::partition::Cause;
+use kmirror_protocol::client::source::EARLIEST;
+use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, Isolation, SourceClient};
+use kmirror_protocol::errors::{ErrorClass, ErrorCode};
+use std::sync::Arc;
+use uuid::Uuid;
+
+const OFFSET_OUT_OF_RANGE: ErrorCode = ErrorCode(1);
+
+/// How long the source may hold a Fetch that has nothing new.
+const MAX_WAIT_MS: i32 = 500;
+
+/// The ports of one fetcher: a source broker and this broker's logs.
+#[derive(Debug, Clone)]
+pub struct SourceFetcherPorts {
+    broker: Arc<Broker>,
+    source: Arc<SourceClient>,
+    /// The source broker this fetcher reads from.
+    leader: i32,
+}
+
+impl SourceFetcherPorts {
+    /// Ports fetching from source broker `leader` into `broker`'s logs.
+    pub fn new(broker: Arc<Broker>, source: Arc<SourceClient>, leader: i32) -> Self {
+        SourceFetcherPorts {
+            broker,
+            source,
+            leader,
+        }
+    }
+
+    fn topic_id(&self, topic: &str) -> Uuid {
+        self.broker
+            .topics()
+            .get(topic)
+            .map(|t| t.topic_id)
+            .unwrap_or_default()
+    }
+}
+
+fn unknown(key: &FetchKey) -> Cause {
+    Cause::fatal(format!(
+        "{}-{} is not a partition of this broker",
+        key.0, key.1
+    ))
+}
+
+fn from_host(e: HostError) -> Cause {
+    if e.retryable {
+        Cause::retryable(e.message)
+    } else {
+        Cause::fatal(e.message)
+    }
+}
+
+impl FetcherPorts for SourceFetcherPorts {
+    fn next_fetch(&self, key: &FetchKey) -> Result<FetchRequest, Cause> {
+        let partition = self
+            .broker
+            .partition(&key.0, key.1)
+            .ok_or_else(|| unknown(key))?;
+        let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(host::next_fetch(&*log, 0))
+    }
+
+    fn fetch(
+        &self,
+        requests: Vec<(FetchKey, FetchRequest)>,
+    ) -> PortFuture<Result<FetchAnswers, Cause>> {
+        let spec = FetchSpec {
+            partitions: requests
+                .iter()
+                .map(|((topic, partition), request)| FetchPartitionSpec {
+                    topic: topic.clone(),
+                    topic_id: self.topic_id(topic),
+                    partition: *partition,
+                    offset: request.offset,
+                    current_leader_epoch: -1,
+                    last_fetched_epoch: request.last_fetched_epoch,
+                    max_bytes: i32::try_from(request.max_bytes).unwrap_or(i32::MAX),
+                })
+                .collect(),
+            isolation: Isolation::ReadCommitted,
+            max_wait_ms: MAX_WAIT_MS,
+            min_bytes: 1,
+            max_bytes: i32::MAX,
+        };
+        let source = self.source.clone();
+        let leader = self.leader;
+        Box::pin(async move {
+            let fetched = source.fetch(leader, &spec).await.map_err(|e| cause(&e))?;
+            let answers = fetched
+                .into_iter()
+                .map(|p| {
+                    let key = requests
+                        .iter()
+                        .map(|(k, _)| k)
+                        .find(|(topic, partition)| {
+                            *partition == p.partition && (p.topic == *topic || p.topic.is_empty())
+                        })
+                        .cloned()
+                        .unwrap_or((p.topic.clone(), p.partition));
+                    let answer = match (p.error, p.diverging_epoch) {
+                        (ErrorCode::NONE, Some((epoch, end_offset))) => {
+                            Ok(FetchResponse::Diverging { epoch, end_offset })
+                        }
+                        (ErrorCode::NONE, None) => Ok(FetchResponse::Records {
+                            records: p.records,
+                            high_watermark: p.high_watermark,
+                        }),
+                        // Answered where the source's log starts; found at apply time.
+                        (OFFSET_OUT_OF_RANGE, _) => Ok(FetchResponse::OffsetOutOfRange {
+                            log_start_offset: -1,
+                        }),
+                        (code, _) if code.class() == Some(ErrorClass::Fatal) => {
+                            Err(Cause::fatal(format!("the source answered {code}")))
+                        }
+                        (code, _) => Err(Cause::retryable(format!("the source answered {code}"))),
+                    };
+                    (key, answer)
+                })
+                .collect();
+            Ok(answers)
+        })
+    }
+
+    fn apply(
+        &self,
+        key: &FetchKey,
+        request: FetchRequest,
+        response: FetchResponse,
+    ) -> PortFuture<Result<FetchProgress, Cause>> {
+        let broker = self.broker.clone();
+        let source = self.source.clone();
+        let leader = self.leader;
+        let key = key.clone();
+        Box::pin(async move {
+            // Both restart-at-the-source's-start cases need its log start, asked before the log
+            // is locked.
+            let needs_start = matches!(
+                response,
+                FetchResponse::OffsetOutOfRange { .. }
+                    | FetchResponse::Diverging { epoch: ..0, .. }
+            );
+            let source_start = if needs_start {
+                let (offset, _) = source
+                    .list_offsets(leader, &key.0, key.1, EARLIEST, Isolation::ReadCommitted)
+                    .await
+                    .map_err(|e| cause(&e))?;
+                Some(offset)
+            } else {
+                None
+            };
+            let response = match response {
+                FetchResponse::OffsetOutOfRange { .. } => FetchResponse::OffsetOutOfRange {
+                    log_start_offset: source_start.unwrap_or(0),
+                },
+                other => other,
+            };
+            let (partition, epoch) = broker
+                .partition(&key.0, key.1)
+                .zip(broker.leader_epoch(&key.0, key.1))
+                .ok_or_else(|| unknown(&key))?;
+            let progress = {
+                let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                host::apply_fetch(
+                    &mut *log,
+                    || {
+                        source_start.ok_or_else(|| {
+                            HostError::retryable("the source's log start is not known")
+                        })
+                    },
+                    &request,
+                    response,
+                    epoch,
+                )
+                .map_err(from_host)?
+            };
+            broker.notify_appended();
+            Ok(progress)
+        })
+    }
+}

@@ -1,0 +1,190 @@
+//! The engine's Fetcher actor mirroring a real Apache Kafka 4.x (started by
+//! `scripts/kafka-local.sh`; scripts/test.sh exports `KMIRROR_KAFKA_*`) into a kmirror broker's
+//! logs through the broker's ports (`kmirror::mirror`): an lz4 topic of three partitions and a
+//! topic written by a transactional producer with random aborts. Every destination partition
+//! ends up holding exactly the bytes of the source partition's segment file, at the same
+//! offsets, and the partition actors heard of the appends.
+
+use actix::{Actor, Context, Handler};
+use kmirror::broker::Broker;
+use kmirror::broker::config::{BrokerConfig, parse_properties};
+use kmirror::mirror::fetch::SourceFetcherPorts;
+use kmirror_actors::actor::{
+    AttachPartition, DescribeFetcher, Fetcher, FetcherConfig, FetcherProgress,
+};
+use kmirror_protocol::client::source::LATEST;
+use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
+use kmirror_protocol::kafka_tools::{self, kafka_env};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Stands in for the partition actors: counts what the fetcher reports.
+struct Reports(Rc<RefCell<Vec<FetcherProgress>>>);
+
+impl Actor for Reports {
+    type Context = Context<Self>;
+}
+
+impl Handler<FetcherProgress> for Reports {
+    type Result = ();
+
+    fn handle(&mut self, msg: FetcherProgress, _: &mut Context<Self>) {
+        self.0.borrow_mut().push(msg);
+    }
+}
+
+fn segment(topic: &str, partition: i32) -> Vec<u8> {
+    let path = PathBuf::from(kafka_env("KMIRROR_KAFKA_DATA"))
+        .join("logs")
+        .join(format!("{topic}-{partition}"))
+        .join("00000000000000000000.log");
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn destination_bytes(broker: &Broker, topic: &str, partition: i32) -> Vec<u8> {
+    let partition = broker
+        .partition(topic, partition)
+        .expect("mirror partition");
+    let log = partition.log.lock().expect("log");
+    let mut bytes = Vec::new();
+    log.for_each_batch(log.log_start_offset(), |b| {
+        bytes.extend_from_slice(b.as_bytes());
+        Ok(())
+    })
+    .expect("reads");
+    bytes
+}
+
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let run = std::process::id();
+    let plain = format!("mirrored-lz4-{run}");
+    let input = format!("copier-input-{run}");
+    let transactional = format!("mirrored-txn-{run}");
+    kafka_tools::create_topic(&bootstrap, &plain, 3, &[]);
+    kafka_tools::create_topic(&bootstrap, &input, 1, &[]);
+    kafka_tools::create_topic(&bootstrap, &transactional, 1, &[]);
+    kafka_tools::produce(&bootstrap, &plain, 30_000, "lz4", &["batch.size=16384"]);
+    kafka_tools::produce(&bootstrap, &input, 3_000, "lz4", &[]);
+    let copier = format!("mirror-copier-{run}");
+    kafka_tools::copy_transactionally(&bootstrap, &input, &transactional, &copier, 3000);
+
+    let mut client_config = ClientConfig::plaintext(&bootstrap);
+    client_config.request_timeout = Duration::from_secs(15);
+    let source = Arc::new(
+        SourceClient::connect(client_config)
+            .await
+            .expect("connects"),
+    );
+    let metadata = source
+        .metadata(Some(&[plain.as_str(), transactional.as_str()]))
+        .await
+        .expect("metadata");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let props = parse_properties(&format!(
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\n",
+        dir.path().display()
+    ))
+    .expect("parses");
+    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
+    let broker = Arc::new(Broker::open(config).expect("opens"));
+    let mut partitions = Vec::new();
+    let mut leader = -1;
+    for topic in [&plain, &transactional] {
+        let t = &metadata.topics[topic.as_str()];
+        let configs = BTreeMap::from([("mirror.name".to_string(), "dr".to_string())]);
+        let created = broker
+            .create_topic(topic, t.partitions.len() as i32, configs, Some(t.topic_id))
+            .expect("mirror topic created");
+        assert_eq!(created.topic_id, t.topic_id, "the source's topic id");
+        for p in &t.partitions {
+            leader = p.leader;
+            partitions.push((topic.clone(), p.partition));
+        }
+    }
+
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = Fetcher::new(
+        SourceFetcherPorts::new(broker.clone(), source.clone(), leader),
+        FetcherConfig {
+            partition_max_bytes: 64 * 1024,
+            ..FetcherConfig::default()
+        },
+    )
+    .start();
+    for key in &partitions {
+        let progress = Reports(reports.clone()).start().recipient();
+        fetcher
+            .send(AttachPartition {
+                key: key.clone(),
+                progress,
+            })
+            .await
+            .expect("fetcher alive");
+    }
+
+    // Done when every destination partition reaches its source's last stable offset.
+    let mut targets = Vec::new();
+    for (topic, partition) in &partitions {
+        let (lso, _) = source
+            .list_offsets(leader, topic, *partition, LATEST, Isolation::ReadCommitted)
+            .await
+            .expect("list offsets");
+        targets.push(((topic.clone(), *partition), lso));
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let behind: Vec<_> = targets
+            .iter()
+            .filter(|((topic, partition), lso)| {
+                let p = broker.partition(topic, *partition).expect("partition");
+                let end = p.log.lock().expect("log").log_end_offset();
+                end < *lso
+            })
+            .collect();
+        if behind.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still behind: {behind:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    for (topic, partition) in &partitions {
+        let source_bytes = segment(topic, *partition);
+        let mirrored = destination_bytes(&broker, topic, *partition);
+        assert!(
+            !mirrored.is_empty(),
+            "{topic}-{partition} mirrored something"
+        );
+        assert!(
+            mirrored == source_bytes,
+            "{topic}-{partition}: {} bytes mirrored, the source segment has {}",
+            mirrored.len(),
+            source_bytes.len()
+        );
+    }
+    let aborted = {
+        let txn = broker.partition(&transactional, 0).expect("partition");
+        let log = txn.log.lock().expect("log");
+        log.aborted_transactions(0, log.log_end_offset())
+    };
+    assert!(
+        !aborted.is_empty(),
+        "the aborted transactions are known to the destination's READ_COMMITTED readers"
+    );
+    let appended = reports
+        .borrow()
+        .iter()
+        .filter(|p| matches!(p, FetcherProgress::Appended { .. }))
+        .count();
+    assert!(appended >= partitions.len(), "{appended} appends reported");
+    let snapshot = fetcher.send(DescribeFetcher).await.expect("alive");
+    assert_eq!(snapshot.partitions.len(), partitions.len());
+}
