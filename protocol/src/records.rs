@@ -38,6 +38,12 @@ pub enum RecordError {
     /// Control batches are never compressed; this one claims to be.
     #[error("control batch at offset {0} is compressed")]
     CompressedControl(i64),
+    /// A `__mirror_state` batch claims compression; kmirror never writes one.
+    #[error("__mirror_state batch at offset {0} is compressed")]
+    CompressedCoordinatorBatch(i64),
+    /// A `__mirror_state` batch's records do not parse.
+    #[error("malformed __mirror_state batch at offset {0}")]
+    MalformedCoordinatorBatch(i64),
     /// A control batch must hold exactly one record.
     #[error("control batch at offset {base_offset} holds {count} records, not 1")]
     ControlRecordCount { base_offset: i64, count: i32 },
@@ -250,49 +256,15 @@ impl ControlRecord {
         codec::write_int16(&mut key, CONTROL_KEY_VERSION);
         codec::write_int16(&mut key, self.record_type());
         let value = self.value_bytes()?;
-
-        let mut body = Vec::new();
-        codec::write_int8(&mut body, 0); // record attributes
-        codec::write_varlong(&mut body, 0); // timestamp delta
-        codec::write_varint(&mut body, 0); // offset delta
-        codec::write_varint(&mut body, key.len() as i32);
-        body.extend_from_slice(&key);
-        match &value {
-            Some(v) => {
-                codec::write_varint(&mut body, v.len() as i32);
-                body.extend_from_slice(v);
-            }
-            None => codec::write_varint(&mut body, -1),
-        }
-        codec::write_varint(&mut body, 0); // headers
-        let mut record = Vec::with_capacity(body.len() + 5);
-        codec::write_varint(&mut record, body.len() as i32);
-        record.extend_from_slice(&body);
-
         let attributes = match self {
             ControlRecord::EndTxn { .. } => CONTROL_ATTRIBUTE | TRANSACTIONAL_ATTRIBUTE,
             _ => CONTROL_ATTRIBUTE,
         };
-        let size = batch::HEADER_SIZE + record.len();
-        let mut out = Vec::with_capacity(size);
-        codec::write_int64(&mut out, header.base_offset);
-        codec::write_int32(&mut out, (size - batch::LOG_OVERHEAD) as i32);
-        codec::write_int32(&mut out, header.partition_leader_epoch);
-        codec::write_int8(&mut out, batch::MAGIC_V2);
-        codec::write_uint32(&mut out, 0); // CRC, filled below
-        let crc_start = out.len();
-        codec::write_int16(&mut out, attributes);
-        codec::write_int32(&mut out, 0); // last offset delta
-        codec::write_int64(&mut out, header.timestamp_ms);
-        codec::write_int64(&mut out, header.timestamp_ms);
-        codec::write_int64(&mut out, header.producer_id);
-        codec::write_int16(&mut out, header.producer_epoch);
-        codec::write_int32(&mut out, NO_SEQUENCE);
-        codec::write_int32(&mut out, 1); // records count
-        out.extend_from_slice(&record);
-        let crc = crc32c::crc32c(&out[crc_start..]);
-        out[crc_start - 4..crc_start].copy_from_slice(&crc.to_be_bytes());
-        Ok(Bytes::from(out))
+        encode_batch(
+            header,
+            attributes,
+            &[(Some(Bytes::from(key)), value.map(Bytes::from))],
+        )
     }
 
     /// Reads the control record of a control batch.
@@ -382,3 +354,102 @@ fn read_record_field(r: &mut Bytes) -> Result<Option<Bytes>, CodecError> {
 
 #[cfg(test)]
 mod tests;
+
+/// A complete uncompressed v2 batch of `records` (key, value), CRC included: one record per
+/// entry, offset deltas 0, 1, ...
+fn encode_batch(
+    header: &ControlBatchHeader,
+    attributes: i16,
+    records: &[(Option<Bytes>, Option<Bytes>)],
+) -> Result<Bytes, CodecError> {
+    let too_long = || CodecError::TooLong("record batch");
+    let mut encoded = Vec::new();
+    for (delta, (key, value)) in records.iter().enumerate() {
+        let mut body = Vec::new();
+        codec::write_int8(&mut body, 0); // record attributes
+        codec::write_varlong(&mut body, 0); // timestamp delta
+        codec::write_varint(&mut body, i32::try_from(delta).map_err(|_| too_long())?);
+        for field in [key, value] {
+            match field {
+                Some(bytes) => {
+                    codec::write_varint(
+                        &mut body,
+                        i32::try_from(bytes.len()).map_err(|_| too_long())?,
+                    );
+                    body.extend_from_slice(bytes);
+                }
+                None => codec::write_varint(&mut body, -1),
+            }
+        }
+        codec::write_varint(&mut body, 0); // headers
+        codec::write_varint(
+            &mut encoded,
+            i32::try_from(body.len()).map_err(|_| too_long())?,
+        );
+        encoded.extend_from_slice(&body);
+    }
+    let count = i32::try_from(records.len()).map_err(|_| too_long())?;
+    let size = batch::HEADER_SIZE + encoded.len();
+    let mut out = Vec::with_capacity(size);
+    codec::write_int64(&mut out, header.base_offset);
+    codec::write_int32(
+        &mut out,
+        i32::try_from(size - batch::LOG_OVERHEAD).map_err(|_| too_long())?,
+    );
+    codec::write_int32(&mut out, header.partition_leader_epoch);
+    codec::write_int8(&mut out, batch::MAGIC_V2);
+    codec::write_uint32(&mut out, 0); // CRC, filled below
+    let crc_start = out.len();
+    codec::write_int16(&mut out, attributes);
+    codec::write_int32(&mut out, (count - 1).max(0)); // last offset delta
+    codec::write_int64(&mut out, header.timestamp_ms);
+    codec::write_int64(&mut out, header.timestamp_ms);
+    codec::write_int64(&mut out, header.producer_id);
+    codec::write_int16(&mut out, header.producer_epoch);
+    codec::write_int32(&mut out, NO_SEQUENCE);
+    codec::write_int32(&mut out, count);
+    out.extend_from_slice(&encoded);
+    let crc = crc32c::crc32c(&out[crc_start..]);
+    out[crc_start - 4..crc_start].copy_from_slice(&crc.to_be_bytes());
+    Ok(Bytes::from(out))
+}
+
+/// An uncompressed batch of coordinator records written by a leader itself (no producer), as
+/// `__mirror_state` holds them.
+pub fn coordinator_batch(
+    records: &[CoordinatorRecord],
+    partition_leader_epoch: i32,
+    timestamp_ms: i64,
+) -> Result<Bytes, CodecError> {
+    let header = ControlBatchHeader::without_producer(0, partition_leader_epoch, timestamp_ms);
+    let pairs = records
+        .iter()
+        .map(|r| Ok((Some(r.key_bytes()?), r.value_bytes()?)))
+        .collect::<Result<Vec<_>, CodecError>>()?;
+    encode_batch(&header, 0, &pairs)
+}
+
+/// The coordinator records of one uncompressed `__mirror_state` batch, in order.
+pub fn coordinator_records(batch: &RecordBatch) -> Result<Vec<CoordinatorRecord>, RecordError> {
+    let base_offset = batch.base_offset();
+    if !matches!(batch.compression(), Ok(batch::Compression::None)) {
+        return Err(RecordError::CompressedCoordinatorBatch(base_offset));
+    }
+    let mut r = batch.records();
+    let mut out = Vec::new();
+    for _ in 0..batch.records_count() {
+        let length = codec::read_varint(&mut r)?;
+        if length < 0 || length as usize > r.remaining() {
+            return Err(RecordError::MalformedCoordinatorBatch(base_offset));
+        }
+        let mut record = r.split_to(length as usize);
+        let _attributes = codec::read_int8(&mut record)?;
+        let _timestamp_delta = codec::read_varlong(&mut record)?;
+        let _offset_delta = codec::read_varint(&mut record)?;
+        let key = read_record_field(&mut record)?
+            .ok_or(RecordError::MalformedCoordinatorBatch(base_offset))?;
+        let value = read_record_field(&mut record)?;
+        out.push(CoordinatorRecord::decode(key, value)?);
+    }
+    Ok(out)
+}

@@ -51,6 +51,8 @@ pub struct BrokerConfig {
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often transactions past
     /// their timeout are aborted.
     pub transaction_cleanup_interval_ms: i64,
+    /// `mirror.state.topic.num.partitions`: partitions (coordinator shards) of `__mirror_state`.
+    pub mirror_state_partitions: i32,
     /// `authorizer.enabled`, `super.users` (`;`-separated) and
     /// `allow.everyone.if.no.acl.found`.
     pub authorizer: AuthorizerConfig,
@@ -244,6 +246,14 @@ impl BrokerConfig {
                 "principals are written Type:name",
             ));
         }
+        let mirror_state_partitions = number("mirror.state.topic.num.partitions", 50)?;
+        if !(1..=10_000).contains(&mirror_state_partitions) {
+            return Err(invalid(
+                "mirror.state.topic.num.partitions",
+                &mirror_state_partitions.to_string(),
+                "must be between 1 and 10000",
+            ));
+        }
         let known = [
             "node.id",
             "listeners",
@@ -289,6 +299,7 @@ impl BrokerConfig {
                 retention_check_interval_ms,
                 transaction_max_timeout_ms: transaction_max_timeout_ms as i32,
                 transaction_cleanup_interval_ms,
+                mirror_state_partitions: mirror_state_partitions as i32,
                 authorizer,
                 log,
             },

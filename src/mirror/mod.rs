@@ -4,12 +4,15 @@
 //! - [`log`]: a partition log as the engine's `MirrorLog` (append the source's batches
 //!   unchanged, truncate, the epoch history, the MIRROR_PID_RESET barrier);
 //! - [`fetch`]: the fetcher's ports: one consumer Fetch (READ_COMMITTED, `LastFetchedEpoch`) to a
-//!   source broker for many partitions, and applying each answer to the local log.
+//!   source broker for many partitions, and applying each answer to the local log;
+//! - [`state_topic`]: `__mirror_state` as a topic of this broker, and the coordinator shard's
+//!   ports over it.
 //!
 //! A mirror topic has the source topic's name and id; its partitions are this broker's logs.
 
 pub mod fetch;
 pub mod log;
+pub mod state_topic;
 
 use kmirror_actors::partition::Cause;
 use kmirror_protocol::client::ClientError;

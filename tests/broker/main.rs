@@ -441,6 +441,12 @@ async fn mirror_topics_are_read_only_until_opened() {
         Some((134, -1)),
         "still a mirror topic"
     );
+    kmirror::mirror::state_topic::ensure_topic(&running.broker).expect("created");
+    assert_eq!(
+        produce(&running.address, "__mirror_state", 0, records(), -1).await,
+        Some((17, -1)),
+        "only the coordinator writes __mirror_state"
+    );
     shut(running).await;
 }
 

@@ -3,14 +3,19 @@
 //! logs through the broker's ports (`kmirror::mirror`): an lz4 topic of three partitions and a
 //! topic written by a transactional producer with random aborts. Every destination partition
 //! ends up holding exactly the bytes of the source partition's segment file, at the same
-//! offsets, and the partition actors heard of the appends.
+//! offsets, and the partition actors heard of the appends. And the coordinator shard actor on
+//! the broker's own `__mirror_state` topic, across a broker restart.
 
 use actix::{Actor, Context, Handler};
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::mirror::fetch::SourceFetcherPorts;
+use kmirror::mirror::state_topic::{self, MIRROR_STATE_TOPIC, StateTopicPorts};
 use kmirror_actors::actor::{
     AttachPartition, DescribeFetcher, Fetcher, FetcherConfig, FetcherProgress,
+};
+use kmirror_actors::actor::{
+    CoordinatorShard, LastMirroredEpoch, ReadMirrorStates, WriteMirrorStates,
 };
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
@@ -187,4 +192,96 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
     assert!(appended >= partitions.len(), "{appended} appends reported");
     let snapshot = fetcher.send(DescribeFetcher).await.expect("alive");
     assert_eq!(snapshot.partitions.len(), partitions.len());
+}
+
+fn open_broker(dir: &std::path::Path) -> Arc<Broker> {
+    let props = parse_properties(&format!(
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\nmirror.state.topic.num.partitions=4\n",
+        dir.display()
+    ))
+    .expect("parses");
+    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
+    Arc::new(Broker::open(config).expect("opens"))
+}
+
+#[actix_rt::test]
+async fn mirror_states_live_in_the_brokers_mirror_state_topic_across_a_restart() {
+    use kmirror_protocol::messages::{
+        ReadMirrorStatesRequest, WriteMirrorStatesRequest, read_mirror_states_request,
+        write_mirror_states_request,
+    };
+    use kmirror_protocol::sharding::mirror_partition_shard;
+    use kmirror_protocol::state::MirrorState;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let topic_id = uuid::Uuid::from_u128(42);
+    let shard = mirror_partition_shard("dr", &topic_id, 0, 4);
+    let write = WriteMirrorStatesRequest {
+        mirror_name: "dr".into(),
+        topics: vec![write_mirror_states_request::Topic {
+            topic_id,
+            name: "orders".into(),
+            partitions: vec![write_mirror_states_request::Partition {
+                partition_index: 0,
+                leader_epoch: 3,
+                state: MirrorState::Stopped.wire_value(),
+                previous_state: MirrorState::Stopping.wire_value(),
+                last_mirror_epoch: 2,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    {
+        let broker = open_broker(dir.path());
+        state_topic::ensure_topic(&broker).expect("created");
+        assert_eq!(broker.topics()[MIRROR_STATE_TOPIC].partitions.len(), 4);
+        let actor =
+            CoordinatorShard::new(shard, 4, StateTopicPorts::new(broker.clone(), shard)).start();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let answer = actor.send(WriteMirrorStates(write)).await.expect("alive");
+        assert_eq!(answer.topics[0].partitions[0].error_code, 0);
+        let end = broker
+            .partition(MIRROR_STATE_TOPIC, shard)
+            .expect("shard partition")
+            .log
+            .lock()
+            .expect("log")
+            .log_end_offset();
+        assert_eq!(end, 2, "the state and the LME records, one batch");
+        drop(actor);
+        broker.close().expect("closes");
+    }
+    let broker = open_broker(dir.path());
+    state_topic::ensure_topic(&broker).expect("exists");
+    let actor =
+        CoordinatorShard::new(shard, 4, StateTopicPorts::new(broker.clone(), shard)).start();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let read = ReadMirrorStatesRequest {
+        mirror_name: "dr".into(),
+        topics: vec![read_mirror_states_request::Topic {
+            topic_id,
+            name: "orders".into(),
+            partitions: vec![read_mirror_states_request::Partition {
+                partition_index: 0,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let state = actor.send(ReadMirrorStates(read)).await.expect("alive");
+    let p = &state.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0);
+    assert_eq!(p.state, MirrorState::Stopped.wire_value());
+    assert_eq!(p.leader_epoch, 3);
+    let lme = actor
+        .send(LastMirroredEpoch {
+            mirror: "dr".into(),
+            topic: "orders".into(),
+            partition: 0,
+        })
+        .await
+        .expect("alive");
+    assert_eq!(lme, 2, "replayed from the topic after the restart");
 }

@@ -237,3 +237,36 @@ fn parse_rejects_what_is_not_a_control_record() {
     let long = RecordBatch::new(Bytes::from(data)).expect("framed");
     assert!(ControlRecord::parse(&long).is_err());
 }
+
+#[test]
+fn coordinator_batches_round_trip_and_kafka_reads_them() {
+    let tombstone = CoordinatorRecord::MirrorPartitionState {
+        key: MirrorPartitionStateKey {
+            mirror_name: "dr".into(),
+            topic_id: Uuid::from_u128(9),
+            partition: 1,
+        },
+        value: None,
+    };
+    let records = vec![lme_record(), tombstone];
+    let bytes = coordinator_batch(&records, 6, 1_700_000_000_000).expect("encodes");
+    let batch = RecordBatch::new(bytes.clone()).expect("a batch");
+    batch.verify_crc().expect("CRC");
+    assert_eq!(batch.records_count(), 2);
+    assert_eq!(batch.last_offset(), 1);
+    assert_eq!(batch.partition_leader_epoch(), 6);
+    assert!(!batch.is_control() && !batch.is_transactional());
+    assert_eq!(coordinator_records(&batch).expect("decodes"), records);
+    // Kafka's own decoder reads the same two records.
+    let mut buf = bytes.clone();
+    let decoded = RecordBatchDecoder::decode(&mut buf).expect("kafka-protocol decodes");
+    let keys: Vec<_> = decoded.records.iter().map(|r| r.key.clone()).collect();
+    assert_eq!(
+        keys,
+        records
+            .iter()
+            .map(|r| Some(r.key_bytes().expect("key")))
+            .collect::<Vec<_>>()
+    );
+    assert!(decoded.records[1].value.is_none(), "the tombstone");
+}

@@ -7,6 +7,7 @@ use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::controller::TopicMeta;
+use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
@@ -21,6 +22,7 @@ fn topic_entry(name: &str, topic: &TopicMeta, node: i32) -> MetadataResponseTopi
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
         .with_topic_id(topic.topic_id)
+        .with_is_internal(name == MIRROR_STATE_TOPIC)
         .with_partitions(
             topic
                 .partitions

@@ -3,11 +3,13 @@
 //! gets no response. A read-only (mirror) partition answers READ_ONLY_TOPIC. A transactional
 //! batch must belong to an ongoing transaction that added the partition (INVALID_TXN_STATE
 //! otherwise), so no data escapes the markers its coordinator writes. Needs WRITE on each topic
-//! and, for a transactional producer, on its transactional id.
+//! and, for a transactional producer, on its transactional id. `__mirror_state` is written by
+//! the coordinator only (INVALID_TOPIC_EXCEPTION).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
 use crate::broker::{Broker, now_ms};
+use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
 use crate::storage::StorageError;
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
@@ -17,6 +19,7 @@ use kmirror_protocol::batch::RecordBatch;
 use std::sync::atomic::Ordering;
 
 const CORRUPT_MESSAGE: i16 = 2;
+const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
@@ -53,7 +56,10 @@ pub(super) fn handle(
     let mut responses = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
-        let denied = if !id_allowed {
+        let denied = if name == MIRROR_STATE_TOPIC {
+            // Only the coordinator writes it.
+            Some(INVALID_TOPIC_EXCEPTION)
+        } else if !id_allowed {
             Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         } else if !access.topic(Operation::Write, &name) {
             Some(TOPIC_AUTHORIZATION_FAILED)
