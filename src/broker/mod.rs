@@ -169,8 +169,11 @@ impl Broker {
             // One replica: everything in the log is committed.
             let end = log.log_end_offset();
             log.update_high_watermark(end);
-            let epoch = topic.partitions[index as usize].leader_epoch;
-            log.assign_leader_epoch(epoch)?;
+            // A mirror partition's epoch cache holds the source's epochs (DECISIONS.md 4).
+            if !is_mirror_topic(&topic.configs) {
+                let epoch = topic.partitions[index as usize].leader_epoch;
+                log.assign_leader_epoch(epoch)?;
+            }
             self.partitions
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
@@ -235,6 +238,19 @@ impl Broker {
                 .and_then(|t| t.partitions.get(index as usize))
                 .map(|p| p.leader_epoch)
         })
+    }
+
+    /// BumpLeaderEpochs for one partition: the leader epoch becomes at least
+    /// `min_leader_epoch + 1`, durably. The log's epoch cache learns it from the next batch
+    /// appended as leader (a mirror partition's cache holds the source's epochs until it is
+    /// STOPPED). Returns the epoch afterwards, or `None` for an unknown partition.
+    pub fn bump_leader_epoch(
+        &self,
+        topic: &str,
+        index: i32,
+        min_leader_epoch: i32,
+    ) -> Result<Option<i32>, StorageError> {
+        self.with_controller(|c| c.bump_leader_epoch(topic, index, min_leader_epoch))
     }
 
     /// Creates a topic and its partition logs.

@@ -5,6 +5,8 @@
 //!   unchanged, truncate, the epoch history, the MIRROR_PID_RESET barrier);
 //! - [`fetch`]: the fetcher's ports: one consumer Fetch (READ_COMMITTED, `LastFetchedEpoch`) to a
 //!   source broker for many partitions, and applying each answer to the local log;
+//! - [`partition`]: a mirror partition actor's ports (its shard, its fetcher, the controller,
+//!   the log, the source);
 //! - [`state_topic`]: `__mirror_state` as a topic of this broker, and the coordinator shard's
 //!   ports over it.
 //!
@@ -12,6 +14,7 @@
 
 pub mod fetch;
 pub mod log;
+pub mod partition;
 pub mod state_topic;
 
 use kmirror_actors::partition::Cause;

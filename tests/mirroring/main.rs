@@ -4,7 +4,10 @@
 //! topic written by a transactional producer with random aborts. Every destination partition
 //! ends up holding exactly the bytes of the source partition's segment file, at the same
 //! offsets, and the partition actors heard of the appends. And the coordinator shard actor on
-//! the broker's own `__mirror_state` topic, across a broker restart.
+//! the broker's own `__mirror_state` topic, across a broker restart. And one mirror partition
+//! actor on the broker's ports: PREPARING to MIRRORING from Apache Kafka, read-only meanwhile,
+//! then the KIP's stop (fetcher removed, epoch bumped, LSO truncation, LME persisted, PID reset
+//! appended) after which Kafka's Java producer writes to it.
 
 use actix::{Actor, Context, Handler};
 use kmirror::broker::Broker;
@@ -194,14 +197,20 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
     assert_eq!(snapshot.partitions.len(), partitions.len());
 }
 
-fn open_broker(dir: &std::path::Path) -> Arc<Broker> {
+/// A broker over `dir` that advertises `port`.
+fn open_broker_on(dir: &std::path::Path, port: u16) -> Arc<Broker> {
     let props = parse_properties(&format!(
-        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\nmirror.state.topic.num.partitions=4\n",
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}\nmirror.state.topic.num.partitions=4\n",
         dir.display()
     ))
     .expect("parses");
     let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
     Arc::new(Broker::open(config).expect("opens"))
+}
+
+/// A broker over `dir` with no listener.
+fn open_broker(dir: &std::path::Path) -> Arc<Broker> {
+    open_broker_on(dir, 0)
 }
 
 #[actix_rt::test]
@@ -284,4 +293,192 @@ async fn mirror_states_live_in_the_brokers_mirror_state_topic_across_a_restart()
         .await
         .expect("alive");
     assert_eq!(lme, 2, "replayed from the topic after the restart");
+}
+
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn a_partition_actor_mirrors_stops_and_the_topic_takes_java_writes() {
+    use actix::Supervisor;
+    use kmirror::mirror::partition::{BrokerPartitionPorts, MirrorPartitionSite};
+    use kmirror_actors::actor::{BecomeLeader, ChangeDesired, DescribePartition, MirrorPartition};
+    use kmirror_actors::partition::{Desired, RetryPolicy};
+    use kmirror_protocol::records::ControlRecord;
+    use kmirror_protocol::sharding::mirror_partition_shard;
+    use kmirror_protocol::state::MirrorState;
+
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let topic = format!("stopped-mirror-{}", std::process::id());
+    kafka_tools::create_topic(&bootstrap, &topic, 1, &[]);
+    kafka_tools::produce(&bootstrap, &topic, 5_000, "lz4", &[]);
+    let mut client_config = ClientConfig::plaintext(&bootstrap);
+    client_config.request_timeout = Duration::from_secs(15);
+    let source = Arc::new(
+        SourceClient::connect(client_config)
+            .await
+            .expect("connects"),
+    );
+    let metadata = source
+        .metadata(Some(&[topic.as_str()]))
+        .await
+        .expect("metadata");
+    let source_topic = &metadata.topics[topic.as_str()];
+    let leader = source_topic.partitions[0].leader;
+    let source_cluster_id = source.cluster_id().await.expect("cluster id");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let address = listener.local_addr().expect("address").to_string();
+    let broker = open_broker_on(dir.path(), listener.local_addr().expect("address").port());
+    let (stop_server, stopped) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(kmirror::broker::server::serve(
+        broker.clone(),
+        listener,
+        stopped,
+    ));
+    state_topic::ensure_topic(&broker).expect("__mirror_state");
+    let configs = BTreeMap::from([("mirror.name".to_string(), "dr".to_string())]);
+    broker
+        .create_topic(&topic, 1, configs, Some(source_topic.topic_id))
+        .expect("mirror topic");
+
+    let shard_index = mirror_partition_shard("dr", &source_topic.topic_id, 0, 4);
+    let shard = CoordinatorShard::new(
+        shard_index,
+        4,
+        StateTopicPorts::new(broker.clone(), shard_index),
+    )
+    .start();
+    let fetcher = Fetcher::new(
+        SourceFetcherPorts::new(broker.clone(), source.clone(), leader),
+        FetcherConfig::default(),
+    )
+    .start();
+    let ports = BrokerPartitionPorts::new(
+        MirrorPartitionSite {
+            mirror: "dr".into(),
+            topic: topic.clone(),
+            topic_id: source_topic.topic_id,
+            partition: 0,
+            cluster_id: broker.cluster_id(),
+            source_cluster_id: source_cluster_id.clone(),
+        },
+        broker.clone(),
+        source.clone(),
+        shard.clone(),
+        fetcher.clone(),
+    );
+    let actor = Supervisor::start(move |_| {
+        MirrorPartition::new(ports, RetryPolicy::default(), Box::new(|| 0.5))
+    });
+    let epoch = broker.leader_epoch(&topic, 0).expect("epoch");
+    actor
+        .send(BecomeLeader {
+            leader_epoch: epoch,
+            desired: Desired::Mirroring,
+        })
+        .await
+        .expect("alive")
+        .expect("accepted");
+
+    let (lso, _) = source
+        .list_offsets(leader, &topic, 0, LATEST, Isolation::ReadCommitted)
+        .await
+        .expect("list offsets");
+    let partition = broker.partition(&topic, 0).expect("partition");
+    let end = || partition.log.lock().expect("log").log_end_offset();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while end() < lso {
+        assert!(Instant::now() < deadline, "mirrored {} of {lso}", end());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let snapshot = actor.send(DescribePartition).await.expect("alive");
+    assert_eq!(snapshot.state, MirrorState::Mirroring);
+    assert!(
+        partition
+            .read_only
+            .load(std::sync::atomic::Ordering::SeqCst),
+        "read-only while mirroring"
+    );
+    assert_eq!(destination_bytes(&broker, &topic, 0), segment(&topic, 0));
+
+    actor
+        .send(ChangeDesired(Desired::Stopped))
+        .await
+        .expect("alive")
+        .expect("accepted");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let stopped_snapshot = loop {
+        let s = actor.send(DescribePartition).await.expect("alive");
+        if s.state == MirrorState::Stopped {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "not stopped: {s:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let source_epoch = source_topic.partitions[0].leader_epoch;
+    assert!(
+        stopped_snapshot.leader_epoch > source_epoch,
+        "the destination epoch was bumped past the source's: {stopped_snapshot:?}"
+    );
+    assert!(
+        !partition
+            .read_only
+            .load(std::sync::atomic::Ordering::SeqCst)
+    );
+    let barrier = {
+        let log = partition.log.lock().expect("log");
+        log.find_batch(lso, |b| b.is_control()).expect("reads")
+    };
+    let barrier = barrier.expect("a control batch after the mirrored data");
+    assert_eq!(
+        barrier.base_offset(),
+        lso,
+        "appended right after the mirrored range"
+    );
+    assert_eq!(
+        ControlRecord::parse(&barrier).expect("parses"),
+        ControlRecord::MirrorPidReset { source_cluster_id }
+    );
+    let lme = shard
+        .send(LastMirroredEpoch {
+            mirror: "dr".into(),
+            topic: topic.clone(),
+            partition: 0,
+        })
+        .await
+        .expect("alive");
+    assert_eq!(
+        lme, source_epoch,
+        "the LME is the last mirrored (source) epoch"
+    );
+
+    // On a blocking thread: the broker it writes to runs on this test's runtime.
+    let producer_topic = topic.clone();
+    let produced = tokio::task::spawn_blocking(move || {
+        kafka_tools::kafka_tool(
+            "org.apache.kafka.tools.VerifiableProducer",
+            &[
+                "--bootstrap-server",
+                &address,
+                "--topic",
+                &producer_topic,
+                "--max-messages",
+                "10",
+                "--acks",
+                "-1",
+            ],
+        )
+    })
+    .await
+    .expect("the producer ran");
+    assert!(produced.contains("\"acked\":10"), "{produced}");
+    assert_eq!(
+        end(),
+        lso + 1 + 10,
+        "after the barrier, the producer's records"
+    );
+    let _ = stop_server.send(true);
+    let _ = server.await;
 }

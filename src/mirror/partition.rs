@@ -1,0 +1,357 @@
+//! A mirror partition actor's ports over this broker: its coordinator shard (`__mirror_state`),
+//! its fetcher, this broker's controller and partition log, and the source cluster.
+//!
+//! The shard of the partition is local here (one broker leads every `__mirror_state`
+//! partition); reads and writes go to its actor as ReadMirrorStates / WriteMirrorStates.
+//! Writing the LME rewrites the partition's stored state with the LME added, as one record.
+
+use super::cause;
+use super::fetch::SourceFetcherPorts;
+use super::state_topic::StateTopicPorts;
+use crate::broker::Broker;
+use actix::Addr;
+use kmirror_actors::actor::{
+    AttachPartition, CoordinatorShard, DetachPartition, Fetcher, FetcherProgress, PartitionPorts,
+    PortFuture, ReadMirrorStates, WriteMirrorStates,
+};
+use kmirror_actors::epoch::{self, Alignment};
+use kmirror_actors::host::{self, MirrorLog};
+use kmirror_actors::partition::{Cause, StoredState};
+use kmirror_protocol::client::source::EARLIEST;
+use kmirror_protocol::client::{Isolation, SourceClient};
+use kmirror_protocol::messages::{
+    ReadMirrorStatesRequest, WriteMirrorStatesRequest, read_mirror_states_request,
+    write_mirror_states_request,
+};
+use kmirror_protocol::state::MirrorState;
+use std::sync::Arc;
+use uuid::Uuid;
+
+const FENCED_LEADER_EPOCH: i16 = 74;
+
+/// Which mirror partition, and where things live for it.
+#[derive(Debug, Clone)]
+pub struct MirrorPartitionSite {
+    /// The mirror.
+    pub mirror: String,
+    /// The topic (same name and id on both clusters).
+    pub topic: String,
+    /// The topic id.
+    pub topic_id: Uuid,
+    /// The partition.
+    pub partition: i32,
+    /// This cluster's id (asked by the source's LastMirroredEpochs).
+    pub cluster_id: String,
+    /// The source cluster's id (written into the MIRROR_PID_RESET barrier).
+    pub source_cluster_id: String,
+}
+
+/// The ports of one mirror partition.
+#[derive(Clone)]
+pub struct BrokerPartitionPorts {
+    site: Arc<MirrorPartitionSite>,
+    broker: Arc<Broker>,
+    source: Arc<SourceClient>,
+    shard: Addr<CoordinatorShard<StateTopicPorts>>,
+    fetcher: Addr<Fetcher<SourceFetcherPorts>>,
+}
+
+impl std::fmt::Debug for BrokerPartitionPorts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerPartitionPorts")
+            .field("site", &self.site)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BrokerPartitionPorts {
+    /// Ports for the partition at `site`.
+    pub fn new(
+        site: MirrorPartitionSite,
+        broker: Arc<Broker>,
+        source: Arc<SourceClient>,
+        shard: Addr<CoordinatorShard<StateTopicPorts>>,
+        fetcher: Addr<Fetcher<SourceFetcherPorts>>,
+    ) -> Self {
+        BrokerPartitionPorts {
+            site: Arc::new(site),
+            broker,
+            source,
+            shard,
+            fetcher,
+        }
+    }
+
+    /// Runs `f` on the partition's log.
+    fn with_log<T>(
+        &self,
+        f: impl FnOnce(&mut crate::storage::PartitionLog) -> Result<T, Cause>,
+    ) -> Result<T, Cause> {
+        let partition = self
+            .broker
+            .partition(&self.site.topic, self.site.partition)
+            .ok_or_else(|| {
+                Cause::fatal(format!(
+                    "{}-{} is not a partition of this broker",
+                    self.site.topic, self.site.partition
+                ))
+            })?;
+        let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut log)
+    }
+
+    fn read_request(&self) -> ReadMirrorStatesRequest {
+        ReadMirrorStatesRequest {
+            mirror_name: self.site.mirror.clone(),
+            topics: vec![read_mirror_states_request::Topic {
+                topic_id: self.site.topic_id,
+                name: self.site.topic.clone(),
+                partitions: vec![read_mirror_states_request::Partition {
+                    partition_index: self.site.partition,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    fn write_request(&self, stored: &StoredState, lme: i32) -> WriteMirrorStatesRequest {
+        WriteMirrorStatesRequest {
+            mirror_name: self.site.mirror.clone(),
+            topics: vec![write_mirror_states_request::Topic {
+                topic_id: self.site.topic_id,
+                name: self.site.topic.clone(),
+                partitions: vec![write_mirror_states_request::Partition {
+                    partition_index: self.site.partition,
+                    leader_epoch: stored.leader_epoch,
+                    state: stored.state.wire_value(),
+                    previous_state: stored.previous.wire_value(),
+                    retry_attempt: stored.retry_attempt,
+                    error_message: stored.error.clone(),
+                    last_mirror_epoch: lme,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// The stored state, as the shard holds it.
+    async fn load(&self) -> Result<Option<StoredState>, Cause> {
+        let answer = self
+            .shard
+            .send(ReadMirrorStates(self.read_request()))
+            .await
+            .map_err(|e| Cause::retryable(format!("the coordinator shard: {e}")))?;
+        let p = answer
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .ok_or_else(|| Cause::retryable("the coordinator shard answered nothing"))?;
+        if p.error_code != 0 {
+            return Err(Cause::retryable(format!(
+                "reading the mirror state: error {}",
+                p.error_code
+            )));
+        }
+        let state = MirrorState::from_wire(p.state).unwrap_or(MirrorState::Unknown);
+        Ok((state != MirrorState::Unknown).then(|| StoredState {
+            state,
+            previous: MirrorState::from_wire(p.previous_state).unwrap_or(MirrorState::Unknown),
+            retry_attempt: p.retry_attempt,
+            error: p.error_message.clone(),
+            leader_epoch: p.leader_epoch,
+        }))
+    }
+
+    async fn store(&self, stored: StoredState, lme: i32) -> Result<(), Cause> {
+        let answer = self
+            .shard
+            .send(WriteMirrorStates(self.write_request(&stored, lme)))
+            .await
+            .map_err(|e| Cause::retryable(format!("the coordinator shard: {e}")))?;
+        match answer
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map(|p| p.error_code)
+        {
+            Some(0) => Ok(()),
+            Some(FENCED_LEADER_EPOCH) => Err(Cause::fatal(
+                "a newer leader wrote this partition's mirror state",
+            )),
+            Some(code) => Err(Cause::retryable(format!(
+                "writing the mirror state: error {code}"
+            ))),
+            None => Err(Cause::retryable("the coordinator shard answered nothing")),
+        }
+    }
+
+    /// The source partition's log start (its leader's earliest offset).
+    async fn source_log_start(&self) -> Result<i64, Cause> {
+        let metadata = self
+            .source
+            .metadata(Some(&[self.site.topic.as_str()]))
+            .await
+            .map_err(|e| cause(&e))?;
+        let leader = metadata
+            .topics
+            .get(&self.site.topic)
+            .and_then(|t| t.partitions.get(self.site.partition as usize))
+            .map(|p| p.leader)
+            .ok_or_else(|| Cause::fatal("the source topic or partition is gone"))?;
+        let (offset, _) = self
+            .source
+            .list_offsets(
+                leader,
+                &self.site.topic,
+                self.site.partition,
+                EARLIEST,
+                Isolation::ReadCommitted,
+            )
+            .await
+            .map_err(|e| cause(&e))?;
+        Ok(offset)
+    }
+}
+
+fn host_cause(e: kmirror_actors::host::HostError) -> Cause {
+    if e.retryable {
+        Cause::retryable(e.message)
+    } else {
+        Cause::fatal(e.message)
+    }
+}
+
+impl PartitionPorts for BrokerPartitionPorts {
+    fn load_state(&self) -> PortFuture<Result<Option<StoredState>, Cause>> {
+        let ports = self.clone();
+        Box::pin(async move { ports.load().await })
+    }
+
+    fn persist_state(&self, stored: StoredState) -> PortFuture<Result<(), Cause>> {
+        let ports = self.clone();
+        Box::pin(async move { ports.store(stored, -1).await })
+    }
+
+    fn look_up_lme(&self) -> PortFuture<Result<i32, Cause>> {
+        let ports = self.clone();
+        Box::pin(async move {
+            let site = &ports.site;
+            let lmes = ports
+                .source
+                .last_mirrored_epochs(
+                    &site.cluster_id,
+                    &site.topic,
+                    site.topic_id,
+                    &[site.partition],
+                )
+                .await
+                .map_err(|e| cause(&e))?;
+            Ok(lmes.first().copied().unwrap_or(-1))
+        })
+    }
+
+    fn truncate_for_lme(&self, lme: i32) -> PortFuture<Result<(), Cause>> {
+        let ports = self.clone();
+        Box::pin(async move {
+            let alignment = ports.with_log(|log| {
+                Ok(epoch::alignment_for_lme(
+                    lme,
+                    &MirrorLog::epoch_history(log),
+                    MirrorLog::log_end_offset(log),
+                ))
+            })?;
+            match alignment {
+                Alignment::KeepAll => Ok(()),
+                Alignment::TruncateTo(offset) => {
+                    ports.with_log(|log| MirrorLog::truncate_to(log, offset).map_err(host_cause))
+                }
+                Alignment::TruncateFully => {
+                    let start = ports.source_log_start().await?;
+                    ports.with_log(|log| {
+                        MirrorLog::truncate_fully_and_start_at(log, start).map_err(host_cause)
+                    })
+                }
+            }
+        })
+    }
+
+    fn await_isr(&self) -> PortFuture<()> {
+        // One replica per partition: the leader's truncation is the ISR's.
+        Box::pin(std::future::ready(()))
+    }
+
+    fn attach_fetcher(&self, progress: actix::Recipient<FetcherProgress>) {
+        let fetcher = self.fetcher.clone();
+        let key = (self.site.topic.clone(), self.site.partition);
+        actix::spawn(async move {
+            if let Err(e) = fetcher.send(AttachPartition { key, progress }).await {
+                tracing::error!(error = %e, "attaching a partition to its fetcher");
+            }
+        });
+    }
+
+    fn detach_fetcher(&self) -> PortFuture<()> {
+        let fetcher = self.fetcher.clone();
+        let key = (self.site.topic.clone(), self.site.partition);
+        Box::pin(async move {
+            // A fetcher that is gone appends nothing more either.
+            let _ = fetcher.send(DetachPartition(key)).await;
+        })
+    }
+
+    fn bump_leader_epoch(&self, min_leader_epoch: Option<i32>) -> PortFuture<Result<i32, Cause>> {
+        let ports = self.clone();
+        Box::pin(async move {
+            let min = match min_leader_epoch {
+                Some(min) => min,
+                None => ports.with_log(|log| Ok(log.latest_epoch().unwrap_or(-1)))?,
+            };
+            ports
+                .broker
+                .bump_leader_epoch(&ports.site.topic, ports.site.partition, min)
+                .map_err(|e| Cause::retryable(e.to_string()))?
+                .ok_or_else(|| Cause::fatal("the partition is gone"))
+        })
+    }
+
+    fn truncate_to_lso(&self) -> PortFuture<Result<i32, Cause>> {
+        let ports = self.clone();
+        Box::pin(
+            async move { ports.with_log(|log| host::truncate_to_lso(log).map_err(host_cause)) },
+        )
+    }
+
+    fn persist_lme(&self, lme: i32) -> PortFuture<Result<(), Cause>> {
+        let ports = self.clone();
+        Box::pin(async move {
+            let stored = ports
+                .load()
+                .await?
+                .ok_or_else(|| Cause::retryable("no mirror state to add the LME to"))?;
+            ports.store(stored, lme).await
+        })
+    }
+
+    fn append_pid_reset(&self) -> PortFuture<Result<(), Cause>> {
+        let ports = self.clone();
+        Box::pin(async move {
+            let epoch = ports
+                .broker
+                .leader_epoch(&ports.site.topic, ports.site.partition)
+                .ok_or_else(|| Cause::fatal("the partition is gone"))?;
+            let source = ports.site.source_cluster_id.clone();
+            ports.with_log(|log| {
+                MirrorLog::append_pid_reset(log, epoch, &source).map_err(host_cause)
+            })
+        })
+    }
+
+    fn set_read_only(&self, read_only: bool) {
+        self.broker
+            .set_read_only(&self.site.topic, self.site.partition, read_only);
+    }
+}
