@@ -6,7 +6,7 @@
 //! offsets, and the partition actors heard of the appends. And the coordinator shard actor on
 //! the broker's own `__mirror_state` topic, across a broker restart. And one mirror partition
 //! actor on the broker's ports: PREPARING to MIRRORING from Apache Kafka, read-only meanwhile,
-//! then the KIP's stop (fetcher removed, epoch bumped, LSO truncation, LME persisted, PID reset
+//! paused (nothing fetched while the source grows) and resumed (caught up), then the KIP's stop (fetcher removed, epoch bumped, LSO truncation, LME persisted, PID reset
 //! appended) after which Kafka's Java producer writes to it.
 
 use actix::{Actor, Context, Handler};
@@ -403,20 +403,65 @@ async fn a_partition_actor_mirrors_stops_and_the_topic_takes_java_writes() {
     );
     assert_eq!(destination_bytes(&broker, &topic, 0), segment(&topic, 0));
 
+    // Paused: the fetch stops, the log end stays while the source grows; resumed: it catches up.
+    let wait_for = |wanted: MirrorState| {
+        let actor = actor.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let s = actor.send(DescribePartition).await.expect("alive");
+                if s.state == wanted {
+                    return s;
+                }
+                assert!(Instant::now() < deadline, "not {wanted:?}: {s:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    actor
+        .send(ChangeDesired(Desired::Paused))
+        .await
+        .expect("alive")
+        .expect("accepted");
+    wait_for(MirrorState::Paused).await;
+    let paused_at = end();
+    let (more_bootstrap, more_topic) = (bootstrap.clone(), topic.clone());
+    tokio::task::spawn_blocking(move || {
+        kafka_tools::produce(&more_bootstrap, &more_topic, 2_000, "lz4", &[]);
+    })
+    .await
+    .expect("produced");
+    let (lso, _) = source
+        .list_offsets(leader, &topic, 0, LATEST, Isolation::ReadCommitted)
+        .await
+        .expect("list offsets");
+    assert!(lso > paused_at);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(end(), paused_at, "nothing is fetched while PAUSED");
+    assert!(
+        partition
+            .read_only
+            .load(std::sync::atomic::Ordering::SeqCst)
+    );
+    actor
+        .send(ChangeDesired(Desired::Mirroring))
+        .await
+        .expect("alive")
+        .expect("accepted");
+    wait_for(MirrorState::Mirroring).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while end() < lso {
+        assert!(Instant::now() < deadline, "resumed to {} of {lso}", end());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(destination_bytes(&broker, &topic, 0), segment(&topic, 0));
+
     actor
         .send(ChangeDesired(Desired::Stopped))
         .await
         .expect("alive")
         .expect("accepted");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let stopped_snapshot = loop {
-        let s = actor.send(DescribePartition).await.expect("alive");
-        if s.state == MirrorState::Stopped {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "not stopped: {s:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let stopped_snapshot = wait_for(MirrorState::Stopped).await;
     let source_epoch = source_topic.partitions[0].leader_epoch;
     assert!(
         stopped_snapshot.leader_epoch > source_epoch,
