@@ -1,0 +1,197 @@
+//! Mirroring throughput, Apache Kafka -> kmirror, against Kafka's own consumer reading the same
+//! topic from the same source in the same run (`scripts/bench.sh mirror_vs_consumer`, which
+//! starts Kafka with scripts/kafka-local.sh).
+//!
+//! ProducerPerformance writes `MIRROR_BENCH_RECORDS` (default 500,000) records of 1 KiB with lz4
+//! into an eight-partition topic. ConsumerPerformance reads it all (its `fetch.*` figures, group
+//! join excluded; a first read warms the page cache). Then one Fetcher actor on the broker's
+//! ports mirrors all eight partitions into a fresh kmirror broker (durable logs in a temporary
+//! directory) until every partition reaches the source's last stable offset; the destination
+//! is checked byte for byte against Kafka's segment files. Prints records/s, MB/s and the ratio.
+
+use actix::Actor;
+use kmirror::broker::Broker;
+use kmirror::broker::config::{BrokerConfig, parse_properties};
+use kmirror::mirror::fetch::SourceFetcherPorts;
+use kmirror_actors::actor::{AttachPartition, Fetcher, FetcherConfig, FetcherProgress};
+use kmirror_protocol::client::source::LATEST;
+use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
+use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PARTITIONS: i32 = 8;
+
+/// Progress reports go nowhere: the benchmark watches the logs.
+struct Sink;
+
+impl Actor for Sink {
+    type Context = actix::Context<Self>;
+}
+
+impl actix::Handler<FetcherProgress> for Sink {
+    type Result = ();
+
+    fn handle(&mut self, _: FetcherProgress, _: &mut actix::Context<Self>) {}
+}
+
+fn consumer_performance(bootstrap: &str, topic: &str, records: &str) -> (f64, f64) {
+    let out = kafka_tool(
+        "org.apache.kafka.tools.ConsumerPerformance",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--num-records",
+            records,
+        ],
+    );
+    // start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+    // rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+    let summary = out
+        .lines()
+        .rfind(|l| l.matches(',').count() >= 9 && l.starts_with(|c: char| c.is_ascii_digit()))
+        .unwrap_or_else(|| panic!("no ConsumerPerformance summary in:\n{out}"));
+    let fields: Vec<&str> = summary.split(',').map(str::trim).collect();
+    (
+        fields[9].parse().expect("fetch.nMsg.sec"),
+        fields[8].parse().expect("fetch.MB.sec"),
+    )
+}
+
+fn main() {
+    let records: u32 = std::env::var("MIRROR_BENCH_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500_000);
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let topic = format!("bench-mirror-{}", std::process::id());
+    kafka_tools::create_topic(&bootstrap, &topic, PARTITIONS as u32, &[]);
+    kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic",
+            &topic,
+            "--num-records",
+            &records.to_string(),
+            "--record-size",
+            "1024",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={bootstrap}"),
+            "acks=all",
+            "linger.ms=5",
+            "batch.size=131072",
+            "compression.type=lz4",
+        ],
+    );
+    let all = records.to_string();
+    consumer_performance(&bootstrap, &topic, &all);
+    let (java_records_s, java_mb_s) = consumer_performance(&bootstrap, &topic, &all);
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let props = parse_properties(&format!(
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\n",
+        dir.path().display()
+    ))
+    .expect("parses");
+    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
+    let broker = Arc::new(Broker::open(config).expect("opens"));
+
+    let system = actix::System::new();
+    let (elapsed, mirrored_bytes) = system.block_on(async {
+        let source = Arc::new(
+            SourceClient::connect(ClientConfig::plaintext(&bootstrap))
+                .await
+                .expect("connects"),
+        );
+        let metadata = source.metadata(Some(&[topic.as_str()])).await.expect("metadata");
+        let t = &metadata.topics[topic.as_str()];
+        let configs = BTreeMap::from([("mirror.name".to_string(), "bench".to_string())]);
+        broker
+            .create_topic(&topic, PARTITIONS, configs, Some(t.topic_id))
+            .expect("mirror topic");
+        let leader = t.partitions[0].leader;
+        let mut targets = Vec::new();
+        for p in 0..PARTITIONS {
+            let (lso, _) = source
+                .list_offsets(leader, &topic, p, LATEST, Isolation::ReadCommitted)
+                .await
+                .expect("lso");
+            targets.push((p, lso));
+        }
+        let sink = Sink.start().recipient();
+        let started = Instant::now();
+        let fetcher = Fetcher::new(
+            SourceFetcherPorts::new(broker.clone(), source.clone(), leader),
+            FetcherConfig::default(),
+        )
+        .start();
+        for p in 0..PARTITIONS {
+            fetcher
+                .send(AttachPartition {
+                    key: (topic.clone(), p),
+                    progress: sink.clone(),
+                })
+                .await
+                .expect("fetcher alive");
+        }
+        loop {
+            let done = targets.iter().all(|(p, lso)| {
+                let partition = broker.partition(&topic, *p).expect("partition");
+                let end = partition.log.lock().expect("log").log_end_offset();
+                end >= *lso
+            });
+            if done {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let bytes: u64 = (0..PARTITIONS)
+            .map(|p| {
+                let partition = broker.partition(&topic, p).expect("partition");
+                let log = partition.log.lock().expect("log");
+                log.size_bytes()
+            })
+            .sum();
+        (elapsed, bytes)
+    });
+
+    for p in 0..PARTITIONS {
+        let source_segment = std::fs::read(
+            PathBuf::from(kafka_env("KMIRROR_KAFKA_DATA"))
+                .join("logs")
+                .join(format!("{topic}-{p}"))
+                .join("00000000000000000000.log"),
+        )
+        .expect("source segment");
+        let partition = broker.partition(&topic, p).expect("partition");
+        let log = partition.log.lock().expect("log");
+        let mut mirrored = Vec::with_capacity(source_segment.len());
+        log.for_each_batch(log.log_start_offset(), |b| {
+            mirrored.extend_from_slice(b.as_bytes());
+            Ok(())
+        })
+        .expect("reads");
+        assert!(mirrored == source_segment, "partition {p} differs from the source");
+    }
+
+    let mirror_records_s = f64::from(records) / elapsed;
+    let mirror_mb_s = mirrored_bytes as f64 / f64::from(1 << 20) / elapsed;
+    println!(
+        "mirror_vs_consumer: {records} records of 1 KiB, lz4, {PARTITIONS} partitions, one fetcher"
+    );
+    println!(
+        "records/s  kmirror mirroring {mirror_records_s:>12.0}  ConsumerPerformance {java_records_s:>12.0}  ratio {:.2}",
+        mirror_records_s / java_records_s
+    );
+    println!(
+        "MB/s       kmirror mirroring {mirror_mb_s:>12.1}  ConsumerPerformance {java_mb_s:>12.1}  (mirror: bytes stored, lz4; consumer: uncompressed values)"
+    );
+    println!("destination byte-identical to the source segments: yes");
+}
