@@ -109,7 +109,10 @@ fn main() {
                 .await
                 .expect("connects"),
         );
-        let metadata = source.metadata(Some(&[topic.as_str()])).await.expect("metadata");
+        let metadata = source
+            .metadata(Some(&[topic.as_str()]))
+            .await
+            .expect("metadata");
         let t = &metadata.topics[topic.as_str()];
         let configs = BTreeMap::from([("mirror.name".to_string(), "bench".to_string())]);
         broker
@@ -178,7 +181,10 @@ fn main() {
             Ok(())
         })
         .expect("reads");
-        assert!(mirrored == source_segment, "partition {p} differs from the source");
+        assert!(
+            mirrored == source_segment,
+            "partition {p} differs from the source"
+        );
     }
 
     let mirror_records_s = f64::from(records) / elapsed;

@@ -7,6 +7,7 @@
 //!   source broker for many partitions, and applying each answer to the local log;
 //! - [`partition`]: a mirror partition actor's ports (its shard, its fetcher, the controller,
 //!   the log, the source);
+//! - [`system`]: the engine assembled on this broker (shards, fetchers, partition actors);
 //! - [`state_topic`]: `__mirror_state` as a topic of this broker, and the coordinator shard's
 //!   ports over it.
 //!
@@ -16,6 +17,7 @@ pub mod fetch;
 pub mod log;
 pub mod partition;
 pub mod state_topic;
+pub mod system;
 
 use kmirror_actors::partition::Cause;
 use kmirror_protocol::client::ClientError;

@@ -4,8 +4,8 @@
 //! topic written by a transactional producer with random aborts. Every destination partition
 //! ends up holding exactly the bytes of the source partition's segment file, at the same
 //! offsets, and the partition actors heard of the appends. And the coordinator shard actor on
-//! the broker's own `__mirror_state` topic, across a broker restart. And one mirror partition
-//! actor on the broker's ports: PREPARING to MIRRORING from Apache Kafka, read-only meanwhile,
+//! the broker's own `__mirror_state` topic, across a broker restart. And the MirrorSystem on a
+//! broker: a topic of Apache Kafka started (PREPARING to MIRRORING), read-only meanwhile,
 //! paused (nothing fetched while the source grows) and resumed (caught up), then the KIP's stop (fetcher removed, epoch bumped, LSO truncation, LME persisted, PID reset
 //! appended) after which Kafka's Java producer writes to it.
 
@@ -297,10 +297,10 @@ async fn mirror_states_live_in_the_brokers_mirror_state_topic_across_a_restart()
 
 #[actix_rt::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
-async fn a_partition_actor_mirrors_stops_and_the_topic_takes_java_writes() {
-    use actix::Supervisor;
-    use kmirror::mirror::partition::{BrokerPartitionPorts, MirrorPartitionSite};
-    use kmirror_actors::actor::{BecomeLeader, ChangeDesired, DescribePartition, MirrorPartition};
+async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_writes() {
+    use kmirror::mirror::system::{
+        AddMirror, ChangeTopic, DescribeTopic, MirrorSystem, StartTopic,
+    };
     use kmirror_actors::partition::{Desired, RetryPolicy};
     use kmirror_protocol::records::ControlRecord;
     use kmirror_protocol::sharding::mirror_partition_shard;
@@ -321,7 +321,7 @@ async fn a_partition_actor_mirrors_stops_and_the_topic_takes_java_writes() {
         .metadata(Some(&[topic.as_str()]))
         .await
         .expect("metadata");
-    let source_topic = &metadata.topics[topic.as_str()];
+    let source_topic = metadata.topics[topic.as_str()].clone();
     let leader = source_topic.partitions[0].leader;
     let source_cluster_id = source.cluster_id().await.expect("cluster id");
 
@@ -337,51 +337,69 @@ async fn a_partition_actor_mirrors_stops_and_the_topic_takes_java_writes() {
         listener,
         stopped,
     ));
-    state_topic::ensure_topic(&broker).expect("__mirror_state");
-    let configs = BTreeMap::from([("mirror.name".to_string(), "dr".to_string())]);
-    broker
-        .create_topic(&topic, 1, configs, Some(source_topic.topic_id))
-        .expect("mirror topic");
 
-    let shard_index = mirror_partition_shard("dr", &source_topic.topic_id, 0, 4);
-    let shard = CoordinatorShard::new(
-        shard_index,
-        4,
-        StateTopicPorts::new(broker.clone(), shard_index),
-    )
-    .start();
-    let fetcher = Fetcher::new(
-        SourceFetcherPorts::new(broker.clone(), source.clone(), leader),
-        FetcherConfig::default(),
-    )
-    .start();
-    let ports = BrokerPartitionPorts::new(
-        MirrorPartitionSite {
-            mirror: "dr".into(),
-            topic: topic.clone(),
-            topic_id: source_topic.topic_id,
-            partition: 0,
-            cluster_id: broker.cluster_id(),
-            source_cluster_id: source_cluster_id.clone(),
-        },
-        broker.clone(),
-        source.clone(),
-        shard.clone(),
-        fetcher.clone(),
-    );
-    let actor = Supervisor::start(move |_| {
-        MirrorPartition::new(ports, RetryPolicy::default(), Box::new(|| 0.5))
-    });
-    let epoch = broker.leader_epoch(&topic, 0).expect("epoch");
-    actor
-        .send(BecomeLeader {
-            leader_epoch: epoch,
-            desired: Desired::Mirroring,
+    let system = MirrorSystem::new(broker.clone(), RetryPolicy::default()).start();
+    system
+        .send(AddMirror {
+            name: "dr".into(),
+            source: source.clone(),
         })
         .await
         .expect("alive")
-        .expect("accepted");
+        .expect("mirror added");
+    system
+        .send(StartTopic {
+            mirror: "dr".into(),
+            topic: topic.clone(),
+        })
+        .await
+        .expect("alive")
+        .expect("topic started");
+    assert_eq!(
+        broker.topics()[topic.as_str()].topic_id,
+        source_topic.topic_id,
+        "the destination topic has the source's id"
+    );
+    let wait_for = |wanted: MirrorState| {
+        let system = system.clone();
+        let topic = topic.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let described = system
+                    .send(DescribeTopic {
+                        mirror: "dr".into(),
+                        topic: topic.clone(),
+                    })
+                    .await
+                    .expect("alive")
+                    .expect("described");
+                if described.iter().all(|p| p.state == wanted) {
+                    return described;
+                }
+                assert!(Instant::now() < deadline, "not {wanted:?}: {described:?}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let change = |desired: Desired| {
+        let system = system.clone();
+        let topic = topic.clone();
+        async move {
+            system
+                .send(ChangeTopic {
+                    mirror: "dr".into(),
+                    topic,
+                    desired,
+                })
+                .await
+                .expect("alive")
+                .expect("accepted");
+        }
+    };
+    let mirror_name = || broker.topics()[topic.as_str()].configs["mirror.name"].clone();
 
+    wait_for(MirrorState::Mirroring).await;
     let (lso, _) = source
         .list_offsets(leader, &topic, 0, LATEST, Isolation::ReadCommitted)
         .await
@@ -393,8 +411,6 @@ async fn a_partition_actor_mirrors_stops_and_the_topic_takes_java_writes() {
         assert!(Instant::now() < deadline, "mirrored {} of {lso}", end());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let snapshot = actor.send(DescribePartition).await.expect("alive");
-    assert_eq!(snapshot.state, MirrorState::Mirroring);
     assert!(
         partition
             .read_only
@@ -404,25 +420,8 @@ async fn a_partition_actor_mirrors_stops_and_the_topic_takes_java_writes() {
     assert_eq!(destination_bytes(&broker, &topic, 0), segment(&topic, 0));
 
     // Paused: the fetch stops, the log end stays while the source grows; resumed: it catches up.
-    let wait_for = |wanted: MirrorState| {
-        let actor = actor.clone();
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            loop {
-                let s = actor.send(DescribePartition).await.expect("alive");
-                if s.state == wanted {
-                    return s;
-                }
-                assert!(Instant::now() < deadline, "not {wanted:?}: {s:?}");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
-    };
-    actor
-        .send(ChangeDesired(Desired::Paused))
-        .await
-        .expect("alive")
-        .expect("accepted");
+    change(Desired::Paused).await;
+    assert_eq!(mirror_name(), "dr.paused");
     wait_for(MirrorState::Paused).await;
     let paused_at = end();
     let (more_bootstrap, more_topic) = (bootstrap.clone(), topic.clone());
@@ -443,11 +442,8 @@ async fn a_partition_actor_mirrors_stops_and_the_topic_takes_java_writes() {
             .read_only
             .load(std::sync::atomic::Ordering::SeqCst)
     );
-    actor
-        .send(ChangeDesired(Desired::Mirroring))
-        .await
-        .expect("alive")
-        .expect("accepted");
+    change(Desired::Mirroring).await;
+    assert_eq!(mirror_name(), "dr");
     wait_for(MirrorState::Mirroring).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     while end() < lso {
@@ -456,16 +452,13 @@ async fn a_partition_actor_mirrors_stops_and_the_topic_takes_java_writes() {
     }
     assert_eq!(destination_bytes(&broker, &topic, 0), segment(&topic, 0));
 
-    actor
-        .send(ChangeDesired(Desired::Stopped))
-        .await
-        .expect("alive")
-        .expect("accepted");
-    let stopped_snapshot = wait_for(MirrorState::Stopped).await;
+    change(Desired::Stopped).await;
+    assert_eq!(mirror_name(), "dr.removed");
+    let stopped = wait_for(MirrorState::Stopped).await;
     let source_epoch = source_topic.partitions[0].leader_epoch;
     assert!(
-        stopped_snapshot.leader_epoch > source_epoch,
-        "the destination epoch was bumped past the source's: {stopped_snapshot:?}"
+        stopped[0].leader_epoch > source_epoch,
+        "the destination epoch was bumped past the source's: {stopped:?}"
     );
     assert!(
         !partition
@@ -486,7 +479,21 @@ async fn a_partition_actor_mirrors_stops_and_the_topic_takes_java_writes() {
         ControlRecord::parse(&barrier).expect("parses"),
         ControlRecord::MirrorPidReset { source_cluster_id }
     );
-    let lme = shard
+    // A shard loaded afresh from __mirror_state finds the LME the stop recorded.
+    let shard_index = mirror_partition_shard(
+        "dr",
+        &source_topic.topic_id,
+        0,
+        broker.config().mirror_state_partitions,
+    );
+    let replayed = CoordinatorShard::new(
+        shard_index,
+        broker.config().mirror_state_partitions,
+        StateTopicPorts::new(broker.clone(), shard_index),
+    )
+    .start();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let lme = replayed
         .send(LastMirroredEpoch {
             mirror: "dr".into(),
             topic: topic.clone(),
