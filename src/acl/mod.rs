@@ -57,6 +57,8 @@ kafka_enum!(
         DelegationToken = 6,
         /// A user principal.
         User = 7,
+        /// A cluster mirror (KIP-1279).
+        ClusterMirror = 8,
     }
 );
 

@@ -14,7 +14,8 @@
 //! coordinator's APIs (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
 //! EndTxn), the classic group protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 //! LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups) and
-//! CreateAcls, DescribeAcls, DeleteAcls; any other API or version is answered
+//! CreateAcls, DescribeAcls, DeleteAcls, and of KIP-1279's CreateMirror, ListMirrors,
+//! DeleteMirror and LastMirroredEpochs; any other API or version is answered
 //! UNSUPPORTED_VERSION. With `authorizer.enabled=true` every API checks the controller's ACLs
 //! (see [`crate::acl`]) for the anonymous principal of a PLAINTEXT listener and the client host.
 
@@ -388,6 +389,30 @@ impl Broker {
             *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c.acls());
             results
         })
+    }
+
+    /// Every mirror, with its configs.
+    pub fn mirrors(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.with_controller(|c| c.mirrors().clone())
+    }
+
+    /// The topics of a mirror (whatever their state).
+    pub fn mirror_topics(&self, mirror: &str) -> Vec<String> {
+        self.with_controller(|c| c.mirror_topics(mirror))
+    }
+
+    /// CreateMirror, durably.
+    pub fn create_mirror(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        self.with_controller(|c| c.create_mirror(name, configs))
+    }
+
+    /// DeleteMirror, durably (only a mirror without topics).
+    pub fn delete_mirror(&self, name: &str) -> Result<(), ControllerError> {
+        self.with_controller(|c| c.delete_mirror(name))
     }
 
     /// The transaction coordinator.

@@ -12,6 +12,7 @@ use super::handlers::{self, Response};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
+use kmirror_protocol::messages::MirrorApiKey;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -128,11 +129,20 @@ pub async fn handle(
     if api == Some(ApiKey::ApiVersions) && supported.is_some_and(|(_, max)| version > max) {
         // Kafka's fallback: answer in v0 with the ranges, so the client can retry lower.
         return Ok(Some(frame_response(
-            ApiKey::ApiVersions,
-            0,
+            ApiKey::ApiVersions.response_header_version(0),
             correlation_id,
             vec![Bytes::from(handlers::api_versions_unsupported())],
         )?));
+    }
+    if let Some(mirror_api) = MirrorApiKey::from_i16(key).filter(|m| {
+        handlers::supported_mirror(*m).is_some_and(|(min, max)| (min..=max).contains(&version))
+    }) {
+        // KIP-1279's APIs: flexible versions only (request header v2, response header v1).
+        let header = RequestHeader::decode(&mut frame, 2)
+            .map_err(|e| bad(format!("bad {mirror_api:?} header: {e}")))?;
+        let body = handlers::dispatch_mirror(broker, mirror_api, version, client_host, &mut frame)
+            .map_err(|e| bad(format!("bad {mirror_api:?} v{version} request: {e}")))?;
+        return Ok(Some(frame_response(1, header.correlation_id, vec![body])?));
     }
     let api = match (api, supported) {
         (Some(api), Some((min, max))) if (min..=max).contains(&version) => api,
@@ -152,14 +162,12 @@ pub async fn handle(
     match response {
         Response::None => Ok(None),
         Response::Body(body) => Ok(Some(frame_response(
-            api,
-            version,
+            api.response_header_version(version),
             header.correlation_id,
             vec![body],
         )?)),
         Response::Chunks(body) => Ok(Some(frame_response(
-            api,
-            version,
+            api.response_header_version(version),
             header.correlation_id,
             body,
         )?)),
@@ -178,15 +186,14 @@ fn unsupported_version(correlation_id: i32) -> ResponseFrame {
 }
 
 fn frame_response(
-    api: ApiKey,
-    version: i16,
+    header_version: i16,
     correlation_id: i32,
     body: Vec<Bytes>,
 ) -> std::io::Result<ResponseFrame> {
     let mut header = BytesMut::new();
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
-        .encode(&mut header, api.response_header_version(version))
+        .encode(&mut header, header_version)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     let body_len: usize = body.iter().map(Bytes::len).sum();
     let size = i32::try_from(header.len() + body_len)

@@ -9,6 +9,7 @@
 use crate::acl::{AclBinding, AclFilter};
 use crate::record_log::RecordLog;
 use crate::storage::StorageError;
+use kmirror_protocol::errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -44,6 +45,13 @@ pub enum MetadataRecord {
         topic: String,
         configs: BTreeMap<String, String>,
     },
+    /// A mirror was created with these configs (CreateMirror).
+    MirrorCreated {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    /// A mirror was deleted.
+    MirrorDeleted { name: String },
     /// An ACL was created.
     AclCreated { binding: AclBinding },
     /// An ACL was deleted.
@@ -83,6 +91,18 @@ pub enum ControllerError {
     /// No such topic (Kafka: UNKNOWN_TOPIC_OR_PARTITION).
     #[error("unknown topic {0}")]
     UnknownTopic(String),
+    /// A mirror with the name exists (MIRROR_ALREADY_EXISTS).
+    #[error("mirror {0} already exists")]
+    MirrorExists(String),
+    /// A mirror name breaks the rules (INVALID_MIRROR_NAME).
+    #[error("invalid mirror name {0:?}: 1 to 249 of [a-zA-Z0-9_-]")]
+    InvalidMirrorName(String),
+    /// No mirror has the name (UNKNOWN_MIRROR).
+    #[error("unknown mirror {0}")]
+    UnknownMirror(String),
+    /// The mirror still has topics (MIRROR_NOT_EMPTY).
+    #[error("mirror {0} still has topics")]
+    MirrorNotEmpty(String),
     /// The metadata log could not be written.
     #[error(transparent)]
     Storage(#[from] StorageError),
@@ -96,6 +116,10 @@ impl ControllerError {
             ControllerError::InvalidName(_) => 17,
             ControllerError::InvalidPartitions(_) => 37,
             ControllerError::UnknownTopic(_) => 3,
+            ControllerError::MirrorExists(_) => ErrorCode::MIRROR_ALREADY_EXISTS.0,
+            ControllerError::InvalidMirrorName(_) => ErrorCode::INVALID_MIRROR_NAME.0,
+            ControllerError::UnknownMirror(_) => ErrorCode::UNKNOWN_MIRROR.0,
+            ControllerError::MirrorNotEmpty(_) => ErrorCode::MIRROR_NOT_EMPTY.0,
             ControllerError::Storage(_) => 56,
         }
     }
@@ -109,6 +133,17 @@ pub struct Controller {
     topics: BTreeMap<String, TopicMeta>,
     next_producer_id: i64,
     acls: BTreeSet<AclBinding>,
+    mirrors: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// Mirror names: 1 to 249 of `[a-zA-Z0-9_-]` (no `.`, which `mirror.name` values use for their
+/// `.paused` and `.removed` suffixes).
+pub fn valid_mirror_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
 }
 
 /// Kafka's topic-name rules: 1 to 249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -132,6 +167,7 @@ impl Controller {
             topics: BTreeMap::new(),
             next_producer_id: 1000,
             acls: BTreeSet::new(),
+            mirrors: BTreeMap::new(),
         };
         for record in &records {
             controller.apply(record);
@@ -196,6 +232,12 @@ impl Controller {
                     t.configs = configs.clone();
                 }
             }
+            MetadataRecord::MirrorCreated { name, configs } => {
+                self.mirrors.insert(name.clone(), configs.clone());
+            }
+            MetadataRecord::MirrorDeleted { name } => {
+                self.mirrors.remove(name);
+            }
             MetadataRecord::AclCreated { binding } => {
                 self.acls.insert(binding.clone());
             }
@@ -215,6 +257,62 @@ impl Controller {
     /// The cluster id.
     pub fn cluster_id(&self) -> &str {
         &self.cluster_id
+    }
+
+    /// Every mirror, with its configs.
+    pub fn mirrors(&self) -> &BTreeMap<String, BTreeMap<String, String>> {
+        &self.mirrors
+    }
+
+    /// The topics of a mirror: those whose `mirror.name` is the mirror's name, with or without
+    /// the `.paused` / `.removed` suffix.
+    pub fn mirror_topics(&self, mirror: &str) -> Vec<String> {
+        self.topics
+            .iter()
+            .filter(|(_, t)| {
+                t.configs.get("mirror.name").is_some_and(|value| {
+                    let base = value
+                        .strip_suffix(".paused")
+                        .or_else(|| value.strip_suffix(".removed"))
+                        .unwrap_or(value);
+                    base == mirror
+                })
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// CreateMirror.
+    pub fn create_mirror(
+        &mut self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        if !valid_mirror_name(name) {
+            return Err(ControllerError::InvalidMirrorName(name.to_string()));
+        }
+        if self.mirrors.contains_key(name) {
+            return Err(ControllerError::MirrorExists(name.to_string()));
+        }
+        self.append(MetadataRecord::MirrorCreated {
+            name: name.to_string(),
+            configs,
+        })?;
+        Ok(())
+    }
+
+    /// DeleteMirror: only a mirror without topics goes.
+    pub fn delete_mirror(&mut self, name: &str) -> Result<(), ControllerError> {
+        if !self.mirrors.contains_key(name) {
+            return Err(ControllerError::UnknownMirror(name.to_string()));
+        }
+        if !self.mirror_topics(name).is_empty() {
+            return Err(ControllerError::MirrorNotEmpty(name.to_string()));
+        }
+        self.append(MetadataRecord::MirrorDeleted {
+            name: name.to_string(),
+        })?;
+        Ok(())
     }
 
     /// Every ACL.

@@ -726,6 +726,149 @@ async fn impossible_array_lengths_are_refused_without_reserving_them() {
     shut(running).await;
 }
 
+/// KIP-1279's CreateMirror, ListMirrors and DeleteMirror over the wire (durable across a
+/// restart, refused with the KIP's codes), and LastMirroredEpochs answered from the broker's
+/// `__mirror_state` for the mirror whose source is the asking cluster.
+#[tokio::test]
+async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
+    use kmirror_actors::actor::ShardLogPorts;
+    use kmirror_actors::coordinator::Shard;
+    use kmirror_protocol::messages::{
+        CreateMirrorRequest, DeleteMirrorRequest, ListMirrorsRequest, WriteMirrorStatesRequest,
+        create_mirror_request, write_mirror_states_request,
+    };
+    use kmirror_protocol::sharding::mirror_partition_shard;
+    use kmirror_protocol::state::MirrorState;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let create_mirror = |name: &str, configs: &[(&str, &str)]| CreateMirrorRequest {
+        mirror_name: name.to_string(),
+        configs: configs
+            .iter()
+            .map(|(k, v)| create_mirror_request::MirrorConfig {
+                name: k.to_string(),
+                value: Some(v.to_string()),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let source_configs = [
+        ("bootstrap.servers", "source:9092"),
+        ("mirror.source.cluster.id", "SRC-ID"),
+        ("sasl.password", "hunter2"),
+    ];
+    let client = connection(&running.address).await;
+    for (request, code) in [
+        (create_mirror("m1", &source_configs), 0),
+        (create_mirror("m1", &source_configs), 144),
+        (create_mirror("bad.name", &source_configs), 135),
+        (
+            create_mirror("m2", &[("mirror.source.cluster.id", "X")]),
+            40,
+        ),
+    ] {
+        let (_, answer) = client
+            .send("CreateMirror", &request, 0)
+            .await
+            .expect("CreateMirror answers");
+        assert_eq!(answer.error_code, code, "{:?}", request.mirror_name);
+    }
+    shut(running).await;
+
+    let running = start(dir.path()).await;
+    let client = connection(&running.address).await;
+    let (_, listed) = client
+        .send(
+            "ListMirrors",
+            &ListMirrorsRequest {
+                include_topic_names: true,
+                ..Default::default()
+            },
+            0,
+        )
+        .await
+        .expect("ListMirrors answers");
+    assert_eq!(listed.mirrors.len(), 1, "the mirror survived the restart");
+    assert_eq!(listed.mirrors[0].mirror_name, "m1");
+    assert_eq!(listed.mirrors[0].source_bootstrap, "source:9092");
+    assert_eq!(listed.mirrors[0].source_cluster_id, "SRC-ID");
+    assert!(
+        !format!("{listed:?}").contains("hunter2"),
+        "no secrets shown"
+    );
+
+    // The LME of a stopped partition, as its shard recorded it in __mirror_state.
+    kmirror::mirror::state_topic::ensure_topic(&running.broker).expect("__mirror_state");
+    let count = running.broker.config().mirror_state_partitions;
+    let topic_id = uuid::Uuid::from_u128(77);
+    let index = mirror_partition_shard("m1", &topic_id, 0, count);
+    let mut shard = Shard::new(index, count);
+    shard.loaded();
+    let (records, _) = shard.write_states(&WriteMirrorStatesRequest {
+        mirror_name: "m1".into(),
+        topics: vec![write_mirror_states_request::Topic {
+            topic_id,
+            name: "orders".into(),
+            partitions: vec![write_mirror_states_request::Partition {
+                partition_index: 0,
+                leader_epoch: 9,
+                state: MirrorState::Stopped.wire_value(),
+                previous_state: MirrorState::Stopping.wire_value(),
+                last_mirror_epoch: 5,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    kmirror::mirror::state_topic::StateTopicPorts::new(running.broker.clone(), index)
+        .append(records)
+        .await
+        .expect("appended");
+    let source = SourceClient::connect(ClientConfig::plaintext(&running.address))
+        .await
+        .expect("connects");
+    let lmes = source
+        .last_mirrored_epochs("SRC-ID", "orders", topic_id, &[0, 1])
+        .await
+        .expect("LastMirroredEpochs answers");
+    assert_eq!(lmes, vec![5, -1]);
+    let none = source
+        .last_mirrored_epochs("ANOTHER", "orders", topic_id, &[0])
+        .await
+        .expect("LastMirroredEpochs answers");
+    assert_eq!(none, vec![-1], "no mirror from that cluster");
+
+    assert_eq!(
+        create_with_configs(
+            &running.address,
+            "orders",
+            1,
+            &[("mirror.name", "m1.removed")]
+        )
+        .await,
+        0
+    );
+    let delete = DeleteMirrorRequest {
+        mirror_name: "m1".into(),
+        ..Default::default()
+    };
+    let (_, refused) = client
+        .send("DeleteMirror", &delete, 0)
+        .await
+        .expect("DeleteMirror answers");
+    assert_eq!(refused.error_code, 142, "MIRROR_NOT_EMPTY");
+    running.broker.delete_topic("orders").expect("deleted");
+    let (_, deleted) = client
+        .send("DeleteMirror", &delete, 0)
+        .await
+        .expect("DeleteMirror answers");
+    assert_eq!(deleted.error_code, 0);
+    assert!(running.broker.mirrors().is_empty());
+    shut(running).await;
+}
+
 /// A `kmirror broker` process, killed if a failing test drops it (so no orphan outlives the run).
 struct BrokerProcess(std::process::Child);
 

@@ -51,6 +51,12 @@ impl<'a> Access<'a> {
             .authorize(&self.session, operation, ResourceType::Cluster, CLUSTER)
     }
 
+    /// `operation` on mirror `name` (the ClusterMirror resource).
+    pub(super) fn mirror(&self, operation: Operation, name: &str) -> bool {
+        self.broker
+            .authorize(&self.session, operation, ResourceType::ClusterMirror, name)
+    }
+
     /// `operation` on transactional id `id`.
     pub(super) fn transactional_id(&self, operation: Operation, id: &str) -> bool {
         self.broker

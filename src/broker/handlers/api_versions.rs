@@ -1,14 +1,21 @@
-//! ApiVersions: the APIs and version ranges this broker serves.
+//! ApiVersions: the APIs and version ranges this broker serves, Kafka's and KIP-1279's.
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kmirror_protocol::messages::MirrorApiKey;
 
 fn versions() -> Vec<ApiVersion> {
-    super::served()
+    let kafka = super::served()
         .into_iter()
+        .map(|(key, min, max)| (key as i16, min, max));
+    let mirror = MirrorApiKey::ALL
+        .into_iter()
+        .filter_map(|api| super::supported_mirror(api).map(|(min, max)| (api as i16, min, max)));
+    kafka
+        .chain(mirror)
         .map(|(key, min, max)| {
             ApiVersion::default()
-                .with_api_key(key as i16)
+                .with_api_key(key)
                 .with_min_version(min)
                 .with_max_version(max)
         })

@@ -19,6 +19,7 @@ mod group_offsets;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
+mod mirrors;
 mod offset_for_leader_epoch;
 mod produce;
 mod transactions;
@@ -32,6 +33,7 @@ use kafka_protocol::messages::{
     LeaveGroupRequest, LeaveGroupResponse, RequestHeader, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
+use kmirror_protocol::messages::MirrorApiKey;
 use std::sync::Arc;
 
 pub(super) use api_versions::unsupported as api_versions_unsupported;
@@ -85,6 +87,56 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
         ApiKey::DeleteAcls => (1, 3),
         _ => return None,
     })
+}
+
+/// The versions this broker serves of each KIP-1279 API; `None` for those it does not serve.
+pub(super) fn supported_mirror(api: MirrorApiKey) -> Option<(i16, i16)> {
+    match api {
+        MirrorApiKey::CreateMirror
+        | MirrorApiKey::ListMirrors
+        | MirrorApiKey::DeleteMirror
+        | MirrorApiKey::LastMirroredEpochs => Some((0, 0)),
+        MirrorApiKey::StartMirrorTopics
+        | MirrorApiKey::StopMirrorTopics
+        | MirrorApiKey::DescribeMirrors
+        | MirrorApiKey::ReadMirrorStates
+        | MirrorApiKey::WriteMirrorStates
+        | MirrorApiKey::PauseMirrorTopics
+        | MirrorApiKey::ResumeMirrorTopics
+        | MirrorApiKey::BumpLeaderEpochs => None,
+    }
+}
+
+/// Decodes a KIP-1279 request, runs its handler, encodes the response.
+pub(super) fn dispatch_mirror(
+    broker: &Arc<Broker>,
+    api: MirrorApiKey,
+    version: i16,
+    client_host: &str,
+    body: &mut Bytes,
+) -> anyhow::Result<Bytes> {
+    let access = &Access::anonymous(broker, client_host);
+    let mut out = BytesMut::new();
+    match api {
+        MirrorApiKey::CreateMirror => {
+            mirrors::create(broker, access, Decodable::decode(body, version)?)
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::ListMirrors => {
+            mirrors::list(broker, access, Decodable::decode(body, version)?)
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::DeleteMirror => {
+            mirrors::delete(broker, access, Decodable::decode(body, version)?)
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::LastMirroredEpochs => {
+            mirrors::last_mirrored_epochs(broker, access, Decodable::decode(body, version)?)
+                .encode(&mut out, version)?
+        }
+        other => anyhow::bail!("{other:?} is not served"),
+    }
+    Ok(out.freeze())
 }
 
 /// Every API served, for ApiVersions.
