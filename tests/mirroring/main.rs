@@ -53,6 +53,13 @@ fn segment(topic: &str, partition: i32) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// A client of the source cluster, patient with a loaded machine.
+async fn source_client(bootstrap: &str) -> Arc<SourceClient> {
+    let mut config = ClientConfig::plaintext(bootstrap);
+    config.request_timeout = Duration::from_secs(15);
+    Arc::new(SourceClient::connect(config).await.expect("connects"))
+}
+
 fn destination_bytes(broker: &Broker, topic: &str, partition: i32) -> Vec<u8> {
     let partition = broker
         .partition(topic, partition)
@@ -83,26 +90,14 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
     let copier = format!("mirror-copier-{run}");
     kafka_tools::copy_transactionally(&bootstrap, &input, &transactional, &copier, 3000);
 
-    let mut client_config = ClientConfig::plaintext(&bootstrap);
-    client_config.request_timeout = Duration::from_secs(15);
-    let source = Arc::new(
-        SourceClient::connect(client_config)
-            .await
-            .expect("connects"),
-    );
+    let source = source_client(&bootstrap).await;
     let metadata = source
         .metadata(Some(&[plain.as_str(), transactional.as_str()]))
         .await
         .expect("metadata");
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let props = parse_properties(&format!(
-        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\n",
-        dir.path().display()
-    ))
-    .expect("parses");
-    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
-    let broker = Arc::new(Broker::open(config).expect("opens"));
+    let broker = open_broker(dir.path());
     let mut partitions = Vec::new();
     let mut leader = -1;
     for topic in [&plain, &transactional] {
@@ -310,13 +305,7 @@ async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_w
     let topic = format!("stopped-mirror-{}", std::process::id());
     kafka_tools::create_topic(&bootstrap, &topic, 1, &[]);
     kafka_tools::produce(&bootstrap, &topic, 5_000, "lz4", &[]);
-    let mut client_config = ClientConfig::plaintext(&bootstrap);
-    client_config.request_timeout = Duration::from_secs(15);
-    let source = Arc::new(
-        SourceClient::connect(client_config)
-            .await
-            .expect("connects"),
-    );
+    let source = source_client(&bootstrap).await;
     let metadata = source
         .metadata(Some(&[topic.as_str()]))
         .await
