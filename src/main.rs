@@ -6,12 +6,15 @@
 //!
 //! Exit codes: 0 success, 1 the command ran and found damage (dump-log), 2 usage or I/O error.
 
+mod mirrors_command;
+
 use clap::{Parser, Subcommand};
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::storage::dump;
 use kmirror_protocol::errors;
 use kmirror_protocol::messages::MirrorApiKey;
+use mirrors_command::MirrorsAction;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -40,6 +43,34 @@ enum Command {
         /// A partition directory or a segment file.
         path: PathBuf,
     },
+    /// Manage the mirrors of a kmirror cluster (like kafka-cluster-mirrors.sh).
+    Mirrors(MirrorsArgs),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("action").required(true).args(["create", "list", "delete"])))]
+struct MirrorsArgs {
+    /// A broker of the destination cluster, host:port.
+    #[arg(long)]
+    bootstrap_server: String,
+    /// Create a mirror (needs --mirror and --mirror-config).
+    #[arg(long)]
+    create: bool,
+    /// List the mirrors.
+    #[arg(long)]
+    list: bool,
+    /// Delete a mirror that has no topics (needs --mirror).
+    #[arg(long)]
+    delete: bool,
+    /// The mirror's name.
+    #[arg(long)]
+    mirror: Option<String>,
+    /// A properties file with the mirror's configs (bootstrap.servers of the source, ...).
+    #[arg(long)]
+    mirror_config: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 fn main() -> ExitCode {
@@ -51,7 +82,29 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::DumpLog { path } => dump_log(&path),
+        Command::Mirrors(args) => mirrors(args),
     }
+}
+
+fn mirrors(args: MirrorsArgs) -> ExitCode {
+    let usage = |message: &str| {
+        eprintln!("kmirror mirrors: {message}");
+        ExitCode::from(2)
+    };
+    let action = if args.create {
+        match (args.mirror, args.mirror_config) {
+            (Some(mirror), Some(config)) => MirrorsAction::Create { mirror, config },
+            _ => return usage("--create needs --mirror and --mirror-config"),
+        }
+    } else if args.delete {
+        match args.mirror {
+            Some(mirror) => MirrorsAction::Delete { mirror },
+            None => return usage("--delete needs --mirror"),
+        }
+    } else {
+        MirrorsAction::List { json: args.json }
+    };
+    mirrors_command::run(&args.bootstrap_server, action)
 }
 
 fn run_broker(path: &Path) -> ExitCode {

@@ -107,3 +107,116 @@ fn dump_log_prints_batches_and_flags_damage() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/partition"));
 }
+
+/// A `kmirror broker` process on a free port, killed when dropped.
+struct Broker(std::process::Child, String);
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn broker(dir: &std::path::Path) -> Broker {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let config = dir.join("server.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\n",
+            dir.display()
+        ),
+    )
+    .expect("config written");
+    let child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["broker", "--config"])
+        .arg(&config)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the broker starts");
+    let address = format!("127.0.0.1:{port}");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&address).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Broker(child, address)
+}
+
+#[test]
+fn mirrors_are_created_listed_and_deleted_with_script_friendly_exit_codes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let broker = broker(dir.path());
+    let owned_address = broker.1.clone();
+    let address = owned_address.as_str();
+    // The broker mirrors "from itself": any Kafka cluster answers the cluster id lookup.
+    let mirror_config = dir.path().join("dr.properties");
+    std::fs::write(&mirror_config, format!("bootstrap.servers={address}\n")).expect("written");
+    let config = mirror_config.to_str().expect("utf-8 path");
+    let text = |out: &std::process::Output| {
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let create = [
+        "mirrors",
+        "--bootstrap-server",
+        address,
+        "--create",
+        "--mirror",
+        "dr",
+    ];
+    let mut with_config = create.to_vec();
+    with_config.extend(["--mirror-config", config]);
+    let out = kmirror(&with_config);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("Created mirror dr."));
+    let again = kmirror(&with_config);
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    assert!(
+        text(&again).contains("MIRROR_ALREADY_EXISTS"),
+        "{}",
+        text(&again)
+    );
+    let usage = kmirror(&create);
+    assert_eq!(usage.status.code(), Some(2), "{}", text(&usage));
+
+    let listed = kmirror(&["mirrors", "--bootstrap-server", address, "--list", "--json"]);
+    assert_eq!(listed.status.code(), Some(0), "{}", text(&listed));
+    let json: serde_json::Value =
+        serde_json::from_slice(&listed.stdout).expect("one JSON document");
+    assert_eq!(json["mirrors"][0]["mirror"], "dr");
+    assert_eq!(json["mirrors"][0]["sourceBootstrap"], address);
+    assert!(
+        !json["mirrors"][0]["sourceClusterId"]
+            .as_str()
+            .unwrap_or_default()
+            .is_empty(),
+        "the source's cluster id was looked up: {json}"
+    );
+    let table = kmirror(&["mirrors", "--bootstrap-server", address, "--list"]);
+    assert!(
+        text(&table).lines().any(|l| l.starts_with("dr ")),
+        "{}",
+        text(&table)
+    );
+
+    let delete = [
+        "mirrors",
+        "--bootstrap-server",
+        address,
+        "--delete",
+        "--mirror",
+        "dr",
+    ];
+    assert_eq!(kmirror(&delete).status.code(), Some(0));
+    let gone = kmirror(&delete);
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(text(&gone).contains("UNKNOWN_MIRROR"), "{}", text(&gone));
+    drop(broker);
+    let unreachable = kmirror(&["mirrors", "--bootstrap-server", address, "--list"]);
+    assert_eq!(unreachable.status.code(), Some(3), "{}", text(&unreachable));
+}

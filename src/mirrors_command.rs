@@ -1,0 +1,181 @@
+//! `kmirror mirrors`: the operator's tool for a kmirror cluster's mirrors, modelled on
+//! `kafka-cluster-mirrors.sh`. Today it creates, lists and deletes mirrors (the RPCs the broker
+//! serves); starting, stopping, pausing, resuming and describing topics follow.
+//!
+//! `--create` reads the mirror's configs from a properties file (`bootstrap.servers` and the
+//! source client's security settings), asks the source for its cluster id and stores it as
+//! `mirror.source.cluster.id`. Exit codes: 0 done, 1 refused by the broker (its error code and
+//! message are printed), 2 bad usage or configuration, 3 a cluster could not be reached.
+
+use kmirror::broker::config::parse_properties;
+use kmirror_protocol::client::connection::Connection;
+use kmirror_protocol::client::{ClientConfig, SourceClient};
+use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::messages::{
+    CreateMirrorRequest, DeleteMirrorRequest, ListMirrorsRequest, create_mirror_request,
+};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// What `kmirror mirrors` was asked to do.
+#[derive(Debug)]
+pub(crate) enum MirrorsAction {
+    /// `--create --mirror M --mirror-config FILE`.
+    Create { mirror: String, config: PathBuf },
+    /// `--list [--json]`.
+    List { json: bool },
+    /// `--delete --mirror M`.
+    Delete { mirror: String },
+}
+
+enum Failure {
+    Refused(String),
+    Usage(String),
+    Unreachable(String),
+}
+
+impl Failure {
+    fn exit(self) -> ExitCode {
+        let (code, message) = match self {
+            Failure::Refused(m) => (1, m),
+            Failure::Usage(m) => (2, m),
+            Failure::Unreachable(m) => (3, m),
+        };
+        eprintln!("kmirror mirrors: {message}");
+        ExitCode::from(code)
+    }
+}
+
+fn refused(code: i16, message: Option<String>) -> Failure {
+    let name = ErrorCode(code).name();
+    Failure::Refused(match message {
+        Some(m) => format!("{name} ({code}): {m}"),
+        None => format!("{name} ({code})"),
+    })
+}
+
+/// Runs the action against the cluster at `bootstrap`.
+pub(crate) fn run(bootstrap: &str, action: MirrorsAction) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return Failure::Usage(e.to_string()).exit(),
+    };
+    match runtime.block_on(execute(bootstrap, action)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => f.exit(),
+    }
+}
+
+async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> {
+    let address = bootstrap
+        .split(',')
+        .next()
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| Failure::Usage("--bootstrap-server is empty".into()))?;
+    let connection = Connection::connect(address, &ClientConfig::plaintext(bootstrap), None)
+        .await
+        .map_err(|e| Failure::Unreachable(format!("{bootstrap}: {e}")))?;
+    let unreachable =
+        |e: kmirror_protocol::client::ClientError| Failure::Unreachable(e.to_string());
+    match action {
+        MirrorsAction::Create { mirror, config } => {
+            let text = std::fs::read_to_string(&config)
+                .map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
+            let mut props = parse_properties(&text)
+                .map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
+            if !props.contains_key("mirror.source.cluster.id") {
+                let client_props: HashMap<String, String> = props.clone().into_iter().collect();
+                let client_config = ClientConfig::from_properties(&client_props)
+                    .map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
+                let source = SourceClient::connect(client_config)
+                    .await
+                    .map_err(|e| Failure::Unreachable(format!("the source cluster: {e}")))?;
+                let id = source
+                    .cluster_id()
+                    .await
+                    .map_err(|e| Failure::Unreachable(format!("the source cluster: {e}")))?;
+                props.insert("mirror.source.cluster.id".into(), id);
+            }
+            let request = CreateMirrorRequest {
+                mirror_name: mirror.clone(),
+                configs: props
+                    .into_iter()
+                    .map(|(name, value)| create_mirror_request::MirrorConfig {
+                        name,
+                        value: Some(value),
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            let (_, answer) = connection
+                .send("CreateMirror", &request, 0)
+                .await
+                .map_err(unreachable)?;
+            if answer.error_code != 0 {
+                return Err(refused(answer.error_code, answer.error_message));
+            }
+            println!("Created mirror {mirror}.");
+        }
+        MirrorsAction::List { json } => {
+            let request = ListMirrorsRequest {
+                include_topic_names: true,
+                ..Default::default()
+            };
+            let (_, answer) = connection
+                .send("ListMirrors", &request, 0)
+                .await
+                .map_err(unreachable)?;
+            if answer.error_code != 0 {
+                return Err(refused(answer.error_code, answer.error_message));
+            }
+            if json {
+                let mirrors: Vec<serde_json::Value> = answer
+                    .mirrors
+                    .iter()
+                    .map(|m| {
+                        serde_json::json!({
+                            "mirror": m.mirror_name,
+                            "sourceBootstrap": m.source_bootstrap,
+                            "sourceClusterId": m.source_cluster_id,
+                            "topicCount": m.topic_count,
+                            "topics": m.topic_names,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::json!({ "mirrors": mirrors }));
+            } else {
+                println!(
+                    "{:<24} {:<32} {:<24} {:>6}",
+                    "MIRROR", "SOURCE BOOTSTRAP", "SOURCE CLUSTER ID", "TOPICS"
+                );
+                for m in &answer.mirrors {
+                    println!(
+                        "{:<24} {:<32} {:<24} {:>6}",
+                        m.mirror_name, m.source_bootstrap, m.source_cluster_id, m.topic_count
+                    );
+                }
+            }
+        }
+        MirrorsAction::Delete { mirror } => {
+            let request = DeleteMirrorRequest {
+                mirror_name: mirror.clone(),
+                ..Default::default()
+            };
+            let (_, answer) = connection
+                .send("DeleteMirror", &request, 0)
+                .await
+                .map_err(unreachable)?;
+            if answer.error_code != 0 {
+                return Err(refused(answer.error_code, answer.error_message));
+            }
+            println!("Deleted mirror {mirror}.");
+        }
+    }
+    Ok(())
+}
