@@ -150,6 +150,10 @@ fn run_broker(path: &Path) -> ExitCode {
 async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     let address = config.listener;
     let broker = Arc::new(Broker::open(config).map_err(|e| e.to_string())?);
+    // The mirroring engine on its own actix thread; it resumes the mirrors it finds.
+    let engine = kmirror::mirror::system::EngineHandle::start(broker.clone())
+        .map_err(|e| format!("starting the mirroring engine: {e}"))?;
+    broker.set_mirror_engine(engine.addr.clone());
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| format!("listening on {address}: {e}"))?;
@@ -194,6 +198,7 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     retention.abort();
     transactions.abort();
     let _ = server.await;
+    engine.stop();
     broker.close().map_err(|e| e.to_string())?;
     tracing::info!("stopped cleanly");
     Ok(())

@@ -14,8 +14,9 @@
 //! coordinator's APIs (InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit,
 //! EndTxn), the classic group protocol (FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
 //! LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups) and
-//! CreateAcls, DescribeAcls, DeleteAcls, and of KIP-1279's CreateMirror, ListMirrors,
-//! DeleteMirror and LastMirroredEpochs; any other API or version is answered
+//! CreateAcls, DescribeAcls, DeleteAcls, and KIP-1279's admin and cross-cluster RPCs
+//! (CreateMirror, ListMirrors, DeleteMirror, Start/Stop/Pause/ResumeMirrorTopics,
+//! DescribeMirrors, LastMirroredEpochs); any other API or version is answered
 //! UNSUPPORTED_VERSION. With `authorizer.enabled=true` every API checks the controller's ACLs
 //! (see [`crate::acl`]) for the anonymous principal of a PLAINTEXT listener and the client host.
 
@@ -27,12 +28,14 @@ mod transactions;
 use crate::acl::{AclBinding, AclFilter, Operation, ResourceType, Session};
 use crate::controller::{Controller, ControllerError, TopicMeta};
 use crate::groups::GroupCoordinator;
+use crate::mirror::system::MirrorSystem;
 use crate::storage::{PartitionLog, StorageError};
 use crate::txn::TransactionCoordinator;
+use actix::Addr;
 use config::BrokerConfig;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -58,6 +61,8 @@ pub struct Broker {
     transactions: TransactionCoordinator,
     /// The controller's ACLs, copied for lock-free authorization on every request.
     acls: RwLock<Arc<Vec<AclBinding>>>,
+    /// The mirroring engine, once started (the KIP-1279 topic RPCs need it).
+    engine: OnceLock<Addr<MirrorSystem>>,
 }
 
 /// Whether a topic's configs make it a mirror topic (DECISIONS.md 2: `mirror.name` set and not
@@ -87,6 +92,7 @@ impl Broker {
         let acls = RwLock::new(Arc::new(controller.acls()));
         let broker = Broker {
             acls,
+            engine: OnceLock::new(),
             controller: Mutex::new(controller),
             groups,
             transactions,
@@ -389,6 +395,16 @@ impl Broker {
             *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c.acls());
             results
         })
+    }
+
+    /// Hands the broker its mirroring engine (once).
+    pub fn set_mirror_engine(&self, engine: Addr<MirrorSystem>) {
+        let _ = self.engine.set(engine);
+    }
+
+    /// The mirroring engine, if it runs.
+    pub fn mirror_engine(&self) -> Option<&Addr<MirrorSystem>> {
+        self.engine.get()
     }
 
     /// Every mirror, with its configs.

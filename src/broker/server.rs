@@ -141,6 +141,7 @@ pub async fn handle(
         let header = RequestHeader::decode(&mut frame, 2)
             .map_err(|e| bad(format!("bad {mirror_api:?} header: {e}")))?;
         let body = handlers::dispatch_mirror(broker, mirror_api, version, client_host, &mut frame)
+            .await
             .map_err(|e| bad(format!("bad {mirror_api:?} v{version} request: {e}")))?;
         return Ok(Some(frame_response(1, header.correlation_id, vec![body])?));
     }

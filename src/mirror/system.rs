@@ -1,26 +1,32 @@
 //! The MirrorSystem actor: the engine assembled on this broker. It owns the `__mirror_state`
-//! shard actors (one per partition of the topic, all local on a single broker), one fetcher per
-//! (mirror, source broker), and one supervised partition actor per mirrored partition.
+//! shard actors (one per partition of the topic, all local on a single broker; the topic is
+//! created when the first mirror is loaded), one fetcher per (mirror, source broker), and one
+//! supervised partition actor per mirrored partition.
 //!
 //! Starting a topic in a mirror (what StartMirrorTopics does) creates the destination topic
 //! with the source topic's id and partition count and `mirror.name` set, starts its partition
 //! actors and makes them leaders; changing what a topic should do (pause, resume, stop) sets
 //! `mirror.name` the way DECISIONS.md 2 spells it and tells the partition actors.
+//!
+//! Restart: when the system starts it loads every mirror of the controller (connecting to its
+//! source with the mirror's configs) and starts the partition actors of every topic whose
+//! `mirror.name` names it, with the desired state the suffix says; each actor reloads its state
+//! from `__mirror_state` and resumes (a MIRRORING partition fetches from its log end).
 
 use super::fetch::SourceFetcherPorts;
 use super::partition::{BrokerPartitionPorts, MirrorPartitionSite};
 use super::state_topic::{self, StateTopicPorts};
 use crate::broker::Broker;
 use actix::{
-    Actor, ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, Supervisor,
-    WrapFuture,
+    Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, ResponseActFuture,
+    Supervisor, WrapFuture,
 };
 use kmirror_actors::actor::{
     BecomeLeader, ChangeDesired, CoordinatorShard, DescribePartition, Fetcher, FetcherConfig,
     MirrorPartition, PartitionSnapshot,
 };
 use kmirror_actors::partition::{Desired, RetryPolicy};
-use kmirror_protocol::client::{ClientError, ClusterMetadata, SourceClient};
+use kmirror_protocol::client::{ClientConfig, ClientError, ClusterMetadata, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::sharding::mirror_partition_shard;
 use std::collections::{BTreeMap, HashMap};
@@ -123,6 +129,27 @@ impl MirrorSystem {
         }
     }
 
+    /// Creates `__mirror_state` (the first time a mirror is used) and starts its shards.
+    fn ensure_shards(&mut self) -> Result<(), MirrorError> {
+        if !self.shards.is_empty() {
+            return Ok(());
+        }
+        state_topic::ensure_topic(&self.broker)
+            .map_err(|e| MirrorError::new(ErrorCode(e.error_code()), e.to_string()))?;
+        let count = self.broker.config().mirror_state_partitions;
+        self.shards = (0..count)
+            .map(|index| {
+                CoordinatorShard::new(
+                    index,
+                    count,
+                    StateTopicPorts::new(self.broker.clone(), index),
+                )
+                .start()
+            })
+            .collect();
+        Ok(())
+    }
+
     /// `mirror.name` for a topic that should do `desired` (DECISIONS.md 2).
     fn mirror_name_value(mirror: &str, desired: Desired) -> String {
         match desired {
@@ -136,22 +163,92 @@ impl MirrorSystem {
 impl Actor for MirrorSystem {
     type Context = Context<Self>;
 
-    fn started(&mut self, _: &mut Context<Self>) {
-        if let Err(e) = state_topic::ensure_topic(&self.broker) {
-            tracing::error!(error = %e, "creating __mirror_state");
-            return;
-        }
-        let count = self.broker.config().mirror_state_partitions;
-        self.shards = (0..count)
-            .map(|index| {
-                CoordinatorShard::new(
-                    index,
-                    count,
-                    StateTopicPorts::new(self.broker.clone(), index),
-                )
-                .start()
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Resume what the controller says is mirrored.
+        let me = ctx.address();
+        let mirrors: Vec<(String, Vec<String>)> = self
+            .broker
+            .mirrors()
+            .into_keys()
+            .map(|name| {
+                let topics = self.broker.mirror_topics(&name);
+                (name, topics)
             })
             .collect();
+        actix::spawn(async move {
+            for (mirror, topics) in mirrors {
+                match me.send(LoadMirror(mirror.clone())).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::error!(mirror, error = %e, "loading a mirror at start-up");
+                        continue;
+                    }
+                    Err(_) => return,
+                }
+                for topic in topics {
+                    let started = me
+                        .send(StartTopic {
+                            mirror: mirror.clone(),
+                            topic: topic.clone(),
+                        })
+                        .await;
+                    if let Ok(Err(e)) = started {
+                        tracing::error!(mirror, topic, error = %e, "resuming a mirror topic");
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Loads a mirror of the controller: connects to its source with its configs. Loading a
+/// loaded mirror changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), MirrorError>")]
+pub struct LoadMirror(pub String);
+
+impl Handler<LoadMirror> for MirrorSystem {
+    type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
+
+    fn handle(&mut self, msg: LoadMirror, _: &mut Context<Self>) -> Self::Result {
+        if let Err(e) = self.ensure_shards() {
+            return Box::pin(async move { Err(e) }.into_actor(self));
+        }
+        let name = msg.0;
+        let configs = self.broker.mirrors().get(&name).cloned();
+        let loaded = self.mirrors.contains_key(&name);
+        Box::pin(
+            async move {
+                if loaded {
+                    return Ok(None);
+                }
+                let configs = configs.ok_or_else(|| {
+                    MirrorError::new(ErrorCode::UNKNOWN_MIRROR, format!("no mirror {name}"))
+                })?;
+                let props: HashMap<String, String> = configs.into_iter().collect();
+                let config = ClientConfig::from_properties(&props)
+                    .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
+                let source = SourceClient::connect(config).await.map_err(|e| {
+                    MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}"))
+                })?;
+                let cluster_id = source.cluster_id().await.map_err(|e| {
+                    MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}"))
+                })?;
+                Ok(Some((name, Arc::new(source), cluster_id)))
+            }
+            .into_actor(self)
+            .map(|loaded, system, _| {
+                if let Some((name, source, source_cluster_id)) = loaded? {
+                    system.mirrors.entry(name).or_insert_with(|| MirrorRuntime {
+                        source,
+                        source_cluster_id,
+                        fetchers: HashMap::new(),
+                        topics: BTreeMap::new(),
+                    });
+                }
+                Ok(())
+            }),
+        )
     }
 }
 
@@ -159,6 +256,9 @@ impl Handler<AddMirror> for MirrorSystem {
     type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
 
     fn handle(&mut self, msg: AddMirror, _: &mut Context<Self>) -> Self::Result {
+        if let Err(e) = self.ensure_shards() {
+            return Box::pin(async move { Err(e) }.into_actor(self));
+        }
         if self.mirrors.contains_key(&msg.name) {
             let exists = MirrorError::new(ErrorCode::MIRROR_ALREADY_EXISTS, "the mirror exists");
             return Box::pin(async move { Err(exists) }.into_actor(self));
@@ -231,11 +331,47 @@ impl MirrorSystem {
                 "the topic is mirrored already",
             ));
         }
-        let configs = BTreeMap::from([("mirror.name".to_string(), msg.mirror.clone())]);
-        let partitions = source_topic.partitions.len() as i32;
-        broker
-            .create_topic(&msg.topic, partitions, configs, Some(source_topic.topic_id))
-            .map_err(|e| MirrorError::new(ErrorCode(e.error_code()), e.to_string()))?;
+        // A topic of this mirror already here (a restart) resumes with what `mirror.name`
+        // asks; any other topic of that name is in the way.
+        let desired = match broker.topics().get(&msg.topic) {
+            None => {
+                let configs = BTreeMap::from([("mirror.name".to_string(), msg.mirror.clone())]);
+                let partitions = source_topic.partitions.len() as i32;
+                broker
+                    .create_topic(&msg.topic, partitions, configs, Some(source_topic.topic_id))
+                    .map_err(|e| MirrorError::new(ErrorCode(e.error_code()), e.to_string()))?;
+                Desired::Mirroring
+            }
+            Some(existing) => {
+                let value = existing
+                    .configs
+                    .get("mirror.name")
+                    .cloned()
+                    .unwrap_or_default();
+                let desired = if value == msg.mirror {
+                    Desired::Mirroring
+                } else if value == Self::mirror_name_value(&msg.mirror, Desired::Paused) {
+                    Desired::Paused
+                } else if value == Self::mirror_name_value(&msg.mirror, Desired::Stopped) {
+                    Desired::Stopped
+                } else {
+                    return Err(MirrorError::new(
+                        ErrorCode::TOPIC_ALREADY_IN_MIRROR,
+                        format!(
+                            "topic {} exists and is not in mirror {}",
+                            msg.topic, msg.mirror
+                        ),
+                    ));
+                };
+                if existing.topic_id != source_topic.topic_id {
+                    return Err(MirrorError::new(
+                        ErrorCode(36),
+                        format!("topic {} exists with another topic id", msg.topic),
+                    ));
+                }
+                desired
+            }
+        };
         let mut actors = Vec::new();
         for p in &source_topic.partitions {
             let fetcher = runtime
@@ -278,7 +414,7 @@ impl MirrorSystem {
             let leader_epoch = broker.leader_epoch(&msg.topic, p.partition).unwrap_or(0);
             let become_leader = actor.send(BecomeLeader {
                 leader_epoch,
-                desired: Desired::Mirroring,
+                desired,
             });
             actix::spawn(async move {
                 if let Err(e) = become_leader.await {
@@ -373,5 +509,111 @@ impl Handler<DescribeTopic> for MirrorSystem {
             }
             .into_actor(self),
         )
+    }
+}
+
+/// One mirrored topic as DescribeMirrors shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSnapshot {
+    /// The topic.
+    pub topic: String,
+    /// Its id (the source's).
+    pub topic_id: uuid::Uuid,
+    /// Its partitions, by index.
+    pub partitions: Vec<PartitionSnapshot>,
+}
+
+/// Every topic of a mirror, with its partitions' snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<Vec<TopicSnapshot>, MirrorError>")]
+pub struct DescribeMirror(pub String);
+
+impl Handler<DescribeMirror> for MirrorSystem {
+    type Result = ResponseActFuture<Self, Result<Vec<TopicSnapshot>, MirrorError>>;
+
+    fn handle(&mut self, msg: DescribeMirror, _: &mut Context<Self>) -> Self::Result {
+        let topics: Result<Vec<(String, uuid::Uuid, Vec<PartitionAddr>)>, MirrorError> = self
+            .mirrors
+            .get(&msg.0)
+            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))
+            .map(|runtime| {
+                let known = self.broker.topics();
+                runtime
+                    .topics
+                    .iter()
+                    .map(|(name, actors)| {
+                        let id = known.get(name).map(|t| t.topic_id).unwrap_or_default();
+                        (name.clone(), id, actors.clone())
+                    })
+                    .collect()
+            });
+        Box::pin(
+            async move {
+                let mut out = Vec::new();
+                for (topic, topic_id, actors) in topics? {
+                    let mut partitions = Vec::new();
+                    for actor in actors {
+                        partitions.push(
+                            actor
+                                .send(DescribePartition)
+                                .await
+                                .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?,
+                        );
+                    }
+                    out.push(TopicSnapshot {
+                        topic,
+                        topic_id,
+                        partitions,
+                    });
+                }
+                Ok(out)
+            }
+            .into_actor(self),
+        )
+    }
+}
+
+/// The engine running on its own actix system thread, for a broker whose listener runs on
+/// tokio: its address is `Send`, so handlers anywhere can message it.
+#[derive(Debug)]
+pub struct EngineHandle {
+    /// The MirrorSystem.
+    pub addr: Addr<MirrorSystem>,
+    system: actix::System,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EngineHandle {
+    /// Starts the engine of `broker` on a new thread.
+    pub fn start(broker: Arc<Broker>) -> std::io::Result<EngineHandle> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("kmirror-engine".into())
+            .spawn(move || {
+                let runner = actix::System::new();
+                let started = runner.block_on(async move {
+                    let addr = MirrorSystem::new(broker, RetryPolicy::default()).start();
+                    (addr, actix::System::current())
+                });
+                if tx.send(started).is_ok() {
+                    let _ = runner.run();
+                }
+            })?;
+        let (addr, system) = rx
+            .recv()
+            .map_err(|_| std::io::Error::other("the mirroring engine did not start"))?;
+        Ok(EngineHandle {
+            addr,
+            system,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the engine and waits for its thread.
+    pub fn stop(mut self) {
+        self.system.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }

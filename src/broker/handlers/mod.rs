@@ -19,6 +19,7 @@ mod group_offsets;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
+mod mirror_topics;
 mod mirrors;
 mod offset_for_leader_epoch;
 mod produce;
@@ -95,20 +96,21 @@ pub(super) fn supported_mirror(api: MirrorApiKey) -> Option<(i16, i16)> {
         MirrorApiKey::CreateMirror
         | MirrorApiKey::ListMirrors
         | MirrorApiKey::DeleteMirror
-        | MirrorApiKey::LastMirroredEpochs => Some((0, 0)),
-        MirrorApiKey::StartMirrorTopics
+        | MirrorApiKey::LastMirroredEpochs
+        | MirrorApiKey::StartMirrorTopics
         | MirrorApiKey::StopMirrorTopics
-        | MirrorApiKey::DescribeMirrors
-        | MirrorApiKey::ReadMirrorStates
-        | MirrorApiKey::WriteMirrorStates
         | MirrorApiKey::PauseMirrorTopics
         | MirrorApiKey::ResumeMirrorTopics
+        | MirrorApiKey::DescribeMirrors => Some((0, 0)),
+        // Inter-broker: one broker per cluster leads every shard and partition.
+        MirrorApiKey::ReadMirrorStates
+        | MirrorApiKey::WriteMirrorStates
         | MirrorApiKey::BumpLeaderEpochs => None,
     }
 }
 
 /// Decodes a KIP-1279 request, runs its handler, encodes the response.
-pub(super) fn dispatch_mirror(
+pub(super) async fn dispatch_mirror(
     broker: &Arc<Broker>,
     api: MirrorApiKey,
     version: i16,
@@ -132,6 +134,36 @@ pub(super) fn dispatch_mirror(
         }
         MirrorApiKey::LastMirroredEpochs => {
             mirrors::last_mirrored_epochs(broker, access, Decodable::decode(body, version)?)
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::StartMirrorTopics => {
+            let request = Decodable::decode(body, version)?;
+            mirror_topics::start_topics(broker, access, request)
+                .await
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::StopMirrorTopics => {
+            let request = Decodable::decode(body, version)?;
+            mirror_topics::stop_topics(broker, access, request)
+                .await
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::PauseMirrorTopics => {
+            let request = Decodable::decode(body, version)?;
+            mirror_topics::pause_topics(broker, access, request)
+                .await
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::ResumeMirrorTopics => {
+            let request = Decodable::decode(body, version)?;
+            mirror_topics::resume_topics(broker, access, request)
+                .await
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::DescribeMirrors => {
+            let request = Decodable::decode(body, version)?;
+            mirror_topics::describe(broker, access, request)
+                .await
                 .encode(&mut out, version)?
         }
         other => anyhow::bail!("{other:?} is not served"),

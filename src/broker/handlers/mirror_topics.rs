@@ -1,0 +1,368 @@
+//! KIP-1279's topic RPCs, carried out by the broker's mirroring engine: StartMirrorTopics,
+//! StopMirrorTopics, PauseMirrorTopics, ResumeMirrorTopics and DescribeMirrors.
+//!
+//! Each needs ALTER on the mirror (DESCRIBE for DescribeMirrors) and, for the topic changes,
+//! ALTER_CONFIGS on each topic (DECISIONS.md 7). A mirror the engine has not loaded yet (created
+//! since the broker started) is loaded first, connecting to its source. Pause of a paused
+//! topic answers MIRROR_TOPIC_ALREADY_PAUSED, resume of one that is not paused
+//! MIRROR_TOPIC_NOT_PAUSED, either on a stopped one MIRROR_TOPIC_BEING_STOPPED.
+//!
+//! DescribeMirrors reports, per partition this broker leads, the state, the destination log
+//! end offset, the retry attempt and the error; the source's offset (and so the lag) is not
+//! tracked yet and shows -1.
+
+use super::access::Access;
+use crate::acl::Operation;
+use crate::broker::Broker;
+use crate::mirror::system::{ChangeTopic, DescribeMirror, LoadMirror, MirrorError, StartTopic};
+use kmirror_actors::partition::Desired;
+use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::messages::{
+    DescribeMirrorsRequest, DescribeMirrorsResponse, PauseMirrorTopicsRequest,
+    PauseMirrorTopicsResponse, ResumeMirrorTopicsRequest, ResumeMirrorTopicsResponse,
+    StartMirrorTopicsRequest, StartMirrorTopicsResponse, StopMirrorTopicsRequest,
+    StopMirrorTopicsResponse, describe_mirrors_response, pause_mirror_topics_response,
+    resume_mirror_topics_response, start_mirror_topics_response, stop_mirror_topics_response,
+};
+
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
+
+/// A top-level answer and one per topic: (topic, error code, message).
+struct Outcome {
+    error: (i16, Option<String>),
+    topics: Vec<(String, i16, Option<String>)>,
+}
+
+impl Outcome {
+    fn refused(code: i16, message: impl Into<String>) -> Outcome {
+        Outcome {
+            error: (code, Some(message.into())),
+            topics: Vec::new(),
+        }
+    }
+}
+
+fn from_error(e: MirrorError) -> (i16, Option<String>) {
+    (e.code.0, Some(e.message))
+}
+
+/// Checks the mirror and loads it into the engine.
+async fn prepare(broker: &Broker, access: &Access<'_>, mirror: &str) -> Result<(), Outcome> {
+    if !access.mirror(Operation::Alter, mirror) {
+        return Err(Outcome::refused(
+            ErrorCode::MIRROR_AUTHORIZATION_FAILED.0,
+            "ALTER on the mirror is needed",
+        ));
+    }
+    let engine = broker.mirror_engine().ok_or_else(|| {
+        Outcome::refused(
+            COORDINATOR_NOT_AVAILABLE,
+            "the mirroring engine is not running",
+        )
+    })?;
+    match engine.send(LoadMirror(mirror.to_string())).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => {
+            let (code, message) = from_error(e);
+            Err(Outcome {
+                error: (code, message),
+                topics: Vec::new(),
+            })
+        }
+        Err(e) => Err(Outcome::refused(COORDINATOR_NOT_AVAILABLE, e.to_string())),
+    }
+}
+
+async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsRequest) -> Outcome {
+    if let Err(refused) = prepare(broker, access, &request.mirror_name).await {
+        return refused;
+    }
+    let mut topics = Vec::new();
+    for topic in request.topics {
+        let name = topic.topic_name;
+        if !access.topic(Operation::AlterConfigs, &name) {
+            topics.push((name, TOPIC_AUTHORIZATION_FAILED, None));
+            continue;
+        }
+        let Some(engine) = broker.mirror_engine() else {
+            topics.push((name, COORDINATOR_NOT_AVAILABLE, None));
+            continue;
+        };
+        let started = engine
+            .send(StartTopic {
+                mirror: request.mirror_name.clone(),
+                topic: name.clone(),
+            })
+            .await;
+        let (code, message) = match started {
+            Ok(Ok(())) => (0, None),
+            Ok(Err(e)) => from_error(e),
+            Err(e) => (COORDINATOR_NOT_AVAILABLE, Some(e.to_string())),
+        };
+        topics.push((name, code, message));
+    }
+    Outcome {
+        error: (0, None),
+        topics,
+    }
+}
+
+/// Refuses a pause or resume the topic's current `mirror.name` does not allow.
+fn refuse_change(broker: &Broker, mirror: &str, topic: &str, desired: Desired) -> Option<i16> {
+    let value = broker
+        .topics()
+        .get(topic)
+        .and_then(|t| t.configs.get("mirror.name").cloned())?;
+    let paused = value == format!("{mirror}.paused");
+    let stopped = value == format!("{mirror}.removed");
+    match desired {
+        Desired::Paused if stopped => Some(ErrorCode::MIRROR_TOPIC_BEING_STOPPED.0),
+        Desired::Paused if paused => Some(ErrorCode::MIRROR_TOPIC_ALREADY_PAUSED.0),
+        Desired::Mirroring if stopped => Some(ErrorCode::MIRROR_TOPIC_BEING_STOPPED.0),
+        Desired::Mirroring if !paused => Some(ErrorCode::MIRROR_TOPIC_NOT_PAUSED.0),
+        _ => None,
+    }
+}
+
+async fn change(
+    broker: &Broker,
+    access: &Access<'_>,
+    mirror: String,
+    names: Vec<String>,
+    desired: Desired,
+) -> Outcome {
+    if let Err(refused) = prepare(broker, access, &mirror).await {
+        return refused;
+    }
+    let mut topics = Vec::new();
+    for name in names {
+        if !access.topic(Operation::AlterConfigs, &name) {
+            topics.push((name, TOPIC_AUTHORIZATION_FAILED, None));
+            continue;
+        }
+        if let Some(code) = refuse_change(broker, &mirror, &name, desired) {
+            topics.push((name, code, None));
+            continue;
+        }
+        let Some(engine) = broker.mirror_engine() else {
+            topics.push((name, COORDINATOR_NOT_AVAILABLE, None));
+            continue;
+        };
+        let changed = engine
+            .send(ChangeTopic {
+                mirror: mirror.clone(),
+                topic: name.clone(),
+                desired,
+            })
+            .await;
+        let (code, message) = match changed {
+            Ok(Ok(())) => (0, None),
+            Ok(Err(e)) => from_error(e),
+            Err(e) => (COORDINATOR_NOT_AVAILABLE, Some(e.to_string())),
+        };
+        topics.push((name, code, message));
+    }
+    Outcome {
+        error: (0, None),
+        topics,
+    }
+}
+
+pub(super) async fn start_topics(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: StartMirrorTopicsRequest,
+) -> StartMirrorTopicsResponse {
+    let outcome = start(broker, access, request).await;
+    StartMirrorTopicsResponse {
+        error_code: outcome.error.0,
+        error_message: outcome.error.1,
+        topics: outcome
+            .topics
+            .into_iter()
+            .map(
+                |(name, error_code, error_message)| start_mirror_topics_response::TopicResult {
+                    name,
+                    error_code,
+                    error_message,
+                    ..Default::default()
+                },
+            )
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub(super) async fn stop_topics(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: StopMirrorTopicsRequest,
+) -> StopMirrorTopicsResponse {
+    let names = request.topics.into_iter().map(|t| t.topic_name).collect();
+    let outcome = change(broker, access, request.mirror_name, names, Desired::Stopped).await;
+    StopMirrorTopicsResponse {
+        error_code: outcome.error.0,
+        error_message: outcome.error.1,
+        topics: outcome
+            .topics
+            .into_iter()
+            .map(
+                |(name, error_code, error_message)| stop_mirror_topics_response::TopicResult {
+                    name,
+                    error_code,
+                    error_message,
+                    ..Default::default()
+                },
+            )
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub(super) async fn pause_topics(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: PauseMirrorTopicsRequest,
+) -> PauseMirrorTopicsResponse {
+    let names = request.topics.into_iter().map(|t| t.topic_name).collect();
+    let outcome = change(broker, access, request.mirror_name, names, Desired::Paused).await;
+    PauseMirrorTopicsResponse {
+        error_code: outcome.error.0,
+        error_message: outcome.error.1,
+        topics: outcome
+            .topics
+            .into_iter()
+            .map(
+                |(name, error_code, error_message)| pause_mirror_topics_response::TopicResult {
+                    name,
+                    error_code,
+                    error_message,
+                    ..Default::default()
+                },
+            )
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub(super) async fn resume_topics(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: ResumeMirrorTopicsRequest,
+) -> ResumeMirrorTopicsResponse {
+    let names = request.topics.into_iter().map(|t| t.topic_name).collect();
+    let outcome = change(
+        broker,
+        access,
+        request.mirror_name,
+        names,
+        Desired::Mirroring,
+    )
+    .await;
+    ResumeMirrorTopicsResponse {
+        error_code: outcome.error.0,
+        error_message: outcome.error.1,
+        topics: outcome
+            .topics
+            .into_iter()
+            .map(
+                |(name, error_code, error_message)| resume_mirror_topics_response::TopicResult {
+                    name,
+                    error_code,
+                    error_message,
+                    ..Default::default()
+                },
+            )
+            .collect(),
+        ..Default::default()
+    }
+}
+
+pub(super) async fn describe(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: DescribeMirrorsRequest,
+) -> DescribeMirrorsResponse {
+    let Some(engine) = broker.mirror_engine() else {
+        return DescribeMirrorsResponse {
+            error_code: COORDINATOR_NOT_AVAILABLE,
+            error_message: Some("the mirroring engine is not running".into()),
+            ..Default::default()
+        };
+    };
+    let names: Vec<String> = if request.mirror_names.is_empty() {
+        broker.mirrors().into_keys().collect()
+    } else {
+        request.mirror_names
+    };
+    let mut mirrors = Vec::new();
+    for name in names {
+        let mut described = describe_mirrors_response::DescribedMirror {
+            mirror_name: name.clone(),
+            ..Default::default()
+        };
+        if !access.mirror(Operation::Describe, &name) {
+            described.error_code = ErrorCode::MIRROR_AUTHORIZATION_FAILED.0;
+            mirrors.push(described);
+            continue;
+        }
+        let loaded = match engine.send(LoadMirror(name.clone())).await {
+            Ok(Ok(())) => engine.send(DescribeMirror(name.clone())).await,
+            Ok(Err(e)) => Ok(Err(e)),
+            Err(e) => Err(e),
+        };
+        match loaded {
+            Ok(Ok(topics)) => {
+                described.topics = topics
+                    .into_iter()
+                    .map(|t| {
+                        let partitions = t
+                            .partitions
+                            .iter()
+                            .enumerate()
+                            .map(|(index, p)| {
+                                let end =
+                                    broker.partition(&t.topic, index as i32).map_or(-1, |part| {
+                                        part.log
+                                            .lock()
+                                            .unwrap_or_else(|e| e.into_inner())
+                                            .log_end_offset()
+                                    });
+                                describe_mirrors_response::DescribedPartition {
+                                    partition_index: index as i32,
+                                    state: p.state.name().to_string(),
+                                    source_offset: -1,
+                                    destination_offset: end,
+                                    lag: -1,
+                                    retry_attempt: p.retry_attempt,
+                                    error_message: p.error.clone(),
+                                    ..Default::default()
+                                }
+                            })
+                            .collect();
+                        describe_mirrors_response::DescribedTopic {
+                            topic_name: t.topic,
+                            topic_id: t.topic_id,
+                            partitions,
+                            ..Default::default()
+                        }
+                    })
+                    .collect();
+            }
+            Ok(Err(e)) => {
+                described.error_code = e.code.0;
+                described.error_message = Some(e.message);
+            }
+            Err(e) => {
+                described.error_code = COORDINATOR_NOT_AVAILABLE;
+                described.error_message = Some(e.to_string());
+            }
+        }
+        mirrors.push(described);
+    }
+    DescribeMirrorsResponse {
+        mirrors,
+        ..Default::default()
+    }
+}
