@@ -14,7 +14,7 @@ use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::storage::dump;
 use kmirror_protocol::errors;
 use kmirror_protocol::messages::MirrorApiKey;
-use mirrors_command::MirrorsAction;
+use mirrors_command::{MirrorsAction, TopicChange};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -48,7 +48,9 @@ enum Command {
 }
 
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("action").required(true).args(["create", "list", "delete"])))]
+#[command(group(clap::ArgGroup::new("action").required(true).args([
+    "create", "list", "delete", "start", "stop", "pause", "resume", "describe"
+])))]
 struct MirrorsArgs {
     /// A broker of the destination cluster, host:port.
     #[arg(long)]
@@ -62,6 +64,24 @@ struct MirrorsArgs {
     /// Delete a mirror that has no topics (needs --mirror).
     #[arg(long)]
     delete: bool,
+    /// Start mirroring topics (needs --mirror and --topics).
+    #[arg(long)]
+    start: bool,
+    /// Stop (fail over) mirrored topics: they become writable (needs --mirror and --topics).
+    #[arg(long)]
+    stop: bool,
+    /// Pause mirrored topics (needs --mirror and --topics).
+    #[arg(long)]
+    pause: bool,
+    /// Resume paused topics (needs --mirror and --topics).
+    #[arg(long)]
+    resume: bool,
+    /// Describe mirrors and their partitions (all, or --mirror).
+    #[arg(long)]
+    describe: bool,
+    /// Topics, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    topics: Vec<String>,
     /// The mirror's name.
     #[arg(long)]
     mirror: Option<String>,
@@ -101,8 +121,31 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
             Some(mirror) => MirrorsAction::Delete { mirror },
             None => return usage("--delete needs --mirror"),
         }
-    } else {
+    } else if args.describe {
+        MirrorsAction::Describe {
+            mirror: args.mirror,
+            json: args.json,
+        }
+    } else if args.list {
         MirrorsAction::List { json: args.json }
+    } else {
+        let change = if args.start {
+            TopicChange::Start
+        } else if args.stop {
+            TopicChange::Stop
+        } else if args.pause {
+            TopicChange::Pause
+        } else {
+            TopicChange::Resume
+        };
+        match args.mirror {
+            Some(mirror) if !args.topics.is_empty() => MirrorsAction::Topics {
+                change,
+                mirror,
+                topics: args.topics,
+            },
+            _ => return usage("--start, --stop, --pause and --resume need --mirror and --topics"),
+        }
     };
     mirrors_command::run(&args.bootstrap_server, action)
 }

@@ -1,6 +1,6 @@
 //! `kmirror mirrors`: the operator's tool for a kmirror cluster's mirrors, modelled on
-//! `kafka-cluster-mirrors.sh`. Today it creates, lists and deletes mirrors (the RPCs the broker
-//! serves); starting, stopping, pausing, resuming and describing topics follow.
+//! `kafka-cluster-mirrors.sh`: create, list and delete mirrors; start, stop, pause and resume
+//! topics (`--topics a,b,c`); describe mirrors (a table, or `--json`).
 //!
 //! `--create` reads the mirror's configs from a properties file (`bootstrap.servers` and the
 //! source client's security settings), asks the source for its cluster id and stores it as
@@ -12,7 +12,10 @@ use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
-    CreateMirrorRequest, DeleteMirrorRequest, ListMirrorsRequest, create_mirror_request,
+    CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorsRequest, ListMirrorsRequest,
+    PauseMirrorTopicsRequest, ResumeMirrorTopicsRequest, StartMirrorTopicsRequest,
+    StopMirrorTopicsRequest, create_mirror_request, pause_mirror_topics_request,
+    resume_mirror_topics_request, start_mirror_topics_request, stop_mirror_topics_request,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,6 +30,23 @@ pub(crate) enum MirrorsAction {
     List { json: bool },
     /// `--delete --mirror M`.
     Delete { mirror: String },
+    /// `--start|--stop|--pause|--resume --mirror M --topics a,b`.
+    Topics {
+        change: TopicChange,
+        mirror: String,
+        topics: Vec<String>,
+    },
+    /// `--describe [--mirror M] [--json]`.
+    Describe { mirror: Option<String>, json: bool },
+}
+
+/// What to do with topics.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum TopicChange {
+    Start,
+    Stop,
+    Pause,
+    Resume,
 }
 
 enum Failure {
@@ -176,6 +196,187 @@ async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> 
             }
             println!("Deleted mirror {mirror}.");
         }
+        MirrorsAction::Topics {
+            change,
+            mirror,
+            topics,
+        } => {
+            let results = change_topics(&connection, change, mirror, topics)
+                .await
+                .map_err(unreachable)?;
+            let (error_code, error_message, per_topic) = results;
+            if error_code != 0 {
+                return Err(refused(error_code, error_message));
+            }
+            let mut failed = false;
+            for (topic, code, message) in per_topic {
+                if code == 0 {
+                    println!("{topic}: done");
+                } else {
+                    failed = true;
+                    let name = ErrorCode(code).name();
+                    println!("{topic}: {name} ({code}) {}", message.unwrap_or_default());
+                }
+            }
+            if failed {
+                return Err(Failure::Refused("some topics were refused".into()));
+            }
+        }
+        MirrorsAction::Describe { mirror, json } => {
+            let request = DescribeMirrorsRequest {
+                mirror_names: mirror.into_iter().collect(),
+                ..Default::default()
+            };
+            let (_, answer) = connection
+                .send("DescribeMirrors", &request, 0)
+                .await
+                .map_err(unreachable)?;
+            if answer.error_code != 0 {
+                return Err(refused(answer.error_code, answer.error_message));
+            }
+            if json {
+                let mirrors: Vec<serde_json::Value> = answer
+                    .mirrors
+                    .iter()
+                    .map(|m| {
+                        let partitions: Vec<serde_json::Value> = m
+                            .topics
+                            .iter()
+                            .flat_map(|t| {
+                                t.partitions.iter().map(move |p| {
+                                    serde_json::json!({
+                                        "topic": t.topic_name,
+                                        "partition": p.partition_index,
+                                        "state": p.state,
+                                        "destinationOffset": p.destination_offset,
+                                        "sourceOffset": p.source_offset,
+                                        "lag": p.lag,
+                                        "retryAttempt": p.retry_attempt,
+                                        "error": p.error_message,
+                                    })
+                                })
+                            })
+                            .collect();
+                        serde_json::json!({
+                            "mirror": m.mirror_name,
+                            "errorCode": m.error_code,
+                            "partitions": partitions,
+                        })
+                    })
+                    .collect();
+                println!("{}", serde_json::json!({ "mirrors": mirrors }));
+            } else {
+                println!(
+                    "{:<16} {:<32} {:>9} {:<10} {:>12} {:>6}  ERROR",
+                    "MIRROR", "TOPIC", "PARTITION", "STATE", "DEST-OFFSET", "RETRY"
+                );
+                for m in &answer.mirrors {
+                    for t in &m.topics {
+                        for p in &t.partitions {
+                            println!(
+                                "{:<16} {:<32} {:>9} {:<10} {:>12} {:>6}  {}",
+                                m.mirror_name,
+                                t.topic_name,
+                                p.partition_index,
+                                p.state,
+                                p.destination_offset,
+                                p.retry_attempt,
+                                p.error_message.as_deref().unwrap_or("")
+                            );
+                        }
+                    }
+                }
+            }
+        }
     }
     Ok(())
+}
+
+/// The broker's answer to a topic change: top-level code and message, then per topic.
+type TopicResults = (i16, Option<String>, Vec<(String, i16, Option<String>)>);
+
+async fn change_topics(
+    connection: &Connection,
+    change: TopicChange,
+    mirror: String,
+    topics: Vec<String>,
+) -> Result<TopicResults, kmirror_protocol::client::ClientError> {
+    Ok(match change {
+        TopicChange::Start => {
+            let request = StartMirrorTopicsRequest {
+                mirror_name: mirror,
+                topics: topics
+                    .into_iter()
+                    .map(|topic_name| start_mirror_topics_request::TopicMetadata {
+                        topic_name,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            let (_, a) = connection.send("StartMirrorTopics", &request, 0).await?;
+            let per = a
+                .topics
+                .into_iter()
+                .map(|t| (t.name, t.error_code, t.error_message));
+            (a.error_code, a.error_message, per.collect())
+        }
+        TopicChange::Stop => {
+            let request = StopMirrorTopicsRequest {
+                mirror_name: mirror,
+                topics: topics
+                    .into_iter()
+                    .map(|topic_name| stop_mirror_topics_request::TopicMetadata {
+                        topic_name,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            let (_, a) = connection.send("StopMirrorTopics", &request, 0).await?;
+            let per = a
+                .topics
+                .into_iter()
+                .map(|t| (t.name, t.error_code, t.error_message));
+            (a.error_code, a.error_message, per.collect())
+        }
+        TopicChange::Pause => {
+            let request = PauseMirrorTopicsRequest {
+                mirror_name: mirror,
+                topics: topics
+                    .into_iter()
+                    .map(|topic_name| pause_mirror_topics_request::TopicMetadata {
+                        topic_name,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            let (_, a) = connection.send("PauseMirrorTopics", &request, 0).await?;
+            let per = a
+                .topics
+                .into_iter()
+                .map(|t| (t.name, t.error_code, t.error_message));
+            (a.error_code, a.error_message, per.collect())
+        }
+        TopicChange::Resume => {
+            let request = ResumeMirrorTopicsRequest {
+                mirror_name: mirror,
+                topics: topics
+                    .into_iter()
+                    .map(|topic_name| resume_mirror_topics_request::TopicMetadata {
+                        topic_name,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            let (_, a) = connection.send("ResumeMirrorTopics", &request, 0).await?;
+            let per = a
+                .topics
+                .into_iter()
+                .map(|t| (t.name, t.error_code, t.error_message));
+            (a.error_code, a.error_message, per.collect())
+        }
+    })
 }

@@ -615,19 +615,14 @@ async fn source_ends(source: &SourceClient, topic: &str, partitions: i32) -> Vec
     ends
 }
 
-/// `kmirror broker` as operators run it: a mirror created with `kmirror mirrors`, a topic
-/// started with StartMirrorTopics, followed with DescribeMirrors; the broker is killed with
-/// SIGKILL while the source keeps growing, restarted, and resumes from `__mirror_state`
-/// without gaps or duplicates (its segment files equal Kafka's byte for byte); then
-/// StopMirrorTopics takes the topic to STOPPED.
+/// `kmirror broker` as operators run it: a mirror created and a topic started with
+/// `kmirror mirrors`, followed with DescribeMirrors; the broker is killed with SIGKILL while the
+/// source keeps growing, restarted, and resumes from `__mirror_state` without gaps or
+/// duplicates (its segment files equal Kafka's byte for byte); then `kmirror mirrors --stop`
+/// takes the topic to STOPPED, as `--describe --json` shows.
 #[actix_rt::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn a_broker_process_mirrors_through_the_rpcs_and_resumes_after_sigkill() {
-    use kmirror_protocol::client::connection::Connection;
-    use kmirror_protocol::messages::{
-        StartMirrorTopicsRequest, StopMirrorTopicsRequest, start_mirror_topics_request,
-        stop_mirror_topics_request,
-    };
     let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let topic = format!("process-mirror-{}", std::process::id());
     kafka_tools::create_topic(&bootstrap, &topic, 2, &[]);
@@ -658,29 +653,22 @@ async fn a_broker_process_mirrors_through_the_rpcs_and_resumes_after_sigkill() {
         .expect("kmirror mirrors runs");
     assert!(created.status.success(), "{created:?}");
 
-    let connection = Connection::connect(&address, &ClientConfig::plaintext(&address), None)
-        .await
-        .expect("connects");
-    let start = StartMirrorTopicsRequest {
-        mirror_name: "dr".into(),
-        topics: vec![start_mirror_topics_request::TopicMetadata {
-            topic_name: topic.clone(),
-            ..Default::default()
-        }],
-        ..Default::default()
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
+            .args(["mirrors", "--bootstrap-server", &address])
+            .args(args)
+            .output()
+            .expect("kmirror mirrors runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
     };
-    let (_, started) = connection
-        .send("StartMirrorTopics", &start, 0)
-        .await
-        .expect("StartMirrorTopics answers");
-    assert_eq!(started.error_code, 0, "{started:?}");
-    assert_eq!(started.topics[0].error_code, 0, "{started:?}");
-    let (_, again) = connection
-        .send("StartMirrorTopics", &start, 0)
-        .await
-        .expect("StartMirrorTopics answers");
-    assert_eq!(again.topics[0].error_code, 137, "TOPIC_ALREADY_IN_MIRROR");
-    drop(connection);
+    let start = ["--start", "--mirror", "dr", "--topics", topic.as_str()];
+    let (code, text) = cli(&start);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = cli(&start);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("TOPIC_ALREADY_IN_MIRROR"), "{text}");
     let ends = source_ends(&source, &topic, 2).await;
     wait_described(&address, &topic, "MIRRORING", &ends).await;
 
@@ -711,24 +699,19 @@ async fn a_broker_process_mirrors_through_the_rpcs_and_resumes_after_sigkill() {
         );
     }
 
-    let connection = Connection::connect(&address, &ClientConfig::plaintext(&address), None)
-        .await
-        .expect("connects");
-    let stop = StopMirrorTopicsRequest {
-        mirror_name: "dr".into(),
-        topics: vec![stop_mirror_topics_request::TopicMetadata {
-            topic_name: topic.clone(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    let (_, stopped) = connection
-        .send("StopMirrorTopics", &stop, 0)
-        .await
-        .expect("StopMirrorTopics answers");
-    assert_eq!(stopped.topics[0].error_code, 0, "{stopped:?}");
+    let (code, text) = cli(&["--stop", "--mirror", "dr", "--topics", topic.as_str()]);
+    assert_eq!(code, Some(0), "{text}");
     // The PID reset barrier follows the mirrored data in each partition.
     let after_barrier: Vec<i64> = ends.iter().map(|e| e + 1).collect();
     wait_described(&address, &topic, "STOPPED", &after_barrier).await;
+    let (code, text) = cli(&["--describe", "--mirror", "dr", "--json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let json: serde_json::Value = serde_json::from_str(text.trim()).expect("JSON");
+    let partitions = json["mirrors"][0]["partitions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(partitions.len(), 2, "{json}");
+    assert!(partitions.iter().all(|p| p["state"] == "STOPPED"), "{json}");
     drop(broker);
 }
