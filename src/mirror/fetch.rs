@@ -97,21 +97,32 @@ impl FetcherPorts for SourceFetcherPorts {
             min_bytes: 1,
             max_bytes: i32::MAX,
         };
+        // Answers name topics by id (Fetch v13+) or by name: match on both.
+        let keys: Vec<(FetchKey, Uuid)> = spec
+            .partitions
+            .iter()
+            .map(|p| ((p.topic.clone(), p.partition), p.topic_id))
+            .collect();
         let source = self.source.clone();
         let leader = self.leader;
         Box::pin(async move {
             let fetched = source.fetch(leader, &spec).await.map_err(|e| cause(&e))?;
             let answers = fetched
                 .into_iter()
-                .map(|p| {
-                    let key = requests
+                .filter_map(|p| {
+                    let key = keys
                         .iter()
-                        .map(|(k, _)| k)
-                        .find(|(topic, partition)| {
-                            *partition == p.partition && (p.topic == *topic || p.topic.is_empty())
+                        .find(|((topic, partition), id)| {
+                            *partition == p.partition
+                                && ((!p.topic.is_empty() && p.topic == *topic)
+                                    || (!id.is_nil() && p.topic_id == *id))
                         })
-                        .cloned()
-                        .unwrap_or((p.topic.clone(), p.partition));
+                        .map(|(key, _)| key.clone());
+                    // An answer for a partition not asked for is dropped, never misapplied.
+                    let Some(key) = key else {
+                        tracing::warn!(topic = %p.topic, partition = p.partition, "a fetch answer for a partition not asked for");
+                        return None;
+                    };
                     let answer = match (p.error, p.diverging_epoch) {
                         (ErrorCode::NONE, Some((epoch, end_offset))) => {
                             Ok(FetchResponse::Diverging { epoch, end_offset })
@@ -129,7 +140,7 @@ impl FetcherPorts for SourceFetcherPorts {
                         }
                         (code, _) => Err(Cause::retryable(format!("the source answered {code}"))),
                     };
-                    (key, answer)
+                    Some((key, answer))
                 })
                 .collect();
             Ok(answers)

@@ -22,7 +22,7 @@ use kmirror_actors::actor::{
 };
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
-use kmirror_protocol::kafka_tools::{self, kafka_env};
+use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -581,7 +581,13 @@ async fn described(address: &str, topic: &str) -> Vec<(String, i64)> {
         .flat_map(|m| m.topics.iter())
         .filter(|t| t.topic_name == topic)
         .flat_map(|t| t.partitions.iter())
-        .map(|p| (p.state.clone(), p.destination_offset))
+        .map(|p| match &p.error_message {
+            // A failure shows its reason, so a wait that times out says why.
+            Some(error) if p.state == "FAILED" => {
+                (format!("FAILED: {error}"), p.destination_offset)
+            }
+            _ => (p.state.clone(), p.destination_offset),
+        })
         .collect()
 }
 
@@ -714,4 +720,136 @@ async fn a_broker_process_mirrors_through_the_rpcs_and_resumes_after_sigkill() {
     assert_eq!(partitions.len(), 2, "{json}");
     assert!(partitions.iter().all(|p| p["state"] == "STOPPED"), "{json}");
     drop(broker);
+}
+
+/// Three topics of Apache Kafka in one `kmirror mirrors --start`: lz4, compacted, and written by
+/// a transactional producer with aborts. Each destination partition equals its source segment;
+/// Kafka's console consumer (READ_COMMITTED) reads the same records from both clusters; Kafka's
+/// producer is refused while the topics are mirrors.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn three_kinds_of_topics_mirror_and_read_the_same_from_java() {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let run = std::process::id();
+    let (lz4, compacted, input, txn) = (
+        format!("three-lz4-{run}"),
+        format!("three-compacted-{run}"),
+        format!("three-input-{run}"),
+        format!("three-txn-{run}"),
+    );
+    kafka_tools::create_topic(&bootstrap, &lz4, 2, &[]);
+    kafka_tools::create_topic(&bootstrap, &compacted, 1, &["cleanup.policy=compact"]);
+    kafka_tools::create_topic(&bootstrap, &input, 1, &[]);
+    kafka_tools::create_topic(&bootstrap, &txn, 1, &[]);
+    kafka_tools::produce(&bootstrap, &lz4, 20_000, "lz4", &[]);
+    kafka_tools::produce(&bootstrap, &compacted, 5_000, "none", &[]);
+    kafka_tools::produce(&bootstrap, &input, 3_000, "lz4", &[]);
+    kafka_tools::copy_transactionally(&bootstrap, &input, &txn, &format!("three-{run}"), 3_000);
+    let source = source_client(&bootstrap).await;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let _broker = spawn_broker(dir.path(), port);
+    let mirror_config = dir.path().join("dr.properties");
+    std::fs::write(&mirror_config, format!("bootstrap.servers={bootstrap}\n")).expect("written");
+    let cli = |args: Vec<String>| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
+            .args(["mirrors", "--bootstrap-server", &address])
+            .args(args)
+            .output()
+            .expect("kmirror mirrors runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{text}");
+    };
+    cli(vec![
+        "--create".into(),
+        "--mirror".into(),
+        "dr".into(),
+        "--mirror-config".into(),
+        mirror_config.display().to_string(),
+    ]);
+    cli(vec![
+        "--start".into(),
+        "--mirror".into(),
+        "dr".into(),
+        "--topics".into(),
+        format!("{lz4},{compacted},{txn}"),
+    ]);
+    for (topic, partitions) in [(&lz4, 2), (&compacted, 1), (&txn, 1)] {
+        let ends = source_ends(&source, topic, partitions).await;
+        wait_described(&address, topic, "MIRRORING", &ends).await;
+        for p in 0..partitions {
+            let mirrored = std::fs::read(
+                dir.path()
+                    .join("data")
+                    .join(format!("{topic}-{p}"))
+                    .join("00000000000000000000.log"),
+            )
+            .expect("destination segment");
+            assert!(
+                mirrored == segment(topic, p),
+                "{topic}-{p} differs from the source"
+            );
+        }
+    }
+
+    let console = |server: String, topic: String| {
+        tokio::task::spawn_blocking(move || {
+            let mut values: Vec<String> = kafka_tool(
+                "org.apache.kafka.tools.consumer.ConsoleConsumer",
+                &[
+                    "--bootstrap-server",
+                    &server,
+                    "--topic",
+                    &topic,
+                    "--from-beginning",
+                    "--isolation-level",
+                    "read_committed",
+                    "--timeout-ms",
+                    "10000",
+                ],
+            )
+            .lines()
+            // ProducerPerformance's values: 200 random capital letters.
+            .filter(|l| l.len() == 200 && l.bytes().all(|b| b.is_ascii_uppercase()))
+            .map(str::to_string)
+            .collect();
+            values.sort();
+            values
+        })
+    };
+    let from_source = console(bootstrap.clone(), txn.clone()).await.expect("ran");
+    let from_mirror = console(address.clone(), txn.clone()).await.expect("ran");
+    assert_eq!(from_source.len(), 3_000, "each input record committed once");
+    assert_eq!(from_mirror, from_source, "the mirror reads like the source");
+
+    let refused = tokio::task::spawn_blocking({
+        let (address, lz4) = (address.clone(), lz4.clone());
+        move || {
+            kafka_tool(
+                "org.apache.kafka.tools.VerifiableProducer",
+                &[
+                    "--bootstrap-server",
+                    &address,
+                    "--topic",
+                    &lz4,
+                    "--max-messages",
+                    "3",
+                    "--acks",
+                    "-1",
+                ],
+            )
+        }
+    })
+    .await
+    .expect("ran");
+    assert!(
+        refused.contains("\"acked\":0"),
+        "a mirror topic is read-only: {refused}"
+    );
 }
