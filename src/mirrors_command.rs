@@ -295,6 +295,29 @@ async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> 
 /// The broker's answer to a topic change: top-level code and message, then per topic.
 type TopicResults = (i16, Option<String>, Vec<(String, i16, Option<String>)>);
 
+/// Sends one topic RPC (each has its own generated types, of one shape) and reads its answer.
+macro_rules! topic_rpc {
+    ($connection:expr, $api:literal, $request:ident, $module:ident, $mirror:expr, $topics:expr) => {{
+        let request = $request {
+            mirror_name: $mirror,
+            topics: $topics
+                .into_iter()
+                .map(|topic_name| $module::TopicMetadata {
+                    topic_name,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let (_, a) = $connection.send($api, &request, 0).await?;
+        let per = a
+            .topics
+            .into_iter()
+            .map(|t| (t.name, t.error_code, t.error_message));
+        (a.error_code, a.error_message, per.collect())
+    }};
+}
+
 async fn change_topics(
     connection: &Connection,
     change: TopicChange,
@@ -302,81 +325,37 @@ async fn change_topics(
     topics: Vec<String>,
 ) -> Result<TopicResults, kmirror_protocol::client::ClientError> {
     Ok(match change {
-        TopicChange::Start => {
-            let request = StartMirrorTopicsRequest {
-                mirror_name: mirror,
-                topics: topics
-                    .into_iter()
-                    .map(|topic_name| start_mirror_topics_request::TopicMetadata {
-                        topic_name,
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            };
-            let (_, a) = connection.send("StartMirrorTopics", &request, 0).await?;
-            let per = a
-                .topics
-                .into_iter()
-                .map(|t| (t.name, t.error_code, t.error_message));
-            (a.error_code, a.error_message, per.collect())
-        }
-        TopicChange::Stop => {
-            let request = StopMirrorTopicsRequest {
-                mirror_name: mirror,
-                topics: topics
-                    .into_iter()
-                    .map(|topic_name| stop_mirror_topics_request::TopicMetadata {
-                        topic_name,
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            };
-            let (_, a) = connection.send("StopMirrorTopics", &request, 0).await?;
-            let per = a
-                .topics
-                .into_iter()
-                .map(|t| (t.name, t.error_code, t.error_message));
-            (a.error_code, a.error_message, per.collect())
-        }
-        TopicChange::Pause => {
-            let request = PauseMirrorTopicsRequest {
-                mirror_name: mirror,
-                topics: topics
-                    .into_iter()
-                    .map(|topic_name| pause_mirror_topics_request::TopicMetadata {
-                        topic_name,
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            };
-            let (_, a) = connection.send("PauseMirrorTopics", &request, 0).await?;
-            let per = a
-                .topics
-                .into_iter()
-                .map(|t| (t.name, t.error_code, t.error_message));
-            (a.error_code, a.error_message, per.collect())
-        }
-        TopicChange::Resume => {
-            let request = ResumeMirrorTopicsRequest {
-                mirror_name: mirror,
-                topics: topics
-                    .into_iter()
-                    .map(|topic_name| resume_mirror_topics_request::TopicMetadata {
-                        topic_name,
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            };
-            let (_, a) = connection.send("ResumeMirrorTopics", &request, 0).await?;
-            let per = a
-                .topics
-                .into_iter()
-                .map(|t| (t.name, t.error_code, t.error_message));
-            (a.error_code, a.error_message, per.collect())
-        }
+        TopicChange::Start => topic_rpc!(
+            connection,
+            "StartMirrorTopics",
+            StartMirrorTopicsRequest,
+            start_mirror_topics_request,
+            mirror,
+            topics
+        ),
+        TopicChange::Stop => topic_rpc!(
+            connection,
+            "StopMirrorTopics",
+            StopMirrorTopicsRequest,
+            stop_mirror_topics_request,
+            mirror,
+            topics
+        ),
+        TopicChange::Pause => topic_rpc!(
+            connection,
+            "PauseMirrorTopics",
+            PauseMirrorTopicsRequest,
+            pause_mirror_topics_request,
+            mirror,
+            topics
+        ),
+        TopicChange::Resume => topic_rpc!(
+            connection,
+            "ResumeMirrorTopics",
+            ResumeMirrorTopicsRequest,
+            resume_mirror_topics_request,
+            mirror,
+            topics
+        ),
     })
 }

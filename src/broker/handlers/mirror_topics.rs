@@ -169,29 +169,38 @@ async fn change(
     }
 }
 
+/// The response of a topic RPC (each has its own generated types, of one shape).
+macro_rules! topic_response {
+    ($response:ident, $module:ident, $outcome:expr) => {{
+        let outcome = $outcome;
+        $response {
+            error_code: outcome.error.0,
+            error_message: outcome.error.1,
+            topics: outcome
+                .topics
+                .into_iter()
+                .map(|(name, error_code, error_message)| $module::TopicResult {
+                    name,
+                    error_code,
+                    error_message,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }};
+}
+
 pub(super) async fn start_topics(
     broker: &Broker,
     access: &Access<'_>,
     request: StartMirrorTopicsRequest,
 ) -> StartMirrorTopicsResponse {
-    let outcome = start(broker, access, request).await;
-    StartMirrorTopicsResponse {
-        error_code: outcome.error.0,
-        error_message: outcome.error.1,
-        topics: outcome
-            .topics
-            .into_iter()
-            .map(
-                |(name, error_code, error_message)| start_mirror_topics_response::TopicResult {
-                    name,
-                    error_code,
-                    error_message,
-                    ..Default::default()
-                },
-            )
-            .collect(),
-        ..Default::default()
-    }
+    topic_response!(
+        StartMirrorTopicsResponse,
+        start_mirror_topics_response,
+        start(broker, access, request).await
+    )
 }
 
 pub(super) async fn stop_topics(
@@ -200,24 +209,11 @@ pub(super) async fn stop_topics(
     request: StopMirrorTopicsRequest,
 ) -> StopMirrorTopicsResponse {
     let names = request.topics.into_iter().map(|t| t.topic_name).collect();
-    let outcome = change(broker, access, request.mirror_name, names, Desired::Stopped).await;
-    StopMirrorTopicsResponse {
-        error_code: outcome.error.0,
-        error_message: outcome.error.1,
-        topics: outcome
-            .topics
-            .into_iter()
-            .map(
-                |(name, error_code, error_message)| stop_mirror_topics_response::TopicResult {
-                    name,
-                    error_code,
-                    error_message,
-                    ..Default::default()
-                },
-            )
-            .collect(),
-        ..Default::default()
-    }
+    topic_response!(
+        StopMirrorTopicsResponse,
+        stop_mirror_topics_response,
+        change(broker, access, request.mirror_name, names, Desired::Stopped).await
+    )
 }
 
 pub(super) async fn pause_topics(
@@ -226,24 +222,11 @@ pub(super) async fn pause_topics(
     request: PauseMirrorTopicsRequest,
 ) -> PauseMirrorTopicsResponse {
     let names = request.topics.into_iter().map(|t| t.topic_name).collect();
-    let outcome = change(broker, access, request.mirror_name, names, Desired::Paused).await;
-    PauseMirrorTopicsResponse {
-        error_code: outcome.error.0,
-        error_message: outcome.error.1,
-        topics: outcome
-            .topics
-            .into_iter()
-            .map(
-                |(name, error_code, error_message)| pause_mirror_topics_response::TopicResult {
-                    name,
-                    error_code,
-                    error_message,
-                    ..Default::default()
-                },
-            )
-            .collect(),
-        ..Default::default()
-    }
+    topic_response!(
+        PauseMirrorTopicsResponse,
+        pause_mirror_topics_response,
+        change(broker, access, request.mirror_name, names, Desired::Paused).await
+    )
 }
 
 pub(super) async fn resume_topics(
@@ -252,31 +235,18 @@ pub(super) async fn resume_topics(
     request: ResumeMirrorTopicsRequest,
 ) -> ResumeMirrorTopicsResponse {
     let names = request.topics.into_iter().map(|t| t.topic_name).collect();
-    let outcome = change(
-        broker,
-        access,
-        request.mirror_name,
-        names,
-        Desired::Mirroring,
+    topic_response!(
+        ResumeMirrorTopicsResponse,
+        resume_mirror_topics_response,
+        change(
+            broker,
+            access,
+            request.mirror_name,
+            names,
+            Desired::Mirroring
+        )
+        .await
     )
-    .await;
-    ResumeMirrorTopicsResponse {
-        error_code: outcome.error.0,
-        error_message: outcome.error.1,
-        topics: outcome
-            .topics
-            .into_iter()
-            .map(
-                |(name, error_code, error_message)| resume_mirror_topics_response::TopicResult {
-                    name,
-                    error_code,
-                    error_message,
-                    ..Default::default()
-                },
-            )
-            .collect(),
-        ..Default::default()
-    }
 }
 
 pub(super) async fn describe(
