@@ -207,8 +207,7 @@ async fn fetches_serve_partitions_round_robin_with_one_in_flight() {
     }
     let before = source.0.borrow().fetches.len();
     pause(350).await;
-    let s = source.0.borrow();
-    let rounds: Vec<Vec<FetchKey>> = s.fetches[before..].to_vec();
+    let rounds: Vec<Vec<FetchKey>> = source.0.borrow().fetches[before..].to_vec();
     assert!(rounds.len() >= 3, "{rounds:?}");
     assert!(rounds.iter().all(|f| f.len() == 2), "{rounds:?}");
     let mut served: HashMap<FetchKey, usize> = HashMap::new();
