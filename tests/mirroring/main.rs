@@ -722,8 +722,9 @@ async fn a_broker_process_mirrors_through_the_rpcs_and_resumes_after_sigkill() {
     drop(broker);
 }
 
-/// Three topics of Apache Kafka in one `kmirror mirrors --start`: lz4, compacted, and written by
-/// a transactional producer with aborts. Each destination partition equals its source segment;
+/// Three topics of Apache Kafka in one `kmirror mirrors --start`, then written while mirrored:
+/// lz4 (200,000 records), compacted, and a transactional producer with aborts. Each destination
+/// partition equals its source segment;
 /// Kafka's console consumer (READ_COMMITTED) reads the same records from both clusters; Kafka's
 /// producer is refused while the topics are mirrors.
 #[actix_rt::test]
@@ -741,10 +742,6 @@ async fn three_kinds_of_topics_mirror_and_read_the_same_from_java() {
     kafka_tools::create_topic(&bootstrap, &compacted, 1, &["cleanup.policy=compact"]);
     kafka_tools::create_topic(&bootstrap, &input, 1, &[]);
     kafka_tools::create_topic(&bootstrap, &txn, 1, &[]);
-    kafka_tools::produce(&bootstrap, &lz4, 20_000, "lz4", &[]);
-    kafka_tools::produce(&bootstrap, &compacted, 5_000, "none", &[]);
-    kafka_tools::produce(&bootstrap, &input, 3_000, "lz4", &[]);
-    kafka_tools::copy_transactionally(&bootstrap, &input, &txn, &format!("three-{run}"), 3_000);
     let source = source_client(&bootstrap).await;
 
     let dir = tempfile::tempdir().expect("temp dir");
@@ -780,6 +777,11 @@ async fn three_kinds_of_topics_mirror_and_read_the_same_from_java() {
         "--topics".into(),
         format!("{lz4},{compacted},{txn}"),
     ]);
+    // Written while the mirror runs (the broker is another process: blocking here is fine).
+    kafka_tools::produce(&bootstrap, &lz4, 200_000, "lz4", &[]);
+    kafka_tools::produce(&bootstrap, &compacted, 5_000, "none", &[]);
+    kafka_tools::produce(&bootstrap, &input, 3_000, "lz4", &[]);
+    kafka_tools::copy_transactionally(&bootstrap, &input, &txn, &format!("three-{run}"), 3_000);
     for (topic, partitions) in [(&lz4, 2), (&compacted, 1), (&txn, 1)] {
         let ends = source_ends(&source, topic, partitions).await;
         wait_described(&address, topic, "MIRRORING", &ends).await;
