@@ -267,19 +267,28 @@ async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> 
                 println!("{}", serde_json::json!({ "mirrors": mirrors }));
             } else {
                 println!(
-                    "{:<16} {:<32} {:>9} {:<10} {:>12} {:>6}  ERROR",
-                    "MIRROR", "TOPIC", "PARTITION", "STATE", "DEST-OFFSET", "RETRY"
+                    "{:<16} {:<32} {:>9} {:<10} {:>12} {:>12} {:>10} {:>6}  ERROR",
+                    "MIRROR",
+                    "TOPIC",
+                    "PARTITION",
+                    "STATE",
+                    "SRC-OFFSET",
+                    "DEST-OFFSET",
+                    "LAG",
+                    "RETRY"
                 );
                 for m in &answer.mirrors {
                     for t in &m.topics {
                         for p in &t.partitions {
                             println!(
-                                "{:<16} {:<32} {:>9} {:<10} {:>12} {:>6}  {}",
+                                "{:<16} {:<32} {:>9} {:<10} {:>12} {:>12} {:>10} {:>6}  {}",
                                 m.mirror_name,
                                 t.topic_name,
                                 p.partition_index,
                                 p.state,
+                                p.source_offset,
                                 p.destination_offset,
+                                p.lag,
                                 p.retry_attempt,
                                 p.error_message.as_deref().unwrap_or("")
                             );

@@ -521,6 +521,9 @@ pub struct TopicSnapshot {
     pub topic_id: uuid::Uuid,
     /// Its partitions, by index.
     pub partitions: Vec<PartitionSnapshot>,
+    /// The source's last stable offset of each partition (what the mirror copies up to), -1
+    /// where the source could not be asked.
+    pub source_offsets: Vec<i64>,
 }
 
 /// Every topic of a mirror, with its partitions' snapshots.
@@ -532,6 +535,7 @@ impl Handler<DescribeMirror> for MirrorSystem {
     type Result = ResponseActFuture<Self, Result<Vec<TopicSnapshot>, MirrorError>>;
 
     fn handle(&mut self, msg: DescribeMirror, _: &mut Context<Self>) -> Self::Result {
+        let source = self.mirrors.get(&msg.0).map(|r| r.source.clone());
         let topics: Result<Vec<(String, uuid::Uuid, Vec<PartitionAddr>)>, MirrorError> = self
             .mirrors
             .get(&msg.0)
@@ -560,10 +564,15 @@ impl Handler<DescribeMirror> for MirrorSystem {
                                 .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?,
                         );
                     }
+                    let source_offsets = match &source {
+                        Some(source) => source_offsets(source, &topic, partitions.len()).await,
+                        None => vec![-1; partitions.len()],
+                    };
                     out.push(TopicSnapshot {
                         topic,
                         topic_id,
                         partitions,
+                        source_offsets,
                     });
                 }
                 Ok(out)
@@ -571,6 +580,36 @@ impl Handler<DescribeMirror> for MirrorSystem {
             .into_actor(self),
         )
     }
+}
+
+/// The source's last stable offsets of `topic`'s first `count` partitions (-1 where unknown).
+async fn source_offsets(source: &SourceClient, topic: &str, count: usize) -> Vec<i64> {
+    let leaders: Vec<i32> = match source.metadata(Some(&[topic])).await {
+        Ok(metadata) => metadata
+            .topics
+            .get(topic)
+            .map(|t| t.partitions.iter().map(|p| p.leader).collect())
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let mut offsets = Vec::with_capacity(count);
+    for partition in 0..count {
+        let offset = match leaders.get(partition) {
+            Some(&leader) => source
+                .list_offsets(
+                    leader,
+                    topic,
+                    partition as i32,
+                    kmirror_protocol::client::source::LATEST,
+                    kmirror_protocol::client::Isolation::ReadCommitted,
+                )
+                .await
+                .map_or(-1, |(offset, _)| offset),
+            None => -1,
+        };
+        offsets.push(offset);
+    }
+    offsets
 }
 
 /// The engine running on its own actix system thread, for a broker whose listener runs on

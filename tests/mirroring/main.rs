@@ -705,6 +705,15 @@ async fn a_broker_process_mirrors_through_the_rpcs_and_resumes_after_sigkill() {
         );
     }
 
+    let (code, text) = cli(&["--describe", "--mirror", "dr", "--json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let json: serde_json::Value = serde_json::from_str(text.trim()).expect("JSON");
+    for (p, end) in ends.iter().enumerate() {
+        let partition = &json["mirrors"][0]["partitions"][p];
+        assert_eq!(partition["sourceOffset"], *end, "{json}");
+        assert_eq!(partition["destinationOffset"], *end, "{json}");
+        assert_eq!(partition["lag"], 0, "caught up: {json}");
+    }
     let (code, text) = cli(&["--stop", "--mirror", "dr", "--topics", topic.as_str()]);
     assert_eq!(code, Some(0), "{text}");
     // The PID reset barrier follows the mirrored data in each partition.

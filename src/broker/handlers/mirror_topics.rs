@@ -7,9 +7,9 @@
 //! topic answers MIRROR_TOPIC_ALREADY_PAUSED, resume of one that is not paused
 //! MIRROR_TOPIC_NOT_PAUSED, either on a stopped one MIRROR_TOPIC_BEING_STOPPED.
 //!
-//! DescribeMirrors reports, per partition this broker leads, the state, the destination log
-//! end offset, the retry attempt and the error; the source's offset (and so the lag) is not
-//! tracked yet and shows -1.
+//! DescribeMirrors reports, per partition this broker leads, the state, the source's last
+//! stable offset (asked at describe time; -1 if the source does not answer), the destination
+//! log end offset, the lag between them (-1 when unknown), the retry attempt and the error.
 
 use super::access::Access;
 use crate::acl::Operation;
@@ -299,12 +299,18 @@ pub(super) async fn describe(
                                             .unwrap_or_else(|e| e.into_inner())
                                             .log_end_offset()
                                     });
+                                let source = t.source_offsets.get(index).copied().unwrap_or(-1);
+                                let lag = if source >= 0 && end >= 0 {
+                                    (source - end).max(0)
+                                } else {
+                                    -1
+                                };
                                 describe_mirrors_response::DescribedPartition {
                                     partition_index: index as i32,
                                     state: p.state.name().to_string(),
-                                    source_offset: -1,
+                                    source_offset: source,
                                     destination_offset: end,
-                                    lag: -1,
+                                    lag,
                                     retry_attempt: p.retry_attempt,
                                     error_message: p.error.clone(),
                                     ..Default::default()
