@@ -2,7 +2,7 @@
 # Runs the benchmarks and prints their figures (see BENCHMARKS.md for the recorded ones).
 #   scripts/bench.sh                every benchmark
 #   scripts/bench.sh NAME [ARGS]    one: protocol, storage, mirroring_core, source_fetch,
-#                                   broker_vs_kafka, mirror_vs_consumer
+#                                   broker_vs_kafka, mirror_vs_consumer, stop_partitions
 # Benchmarks that need Apache Kafka (source_fetch, broker_vs_kafka) get one started by scripts/kafka-local.sh
 # unless KMIRROR_KAFKA_BOOTSTRAP points at a running one.
 set -euo pipefail
