@@ -210,6 +210,11 @@ impl Broker {
         self.with_controller(|c| c.topics().clone())
     }
 
+    /// One topic's metadata (without copying the others').
+    pub fn topic(&self, name: &str) -> Option<TopicMeta> {
+        self.with_controller(|c| c.topics().get(name).cloned())
+    }
+
     /// The name of the topic with this id.
     pub fn topic_name(&self, id: &Uuid) -> Option<String> {
         self.with_controller(|c| {
@@ -287,10 +292,7 @@ impl Broker {
 
     /// Grows a topic to `count` partitions and opens the new logs.
     pub fn create_partitions(&self, name: &str, count: i32) -> Result<TopicMeta, ControllerError> {
-        let before = self
-            .topics()
-            .get(name)
-            .map_or(0, |t| t.partitions.len() as i32);
+        let before = self.topic(name).map_or(0, |t| t.partitions.len() as i32);
         let topic = self.with_controller(|c| c.create_partitions(name, count))?;
         self.open_partitions(name, &topic, before)?;
         Ok(topic)
@@ -303,7 +305,7 @@ impl Broker {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, ControllerError> {
-        let before = self.topics().get(name).map(|t| is_mirror_topic(&t.configs));
+        let before = self.topic(name).map(|t| is_mirror_topic(&t.configs));
         let topic = self.with_controller(|c| c.set_topic_configs(name, configs))?;
         let mirror = is_mirror_topic(&topic.configs);
         let settings = self.config.log.with_overrides(&topic.configs);

@@ -43,8 +43,7 @@ impl SourceFetcherPorts {
 
     fn topic_id(&self, topic: &str) -> Uuid {
         self.broker
-            .topics()
-            .get(topic)
+            .topic(topic)
             .map(|t| t.topic_id)
             .unwrap_or_default()
     }

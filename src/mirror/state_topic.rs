@@ -19,7 +19,7 @@ pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
 
 /// Creates `__mirror_state` unless it exists.
 pub fn ensure_topic(broker: &Broker) -> Result<(), ControllerError> {
-    if broker.topics().contains_key(MIRROR_STATE_TOPIC) {
+    if broker.topic(MIRROR_STATE_TOPIC).is_some() {
         return Ok(());
     }
     let partitions = broker.config().mirror_state_partitions;

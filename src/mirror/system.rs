@@ -333,7 +333,7 @@ impl MirrorSystem {
         }
         // A topic of this mirror already here (a restart) resumes with what `mirror.name`
         // asks; any other topic of that name is in the way.
-        let desired = match broker.topics().get(&msg.topic) {
+        let desired = match broker.topic(&msg.topic) {
             None => {
                 let configs = BTreeMap::from([("mirror.name".to_string(), msg.mirror.clone())]);
                 let partitions = source_topic.partitions.len() as i32;
@@ -455,9 +455,8 @@ impl Handler<ChangeTopic> for MirrorSystem {
         let prepared = self.partitions(&msg.mirror, &msg.topic).and_then(|actors| {
             let mut configs = self
                 .broker
-                .topics()
-                .get(&msg.topic)
-                .map(|t| t.configs.clone())
+                .topic(&msg.topic)
+                .map(|t| t.configs)
                 .unwrap_or_default();
             configs.insert(
                 "mirror.name".to_string(),

@@ -103,7 +103,7 @@ fn alter(
             format!("not authorized to alter the configs of {name}"),
         ));
     }
-    let Some(topic) = broker.topics().get(name).cloned() else {
+    let Some(topic) = broker.topic(name) else {
         return Err((UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}")));
     };
     let (base, changes) = changes(&topic.configs);

@@ -69,11 +69,7 @@ pub(super) fn handle(
                     return result.with_error_code(CLUSTER_AUTHORIZATION_FAILED);
                 }
                 TOPIC => {
-                    let Some(topic) = broker
-                        .topics()
-                        .get(resource.resource_name.as_str())
-                        .cloned()
-                    else {
+                    let Some(topic) = broker.topic(&resource.resource_name) else {
                         return result.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
                     };
                     let effective = broker.config().log.with_overrides(&topic.configs);

@@ -111,8 +111,7 @@ async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsR
 /// Refuses a pause or resume the topic's current `mirror.name` does not allow.
 fn refuse_change(broker: &Broker, mirror: &str, topic: &str, desired: Desired) -> Option<i16> {
     let value = broker
-        .topics()
-        .get(topic)
+        .topic(topic)
         .and_then(|t| t.configs.get("mirror.name").cloned())?;
     let paused = value == format!("{mirror}.paused");
     let stopped = value == format!("{mirror}.removed");
