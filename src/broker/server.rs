@@ -97,17 +97,6 @@ pub struct ResponseFrame {
     pub body: Vec<Bytes>,
 }
 
-impl ResponseFrame {
-    /// The frame as one buffer.
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut out = self.head.clone();
-        for piece in &self.body {
-            out.extend_from_slice(piece);
-        }
-        out
-    }
-}
-
 /// Decodes one request frame (the bytes after the length prefix), runs its handler, encodes the
 /// response frame (`None`: no response, as for `acks=0` produce). An error means the connection
 /// must close. Every request a connection reads goes through here; so does the fuzz target.

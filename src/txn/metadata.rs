@@ -33,20 +33,6 @@ pub enum TxnState {
     CompleteAbort,
 }
 
-impl TxnState {
-    /// The name DescribeTransactions and logs use.
-    pub fn name(self) -> &'static str {
-        match self {
-            TxnState::Empty => "Empty",
-            TxnState::Ongoing => "Ongoing",
-            TxnState::PrepareCommit => "PrepareCommit",
-            TxnState::PrepareAbort => "PrepareAbort",
-            TxnState::CompleteCommit => "CompleteCommit",
-            TxnState::CompleteAbort => "CompleteAbort",
-        }
-    }
-}
-
 /// Why a transactional request is refused; each maps to Kafka's error code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TxnError {
