@@ -559,6 +559,38 @@ fn spawn_broker(dir: &std::path::Path, port: u16) -> BrokerProcess {
     BrokerProcess(child)
 }
 
+/// `kmirror mirrors --bootstrap-server address ARGS`: exit code and output.
+fn mirrors_cli(address: &str, args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["mirrors", "--bootstrap-server", address])
+        .args(args)
+        .output()
+        .expect("kmirror mirrors runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+/// A `kmirror broker` process over `dir` on a free port, with mirror `dr` of the cluster at
+/// `bootstrap` created by `kmirror mirrors --create`; returns it, its port and its address.
+fn broker_with_mirror(dir: &std::path::Path, bootstrap: &str) -> (BrokerProcess, u16, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let address = format!("127.0.0.1:{port}");
+    let broker = spawn_broker(dir, port);
+    let mirror_config = dir.join("dr.properties");
+    std::fs::write(&mirror_config, format!("bootstrap.servers={bootstrap}\n")).expect("written");
+    let config = mirror_config.to_str().expect("a UTF-8 path");
+    let (code, text) = mirrors_cli(
+        &address,
+        &["--create", "--mirror", "dr", "--mirror-config", config],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    (broker, port, address)
+}
+
 /// DescribeMirrors of mirror `dr`: (state, destination offset) per partition of `topic`.
 async fn described(address: &str, topic: &str) -> Vec<(String, i64)> {
     use kmirror_protocol::client::connection::Connection;
@@ -636,39 +668,8 @@ async fn a_broker_process_mirrors_through_the_rpcs_and_resumes_after_sigkill() {
     let source = source_client(&bootstrap).await;
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let address = format!("127.0.0.1:{port}");
-    let broker = spawn_broker(dir.path(), port);
-    let mirror_config = dir.path().join("dr.properties");
-    std::fs::write(&mirror_config, format!("bootstrap.servers={bootstrap}\n")).expect("written");
-    let created = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .args([
-            "mirrors",
-            "--bootstrap-server",
-            &address,
-            "--create",
-            "--mirror",
-            "dr",
-        ])
-        .arg("--mirror-config")
-        .arg(&mirror_config)
-        .output()
-        .expect("kmirror mirrors runs");
-    assert!(created.status.success(), "{created:?}");
-
-    let cli = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
-            .args(["mirrors", "--bootstrap-server", &address])
-            .args(args)
-            .output()
-            .expect("kmirror mirrors runs");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        (out.status.code(), text)
-    };
+    let (broker, port, address) = broker_with_mirror(dir.path(), &bootstrap);
+    let cli = |args: &[&str]| mirrors_cli(&address, args);
     let start = ["--start", "--mirror", "dr", "--topics", topic.as_str()];
     let (code, text) = cli(&start);
     assert_eq!(code, Some(0), "{text}");
@@ -754,38 +755,13 @@ async fn three_kinds_of_topics_mirror_and_read_the_same_from_java() {
     let source = source_client(&bootstrap).await;
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let address = format!("127.0.0.1:{port}");
-    let _broker = spawn_broker(dir.path(), port);
-    let mirror_config = dir.path().join("dr.properties");
-    std::fs::write(&mirror_config, format!("bootstrap.servers={bootstrap}\n")).expect("written");
-    let cli = |args: Vec<String>| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
-            .args(["mirrors", "--bootstrap-server", &address])
-            .args(args)
-            .output()
-            .expect("kmirror mirrors runs");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{text}");
-    };
-    cli(vec![
-        "--create".into(),
-        "--mirror".into(),
-        "dr".into(),
-        "--mirror-config".into(),
-        mirror_config.display().to_string(),
-    ]);
-    cli(vec![
-        "--start".into(),
-        "--mirror".into(),
-        "dr".into(),
-        "--topics".into(),
-        format!("{lz4},{compacted},{txn}"),
-    ]);
+    let (_broker, _, address) = broker_with_mirror(dir.path(), &bootstrap);
+    let topics = format!("{lz4},{compacted},{txn}");
+    let (code, text) = mirrors_cli(
+        &address,
+        &["--start", "--mirror", "dr", "--topics", &topics],
+    );
+    assert_eq!(code, Some(0), "{text}");
     // Written while the mirror runs (the broker is another process: blocking here is fine).
     kafka_tools::produce(&bootstrap, &lz4, 200_000, "lz4", &[]);
     kafka_tools::produce(&bootstrap, &compacted, 5_000, "none", &[]);
