@@ -2,22 +2,19 @@
 
 use super::coordinator::*;
 use super::ports::PortFuture;
+use crate::coordinator::shard::tests::{
+    SHARDS, partition_in, read as read_request, write as write_request,
+};
 use crate::partition::Cause;
 use actix::{Actor, Addr};
-use kmirror_protocol::messages::{
-    ReadMirrorStatesRequest, WriteMirrorStatesRequest, WriteMirrorStatesResponse,
-    read_mirror_states_request, write_mirror_states_request,
-};
+use kmirror_protocol::messages::WriteMirrorStatesResponse;
 use kmirror_protocol::records::CoordinatorRecord;
-use kmirror_protocol::sharding::mirror_partition_shard;
 use kmirror_protocol::state::MirrorState;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use uuid::Uuid;
-
-const SHARDS: i32 = 4;
 
 #[derive(Default)]
 struct Partition {
@@ -54,9 +51,7 @@ impl ShardLogPorts for ScriptedLog {
 
 /// A partition of topic `id` in mirror "dr" owned by shard 0.
 fn owned_partition(id: Uuid) -> i32 {
-    (0..1000)
-        .find(|p| mirror_partition_shard("dr", &id, *p, SHARDS) == 0)
-        .expect("some partition hashes to shard 0")
+    partition_in(0, id)
 }
 
 fn write(
@@ -66,38 +61,11 @@ fn write(
     leader_epoch: i32,
     lme: i32,
 ) -> WriteMirrorStates {
-    WriteMirrorStates(WriteMirrorStatesRequest {
-        mirror_name: "dr".into(),
-        topics: vec![write_mirror_states_request::Topic {
-            topic_id: id,
-            name: "orders".into(),
-            partitions: vec![write_mirror_states_request::Partition {
-                partition_index: partition,
-                leader_epoch,
-                state: state.wire_value(),
-                last_mirror_epoch: lme,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    })
+    WriteMirrorStates(write_request(id, partition, state, leader_epoch, lme))
 }
 
 fn read(id: Uuid, partition: i32) -> ReadMirrorStates {
-    ReadMirrorStates(ReadMirrorStatesRequest {
-        mirror_name: "dr".into(),
-        topics: vec![read_mirror_states_request::Topic {
-            topic_id: id,
-            name: "orders".into(),
-            partitions: vec![read_mirror_states_request::Partition {
-                partition_index: partition,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    })
+    ReadMirrorStates(read_request(id, partition))
 }
 
 fn code(r: &WriteMirrorStatesResponse) -> i16 {

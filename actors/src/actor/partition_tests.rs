@@ -117,6 +117,22 @@ fn start(ports: &ScriptedPorts) -> Addr<MirrorPartition<ScriptedPorts>> {
     })
 }
 
+/// [`start`], then leadership at `leader_epoch` with the partition to be mirrored.
+async fn start_leading(
+    ports: &ScriptedPorts,
+    leader_epoch: i32,
+) -> Addr<MirrorPartition<ScriptedPorts>> {
+    let addr = start(ports);
+    addr.send(BecomeLeader {
+        leader_epoch,
+        desired: Desired::Mirroring,
+    })
+    .await
+    .expect("alive")
+    .expect("accepted");
+    addr
+}
+
 /// Waits (on paused time) until the partition reports `state`; returns its snapshot.
 async fn settle(
     addr: &Addr<MirrorPartition<ScriptedPorts>>,
@@ -144,14 +160,7 @@ async fn leadership_takes_a_new_partition_through_preparing_to_mirroring() {
     tokio::time::pause();
     let ports = ScriptedPorts::default();
     ports.0.borrow_mut().lme_answers.push_back(Ok(4));
-    let addr = start(&ports);
-    addr.send(BecomeLeader {
-        leader_epoch: 3,
-        desired: Desired::Mirroring,
-    })
-    .await
-    .expect("alive")
-    .expect("accepted");
+    let addr = start_leading(&ports, 3).await;
     let snapshot = settle(&addr, MirrorState::Mirroring).await;
     assert_eq!(snapshot.leader_epoch, 3);
     assert_eq!(snapshot.persisted, MirrorState::Mirroring);
@@ -175,14 +184,7 @@ async fn leadership_takes_a_new_partition_through_preparing_to_mirroring() {
 async fn stop_fails_over_through_the_kip_steps_and_makes_the_topic_writable() {
     tokio::time::pause();
     let ports = ScriptedPorts::default();
-    let addr = start(&ports);
-    addr.send(BecomeLeader {
-        leader_epoch: 3,
-        desired: Desired::Mirroring,
-    })
-    .await
-    .expect("alive")
-    .expect("accepted");
+    let addr = start_leading(&ports, 3).await;
     settle(&addr, MirrorState::Mirroring).await;
     let fetcher = ports.0.borrow().fetcher.clone().expect("attached");
     fetcher
@@ -230,14 +232,7 @@ async fn a_failed_lme_lookup_is_retried_after_the_backoff() {
         .borrow_mut()
         .lme_answers
         .push_back(Err(Cause::retryable("source unreachable")));
-    let addr = start(&ports);
-    addr.send(BecomeLeader {
-        leader_epoch: 1,
-        desired: Desired::Mirroring,
-    })
-    .await
-    .expect("alive")
-    .expect("accepted");
+    let addr = start_leading(&ports, 1).await;
     let failed = settle(&addr, MirrorState::Failed).await;
     assert_eq!(failed.retry_attempt, 1);
     assert_eq!(failed.error.as_deref(), Some("source unreachable"));
@@ -256,14 +251,7 @@ async fn a_failed_lme_lookup_is_retried_after_the_backoff() {
 async fn a_restart_resumes_from_the_persisted_state() {
     tokio::time::pause();
     let ports = ScriptedPorts::default();
-    let addr = start(&ports);
-    addr.send(BecomeLeader {
-        leader_epoch: 5,
-        desired: Desired::Mirroring,
-    })
-    .await
-    .expect("alive")
-    .expect("accepted");
+    let addr = start_leading(&ports, 5).await;
     settle(&addr, MirrorState::Mirroring).await;
     let before = ports.calls().len();
     addr.send(Restart).await.expect("alive");

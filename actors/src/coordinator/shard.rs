@@ -329,4 +329,4 @@ impl Shard {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -2,16 +2,16 @@ use super::*;
 use kmirror_protocol::messages::{read_mirror_states_request, write_mirror_states_request};
 use kmirror_protocol::sharding::mirror_partition_shard;
 
-const SHARDS: i32 = 4;
+pub(crate) const SHARDS: i32 = 4;
 
 /// A partition index of topic `id` in mirror "dr" that hashes to `shard`.
-fn partition_in(shard: i32, id: Uuid) -> i32 {
+pub(crate) fn partition_in(shard: i32, id: Uuid) -> i32 {
     (0..1000)
         .find(|p| mirror_partition_shard("dr", &id, *p, SHARDS) == shard)
         .expect("some partition hashes to every shard")
 }
 
-fn write(
+pub(crate) fn write(
     id: Uuid,
     partition: i32,
     state: MirrorState,
@@ -36,7 +36,7 @@ fn write(
     }
 }
 
-fn read(id: Uuid, partition: i32) -> ReadMirrorStatesRequest {
+pub(crate) fn read(id: Uuid, partition: i32) -> ReadMirrorStatesRequest {
     ReadMirrorStatesRequest {
         mirror_name: "dr".into(),
         topics: vec![read_mirror_states_request::Topic {
