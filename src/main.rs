@@ -157,6 +157,8 @@ fn run_broker(path: &Path) -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        // Colours for a terminal only: log files and collectors get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: {e}", path.display()))

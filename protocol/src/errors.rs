@@ -170,6 +170,9 @@ impl ErrorCode {
     pub const MIRROR_ALREADY_EXISTS: ErrorCode = ErrorCode(144);
     /// Concurrent or illegal mirror state change.
     pub const INVALID_MIRROR_STATES: ErrorCode = ErrorCode(145);
+    /// Kafka's INCONSISTENT_TOPIC_ID: Start on a topic that exists here with another id than
+    /// the source topic's.
+    pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
 
     /// Whether the code means success.
     pub fn is_ok(self) -> bool {

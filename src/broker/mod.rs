@@ -100,6 +100,7 @@ impl Broker {
             appended: Notify::new(),
             config,
         };
+        broker.with_controller(Controller::resume_leadership)?;
         let topics: Vec<(String, TopicMeta)> =
             broker.with_controller(|c| c.topics().clone().into_iter().collect());
         broker.remove_stray_logs(&topics)?;

@@ -34,6 +34,9 @@ pub enum MetadataRecord {
         partition: i32,
         epoch: i32,
     },
+    /// This node took leadership of every partition again at start-up: each leader epoch rose
+    /// by one, as a Kafka broker's partitions get new leader epochs when it re-registers.
+    LeadershipResumed,
     /// The next producer id to hand out.
     ProducerIdBlock { next: i64 },
     /// A topic grew to `count` partitions (CreatePartitions).
@@ -212,6 +215,15 @@ impl Controller {
                     .and_then(|t| t.partitions.get_mut(*partition as usize))
                 {
                     p.leader_epoch = *epoch;
+                }
+            }
+            MetadataRecord::LeadershipResumed => {
+                for p in self
+                    .topics
+                    .values_mut()
+                    .flat_map(|t| t.partitions.iter_mut())
+                {
+                    p.leader_epoch += 1;
                 }
             }
             MetadataRecord::ProducerIdBlock { next } => self.next_producer_id = *next,
@@ -464,6 +476,16 @@ impl Controller {
             })?;
         }
         Ok(Some(epoch))
+    }
+
+    /// A new leadership term for every partition (called once per start): records produced
+    /// from now on carry epochs above everything written before the restart, so a log that
+    /// diverged while this node was away is told apart by epoch (failback relies on it).
+    pub fn resume_leadership(&mut self) -> Result<(), StorageError> {
+        if self.topics.is_empty() {
+            return Ok(());
+        }
+        self.append(MetadataRecord::LeadershipResumed)
     }
 
     /// Hands out a producer id, durably (ids are never reused across restarts).

@@ -264,6 +264,8 @@ impl PartitionPorts for BrokerPartitionPorts {
                     MirrorLog::log_end_offset(log),
                 ))
             })?;
+            let site = &ports.site;
+            tracing::info!(mirror = %site.mirror, topic = %site.topic, partition = site.partition, last_mirrored_epoch = lme, ?alignment, "aligning the log to the last mirrored epoch");
             match alignment {
                 Alignment::KeepAll => Ok(()),
                 Alignment::TruncateTo(offset) => {

@@ -1,0 +1,352 @@
+//! `kmirror broker` processes driven as operators drive them: `kmirror mirrors` for the
+//! mirror's lifecycle, DescribeMirrors to watch it, SIGKILL for crashes. Each broker writes its
+//! log lines to `broker.log` in its folder (appended across restarts).
+
+use super::{segment, source_client};
+use kmirror_protocol::client::source::LATEST;
+use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
+use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
+use std::time::{Duration, Instant};
+
+/// A `kmirror broker` process over `dir` on `port`, killed when dropped.
+pub(crate) struct BrokerProcess(std::process::Child);
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A port nothing listens on now.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+pub(crate) fn spawn_broker(dir: &std::path::Path, port: u16) -> BrokerProcess {
+    let config = dir.join("server.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\nmirror.state.topic.num.partitions=4\n",
+            dir.display()
+        ),
+    )
+    .expect("config written");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("broker.log"))
+        .expect("log file");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["broker", "--config"])
+        .arg(&config)
+        .stderr(log)
+        .spawn()
+        .expect("the broker starts");
+    let address = format!("127.0.0.1:{port}");
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(&address).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    BrokerProcess(child)
+}
+
+/// `kmirror mirrors --bootstrap-server address ARGS`: exit code and output.
+pub(crate) fn mirrors_cli(address: &str, args: &[&str]) -> (Option<i32>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["mirrors", "--bootstrap-server", address])
+        .args(args)
+        .output()
+        .expect("kmirror mirrors runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+/// Creates mirror `mirror` of the cluster at `bootstrap` on the broker at `address` with
+/// `kmirror mirrors --create` (its config file in `dir`).
+pub(crate) fn create_mirror(dir: &std::path::Path, address: &str, mirror: &str, bootstrap: &str) {
+    let mirror_config = dir.join(format!("{mirror}.properties"));
+    std::fs::write(&mirror_config, format!("bootstrap.servers={bootstrap}\n")).expect("written");
+    let config = mirror_config.to_str().expect("a UTF-8 path");
+    let (code, text) = mirrors_cli(
+        address,
+        &["--create", "--mirror", mirror, "--mirror-config", config],
+    );
+    assert_eq!(code, Some(0), "{text}");
+}
+
+/// A `kmirror broker` process over `dir` on a free port, with mirror `dr` of the cluster at
+/// `bootstrap` created by `kmirror mirrors --create`; returns it, its port and its address.
+pub(crate) fn broker_with_mirror(
+    dir: &std::path::Path,
+    bootstrap: &str,
+) -> (BrokerProcess, u16, String) {
+    let port = free_port();
+    let address = format!("127.0.0.1:{port}");
+    let broker = spawn_broker(dir, port);
+    create_mirror(dir, &address, "dr", bootstrap);
+    (broker, port, address)
+}
+
+/// DescribeMirrors of `mirror`: (state, destination offset) per partition of `topic`.
+async fn described(address: &str, mirror: &str, topic: &str) -> Vec<(String, i64)> {
+    use kmirror_protocol::client::connection::Connection;
+    use kmirror_protocol::messages::DescribeMirrorsRequest;
+    let Ok(connection) =
+        Connection::connect(address, &ClientConfig::plaintext(address), None).await
+    else {
+        return Vec::new();
+    };
+    let request = DescribeMirrorsRequest {
+        mirror_names: vec![mirror.into()],
+        ..Default::default()
+    };
+    let Ok((_, answer)) = connection.send("DescribeMirrors", &request, 0).await else {
+        return Vec::new();
+    };
+    answer
+        .mirrors
+        .iter()
+        .flat_map(|m| m.topics.iter())
+        .filter(|t| t.topic_name == topic)
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| match &p.error_message {
+            // A failure shows its reason, so a wait that times out says why.
+            Some(error) if p.state == "FAILED" => {
+                (format!("FAILED: {error}"), p.destination_offset)
+            }
+            _ => (p.state.clone(), p.destination_offset),
+        })
+        .collect()
+}
+
+/// Waits until DescribeMirrors of `mirror` shows every partition of `topic` in `state` at the
+/// offsets `ends`.
+pub(crate) async fn wait_described(
+    address: &str,
+    mirror: &str,
+    topic: &str,
+    state: &str,
+    ends: &[i64],
+) {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let now = described(address, mirror, topic).await;
+        let wanted: Vec<(String, i64)> = ends.iter().map(|e| (state.to_string(), *e)).collect();
+        if now == wanted {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{now:?}, waiting for {wanted:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The source's last stable offsets of `topic`'s partitions.
+pub(crate) async fn source_ends(source: &SourceClient, topic: &str, partitions: i32) -> Vec<i64> {
+    let metadata = source.metadata(Some(&[topic])).await.expect("metadata");
+    let mut ends = Vec::new();
+    for p in 0..partitions {
+        let leader = metadata.topics[topic].partitions[p as usize].leader;
+        let (lso, _) = source
+            .list_offsets(leader, topic, p, LATEST, Isolation::ReadCommitted)
+            .await
+            .expect("list offsets");
+        ends.push(lso);
+    }
+    ends
+}
+
+/// `kmirror broker` as operators run it: a mirror created and a topic started with
+/// `kmirror mirrors`, followed with DescribeMirrors; the broker is killed with SIGKILL while the
+/// source keeps growing, restarted, and resumes from `__mirror_state` without gaps or
+/// duplicates (its segment files equal Kafka's byte for byte); then `kmirror mirrors --stop`
+/// takes the topic to STOPPED, as `--describe --json` shows.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn a_broker_process_mirrors_through_the_rpcs_and_resumes_after_sigkill() {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let topic = format!("process-mirror-{}", std::process::id());
+    kafka_tools::create_topic(&bootstrap, &topic, 2, &[]);
+    kafka_tools::produce(&bootstrap, &topic, 10_000, "lz4", &[]);
+    let source = source_client(&bootstrap).await;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (broker, port, address) = broker_with_mirror(dir.path(), &bootstrap);
+    let cli = |args: &[&str]| mirrors_cli(&address, args);
+    let start = ["--start", "--mirror", "dr", "--topics", topic.as_str()];
+    let (code, text) = cli(&start);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = cli(&start);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("TOPIC_ALREADY_IN_MIRROR"), "{text}");
+    let ends = source_ends(&source, &topic, 2).await;
+    wait_described(&address, "dr", &topic, "MIRRORING", &ends).await;
+
+    // SIGKILL, more data on the source, restart: the mirror resumes where its log ends.
+    drop(broker);
+    tokio::task::spawn_blocking({
+        let (bootstrap, topic) = (bootstrap.clone(), topic.clone());
+        move || kafka_tools::produce(&bootstrap, &topic, 5_000, "lz4", &[])
+    })
+    .await
+    .expect("produced");
+    let ends = source_ends(&source, &topic, 2).await;
+    let broker = spawn_broker(dir.path(), port);
+    wait_described(&address, "dr", &topic, "MIRRORING", &ends).await;
+    for p in 0..2 {
+        let mirrored = std::fs::read(
+            dir.path()
+                .join("data")
+                .join(format!("{topic}-{p}"))
+                .join("00000000000000000000.log"),
+        )
+        .expect("destination segment");
+        assert!(
+            mirrored == segment(&topic, p),
+            "partition {p}: {} bytes mirrored, the source has {}",
+            mirrored.len(),
+            segment(&topic, p).len()
+        );
+    }
+
+    let (code, text) = cli(&["--describe", "--mirror", "dr", "--json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let json: serde_json::Value = serde_json::from_str(text.trim()).expect("JSON");
+    for (p, end) in ends.iter().enumerate() {
+        let partition = &json["mirrors"][0]["partitions"][p];
+        assert_eq!(partition["sourceOffset"], *end, "{json}");
+        assert_eq!(partition["destinationOffset"], *end, "{json}");
+        assert_eq!(partition["lag"], 0, "caught up: {json}");
+    }
+    let (code, text) = cli(&["--stop", "--mirror", "dr", "--topics", topic.as_str()]);
+    assert_eq!(code, Some(0), "{text}");
+    // The PID reset barrier follows the mirrored data in each partition.
+    let after_barrier: Vec<i64> = ends.iter().map(|e| e + 1).collect();
+    wait_described(&address, "dr", &topic, "STOPPED", &after_barrier).await;
+    let (code, text) = cli(&["--describe", "--mirror", "dr", "--json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let json: serde_json::Value = serde_json::from_str(text.trim()).expect("JSON");
+    let partitions = json["mirrors"][0]["partitions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(partitions.len(), 2, "{json}");
+    assert!(partitions.iter().all(|p| p["state"] == "STOPPED"), "{json}");
+    drop(broker);
+}
+
+/// Three topics of Apache Kafka in one `kmirror mirrors --start`, then written while mirrored:
+/// lz4 (200,000 records), compacted, and a transactional producer with aborts. Each destination
+/// partition equals its source segment;
+/// Kafka's console consumer (READ_COMMITTED) reads the same records from both clusters; Kafka's
+/// producer is refused while the topics are mirrors.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn three_kinds_of_topics_mirror_and_read_the_same_from_java() {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let run = std::process::id();
+    let (lz4, compacted, input, txn) = (
+        format!("three-lz4-{run}"),
+        format!("three-compacted-{run}"),
+        format!("three-input-{run}"),
+        format!("three-txn-{run}"),
+    );
+    kafka_tools::create_topic(&bootstrap, &lz4, 2, &[]);
+    kafka_tools::create_topic(&bootstrap, &compacted, 1, &["cleanup.policy=compact"]);
+    kafka_tools::create_topic(&bootstrap, &input, 1, &[]);
+    kafka_tools::create_topic(&bootstrap, &txn, 1, &[]);
+    let source = source_client(&bootstrap).await;
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_broker, _, address) = broker_with_mirror(dir.path(), &bootstrap);
+    let topics = format!("{lz4},{compacted},{txn}");
+    let (code, text) = mirrors_cli(
+        &address,
+        &["--start", "--mirror", "dr", "--topics", &topics],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    // Written while the mirror runs (the broker is another process: blocking here is fine).
+    kafka_tools::produce(&bootstrap, &lz4, 200_000, "lz4", &[]);
+    kafka_tools::produce(&bootstrap, &compacted, 5_000, "none", &[]);
+    kafka_tools::produce(&bootstrap, &input, 3_000, "lz4", &[]);
+    kafka_tools::copy_transactionally(&bootstrap, &input, &txn, &format!("three-{run}"), 3_000);
+    for (topic, partitions) in [(&lz4, 2), (&compacted, 1), (&txn, 1)] {
+        let ends = source_ends(&source, topic, partitions).await;
+        wait_described(&address, "dr", topic, "MIRRORING", &ends).await;
+        for p in 0..partitions {
+            let mirrored = std::fs::read(
+                dir.path()
+                    .join("data")
+                    .join(format!("{topic}-{p}"))
+                    .join("00000000000000000000.log"),
+            )
+            .expect("destination segment");
+            assert!(
+                mirrored == segment(topic, p),
+                "{topic}-{p} differs from the source"
+            );
+        }
+    }
+
+    let console = |server: String, topic: String| {
+        tokio::task::spawn_blocking(move || {
+            let mut values: Vec<String> = kafka_tool(
+                "org.apache.kafka.tools.consumer.ConsoleConsumer",
+                &[
+                    "--bootstrap-server",
+                    &server,
+                    "--topic",
+                    &topic,
+                    "--from-beginning",
+                    "--isolation-level",
+                    "read_committed",
+                    "--timeout-ms",
+                    "10000",
+                ],
+            )
+            .lines()
+            // ProducerPerformance's values: 200 random capital letters.
+            .filter(|l| l.len() == 200 && l.bytes().all(|b| b.is_ascii_uppercase()))
+            .map(str::to_string)
+            .collect();
+            values.sort();
+            values
+        })
+    };
+    let from_source = console(bootstrap.clone(), txn.clone()).await.expect("ran");
+    let from_mirror = console(address.clone(), txn.clone()).await.expect("ran");
+    assert_eq!(from_source.len(), 3_000, "each input record committed once");
+    assert_eq!(from_mirror, from_source, "the mirror reads like the source");
+
+    let refused = tokio::task::spawn_blocking({
+        let (address, lz4) = (address.clone(), lz4.clone());
+        move || {
+            kafka_tool(
+                "org.apache.kafka.tools.VerifiableProducer",
+                &[
+                    "--bootstrap-server",
+                    &address,
+                    "--topic",
+                    &lz4,
+                    "--max-messages",
+                    "3",
+                    "--acks",
+                    "-1",
+                ],
+            )
+        }
+    })
+    .await
+    .expect("ran");
+    assert!(
+        refused.contains("\"acked\":0"),
+        "a mirror topic is read-only: {refused}"
+    );
+}
