@@ -3,17 +3,18 @@
 //! The decisions are pure code, testable without a runtime:
 //! - [`partition`]: each mirror partition's state machine (one exhaustive transition function);
 //! - [`epoch`]: leader-epoch arithmetic (LME alignment, divergence, DLE >= SLE);
+//! - [`liveness`]: when a supervisor restarts a partition actor, and when it gives up;
 //! - [`coordinator`]: a `__mirror_state` shard whose state is built only by replaying records;
 //! - [`host`]: the ports an embedding broker implements, and an in-memory host for tests.
 //!
-//! [`actor`] runs them with actix: the mirror partition, fetcher and coordinator shard actors;
-//! the supervision tree (MirrorSystem, fetcher pool) and the metadata manager follow
-//! (ARCHITECTURE.md "The engine's actors").
+//! [`actor`] runs them with actix: the mirror partition, fetcher and coordinator shard actors,
+//! and the supervised partition handle (ARCHITECTURE.md "The engine's actors").
 
 pub mod actor;
 pub mod coordinator;
 pub mod epoch;
 pub mod host;
+pub mod liveness;
 pub mod partition;
 
 pub use kmirror_protocol::state::MirrorState;

@@ -4,6 +4,7 @@
 
 use crate::acl::AuthorizerConfig;
 use crate::storage::LogConfig;
+use kmirror_actors::liveness::LivenessPolicy;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -53,6 +54,10 @@ pub struct BrokerConfig {
     pub transaction_cleanup_interval_ms: i64,
     /// `mirror.state.topic.num.partitions`: partitions (coordinator shards) of `__mirror_state`.
     pub mirror_state_partitions: i32,
+    /// `mirror.supervision.stall.timeout.ms`, `mirror.supervision.max.restarts` and
+    /// `mirror.supervision.restart.window.ms`: when the engine restarts a mirror partition that
+    /// makes no progress, and when it gives up (FAILED).
+    pub mirror_liveness: LivenessPolicy,
     /// `authorizer.enabled`, `super.users` (`;`-separated) and
     /// `allow.everyone.if.no.acl.found`.
     pub authorizer: AuthorizerConfig,
@@ -254,6 +259,28 @@ impl BrokerConfig {
                 "must be between 1 and 10000",
             ));
         }
+        let liveness = LivenessPolicy::default();
+        let mirror_liveness = LivenessPolicy {
+            stall_timeout_ms: positive(
+                "mirror.supervision.stall.timeout.ms",
+                liveness.stall_timeout_ms as i64,
+            )? as u64,
+            max_restarts: u32::try_from(number(
+                "mirror.supervision.max.restarts",
+                i64::from(liveness.max_restarts),
+            )?)
+            .map_err(|_| {
+                invalid(
+                    "mirror.supervision.max.restarts",
+                    get("mirror.supervision.max.restarts").unwrap_or_default(),
+                    "must be between 0 and 4294967295",
+                )
+            })?,
+            restart_window_ms: positive(
+                "mirror.supervision.restart.window.ms",
+                liveness.restart_window_ms as i64,
+            )? as u64,
+        };
         let known = [
             "node.id",
             "listeners",
@@ -300,6 +327,7 @@ impl BrokerConfig {
                 transaction_max_timeout_ms: transaction_max_timeout_ms as i32,
                 transaction_cleanup_interval_ms,
                 mirror_state_partitions: mirror_state_partitions as i32,
+                mirror_liveness,
                 authorizer,
                 log,
             },

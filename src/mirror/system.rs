@@ -12,6 +12,10 @@
 //! source with the mirror's configs) and starts the partition actors of every topic whose
 //! `mirror.name` names it, with the desired state the suffix says; each actor reloads its state
 //! from `__mirror_state` and resumes (a MIRRORING partition fetches from its log end).
+//!
+//! Supervision: every [`LivenessPolicy::check_interval_ms`] the system observes each partition
+//! actor and lets its [`SupervisedPartition`] restart it (stalled), create it again (dead) or
+//! give up on it (FAILED) once its restart budget is spent.
 
 use super::fetch::SourceFetcherPorts;
 use super::partition::{BrokerPartitionPorts, MirrorPartitionSite};
@@ -19,12 +23,13 @@ use super::state_topic::{self, StateTopicPorts};
 use crate::broker::Broker;
 use actix::{
     Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, ResponseActFuture,
-    Supervisor, WrapFuture,
+    WrapFuture,
 };
 use kmirror_actors::actor::{
-    BecomeLeader, ChangeDesired, CoordinatorShard, DescribePartition, Fetcher, FetcherConfig,
-    MirrorPartition, PartitionSnapshot,
+    BecomeLeader, CoordinatorShard, DescribePartition, Fetcher, FetcherConfig, MirrorPartition,
+    PartitionSnapshot, SupervisedPartition,
 };
+use kmirror_actors::liveness::{LivenessPolicy, Observation};
 use kmirror_actors::partition::{Desired, RetryPolicy};
 use kmirror_protocol::client::{ClientConfig, ClientError, ClusterMetadata, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
@@ -99,7 +104,7 @@ struct MirrorRuntime {
     source: Arc<SourceClient>,
     source_cluster_id: String,
     fetchers: HashMap<i32, Addr<Fetcher<SourceFetcherPorts>>>,
-    topics: BTreeMap<String, Vec<PartitionAddr>>,
+    topics: BTreeMap<String, Vec<SupervisedPartition<BrokerPartitionPorts>>>,
 }
 
 /// The engine on one broker.
@@ -108,6 +113,11 @@ pub struct MirrorSystem {
     shards: Vec<Addr<CoordinatorShard<StateTopicPorts>>>,
     mirrors: HashMap<String, MirrorRuntime>,
     retry: RetryPolicy,
+    liveness: LivenessPolicy,
+    /// The supervisor's clock: milliseconds since this instant (actix time, so tests pause it).
+    clock: tokio::time::Instant,
+    /// A liveness check is under way (they never overlap).
+    checking: bool,
 }
 
 impl std::fmt::Debug for MirrorSystem {
@@ -119,13 +129,75 @@ impl std::fmt::Debug for MirrorSystem {
 }
 
 impl MirrorSystem {
-    /// The engine of `broker` (its actors start with the system).
+    /// The engine of `broker` (its actors start with the system); partitions are supervised
+    /// as the broker's `mirror.supervision.*` configs say.
     pub fn new(broker: Arc<Broker>, retry: RetryPolicy) -> Self {
+        let liveness = broker.config().mirror_liveness;
         MirrorSystem {
             broker,
             shards: Vec::new(),
             mirrors: HashMap::new(),
             retry,
+            liveness,
+            clock: tokio::time::Instant::now(),
+            checking: false,
+        }
+    }
+
+    /// Observes every partition actor, then acts on what each [`SupervisedPartition`] decides.
+    fn check_liveness(&mut self, ctx: &mut Context<Self>) {
+        if self.checking {
+            return;
+        }
+        self.checking = true;
+        let timeout = std::time::Duration::from_millis(self.liveness.check_interval_ms());
+        let observations: Vec<_> = self
+            .mirrors
+            .iter()
+            .flat_map(|(mirror, runtime)| {
+                runtime.topics.iter().flat_map(move |(topic, partitions)| {
+                    partitions.iter().enumerate().map(move |(index, p)| {
+                        let key = (mirror.clone(), topic.clone(), index);
+                        let observe = p.observe(timeout);
+                        async move { (key, observe.await) }
+                    })
+                })
+            })
+            .collect();
+        // Each question is asked (and its timeout started) when `observe` is called, so
+        // awaiting the answers one after the other takes one timeout at most.
+        let gathered = async move {
+            let mut observed = Vec::with_capacity(observations.len());
+            for observation in observations {
+                observed.push(observation.await);
+            }
+            observed
+        };
+        ctx.spawn(gathered.into_actor(self).map(|observed, system, _| {
+            system.checking = false;
+            let now_ms = system.clock.elapsed().as_millis() as i64;
+            for ((mirror, topic, index), observation) in observed {
+                system.supervise(&mirror, &topic, index, now_ms, observation);
+            }
+        }));
+    }
+
+    fn supervise(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+        index: usize,
+        now_ms: i64,
+        observation: Observation,
+    ) {
+        let policy = self.liveness;
+        if let Some(partition) = self
+            .mirrors
+            .get_mut(mirror)
+            .and_then(|r| r.topics.get_mut(topic))
+            .and_then(|t| t.get_mut(index))
+        {
+            partition.supervise(&policy, now_ms, observation);
         }
     }
 
@@ -164,6 +236,8 @@ impl Actor for MirrorSystem {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        let interval = std::time::Duration::from_millis(self.liveness.check_interval_ms());
+        ctx.run_interval(interval, |system, ctx| system.check_liveness(ctx));
         // Resume what the controller says is mirrored.
         let me = ctx.address();
         let mirrors: Vec<(String, Vec<String>)> = self
@@ -332,7 +406,9 @@ impl MirrorSystem {
             ));
         }
         // A topic of this mirror already here (a restart) resumes with what `mirror.name`
-        // asks; any other topic of that name is in the way.
+        // asks; a plain topic with the source topic's id joins the mirror (failback: the old
+        // source mirrors back from the old destination and keeps what the LME says is shared);
+        // any other topic of that name is in the way.
         let desired = match broker.topic(&msg.topic) {
             None => {
                 let configs = BTreeMap::from([("mirror.name".to_string(), msg.mirror.clone())]);
@@ -348,7 +424,7 @@ impl MirrorSystem {
                     .get("mirror.name")
                     .cloned()
                     .unwrap_or_default();
-                let desired = if value == msg.mirror {
+                let desired = if value == msg.mirror || value.is_empty() {
                     Desired::Mirroring
                 } else if value == Self::mirror_name_value(&msg.mirror, Desired::Paused) {
                     Desired::Paused
@@ -365,14 +441,21 @@ impl MirrorSystem {
                 };
                 if existing.topic_id != source_topic.topic_id {
                     return Err(MirrorError::new(
-                        ErrorCode(36),
+                        ErrorCode::INCONSISTENT_TOPIC_ID,
                         format!("topic {} exists with another topic id", msg.topic),
                     ));
+                }
+                if value.is_empty() {
+                    let mut configs = existing.configs.clone();
+                    configs.insert("mirror.name".to_string(), msg.mirror.clone());
+                    broker
+                        .set_topic_configs(&msg.topic, configs)
+                        .map_err(|e| MirrorError::new(ErrorCode(e.error_code()), e.to_string()))?;
                 }
                 desired
             }
         };
-        let mut actors = Vec::new();
+        let mut partitions = Vec::new();
         for p in &source_topic.partitions {
             let fetcher = runtime
                 .fetchers
@@ -409,10 +492,9 @@ impl MirrorSystem {
                 shard,
                 fetcher,
             );
-            let actor =
-                Supervisor::start(move |_| MirrorPartition::new(ports, retry, Box::new(rand_unit)));
+            let mut partition = SupervisedPartition::start(ports, retry, rand_unit);
             let leader_epoch = broker.leader_epoch(&msg.topic, p.partition).unwrap_or(0);
-            let become_leader = actor.send(BecomeLeader {
+            let become_leader = partition.become_leader(BecomeLeader {
                 leader_epoch,
                 desired,
             });
@@ -421,25 +503,42 @@ impl MirrorSystem {
                     tracing::error!(error = %e, "starting a mirror partition");
                 }
             });
-            actors.push(actor);
+            partitions.push(partition);
         }
         if let Some(runtime) = self.mirrors.get_mut(&msg.mirror) {
-            runtime.topics.insert(msg.topic, actors);
+            runtime.topics.insert(msg.topic, partitions);
         }
         Ok(())
     }
 
-    fn partitions(&self, mirror: &str, topic: &str) -> Result<Vec<PartitionAddr>, MirrorError> {
+    fn partitions(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+    ) -> Result<&mut Vec<SupervisedPartition<BrokerPartitionPorts>>, MirrorError> {
         let runtime = self
             .mirrors
-            .get(mirror)
+            .get_mut(mirror)
             .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
-        runtime.topics.get(topic).cloned().ok_or_else(|| {
+        runtime.topics.get_mut(topic).ok_or_else(|| {
             MirrorError::new(
                 ErrorCode::TOPIC_NOT_IN_MIRROR,
                 "the topic is not in the mirror",
             )
         })
+    }
+
+    /// The current addresses of a topic's partition actors.
+    fn partition_addrs(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+    ) -> Result<Vec<PartitionAddr>, MirrorError> {
+        Ok(self
+            .partitions(mirror, topic)?
+            .iter()
+            .map(|p| p.addr().clone())
+            .collect())
     }
 }
 
@@ -452,7 +551,9 @@ impl Handler<ChangeTopic> for MirrorSystem {
     type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
 
     fn handle(&mut self, msg: ChangeTopic, _: &mut Context<Self>) -> Self::Result {
-        let prepared = self.partitions(&msg.mirror, &msg.topic).and_then(|actors| {
+        // Known before `mirror.name` changes.
+        let known = self.partitions(&msg.mirror, &msg.topic).map(|_| ());
+        let prepared = known.and_then(|()| {
             let mut configs = self
                 .broker
                 .topic(&msg.topic)
@@ -467,14 +568,17 @@ impl Handler<ChangeTopic> for MirrorSystem {
             self.broker
                 .set_topic_configs(&msg.topic, configs)
                 .map_err(|e| MirrorError::new(ErrorCode(e.error_code()), e.to_string()))?;
-            Ok(actors)
+            let changes: Vec<_> = self
+                .partitions(&msg.mirror, &msg.topic)?
+                .iter_mut()
+                .map(|p| p.change_desired(msg.desired))
+                .collect();
+            Ok(changes)
         });
-        let desired = msg.desired;
         Box::pin(
             async move {
-                for actor in prepared? {
-                    actor
-                        .send(ChangeDesired(desired))
+                for change in prepared? {
+                    change
                         .await
                         .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?
                         .map_err(|e| {
@@ -492,7 +596,7 @@ impl Handler<DescribeTopic> for MirrorSystem {
     type Result = ResponseActFuture<Self, Result<Vec<PartitionSnapshot>, MirrorError>>;
 
     fn handle(&mut self, msg: DescribeTopic, _: &mut Context<Self>) -> Self::Result {
-        let actors = self.partitions(&msg.mirror, &msg.topic);
+        let actors = self.partition_addrs(&msg.mirror, &msg.topic);
         Box::pin(
             async move {
                 let mut snapshots = Vec::new();
@@ -544,9 +648,10 @@ impl Handler<DescribeMirror> for MirrorSystem {
                 runtime
                     .topics
                     .iter()
-                    .map(|(name, actors)| {
+                    .map(|(name, partitions)| {
                         let id = known.get(name).map(|t| t.topic_id).unwrap_or_default();
-                        (name.clone(), id, actors.clone())
+                        let addrs = partitions.iter().map(|p| p.addr().clone()).collect();
+                        (name.clone(), id, addrs)
                     })
                     .collect()
             });

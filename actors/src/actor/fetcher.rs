@@ -301,17 +301,22 @@ impl<P: FetcherPorts> Handler<AttachPartition> for Fetcher<P> {
     type Result = ();
 
     fn handle(&mut self, msg: AttachPartition, ctx: &mut Context<Self>) {
-        if !self.members.contains_key(&msg.key) {
-            self.order.push_back(msg.key.clone());
+        match self.members.get_mut(&msg.key) {
+            // A restarted partition actor attaching again: an apply in flight still finishes
+            // before the partition is fetched again.
+            Some(member) => member.progress = msg.progress,
+            None => {
+                self.order.push_back(msg.key.clone());
+                self.members.insert(
+                    msg.key,
+                    Member {
+                        progress: msg.progress,
+                        applying: false,
+                        detaching: Vec::new(),
+                    },
+                );
+            }
         }
-        self.members.insert(
-            msg.key,
-            Member {
-                progress: msg.progress,
-                applying: false,
-                detaching: Vec::new(),
-            },
-        );
         self.pump(ctx);
     }
 }

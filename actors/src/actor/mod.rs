@@ -7,11 +7,14 @@
 //!   loads by replaying it, writes through [`coordinator::ShardLogPorts`] before answering.
 //! - [`fetcher::Fetcher`]: one Fetch in flight for the partitions attached to it; applies each
 //!   answer through [`fetcher::FetcherPorts`] and reports to the partition's actor.
+//! - [`supervision::SupervisedPartition`]: a partition actor's handle for its supervisor, which
+//!   restarts it when it stalls, creates it again when it dies, and gives up after a budget.
 
 pub mod coordinator;
 pub mod fetcher;
 pub mod partition;
 pub mod ports;
+pub mod supervision;
 
 #[cfg(test)]
 mod coordinator_tests;
@@ -19,6 +22,8 @@ mod coordinator_tests;
 mod fetcher_tests;
 #[cfg(test)]
 mod partition_tests;
+#[cfg(test)]
+mod supervision_tests;
 
 pub use coordinator::{
     CoordinatorShard, DeleteMirror, LastMirroredEpoch, ReadMirrorStates, ShardLogPorts,
@@ -29,7 +34,8 @@ pub use fetcher::{
     FetcherConfig, FetcherPorts, FetcherSnapshot,
 };
 pub use partition::{
-    BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, FetcherProgress,
+    BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, FetcherProgress, GiveUp,
     LoseLeadership, MirrorPartition, PartitionSnapshot, Restart,
 };
 pub use ports::{PartitionPorts, PortFuture};
+pub use supervision::SupervisedPartition;

@@ -10,7 +10,8 @@
 //! Restart: [`Restart`] (sent by a supervisor that sees no progress) stops the actor; actix's
 //! supervisor starts it again with the same address, the partition back at UNKNOWN, and the
 //! actor replays its leadership, so the state machine reloads the persisted state and resumes
-//! from it. In-flight completions of the old incarnation are stale to the new one.
+//! from it. In-flight completions of the old incarnation are stale to the new one. [`GiveUp`]
+//! (the restart budget is spent) fails the partition through its state machine.
 
 use super::ports::PartitionPorts;
 use crate::partition::{
@@ -86,7 +87,17 @@ pub struct PartitionSnapshot {
     pub stale_completions: u64,
     /// Restarts since the actor was created.
     pub restarts: u32,
+    /// Inputs applied since the actor was created: a supervisor that sees it stand still while
+    /// `busy` restarts the partition.
+    pub progress: u64,
+    /// Whether the partition waits for an effect to complete.
+    pub busy: bool,
 }
+
+/// The supervisor gave up on the partition: it goes FAILED with this reason (not retried).
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), Rejection>")]
+pub struct GiveUp(pub String);
 
 /// Asks for a [`PartitionSnapshot`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
@@ -103,6 +114,7 @@ pub struct MirrorPartition<P: PartitionPorts> {
     leadership: Option<BecomeLeader>,
     stale_completions: u64,
     restarts: u32,
+    progress: u64,
 }
 
 impl<P: PartitionPorts> std::fmt::Debug for MirrorPartition<P> {
@@ -126,6 +138,7 @@ impl<P: PartitionPorts> MirrorPartition<P> {
             leadership: None,
             stale_completions: 0,
             restarts: 0,
+            progress: 0,
         }
     }
 
@@ -138,6 +151,7 @@ impl<P: PartitionPorts> MirrorPartition<P> {
         let step = transition(&self.partition, &input, &env);
         match &step.outcome {
             Outcome::Applied => {
+                self.progress += 1;
                 self.partition = step.partition;
                 for effect in step.effects {
                     self.run(effect, ctx);
@@ -339,6 +353,14 @@ impl<P: PartitionPorts> Handler<Restart> for MirrorPartition<P> {
     }
 }
 
+impl<P: PartitionPorts> Handler<GiveUp> for MirrorPartition<P> {
+    type Result = Result<(), Rejection>;
+
+    fn handle(&mut self, msg: GiveUp, ctx: &mut Context<Self>) -> Self::Result {
+        self.command(Input::GaveUp(msg.0), ctx)
+    }
+}
+
 impl<P: PartitionPorts> Handler<DescribePartition> for MirrorPartition<P> {
     type Result = actix::MessageResult<DescribePartition>;
 
@@ -355,6 +377,8 @@ impl<P: PartitionPorts> Handler<DescribePartition> for MirrorPartition<P> {
             error,
             stale_completions: self.stale_completions,
             restarts: self.restarts,
+            progress: self.progress,
+            busy: self.partition.phase().is_busy(),
         })
     }
 }

@@ -12,24 +12,28 @@ use std::time::Duration;
 
 /// What the scripted broker holds and what it was asked.
 #[derive(Default)]
-struct Script {
-    stored: Option<StoredState>,
-    lme_answers: VecDeque<Result<i32, Cause>>,
+pub(super) struct Script {
+    pub(super) stored: Option<StoredState>,
+    pub(super) lme_answers: VecDeque<Result<i32, Cause>>,
+    /// LME lookups that never complete (a source that accepts the request and never answers).
+    pub(super) lme_hangs: u32,
+    /// State loads that panic (a bug that kills the actor).
+    pub(super) load_panics: u32,
     leader_epoch: i32,
     read_only: Option<bool>,
-    fetcher: Option<Recipient<FetcherProgress>>,
+    pub(super) fetcher: Option<Recipient<FetcherProgress>>,
     calls: Vec<String>,
 }
 
 #[derive(Clone, Default)]
-struct ScriptedPorts(Rc<RefCell<Script>>);
+pub(super) struct ScriptedPorts(pub(super) Rc<RefCell<Script>>);
 
 impl ScriptedPorts {
     fn call(&self, name: impl Into<String>) {
         self.0.borrow_mut().calls.push(name.into());
     }
 
-    fn calls(&self) -> Vec<String> {
+    pub(super) fn calls(&self) -> Vec<String> {
         self.0.borrow().calls.clone()
     }
 }
@@ -41,7 +45,13 @@ fn ready<T: 'static>(value: T) -> PortFuture<T> {
 impl PartitionPorts for ScriptedPorts {
     fn load_state(&self) -> PortFuture<Result<Option<StoredState>, Cause>> {
         self.call("load");
-        ready(Ok(self.0.borrow().stored.clone()))
+        let stored = self.0.borrow().stored.clone();
+        let panics = std::mem::replace(&mut self.0.borrow_mut().load_panics, 0);
+        if panics > 0 {
+            self.0.borrow_mut().load_panics = panics - 1;
+            return Box::pin(async { panic!("a bug in the port") });
+        }
+        ready(Ok(stored))
     }
 
     fn persist_state(&self, stored: StoredState) -> PortFuture<Result<(), Cause>> {
@@ -52,6 +62,11 @@ impl PartitionPorts for ScriptedPorts {
 
     fn look_up_lme(&self) -> PortFuture<Result<i32, Cause>> {
         self.call("lookup lme");
+        let hangs = self.0.borrow().lme_hangs;
+        if hangs > 0 {
+            self.0.borrow_mut().lme_hangs = hangs - 1;
+            return Box::pin(std::future::pending());
+        }
         let answer = self
             .0
             .borrow_mut()

@@ -180,6 +180,20 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// Whether the partition waits for an effect to complete (a supervisor expects inputs
+    /// then); settled phases may see none for as long as nothing changes.
+    pub fn is_busy(&self) -> bool {
+        match self {
+            Phase::Loading(_)
+            | Phase::Persisting { .. }
+            | Phase::Preparing { .. }
+            | Phase::Pausing(_)
+            | Phase::Stopping(_) => true,
+            Phase::Mirroring { bump } => bump.is_some(),
+            Phase::Unknown | Phase::Paused | Phase::Stopped | Phase::Failed { .. } => false,
+        }
+    }
+
     /// The state as DescribeMirrors names it (a write in flight shows the state being left).
     pub fn state(&self) -> MirrorState {
         match self {
@@ -246,6 +260,9 @@ pub enum Input {
     PidResetAppended { op: OpId, result: Result<(), Cause> },
     /// A scheduled retry is due.
     TimerFired { op: OpId },
+    /// Command: the supervisor restarted the partition as often as its budget allows and it
+    /// still makes no progress; the reason becomes the FAILED partition's error.
+    GaveUp(String),
 }
 
 /// What the shell must do.

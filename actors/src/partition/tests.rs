@@ -136,6 +136,33 @@ fn start_goes_unknown_preparing_mirroring() {
     assert_eq!(h.p.leader_epoch(), 20);
 }
 
+#[test]
+fn a_supervisor_giving_up_detaches_the_fetcher_and_fails_for_good() {
+    let mut h = Harness::new();
+    h.start_mirroring();
+    h.send(Input::GaveUp("no progress for 120000 ms".into()));
+    assert!(
+        h.pending
+            .iter()
+            .any(|e| matches!(e, Effect::DetachFetcher { .. }))
+    );
+    let stored = h.persist_ok(MirrorState::Failed);
+    assert_eq!(stored.retry_attempt, -1);
+    assert_eq!(stored.error.as_deref(), Some("no progress for 120000 ms"));
+    assert!(
+        !h.pending
+            .iter()
+            .any(|e| matches!(e, Effect::ScheduleRetry { .. })),
+        "not retried: {:?}",
+        h.pending
+    );
+    // Giving up on a failed partition changes nothing; a stop still clears it.
+    let step = h.send(Input::GaveUp("again".into()));
+    assert!(step.effects.is_empty());
+    h.send(Input::DesiredChanged(Desired::Stopped));
+    h.persist_ok(MirrorState::Stopping);
+}
+
 fn failover(h: &mut Harness, bump_first: bool) {
     h.send(Input::DesiredChanged(Desired::Stopped));
     h.persist_ok(MirrorState::Stopping);
@@ -440,6 +467,7 @@ fn inputs_for(p: &Partition, pending: &[Effect]) -> Vec<Input> {
         },
         Input::FetchFailed(retryable.clone()),
         Input::FetchFailed(fatal.clone()),
+        Input::GaveUp("no progress".into()),
     ];
     for op in ops {
         inputs.push(Input::StateLoaded { op, stored: None });
@@ -518,6 +546,7 @@ fn is_command(input: &Input) -> bool {
             | Input::LeaderEpochChanged { .. }
             | Input::LostLeadership
             | Input::DesiredChanged(_)
+            | Input::GaveUp(_)
     )
 }
 

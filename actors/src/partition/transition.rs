@@ -422,6 +422,29 @@ impl Partition {
                 self.begin(target, fx);
                 Applied
             }
+            (Input::GaveUp(reason), _) => {
+                if self.leader_epoch < 0 {
+                    return Outcome::Rejected(Rejection::NotLeader);
+                }
+                match self.phase {
+                    // Already failed, or an ordinary topic: nothing to give up.
+                    Phase::Failed { .. } | Phase::Unknown => {}
+                    Phase::Mirroring { .. }
+                    | Phase::Pausing(_)
+                    | Phase::Stopping(Stopping::DetachingFetcher(_)) => {
+                        let op = self.op();
+                        fx.push(Effect::DetachFetcher { op });
+                        self.fail(&Cause::fatal(reason.clone()), fx);
+                    }
+                    Phase::Loading(_)
+                    | Phase::Persisting { .. }
+                    | Phase::Preparing { .. }
+                    | Phase::Paused
+                    | Phase::Stopping(_)
+                    | Phase::Stopped => self.fail(&Cause::fatal(reason.clone()), fx),
+                }
+                Applied
+            }
             (
                 Input::StateLoaded { .. }
                 | Input::StatePersisted { .. }

@@ -1,0 +1,139 @@
+//! A supervised mirror partition: the actor's address, what it needs to be created again, the
+//! leadership it was last given, and its [`Liveness`].
+//!
+//! Lifecycle: [`SupervisedPartition::start`] starts the actor under actix's supervisor;
+//! leadership and desired-state commands go through the handle, which remembers them so an
+//! actor created again after dying (a panicking handler closes its mailbox, and actix does not
+//! restart that) gets them replayed. The owner (the MirrorSystem) observes every partition each
+//! [`LivenessPolicy::check_interval_ms`] with [`SupervisedPartition::observe`] and hands the
+//! result to [`SupervisedPartition::supervise`], which decides in pure code and acts: a
+//! [`Restart`], a new actor, or [`GiveUp`].
+
+use super::partition::{
+    BecomeLeader, ChangeDesired, DescribePartition, GiveUp, MirrorPartition, Restart,
+};
+use super::ports::PartitionPorts;
+use crate::liveness::{Liveness, LivenessPolicy, Observation, Verdict};
+use crate::partition::{Desired, RetryPolicy};
+use actix::{Addr, MailboxError, Supervisor};
+use std::future::Future;
+use std::time::Duration;
+
+/// One supervised partition actor.
+pub struct SupervisedPartition<P: PartitionPorts + Clone> {
+    addr: Addr<MirrorPartition<P>>,
+    ports: P,
+    retry: RetryPolicy,
+    random: fn() -> f64,
+    leadership: Option<BecomeLeader>,
+    liveness: Liveness,
+}
+
+impl<P: PartitionPorts + Clone> std::fmt::Debug for SupervisedPartition<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SupervisedPartition")
+            .field("leadership", &self.leadership)
+            .field("liveness", &self.liveness)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: PartitionPorts + Clone> SupervisedPartition<P> {
+    /// Starts the partition's actor on the current arbiter; `random` draws from `[0, 1)`.
+    pub fn start(ports: P, retry: RetryPolicy, random: fn() -> f64) -> Self {
+        SupervisedPartition {
+            addr: Self::spawn(&ports, retry, random),
+            ports,
+            retry,
+            random,
+            leadership: None,
+            liveness: Liveness::default(),
+        }
+    }
+
+    fn spawn(ports: &P, retry: RetryPolicy, random: fn() -> f64) -> Addr<MirrorPartition<P>> {
+        let ports = ports.clone();
+        Supervisor::start(move |_| MirrorPartition::new(ports, retry, Box::new(random)))
+    }
+
+    /// The actor's current address (it changes when a dead actor is created again).
+    pub fn addr(&self) -> &Addr<MirrorPartition<P>> {
+        &self.addr
+    }
+
+    /// This broker leads the partition: tells the actor, remembering it for a new actor.
+    pub fn become_leader(
+        &mut self,
+        msg: BecomeLeader,
+    ) -> impl Future<Output = Result<Result<(), crate::partition::Rejection>, MailboxError>> + use<P>
+    {
+        self.leadership = Some(msg);
+        self.addr.send(msg)
+    }
+
+    /// `mirror.name` changed: tells the actor, remembering it for a new actor.
+    pub fn change_desired(
+        &mut self,
+        desired: Desired,
+    ) -> impl Future<Output = Result<Result<(), crate::partition::Rejection>, MailboxError>> + use<P>
+    {
+        if let Some(leadership) = &mut self.leadership {
+            leadership.desired = desired;
+        }
+        self.addr.send(ChangeDesired(desired))
+    }
+
+    /// Asks the actor how it is doing, waiting at most `timeout`.
+    pub fn observe(&self, timeout: Duration) -> impl Future<Output = Observation> + use<P> {
+        let describe = self.addr.send(DescribePartition).timeout(timeout);
+        async move {
+            match describe.await {
+                Ok(snapshot) => Observation::Alive {
+                    progress: snapshot.progress,
+                    busy: snapshot.busy,
+                },
+                Err(MailboxError::Timeout) => Observation::Unresponsive,
+                Err(MailboxError::Closed) => Observation::Dead,
+            }
+        }
+    }
+
+    /// Takes an observation made at `now_ms` and acts on the verdict, which it returns.
+    pub fn supervise(
+        &mut self,
+        policy: &LivenessPolicy,
+        now_ms: i64,
+        observation: Observation,
+    ) -> Verdict {
+        let verdict = self.liveness.observe(policy, now_ms, observation);
+        match &verdict {
+            Verdict::Healthy => {}
+            Verdict::Restart => {
+                tracing::warn!(
+                    ?observation,
+                    "restarting a mirror partition that makes no progress"
+                );
+                self.addr.do_send(Restart);
+            }
+            Verdict::Recreate => {
+                tracing::warn!("creating a dead mirror partition actor again");
+                self.recreate();
+            }
+            Verdict::GiveUp { recreate, reason } => {
+                tracing::error!(%reason, "giving up on a mirror partition");
+                if *recreate {
+                    self.recreate();
+                }
+                self.addr.do_send(GiveUp(reason.clone()));
+            }
+        }
+        verdict
+    }
+
+    fn recreate(&mut self) {
+        self.addr = Self::spawn(&self.ports, self.retry, self.random);
+        if let Some(leadership) = self.leadership {
+            self.addr.do_send(leadership);
+        }
+    }
+}
