@@ -27,12 +27,16 @@ use actix::{
 };
 use kmirror_actors::actor::{
     BecomeLeader, CoordinatorShard, DescribePartition, Fetcher, FetcherConfig, MirrorPartition,
-    PartitionSnapshot, SupervisedPartition,
+    PartitionSnapshot, ReadMirrorStates, SupervisedPartition, WriteMirrorStates,
 };
 use kmirror_actors::liveness::{LivenessPolicy, Observation};
 use kmirror_actors::partition::{Desired, RetryPolicy};
 use kmirror_protocol::client::{ClientConfig, ClientError, ClusterMetadata, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::messages::{
+    ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
+    WriteMirrorStatesResponse, read_mirror_states_request, write_mirror_states_request,
+};
 use kmirror_protocol::sharding::mirror_partition_shard;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -760,3 +764,107 @@ impl EngineHandle {
         }
     }
 }
+
+/// ReadMirrorStates from another broker: answered by the shards owning the partitions.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<ReadMirrorStatesResponse, MirrorError>")]
+pub struct ServeReadMirrorStates(pub ReadMirrorStatesRequest);
+
+/// WriteMirrorStates from another broker: written by the shards owning the partitions, each
+/// durable before the answer.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<WriteMirrorStatesResponse, MirrorError>")]
+pub struct ServeWriteMirrorStates(pub WriteMirrorStatesRequest);
+
+impl MirrorSystem {
+    fn shard_of(&self, mirror: &str, topic_id: &uuid::Uuid, partition: i32) -> usize {
+        mirror_partition_shard(mirror, topic_id, partition, self.shards.len() as i32) as usize
+    }
+}
+
+/// The handler of a Read/WriteMirrorStates request from another broker: the partitions are
+/// split by the shard that owns them, each shard answers its part, and the parts are merged
+/// into one response (a topic's partitions under one entry).
+macro_rules! serve_by_shard {
+    ($serve:ident, $request:ident, $response:ident, $request_mod:ident, $shard_message:ident) => {
+        impl Handler<$serve> for MirrorSystem {
+            type Result = ResponseActFuture<Self, Result<$response, MirrorError>>;
+
+            fn handle(&mut self, msg: $serve, _: &mut Context<Self>) -> Self::Result {
+                let split = self.ensure_shards().map(|()| {
+                    let request = msg.0;
+                    let mut by_shard: BTreeMap<usize, $request> = BTreeMap::new();
+                    for topic in request.topics {
+                        for p in topic.partitions {
+                            let shard = self.shard_of(
+                                &request.mirror_name,
+                                &topic.topic_id,
+                                p.partition_index,
+                            );
+                            let part = by_shard.entry(shard).or_insert_with(|| $request {
+                                mirror_name: request.mirror_name.clone(),
+                                ..Default::default()
+                            });
+                            match part
+                                .topics
+                                .iter_mut()
+                                .find(|t| t.topic_id == topic.topic_id)
+                            {
+                                Some(t) => t.partitions.push(p),
+                                None => part.topics.push($request_mod::Topic {
+                                    topic_id: topic.topic_id,
+                                    name: topic.name.clone(),
+                                    partitions: vec![p],
+                                    ..Default::default()
+                                }),
+                            }
+                        }
+                    }
+                    by_shard
+                        .into_iter()
+                        .filter_map(|(shard, part)| {
+                            Some(self.shards.get(shard)?.send($shard_message(part)))
+                        })
+                        .collect::<Vec<_>>()
+                });
+                Box::pin(
+                    async move {
+                        let mut response = $response::default();
+                        for answer in split? {
+                            let answer = answer
+                                .await
+                                .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?;
+                            for topic in answer.topics {
+                                match response
+                                    .topics
+                                    .iter_mut()
+                                    .find(|t| t.topic_id == topic.topic_id)
+                                {
+                                    Some(t) => t.partitions.extend(topic.partitions),
+                                    None => response.topics.push(topic),
+                                }
+                            }
+                        }
+                        Ok(response)
+                    }
+                    .into_actor(self),
+                )
+            }
+        }
+    };
+}
+
+serve_by_shard!(
+    ServeReadMirrorStates,
+    ReadMirrorStatesRequest,
+    ReadMirrorStatesResponse,
+    read_mirror_states_request,
+    ReadMirrorStates
+);
+serve_by_shard!(
+    ServeWriteMirrorStates,
+    WriteMirrorStatesRequest,
+    WriteMirrorStatesResponse,
+    write_mirror_states_request,
+    WriteMirrorStates
+);

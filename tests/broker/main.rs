@@ -35,6 +35,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+mod mirror_states;
+
 struct Running {
     broker: Arc<Broker>,
     address: String,

@@ -19,6 +19,7 @@ mod group_offsets;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
+mod mirror_states;
 mod mirror_topics;
 mod mirrors;
 mod offset_for_leader_epoch;
@@ -101,11 +102,10 @@ pub(super) fn supported_mirror(api: MirrorApiKey) -> Option<(i16, i16)> {
         | MirrorApiKey::StopMirrorTopics
         | MirrorApiKey::PauseMirrorTopics
         | MirrorApiKey::ResumeMirrorTopics
-        | MirrorApiKey::DescribeMirrors => Some((0, 0)),
-        // Inter-broker: one broker per cluster leads every shard and partition.
-        MirrorApiKey::ReadMirrorStates
+        | MirrorApiKey::DescribeMirrors
+        | MirrorApiKey::ReadMirrorStates
         | MirrorApiKey::WriteMirrorStates
-        | MirrorApiKey::BumpLeaderEpochs => None,
+        | MirrorApiKey::BumpLeaderEpochs => Some((0, 0)),
     }
 }
 
@@ -166,7 +166,22 @@ pub(super) async fn dispatch_mirror(
                 .await
                 .encode(&mut out, version)?
         }
-        other => anyhow::bail!("{other:?} is not served"),
+        MirrorApiKey::ReadMirrorStates => {
+            let request = Decodable::decode(body, version)?;
+            mirror_states::read_states(broker, access, request)
+                .await
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::WriteMirrorStates => {
+            let request = Decodable::decode(body, version)?;
+            mirror_states::write_states(broker, access, request)
+                .await
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::BumpLeaderEpochs => {
+            mirror_states::bump_leader_epochs(broker, access, Decodable::decode(body, version)?)
+                .encode(&mut out, version)?
+        }
     }
     Ok(out.freeze())
 }

@@ -1,0 +1,144 @@
+//! KIP-1279's inter-broker RPCs: ReadMirrorStates and WriteMirrorStates (a partition leader
+//! asking the broker that leads its `__mirror_state` shard) and BumpLeaderEpochs (a partition
+//! leader asking the controller to raise leader epochs).
+//!
+//! All three need CLUSTER_ACTION on the cluster (DECISIONS.md 7): brokers call them, clients do
+//! not. Read and write go to this broker's shards through the mirroring engine, split by the
+//! shard that owns each partition; a write is answered once it is durable in `__mirror_state`.
+//! BumpLeaderEpochs raises each partition's leader epoch to at least `MinLeaderEpoch + 1`
+//! durably in the controller's log and answers the epoch afterwards.
+
+use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED};
+use crate::acl::Operation;
+use crate::broker::Broker;
+use crate::mirror::system::{MirrorError, ServeReadMirrorStates, ServeWriteMirrorStates};
+use kmirror_protocol::messages::{
+    BumpLeaderEpochsRequest, BumpLeaderEpochsResponse, ReadMirrorStatesRequest,
+    ReadMirrorStatesResponse, WriteMirrorStatesRequest, WriteMirrorStatesResponse,
+    bump_leader_epochs_response,
+};
+
+const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const KAFKA_STORAGE_ERROR: i16 = 56;
+const UNKNOWN_TOPIC_ID: i16 = 100;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+
+/// The engine's answer, or the top-level error that stands for it.
+async fn engine_answer<M, R>(broker: &Broker, message: M) -> Result<R, (i16, String)>
+where
+    M: actix::Message<Result = Result<R, MirrorError>> + Send + 'static,
+    R: Send + 'static,
+    crate::mirror::system::MirrorSystem: actix::Handler<M>,
+{
+    let engine = broker.mirror_engine().ok_or_else(|| {
+        (
+            COORDINATOR_NOT_AVAILABLE,
+            "the mirroring engine is not running".to_string(),
+        )
+    })?;
+    engine
+        .send(message)
+        .await
+        .map_err(|e| (COORDINATOR_NOT_AVAILABLE, e.to_string()))?
+        .map_err(|e| (e.code.0, e.message))
+}
+
+pub(super) async fn read_states(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: ReadMirrorStatesRequest,
+) -> ReadMirrorStatesResponse {
+    if !access.cluster(Operation::ClusterAction) {
+        return ReadMirrorStatesResponse {
+            error_code: CLUSTER_AUTHORIZATION_FAILED,
+            error_message: Some("CLUSTER_ACTION on the cluster is needed".into()),
+            ..Default::default()
+        };
+    }
+    engine_answer(broker, ServeReadMirrorStates(request))
+        .await
+        .unwrap_or_else(|(error_code, message)| ReadMirrorStatesResponse {
+            error_code,
+            error_message: Some(message),
+            ..Default::default()
+        })
+}
+
+pub(super) async fn write_states(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: WriteMirrorStatesRequest,
+) -> WriteMirrorStatesResponse {
+    if !access.cluster(Operation::ClusterAction) {
+        return WriteMirrorStatesResponse {
+            error_code: CLUSTER_AUTHORIZATION_FAILED,
+            error_message: Some("CLUSTER_ACTION on the cluster is needed".into()),
+            ..Default::default()
+        };
+    }
+    engine_answer(broker, ServeWriteMirrorStates(request))
+        .await
+        .unwrap_or_else(|(error_code, message)| WriteMirrorStatesResponse {
+            error_code,
+            error_message: Some(message),
+            ..Default::default()
+        })
+}
+
+pub(super) fn bump_leader_epochs(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: BumpLeaderEpochsRequest,
+) -> BumpLeaderEpochsResponse {
+    if !access.cluster(Operation::ClusterAction) {
+        return BumpLeaderEpochsResponse {
+            error_code: CLUSTER_AUTHORIZATION_FAILED,
+            error_message: Some("CLUSTER_ACTION on the cluster is needed".into()),
+            ..Default::default()
+        };
+    }
+    let topics = request
+        .topics
+        .into_iter()
+        .map(|topic| {
+            let name = broker.topic_name(&topic.topic_id);
+            let partitions = topic
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let outcome = match &name {
+                        None => Err((UNKNOWN_TOPIC_ID, "no topic has this id".to_string())),
+                        Some(name) => broker
+                            .bump_leader_epoch(name, p.partition_index, p.min_leader_epoch)
+                            .map_err(|e| (KAFKA_STORAGE_ERROR, e.to_string()))
+                            .and_then(|epoch| {
+                                epoch.ok_or_else(|| {
+                                    (UNKNOWN_TOPIC_OR_PARTITION, "no such partition".to_string())
+                                })
+                            }),
+                    };
+                    let (error_code, error_message, leader_epoch) = match outcome {
+                        Ok(epoch) => (0, None, epoch),
+                        Err((code, message)) => (code, Some(message), -1),
+                    };
+                    bump_leader_epochs_response::PartitionResult {
+                        partition_index: p.partition_index,
+                        error_code,
+                        error_message,
+                        leader_epoch,
+                        ..Default::default()
+                    }
+                })
+                .collect();
+            bump_leader_epochs_response::TopicResult {
+                topic_id: topic.topic_id,
+                partitions,
+                ..Default::default()
+            }
+        })
+        .collect();
+    BumpLeaderEpochsResponse {
+        topics,
+        ..Default::default()
+    }
+}
