@@ -8,6 +8,11 @@
 //! ports mirrors all eight partitions into a fresh kmirror broker (durable logs in a temporary
 //! directory) until every partition reaches the source's last stable offset; the destination
 //! is checked byte for byte against Kafka's segment files. Prints records/s, MB/s and the ratio.
+//!
+//! The mirror writes every byte it fetches, the consumer writes nothing; so the run also times
+//! plain `write` calls of the same number of bytes into a file on the destination's filesystem
+//! (no fsync, as the log does not fsync by default), after `sync` empties the dirty pages:
+//! this machine's page-cache write rate at that size, the ceiling of any mirror here.
 
 use actix::Actor;
 use kmirror::broker::Broker;
@@ -62,6 +67,30 @@ fn consumer_performance(bootstrap: &str, topic: &str, records: &str) -> (f64, f6
     )
 }
 
+/// Empties the page cache's dirty pages, so each timed phase starts from the same state.
+fn sync() {
+    let synced = std::process::Command::new("sync").status();
+    assert!(synced.is_ok_and(|s| s.success()), "sync ran");
+}
+
+/// Writes `total` bytes (repeating `chunk`) into a new file under `dir` and returns MB/s.
+fn plain_write_mb_s(dir: &std::path::Path, total: u64, chunk: &[u8]) -> f64 {
+    use std::io::Write;
+    let path = dir.join("plain-write");
+    let mut file = std::fs::File::create(&path).expect("creates");
+    let started = Instant::now();
+    let mut written = 0u64;
+    while written < total {
+        let n = chunk.len().min((total - written) as usize);
+        file.write_all(&chunk[..n]).expect("writes");
+        written += n as u64;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    drop(file);
+    std::fs::remove_file(&path).expect("removes");
+    written as f64 / f64::from(1 << 20) / elapsed
+}
+
 fn main() {
     let records: u32 = std::env::var("MIRROR_BENCH_RECORDS")
         .ok()
@@ -94,6 +123,20 @@ fn main() {
     let (java_records_s, java_mb_s) = consumer_performance(&bootstrap, &topic, &all);
 
     let dir = tempfile::tempdir().expect("temp dir");
+    let segment_of = |p: i32| {
+        std::fs::read(
+            PathBuf::from(kafka_env("KMIRROR_KAFKA_DATA"))
+                .join("logs")
+                .join(format!("{topic}-{p}"))
+                .join("00000000000000000000.log"),
+        )
+        .expect("source segment")
+    };
+    let source_bytes: u64 = (0..PARTITIONS).map(|p| segment_of(p).len() as u64).sum();
+    let chunk: Vec<u8> = segment_of(0).into_iter().take(1 << 20).collect();
+    sync();
+    let plain_mb_s = plain_write_mb_s(dir.path(), source_bytes, &chunk);
+    sync();
     let props = parse_properties(&format!(
         "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\n",
         dir.path().display()
@@ -166,13 +209,7 @@ fn main() {
     });
 
     for p in 0..PARTITIONS {
-        let source_segment = std::fs::read(
-            PathBuf::from(kafka_env("KMIRROR_KAFKA_DATA"))
-                .join("logs")
-                .join(format!("{topic}-{p}"))
-                .join("00000000000000000000.log"),
-        )
-        .expect("source segment");
+        let source_segment = segment_of(p);
         let partition = broker.partition(&topic, p).expect("partition");
         let log = partition.log.lock().expect("log");
         let mut mirrored = Vec::with_capacity(source_segment.len());
@@ -198,6 +235,10 @@ fn main() {
     );
     println!(
         "MB/s       kmirror mirroring {mirror_mb_s:>12.1}  ConsumerPerformance {java_mb_s:>12.1}  (mirror: bytes stored, lz4; consumer: uncompressed values)"
+    );
+    println!(
+        "MB/s       kmirror mirroring {mirror_mb_s:>12.1}  plain file writes   {plain_mb_s:>12.1}  ratio {:.2}  (same bytes, same filesystem: the write ceiling)",
+        mirror_mb_s / plain_mb_s
     );
     println!("destination byte-identical to the source segments: yes");
 }

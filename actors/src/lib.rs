@@ -4,6 +4,8 @@
 //! - [`partition`]: each mirror partition's state machine (one exhaustive transition function);
 //! - [`epoch`]: leader-epoch arithmetic (LME alignment, divergence, DLE >= SLE);
 //! - [`liveness`]: when a supervisor restarts a partition actor, and when it gives up;
+//! - [`metadata`]: how the engine reacts to metadata changes (`mirror.name`, leader epochs,
+//!   deletions) of the topics it mirrors;
 //! - [`coordinator`]: a `__mirror_state` shard whose state is built only by replaying records;
 //! - [`host`]: the ports an embedding broker implements, and an in-memory host for tests.
 //!
@@ -15,6 +17,7 @@ pub mod coordinator;
 pub mod epoch;
 pub mod host;
 pub mod liveness;
+pub mod metadata;
 pub mod partition;
 
 pub use kmirror_protocol::state::MirrorState;

@@ -400,6 +400,11 @@ impl Broker {
         })
     }
 
+    /// Sees every durable metadata change (topics, configs, leader epochs, mirrors, ACLs).
+    pub fn metadata_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.with_controller(|c| c.changes())
+    }
+
     /// Hands the broker its mirroring engine (once).
     pub fn set_mirror_engine(&self, engine: Addr<MirrorSystem>) {
         let _ = self.engine.set(engine);

@@ -137,6 +137,8 @@ pub struct Controller {
     next_producer_id: i64,
     acls: BTreeSet<AclBinding>,
     mirrors: BTreeMap<String, BTreeMap<String, String>>,
+    /// Counts the changes applied, for whoever reacts to metadata (the mirroring engine).
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// Mirror names: 1 to 249 of `[a-zA-Z0-9_-]` (no `.`, which `mirror.name` values use for their
@@ -171,6 +173,7 @@ impl Controller {
             next_producer_id: 1000,
             acls: BTreeSet::new(),
             mirrors: BTreeMap::new(),
+            changes: tokio::sync::watch::Sender::new(0),
         };
         for record in &records {
             controller.apply(record);
@@ -259,11 +262,17 @@ impl Controller {
         }
     }
 
-    /// Appends a record durably, then applies it.
+    /// Appends a record durably, then applies it and tells the watchers.
     fn append(&mut self, record: MetadataRecord) -> Result<(), StorageError> {
         self.log.append(&record)?;
         self.apply(&record);
+        self.changes.send_modify(|count| *count += 1);
         Ok(())
+    }
+
+    /// A receiver that sees every durable metadata change (the count of changes so far).
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// The cluster id.

@@ -26,10 +26,14 @@ use actix::{
     WrapFuture,
 };
 use kmirror_actors::actor::{
-    BecomeLeader, CoordinatorShard, DescribePartition, Fetcher, FetcherConfig, MirrorPartition,
-    PartitionSnapshot, ReadMirrorStates, SupervisedPartition, WriteMirrorStates,
+    BecomeLeader, CoordinatorShard, DeleteMirror, DescribePartition, Fetcher, FetcherConfig,
+    ForgetTopic, MirrorPartition, PartitionSnapshot, ReadMirrorStates, SupervisedPartition,
+    WriteMirrorStates,
 };
 use kmirror_actors::liveness::{LivenessPolicy, Observation};
+use kmirror_actors::metadata::{
+    KnownTopic, Reaction, TopicView, desired_from_mirror_name, mirror_name_value, react,
+};
 use kmirror_actors::partition::{Desired, RetryPolicy};
 use kmirror_protocol::client::{ClientConfig, ClientError, ClusterMetadata, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
@@ -38,7 +42,7 @@ use kmirror_protocol::messages::{
     WriteMirrorStatesResponse, read_mirror_states_request, write_mirror_states_request,
 };
 use kmirror_protocol::sharding::mirror_partition_shard;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Why a mirror request was refused.
@@ -108,7 +112,14 @@ struct MirrorRuntime {
     source: Arc<SourceClient>,
     source_cluster_id: String,
     fetchers: HashMap<i32, Addr<Fetcher<SourceFetcherPorts>>>,
-    topics: BTreeMap<String, Vec<SupervisedPartition<BrokerPartitionPorts>>>,
+    topics: BTreeMap<String, MirroredTopic>,
+}
+
+/// A topic's partition actors and what they were last told.
+struct MirroredTopic {
+    topic_id: uuid::Uuid,
+    partitions: Vec<SupervisedPartition<BrokerPartitionPorts>>,
+    known: KnownTopic,
 }
 
 /// The engine on one broker.
@@ -159,12 +170,16 @@ impl MirrorSystem {
             .mirrors
             .iter()
             .flat_map(|(mirror, runtime)| {
-                runtime.topics.iter().flat_map(move |(topic, partitions)| {
-                    partitions.iter().enumerate().map(move |(index, p)| {
-                        let key = (mirror.clone(), topic.clone(), index);
-                        let observe = p.observe(timeout);
-                        async move { (key, observe.await) }
-                    })
+                runtime.topics.iter().flat_map(move |(topic, mirrored)| {
+                    mirrored
+                        .partitions
+                        .iter()
+                        .enumerate()
+                        .map(move |(index, p)| {
+                            let key = (mirror.clone(), topic.clone(), index);
+                            let observe = p.observe(timeout);
+                            async move { (key, observe.await) }
+                        })
                 })
             })
             .collect();
@@ -199,7 +214,7 @@ impl MirrorSystem {
             .mirrors
             .get_mut(mirror)
             .and_then(|r| r.topics.get_mut(topic))
-            .and_then(|t| t.get_mut(index))
+            .and_then(|t| t.partitions.get_mut(index))
         {
             partition.supervise(&policy, now_ms, observation);
         }
@@ -225,15 +240,6 @@ impl MirrorSystem {
             .collect();
         Ok(())
     }
-
-    /// `mirror.name` for a topic that should do `desired` (DECISIONS.md 2).
-    fn mirror_name_value(mirror: &str, desired: Desired) -> String {
-        match desired {
-            Desired::Mirroring => mirror.to_string(),
-            Desired::Paused => format!("{mirror}.paused"),
-            Desired::Stopped => format!("{mirror}.removed"),
-        }
-    }
 }
 
 impl Actor for MirrorSystem {
@@ -242,8 +248,21 @@ impl Actor for MirrorSystem {
     fn started(&mut self, ctx: &mut Context<Self>) {
         let interval = std::time::Duration::from_millis(self.liveness.check_interval_ms());
         ctx.run_interval(interval, |system, ctx| system.check_liveness(ctx));
-        // Resume what the controller says is mirrored.
+        // React to metadata changes, whoever made them (coalesced: one reaction per wake-up).
+        let mut changes = self.broker.metadata_changes();
         let me = ctx.address();
+        actix::spawn({
+            let me = me.clone();
+            async move {
+                while changes.changed().await.is_ok() {
+                    changes.mark_unchanged();
+                    if me.send(MetadataChanged).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        // Resume what the controller says is mirrored.
         let mirrors: Vec<(String, Vec<String>)> = self
             .broker
             .mirrors()
@@ -277,6 +296,134 @@ impl Actor for MirrorSystem {
             }
         });
     }
+}
+
+/// The broker's metadata changed: the metadata manager's reaction (see
+/// [`kmirror_actors::metadata`]) for every topic the engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+struct MetadataChanged;
+
+impl Handler<MetadataChanged> for MirrorSystem {
+    type Result = ();
+
+    fn handle(&mut self, _: MetadataChanged, _: &mut Context<Self>) {
+        // A deleted mirror: its fetchers go with its runtime, its records with tombstones.
+        let mirrors = self.broker.mirrors();
+        let deleted: Vec<String> = self
+            .mirrors
+            .keys()
+            .filter(|name| !mirrors.contains_key(*name))
+            .cloned()
+            .collect();
+        for mirror in deleted {
+            tracing::info!(mirror, "mirror deleted");
+            self.mirrors.remove(&mirror);
+            for shard in &self.shards {
+                log_failure(shard.send(DeleteMirror(mirror.clone())));
+            }
+        }
+        let topics = self.broker.topics();
+        let shard_count = self.shards.len() as i32;
+        for (mirror, runtime) in &mut self.mirrors {
+            let mut released = Vec::new();
+            for (name, mirrored) in &mut runtime.topics {
+                let topic = topics.get(name);
+                let epochs: Vec<i32> = topic
+                    .map(|t| t.partitions.iter().map(|p| p.leader_epoch).collect())
+                    .unwrap_or_default();
+                let view = topic.map(|t| TopicView {
+                    mirror_name: t.configs.get("mirror.name").map(String::as_str),
+                    leader_epochs: &epochs,
+                });
+                for reaction in react(mirror, &mirrored.known, view.as_ref()) {
+                    tracing::info!(mirror, topic = name, ?reaction, "metadata changed");
+                    match reaction {
+                        Reaction::Desired(desired) => {
+                            mirrored.known.desired = desired;
+                            for p in &mut mirrored.partitions {
+                                log_rejection(p.change_desired(desired));
+                            }
+                        }
+                        Reaction::LeaderEpoch {
+                            partition,
+                            leader_epoch,
+                        } => {
+                            if let Some(told) =
+                                mirrored.known.leader_epochs.get_mut(partition as usize)
+                            {
+                                *told = leader_epoch;
+                            }
+                            if let Some(p) = mirrored.partitions.get_mut(partition as usize) {
+                                log_rejection(p.change_leader_epoch(leader_epoch));
+                            }
+                        }
+                        Reaction::Release => {
+                            for p in &mut mirrored.partitions {
+                                log_rejection(p.lose_leadership());
+                            }
+                            // Its states and LMEs mean nothing for a topic created again
+                            // under the same (the source's) id.
+                            let owning: BTreeSet<i32> = (0..mirrored.partitions.len() as i32)
+                                .map(|p| {
+                                    mirror_partition_shard(
+                                        mirror,
+                                        &mirrored.topic_id,
+                                        p,
+                                        shard_count,
+                                    )
+                                })
+                                .collect();
+                            for index in owning {
+                                if let Some(shard) = self.shards.get(index as usize) {
+                                    log_failure(shard.send(ForgetTopic {
+                                        mirror: mirror.clone(),
+                                        topic_id: mirrored.topic_id,
+                                        topic: name.clone(),
+                                    }));
+                                }
+                            }
+                            released.push(name.clone());
+                        }
+                    }
+                }
+            }
+            for name in released {
+                runtime.topics.remove(&name);
+            }
+        }
+    }
+}
+
+/// Runs a write sent to a coordinator shard, logging a failure.
+fn log_failure(
+    write: impl std::future::Future<
+        Output = Result<Result<(), kmirror_actors::partition::Cause>, actix::MailboxError>,
+    > + 'static,
+) {
+    actix::spawn(async move {
+        match write.await {
+            Ok(Ok(())) => {}
+            Ok(Err(cause)) => tracing::error!(error = %cause.message, "forgetting mirror states"),
+            Err(e) => tracing::error!(error = %e, "a coordinator shard is gone"),
+        }
+    });
+}
+
+/// Runs a command sent to a partition actor, logging a refusal (the metadata is the truth; the
+/// actor's state machine decides what the command means for it).
+fn log_rejection(
+    command: impl std::future::Future<
+        Output = Result<Result<(), kmirror_actors::partition::Rejection>, actix::MailboxError>,
+    > + 'static,
+) {
+    actix::spawn(async move {
+        match command.await {
+            Ok(Ok(())) => {}
+            Ok(Err(rejection)) => tracing::warn!(%rejection, "a metadata change was refused"),
+            Err(e) => tracing::warn!(error = %e, "a partition actor is gone"),
+        }
+    });
 }
 
 /// Loads a mirror of the controller: connects to its source with its configs. Loading a
@@ -428,12 +575,10 @@ impl MirrorSystem {
                     .get("mirror.name")
                     .cloned()
                     .unwrap_or_default();
-                let desired = if value == msg.mirror || value.is_empty() {
+                let desired = if value.is_empty() {
                     Desired::Mirroring
-                } else if value == Self::mirror_name_value(&msg.mirror, Desired::Paused) {
-                    Desired::Paused
-                } else if value == Self::mirror_name_value(&msg.mirror, Desired::Stopped) {
-                    Desired::Stopped
+                } else if let Some(desired) = desired_from_mirror_name(&msg.mirror, &value) {
+                    desired
                 } else {
                     return Err(MirrorError::new(
                         ErrorCode::TOPIC_ALREADY_IN_MIRROR,
@@ -460,6 +605,7 @@ impl MirrorSystem {
             }
         };
         let mut partitions = Vec::new();
+        let mut leader_epochs = Vec::new();
         for p in &source_topic.partitions {
             let fetcher = runtime
                 .fetchers
@@ -498,6 +644,7 @@ impl MirrorSystem {
             );
             let mut partition = SupervisedPartition::start(ports, retry, rand_unit);
             let leader_epoch = broker.leader_epoch(&msg.topic, p.partition).unwrap_or(0);
+            leader_epochs.push(leader_epoch);
             let become_leader = partition.become_leader(BecomeLeader {
                 leader_epoch,
                 desired,
@@ -510,16 +657,27 @@ impl MirrorSystem {
             partitions.push(partition);
         }
         if let Some(runtime) = self.mirrors.get_mut(&msg.mirror) {
-            runtime.topics.insert(msg.topic, partitions);
+            let known = KnownTopic {
+                desired,
+                leader_epochs,
+            };
+            runtime.topics.insert(
+                msg.topic,
+                MirroredTopic {
+                    topic_id: source_topic.topic_id,
+                    partitions,
+                    known,
+                },
+            );
         }
         Ok(())
     }
 
-    fn partitions(
+    fn mirrored_topic(
         &mut self,
         mirror: &str,
         topic: &str,
-    ) -> Result<&mut Vec<SupervisedPartition<BrokerPartitionPorts>>, MirrorError> {
+    ) -> Result<&mut MirroredTopic, MirrorError> {
         let runtime = self
             .mirrors
             .get_mut(mirror)
@@ -539,7 +697,8 @@ impl MirrorSystem {
         topic: &str,
     ) -> Result<Vec<PartitionAddr>, MirrorError> {
         Ok(self
-            .partitions(mirror, topic)?
+            .mirrored_topic(mirror, topic)?
+            .partitions
             .iter()
             .map(|p| p.addr().clone())
             .collect())
@@ -556,7 +715,7 @@ impl Handler<ChangeTopic> for MirrorSystem {
 
     fn handle(&mut self, msg: ChangeTopic, _: &mut Context<Self>) -> Self::Result {
         // Known before `mirror.name` changes.
-        let known = self.partitions(&msg.mirror, &msg.topic).map(|_| ());
+        let known = self.mirrored_topic(&msg.mirror, &msg.topic).map(|_| ());
         let prepared = known.and_then(|()| {
             let mut configs = self
                 .broker
@@ -565,15 +724,17 @@ impl Handler<ChangeTopic> for MirrorSystem {
                 .unwrap_or_default();
             configs.insert(
                 "mirror.name".to_string(),
-                Self::mirror_name_value(&msg.mirror, msg.desired),
+                mirror_name_value(&msg.mirror, msg.desired),
             );
             // `mirror.name` stays set (`<mirror>.removed` for a stop), so the topic stays
             // read-only until its partition actors reach STOPPED.
             self.broker
                 .set_topic_configs(&msg.topic, configs)
                 .map_err(|e| MirrorError::new(ErrorCode(e.error_code()), e.to_string()))?;
-            let changes: Vec<_> = self
-                .partitions(&msg.mirror, &msg.topic)?
+            let mirrored = self.mirrored_topic(&msg.mirror, &msg.topic)?;
+            mirrored.known.desired = msg.desired;
+            let changes: Vec<_> = mirrored
+                .partitions
                 .iter_mut()
                 .map(|p| p.change_desired(msg.desired))
                 .collect();
@@ -652,9 +813,13 @@ impl Handler<DescribeMirror> for MirrorSystem {
                 runtime
                     .topics
                     .iter()
-                    .map(|(name, partitions)| {
+                    .map(|(name, mirrored)| {
                         let id = known.get(name).map(|t| t.topic_id).unwrap_or_default();
-                        let addrs = partitions.iter().map(|p| p.addr().clone()).collect();
+                        let addrs = mirrored
+                            .partitions
+                            .iter()
+                            .map(|p| p.addr().clone())
+                            .collect();
                         (name.clone(), id, addrs)
                     })
                     .collect()

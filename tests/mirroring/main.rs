@@ -8,7 +8,8 @@
 //! broker: a topic of Apache Kafka started (PREPARING to MIRRORING), read-only meanwhile,
 //! paused (nothing fetched while the source grows) and resumed (caught up), then the KIP's stop (fetcher removed, epoch bumped, LSO truncation, LME persisted, PID reset
 //! appended) after which Kafka's Java producer writes to it. `process` drives `kmirror broker`
-//! processes with `kmirror mirrors`; `failback` fails over and back between two of them.
+//! processes with `kmirror mirrors`; `failback` fails over and back between two of them;
+//! `metadata` changes a mirrored topic with Kafka's own tools.
 
 use actix::{Actor, Context, Handler};
 use kmirror::broker::Broker;
@@ -32,6 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod failback;
+mod metadata;
 mod process;
 
 /// Stands in for the partition actors: counts what the fetcher reports.

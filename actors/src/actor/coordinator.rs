@@ -62,6 +62,18 @@ pub struct LastMirroredEpoch {
 #[rtype(result = "Result<(), Cause>")]
 pub struct DeleteMirror(pub String);
 
+/// Forgets one deleted topic of a mirror in this shard: its partition states, and its LMEs.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), Cause>")]
+pub struct ForgetTopic {
+    /// The mirror.
+    pub mirror: String,
+    /// The topic's id.
+    pub topic_id: uuid::Uuid,
+    /// The topic's name.
+    pub topic: String,
+}
+
 /// One `__mirror_state` shard's actor.
 pub struct CoordinatorShard<P: ShardLogPorts> {
     shard: Shard,
@@ -167,13 +179,34 @@ impl<P: ShardLogPorts> Handler<DeleteMirror> for CoordinatorShard<P> {
     type Result = AtomicResponse<Self, Result<(), Cause>>;
 
     fn handle(&mut self, msg: DeleteMirror, _: &mut Context<Self>) -> Self::Result {
+        let records = self.shard.delete_mirror(&msg.0);
+        self.append_and_replay(records)
+    }
+}
+
+impl<P: ShardLogPorts> Handler<ForgetTopic> for CoordinatorShard<P> {
+    type Result = AtomicResponse<Self, Result<(), Cause>>;
+
+    fn handle(&mut self, msg: ForgetTopic, _: &mut Context<Self>) -> Self::Result {
+        let records = self
+            .shard
+            .delete_topic(&msg.mirror, &msg.topic_id, &msg.topic);
+        self.append_and_replay(records)
+    }
+}
+
+impl<P: ShardLogPorts> CoordinatorShard<P> {
+    /// Appends `records` (refused while loading), then replays them once durable.
+    fn append_and_replay(
+        &mut self,
+        records: Vec<CoordinatorRecord>,
+    ) -> AtomicResponse<Self, Result<(), Cause>> {
         if self.shard.is_loading() {
             let loading = Err(Cause::retryable(
                 "the __mirror_state shard is still loading",
             ));
             return AtomicResponse::new(Box::pin(async move { loading }.into_actor(self)));
         }
-        let records = self.shard.delete_mirror(&msg.0);
         let append = self.ports.append(records.clone());
         AtomicResponse::new(Box::pin(append.into_actor(self).map(
             move |result, actor, _| {

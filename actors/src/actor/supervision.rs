@@ -10,7 +10,8 @@
 //! [`Restart`], a new actor, or [`GiveUp`].
 
 use super::partition::{
-    BecomeLeader, ChangeDesired, DescribePartition, GiveUp, MirrorPartition, Restart,
+    BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, GiveUp, LoseLeadership,
+    MirrorPartition, Restart,
 };
 use super::ports::PartitionPorts;
 use crate::liveness::{Liveness, LivenessPolicy, Observation, Verdict};
@@ -83,7 +84,30 @@ impl<P: PartitionPorts + Clone> SupervisedPartition<P> {
         self.addr.send(ChangeDesired(desired))
     }
 
-    /// Asks the actor how it is doing, waiting at most `timeout`.
+    /// The partition's leader epoch rose: tells the actor, remembering it for a new actor.
+    pub fn change_leader_epoch(
+        &mut self,
+        leader_epoch: i32,
+    ) -> impl Future<Output = Result<Result<(), crate::partition::Rejection>, MailboxError>> + use<P>
+    {
+        if let Some(leadership) = &mut self.leadership {
+            leadership.leader_epoch = leadership.leader_epoch.max(leader_epoch);
+        }
+        self.addr.send(ChangeLeaderEpoch(leader_epoch))
+    }
+
+    /// This broker no longer runs the partition: the actor stops fetching and forgets its
+    /// leadership (a new actor would not get it).
+    pub fn lose_leadership(
+        &mut self,
+    ) -> impl Future<Output = Result<Result<(), crate::partition::Rejection>, MailboxError>> + use<P>
+    {
+        self.leadership = None;
+        self.addr.send(LoseLeadership)
+    }
+
+    /// Asks the actor how it is doing, waiting at most `timeout`. The question is sent at once
+    /// (and the timeout starts then); the future only waits for the answer.
     pub fn observe(&self, timeout: Duration) -> impl Future<Output = Observation> + use<P> {
         let describe = self.addr.send(DescribePartition).timeout(timeout);
         async move {

@@ -302,8 +302,28 @@ impl Shard {
 
     /// The tombstones that delete every record of `mirror` in this shard.
     pub fn delete_mirror(&self, mirror: &str) -> Vec<CoordinatorRecord> {
-        let mut keys: Vec<&PartitionKey> =
-            self.states.keys().filter(|k| k.mirror == mirror).collect();
+        self.forget(mirror, None)
+    }
+
+    /// The records that forget one topic of `mirror` (a deleted topic: its states and LMEs
+    /// mean nothing for a topic created again under the same id).
+    pub fn delete_topic(
+        &self,
+        mirror: &str,
+        topic_id: &Uuid,
+        topic: &str,
+    ) -> Vec<CoordinatorRecord> {
+        self.forget(mirror, Some((topic_id, topic)))
+    }
+
+    /// Tombstones for the partition states of `mirror` (of one topic, when given), and its LME
+    /// record rewritten without them (a tombstone when nothing is left).
+    fn forget(&self, mirror: &str, topic: Option<(&Uuid, &str)>) -> Vec<CoordinatorRecord> {
+        let mut keys: Vec<&PartitionKey> = self
+            .states
+            .keys()
+            .filter(|k| k.mirror == mirror && topic.is_none_or(|(id, _)| k.topic_id == *id))
+            .collect();
         keys.sort();
         let mut records: Vec<CoordinatorRecord> = keys
             .into_iter()
@@ -316,13 +336,22 @@ impl Shard {
                 value: None,
             })
             .collect();
-        if self.lmes.contains_key(mirror) {
-            records.push(CoordinatorRecord::LastMirrorEpochs {
-                key: LastMirrorEpochsKey {
-                    mirror_name: mirror.to_string(),
-                },
-                value: None,
-            });
+        if let Some(lmes) = self.lmes.get(mirror) {
+            let kept: LmeMap = lmes
+                .iter()
+                .filter(|((name, _), _)| topic.is_some_and(|(_, t)| name != t))
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            if kept.is_empty() {
+                records.push(CoordinatorRecord::LastMirrorEpochs {
+                    key: LastMirrorEpochsKey {
+                        mirror_name: mirror.to_string(),
+                    },
+                    value: None,
+                });
+            } else if kept.len() != lmes.len() {
+                records.push(lme_record(mirror, &kept));
+            }
         }
         records
     }

@@ -238,3 +238,52 @@ fn lme_record_is_one_per_mirror_and_deletion_tombstones_everything() {
     assert_eq!(shard.partition_count(), 0);
     assert_eq!(shard.last_mirrored_epoch("dr", "orders", ps[0]), -1);
 }
+
+#[test]
+fn a_deleted_topic_is_forgotten_and_the_other_topics_lmes_kept() {
+    let (orders, payments) = (Uuid::from_u128(7), Uuid::from_u128(8));
+    let mut shard = Shard::new(0, SHARDS);
+    shard.loaded();
+    let mut log = Vec::new();
+    let p = partition_in(0, orders);
+    assert_eq!(
+        apply(
+            &mut shard,
+            &mut log,
+            &write(orders, p, MirrorState::Stopped, 12, 4)
+        ),
+        0
+    );
+    let q = partition_in(0, payments);
+    let mut other = write(payments, q, MirrorState::Stopped, 3, 6);
+    other.topics[0].name = "payments".into();
+    assert_eq!(apply(&mut shard, &mut log, &other), 0);
+
+    let records = shard.delete_topic("dr", &orders, "orders");
+    assert_eq!(
+        records.len(),
+        2,
+        "a tombstone and the LME record rewritten: {records:?}"
+    );
+    for r in &records {
+        shard.replay(r);
+    }
+    assert_eq!(shard.last_mirrored_epoch("dr", "orders", p), -1);
+    assert_eq!(shard.last_mirrored_epoch("dr", "payments", q), 6);
+    // A topic created again under the same id starts over: epoch 0 is not fenced.
+    assert_eq!(
+        apply(
+            &mut shard,
+            &mut log,
+            &write(orders, p, MirrorState::Preparing, 0, -1)
+        ),
+        0
+    );
+    let records = shard.delete_topic("dr", &payments, "payments");
+    assert!(
+        records
+            .iter()
+            .any(|r| matches!(r, CoordinatorRecord::LastMirrorEpochs { value: None, .. })),
+        "no LME left: the record is tombstoned: {records:?}"
+    );
+}

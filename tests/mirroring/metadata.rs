@@ -1,0 +1,128 @@
+//! The engine reacts to metadata, whoever changes it: `kafka-configs` setting `mirror.name`
+//! pauses and resumes a mirrored topic as PauseMirrorTopics / ResumeMirrorTopics would, and
+//! `kafka-topics --delete` of a mirrored topic releases its partitions (nothing left fetching
+//! or FAILED), after which the topic can be started again and mirrors from scratch.
+
+use super::process::{
+    create_mirror, free_port, mirrors_cli, source_ends, spawn_broker, wait_described,
+};
+use super::source_client;
+use kmirror_protocol::kafka_tools::{self, kafka_tool_output};
+use std::time::{Duration, Instant};
+
+/// Runs one of Kafka's tools off the test's runtime; panics with its output when it fails.
+async fn tool(class: &'static str, args: Vec<String>) {
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kafka_tool_output(class, &args)
+    })
+    .await
+    .expect("ran");
+    assert!(
+        out.status.success(),
+        "{class}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+async fn set_mirror_name(address: &str, topic: &str, value: &str) {
+    let args = [
+        "--bootstrap-server",
+        address,
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        topic,
+        "--alter",
+        "--add-config",
+        &format!("mirror.name={value}"),
+    ];
+    tool(
+        "org.apache.kafka.tools.ConfigCommand",
+        args.iter().map(|a| a.to_string()).collect(),
+    )
+    .await;
+}
+
+async fn produce(address: &str, topic: &str, records: u32) {
+    let (address, topic) = (address.to_string(), topic.to_string());
+    tokio::task::spawn_blocking(move || {
+        kafka_tools::produce(&address, &topic, records, "lz4", &[])
+    })
+    .await
+    .expect("produced");
+}
+
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
+async fn kafka_configs_and_topic_deletion_drive_the_mirror() {
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    );
+    let (port_a, port_b) = (free_port(), free_port());
+    let (a, b) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
+    let _source = spawn_broker(dir_a.path(), port_a);
+    let _destination = spawn_broker(dir_b.path(), port_b);
+    let topic = format!("metadata-{}", std::process::id());
+    let (bootstrap, name) = (a.clone(), topic.clone());
+    tokio::task::spawn_blocking(move || kafka_tools::create_topic(&bootstrap, &name, 2, &[]))
+        .await
+        .expect("created");
+    produce(&a, &topic, 2_000).await;
+    create_mirror(dir_b.path(), &b, "dr", &a);
+    let (code, text) = mirrors_cli(&b, &["--start", "--mirror", "dr", "--topics", &topic]);
+    assert_eq!(code, Some(0), "{text}");
+    let source = source_client(&a).await;
+    let ends = source_ends(&source, &topic, 2).await;
+    wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
+
+    // kafka-configs pauses it: the destination stays where it is while the source grows.
+    set_mirror_name(&b, &topic, "dr.paused").await;
+    wait_described(&b, "dr", &topic, "PAUSED", &ends).await;
+    produce(&a, &topic, 1_000).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_described(&b, "dr", &topic, "PAUSED", &ends).await;
+    // ...and resumes it: caught up.
+    set_mirror_name(&b, &topic, "dr").await;
+    let ends = source_ends(&source, &topic, 2).await;
+    wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
+
+    // Deleting the mirrored topic releases its partitions: DescribeMirrors no longer lists it.
+    tool(
+        "org.apache.kafka.tools.TopicCommand",
+        [
+            "--bootstrap-server",
+            b.as_str(),
+            "--delete",
+            "--topic",
+            topic.as_str(),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect(),
+    )
+    .await;
+    let (code, text) = mirrors_cli(&b, &["--describe", "--mirror", "dr", "--json"]);
+    assert_eq!(code, Some(0), "{text}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, text) = mirrors_cli(&b, &["--describe", "--mirror", "dr", "--json"]);
+        let json: serde_json::Value = serde_json::from_str(text.trim()).expect("JSON");
+        let listed = json["mirrors"][0]["partitions"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty());
+        if !listed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still described: {json}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Started again, it is mirrored from scratch.
+    let (code, text) = mirrors_cli(&b, &["--start", "--mirror", "dr", "--topics", &topic]);
+    assert_eq!(code, Some(0), "{text}");
+    wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
+    let log = std::fs::read_to_string(dir_b.path().join("broker.log")).expect("B's log");
+    assert!(!log.contains("FAILED"), "nothing failed:\n{log}");
+}
