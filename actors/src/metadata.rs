@@ -21,6 +21,17 @@ pub fn desired_from_mirror_name(mirror: &str, value: &str) -> Option<Desired> {
     }
 }
 
+/// The mirror a `mirror.name` value names, and what it asks of the topic.
+pub fn mirror_of(value: &str) -> Option<(&str, Desired)> {
+    let (mirror, desired) = match value.rsplit_once('.') {
+        Some((mirror, "paused")) => (mirror, Desired::Paused),
+        Some((mirror, "removed")) => (mirror, Desired::Stopped),
+        Some(_) => return None,
+        None => (value, Desired::Mirroring),
+    };
+    (!mirror.is_empty()).then_some((mirror, desired))
+}
+
 /// The `mirror.name` value that asks `desired` of a topic of `mirror`.
 pub fn mirror_name_value(mirror: &str, desired: Desired) -> String {
     match desired {
@@ -112,6 +123,16 @@ mod tests {
         assert_eq!(desired_from_mirror_name("dr", "dr2"), None);
         assert_eq!(desired_from_mirror_name("dr", "other"), None);
         assert_eq!(desired_from_mirror_name("dr", "dr.stopped"), None);
+    }
+
+    #[test]
+    fn a_value_names_its_mirror() {
+        assert_eq!(mirror_of("dr"), Some(("dr", Desired::Mirroring)));
+        assert_eq!(mirror_of("dr.paused"), Some(("dr", Desired::Paused)));
+        assert_eq!(mirror_of("dr.removed"), Some(("dr", Desired::Stopped)));
+        assert_eq!(mirror_of("dr.other"), None);
+        assert_eq!(mirror_of(""), None);
+        assert_eq!(mirror_of(".paused"), None);
     }
 
     #[test]

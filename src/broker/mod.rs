@@ -20,6 +20,7 @@
 //! UNSUPPORTED_VERSION. With `authorizer.enabled=true` every API checks the controller's ACLs
 //! (see [`crate::acl`]) for the anonymous principal of a PLAINTEXT listener and the client host.
 
+mod cluster;
 pub mod config;
 mod handlers;
 pub mod server;
@@ -47,13 +48,19 @@ pub struct Partition {
     /// Whether producers are refused with READ_ONLY_TOPIC: a mirror partition (topic config
     /// `mirror.name` set) until the engine reports it STOPPED.
     pub read_only: AtomicBool,
+    /// The id of the topic the log belongs to (a topic deleted and created again elsewhere in
+    /// the cluster gets a new log).
+    topic_id: Uuid,
+    /// The topic configs last applied to the log.
+    configs: Mutex<BTreeMap<String, String>>,
 }
 
 /// The broker's shared state.
 #[derive(Debug)]
 pub struct Broker {
     config: BrokerConfig,
-    controller: Mutex<Controller>,
+    /// This node's controller, or the one the brokers of an in-process cluster share.
+    controller: Arc<Mutex<Controller>>,
     partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
     /// Woken after every append, for fetches waiting on `min_bytes`.
     appended: Notify,
@@ -81,26 +88,39 @@ pub fn now_ms() -> i64 {
 }
 
 impl Broker {
-    /// Replays the metadata and opens every partition.
+    /// Replays the metadata and opens every partition: a single-node cluster whose controller
+    /// lives under `log.dirs/__cluster_metadata`.
     pub fn open(config: BrokerConfig) -> Result<Broker, StorageError> {
         let controller = Controller::open(&config.log_dir.join("__cluster_metadata"))?;
+        Broker::open_with(config, Arc::new(Mutex::new(controller)))
+    }
+
+    /// Opens this node over `controller` (registering it there) and the partitions it leads.
+    fn open_with(
+        config: BrokerConfig,
+        controller: Arc<Mutex<Controller>>,
+    ) -> Result<Broker, StorageError> {
         let groups = GroupCoordinator::open(&config.log_dir.join("__consumer_offsets"))?;
         let (transactions, unfinished) = TransactionCoordinator::open(
             &config.log_dir.join("__transaction_state"),
             config.transaction_max_timeout_ms,
         )?;
-        let acls = RwLock::new(Arc::new(controller.acls()));
+        let acls = RwLock::new(Arc::new(
+            controller.lock().unwrap_or_else(|e| e.into_inner()).acls(),
+        ));
         let broker = Broker {
             acls,
             engine: OnceLock::new(),
-            controller: Mutex::new(controller),
+            controller,
             groups,
             transactions,
             partitions: RwLock::new(HashMap::new()),
             appended: Notify::new(),
             config,
         };
-        broker.with_controller(Controller::resume_leadership)?;
+        let (node_id, (host, port)) = (broker.config.node_id, broker.config.advertised.clone());
+        broker.with_controller(|c| c.register_broker(node_id, &host, port))?;
+        broker.with_controller(|c| c.resume_leadership(node_id))?;
         let topics: Vec<(String, TopicMeta)> =
             broker.with_controller(|c| c.topics().clone().into_iter().collect());
         broker.remove_stray_logs(&topics)?;
@@ -168,6 +188,21 @@ impl Broker {
         from: i32,
     ) -> Result<(), StorageError> {
         for index in from..topic.partitions.len() as i32 {
+            if self.leads(&topic.partitions[index as usize]) {
+                self.open_partition(name, topic, index)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens (recovering) one partition's log.
+    fn open_partition(
+        &self,
+        name: &str,
+        topic: &TopicMeta,
+        index: i32,
+    ) -> Result<(), StorageError> {
+        {
             let dir = self.config.log_dir.join(format!("{name}-{index}"));
             let settings = self.config.log.with_overrides(&topic.configs);
             let (mut log, report) = PartitionLog::open(&dir, settings, now_ms())?;
@@ -190,6 +225,8 @@ impl Broker {
                     Arc::new(Partition {
                         log: Mutex::new(log),
                         read_only: AtomicBool::new(is_mirror_topic(&topic.configs)),
+                        topic_id: topic.topic_id,
+                        configs: Mutex::new(topic.configs.clone()),
                     }),
                 );
         }
@@ -276,7 +313,7 @@ impl Broker {
     ) -> Result<TopicMeta, ControllerError> {
         let topic =
             self.with_controller(|c| c.create_topic(name, partitions, configs, topic_id))?;
-        self.open_partitions(name, &topic, 0)?;
+        self.reconcile()?;
         Ok(topic)
     }
 
@@ -291,37 +328,22 @@ impl Broker {
         self.with_controller(|c| c.check_create_partitions(name, count))
     }
 
-    /// Grows a topic to `count` partitions and opens the new logs.
+    /// Grows a topic to `count` partitions and opens the new logs this node leads.
     pub fn create_partitions(&self, name: &str, count: i32) -> Result<TopicMeta, ControllerError> {
-        let before = self.topic(name).map_or(0, |t| t.partitions.len() as i32);
         let topic = self.with_controller(|c| c.create_partitions(name, count))?;
-        self.open_partitions(name, &topic, before)?;
+        self.reconcile()?;
         Ok(topic)
     }
 
-    /// Replaces a topic's dynamic configs and applies them to its open logs. The read-only flag
-    /// follows `mirror.name` only when that config changes (the engine owns it otherwise).
+    /// Replaces a topic's dynamic configs and applies them to its open logs (see
+    /// [`Broker::reconcile`] for the read-only flag).
     pub fn set_topic_configs(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, ControllerError> {
-        let before = self.topic(name).map(|t| is_mirror_topic(&t.configs));
         let topic = self.with_controller(|c| c.set_topic_configs(name, configs))?;
-        let mirror = is_mirror_topic(&topic.configs);
-        let settings = self.config.log.with_overrides(&topic.configs);
-        for index in 0..topic.partitions.len() as i32 {
-            if let Some(partition) = self.partition(name, index) {
-                partition
-                    .log
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .set_config(settings.clone());
-                if before != Some(mirror) {
-                    partition.read_only.store(mirror, Ordering::SeqCst);
-                }
-            }
-        }
+        self.reconcile()?;
         Ok(topic)
     }
 
@@ -329,19 +351,7 @@ impl Broker {
     /// committed offsets and its logs.
     pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ControllerError> {
         let topic = self.with_controller(|c| c.delete_topic(name))?;
-        self.groups.forget_topic(name)?;
-        {
-            let mut partitions = self.partitions.write().unwrap_or_else(|e| e.into_inner());
-            for index in 0..topic.partitions.len() as i32 {
-                partitions.remove(&(name.to_string(), index));
-            }
-        }
-        for index in 0..topic.partitions.len() {
-            let dir = self.config.log_dir.join(format!("{name}-{index}"));
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir).map_err(crate::storage::error::io("remove", &dir))?;
-            }
-        }
+        self.reconcile()?;
         Ok(topic)
     }
 

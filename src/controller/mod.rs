@@ -21,12 +21,22 @@ use uuid::Uuid;
 pub enum MetadataRecord {
     /// The cluster's id, written once.
     ClusterId { id: String },
-    /// A topic was created.
+    /// A broker of the cluster and where clients reach it (written when it starts and its
+    /// address changed).
+    BrokerRegistered {
+        node_id: i32,
+        host: String,
+        port: u16,
+    },
+    /// A topic was created; `leaders` names each partition's broker (empty in logs written
+    /// before brokers were placed: the single node leads them).
     Topic {
         name: String,
         topic_id: String,
         partitions: i32,
         configs: BTreeMap<String, String>,
+        #[serde(default)]
+        leaders: Vec<i32>,
     },
     /// A partition's leader epoch changed.
     LeaderEpoch {
@@ -34,13 +44,19 @@ pub enum MetadataRecord {
         partition: i32,
         epoch: i32,
     },
-    /// This node took leadership of every partition again at start-up: each leader epoch rose
-    /// by one, as a Kafka broker's partitions get new leader epochs when it re-registers.
-    LeadershipResumed,
+    /// Broker `node_id` took leadership of its partitions again at start-up: each of their
+    /// leader epochs rose by one, as a Kafka broker's partitions get new leader epochs when it
+    /// re-registers.
+    LeadershipResumed { node_id: i32 },
     /// The next producer id to hand out.
     ProducerIdBlock { next: i64 },
-    /// A topic grew to `count` partitions (CreatePartitions).
-    PartitionCount { topic: String, count: i32 },
+    /// A topic grew to `count` partitions (CreatePartitions), the new ones led by `leaders`.
+    PartitionCount {
+        topic: String,
+        count: i32,
+        #[serde(default)]
+        leaders: Vec<i32>,
+    },
     /// A topic was deleted.
     TopicDeleted { name: String },
     /// A topic's dynamic configs, all of them, after a change.
@@ -66,6 +82,23 @@ pub enum MetadataRecord {
 pub struct PartitionMeta {
     /// The leader epoch.
     pub leader_epoch: i32,
+    /// The broker that leads it (one replica per partition); [`ANY_NODE`] in a log written
+    /// before brokers were placed, where the single node leads everything.
+    pub leader: i32,
+}
+
+/// The leader of partitions created before brokers were placed: whichever node opens the log.
+pub const ANY_NODE: i32 = -1;
+
+/// A broker of the cluster as clients reach it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerEndpoint {
+    /// `node.id`.
+    pub node_id: i32,
+    /// The advertised host.
+    pub host: String,
+    /// The advertised port.
+    pub port: u16,
 }
 
 /// A topic's metadata.
@@ -137,6 +170,7 @@ pub struct Controller {
     next_producer_id: i64,
     acls: BTreeSet<AclBinding>,
     mirrors: BTreeMap<String, BTreeMap<String, String>>,
+    brokers: BTreeMap<i32, BrokerEndpoint>,
     /// Counts the changes applied, for whoever reacts to metadata (the mirroring engine).
     changes: tokio::sync::watch::Sender<u64>,
 }
@@ -173,6 +207,7 @@ impl Controller {
             next_producer_id: 1000,
             acls: BTreeSet::new(),
             mirrors: BTreeMap::new(),
+            brokers: BTreeMap::new(),
             changes: tokio::sync::watch::Sender::new(0),
         };
         for record in &records {
@@ -188,11 +223,26 @@ impl Controller {
     fn apply(&mut self, record: &MetadataRecord) {
         match record {
             MetadataRecord::ClusterId { id } => self.cluster_id = id.clone(),
+            MetadataRecord::BrokerRegistered {
+                node_id,
+                host,
+                port,
+            } => {
+                self.brokers.insert(
+                    *node_id,
+                    BrokerEndpoint {
+                        node_id: *node_id,
+                        host: host.clone(),
+                        port: *port,
+                    },
+                );
+            }
             MetadataRecord::Topic {
                 name,
                 topic_id,
                 partitions,
                 configs,
+                leaders,
             } => {
                 let topic_id =
                     kmirror_protocol::topic_id::from_kafka_string(topic_id).unwrap_or_default();
@@ -200,8 +250,11 @@ impl Controller {
                     name.clone(),
                     TopicMeta {
                         topic_id,
-                        partitions: (0..*partitions)
-                            .map(|_| PartitionMeta { leader_epoch: 0 })
+                        partitions: (0..*partitions as usize)
+                            .map(|i| PartitionMeta {
+                                leader_epoch: 0,
+                                leader: leaders.get(i).copied().unwrap_or(ANY_NODE),
+                            })
                             .collect(),
                         configs: configs.clone(),
                     },
@@ -220,22 +273,31 @@ impl Controller {
                     p.leader_epoch = *epoch;
                 }
             }
-            MetadataRecord::LeadershipResumed => {
+            MetadataRecord::LeadershipResumed { node_id } => {
                 for p in self
                     .topics
                     .values_mut()
                     .flat_map(|t| t.partitions.iter_mut())
                 {
-                    p.leader_epoch += 1;
+                    if p.leader == *node_id || p.leader == ANY_NODE {
+                        p.leader_epoch += 1;
+                    }
                 }
             }
             MetadataRecord::ProducerIdBlock { next } => self.next_producer_id = *next,
-            MetadataRecord::PartitionCount { topic, count } => {
+            MetadataRecord::PartitionCount {
+                topic,
+                count,
+                leaders,
+            } => {
                 if let Some(t) = self.topics.get_mut(topic) {
                     let count = usize::try_from(*count).unwrap_or(0);
-                    if count > t.partitions.len() {
-                        t.partitions
-                            .resize(count, PartitionMeta { leader_epoch: 0 });
+                    let before = t.partitions.len();
+                    for i in before..count {
+                        t.partitions.push(PartitionMeta {
+                            leader_epoch: 0,
+                            leader: leaders.get(i - before).copied().unwrap_or(ANY_NODE),
+                        });
                     }
                 }
             }
@@ -278,6 +340,48 @@ impl Controller {
     /// The cluster id.
     pub fn cluster_id(&self) -> &str {
         &self.cluster_id
+    }
+
+    /// The brokers of the cluster, by node id.
+    pub fn brokers(&self) -> &BTreeMap<i32, BrokerEndpoint> {
+        &self.brokers
+    }
+
+    /// Records where broker `node_id` is reached (nothing is written when that is known).
+    pub fn register_broker(
+        &mut self,
+        node_id: i32,
+        host: &str,
+        port: u16,
+    ) -> Result<(), StorageError> {
+        let endpoint = BrokerEndpoint {
+            node_id,
+            host: host.to_string(),
+            port,
+        };
+        if self.brokers.get(&node_id) == Some(&endpoint) {
+            return Ok(());
+        }
+        self.append(MetadataRecord::BrokerRegistered {
+            node_id,
+            host: endpoint.host,
+            port,
+        })
+    }
+
+    /// Leaders for `count` new partitions after the first `from` of topic `name`: the brokers
+    /// in turn, starting at a place the name decides (so topics spread over the cluster).
+    fn place(&self, name: &str, from: usize, count: usize) -> Vec<i32> {
+        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        if ids.is_empty() {
+            return vec![ANY_NODE; count];
+        }
+        let start = name
+            .bytes()
+            .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
+        (from..from + count)
+            .map(|i| ids[start.wrapping_add(i) % ids.len()])
+            .collect()
     }
 
     /// Every mirror, with its configs.
@@ -394,11 +498,13 @@ impl Controller {
     ) -> Result<TopicMeta, ControllerError> {
         self.check_create_topic(name, partitions)?;
         let id = topic_id.unwrap_or_else(Uuid::new_v4);
+        let leaders = self.place(name, 0, partitions as usize);
         self.append(MetadataRecord::Topic {
             name: name.to_string(),
             topic_id: kmirror_protocol::topic_id::to_kafka_string(&id),
             partitions,
             configs,
+            leaders,
         })?;
         Ok(self.topics[name].clone())
     }
@@ -424,9 +530,12 @@ impl Controller {
         count: i32,
     ) -> Result<TopicMeta, ControllerError> {
         self.check_create_partitions(name, count)?;
+        let before = self.topics[name].partitions.len();
+        let leaders = self.place(name, before, count as usize - before);
         self.append(MetadataRecord::PartitionCount {
             topic: name.to_string(),
             count,
+            leaders,
         })?;
         Ok(self.topics[name].clone())
     }
@@ -487,14 +596,15 @@ impl Controller {
         Ok(Some(epoch))
     }
 
-    /// A new leadership term for every partition (called once per start): records produced
-    /// from now on carry epochs above everything written before the restart, so a log that
-    /// diverged while this node was away is told apart by epoch (failback relies on it).
-    pub fn resume_leadership(&mut self) -> Result<(), StorageError> {
+    /// A new leadership term for every partition of broker `node_id` (called once per start):
+    /// records produced from now on carry epochs above everything written before the restart,
+    /// so a log that diverged while this node was away is told apart by epoch (failback relies
+    /// on it).
+    pub fn resume_leadership(&mut self, node_id: i32) -> Result<(), StorageError> {
         if self.topics.is_empty() {
             return Ok(());
         }
-        self.append(MetadataRecord::LeadershipResumed)
+        self.append(MetadataRecord::LeadershipResumed { node_id })
     }
 
     /// Hands out a producer id, durably (ids are never reused across restarts).

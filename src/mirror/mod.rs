@@ -8,16 +8,24 @@
 //! - [`partition`]: a mirror partition actor's ports (its shard, its fetcher, the controller,
 //!   the log, the source);
 //! - [`system`]: the engine assembled on this broker (shards, fetchers, partition actors);
+//! - [`topics`]: starting, changing and describing mirrored topics;
+//! - [`reactions`]: the engine's reactions to metadata changes and to its actors' liveness;
 //! - [`state_topic`]: `__mirror_state` as a topic of this broker, and the coordinator shard's
-//!   ports over it.
+//!   ports over it;
+//! - [`shard_route`]: a shard as a partition sees it (here, or at the broker that leads it);
+//! - [`shard_service`]: ReadMirrorStates / WriteMirrorStates from other brokers.
 //!
-//! A mirror topic has the source topic's name and id; its partitions are this broker's logs.
+//! A mirror topic has the source topic's name and id; each broker runs the partitions it leads.
 
 pub mod fetch;
 pub mod log;
 pub mod partition;
+mod reactions;
+pub mod shard_route;
+pub mod shard_service;
 pub mod state_topic;
 pub mod system;
+pub mod topics;
 
 use kmirror_actors::partition::Cause;
 use kmirror_protocol::client::ClientError;

@@ -1,18 +1,17 @@
 //! A mirror partition actor's ports over this broker: its coordinator shard (`__mirror_state`),
 //! its fetcher, this broker's controller and partition log, and the source cluster.
 //!
-//! The shard of the partition is local here (one broker leads every `__mirror_state`
-//! partition); reads and writes go to its actor as ReadMirrorStates / WriteMirrorStates.
+//! The partition's shard is an actor here or another broker of the cluster (see
+//! [`ShardRoute`]); reads and writes go to it as ReadMirrorStates / WriteMirrorStates.
 //! Writing the LME rewrites the partition's stored state with the LME added, as one record.
 
 use super::cause;
 use super::fetch::SourceFetcherPorts;
-use super::state_topic::StateTopicPorts;
+use super::shard_route::ShardRoute;
 use crate::broker::Broker;
 use actix::Addr;
 use kmirror_actors::actor::{
-    AttachPartition, CoordinatorShard, DetachPartition, Fetcher, FetcherProgress, PartitionPorts,
-    PortFuture, ReadMirrorStates, WriteMirrorStates,
+    AttachPartition, DetachPartition, Fetcher, FetcherProgress, PartitionPorts, PortFuture,
 };
 use kmirror_actors::epoch::{self, Alignment};
 use kmirror_actors::host::{self, MirrorLog};
@@ -52,7 +51,7 @@ pub struct BrokerPartitionPorts {
     site: Arc<MirrorPartitionSite>,
     broker: Arc<Broker>,
     source: Arc<SourceClient>,
-    shard: Addr<CoordinatorShard<StateTopicPorts>>,
+    shard: ShardRoute,
     fetcher: Addr<Fetcher<SourceFetcherPorts>>,
 }
 
@@ -70,7 +69,7 @@ impl BrokerPartitionPorts {
         site: MirrorPartitionSite,
         broker: Arc<Broker>,
         source: Arc<SourceClient>,
-        shard: Addr<CoordinatorShard<StateTopicPorts>>,
+        shard: ShardRoute,
         fetcher: Addr<Fetcher<SourceFetcherPorts>>,
     ) -> Self {
         BrokerPartitionPorts {
@@ -140,11 +139,7 @@ impl BrokerPartitionPorts {
 
     /// The stored state, as the shard holds it.
     async fn load(&self) -> Result<Option<StoredState>, Cause> {
-        let answer = self
-            .shard
-            .send(ReadMirrorStates(self.read_request()))
-            .await
-            .map_err(|e| Cause::retryable(format!("the coordinator shard: {e}")))?;
+        let answer = self.shard.read(self.read_request()).await?;
         let p = answer
             .topics
             .first()
@@ -167,11 +162,7 @@ impl BrokerPartitionPorts {
     }
 
     async fn store(&self, stored: StoredState, lme: i32) -> Result<(), Cause> {
-        let answer = self
-            .shard
-            .send(WriteMirrorStates(self.write_request(&stored, lme)))
-            .await
-            .map_err(|e| Cause::retryable(format!("the coordinator shard: {e}")))?;
+        let answer = self.shard.write(self.write_request(&stored, lme)).await?;
         match answer
             .topics
             .first()

@@ -299,9 +299,8 @@ async fn mirror_states_live_in_the_brokers_mirror_state_topic_across_a_restart()
 #[actix_rt::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_writes() {
-    use kmirror::mirror::system::{
-        AddMirror, ChangeTopic, DescribeTopic, MirrorSystem, StartTopic,
-    };
+    use kmirror::mirror::system::{LoadMirror, MirrorSystem};
+    use kmirror::mirror::topics::{ChangeTopic, DescribeTopic, StartTopic};
     use kmirror_actors::partition::{Desired, RetryPolicy};
     use kmirror_protocol::records::ControlRecord;
     use kmirror_protocol::sharding::mirror_partition_shard;
@@ -333,15 +332,18 @@ async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_w
         stopped,
     ));
 
+    broker
+        .create_mirror(
+            "dr",
+            BTreeMap::from([("bootstrap.servers".to_string(), bootstrap.clone())]),
+        )
+        .expect("mirror created");
     let system = MirrorSystem::new(broker.clone(), RetryPolicy::default()).start();
     system
-        .send(AddMirror {
-            name: "dr".into(),
-            source: source.clone(),
-        })
+        .send(LoadMirror("dr".into()))
         .await
         .expect("alive")
-        .expect("mirror added");
+        .expect("mirror loaded");
     system
         .send(StartTopic {
             mirror: "dr".into(),

@@ -1,4 +1,4 @@
-//! DescribeCluster: the cluster id and this node. Needs DESCRIBE on the cluster.
+//! DescribeCluster: the cluster id and its brokers. Needs DESCRIBE on the cluster.
 
 use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
@@ -11,15 +11,19 @@ pub(super) fn handle(broker: &Broker, access: &Access) -> DescribeClusterRespons
     if !access.cluster(Operation::Describe) {
         return DescribeClusterResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED);
     }
-    let (host, port) = broker.config().advertised.clone();
-    let node = BrokerId(broker.config().node_id);
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_string(broker.cluster_id()))
-        .with_controller_id(node)
-        .with_brokers(vec![
-            DescribeClusterBroker::default()
-                .with_broker_id(node)
-                .with_host(StrBytes::from_string(host))
-                .with_port(i32::from(port)),
-        ])
+        .with_controller_id(BrokerId(broker.coordinator_node()))
+        .with_brokers(
+            broker
+                .brokers()
+                .into_iter()
+                .map(|b| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(b.node_id))
+                        .with_host(StrBytes::from_string(b.host))
+                        .with_port(i32::from(b.port))
+                })
+                .collect(),
+        )
 }

@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
 const KAFKA_STORAGE_ERROR: i16 = 56;
 const UNKNOWN_TOPIC_ID: i16 = 100;
 
@@ -53,10 +54,13 @@ fn read_once(
                 continue;
             }
             let Some((partition, ours)) = found else {
-                let code = if version >= 13 {
-                    UNKNOWN_TOPIC_ID
-                } else {
-                    UNKNOWN_TOPIC_OR_PARTITION
+                let missing = name
+                    .as_deref()
+                    .map(|n| broker.missing_partition_error(n, p.partition));
+                let code = match missing {
+                    Some(NOT_LEADER_OR_FOLLOWER) => NOT_LEADER_OR_FOLLOWER,
+                    _ if version >= 13 => UNKNOWN_TOPIC_ID,
+                    _ => UNKNOWN_TOPIC_OR_PARTITION,
                 };
                 partitions.push(out.with_error(code));
                 continue;

@@ -19,8 +19,14 @@ pub(super) fn handle(
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
-    let (host, port) = broker.config().advertised.clone();
-    let node = BrokerId(broker.config().node_id);
+    // One broker coordinates every group and transaction of the cluster.
+    let coordinator = broker.coordinator_node();
+    let (host, port) = broker
+        .brokers()
+        .into_iter()
+        .find(|b| b.node_id == coordinator)
+        .map_or_else(|| broker.config().advertised.clone(), |b| (b.host, b.port));
+    let node = BrokerId(coordinator);
     let answer = |key: StrBytes| {
         let mut c = Coordinator::default().with_key(key.clone());
         let denied = match request.key_type {

@@ -9,7 +9,6 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const KAFKA_STORAGE_ERROR: i16 = 56;
 
 pub(super) fn handle(
@@ -33,7 +32,10 @@ pub(super) fn handle(
                 continue;
             }
             match broker.partition(&name, p.partition_index) {
-                None => out = out.with_error_code(UNKNOWN_TOPIC_OR_PARTITION),
+                None => {
+                    out = out
+                        .with_error_code(broker.missing_partition_error(&name, p.partition_index))
+                }
                 Some(partition) => {
                     let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
                     let found = match p.timestamp {

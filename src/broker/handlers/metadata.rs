@@ -1,4 +1,4 @@
-//! Metadata: this node, the cluster id, and topics with ids, leaders and leader epochs. Asking
+//! Metadata: the cluster's brokers and id, and topics with ids, leaders and leader epochs. Asking
 //! for an unknown topic creates it when `auto.create.topics.enable` and the request allow it
 //! (and the principal may CREATE). Topics the principal may not DESCRIBE are left out of "all
 //! topics" and answered TOPIC_AUTHORIZATION_FAILED when named.
@@ -6,7 +6,7 @@
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
 use crate::broker::Broker;
-use crate::controller::TopicMeta;
+use crate::controller::{ANY_NODE, TopicMeta};
 use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
@@ -19,6 +19,9 @@ const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 
 fn topic_entry(name: &str, topic: &TopicMeta, node: i32) -> MetadataResponseTopic {
+    let leader = |p: &crate::controller::PartitionMeta| {
+        BrokerId(if p.leader == ANY_NODE { node } else { p.leader })
+    };
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
         .with_topic_id(topic.topic_id)
@@ -31,10 +34,10 @@ fn topic_entry(name: &str, topic: &TopicMeta, node: i32) -> MetadataResponseTopi
                 .map(|(i, p)| {
                     MetadataResponsePartition::default()
                         .with_partition_index(i as i32)
-                        .with_leader_id(BrokerId(node))
+                        .with_leader_id(leader(p))
                         .with_leader_epoch(p.leader_epoch)
-                        .with_replica_nodes(vec![BrokerId(node)])
-                        .with_isr_nodes(vec![BrokerId(node)])
+                        .with_replica_nodes(vec![leader(p)])
+                        .with_isr_nodes(vec![leader(p)])
                 })
                 .collect(),
         )
@@ -47,7 +50,6 @@ pub(super) fn handle(
     version: i16,
 ) -> MetadataResponse {
     let node = broker.config().node_id;
-    let (host, port) = broker.config().advertised.clone();
     let mut topics = broker.topics();
     let wanted: Option<Vec<String>> = request.topics.map(|ts| {
         ts.into_iter()
@@ -118,13 +120,19 @@ pub(super) fn handle(
         }
     }
     MetadataResponse::default()
-        .with_brokers(vec![
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(node))
-                .with_host(StrBytes::from_string(host))
-                .with_port(i32::from(port)),
-        ])
+        .with_brokers(
+            broker
+                .brokers()
+                .into_iter()
+                .map(|b| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(b.node_id))
+                        .with_host(StrBytes::from_string(b.host))
+                        .with_port(i32::from(b.port))
+                })
+                .collect(),
+        )
         .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id())))
-        .with_controller_id(BrokerId(node))
+        .with_controller_id(BrokerId(broker.coordinator_node()))
         .with_topics(answer)
 }

@@ -11,7 +11,8 @@
 use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
 use crate::broker::Broker;
-use crate::mirror::system::{MirrorError, ServeReadMirrorStates, ServeWriteMirrorStates};
+use crate::mirror::shard_service::{ServeReadMirrorStates, ServeWriteMirrorStates};
+use crate::mirror::system::MirrorError;
 use kmirror_protocol::messages::{
     BumpLeaderEpochsRequest, BumpLeaderEpochsResponse, ReadMirrorStatesRequest,
     ReadMirrorStatesResponse, WriteMirrorStatesRequest, WriteMirrorStatesResponse,

@@ -14,7 +14,8 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
-use crate::mirror::system::{ChangeTopic, DescribeMirror, LoadMirror, MirrorError, StartTopic};
+use crate::mirror::system::{LoadMirror, MirrorError};
+use crate::mirror::topics::{ChangeTopic, DescribeMirror, StartTopic};
 use kmirror_actors::partition::Desired;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
@@ -289,25 +290,22 @@ pub(super) async fn describe(
                         let partitions = t
                             .partitions
                             .iter()
-                            .enumerate()
-                            .map(|(index, p)| {
-                                let end =
-                                    broker.partition(&t.topic, index as i32).map_or(-1, |part| {
-                                        part.log
-                                            .lock()
-                                            .unwrap_or_else(|e| e.into_inner())
-                                            .log_end_offset()
-                                    });
-                                let source = t.source_offsets.get(index).copied().unwrap_or(-1);
-                                let lag = if source >= 0 && end >= 0 {
+                            .map(|(index, p, source)| {
+                                let end = broker.partition(&t.topic, *index).map_or(-1, |part| {
+                                    part.log
+                                        .lock()
+                                        .unwrap_or_else(|e| e.into_inner())
+                                        .log_end_offset()
+                                });
+                                let lag = if *source >= 0 && end >= 0 {
                                     (source - end).max(0)
                                 } else {
                                     -1
                                 };
                                 describe_mirrors_response::DescribedPartition {
-                                    partition_index: index as i32,
+                                    partition_index: *index,
                                     state: p.state.name().to_string(),
-                                    source_offset: source,
+                                    source_offset: *source,
                                     destination_offset: end,
                                     lag,
                                     retry_attempt: p.retry_attempt,

@@ -9,7 +9,6 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const FENCED_LEADER_EPOCH: i16 = 74;
 const UNKNOWN_LEADER_EPOCH: i16 = 75;
 
@@ -55,7 +54,7 @@ pub(super) fn handle(
                         out = out.with_leader_epoch(epoch).with_end_offset(end);
                     }
                 }
-                _ => out = out.with_error_code(UNKNOWN_TOPIC_OR_PARTITION),
+                _ => out = out.with_error_code(broker.missing_partition_error(&name, p.partition)),
             }
             partitions.push(out);
         }

@@ -20,7 +20,6 @@ use std::sync::atomic::Ordering;
 
 const CORRUPT_MESSAGE: i16 = 2;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const INVALID_TXN_STATE: i16 = 48;
@@ -115,7 +114,7 @@ pub(super) fn handle(
                         }
                     }
                 }
-                _ => out = out.with_error_code(UNKNOWN_TOPIC_OR_PARTITION),
+                _ => out = out.with_error_code(broker.missing_partition_error(&name, data.index)),
             }
             partitions.push(out);
         }

@@ -1,0 +1,160 @@
+//! This broker as one node of a cluster: where partitions live and how a node follows the
+//! metadata others change.
+//!
+//! `kmirror broker` is a single-node cluster: its controller lives in its own folder and every
+//! partition is its own. Brokers of an in-process cluster (tests, embedding runtimes) share one
+//! controller ([`Broker::open_member`]): each registers its endpoint there, the controller places
+//! each new partition's single replica on a broker, and each broker opens the logs of the
+//! partitions it leads. Clients find leaders with Metadata and are answered
+//! NOT_LEADER_OR_FOLLOWER by the others. Groups and transactions are coordinated by the broker
+//! with the lowest node id (FindCoordinator names it).
+//!
+//! Contract: [`Broker::reconcile`] brings the open logs in line with the metadata and is
+//! idempotent; it runs after every change made through this broker, and
+//! [`Broker::follow_metadata`] runs it after every change made through another.
+
+use super::{Broker, is_mirror_topic};
+use crate::controller::{ANY_NODE, BrokerEndpoint, Controller, PartitionMeta};
+use crate::storage::StorageError;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+impl Broker {
+    /// Opens a broker of an in-process cluster whose brokers share `controller`.
+    pub fn open_member(
+        config: super::config::BrokerConfig,
+        controller: Arc<Mutex<Controller>>,
+    ) -> Result<Broker, StorageError> {
+        Broker::open_with(config, controller)
+    }
+
+    /// The shared controller, for more members of the same cluster.
+    pub fn shared_controller(&self) -> Arc<Mutex<Controller>> {
+        self.controller.clone()
+    }
+
+    /// Whether this node leads the partition.
+    pub fn leads(&self, partition: &PartitionMeta) -> bool {
+        partition.leader == self.config.node_id || partition.leader == ANY_NODE
+    }
+
+    /// The node that leads `topic`-`index`, if the partition exists.
+    pub fn leader_of(&self, topic: &str, index: i32) -> Option<i32> {
+        let leader = self.with_controller(|c| {
+            c.topics()
+                .get(topic)
+                .and_then(|t| t.partitions.get(index as usize))
+                .map(|p| p.leader)
+        })?;
+        Some(if leader == ANY_NODE {
+            self.config.node_id
+        } else {
+            leader
+        })
+    }
+
+    /// The brokers of the cluster, by node id (this one at least).
+    pub fn brokers(&self) -> Vec<BrokerEndpoint> {
+        let brokers: Vec<BrokerEndpoint> =
+            self.with_controller(|c| c.brokers().values().cloned().collect());
+        if brokers.is_empty() {
+            let (host, port) = self.config.advertised.clone();
+            return vec![BrokerEndpoint {
+                node_id: self.config.node_id,
+                host,
+                port,
+            }];
+        }
+        brokers
+    }
+
+    /// The broker that coordinates groups and transactions: the lowest node id.
+    pub fn coordinator_node(&self) -> i32 {
+        self.brokers()
+            .first()
+            .map_or(self.config.node_id, |b| b.node_id)
+    }
+
+    /// Why a partition that is not open here cannot be served: another node leads it
+    /// (NOT_LEADER_OR_FOLLOWER), or it does not exist (UNKNOWN_TOPIC_OR_PARTITION).
+    pub fn missing_partition_error(&self, topic: &str, index: i32) -> i16 {
+        match self.leader_of(topic, index) {
+            Some(leader) if leader != self.config.node_id => 6,
+            _ => 3,
+        }
+    }
+
+    /// Brings the open logs in line with the metadata: opens the partitions this node leads
+    /// that are not open, closes and removes those whose topic is gone (or was created again
+    /// under another id) and forgets the topic's committed offsets, applies changed topic
+    /// configs to the logs, and refreshes the ACL cache. The read-only flag follows
+    /// `mirror.name` only when the topic becomes or stops being a mirror (the mirroring engine
+    /// owns it otherwise).
+    pub fn reconcile(&self) -> Result<(), StorageError> {
+        let (topics, acls) = self.with_controller(|c| (c.topics().clone(), c.acls()));
+        *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(acls);
+        let open: Vec<((String, i32), Arc<super::Partition>)> = self
+            .partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect();
+        for ((name, index), partition) in open {
+            let current = topics.get(&name).filter(|t| {
+                t.topic_id == partition.topic_id && (index as usize) < t.partitions.len()
+            });
+            let Some(topic) = current else {
+                self.partitions
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&(name.clone(), index));
+                let dir = self.config.log_dir.join(format!("{name}-{index}"));
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir)
+                        .map_err(crate::storage::error::io("remove", &dir))?;
+                }
+                if !topics.contains_key(&name) {
+                    self.groups.forget_topic(&name)?;
+                }
+                continue;
+            };
+            let mut applied = partition.configs.lock().unwrap_or_else(|e| e.into_inner());
+            if *applied != topic.configs {
+                partition
+                    .log
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .set_config(self.config.log.with_overrides(&topic.configs));
+                let mirror = is_mirror_topic(&topic.configs);
+                if is_mirror_topic(&applied) != mirror {
+                    partition.read_only.store(mirror, Ordering::SeqCst);
+                }
+                *applied = topic.configs.clone();
+            }
+        }
+        for (name, topic) in &topics {
+            for (index, p) in topic.partitions.iter().enumerate() {
+                if self.leads(p) && self.partition(name, index as i32).is_none() {
+                    self.open_partition(name, topic, index as i32)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs [`Broker::reconcile`] after every metadata change (changes arriving meanwhile are
+    /// taken together), until the controller goes away.
+    pub fn follow_metadata(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let broker = self.clone();
+        let mut changes = self.metadata_changes();
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                changes.mark_unchanged();
+                if let Err(e) = broker.reconcile() {
+                    tracing::error!(error = %e, "following the cluster metadata");
+                }
+            }
+        })
+    }
+}

@@ -1,0 +1,285 @@
+//! The MirrorSystem's reactions: to metadata changes (the metadata manager, DECISIONS.md 2) and
+//! to its partition actors' liveness (supervision).
+//!
+//! On every metadata change: a deleted mirror's runtime goes and its records are tombstoned;
+//! each running topic gets [`kmirror_actors::metadata::react`]'s reactions (a new desired
+//! state, a higher leader epoch, or release when deleted or moved to another mirror, its states
+//! then forgotten in `__mirror_state`); and the partitions this broker leads of every topic whose
+//! `mirror.name` names a mirror, but which do not run yet, are started (loading the mirror
+//! first when needed): another broker's StartMirrorTopics, or this broker's restart.
+
+use super::system::{LoadMirror, MirrorSystem};
+use super::topics::StartPartitions;
+use actix::{ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
+use kmirror_actors::actor::{DeleteMirror, ForgetTopic};
+use kmirror_actors::liveness::Observation;
+use kmirror_actors::metadata::{Reaction, TopicView, mirror_of, react};
+use kmirror_actors::partition::{Cause, Rejection};
+use kmirror_protocol::sharding::mirror_partition_shard;
+use std::collections::BTreeSet;
+
+/// The broker's metadata changed (or the system started).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub(super) struct MetadataChanged;
+
+impl Handler<MetadataChanged> for MirrorSystem {
+    type Result = ();
+
+    fn handle(&mut self, _: MetadataChanged, ctx: &mut Context<Self>) {
+        self.drop_deleted_mirrors();
+        self.react_to_topics();
+        self.start_missing(ctx);
+    }
+}
+
+impl MirrorSystem {
+    /// A deleted mirror: its fetchers go with its runtime, its records with tombstones.
+    fn drop_deleted_mirrors(&mut self) {
+        let mirrors = self.broker.mirrors();
+        let deleted: Vec<String> = self
+            .mirrors
+            .keys()
+            .filter(|name| !mirrors.contains_key(*name))
+            .cloned()
+            .collect();
+        for mirror in deleted {
+            tracing::info!(mirror, "mirror deleted");
+            self.mirrors.remove(&mirror);
+            for shard in self.local_shards() {
+                log_failure(shard.send(DeleteMirror(mirror.clone())));
+            }
+        }
+    }
+
+    fn react_to_topics(&mut self) {
+        let topics = self.broker.topics();
+        let shard_count = self.shards.len() as i32;
+        let shards = self.shards.clone();
+        for (mirror, runtime) in &mut self.mirrors {
+            let mut released = Vec::new();
+            for (name, mirrored) in &mut runtime.topics {
+                let topic = topics.get(name);
+                let epochs: Vec<i32> = topic
+                    .map(|t| t.partitions.iter().map(|p| p.leader_epoch).collect())
+                    .unwrap_or_default();
+                let view = topic.map(|t| TopicView {
+                    mirror_name: t.configs.get("mirror.name").map(String::as_str),
+                    leader_epochs: &epochs,
+                });
+                for reaction in react(mirror, &mirrored.known, view.as_ref()) {
+                    tracing::info!(mirror, topic = name, ?reaction, "metadata changed");
+                    match reaction {
+                        Reaction::Desired(desired) => {
+                            mirrored.known.desired = desired;
+                            for p in mirrored.partitions.values_mut() {
+                                log_rejection(p.change_desired(desired));
+                            }
+                        }
+                        Reaction::LeaderEpoch {
+                            partition,
+                            leader_epoch,
+                        } => {
+                            if let Some(told) =
+                                mirrored.known.leader_epochs.get_mut(partition as usize)
+                            {
+                                *told = leader_epoch;
+                            }
+                            if let Some(p) = mirrored.partitions.get_mut(&partition) {
+                                log_rejection(p.change_leader_epoch(leader_epoch));
+                            }
+                        }
+                        Reaction::Release => {
+                            for p in mirrored.partitions.values_mut() {
+                                log_rejection(p.lose_leadership());
+                            }
+                            // Its states and LMEs mean nothing for a topic created again
+                            // under the same (the source's) id.
+                            let owning: BTreeSet<i32> = mirrored
+                                .partitions
+                                .keys()
+                                .map(|p| {
+                                    mirror_partition_shard(
+                                        mirror,
+                                        &mirrored.topic_id,
+                                        *p,
+                                        shard_count,
+                                    )
+                                })
+                                .collect();
+                            for index in owning {
+                                if let Some(super::shard_route::ShardRoute::Local(shard)) =
+                                    shards.get(index as usize)
+                                {
+                                    log_failure(shard.send(ForgetTopic {
+                                        mirror: mirror.clone(),
+                                        topic_id: mirrored.topic_id,
+                                        topic: name.clone(),
+                                    }));
+                                }
+                            }
+                            released.push(name.clone());
+                        }
+                    }
+                }
+            }
+            for name in released {
+                runtime.topics.remove(&name);
+            }
+        }
+    }
+
+    /// Starts the partitions this broker leads of topics whose `mirror.name` names a mirror
+    /// of the controller but which do not run here yet.
+    fn start_missing(&mut self, ctx: &mut Context<Self>) {
+        let mirrors = self.broker.mirrors();
+        for (name, topic) in self.broker.topics() {
+            let Some((mirror, _)) = topic
+                .configs
+                .get("mirror.name")
+                .and_then(|value| mirror_of(value))
+            else {
+                continue;
+            };
+            if !mirrors.contains_key(mirror) {
+                continue;
+            }
+            let running = self
+                .mirrors
+                .get(mirror)
+                .and_then(|r| r.topics.get(&name))
+                .map(|t| t.partitions.len())
+                .unwrap_or(0);
+            let led = topic
+                .partitions
+                .iter()
+                .filter(|p| self.broker.leads(p))
+                .count();
+            let key = (mirror.to_string(), name.clone());
+            if led == running || self.starting.contains(&key) {
+                continue;
+            }
+            self.starting.insert(key.clone());
+            let me = ctx.address();
+            ctx.spawn(
+                async move {
+                    let (mirror, topic) = key.clone();
+                    match me.send(LoadMirror(mirror.clone())).await {
+                        Ok(Ok(())) => {
+                            if let Ok(Err(e)) = me.send(StartPartitions { mirror, topic }).await {
+                                tracing::error!(error = %e, "starting mirror partitions");
+                            }
+                        }
+                        Ok(Err(e)) => tracing::error!(mirror, error = %e, "loading a mirror"),
+                        Err(_) => {}
+                    }
+                    key
+                }
+                .into_actor(self)
+                .map(|key, system, _| {
+                    system.starting.remove(&key);
+                }),
+            );
+        }
+    }
+
+    /// The shards this broker leads.
+    fn local_shards(
+        &self,
+    ) -> Vec<
+        actix::Addr<kmirror_actors::actor::CoordinatorShard<super::state_topic::StateTopicPorts>>,
+    > {
+        self.shards
+            .iter()
+            .filter_map(|s| match s {
+                super::shard_route::ShardRoute::Local(addr) => Some(addr.clone()),
+                super::shard_route::ShardRoute::Remote(_) => None,
+            })
+            .collect()
+    }
+
+    /// Observes every partition actor, then acts on what each supervised partition decides.
+    pub(super) fn check_liveness(&mut self, ctx: &mut Context<Self>) {
+        if self.checking {
+            return;
+        }
+        self.checking = true;
+        let timeout = std::time::Duration::from_millis(self.liveness.check_interval_ms());
+        let observations: Vec<_> = self
+            .mirrors
+            .iter()
+            .flat_map(|(mirror, runtime)| {
+                runtime.topics.iter().flat_map(move |(topic, mirrored)| {
+                    mirrored.partitions.iter().map(move |(index, p)| {
+                        let key = (mirror.clone(), topic.clone(), *index);
+                        let observe = p.observe(timeout);
+                        async move { (key, observe.await) }
+                    })
+                })
+            })
+            .collect();
+        // Each question is asked (and its timeout started) when `observe` is called, so
+        // awaiting the answers one after the other takes one timeout at most.
+        let gathered = async move {
+            let mut observed = Vec::with_capacity(observations.len());
+            for observation in observations {
+                observed.push(observation.await);
+            }
+            observed
+        };
+        ctx.spawn(gathered.into_actor(self).map(|observed, system, _| {
+            system.checking = false;
+            let now_ms = system.clock.elapsed().as_millis() as i64;
+            for ((mirror, topic, index), observation) in observed {
+                system.supervise(&mirror, &topic, index, now_ms, observation);
+            }
+        }));
+    }
+
+    fn supervise(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+        index: i32,
+        now_ms: i64,
+        observation: Observation,
+    ) {
+        let policy = self.liveness;
+        if let Some(partition) = self
+            .mirrors
+            .get_mut(mirror)
+            .and_then(|r| r.topics.get_mut(topic))
+            .and_then(|t| t.partitions.get_mut(&index))
+        {
+            partition.supervise(&policy, now_ms, observation);
+        }
+    }
+}
+
+/// Runs a write sent to a coordinator shard, logging a failure.
+fn log_failure(
+    write: impl std::future::Future<Output = Result<Result<(), Cause>, actix::MailboxError>> + 'static,
+) {
+    actix::spawn(async move {
+        match write.await {
+            Ok(Ok(())) => {}
+            Ok(Err(cause)) => tracing::error!(error = %cause.message, "forgetting mirror states"),
+            Err(e) => tracing::error!(error = %e, "a coordinator shard is gone"),
+        }
+    });
+}
+
+/// Runs a command sent to a partition actor, logging a refusal (the metadata is the truth; the
+/// actor's state machine decides what the command means for it).
+pub(super) fn log_rejection(
+    command: impl std::future::Future<Output = Result<Result<(), Rejection>, actix::MailboxError>>
+    + 'static,
+) {
+    actix::spawn(async move {
+        match command.await {
+            Ok(Ok(())) => {}
+            Ok(Err(rejection)) => tracing::warn!(%rejection, "a metadata change was refused"),
+            Err(e) => tracing::warn!(error = %e, "a partition actor is gone"),
+        }
+    });
+}

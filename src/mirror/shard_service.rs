@@ -1,0 +1,150 @@
+//! ReadMirrorStates and WriteMirrorStates from other brokers of the cluster, answered by the
+//! `__mirror_state` shards this broker leads. A request is split by the shard that owns each
+//! partition; partitions of shards led elsewhere are answered NOT_COORDINATOR (the asking
+//! broker's route is stale); the parts are merged into one response.
+
+use super::shard_route::ShardRoute;
+use super::system::{MirrorError, MirrorSystem};
+use actix::{Context, Handler, Message, ResponseActFuture, WrapFuture};
+use kmirror_actors::actor::{ReadMirrorStates, WriteMirrorStates};
+use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::messages::{
+    ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
+    WriteMirrorStatesResponse, read_mirror_states_request, read_mirror_states_response,
+    write_mirror_states_request, write_mirror_states_response,
+};
+use kmirror_protocol::sharding::mirror_partition_shard;
+use std::collections::BTreeMap;
+
+const NOT_COORDINATOR: i16 = 16;
+
+/// ReadMirrorStates from another broker: answered by the shards owning the partitions.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<ReadMirrorStatesResponse, MirrorError>")]
+pub struct ServeReadMirrorStates(pub ReadMirrorStatesRequest);
+
+/// WriteMirrorStates from another broker: written by the shards owning the partitions, each
+/// durable before the answer.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<WriteMirrorStatesResponse, MirrorError>")]
+pub struct ServeWriteMirrorStates(pub WriteMirrorStatesRequest);
+
+impl MirrorSystem {
+    fn shard_of(&self, mirror: &str, topic_id: &uuid::Uuid, partition: i32) -> usize {
+        mirror_partition_shard(mirror, topic_id, partition, self.shards.len() as i32) as usize
+    }
+}
+
+/// The handler of a Read/WriteMirrorStates request from another broker (see the module docs).
+macro_rules! serve_by_shard {
+    (
+        $serve:ident,
+        $request:ident,
+        $response:ident,
+        $request_mod:ident,
+        $response_mod:ident,
+        $shard_message:ident
+    ) => {
+        impl Handler<$serve> for MirrorSystem {
+            type Result = ResponseActFuture<Self, Result<$response, MirrorError>>;
+
+            fn handle(&mut self, msg: $serve, _: &mut Context<Self>) -> Self::Result {
+                let split = self.ensure_shards().map(|()| {
+                    let request = msg.0;
+                    let mut by_shard: BTreeMap<usize, $request> = BTreeMap::new();
+                    for topic in request.topics {
+                        for p in topic.partitions {
+                            let shard = self.shard_of(
+                                &request.mirror_name,
+                                &topic.topic_id,
+                                p.partition_index,
+                            );
+                            let part = by_shard.entry(shard).or_insert_with(|| $request {
+                                mirror_name: request.mirror_name.clone(),
+                                ..Default::default()
+                            });
+                            match part
+                                .topics
+                                .iter_mut()
+                                .find(|t| t.topic_id == topic.topic_id)
+                            {
+                                Some(t) => t.partitions.push(p),
+                                None => part.topics.push($request_mod::Topic {
+                                    topic_id: topic.topic_id,
+                                    name: topic.name.clone(),
+                                    partitions: vec![p],
+                                    ..Default::default()
+                                }),
+                            }
+                        }
+                    }
+                    let mut asked = Vec::new();
+                    let mut elsewhere = $response::default();
+                    for (shard, part) in by_shard {
+                        match self.shards.get(shard) {
+                            Some(ShardRoute::Local(addr)) => {
+                                asked.push(addr.send($shard_message(part)))
+                            }
+                            _ => elsewhere.topics.extend(part.topics.into_iter().map(|t| {
+                                $response_mod::Topic {
+                                    topic_id: t.topic_id,
+                                    name: t.name,
+                                    partitions: t
+                                        .partitions
+                                        .iter()
+                                        .map(|p| $response_mod::Partition {
+                                            partition_index: p.partition_index,
+                                            error_code: NOT_COORDINATOR,
+                                            ..Default::default()
+                                        })
+                                        .collect(),
+                                    ..Default::default()
+                                }
+                            })),
+                        }
+                    }
+                    (asked, elsewhere)
+                });
+                Box::pin(
+                    async move {
+                        let (asked, mut response) = split?;
+                        for answer in asked {
+                            let answer = answer
+                                .await
+                                .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?;
+                            for topic in answer.topics {
+                                match response
+                                    .topics
+                                    .iter_mut()
+                                    .find(|t| t.topic_id == topic.topic_id)
+                                {
+                                    Some(t) => t.partitions.extend(topic.partitions),
+                                    None => response.topics.push(topic),
+                                }
+                            }
+                        }
+                        Ok(response)
+                    }
+                    .into_actor(self),
+                )
+            }
+        }
+    };
+}
+
+serve_by_shard!(
+    ServeReadMirrorStates,
+    ReadMirrorStatesRequest,
+    ReadMirrorStatesResponse,
+    read_mirror_states_request,
+    read_mirror_states_response,
+    ReadMirrorStates
+);
+serve_by_shard!(
+    ServeWriteMirrorStates,
+    WriteMirrorStatesRequest,
+    WriteMirrorStatesResponse,
+    write_mirror_states_request,
+    write_mirror_states_response,
+    WriteMirrorStates
+);

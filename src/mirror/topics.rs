@@ -1,0 +1,477 @@
+//! Mirrored topics on the MirrorSystem: StartMirrorTopics' work, the start of this broker's
+//! partitions of a topic, pause/resume/stop, and what DescribeMirrors shows.
+//!
+//! StartMirrorTopics ([`StartTopic`]) asks the source for the topic, then: creates the
+//! destination topic with the source's id and partition count and `mirror.name` set; or joins a
+//! plain topic with the source topic's id to the mirror (failback: the old source mirrors back
+//! from the old destination and keeps what the LME says is shared); or restarts a stopped topic
+//! of the mirror (`<mirror>.removed` becomes `<mirror>`). Any other topic of that name is in
+//! the way. The partitions this broker leads start at once; the other brokers start theirs
+//! when they see the metadata.
+
+use super::fetch::SourceFetcherPorts;
+use super::partition::{BrokerPartitionPorts, MirrorPartitionSite};
+use super::reactions::log_rejection;
+use super::system::{MirrorError, MirrorSystem, MirroredTopic, rand_unit};
+use actix::{
+    Actor, ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture,
+};
+use kmirror_actors::actor::{
+    BecomeLeader, DescribePartition, Fetcher, FetcherConfig, MirrorPartition, PartitionSnapshot,
+    SupervisedPartition,
+};
+use kmirror_actors::metadata::{KnownTopic, mirror_name_value, mirror_of};
+use kmirror_actors::partition::Desired;
+use kmirror_protocol::client::source::TopicMetadata;
+use kmirror_protocol::client::{ClientError, ClusterMetadata, SourceClient};
+use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::sharding::mirror_partition_shard;
+use std::collections::BTreeMap;
+
+type PartitionAddr = Addr<MirrorPartition<BrokerPartitionPorts>>;
+
+/// StartMirrorTopics for one topic of the mirror's source.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), MirrorError>")]
+pub struct StartTopic {
+    /// The mirror.
+    pub mirror: String,
+    /// The source topic (the destination topic gets the same name and id).
+    pub topic: String,
+}
+
+/// Starts the partitions this broker leads of a topic that `mirror.name` puts in the mirror.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), MirrorError>")]
+pub(super) struct StartPartitions {
+    pub(super) mirror: String,
+    pub(super) topic: String,
+}
+
+/// Pause, resume or stop a mirrored topic.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), MirrorError>")]
+pub struct ChangeTopic {
+    /// The mirror.
+    pub mirror: String,
+    /// The topic.
+    pub topic: String,
+    /// What it should do now.
+    pub desired: Desired,
+}
+
+/// The snapshots of a mirrored topic's partitions on this broker, by partition.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<Vec<PartitionSnapshot>, MirrorError>")]
+pub struct DescribeTopic {
+    /// The mirror.
+    pub mirror: String,
+    /// The topic.
+    pub topic: String,
+}
+
+/// Asks the mirror's source for `topic`, then runs `then` on the system with the answer.
+fn with_source_topic(
+    system: &mut MirrorSystem,
+    mirror: &str,
+    topic: String,
+    then: impl FnOnce(&mut MirrorSystem, TopicMetadata) -> Result<(), MirrorError> + 'static,
+) -> ResponseActFuture<MirrorSystem, Result<(), MirrorError>> {
+    let Some(runtime) = system.mirrors.get(mirror) else {
+        let unknown = MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror");
+        return Box::pin(async move { Err(unknown) }.into_actor(system));
+    };
+    let source = runtime.source.clone();
+    Box::pin(
+        async move {
+            let metadata: Result<ClusterMetadata, ClientError> =
+                source.metadata(Some(&[topic.as_str()])).await;
+            let metadata = metadata
+                .map_err(|e| MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}")))?;
+            metadata.topics.get(&topic).cloned().ok_or_else(|| {
+                MirrorError::new(ErrorCode(3), format!("the source has no topic {topic}"))
+            })
+        }
+        .into_actor(system)
+        .map(move |source_topic, system, _| then(system, source_topic?)),
+    )
+}
+
+impl Handler<StartTopic> for MirrorSystem {
+    type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
+
+    fn handle(&mut self, msg: StartTopic, _: &mut Context<Self>) -> Self::Result {
+        let topic = msg.topic.clone();
+        with_source_topic(
+            self,
+            &msg.mirror.clone(),
+            topic,
+            move |system, source_topic| system.start_topic(&msg.mirror, &msg.topic, &source_topic),
+        )
+    }
+}
+
+impl Handler<StartPartitions> for MirrorSystem {
+    type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
+
+    fn handle(&mut self, msg: StartPartitions, _: &mut Context<Self>) -> Self::Result {
+        let topic = msg.topic.clone();
+        with_source_topic(
+            self,
+            &msg.mirror.clone(),
+            topic,
+            move |system, source_topic| {
+                system.start_partitions(&msg.mirror, &msg.topic, &source_topic)
+            },
+        )
+    }
+}
+
+impl MirrorSystem {
+    fn start_topic(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+        source_topic: &TopicMetadata,
+    ) -> Result<(), MirrorError> {
+        let broker = self.broker.clone();
+        let controller_error = |e: crate::controller::ControllerError| {
+            MirrorError::new(ErrorCode(e.error_code()), e.to_string())
+        };
+        match broker.topic(topic) {
+            None => {
+                let configs = BTreeMap::from([("mirror.name".to_string(), mirror.to_string())]);
+                let partitions = source_topic.partitions.len() as i32;
+                broker
+                    .create_topic(topic, partitions, configs, Some(source_topic.topic_id))
+                    .map_err(controller_error)?;
+            }
+            Some(existing) => {
+                let value = existing
+                    .configs
+                    .get("mirror.name")
+                    .cloned()
+                    .unwrap_or_default();
+                let joins =
+                    value.is_empty() || mirror_of(&value) == Some((mirror, Desired::Stopped));
+                if !joins {
+                    return Err(MirrorError::new(
+                        ErrorCode::TOPIC_ALREADY_IN_MIRROR,
+                        format!("topic {topic} is in mirror {value} already"),
+                    ));
+                }
+                if existing.topic_id != source_topic.topic_id {
+                    return Err(MirrorError::new(
+                        ErrorCode::INCONSISTENT_TOPIC_ID,
+                        format!("topic {topic} exists with another topic id"),
+                    ));
+                }
+                let mut configs = existing.configs.clone();
+                configs.insert("mirror.name".to_string(), mirror.to_string());
+                broker
+                    .set_topic_configs(topic, configs)
+                    .map_err(controller_error)?;
+            }
+        }
+        self.start_partitions(mirror, topic, source_topic)
+    }
+
+    /// Starts the partitions this broker leads of `topic` that do not run yet, with what its
+    /// `mirror.name` asks.
+    fn start_partitions(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+        source_topic: &TopicMetadata,
+    ) -> Result<(), MirrorError> {
+        let broker = self.broker.clone();
+        let Some(meta) = broker.topic(topic) else {
+            return Ok(());
+        };
+        let Some((_, desired)) = meta
+            .configs
+            .get("mirror.name")
+            .and_then(|v| mirror_of(v))
+            .filter(|(m, _)| *m == mirror)
+        else {
+            return Ok(());
+        };
+        self.ensure_shards()?;
+        let shards = self.shards.clone();
+        let retry = self.retry;
+        let cluster_id = broker.cluster_id();
+        let runtime = self
+            .mirrors
+            .get_mut(mirror)
+            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
+        let (source, source_cluster_id) =
+            (runtime.source.clone(), runtime.source_cluster_id.clone());
+        let mirrored = runtime
+            .topics
+            .entry(topic.to_string())
+            .or_insert_with(|| MirroredTopic {
+                topic_id: source_topic.topic_id,
+                partitions: BTreeMap::new(),
+                known: KnownTopic {
+                    desired,
+                    leader_epochs: meta.partitions.iter().map(|p| p.leader_epoch).collect(),
+                },
+            });
+        for p in &source_topic.partitions {
+            let Some(local) = meta.partitions.get(p.partition as usize) else {
+                continue;
+            };
+            if !broker.leads(local) || mirrored.partitions.contains_key(&p.partition) {
+                continue;
+            }
+            let fetcher = runtime
+                .fetchers
+                .entry(p.leader)
+                .or_insert_with(|| {
+                    Fetcher::new(
+                        SourceFetcherPorts::new(broker.clone(), source.clone(), p.leader),
+                        FetcherConfig::default(),
+                    )
+                    .start()
+                })
+                .clone();
+            let shard_index = mirror_partition_shard(
+                mirror,
+                &source_topic.topic_id,
+                p.partition,
+                shards.len() as i32,
+            );
+            let shard = shards
+                .get(shard_index as usize)
+                .cloned()
+                .ok_or_else(|| MirrorError::new(ErrorCode(-1), "__mirror_state is not loaded"))?;
+            let ports = BrokerPartitionPorts::new(
+                MirrorPartitionSite {
+                    mirror: mirror.to_string(),
+                    topic: topic.to_string(),
+                    topic_id: source_topic.topic_id,
+                    partition: p.partition,
+                    cluster_id: cluster_id.clone(),
+                    source_cluster_id: source_cluster_id.clone(),
+                },
+                broker.clone(),
+                source.clone(),
+                shard,
+                fetcher,
+            );
+            let mut partition = SupervisedPartition::start(ports, retry, rand_unit);
+            log_rejection(partition.become_leader(BecomeLeader {
+                leader_epoch: local.leader_epoch,
+                desired: mirrored.known.desired,
+            }));
+            mirrored.partitions.insert(p.partition, partition);
+        }
+        Ok(())
+    }
+
+    fn mirrored_topic(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+    ) -> Result<&mut MirroredTopic, MirrorError> {
+        let runtime = self
+            .mirrors
+            .get_mut(mirror)
+            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
+        runtime.topics.get_mut(topic).ok_or_else(|| {
+            MirrorError::new(
+                ErrorCode::TOPIC_NOT_IN_MIRROR,
+                "the topic is not in the mirror",
+            )
+        })
+    }
+}
+
+impl Handler<ChangeTopic> for MirrorSystem {
+    type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
+
+    fn handle(&mut self, msg: ChangeTopic, _: &mut Context<Self>) -> Self::Result {
+        let in_mirror = self.broker.topic(&msg.topic).is_some_and(|t| {
+            t.configs
+                .get("mirror.name")
+                .and_then(|v| mirror_of(v))
+                .is_some_and(|(m, _)| m == msg.mirror)
+        });
+        let prepared = if in_mirror {
+            let mut configs = self
+                .broker
+                .topic(&msg.topic)
+                .map(|t| t.configs)
+                .unwrap_or_default();
+            configs.insert(
+                "mirror.name".to_string(),
+                mirror_name_value(&msg.mirror, msg.desired),
+            );
+            // `mirror.name` stays set (`<mirror>.removed` for a stop), so the topic stays
+            // read-only until its partition actors reach STOPPED.
+            self.broker
+                .set_topic_configs(&msg.topic, configs)
+                .map_err(|e| MirrorError::new(ErrorCode(e.error_code()), e.to_string()))
+                .map(|_| {
+                    // The partitions here are told at once, so a refusal reaches the caller;
+                    // the other brokers' see the metadata.
+                    match self.mirrored_topic(&msg.mirror, &msg.topic) {
+                        Ok(mirrored) => {
+                            mirrored.known.desired = msg.desired;
+                            mirrored
+                                .partitions
+                                .values_mut()
+                                .map(|p| p.change_desired(msg.desired))
+                                .collect()
+                        }
+                        Err(_) => Vec::new(),
+                    }
+                })
+        } else {
+            Err(MirrorError::new(
+                ErrorCode::TOPIC_NOT_IN_MIRROR,
+                "the topic is not in the mirror",
+            ))
+        };
+        Box::pin(
+            async move {
+                for change in prepared? {
+                    change
+                        .await
+                        .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?
+                        .map_err(|e| {
+                            MirrorError::new(ErrorCode::MIRROR_TOPIC_BEING_STOPPED, e.to_string())
+                        })?;
+                }
+                Ok(())
+            }
+            .into_actor(self),
+        )
+    }
+}
+
+impl Handler<DescribeTopic> for MirrorSystem {
+    type Result = ResponseActFuture<Self, Result<Vec<PartitionSnapshot>, MirrorError>>;
+
+    fn handle(&mut self, msg: DescribeTopic, _: &mut Context<Self>) -> Self::Result {
+        let actors: Result<Vec<PartitionAddr>, MirrorError> = self
+            .mirrored_topic(&msg.mirror, &msg.topic)
+            .map(|t| t.partitions.values().map(|p| p.addr().clone()).collect());
+        Box::pin(
+            async move {
+                let mut snapshots = Vec::new();
+                for actor in actors? {
+                    snapshots.push(
+                        actor
+                            .send(DescribePartition)
+                            .await
+                            .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?,
+                    );
+                }
+                Ok(snapshots)
+            }
+            .into_actor(self),
+        )
+    }
+}
+
+/// One mirrored topic as DescribeMirrors shows it on this broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSnapshot {
+    /// The topic.
+    pub topic: String,
+    /// Its id (the source's).
+    pub topic_id: uuid::Uuid,
+    /// The partitions this broker leads: index, snapshot, and the source's last stable offset
+    /// (what the mirror copies up to; -1 where the source could not be asked).
+    pub partitions: Vec<(i32, PartitionSnapshot, i64)>,
+}
+
+/// Every topic of a mirror, with the snapshots of its partitions on this broker.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<Vec<TopicSnapshot>, MirrorError>")]
+pub struct DescribeMirror(pub String);
+
+impl Handler<DescribeMirror> for MirrorSystem {
+    type Result = ResponseActFuture<Self, Result<Vec<TopicSnapshot>, MirrorError>>;
+
+    fn handle(&mut self, msg: DescribeMirror, _: &mut Context<Self>) -> Self::Result {
+        type Described = (String, uuid::Uuid, Vec<(i32, PartitionAddr)>);
+        let source = self.mirrors.get(&msg.0).map(|r| r.source.clone());
+        let topics: Result<Vec<Described>, MirrorError> = self
+            .mirrors
+            .get(&msg.0)
+            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))
+            .map(|runtime| {
+                runtime
+                    .topics
+                    .iter()
+                    .map(|(name, mirrored)| {
+                        let addrs = mirrored
+                            .partitions
+                            .iter()
+                            .map(|(index, p)| (*index, p.addr().clone()))
+                            .collect();
+                        (name.clone(), mirrored.topic_id, addrs)
+                    })
+                    .collect()
+            });
+        Box::pin(
+            async move {
+                let mut out = Vec::new();
+                for (topic, topic_id, actors) in topics? {
+                    let indexes: Vec<i32> = actors.iter().map(|(i, _)| *i).collect();
+                    let offsets = match &source {
+                        Some(source) => source_offsets(source, &topic, &indexes).await,
+                        None => vec![-1; indexes.len()],
+                    };
+                    let mut partitions = Vec::new();
+                    for ((index, actor), offset) in actors.into_iter().zip(offsets) {
+                        let snapshot = actor
+                            .send(DescribePartition)
+                            .await
+                            .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?;
+                        partitions.push((index, snapshot, offset));
+                    }
+                    out.push(TopicSnapshot {
+                        topic,
+                        topic_id,
+                        partitions,
+                    });
+                }
+                Ok(out)
+            }
+            .into_actor(self),
+        )
+    }
+}
+
+/// The source's last stable offsets of `topic`'s partitions `indexes` (-1 where unknown).
+async fn source_offsets(source: &SourceClient, topic: &str, indexes: &[i32]) -> Vec<i64> {
+    let leaders: Vec<i32> = match source.metadata(Some(&[topic])).await {
+        Ok(metadata) => metadata
+            .topics
+            .get(topic)
+            .map(|t| t.partitions.iter().map(|p| p.leader).collect())
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let mut offsets = Vec::with_capacity(indexes.len());
+    for &partition in indexes {
+        let offset = match leaders.get(partition as usize) {
+            Some(&leader) => source
+                .list_offsets(
+                    leader,
+                    topic,
+                    partition,
+                    kmirror_protocol::client::source::LATEST,
+                    kmirror_protocol::client::Isolation::ReadCommitted,
+                )
+                .await
+                .map_or(-1, |(offset, _)| offset),
+            None => -1,
+        };
+        offsets.push(offset);
+    }
+    offsets
+}
