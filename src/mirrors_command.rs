@@ -12,10 +12,11 @@ use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
-    CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorsRequest, ListMirrorsRequest,
-    PauseMirrorTopicsRequest, ResumeMirrorTopicsRequest, StartMirrorTopicsRequest,
-    StopMirrorTopicsRequest, create_mirror_request, pause_mirror_topics_request,
-    resume_mirror_topics_request, start_mirror_topics_request, stop_mirror_topics_request,
+    CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorsRequest, DescribeMirrorsResponse,
+    ListMirrorsRequest, PauseMirrorTopicsRequest, ResumeMirrorTopicsRequest,
+    StartMirrorTopicsRequest, StopMirrorTopicsRequest, create_mirror_request,
+    pause_mirror_topics_request, resume_mirror_topics_request, start_mirror_topics_request,
+    stop_mirror_topics_request,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -88,6 +89,75 @@ pub(crate) fn run(bootstrap: &str, action: MirrorsAction) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => f.exit(),
     }
+}
+
+/// DescribeMirrors of every broker of the cluster (each reports the partitions it leads),
+/// merged: one entry per mirror and topic, partitions in order.
+async fn describe_every_broker(
+    bootstrap: &str,
+    first: &Connection,
+    request: &DescribeMirrorsRequest,
+) -> Result<DescribeMirrorsResponse, Failure> {
+    let unreachable =
+        |e: kmirror_protocol::client::ClientError| Failure::Unreachable(e.to_string());
+    let cluster = SourceClient::connect(ClientConfig::plaintext(bootstrap))
+        .await
+        .map_err(unreachable)?;
+    let brokers = cluster
+        .metadata(Some(&[]))
+        .await
+        .map_err(unreachable)?
+        .brokers;
+    let mut answers = vec![
+        first
+            .send("DescribeMirrors", request, 0)
+            .await
+            .map_err(unreachable)?
+            .1,
+    ];
+    let first_address = first.broker().to_string();
+    for address in brokers.values().filter(|a| **a != first_address) {
+        let connection = Connection::connect(address, &ClientConfig::plaintext(address), None)
+            .await
+            .map_err(|e| Failure::Unreachable(format!("{address}: {e}")))?;
+        answers.push(
+            connection
+                .send("DescribeMirrors", request, 0)
+                .await
+                .map_err(unreachable)?
+                .1,
+        );
+    }
+    let mut merged = DescribeMirrorsResponse::default();
+    for answer in answers {
+        if answer.error_code != 0 {
+            return Err(refused(answer.error_code, answer.error_message));
+        }
+        for mirror in answer.mirrors {
+            let Some(into) = merged
+                .mirrors
+                .iter_mut()
+                .find(|m| m.mirror_name == mirror.mirror_name)
+            else {
+                merged.mirrors.push(mirror);
+                continue;
+            };
+            for topic in mirror.topics {
+                match into
+                    .topics
+                    .iter_mut()
+                    .find(|t| t.topic_name == topic.topic_name)
+                {
+                    Some(t) => t.partitions.extend(topic.partitions),
+                    None => into.topics.push(topic),
+                }
+            }
+        }
+    }
+    for topic in merged.mirrors.iter_mut().flat_map(|m| m.topics.iter_mut()) {
+        topic.partitions.sort_by_key(|p| p.partition_index);
+    }
+    Ok(merged)
 }
 
 async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> {
@@ -227,13 +297,7 @@ async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> 
                 mirror_names: mirror.into_iter().collect(),
                 ..Default::default()
             };
-            let (_, answer) = connection
-                .send("DescribeMirrors", &request, 0)
-                .await
-                .map_err(unreachable)?;
-            if answer.error_code != 0 {
-                return Err(refused(answer.error_code, answer.error_message));
-            }
+            let answer = describe_every_broker(bootstrap, &connection, &request).await?;
             if json {
                 let mirrors: Vec<serde_json::Value> = answer
                     .mirrors

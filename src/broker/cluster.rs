@@ -91,6 +91,7 @@ impl Broker {
     /// `mirror.name` only when the topic becomes or stops being a mirror (the mirroring engine
     /// owns it otherwise).
     pub fn reconcile(&self) -> Result<(), StorageError> {
+        let _one_at_a_time = self.reconciling.lock().unwrap_or_else(|e| e.into_inner());
         let (topics, acls) = self.with_controller(|c| (c.topics().clone(), c.acls()));
         *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(acls);
         let open: Vec<((String, i32), Arc<super::Partition>)> = self

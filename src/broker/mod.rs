@@ -70,6 +70,8 @@ pub struct Broker {
     acls: RwLock<Arc<Vec<AclBinding>>>,
     /// The mirroring engine, once started (the KIP-1279 topic RPCs need it).
     engine: OnceLock<Addr<MirrorSystem>>,
+    /// Held by [`Broker::reconcile`]: one at a time opens and removes logs.
+    reconciling: Mutex<()>,
 }
 
 /// Whether a topic's configs make it a mirror topic (DECISIONS.md 2: `mirror.name` set and not
@@ -111,6 +113,7 @@ impl Broker {
         let broker = Broker {
             acls,
             engine: OnceLock::new(),
+            reconciling: Mutex::new(()),
             controller,
             groups,
             transactions,

@@ -90,7 +90,9 @@ impl BrokerPartitionPorts {
             .broker
             .partition(&self.site.topic, self.site.partition)
             .ok_or_else(|| {
-                Cause::fatal(format!(
+                // Not open (yet): the broker opens what the metadata gives it, and a deleted
+                // topic's partition is released by the metadata reaction.
+                Cause::retryable(format!(
                     "{}-{} is not a partition of this broker",
                     self.site.topic, self.site.partition
                 ))

@@ -27,6 +27,10 @@ impl Handler<MetadataChanged> for MirrorSystem {
     type Result = ();
 
     fn handle(&mut self, _: MetadataChanged, ctx: &mut Context<Self>) {
+        // The broker's logs follow the same change; they must be open before partitions start.
+        if let Err(e) = self.broker.reconcile() {
+            tracing::error!(error = %e, "opening the partitions of a metadata change");
+        }
         self.drop_deleted_mirrors();
         self.react_to_topics();
         self.start_missing(ctx);

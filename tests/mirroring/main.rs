@@ -9,7 +9,8 @@
 //! paused (nothing fetched while the source grows) and resumed (caught up), then the KIP's stop (fetcher removed, epoch bumped, LSO truncation, LME persisted, PID reset
 //! appended) after which Kafka's Java producer writes to it. `process` drives `kmirror broker`
 //! processes with `kmirror mirrors`; `failback` fails over and back between two of them;
-//! `metadata` changes a mirrored topic with Kafka's own tools.
+//! `metadata` changes a mirrored topic with Kafka's own tools; `cluster` mirrors into three
+//! brokers of one cluster.
 
 use actix::{Actor, Context, Handler};
 use kmirror::broker::Broker;
@@ -32,6 +33,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod cluster;
 mod failback;
 mod metadata;
 mod process;

@@ -1,0 +1,258 @@
+//! A destination cluster of three kmirror brokers in this test process: one shared controller,
+//! each broker with its own listener, log folder and mirroring engine, every partition's single
+//! replica placed on one of them. Apache Kafka -> this cluster: `kmirror mirrors` on one broker
+//! creates the mirror and starts a 12-partition topic; each broker mirrors the partitions it
+//! leads. Partitions whose `__mirror_state` shard another broker leads can only persist their
+//! states (PREPARING, MIRRORING, the LME, STOPPED) through ReadMirrorStates /
+//! WriteMirrorStates over TCP; the test checks that some do, that every partition's log on its
+//! broker equals Kafka's segment, that a stop reaches STOPPED everywhere, and that Kafka's
+//! producer then writes to the topic through the cluster's metadata.
+
+use super::process::{mirrors_cli, source_ends};
+use super::{segment, source_client};
+use kmirror::broker::Broker;
+use kmirror::broker::config::{BrokerConfig, parse_properties};
+use kmirror::controller::Controller;
+use kmirror::mirror::state_topic::MIRROR_STATE_TOPIC;
+use kmirror::mirror::system::EngineHandle;
+use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
+use kmirror_protocol::sharding::mirror_partition_shard;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const PARTITIONS: i32 = 12;
+
+/// One broker of the cluster, serving until dropped.
+struct Member {
+    node_id: i32,
+    broker: Arc<Broker>,
+    address: String,
+    engine: Option<EngineHandle>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(engine) = self.engine.take() {
+            engine.stop();
+        }
+    }
+}
+
+async fn start_member(root: &Path, node_id: i32, controller: Arc<Mutex<Controller>>) -> Member {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let address = listener.local_addr().expect("address").to_string();
+    let props = parse_properties(&format!(
+        "node.id={node_id}\nlisteners=PLAINTEXT://{address}\nlog.dirs={}\nmirror.state.topic.num.partitions=6\n",
+        root.join(format!("broker-{node_id}")).display()
+    ))
+    .expect("parses");
+    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
+    let broker = Arc::new(Broker::open_member(config, controller).expect("opens"));
+    broker.follow_metadata();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(kmirror::broker::server::serve(
+        broker.clone(),
+        listener,
+        stopped,
+    ));
+    let engine = EngineHandle::start(broker.clone()).expect("engine");
+    broker.set_mirror_engine(engine.addr.clone());
+    Member {
+        node_id,
+        broker,
+        address,
+        engine: Some(engine),
+        stop,
+    }
+}
+
+/// `kmirror mirrors --describe --json` (every broker's partitions, merged): (state, destination
+/// offset) per partition of `topic`, in partition order.
+fn described(address: &str, topic: &str) -> Vec<(String, i64)> {
+    let (code, text) = mirrors_cli(address, &["--describe", "--mirror", "dr", "--json"]);
+    if code != Some(0) {
+        return Vec::new();
+    }
+    let Ok(json) = serde_json::from_str::<serde_json::Value>(text.trim()) else {
+        return Vec::new();
+    };
+    json["mirrors"][0]["partitions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["topic"] == topic)
+        .map(|p| {
+            let state = p["state"].as_str().unwrap_or_default().to_string();
+            let state = match p["error"].as_str() {
+                Some(error) => format!("{state}: {error}"),
+                None => state,
+            };
+            (state, p["destinationOffset"].as_i64().unwrap_or(-1))
+        })
+        .collect()
+}
+
+/// `kmirror mirrors` off the test's runtime (which serves the brokers meanwhile).
+async fn cli(address: &str, args: &[&str]) -> (Option<i32>, String) {
+    let address = address.to_string();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        mirrors_cli(&address, &args)
+    })
+    .await
+    .expect("ran")
+}
+
+async fn wait_described(address: &str, topic: &str, state: &str, ends: &[i64]) {
+    let wanted: Vec<(String, i64)> = ends.iter().map(|e| (state.to_string(), *e)).collect();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (address, topic) = (address.to_string(), topic.to_string());
+        let now = tokio::task::spawn_blocking(move || described(&address, &topic))
+            .await
+            .expect("ran");
+        if now == wanted {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{now:?}, waiting for {wanted:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn three_brokers_mirror_their_partitions_with_remote_coordinator_shards() {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let topic = format!("cluster-{}", std::process::id());
+    let (b, t) = (bootstrap.clone(), topic.clone());
+    tokio::task::spawn_blocking(move || {
+        kafka_tools::create_topic(&b, &t, PARTITIONS as u32, &[]);
+        kafka_tools::produce(&b, &t, 30_000, "lz4", &[]);
+    })
+    .await
+    .expect("source ready");
+
+    let root = tempfile::tempdir().expect("temp dir");
+    let controller = Arc::new(Mutex::new(
+        Controller::open(&root.path().join("controller")).expect("controller"),
+    ));
+    let mut members = Vec::new();
+    for node_id in 1..=3 {
+        members.push(start_member(root.path(), node_id, controller.clone()).await);
+    }
+    let first = members[0].address.clone();
+    let mirror_config = root.path().join("dr.properties");
+    std::fs::write(&mirror_config, format!("bootstrap.servers={bootstrap}\n")).expect("written");
+    let (code, text) = cli(
+        &first,
+        &[
+            "--create",
+            "--mirror",
+            "dr",
+            "--mirror-config",
+            mirror_config.to_str().expect("UTF-8"),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = cli(&first, &["--start", "--mirror", "dr", "--topics", &topic]).await;
+    assert_eq!(code, Some(0), "{text}");
+
+    let source = source_client(&bootstrap).await;
+    let ends = source_ends(&source, &topic, PARTITIONS).await;
+    wait_described(&first, &topic, "MIRRORING", &ends).await;
+
+    // Where things are: partitions on every broker, and some whose shard is on another one.
+    let metadata = members[0].broker.topic(&topic).expect("mirror topic");
+    let state_topic = members[0]
+        .broker
+        .topic(MIRROR_STATE_TOPIC)
+        .expect("__mirror_state");
+    let leaders: Vec<i32> = (0..PARTITIONS)
+        .map(|p| members[0].broker.leader_of(&topic, p).expect("leader"))
+        .collect();
+    for m in &members {
+        assert!(
+            leaders.contains(&m.node_id),
+            "broker {} leads some partitions: {leaders:?}",
+            m.node_id
+        );
+    }
+    let remote = (0..PARTITIONS)
+        .filter(|&p| {
+            let shard = mirror_partition_shard("dr", &metadata.topic_id, p, 6);
+            state_topic.partitions[shard as usize].leader != leaders[p as usize]
+        })
+        .count();
+    assert!(
+        remote > 0,
+        "some partitions' coordinator shard is on another broker"
+    );
+
+    // Each partition's log, on the broker that leads it, is Kafka's segment byte for byte.
+    for p in 0..PARTITIONS {
+        let member = members
+            .iter()
+            .find(|m| m.node_id == leaders[p as usize])
+            .expect("leader");
+        let mirrored = std::fs::read(
+            root.path()
+                .join(format!("broker-{}", member.node_id))
+                .join(format!("{topic}-{p}"))
+                .join("00000000000000000000.log"),
+        )
+        .expect("destination segment");
+        assert!(
+            mirrored == segment(&topic, p),
+            "{topic}-{p} differs from the source"
+        );
+        assert!(member.broker.partition(&topic, p).is_some());
+    }
+
+    // Failover: every broker stops its partitions; Kafka's producer writes through the cluster.
+    let (code, text) = cli(&first, &["--stop", "--mirror", "dr", "--topics", &topic]).await;
+    assert_eq!(code, Some(0), "{text}");
+    let after_barrier: Vec<i64> = ends.iter().map(|e| e + 1).collect();
+    wait_described(&first, &topic, "STOPPED", &after_barrier).await;
+    let (address, t) = (members[1].address.clone(), topic.clone());
+    let produced = tokio::task::spawn_blocking(move || {
+        kafka_tool(
+            "org.apache.kafka.tools.VerifiableProducer",
+            &[
+                "--bootstrap-server",
+                &address,
+                "--topic",
+                &t,
+                "--max-messages",
+                "120",
+                "--acks",
+                "-1",
+            ],
+        )
+    })
+    .await
+    .expect("ran");
+    assert!(produced.contains("\"acked\":120"), "{produced}");
+    let written: i64 = (0..PARTITIONS)
+        .map(|p| {
+            let member = members
+                .iter()
+                .find(|m| m.node_id == leaders[p as usize])
+                .expect("leader");
+            let partition = member.broker.partition(&topic, p).expect("partition");
+            let end = partition.log.lock().expect("log").log_end_offset();
+            end - after_barrier[p as usize]
+        })
+        .sum();
+    assert_eq!(
+        written, 120,
+        "every record landed on its partition's broker"
+    );
+    drop(members);
+}
