@@ -19,6 +19,8 @@ pub(super) struct Script {
     pub(super) lme_hangs: u32,
     /// State loads that panic (a bug that kills the actor).
     pub(super) load_panics: u32,
+    /// Followers that have not truncated yet: the ISR wait ends when this turns true.
+    pub(super) followers_caught_up: Option<tokio::sync::watch::Receiver<bool>>,
     leader_epoch: i32,
     read_only: Option<bool>,
     pub(super) fetcher: Option<Recipient<FetcherProgress>>,
@@ -83,7 +85,12 @@ impl PartitionPorts for ScriptedPorts {
 
     fn await_isr(&self) -> PortFuture<()> {
         self.call("await isr");
-        ready(())
+        match self.0.borrow().followers_caught_up.clone() {
+            None => ready(()),
+            Some(mut caught_up) => Box::pin(async move {
+                let _ = caught_up.wait_for(|done| *done).await;
+            }),
+        }
     }
 
     fn attach_fetcher(&self, progress: Recipient<FetcherProgress>) {
@@ -279,4 +286,25 @@ async fn a_restart_resumes_from_the_persisted_state() {
         "MIRRORING was persisted: no new PREPARING ({after:?})"
     );
     assert!(after.iter().any(|c| c == "attach fetcher"), "{after:?}");
+}
+
+#[actix_rt::test]
+async fn preparing_waits_for_lagging_followers_and_is_not_a_stall() {
+    tokio::time::pause();
+    let ports = ScriptedPorts::default();
+    let (caught_up, lagging) = tokio::sync::watch::channel(false);
+    ports.0.borrow_mut().followers_caught_up = Some(lagging);
+    let addr = start_leading(&ports, 2).await;
+    settle(&addr, MirrorState::Preparing).await;
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let still = addr.send(DescribePartition).await.expect("alive");
+    assert_eq!(still.state, MirrorState::Preparing, "followers still lag");
+    assert!(
+        !still.busy,
+        "waiting for followers is not a stall a supervisor should restart"
+    );
+    assert!(!ports.calls().iter().any(|c| c == "attach fetcher"));
+    caught_up.send(true).expect("the partition waits");
+    settle(&addr, MirrorState::Mirroring).await;
+    assert!(ports.calls().iter().any(|c| c == "attach fetcher"));
 }

@@ -181,9 +181,14 @@ pub enum Phase {
 
 impl Phase {
     /// Whether the partition waits for an effect to complete (a supervisor expects inputs
-    /// then); settled phases may see none for as long as nothing changes.
+    /// then); settled phases may see none for as long as nothing changes, and neither may a
+    /// partition waiting for its followers, which takes as long as a follower is away.
     pub fn is_busy(&self) -> bool {
         match self {
+            Phase::Preparing {
+                step: PreparePhase::WaitingForIsr,
+                ..
+            } => false,
             Phase::Loading(_)
             | Phase::Persisting { .. }
             | Phase::Preparing { .. }

@@ -845,29 +845,38 @@ impl SourceClient {
             }],
             ..Default::default()
         };
-        let response = match self
-            .send_to(Target::Any, "LastMirroredEpochs", &request, 0)
-            .await
-        {
-            Ok((_, r)) => r,
-            Err(ClientError::UnsupportedVersion { .. }) => return Ok(vec![-1; partitions.len()]),
-            Err(e) => return Err(e),
-        };
-        if response.error_code != 0 {
-            return Err(ClientError::Broker {
-                api: "LastMirroredEpochs",
-                code: ErrorCode(response.error_code),
-            });
-        }
-        let answers: HashMap<i32, i32> = response
-            .topics
-            .iter()
-            .flat_map(|t| {
-                t.partitions
-                    .iter()
-                    .map(|p| (p.partition_index, p.last_mirrored_epoch))
-            })
+        // Each broker answers from the `__mirror_state` shards it leads (-1 for the others):
+        // every broker is asked and the greatest answer wins.
+        let brokers: Vec<i32> = self
+            .metadata(Some(&[]))
+            .await?
+            .brokers
+            .keys()
+            .copied()
             .collect();
+        let mut answers: HashMap<i32, i32> = HashMap::new();
+        for broker in brokers {
+            let response = match self
+                .send_to(Target::Broker(broker), "LastMirroredEpochs", &request, 0)
+                .await
+            {
+                Ok((_, r)) => r,
+                Err(ClientError::UnsupportedVersion { .. }) => {
+                    return Ok(vec![-1; partitions.len()]);
+                }
+                Err(e) => return Err(e),
+            };
+            if response.error_code != 0 {
+                return Err(ClientError::Broker {
+                    api: "LastMirroredEpochs",
+                    code: ErrorCode(response.error_code),
+                });
+            }
+            for p in response.topics.iter().flat_map(|t| t.partitions.iter()) {
+                let best = answers.entry(p.partition_index).or_insert(-1);
+                *best = (*best).max(p.last_mirrored_epoch);
+            }
+        }
         Ok(partitions
             .iter()
             .map(|p| answers.get(p).copied().unwrap_or(-1))
