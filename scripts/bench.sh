@@ -2,7 +2,8 @@
 # Runs the benchmarks and prints their figures (see BENCHMARKS.md for the recorded ones).
 #   scripts/bench.sh                every benchmark
 #   scripts/bench.sh NAME [ARGS]    one: protocol, storage, mirroring_core, source_fetch,
-#                                   broker_vs_kafka, mirror_vs_consumer, stop_partitions
+#                                   broker_vs_kafka, mirror_vs_consumer, stop_partitions,
+#                                   stop_mirror_topic
 # Benchmarks that need Apache Kafka (source_fetch, broker_vs_kafka) get one started by scripts/kafka-local.sh
 # unless KMIRROR_KAFKA_BOOTSTRAP points at a running one.
 set -euo pipefail
@@ -18,7 +19,7 @@ with_kafka() {
 }
 
 if [ $# -gt 0 ]; then
-  case "$1" in source_fetch|broker_vs_kafka|mirror_vs_consumer) with_kafka ;; esac
+  case "$1" in source_fetch|broker_vs_kafka|mirror_vs_consumer|stop_mirror_topic) with_kafka ;; esac
   cargo bench --locked --bench "$1" -- "${@:2}"
 else
   with_kafka

@@ -1,13 +1,14 @@
-//! The reference broker: a single-node, Kafka-compatible broker over the storage engine and the
-//! controller, so real Kafka clients produce to and consume from kmirror.
+//! The reference broker: a Kafka-compatible broker over the storage engine and the controller,
+//! so real Kafka clients produce to and consume from kmirror. `kmirror broker` is a single-node
+//! cluster; brokers embedded in one process can share a controller ([`cluster`]).
 //!
 //! Lifecycle: [`Broker::open`] replays the controller's metadata and opens every partition log
-//! (recovering them); [`server::serve`] accepts connections until shutdown; [`Broker::close`]
-//! flushes and closes the logs.
+//! it leads (recovering them); [`server::serve`] accepts connections until shutdown;
+//! [`Broker::close`] flushes and closes the logs.
 //!
-//! Contracts: one node, one replica per partition, so a partition's high watermark is its log end
-//! and `acks=all` is satisfied by the append itself; every partition's leader is this node, at the
-//! controller's leader epoch. The broker answers ApiVersions, Metadata, Produce (plain,
+//! Contracts: one replica per partition, so a partition's high watermark is its log end and
+//! `acks=all` is satisfied by the append itself; a partition's leader is the node the controller
+//! placed it on, at the controller's leader epoch. The broker answers ApiVersions, Metadata, Produce (plain,
 //! idempotent and transactional), Fetch (full fetches, long polling, READ_COMMITTED),
 //! ListOffsets, OffsetForLeaderEpoch, CreateTopics, CreatePartitions, DeleteTopics,
 //! DescribeConfigs, IncrementalAlterConfigs, AlterConfigs, DescribeCluster, the transaction

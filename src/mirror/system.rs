@@ -59,7 +59,12 @@ impl MirrorError {
 
 /// A loaded mirror: its source and what runs for it here.
 pub(super) struct MirrorRuntime {
+    /// The source for control requests: metadata, offsets, LastMirroredEpochs.
     pub(super) source: Arc<SourceClient>,
+    /// The source for the fetchers' Fetch requests, on their own connections: a broker serves
+    /// one request of a connection at a time, so a long-polling fetch would hold up control
+    /// requests queued behind it.
+    pub(super) fetch_source: Arc<SourceClient>,
     pub(super) source_cluster_id: String,
     pub(super) fetchers: HashMap<i32, Addr<Fetcher<SourceFetcherPorts>>>,
     pub(super) topics: BTreeMap<String, MirroredTopic>,
@@ -204,19 +209,26 @@ impl Handler<LoadMirror> for MirrorSystem {
                 let props: HashMap<String, String> = configs.into_iter().collect();
                 let config = ClientConfig::from_properties(&props)
                     .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
-                let source = SourceClient::connect(config).await.map_err(|e| {
-                    MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}"))
-                })?;
-                let cluster_id = source.cluster_id().await.map_err(|e| {
-                    MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}"))
-                })?;
-                Ok(Some((name, Arc::new(source), cluster_id)))
+                let unreachable =
+                    |e| MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}"));
+                let source = SourceClient::connect(config.clone())
+                    .await
+                    .map_err(unreachable)?;
+                let fetch_source = SourceClient::connect(config).await.map_err(unreachable)?;
+                let cluster_id = source.cluster_id().await.map_err(unreachable)?;
+                Ok(Some((
+                    name,
+                    Arc::new(source),
+                    Arc::new(fetch_source),
+                    cluster_id,
+                )))
             }
             .into_actor(self)
             .map(|loaded, system, _| {
-                if let Some((name, source, source_cluster_id)) = loaded? {
+                if let Some((name, source, fetch_source, source_cluster_id)) = loaded? {
                     system.mirrors.entry(name).or_insert_with(|| MirrorRuntime {
                         source,
+                        fetch_source,
                         source_cluster_id,
                         fetchers: HashMap::new(),
                         topics: BTreeMap::new(),

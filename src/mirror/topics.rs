@@ -204,8 +204,11 @@ impl MirrorSystem {
             .mirrors
             .get_mut(mirror)
             .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
-        let (source, source_cluster_id) =
-            (runtime.source.clone(), runtime.source_cluster_id.clone());
+        let (source, fetch_source, source_cluster_id) = (
+            runtime.source.clone(),
+            runtime.fetch_source.clone(),
+            runtime.source_cluster_id.clone(),
+        );
         let mirrored = runtime
             .topics
             .entry(topic.to_string())
@@ -229,7 +232,7 @@ impl MirrorSystem {
                 .entry(p.leader)
                 .or_insert_with(|| {
                     Fetcher::new(
-                        SourceFetcherPorts::new(broker.clone(), source.clone(), p.leader),
+                        SourceFetcherPorts::new(broker.clone(), fetch_source.clone(), p.leader),
                         FetcherConfig::default(),
                     )
                     .start()
