@@ -92,6 +92,9 @@ pub struct MirrorSystem {
     /// (mirror, topic) whose partitions are being started (the source is being asked), so a
     /// metadata change meanwhile does not start them twice.
     pub(super) starting: HashSet<(String, String)>,
+    /// One arbiter (thread) per core for the partition actors, each partition on the one its
+    /// key hashes to; fetchers and shards stay on the system's own arbiter.
+    pub(super) arbiters: Vec<actix::Arbiter>,
 }
 
 impl std::fmt::Debug for MirrorSystem {
@@ -116,7 +119,29 @@ impl MirrorSystem {
             clock: tokio::time::Instant::now(),
             checking: false,
             starting: HashSet::new(),
+            arbiters: Vec::new(),
         }
+    }
+
+    /// The arbiter of a mirror partition (a stable hash of its key over the arbiters).
+    pub(super) fn arbiter_of(
+        &self,
+        mirror: &str,
+        topic_id: &uuid::Uuid,
+        partition: i32,
+    ) -> Option<actix::ArbiterHandle> {
+        if self.arbiters.is_empty() {
+            return None;
+        }
+        let index = kmirror_protocol::sharding::mirror_partition_shard(
+            mirror,
+            topic_id,
+            partition,
+            self.arbiters.len() as i32,
+        );
+        self.arbiters
+            .get(index as usize)
+            .map(actix::Arbiter::handle)
     }
 
     /// Creates `__mirror_state` (the first time a mirror is used) and starts the shards this
@@ -164,6 +189,8 @@ impl Actor for MirrorSystem {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        self.arbiters = (0..cores).map(|_| actix::Arbiter::new()).collect();
         let interval = std::time::Duration::from_millis(self.liveness.check_interval_ms());
         ctx.run_interval(interval, |system, ctx| system.check_liveness(ctx));
         // React to metadata changes, whoever made them (coalesced: one reaction per wake-up),
@@ -179,6 +206,12 @@ impl Actor for MirrorSystem {
             }
         });
         ctx.notify(MetadataChanged);
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        for arbiter in &self.arbiters {
+            arbiter.stop();
+        }
     }
 }
 

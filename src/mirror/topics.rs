@@ -197,6 +197,14 @@ impl MirrorSystem {
             return Ok(());
         };
         self.ensure_shards()?;
+        let arbiters: BTreeMap<i32, actix::ArbiterHandle> = source_topic
+            .partitions
+            .iter()
+            .filter_map(|p| {
+                let arbiter = self.arbiter_of(mirror, &source_topic.topic_id, p.partition)?;
+                Some((p.partition, arbiter))
+            })
+            .collect();
         let shards = self.shards.clone();
         let retry = self.retry;
         let cluster_id = broker.cluster_id();
@@ -262,7 +270,12 @@ impl MirrorSystem {
                 shard,
                 fetcher,
             );
-            let mut partition = SupervisedPartition::start(ports, retry, rand_unit);
+            let mut partition = match arbiters.get(&p.partition) {
+                Some(arbiter) => {
+                    SupervisedPartition::start_in(arbiter.clone(), ports, retry, rand_unit)
+                }
+                None => SupervisedPartition::start(ports, retry, rand_unit),
+            };
             log_rejection(partition.become_leader(BecomeLeader {
                 leader_epoch: local.leader_epoch,
                 desired: mirrored.known.desired,

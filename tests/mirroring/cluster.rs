@@ -22,6 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const PARTITIONS: i32 = 12;
+/// `__mirror_state` partitions: not a multiple of the broker count, so that among consecutive
+/// partitions (whose shard numbers advance by one) some land on a shard another broker leads.
+const SHARDS: i32 = 5;
 
 /// One broker of the cluster, serving until dropped.
 struct Member {
@@ -47,7 +50,7 @@ async fn start_member(root: &Path, node_id: i32, controller: Arc<Mutex<Controlle
         .expect("binds");
     let address = listener.local_addr().expect("address").to_string();
     let props = parse_properties(&format!(
-        "node.id={node_id}\nlisteners=PLAINTEXT://{address}\nlog.dirs={}\nmirror.state.topic.num.partitions=6\n",
+        "node.id={node_id}\nlisteners=PLAINTEXT://{address}\nlog.dirs={}\nmirror.state.topic.num.partitions={SHARDS}\n",
         root.join(format!("broker-{node_id}")).display()
     ))
     .expect("parses");
@@ -186,7 +189,7 @@ async fn three_brokers_mirror_their_partitions_with_remote_coordinator_shards() 
     }
     let remote = (0..PARTITIONS)
         .filter(|&p| {
-            let shard = mirror_partition_shard("dr", &metadata.topic_id, p, 6);
+            let shard = mirror_partition_shard("dr", &metadata.topic_id, p, SHARDS);
             state_topic.partitions[shard as usize].leader != leaders[p as usize]
         })
         .count();

@@ -20,12 +20,14 @@ use actix::{Addr, MailboxError, Supervisor};
 use std::future::Future;
 use std::time::Duration;
 
+/// Starts a partition actor over `ports` (on the arbiter the handle was made for).
+type Spawn<P> = Box<dyn Fn(P) -> Addr<MirrorPartition<P>>>;
+
 /// One supervised partition actor.
 pub struct SupervisedPartition<P: PartitionPorts + Clone> {
     addr: Addr<MirrorPartition<P>>,
     ports: P,
-    retry: RetryPolicy,
-    random: fn() -> f64,
+    spawn: Spawn<P>,
     leadership: Option<BecomeLeader>,
     liveness: Liveness,
 }
@@ -39,22 +41,41 @@ impl<P: PartitionPorts + Clone> std::fmt::Debug for SupervisedPartition<P> {
     }
 }
 
+impl<P: PartitionPorts + Clone + Send> SupervisedPartition<P> {
+    /// Starts the partition's actor on `arbiter` (and any new one after it dies there), so the
+    /// partitions of a broker spread over its cores; `random` draws from `[0, 1)`.
+    pub fn start_in(
+        arbiter: actix::ArbiterHandle,
+        ports: P,
+        retry: RetryPolicy,
+        random: fn() -> f64,
+    ) -> Self {
+        let spawn: Spawn<P> = Box::new(move |ports: P| {
+            Supervisor::start_in_arbiter(&arbiter, move |_| {
+                MirrorPartition::new(ports, retry, Box::new(random))
+            })
+        });
+        Self::with_spawn(ports, spawn)
+    }
+}
+
 impl<P: PartitionPorts + Clone> SupervisedPartition<P> {
     /// Starts the partition's actor on the current arbiter; `random` draws from `[0, 1)`.
     pub fn start(ports: P, retry: RetryPolicy, random: fn() -> f64) -> Self {
+        let spawn: Spawn<P> = Box::new(move |ports: P| {
+            Supervisor::start(move |_| MirrorPartition::new(ports, retry, Box::new(random)))
+        });
+        Self::with_spawn(ports, spawn)
+    }
+
+    fn with_spawn(ports: P, spawn: Spawn<P>) -> Self {
         SupervisedPartition {
-            addr: Self::spawn(&ports, retry, random),
+            addr: spawn(ports.clone()),
             ports,
-            retry,
-            random,
+            spawn,
             leadership: None,
             liveness: Liveness::default(),
         }
-    }
-
-    fn spawn(ports: &P, retry: RetryPolicy, random: fn() -> f64) -> Addr<MirrorPartition<P>> {
-        let ports = ports.clone();
-        Supervisor::start(move |_| MirrorPartition::new(ports, retry, Box::new(random)))
     }
 
     /// The actor's current address (it changes when a dead actor is created again).
@@ -155,7 +176,7 @@ impl<P: PartitionPorts + Clone> SupervisedPartition<P> {
     }
 
     fn recreate(&mut self) {
-        self.addr = Self::spawn(&self.ports, self.retry, self.random);
+        self.addr = (self.spawn)(self.ports.clone());
         if let Some(leadership) = self.leadership {
             self.addr.do_send(leadership);
         }
