@@ -6,13 +6,11 @@
 //! Writing the LME rewrites the partition's stored state with the LME added, as one record.
 
 use super::cause;
-use super::fetch::SourceFetcherPorts;
+use super::fetcher_pool::{Attach, Detach, FetcherPool};
 use super::shard_route::ShardRoute;
 use crate::broker::Broker;
 use actix::Addr;
-use kmirror_actors::actor::{
-    AttachPartition, DetachPartition, Fetcher, FetcherProgress, PartitionPorts, PortFuture,
-};
+use kmirror_actors::actor::{FetcherProgress, PartitionPorts, PortFuture};
 use kmirror_actors::epoch::{self, Alignment};
 use kmirror_actors::host::{self, MirrorLog};
 use kmirror_actors::partition::{Cause, StoredState};
@@ -52,7 +50,7 @@ pub struct BrokerPartitionPorts {
     broker: Arc<Broker>,
     source: Arc<SourceClient>,
     shard: ShardRoute,
-    fetcher: Addr<Fetcher<SourceFetcherPorts>>,
+    fetchers: Addr<FetcherPool>,
 }
 
 impl std::fmt::Debug for BrokerPartitionPorts {
@@ -70,14 +68,14 @@ impl BrokerPartitionPorts {
         broker: Arc<Broker>,
         source: Arc<SourceClient>,
         shard: ShardRoute,
-        fetcher: Addr<Fetcher<SourceFetcherPorts>>,
+        fetchers: Addr<FetcherPool>,
     ) -> Self {
         BrokerPartitionPorts {
             site: Arc::new(site),
             broker,
             source,
             shard,
-            fetcher,
+            fetchers,
         }
     }
 
@@ -280,21 +278,21 @@ impl PartitionPorts for BrokerPartitionPorts {
     }
 
     fn attach_fetcher(&self, progress: actix::Recipient<FetcherProgress>) {
-        let fetcher = self.fetcher.clone();
+        let fetchers = self.fetchers.clone();
         let key = (self.site.topic.clone(), self.site.partition);
         actix::spawn(async move {
-            if let Err(e) = fetcher.send(AttachPartition { key, progress }).await {
+            if let Err(e) = fetchers.send(Attach { key, progress }).await {
                 tracing::error!(error = %e, "attaching a partition to its fetcher");
             }
         });
     }
 
     fn detach_fetcher(&self) -> PortFuture<()> {
-        let fetcher = self.fetcher.clone();
+        let fetchers = self.fetchers.clone();
         let key = (self.site.topic.clone(), self.site.partition);
         Box::pin(async move {
-            // A fetcher that is gone appends nothing more either.
-            let _ = fetcher.send(DetachPartition(key)).await;
+            // A pool that is gone (its mirror deleted) has no fetcher appending either.
+            let _ = fetchers.send(Detach(key)).await;
         })
     }
 

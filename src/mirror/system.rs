@@ -19,7 +19,7 @@
 //! actor and lets its [`SupervisedPartition`] restart it (stalled), create it again (dead) or
 //! give up on it (FAILED) once its restart budget is spent.
 
-use super::fetch::SourceFetcherPorts;
+use super::fetcher_pool::FetcherPool;
 use super::partition::BrokerPartitionPorts;
 use super::reactions::MetadataChanged;
 use super::shard_route::{RemoteShard, ShardRoute};
@@ -29,7 +29,7 @@ use actix::{
     Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, ResponseActFuture,
     WrapFuture,
 };
-use kmirror_actors::actor::{CoordinatorShard, Fetcher, SupervisedPartition};
+use kmirror_actors::actor::{CoordinatorShard, SupervisedPartition};
 use kmirror_actors::liveness::LivenessPolicy;
 use kmirror_actors::metadata::KnownTopic;
 use kmirror_actors::partition::RetryPolicy;
@@ -61,12 +61,11 @@ impl MirrorError {
 pub(super) struct MirrorRuntime {
     /// The source for control requests: metadata, offsets, LastMirroredEpochs.
     pub(super) source: Arc<SourceClient>,
-    /// The source for the fetchers' Fetch requests, on their own connections: a broker serves
-    /// one request of a connection at a time, so a long-polling fetch would hold up control
-    /// requests queued behind it.
-    pub(super) fetch_source: Arc<SourceClient>,
     pub(super) source_cluster_id: String,
-    pub(super) fetchers: HashMap<i32, Addr<Fetcher<SourceFetcherPorts>>>,
+    /// The mirror's fetchers (their Fetch requests on their own connections: a broker serves
+    /// one request of a connection at a time, so a long-polling fetch would hold up control
+    /// requests queued behind it).
+    pub(super) pool: Addr<FetcherPool>,
     pub(super) topics: BTreeMap<String, MirroredTopic>,
 }
 
@@ -259,11 +258,11 @@ impl Handler<LoadMirror> for MirrorSystem {
             .into_actor(self)
             .map(|loaded, system, _| {
                 if let Some((name, source, fetch_source, source_cluster_id)) = loaded? {
+                    let broker = system.broker.clone();
                     system.mirrors.entry(name).or_insert_with(|| MirrorRuntime {
+                        pool: FetcherPool::new(broker, source.clone(), fetch_source).start(),
                         source,
-                        fetch_source,
                         source_cluster_id,
-                        fetchers: HashMap::new(),
                         topics: BTreeMap::new(),
                     });
                 }

@@ -9,16 +9,12 @@
 //! the way. The partitions this broker leads start at once; the other brokers start theirs
 //! when they see the metadata.
 
-use super::fetch::SourceFetcherPorts;
 use super::partition::{BrokerPartitionPorts, MirrorPartitionSite};
 use super::reactions::log_rejection;
 use super::system::{MirrorError, MirrorSystem, MirroredTopic, rand_unit};
-use actix::{
-    Actor, ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture,
-};
+use actix::{ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture};
 use kmirror_actors::actor::{
-    BecomeLeader, DescribePartition, Fetcher, FetcherConfig, MirrorPartition, PartitionSnapshot,
-    SupervisedPartition,
+    BecomeLeader, DescribePartition, MirrorPartition, PartitionSnapshot, SupervisedPartition,
 };
 use kmirror_actors::metadata::{KnownTopic, mirror_name_value, mirror_of};
 use kmirror_actors::partition::Desired;
@@ -212,9 +208,9 @@ impl MirrorSystem {
             .mirrors
             .get_mut(mirror)
             .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
-        let (source, fetch_source, source_cluster_id) = (
+        let (source, pool, source_cluster_id) = (
             runtime.source.clone(),
-            runtime.fetch_source.clone(),
+            runtime.pool.clone(),
             runtime.source_cluster_id.clone(),
         );
         let mirrored = runtime
@@ -235,17 +231,6 @@ impl MirrorSystem {
             if !broker.leads(local) || mirrored.partitions.contains_key(&p.partition) {
                 continue;
             }
-            let fetcher = runtime
-                .fetchers
-                .entry(p.leader)
-                .or_insert_with(|| {
-                    Fetcher::new(
-                        SourceFetcherPorts::new(broker.clone(), fetch_source.clone(), p.leader),
-                        FetcherConfig::default(),
-                    )
-                    .start()
-                })
-                .clone();
             let shard_index = mirror_partition_shard(
                 mirror,
                 &source_topic.topic_id,
@@ -268,7 +253,7 @@ impl MirrorSystem {
                 broker.clone(),
                 source.clone(),
                 shard,
-                fetcher,
+                pool.clone(),
             );
             let mut partition = match arbiters.get(&p.partition) {
                 Some(arbiter) => {

@@ -1,0 +1,234 @@
+//! The FetcherPool actor of one mirror: one Fetcher per source broker, and each attached
+//! partition on the fetcher of its current source leader.
+//!
+//! Lifecycle: a partition attaches through the pool when it enters MIRRORING; the pool asks the
+//! source who leads the partition (so a partition that failed over a leader change and retries
+//! lands on the new leader's fetcher), starts that broker's fetcher if needed and attaches the
+//! partition there. Detach goes to the fetcher that has the partition and completes when its
+//! apply in flight is done. Supervision: every `check_interval` the pool checks that its
+//! fetchers are alive; a dead one (a panicking handler closes its mailbox) is started again and
+//! its partitions attached again, so they fetch from their log ends.
+
+use super::fetch::SourceFetcherPorts;
+use crate::broker::Broker;
+use actix::{
+    Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, Recipient,
+    ResponseActFuture, WrapFuture,
+};
+use kmirror_actors::actor::{
+    AttachPartition, DetachPartition, FetchKey, Fetcher, FetcherConfig, FetcherProgress,
+};
+use kmirror_protocol::client::SourceClient;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the pool looks for dead fetchers.
+const CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a topic's source leaders are trusted: partitions attaching together share one
+/// metadata request; one attaching again after a failure (its backoff is at least this long)
+/// gets fresh leaders.
+const LEADERS_FRESH_FOR: Duration = Duration::from_millis(500);
+
+/// Attach a partition to the fetcher of its source leader.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct Attach {
+    /// The partition.
+    pub key: FetchKey,
+    /// Where its fetch progress goes (its partition actor).
+    pub progress: Recipient<FetcherProgress>,
+}
+
+/// Detach a partition from its fetcher; done when no apply of it is in flight.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct Detach(pub FetchKey);
+
+/// The fetchers of one mirror.
+pub struct FetcherPool {
+    broker: Arc<Broker>,
+    /// The source, for leader lookups.
+    source: Arc<SourceClient>,
+    /// The source for Fetch requests (their own connections).
+    fetch_source: Arc<SourceClient>,
+    fetchers: HashMap<i32, Addr<Fetcher<SourceFetcherPorts>>>,
+    /// Every attached partition: its fetcher's broker and its progress recipient.
+    members: HashMap<FetchKey, (i32, Recipient<FetcherProgress>)>,
+    /// Attaches waiting for the source's leaders, by generation (a detach cancels them).
+    attaching: HashMap<FetchKey, u64>,
+    next_attach: u64,
+    /// Source leaders by topic, and when they were asked.
+    leaders: HashMap<String, (tokio::time::Instant, Vec<i32>)>,
+}
+
+impl std::fmt::Debug for FetcherPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FetcherPool")
+            .field("fetchers", &self.fetchers.keys().collect::<Vec<_>>())
+            .field("members", &self.members.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl FetcherPool {
+    /// The pool of a mirror whose source is `source` (control) and `fetch_source` (fetches).
+    pub fn new(
+        broker: Arc<Broker>,
+        source: Arc<SourceClient>,
+        fetch_source: Arc<SourceClient>,
+    ) -> Self {
+        FetcherPool {
+            broker,
+            source,
+            fetch_source,
+            fetchers: HashMap::new(),
+            members: HashMap::new(),
+            attaching: HashMap::new(),
+            next_attach: 0,
+            leaders: HashMap::new(),
+        }
+    }
+
+    /// Attaches `key` to the fetcher of `leader` (moving it off another broker's fetcher).
+    fn attach(&mut self, key: FetchKey, progress: Recipient<FetcherProgress>, leader: Option<i32>) {
+        let Some(leader) = leader.filter(|l| *l >= 0) else {
+            // No leader known: the partition reports it and retries after its backoff.
+            progress.do_send(FetcherProgress::Failed(
+                kmirror_actors::partition::Cause::retryable(format!(
+                    "no source leader known for {}-{}",
+                    key.0, key.1
+                )),
+            ));
+            return;
+        };
+        if let Some((previous, _)) = self.members.get(&key)
+            && *previous != leader
+            && let Some(old) = self.fetchers.get(previous)
+        {
+            old.do_send(DetachPartition(key.clone()));
+        }
+        self.members.insert(key.clone(), (leader, progress.clone()));
+        self.fetcher(leader)
+            .do_send(AttachPartition { key, progress });
+    }
+
+    fn fetcher(&mut self, leader: i32) -> Addr<Fetcher<SourceFetcherPorts>> {
+        let (broker, source) = (self.broker.clone(), self.fetch_source.clone());
+        self.fetchers
+            .entry(leader)
+            .or_insert_with(|| {
+                Fetcher::new(
+                    SourceFetcherPorts::new(broker, source, leader),
+                    FetcherConfig::default(),
+                )
+                .start()
+            })
+            .clone()
+    }
+
+    /// Starts dead fetchers again and attaches their partitions to them.
+    fn revive(&mut self) {
+        let dead: Vec<i32> = self
+            .fetchers
+            .iter()
+            .filter(|(_, f)| !f.connected())
+            .map(|(leader, _)| *leader)
+            .collect();
+        for leader in dead {
+            tracing::warn!(
+                source_broker = leader,
+                "starting a dead mirror fetcher again"
+            );
+            self.fetchers.remove(&leader);
+            let fetcher = self.fetcher(leader);
+            for (key, (_, progress)) in self.members.iter().filter(|(_, (l, _))| *l == leader) {
+                fetcher.do_send(AttachPartition {
+                    key: key.clone(),
+                    progress: progress.clone(),
+                });
+            }
+        }
+    }
+}
+
+impl Actor for FetcherPool {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(CHECK_INTERVAL, |pool, _| pool.revive());
+    }
+}
+
+impl Handler<Attach> for FetcherPool {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, msg: Attach, _: &mut Context<Self>) -> Self::Result {
+        let (topic, partition) = msg.key.clone();
+        if let Some((asked, leaders)) = self.leaders.get(&topic)
+            && asked.elapsed() < LEADERS_FRESH_FOR
+        {
+            let leader = leaders.get(partition as usize).copied();
+            self.attach(msg.key, msg.progress, leader);
+            return Box::pin(async {}.into_actor(self));
+        }
+        let generation = self.next_attach;
+        self.next_attach += 1;
+        self.attaching.insert(msg.key.clone(), generation);
+        let source = self.source.clone();
+        Box::pin(
+            async move {
+                let metadata = source.metadata(Some(&[topic.as_str()])).await;
+                let leaders: Option<Vec<i32>> = metadata.ok().and_then(|m| {
+                    Some(
+                        m.topics
+                            .get(&topic)?
+                            .partitions
+                            .iter()
+                            .map(|p| p.leader)
+                            .collect(),
+                    )
+                });
+                (topic, leaders)
+            }
+            .into_actor(self)
+            .map(move |(topic, leaders), pool, _| {
+                if pool.attaching.get(&msg.key) != Some(&generation) {
+                    // Detached (or attached again) meanwhile.
+                    return;
+                }
+                pool.attaching.remove(&msg.key);
+                let leader = leaders
+                    .as_ref()
+                    .and_then(|l| l.get(msg.key.1 as usize).copied());
+                if let Some(leaders) = leaders {
+                    pool.leaders
+                        .insert(topic, (tokio::time::Instant::now(), leaders));
+                }
+                pool.attach(msg.key, msg.progress, leader);
+            }),
+        )
+    }
+}
+
+impl Handler<Detach> for FetcherPool {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, msg: Detach, _: &mut Context<Self>) -> Self::Result {
+        self.attaching.remove(&msg.0);
+        let fetcher = self
+            .members
+            .remove(&msg.0)
+            .and_then(|(leader, _)| self.fetchers.get(&leader).cloned());
+        Box::pin(
+            async move {
+                if let Some(fetcher) = fetcher {
+                    // A fetcher that is gone appends nothing more either.
+                    let _ = fetcher.send(DetachPartition(msg.0)).await;
+                }
+            }
+            .into_actor(self),
+        )
+    }
+}
