@@ -28,11 +28,6 @@ impl Broker {
         Broker::open_with(config, controller)
     }
 
-    /// The shared controller, for more members of the same cluster.
-    pub fn shared_controller(&self) -> Arc<Mutex<Controller>> {
-        self.controller.clone()
-    }
-
     /// Whether this node leads the partition.
     pub fn leads(&self, partition: &PartitionMeta) -> bool {
         partition.leader == self.config.node_id || partition.leader == ANY_NODE
@@ -94,14 +89,7 @@ impl Broker {
         let _one_at_a_time = self.reconciling.lock().unwrap_or_else(|e| e.into_inner());
         let (topics, acls) = self.with_controller(|c| (c.topics().clone(), c.acls()));
         *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(acls);
-        let open: Vec<((String, i32), Arc<super::Partition>)> = self
-            .partitions
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(k, p)| (k.clone(), p.clone()))
-            .collect();
-        for ((name, index), partition) in open {
+        for ((name, index), partition) in self.open_partitions_now() {
             let current = topics.get(&name).filter(|t| {
                 t.topic_id == partition.topic_id && (index as usize) < t.partitions.len()
             });

@@ -267,6 +267,16 @@ impl Broker {
         })
     }
 
+    /// The partitions open now (a copy, so no lock is held while working on them).
+    fn open_partitions_now(&self) -> Vec<((String, i32), Arc<Partition>)> {
+        self.partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(k, p)| (k.clone(), p.clone()))
+            .collect()
+    }
+
     /// A partition, if it exists.
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
         self.partitions
@@ -472,13 +482,7 @@ impl Broker {
     /// flush logs whose `flush.ms` has passed. Returns how many segments were deleted. A
     /// partition that fails is logged and skipped, so one bad disk path does not stop the rest.
     pub fn housekeeping(&self, now_ms: i64) -> usize {
-        let partitions: Vec<((String, i32), Arc<Partition>)> = self
-            .partitions
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .map(|(k, p)| (k.clone(), p.clone()))
-            .collect();
+        let partitions = self.open_partitions_now();
         let mut deleted = 0;
         for ((topic, index), partition) in partitions {
             let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());

@@ -5,20 +5,11 @@
 //! copies only what B wrote after the failover, so both logs end byte-identical.
 
 use super::process::{
-    create_mirror, free_port, mirrors_cli, source_ends, spawn_broker, wait_described,
+    create_mirror, free_port, kmirror_segment, mirrors_cli, source_ends, spawn_broker,
+    wait_described,
 };
 use super::source_client;
 use kmirror_protocol::kafka_tools;
-use std::path::Path;
-
-/// The first segment of `topic`-`partition` in the kmirror broker folder `dir`.
-fn kmirror_segment(dir: &Path, topic: &str, partition: i32) -> Vec<u8> {
-    let path = dir
-        .join("data")
-        .join(format!("{topic}-{partition}"))
-        .join("00000000000000000000.log");
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// Runs `kmirror mirrors` and expects success.
 fn cli_ok(address: &str, args: &[&str]) {

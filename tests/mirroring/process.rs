@@ -18,6 +18,15 @@ impl Drop for BrokerProcess {
     }
 }
 
+/// The first segment of `topic`-`partition` in the `kmirror broker` folder `dir`.
+pub(crate) fn kmirror_segment(dir: &std::path::Path, topic: &str, partition: i32) -> Vec<u8> {
+    let path = dir
+        .join("data")
+        .join(format!("{topic}-{partition}"))
+        .join("00000000000000000000.log");
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// A port nothing listens on now.
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -201,13 +210,7 @@ async fn a_broker_process_mirrors_through_the_rpcs_and_resumes_after_sigkill() {
     let broker = spawn_broker(dir.path(), port);
     wait_described(&address, "dr", &topic, "MIRRORING", &ends).await;
     for p in 0..2 {
-        let mirrored = std::fs::read(
-            dir.path()
-                .join("data")
-                .join(format!("{topic}-{p}"))
-                .join("00000000000000000000.log"),
-        )
-        .expect("destination segment");
+        let mirrored = kmirror_segment(dir.path(), &topic, p);
         assert!(
             mirrored == segment(&topic, p),
             "partition {p}: {} bytes mirrored, the source has {}",
@@ -281,13 +284,7 @@ async fn three_kinds_of_topics_mirror_and_read_the_same_from_java() {
         let ends = source_ends(&source, topic, partitions).await;
         wait_described(&address, "dr", topic, "MIRRORING", &ends).await;
         for p in 0..partitions {
-            let mirrored = std::fs::read(
-                dir.path()
-                    .join("data")
-                    .join(format!("{topic}-{p}"))
-                    .join("00000000000000000000.log"),
-            )
-            .expect("destination segment");
+            let mirrored = kmirror_segment(dir.path(), topic, p);
             assert!(
                 mirrored == segment(topic, p),
                 "{topic}-{p} differs from the source"

@@ -825,6 +825,17 @@ impl SourceClient {
             .collect())
     }
 
+    /// The ids of the cluster's brokers.
+    async fn broker_ids(&self) -> Result<Vec<i32>, ClientError> {
+        Ok(self
+            .metadata(Some(&[]))
+            .await?
+            .brokers
+            .keys()
+            .copied()
+            .collect())
+    }
+
     /// LastMirroredEpochs (kmirror sources only): the LME per partition the source recorded when
     /// it stopped mirroring from `asking_cluster_id`; a source without the API (Apache Kafka)
     /// means "no LME", -1 for every partition.
@@ -847,15 +858,8 @@ impl SourceClient {
         };
         // Each broker answers from the `__mirror_state` shards it leads (-1 for the others):
         // every broker is asked and the greatest answer wins.
-        let brokers: Vec<i32> = self
-            .metadata(Some(&[]))
-            .await?
-            .brokers
-            .keys()
-            .copied()
-            .collect();
         let mut answers: HashMap<i32, i32> = HashMap::new();
-        for broker in brokers {
+        for broker in self.broker_ids().await? {
             let response = match self
                 .send_to(Target::Broker(broker), "LastMirroredEpochs", &request, 0)
                 .await
@@ -886,15 +890,8 @@ impl SourceClient {
     /// Every group of the source (ListGroups on every broker: each lists the groups it
     /// coordinates).
     pub async fn list_groups(&self) -> Result<Vec<GroupListing>, ClientError> {
-        let brokers: Vec<i32> = self
-            .metadata(Some(&[]))
-            .await?
-            .brokers
-            .keys()
-            .copied()
-            .collect();
         let mut groups = Vec::new();
-        for broker in brokers {
+        for broker in self.broker_ids().await? {
             let (_, response) = self
                 .send_to(
                     Target::Broker(broker),
