@@ -5,7 +5,7 @@
 //! copies only what B wrote after the failover, so both logs end byte-identical.
 
 use super::process::{
-    create_mirror, free_port, kmirror_segment, mirrors_cli, source_ends, spawn_broker,
+    create_mirror, free_port, kmirror_segment, mirrors_cli, produce, source_ends, spawn_broker,
     wait_described,
 };
 use super::source_client;
@@ -15,17 +15,6 @@ use kmirror_protocol::kafka_tools;
 fn cli_ok(address: &str, args: &[&str]) {
     let (code, text) = mirrors_cli(address, args);
     assert_eq!(code, Some(0), "kmirror mirrors {args:?}: {text}");
-}
-
-/// Kafka's producer writing `records` lz4 records to `topic` at `address`, off the test's
-/// runtime.
-async fn produce(address: &str, topic: &str, records: u32) {
-    let (address, topic) = (address.to_string(), topic.to_string());
-    tokio::task::spawn_blocking(move || {
-        kafka_tools::produce(&address, &topic, records, "lz4", &[]);
-    })
-    .await
-    .expect("produced");
 }
 
 #[actix_rt::test]

@@ -4,7 +4,7 @@
 //! or FAILED), after which the topic can be started again and mirrors from scratch.
 
 use super::process::{
-    create_mirror, free_port, mirrors_cli, source_ends, spawn_broker, wait_described,
+    create_mirror, free_port, mirrors_cli, produce, source_ends, spawn_broker, wait_described,
 };
 use super::source_client;
 use kmirror_protocol::kafka_tools::{self, kafka_tool_output};
@@ -43,15 +43,6 @@ async fn set_mirror_name(address: &str, topic: &str, value: &str) {
         args.iter().map(|a| a.to_string()).collect(),
     )
     .await;
-}
-
-async fn produce(address: &str, topic: &str, records: u32) {
-    let (address, topic) = (address.to_string(), topic.to_string());
-    tokio::task::spawn_blocking(move || {
-        kafka_tools::produce(&address, &topic, records, "lz4", &[])
-    })
-    .await
-    .expect("produced");
 }
 
 #[actix_rt::test]

@@ -27,6 +27,17 @@ pub(crate) fn kmirror_segment(dir: &std::path::Path, topic: &str, partition: i32
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// Kafka's producer writing `records` lz4 records to `topic` at `address`, off the test's
+/// runtime.
+pub(crate) async fn produce(address: &str, topic: &str, records: u32) {
+    let (address, topic) = (address.to_string(), topic.to_string());
+    tokio::task::spawn_blocking(move || {
+        kafka_tools::produce(&address, &topic, records, "lz4", &[]);
+    })
+    .await
+    .expect("produced");
+}
+
 /// A port nothing listens on now.
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
