@@ -14,7 +14,7 @@ use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::storage::dump;
 use kmirror_protocol::errors;
 use kmirror_protocol::messages::MirrorApiKey;
-use mirrors_command::{MirrorsAction, TopicChange};
+use mirrors_command::{MirrorsAction, TopicChange, TopicSelection};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -79,9 +79,13 @@ struct MirrorsArgs {
     /// Describe mirrors and their partitions (all, or --mirror).
     #[arg(long)]
     describe: bool,
-    /// Topics, comma-separated.
+    /// Topics, comma-separated, or a regular expression over whole topic names (the source's
+    /// for --start, the mirror's otherwise).
     #[arg(long, value_delimiter = ',')]
     topics: Vec<String>,
+    /// With --describe: only FAILED partitions.
+    #[arg(long)]
+    failed: bool,
     /// The mirror's name.
     #[arg(long)]
     mirror: Option<String>,
@@ -124,6 +128,7 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
     } else if args.describe {
         MirrorsAction::Describe {
             mirror: args.mirror,
+            failed: args.failed,
             json: args.json,
         }
     } else if args.list {
@@ -142,7 +147,7 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
             Some(mirror) if !args.topics.is_empty() => MirrorsAction::Topics {
                 change,
                 mirror,
-                topics: args.topics,
+                topics: TopicSelection::parse(args.topics),
             },
             _ => return usage("--start, --stop, --pause and --resume need --mirror and --topics"),
         }

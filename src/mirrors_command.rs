@@ -31,14 +31,41 @@ pub(crate) enum MirrorsAction {
     List { json: bool },
     /// `--delete --mirror M`.
     Delete { mirror: String },
-    /// `--start|--stop|--pause|--resume --mirror M --topics a,b`.
+    /// `--start|--stop|--pause|--resume --mirror M --topics a,b|REGEX`.
     Topics {
         change: TopicChange,
         mirror: String,
-        topics: Vec<String>,
+        topics: TopicSelection,
     },
-    /// `--describe [--mirror M] [--json]`.
-    Describe { mirror: Option<String>, json: bool },
+    /// `--describe [--mirror M] [--failed] [--json]`.
+    Describe {
+        mirror: Option<String>,
+        failed: bool,
+        json: bool,
+    },
+}
+
+/// Which topics `--topics` names: a comma-separated list of names, or a regular expression
+/// (any value that is not a list of valid topic names) matched against whole names: the
+/// source's topics for `--start` (the broker resolves it), the mirror's for the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TopicSelection {
+    Names(Vec<String>),
+    Pattern(String),
+}
+
+impl TopicSelection {
+    /// Reads `--topics`' values (already split at commas).
+    pub(crate) fn parse(values: Vec<String>) -> TopicSelection {
+        if values
+            .iter()
+            .all(|v| kmirror::controller::valid_topic_name(v))
+        {
+            TopicSelection::Names(values)
+        } else {
+            TopicSelection::Pattern(values.join(","))
+        }
+    }
 }
 
 /// What to do with topics.
@@ -271,7 +298,17 @@ async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> 
             mirror,
             topics,
         } => {
-            let results = change_topics(&connection, change, mirror, topics)
+            let (names, patterns) = match (topics, change) {
+                (TopicSelection::Names(names), _) => (names, Vec::new()),
+                (TopicSelection::Pattern(pattern), TopicChange::Start) => {
+                    (Vec::new(), vec![pattern])
+                }
+                (TopicSelection::Pattern(pattern), _) => (
+                    mirror_topics_matching(&connection, &mirror, &pattern).await?,
+                    Vec::new(),
+                ),
+            };
+            let results = change_topics(&connection, change, mirror, names, patterns)
                 .await
                 .map_err(unreachable)?;
             let (error_code, error_message, per_topic) = results;
@@ -292,12 +329,24 @@ async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> 
                 return Err(Failure::Refused("some topics were refused".into()));
             }
         }
-        MirrorsAction::Describe { mirror, json } => {
+        MirrorsAction::Describe {
+            mirror,
+            failed,
+            json,
+        } => {
             let request = DescribeMirrorsRequest {
                 mirror_names: mirror.into_iter().collect(),
                 ..Default::default()
             };
-            let answer = describe_every_broker(bootstrap, &connection, &request).await?;
+            let mut answer = describe_every_broker(bootstrap, &connection, &request).await?;
+            if failed {
+                for m in &mut answer.mirrors {
+                    for t in &mut m.topics {
+                        t.partitions.retain(|p| p.state == "FAILED");
+                    }
+                    m.topics.retain(|t| !t.partitions.is_empty());
+                }
+            }
             if json {
                 let mirrors: Vec<serde_json::Value> = answer
                     .mirrors
@@ -365,14 +414,54 @@ async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> 
     Ok(())
 }
 
+/// The topics of `mirror` whose whole name `pattern` matches (ListMirrors).
+async fn mirror_topics_matching(
+    connection: &Connection,
+    mirror: &str,
+    pattern: &str,
+) -> Result<Vec<String>, Failure> {
+    let regex = regex::Regex::new(&format!("^(?:{pattern})$"))
+        .map_err(|e| Failure::Usage(format!("--topics {pattern:?}: {e}")))?;
+    let request = ListMirrorsRequest {
+        include_topic_names: true,
+        ..Default::default()
+    };
+    let (_, answer) = connection
+        .send("ListMirrors", &request, 0)
+        .await
+        .map_err(|e| Failure::Unreachable(e.to_string()))?;
+    let names: Vec<String> = answer
+        .mirrors
+        .into_iter()
+        .filter(|m| m.mirror_name == mirror)
+        .flat_map(|m| m.topic_names)
+        .filter(|t| regex.is_match(t))
+        .collect();
+    if names.is_empty() {
+        return Err(Failure::Usage(format!(
+            "no topic of mirror {mirror} matches {pattern:?}"
+        )));
+    }
+    Ok(names)
+}
+
 /// The broker's answer to a topic change: top-level code and message, then per topic.
 type TopicResults = (i16, Option<String>, Vec<(String, i16, Option<String>)>);
 
 /// Sends one topic RPC (each has its own generated types, of one shape) and reads its answer.
 macro_rules! topic_rpc {
-    ($connection:expr, $api:literal, $request:ident, $module:ident, $mirror:expr, $topics:expr) => {{
+    (
+        $connection:expr,
+        $api:literal,
+        $request:ident,
+        $module:ident,
+        $mirror:expr,
+        $topics:expr
+        $(, $field:ident = $value:expr)*
+    ) => {{
         let request = $request {
             mirror_name: $mirror,
+            $($field: $value,)*
             topics: $topics
                 .into_iter()
                 .map(|topic_name| $module::TopicMetadata {
@@ -396,6 +485,7 @@ async fn change_topics(
     change: TopicChange,
     mirror: String,
     topics: Vec<String>,
+    include_patterns: Vec<String>,
 ) -> Result<TopicResults, kmirror_protocol::client::ClientError> {
     Ok(match change {
         TopicChange::Start => topic_rpc!(
@@ -404,7 +494,8 @@ async fn change_topics(
             StartMirrorTopicsRequest,
             start_mirror_topics_request,
             mirror,
-            topics
+            topics,
+            include_patterns = include_patterns
         ),
         TopicChange::Stop => topic_rpc!(
             connection,

@@ -56,6 +56,32 @@ pub struct ChangeTopic {
     pub desired: Desired,
 }
 
+/// The names of the mirror's source topics (for StartMirrorTopics' IncludePatterns).
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<Vec<String>, MirrorError>")]
+pub struct SourceTopics(pub String);
+
+impl Handler<SourceTopics> for MirrorSystem {
+    type Result = ResponseActFuture<Self, Result<Vec<String>, MirrorError>>;
+
+    fn handle(&mut self, msg: SourceTopics, _: &mut Context<Self>) -> Self::Result {
+        let source = self.mirrors.get(&msg.0).map(|r| r.source.clone());
+        Box::pin(
+            async move {
+                let source = source
+                    .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
+                let metadata = source.metadata(None).await.map_err(|e| {
+                    MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}"))
+                })?;
+                let mut names: Vec<String> = metadata.topics.into_keys().collect();
+                names.sort();
+                Ok(names)
+            }
+            .into_actor(self),
+        )
+    }
+}
+
 /// The snapshots of a mirrored topic's partitions on this broker, by partition.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "Result<Vec<PartitionSnapshot>, MirrorError>")]

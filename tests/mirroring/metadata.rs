@@ -1,7 +1,8 @@
 //! The engine reacts to metadata, whoever changes it: `kafka-configs` setting `mirror.name`
 //! pauses and resumes a mirrored topic as PauseMirrorTopics / ResumeMirrorTopics would, and
 //! `kafka-topics --delete` of a mirrored topic releases its partitions (nothing left fetching
-//! or FAILED), after which the topic can be started again and mirrors from scratch.
+//! or FAILED), after which the topic can be started again (by a regular expression) and mirrors
+//! from scratch; a deleted source topic fails the partitions, as `--describe --failed` shows.
 
 use super::process::{
     create_mirror, free_port, mirrors_cli, produce, source_ends, spawn_broker, wait_described,
@@ -95,25 +96,57 @@ async fn kafka_configs_and_topic_deletion_drive_the_mirror() {
         .collect(),
     )
     .await;
-    let (code, text) = mirrors_cli(&b, &["--describe", "--mirror", "dr", "--json"]);
+    wait_listed(&b, &[], 0).await;
+    // Started again by a regular expression over the source's topics, it is mirrored from
+    // scratch.
+    let (code, text) = mirrors_cli(
+        &b,
+        &["--start", "--mirror", "dr", "--topics", "metadata-[0-9]+"],
+    );
     assert_eq!(code, Some(0), "{text}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (_, text) = mirrors_cli(&b, &["--describe", "--mirror", "dr", "--json"]);
-        let json: serde_json::Value = serde_json::from_str(text.trim()).expect("JSON");
-        let listed = json["mirrors"][0]["partitions"]
-            .as_array()
-            .is_some_and(|p| !p.is_empty());
-        if !listed {
-            break;
-        }
-        assert!(Instant::now() < deadline, "still described: {json}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // Started again, it is mirrored from scratch.
-    let (code, text) = mirrors_cli(&b, &["--start", "--mirror", "dr", "--topics", &topic]);
-    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains(&format!("{topic}: done")), "{text}");
     wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
     let log = std::fs::read_to_string(dir_b.path().join("broker.log")).expect("B's log");
     assert!(!log.contains("FAILED"), "nothing failed:\n{log}");
+    wait_listed(&b, &["--failed"], 0).await;
+
+    // The source topic deleted: the partitions fail, and `--describe --failed` shows them.
+    tool(
+        "org.apache.kafka.tools.TopicCommand",
+        [
+            "--bootstrap-server",
+            a.as_str(),
+            "--delete",
+            "--topic",
+            topic.as_str(),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect(),
+    )
+    .await;
+    wait_listed(&b, &["--failed"], 2).await;
+}
+
+/// Waits until `kmirror mirrors --describe --mirror dr --json EXTRA` lists `count` partitions.
+async fn wait_listed(address: &str, extra: &[&str], count: usize) {
+    let mut args = vec!["--describe", "--mirror", "dr", "--json"];
+    args.extend_from_slice(extra);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, text) = mirrors_cli(address, &args);
+        assert_eq!(code, Some(0), "{text}");
+        let json: serde_json::Value = serde_json::from_str(text.trim()).expect("JSON");
+        let listed = json["mirrors"][0]["partitions"]
+            .as_array()
+            .map_or(0, |p| p.len());
+        if listed == count {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{listed} listed, waiting for {count}: {json}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -1,6 +1,10 @@
 //! KIP-1279's topic RPCs, carried out by the broker's mirroring engine: StartMirrorTopics,
 //! StopMirrorTopics, PauseMirrorTopics, ResumeMirrorTopics and DescribeMirrors.
 //!
+//! StartMirrorTopics starts the named topics and the source topics its IncludePatterns match
+//! (whole names, Java-style; ExcludePatterns win; internal `__` topics never), resolved against
+//! the source when the request arrives.
+//!
 //! Each needs ALTER on the mirror (DESCRIBE for DescribeMirrors) and, for the topic changes,
 //! ALTER_CONFIGS on each topic (DECISIONS.md 7). A mirror the engine has not loaded yet (created
 //! since the broker started) is loaded first, connecting to its source. Pause of a paused
@@ -15,7 +19,7 @@ use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::mirror::system::{LoadMirror, MirrorError};
-use crate::mirror::topics::{ChangeTopic, DescribeMirror, StartTopic};
+use crate::mirror::topics::{ChangeTopic, DescribeMirror, SourceTopics, StartTopic};
 use kmirror_actors::partition::Desired;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
@@ -27,6 +31,7 @@ use kmirror_protocol::messages::{
 };
 
 const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+const INVALID_REQUEST: i16 = 42;
 const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
 
 /// A top-level answer and one per topic: (topic, error code, message).
@@ -75,13 +80,65 @@ async fn prepare(broker: &Broker, access: &Access<'_>, mirror: &str) -> Result<(
     }
 }
 
+/// The source topics IncludePatterns select and ExcludePatterns do not (whole-name matches,
+/// internal `__` topics never), or why the patterns cannot be used.
+async fn matching_source_topics(
+    broker: &Broker,
+    request: &StartMirrorTopicsRequest,
+) -> Result<Vec<String>, (i16, Option<String>)> {
+    if request.include_patterns.is_empty() {
+        return Ok(Vec::new());
+    }
+    let compile = |patterns: &[String]| -> Result<Vec<regex::Regex>, (i16, Option<String>)> {
+        patterns
+            .iter()
+            .map(|p| {
+                regex::Regex::new(&format!("^(?:{p})$"))
+                    .map_err(|e| (INVALID_REQUEST, Some(format!("pattern {p:?}: {e}"))))
+            })
+            .collect()
+    };
+    let include = compile(&request.include_patterns)?;
+    let exclude = compile(&request.exclude_patterns)?;
+    let engine = broker.mirror_engine().ok_or((
+        COORDINATOR_NOT_AVAILABLE,
+        Some("the mirroring engine is not running".to_string()),
+    ))?;
+    let names = engine
+        .send(SourceTopics(request.mirror_name.clone()))
+        .await
+        .map_err(|e| (COORDINATOR_NOT_AVAILABLE, Some(e.to_string())))?
+        .map_err(from_error)?;
+    Ok(names
+        .into_iter()
+        .filter(|n| !n.starts_with("__"))
+        .filter(|n| include.iter().any(|r| r.is_match(n)))
+        .filter(|n| !exclude.iter().any(|r| r.is_match(n)))
+        .collect())
+}
+
 async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsRequest) -> Outcome {
     if let Err(refused) = prepare(broker, access, &request.mirror_name).await {
         return refused;
     }
+    let matched = match matching_source_topics(broker, &request).await {
+        Ok(matched) => matched,
+        Err(error) => {
+            return Outcome {
+                error,
+                topics: Vec::new(),
+            };
+        }
+    };
+    let mut names: Vec<String> = request.topics.into_iter().map(|t| t.topic_name).collect();
+    names.extend(
+        matched
+            .into_iter()
+            .filter(|m| !names.contains(m))
+            .collect::<Vec<_>>(),
+    );
     let mut topics = Vec::new();
-    for topic in request.topics {
-        let name = topic.topic_name;
+    for name in names {
         if !access.topic(Operation::AlterConfigs, &name) {
             topics.push((name, TOPIC_AUTHORIZATION_FAILED, None));
             continue;
