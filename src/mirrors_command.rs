@@ -1,6 +1,8 @@
 //! `kmirror mirrors`: the operator's tool for a kmirror cluster's mirrors, modelled on
 //! `kafka-cluster-mirrors.sh`: create, list and delete mirrors; start, stop, pause and resume
-//! topics (`--topics a,b,c`); describe mirrors (a table, or `--json`).
+//! topics (`--topics a,b,c` or a regular expression); describe mirrors (a table, or `--json`;
+//! every broker of the cluster is asked and the answers merged; `--failed` keeps FAILED
+//! partitions only).
 //!
 //! `--create` reads the mirror's configs from a properties file (`bootstrap.servers` and the
 //! source client's security settings), asks the source for its cluster id and stores it as
