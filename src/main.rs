@@ -155,16 +155,22 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
     mirrors_command::run(&args.bootstrap_server, action)
 }
 
+/// Logs to stderr: JSON lines (`kmirror.log.format=json`) or text, coloured on a terminal only.
+fn init_logs(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        logs.json().init();
+    } else {
+        logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
+}
+
 fn run_broker(path: &Path) -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        // Colours for a terminal only: log files and collectors get plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let config = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: {e}", path.display()))
         .and_then(|text| parse_properties(&text).map_err(|e| format!("{}: {e}", path.display())))
@@ -178,6 +184,7 @@ fn run_broker(path: &Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    init_logs(config.log_json);
     for key in unknown {
         tracing::warn!(key, "unknown configuration key ignored");
     }

@@ -54,6 +54,8 @@ pub struct BrokerConfig {
     pub transaction_cleanup_interval_ms: i64,
     /// `mirror.state.topic.num.partitions`: partitions (coordinator shards) of `__mirror_state`.
     pub mirror_state_partitions: i32,
+    /// `kmirror.log.format`: `text` (default) or `json`, one JSON object per log line.
+    pub log_json: bool,
     /// `mirror.supervision.stall.timeout.ms`, `mirror.supervision.max.restarts` and
     /// `mirror.supervision.restart.window.ms`: when the engine restarts a mirror partition that
     /// makes no progress, and when it gives up (FAILED).
@@ -259,6 +261,11 @@ impl BrokerConfig {
                 "must be between 1 and 10000",
             ));
         }
+        let log_json = match get("kmirror.log.format").unwrap_or("text") {
+            "text" => false,
+            "json" => true,
+            other => return Err(invalid("kmirror.log.format", other, "text or json")),
+        };
         let liveness = LivenessPolicy::default();
         let mirror_liveness = LivenessPolicy {
             stall_timeout_ms: positive(
@@ -301,6 +308,7 @@ impl BrokerConfig {
             "log.retention.check.interval.ms",
             "transaction.max.timeout.ms",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "kmirror.log.format",
             "authorizer.enabled",
             "super.users",
             "allow.everyone.if.no.acl.found",
@@ -328,6 +336,7 @@ impl BrokerConfig {
                 transaction_cleanup_interval_ms,
                 mirror_state_partitions: mirror_state_partitions as i32,
                 mirror_liveness,
+                log_json,
                 authorizer,
                 log,
             },

@@ -281,9 +281,16 @@ impl MirrorSystem {
                 shard,
                 pool.clone(),
             );
+            let span = tracing::info_span!(
+                "mirror_partition",
+                mirror,
+                topic,
+                partition = p.partition,
+                leader_epoch = local.leader_epoch
+            );
             let mut partition = match arbiters.get(&p.partition) {
                 Some(arbiter) => {
-                    SupervisedPartition::start_in(arbiter.clone(), ports, retry, rand_unit)
+                    SupervisedPartition::start_in(arbiter.clone(), ports, retry, rand_unit, span)
                 }
                 None => SupervisedPartition::start(ports, retry, rand_unit),
             };

@@ -5,7 +5,8 @@
 //! from scratch; a deleted source topic fails the partitions, as `--describe --failed` shows.
 
 use super::process::{
-    create_mirror, free_port, mirrors_cli, produce, source_ends, spawn_broker, wait_described,
+    create_mirror, free_port, mirrors_cli, produce, source_ends, spawn_broker, spawn_broker_with,
+    wait_described,
 };
 use super::source_client;
 use kmirror_protocol::kafka_tools::{self, kafka_tool_output};
@@ -56,7 +57,7 @@ async fn kafka_configs_and_topic_deletion_drive_the_mirror() {
     let (port_a, port_b) = (free_port(), free_port());
     let (a, b) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
     let _source = spawn_broker(dir_a.path(), port_a);
-    let _destination = spawn_broker(dir_b.path(), port_b);
+    let _destination = spawn_broker_with(dir_b.path(), port_b, "kmirror.log.format=json\n");
     let topic = format!("metadata-{}", std::process::id());
     let (bootstrap, name) = (a.clone(), topic.clone());
     tokio::task::spawn_blocking(move || kafka_tools::create_topic(&bootstrap, &name, 2, &[]))
@@ -73,6 +74,20 @@ async fn kafka_configs_and_topic_deletion_drive_the_mirror() {
     // kafka-configs pauses it: the destination stays where it is while the source grows.
     set_mirror_name(&b, &topic, "dr.paused").await;
     wait_described(&b, "dr", &topic, "PAUSED", &ends).await;
+    // B logs JSON lines: each partition's way to PAUSED, with the mirror partition's labels.
+    let log = std::fs::read_to_string(dir_b.path().join("broker.log")).expect("B's log");
+    let paused: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON log line"))
+        .filter(|l| l["fields"]["to"] == "PAUSED" && l["span"]["topic"] == topic.as_str())
+        .collect();
+    assert_eq!(paused.len(), 2, "{log}");
+    for line in &paused {
+        assert_eq!(line["fields"]["message"], "mirror partition state changed");
+        assert_eq!(line["fields"]["from"], "PAUSING");
+        assert_eq!(line["span"]["mirror"], "dr");
+        assert_eq!(line["level"], "INFO");
+    }
     produce(&a, &topic, 1_000).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     wait_described(&b, "dr", &topic, "PAUSED", &ends).await;

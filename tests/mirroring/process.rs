@@ -47,11 +47,16 @@ pub(crate) fn free_port() -> u16 {
 }
 
 pub(crate) fn spawn_broker(dir: &std::path::Path, port: u16) -> BrokerProcess {
+    spawn_broker_with(dir, port, "")
+}
+
+/// [`spawn_broker`] with `extra` lines in its `server.properties`.
+pub(crate) fn spawn_broker_with(dir: &std::path::Path, port: u16, extra: &str) -> BrokerProcess {
     let config = dir.join("server.properties");
     std::fs::write(
         &config,
         format!(
-            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\nmirror.state.topic.num.partitions=4\n",
+            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\nmirror.state.topic.num.partitions=4\n{extra}",
             dir.display()
         ),
     )

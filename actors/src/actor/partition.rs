@@ -115,6 +115,8 @@ pub struct MirrorPartition<P: PartitionPorts> {
     stale_completions: u64,
     restarts: u32,
     progress: u64,
+    /// Carries the partition's labels (mirror, topic, partition, leader epoch) into its logs.
+    span: tracing::Span,
 }
 
 impl<P: PartitionPorts> std::fmt::Debug for MirrorPartition<P> {
@@ -139,7 +141,14 @@ impl<P: PartitionPorts> MirrorPartition<P> {
             stale_completions: 0,
             restarts: 0,
             progress: 0,
+            span: tracing::Span::none(),
         }
+    }
+
+    /// Logs the partition's state changes in `span`.
+    pub fn with_span(mut self, span: tracing::Span) -> Self {
+        self.span = span;
+        self
     }
 
     /// Runs one input through the state machine, then its effects.
@@ -152,6 +161,17 @@ impl<P: PartitionPorts> MirrorPartition<P> {
         match &step.outcome {
             Outcome::Applied => {
                 self.progress += 1;
+                // A state is entered when the coordinator has it (DECISIONS.md 2).
+                let (from, to) = (self.partition.persisted(), step.partition.persisted());
+                if from != to {
+                    let error = match step.partition.phase() {
+                        Phase::Failed { failure, .. } => Some(failure.error.as_str()),
+                        _ => None,
+                    };
+                    self.span.in_scope(|| {
+                        tracing::info!(%from, %to, cause = input.name(), error, "mirror partition state changed");
+                    });
+                }
                 self.partition = step.partition;
                 for effect in step.effects {
                     self.run(effect, ctx);

@@ -44,15 +44,18 @@ impl<P: PartitionPorts + Clone> std::fmt::Debug for SupervisedPartition<P> {
 impl<P: PartitionPorts + Clone + Send> SupervisedPartition<P> {
     /// Starts the partition's actor on `arbiter` (and any new one after it dies there), so the
     /// partitions of a broker spread over its cores; `random` draws from `[0, 1)`.
+    /// Its state changes are logged in `span`.
     pub fn start_in(
         arbiter: actix::ArbiterHandle,
         ports: P,
         retry: RetryPolicy,
         random: fn() -> f64,
+        span: tracing::Span,
     ) -> Self {
         let spawn: Spawn<P> = Box::new(move |ports: P| {
+            let span = span.clone();
             Supervisor::start_in_arbiter(&arbiter, move |_| {
-                MirrorPartition::new(ports, retry, Box::new(random))
+                MirrorPartition::new(ports, retry, Box::new(random)).with_span(span)
             })
         });
         Self::with_spawn(ports, spawn)

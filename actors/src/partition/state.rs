@@ -214,6 +214,33 @@ impl Phase {
     }
 }
 
+impl Input {
+    /// The input's name, for logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Input::BecameLeader { .. } => "BecameLeader",
+            Input::LeaderEpochChanged { .. } => "LeaderEpochChanged",
+            Input::LostLeadership => "LostLeadership",
+            Input::DesiredChanged(_) => "DesiredChanged",
+            Input::StateLoaded { .. } => "StateLoaded",
+            Input::StatePersisted { .. } => "StatePersisted",
+            Input::LmeLookedUp { .. } => "LmeLookedUp",
+            Input::Truncated { .. } => "Truncated",
+            Input::IsrCaughtUp { .. } => "IsrCaughtUp",
+            Input::FetcherDetached { .. } => "FetcherDetached",
+            Input::BatchesAppended { .. } => "BatchesAppended",
+            Input::SourceEpochSeen { .. } => "SourceEpochSeen",
+            Input::FetchFailed(_) => "FetchFailed",
+            Input::EpochBumped { .. } => "EpochBumped",
+            Input::TruncatedToLso { .. } => "TruncatedToLso",
+            Input::LmePersisted { .. } => "LmePersisted",
+            Input::PidResetAppended { .. } => "PidResetAppended",
+            Input::TimerFired { .. } => "TimerFired",
+            Input::GaveUp(_) => "GaveUp",
+        }
+    }
+}
+
 /// Everything that can happen to a partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
