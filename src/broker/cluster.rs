@@ -85,8 +85,14 @@ impl Broker {
     /// configs to the logs, and refreshes the ACL cache. The read-only flag follows
     /// `mirror.name` only when the topic becomes or stops being a mirror (the mirroring engine
     /// owns it otherwise).
+    /// Metadata already brought in line with (a change made here and seen again by a watcher)
+    /// costs nothing.
     pub fn reconcile(&self) -> Result<(), StorageError> {
-        let _one_at_a_time = self.reconciling.lock().unwrap_or_else(|e| e.into_inner());
+        let mut reconciled = self.reconciled.lock().unwrap_or_else(|e| e.into_inner());
+        let version = self.with_controller(|c| c.change_count());
+        if *reconciled == Some(version) {
+            return Ok(());
+        }
         let (topics, acls) = self.with_controller(|c| (c.topics().clone(), c.acls()));
         *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(acls);
         for ((name, index), partition) in self.open_partitions_now() {
@@ -129,6 +135,7 @@ impl Broker {
                 }
             }
         }
+        *reconciled = Some(version);
         Ok(())
     }
 

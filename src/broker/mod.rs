@@ -71,8 +71,9 @@ pub struct Broker {
     acls: RwLock<Arc<Vec<AclBinding>>>,
     /// The mirroring engine, once started (the KIP-1279 topic RPCs need it).
     engine: OnceLock<Addr<MirrorSystem>>,
-    /// Held by [`Broker::reconcile`]: one at a time opens and removes logs.
-    reconciling: Mutex<()>,
+    /// Held by [`Broker::reconcile`] (one at a time opens and removes logs): the count of
+    /// metadata changes it last brought the logs in line with, `None` before the first.
+    reconciled: Mutex<Option<u64>>,
 }
 
 /// Whether a topic's configs make it a mirror topic (DECISIONS.md 2: `mirror.name` set and not
@@ -114,7 +115,7 @@ impl Broker {
         let broker = Broker {
             acls,
             engine: OnceLock::new(),
-            reconciling: Mutex::new(()),
+            reconciled: Mutex::new(None),
             controller,
             groups,
             transactions,
@@ -134,9 +135,7 @@ impl Broker {
                 broker.groups.forget_topic(&stale)?;
             }
         }
-        for (name, topic) in topics {
-            broker.open_partitions(&name, &topic, 0)?;
-        }
+        broker.reconcile()?;
         // Transactions decided before a crash end before any client sees the partitions; one
         // that still fails is retried by housekeeping.
         for completion in unfinished {
@@ -185,20 +184,6 @@ impl Broker {
         Ok(())
     }
 
-    fn open_partitions(
-        &self,
-        name: &str,
-        topic: &TopicMeta,
-        from: i32,
-    ) -> Result<(), StorageError> {
-        for index in from..topic.partitions.len() as i32 {
-            if self.leads(&topic.partitions[index as usize]) {
-                self.open_partition(name, topic, index)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Opens (recovering) one partition's log.
     fn open_partition(
         &self,
@@ -206,34 +191,32 @@ impl Broker {
         topic: &TopicMeta,
         index: i32,
     ) -> Result<(), StorageError> {
-        {
-            let dir = self.config.log_dir.join(format!("{name}-{index}"));
-            let settings = self.config.log.with_overrides(&topic.configs);
-            let (mut log, report) = PartitionLog::open(&dir, settings, now_ms())?;
-            if !report.problems.is_empty() {
-                tracing::warn!(topic = name, partition = index, problems = ?report.problems, "recovered partition log");
-            }
-            // One replica: everything in the log is committed.
-            let end = log.log_end_offset();
-            log.update_high_watermark(end);
-            // A mirror partition's epoch cache holds the source's epochs (DECISIONS.md 4).
-            if !is_mirror_topic(&topic.configs) {
-                let epoch = topic.partitions[index as usize].leader_epoch;
-                log.assign_leader_epoch(epoch)?;
-            }
-            self.partitions
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(
-                    (name.to_string(), index),
-                    Arc::new(Partition {
-                        log: Mutex::new(log),
-                        read_only: AtomicBool::new(is_mirror_topic(&topic.configs)),
-                        topic_id: topic.topic_id,
-                        configs: Mutex::new(topic.configs.clone()),
-                    }),
-                );
+        let dir = self.config.log_dir.join(format!("{name}-{index}"));
+        let settings = self.config.log.with_overrides(&topic.configs);
+        let (mut log, report) = PartitionLog::open(&dir, settings, now_ms())?;
+        if !report.problems.is_empty() {
+            tracing::warn!(topic = name, partition = index, problems = ?report.problems, "recovered partition log");
         }
+        // One replica: everything in the log is committed.
+        let end = log.log_end_offset();
+        log.update_high_watermark(end);
+        // A mirror partition's epoch cache holds the source's epochs (DECISIONS.md 4).
+        if !is_mirror_topic(&topic.configs) {
+            let epoch = topic.partitions[index as usize].leader_epoch;
+            log.assign_leader_epoch(epoch)?;
+        }
+        self.partitions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                (name.to_string(), index),
+                Arc::new(Partition {
+                    log: Mutex::new(log),
+                    read_only: AtomicBool::new(is_mirror_topic(&topic.configs)),
+                    topic_id: topic.topic_id,
+                    configs: Mutex::new(topic.configs.clone()),
+                }),
+            );
         Ok(())
     }
 

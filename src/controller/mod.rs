@@ -332,6 +332,11 @@ impl Controller {
         Ok(())
     }
 
+    /// How many changes were applied since the controller opened.
+    pub fn change_count(&self) -> u64 {
+        *self.changes.borrow()
+    }
+
     /// A receiver that sees every durable metadata change (the count of changes so far).
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()
