@@ -79,13 +79,13 @@ macro_rules! serve_by_shard {
                         }
                     }
                     let mut asked = Vec::new();
-                    let mut elsewhere = $response::default();
+                    let mut elsewhere = Vec::new();
                     for (shard, part) in by_shard {
                         match self.shards.get(shard) {
                             Some(ShardRoute::Local(addr)) => {
                                 asked.push(addr.send($shard_message(part)))
                             }
-                            _ => elsewhere.topics.extend(part.topics.into_iter().map(|t| {
+                            _ => elsewhere.extend(part.topics.into_iter().map(|t| {
                                 $response_mod::Topic {
                                     topic_id: t.topic_id,
                                     name: t.name,
@@ -107,20 +107,24 @@ macro_rules! serve_by_shard {
                 });
                 Box::pin(
                     async move {
-                        let (asked, mut response) = split?;
+                        let (asked, elsewhere) = split?;
+                        let mut topics = elsewhere;
                         for answer in asked {
                             let answer = answer
                                 .await
                                 .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?;
-                            for topic in answer.topics {
-                                match response
-                                    .topics
-                                    .iter_mut()
-                                    .find(|t| t.topic_id == topic.topic_id)
-                                {
-                                    Some(t) => t.partitions.extend(topic.partitions),
-                                    None => response.topics.push(topic),
-                                }
+                            topics.extend(answer.topics);
+                        }
+                        let mut response = $response::default();
+                        // One entry per topic, whichever shards answered for it.
+                        for topic in topics {
+                            match response
+                                .topics
+                                .iter_mut()
+                                .find(|t| t.topic_id == topic.topic_id)
+                            {
+                                Some(t) => t.partitions.extend(topic.partitions),
+                                None => response.topics.push(topic),
                             }
                         }
                         Ok(response)
