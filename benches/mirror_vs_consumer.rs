@@ -18,6 +18,7 @@ use actix::Actor;
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::mirror::fetch::SourceFetcherPorts;
+use kmirror::mirror::stats::MirrorStats;
 use kmirror_actors::actor::{AttachPartition, Fetcher, FetcherConfig, FetcherProgress};
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
@@ -173,7 +174,12 @@ fn main() {
         let sink = Sink.start().recipient();
         let started = Instant::now();
         let fetcher = Fetcher::new(
-            SourceFetcherPorts::new(broker.clone(), source.clone(), leader),
+            SourceFetcherPorts::new(
+                broker.clone(),
+                source.clone(),
+                leader,
+                Arc::new(MirrorStats::new("bench")),
+            ),
             FetcherConfig::default(),
         )
         .start();

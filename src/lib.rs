@@ -8,6 +8,7 @@
 //! - [`txn`]: the transaction coordinator (transactional ids, commit and abort).
 //! - [`mirror`]: the mirroring engine's ports over this broker and a source client.
 //! - [`record_log`]: small durable logs of serde records, replayed at start.
+//! - [`metrics`]: the broker's metrics catalogue and the Prometheus exporter.
 
 /// mimalloc reserves large allocations with `MAP_NORESERVE`: a decoder that reserves an
 /// attacker-chosen array length up front (kafka-protocol 0.18 does) gets address space it never
@@ -20,6 +21,7 @@ pub mod acl;
 pub mod broker;
 pub mod controller;
 pub mod groups;
+pub mod metrics;
 pub mod mirror;
 pub mod record_log;
 pub mod storage;

@@ -206,6 +206,10 @@ fn run_broker(path: &Path) -> ExitCode {
 
 async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     let address = config.listener;
+    if let Some(metrics) = config.metrics_listener {
+        kmirror::metrics::install_exporter(metrics).map_err(|e| e.to_string())?;
+        tracing::info!(address = %format!("http://{metrics}/metrics"), "metrics for Prometheus");
+    }
     let broker = Arc::new(Broker::open(config).map_err(|e| e.to_string())?);
     // The mirroring engine on its own actix thread; it resumes the mirrors it finds.
     let engine = kmirror::mirror::system::EngineHandle::start(broker.clone())

@@ -7,7 +7,8 @@
 //! - [`metadata`]: how the engine reacts to metadata changes (`mirror.name`, leader epochs,
 //!   deletions) of the topics it mirrors;
 //! - [`coordinator`]: a `__mirror_state` shard whose state is built only by replaying records;
-//! - [`host`]: the ports an embedding broker implements, and an in-memory host for tests.
+//! - [`host`]: the ports an embedding broker implements, and an in-memory host for tests;
+//! - [`metrics`]: the catalogue of the metrics the engine records (through the `metrics` facade).
 //!
 //! [`actor`] runs them with actix: the mirror partition, fetcher and coordinator shard actors,
 //! and the supervised partition handle (ARCHITECTURE.md "The engine's actors").
@@ -18,6 +19,7 @@ pub mod epoch;
 pub mod host;
 pub mod liveness;
 pub mod metadata;
+pub mod metrics;
 pub mod partition;
 
 pub use kmirror_protocol::state::MirrorState;

@@ -258,6 +258,19 @@ impl AclFilter {
         })
     }
 
+    /// The filter selecting exactly `binding`.
+    pub fn exactly(binding: &AclBinding) -> AclFilter {
+        AclFilter {
+            resource_type: binding.resource_type,
+            resource_name: Some(binding.resource_name.clone()),
+            pattern_type: binding.pattern_type,
+            principal: Some(binding.principal.clone()),
+            host: Some(binding.host.clone()),
+            operation: binding.operation,
+            permission: binding.permission,
+        }
+    }
+
     /// Whether `binding` is selected by this filter.
     pub fn matches(&self, binding: &AclBinding) -> bool {
         let name_matches = match (&self.resource_name, self.pattern_type) {

@@ -60,6 +60,12 @@ pub struct BrokerConfig {
     /// `mirror.supervision.restart.window.ms`: when the engine restarts a mirror partition that
     /// makes no progress, and when it gives up (FAILED).
     pub mirror_liveness: LivenessPolicy,
+    /// `mirror.metadata.refresh.interval.ms` (30000): how often each mirror's metadata sync runs
+    /// (source cluster id, partition counts, topic configs, group offsets, ACLs).
+    pub mirror_metadata_refresh_interval_ms: u64,
+    /// `metrics.listener` (`http://host:port`, off when absent): where Prometheus scrapes
+    /// `/metrics`.
+    pub metrics_listener: Option<SocketAddr>,
     /// `authorizer.enabled`, `super.users` (`;`-separated) and
     /// `allow.everyone.if.no.acl.found`.
     pub authorizer: AuthorizerConfig,
@@ -288,8 +294,22 @@ impl BrokerConfig {
                 liveness.restart_window_ms as i64,
             )? as u64,
         };
+        let mirror_metadata_refresh_interval_ms =
+            positive("mirror.metadata.refresh.interval.ms", 30_000)? as u64;
+        let metrics_listener = match get("metrics.listener").map(str::trim) {
+            None | Some("") => None,
+            Some(value) => Some(
+                value
+                    .strip_prefix("http://")
+                    .unwrap_or(value)
+                    .trim_end_matches('/')
+                    .parse()
+                    .map_err(|_| invalid("metrics.listener", value, "expected http://host:port"))?,
+            ),
+        };
         let known = [
             "node.id",
+            "metrics.listener",
             "listeners",
             "advertised.listeners",
             "log.dirs",
@@ -336,6 +356,8 @@ impl BrokerConfig {
                 transaction_cleanup_interval_ms,
                 mirror_state_partitions: mirror_state_partitions as i32,
                 mirror_liveness,
+                mirror_metadata_refresh_interval_ms,
+                metrics_listener,
                 log_json,
                 authorizer,
                 log,

@@ -100,7 +100,44 @@ pub struct ResponseFrame {
 /// Decodes one request frame (the bytes after the length prefix), runs its handler, encodes the
 /// response frame (`None`: no response, as for `acks=0` produce). An error means the connection
 /// must close. Every request a connection reads goes through here; so does the fuzz target.
+/// Each is counted and timed per API ([`crate::metrics::REQUESTS`]).
 pub async fn handle(
+    broker: &Arc<Broker>,
+    client_host: &str,
+    frame: Bytes,
+) -> std::io::Result<Option<ResponseFrame>> {
+    let started = std::time::Instant::now();
+    let key = frame
+        .get(..2)
+        .map_or(-1, |k| i16::from_be_bytes([k[0], k[1]]));
+    let answer = answer(broker, client_host, frame).await;
+    let api = api_name(key);
+    metrics::counter!(crate::metrics::REQUESTS, "api" => api).increment(1);
+    metrics::histogram!(crate::metrics::REQUEST_LATENCY, "api" => api)
+        .record(started.elapsed().as_secs_f64());
+    answer
+}
+
+/// The name of API `key` as Kafka (or KIP-1279) spells it, `Unknown` for others.
+fn api_name(key: i16) -> &'static str {
+    if let Some(mirror_api) = MirrorApiKey::from_i16(key) {
+        return mirror_api.name();
+    }
+    static NAMES: std::sync::OnceLock<std::collections::HashMap<i16, &'static str>> =
+        std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        // Built once: one leaked name per Kafka API, so labelling a request allocates nothing.
+        ApiKey::iter()
+            .map(|api| {
+                let name: &'static str = Box::leak(format!("{api:?}").into_boxed_str());
+                (api as i16, name)
+            })
+            .collect()
+    });
+    names.get(&key).copied().unwrap_or("Unknown")
+}
+
+async fn answer(
     broker: &Arc<Broker>,
     client_host: &str,
     mut frame: Bytes,

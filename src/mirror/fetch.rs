@@ -7,7 +7,8 @@
 //! leader epoch of the DLE >= SLE rule is read from this broker's controller at apply time.
 
 use super::cause;
-use crate::broker::Broker;
+use super::stats::MirrorStats;
+use crate::broker::{Broker, now_ms};
 use kmirror_actors::actor::{FetchAnswers, FetchKey, FetcherPorts, PortFuture};
 use kmirror_actors::host::{self, FetchProgress, FetchRequest, FetchResponse, HostError};
 use kmirror_actors::partition::Cause;
@@ -29,15 +30,22 @@ pub struct SourceFetcherPorts {
     source: Arc<SourceClient>,
     /// The source broker this fetcher reads from.
     leader: i32,
+    stats: Arc<MirrorStats>,
 }
 
 impl SourceFetcherPorts {
-    /// Ports fetching from source broker `leader` into `broker`'s logs.
-    pub fn new(broker: Arc<Broker>, source: Arc<SourceClient>, leader: i32) -> Self {
+    /// Ports fetching from source broker `leader` into `broker`'s logs, counting in `stats`.
+    pub fn new(
+        broker: Arc<Broker>,
+        source: Arc<SourceClient>,
+        leader: i32,
+        stats: Arc<MirrorStats>,
+    ) -> Self {
         SourceFetcherPorts {
             broker,
             source,
             leader,
+            stats,
         }
     }
 
@@ -104,8 +112,17 @@ impl FetcherPorts for SourceFetcherPorts {
             .collect();
         let source = self.source.clone();
         let leader = self.leader;
+        let stats = self.stats.clone();
         Box::pin(async move {
-            let fetched = source.fetch(leader, &spec).await.map_err(|e| cause(&e))?;
+            let fetched = match source.fetch(leader, &spec).await {
+                Ok(fetched) => fetched,
+                Err(e) => {
+                    stats.fetch_failed();
+                    return Err(cause(&e));
+                }
+            };
+            let bytes = fetched.iter().map(|p| p.records.len() as u64).sum();
+            stats.fetched(bytes, now_ms());
             let answers = fetched
                 .into_iter()
                 .filter_map(|p| {
@@ -156,6 +173,11 @@ impl FetcherPorts for SourceFetcherPorts {
         let source = self.source.clone();
         let leader = self.leader;
         let key = key.clone();
+        let stats = self.stats.clone();
+        let high_watermark = match &response {
+            FetchResponse::Records { high_watermark, .. } => Some(*high_watermark),
+            _ => None,
+        };
         Box::pin(async move {
             // Both restart-at-the-source's-start cases need its log start, asked before the log
             // is locked.
@@ -185,7 +207,7 @@ impl FetcherPorts for SourceFetcherPorts {
                 .ok_or_else(|| unknown(&key))?;
             let progress = {
                 let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-                host::apply_fetch(
+                let progress = host::apply_fetch(
                     &mut *log,
                     || {
                         source_start.ok_or_else(|| {
@@ -196,7 +218,16 @@ impl FetcherPorts for SourceFetcherPorts {
                     response,
                     epoch,
                 )
-                .map_err(from_host)?
+                .inspect_err(|e| {
+                    if !e.retryable {
+                        stats.invariant_violated();
+                    }
+                })
+                .map_err(from_host)?;
+                if let Some(high_watermark) = high_watermark {
+                    stats.lag(&key, high_watermark - log.log_end_offset());
+                }
+                progress
             };
             broker.notify_appended();
             Ok(progress)

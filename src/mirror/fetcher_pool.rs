@@ -10,6 +10,7 @@
 //! its partitions attached again, so they fetch from their log ends.
 
 use super::fetch::SourceFetcherPorts;
+use super::stats::MirrorStats;
 use crate::broker::Broker;
 use actix::{
     Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, Recipient,
@@ -53,6 +54,7 @@ pub struct FetcherPool {
     source: Arc<SourceClient>,
     /// The source for Fetch requests (their own connections).
     fetch_source: Arc<SourceClient>,
+    stats: Arc<MirrorStats>,
     fetchers: HashMap<i32, Addr<Fetcher<SourceFetcherPorts>>>,
     /// Every attached partition: its fetcher's broker and its progress recipient.
     members: HashMap<FetchKey, (i32, Recipient<FetcherProgress>)>,
@@ -73,16 +75,19 @@ impl std::fmt::Debug for FetcherPool {
 }
 
 impl FetcherPool {
-    /// The pool of a mirror whose source is `source` (control) and `fetch_source` (fetches).
+    /// The pool of a mirror whose source is `source` (control) and `fetch_source` (fetches); its
+    /// fetchers keep `stats`.
     pub fn new(
         broker: Arc<Broker>,
         source: Arc<SourceClient>,
         fetch_source: Arc<SourceClient>,
+        stats: Arc<MirrorStats>,
     ) -> Self {
         FetcherPool {
             broker,
             source,
             fetch_source,
+            stats,
             fetchers: HashMap::new(),
             members: HashMap::new(),
             attaching: HashMap::new(),
@@ -115,12 +120,16 @@ impl FetcherPool {
     }
 
     fn fetcher(&mut self, leader: i32) -> Addr<Fetcher<SourceFetcherPorts>> {
-        let (broker, source) = (self.broker.clone(), self.fetch_source.clone());
+        let (broker, source, stats) = (
+            self.broker.clone(),
+            self.fetch_source.clone(),
+            self.stats.clone(),
+        );
         self.fetchers
             .entry(leader)
             .or_insert_with(|| {
                 Fetcher::new(
-                    SourceFetcherPorts::new(broker, source, leader),
+                    SourceFetcherPorts::new(broker, source, leader, stats),
                     FetcherConfig::default(),
                 )
                 .start()
@@ -217,6 +226,7 @@ impl Handler<Detach> for FetcherPool {
 
     fn handle(&mut self, msg: Detach, _: &mut Context<Self>) -> Self::Result {
         self.attaching.remove(&msg.0);
+        self.stats.forget(&msg.0);
         let fetcher = self
             .members
             .remove(&msg.0)

@@ -14,7 +14,10 @@
 //! - [`state_topic`]: `__mirror_state` as a topic of this broker, and the coordinator shard's
 //!   ports over it;
 //! - [`shard_route`]: a shard as a partition sees it (here, or at the broker that leads it);
-//! - [`shard_service`]: ReadMirrorStates / WriteMirrorStates from other brokers.
+//! - [`shard_service`]: ReadMirrorStates / WriteMirrorStates from other brokers;
+//! - [`stats`]: a mirror's fetch figures and lags, published as metrics;
+//! - [`sync_plan`] and `sync`: the periodic metadata sync (source cluster id, partition counts,
+//!   topic configs, group offsets, ACLs): what it changes, and the shell that reads and applies.
 //!
 //! A mirror topic has the source topic's name and id; each broker runs the partitions it leads.
 
@@ -26,6 +29,9 @@ mod reactions;
 pub mod shard_route;
 pub mod shard_service;
 pub mod state_topic;
+pub mod stats;
+mod sync;
+pub mod sync_plan;
 pub mod system;
 pub mod topics;
 

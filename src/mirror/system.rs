@@ -15,6 +15,10 @@
 //! partitions with the desired state the suffix says; each actor reloads its state from
 //! `__mirror_state` and resumes (a MIRRORING partition fetches from its log end).
 //!
+//! Metadata sync: every `mirror.metadata.refresh.interval.ms` each mirror's sync runs
+//! ([`super::sync`]); a mirror whose source turned out to be another cluster is halted and its
+//! partitions here fail. Each second every mirror's fetch figures are published as metrics.
+//!
 //! Supervision: every [`LivenessPolicy::check_interval_ms`] the system observes each partition
 //! actor and lets its [`SupervisedPartition`] restart it (stalled), create it again (dead) or
 //! give up on it (FAILED) once its restart budget is spent.
@@ -24,6 +28,8 @@ use super::partition::BrokerPartitionPorts;
 use super::reactions::MetadataChanged;
 use super::shard_route::{RemoteShard, ShardRoute};
 use super::state_topic::{self, MIRROR_STATE_TOPIC, StateTopicPorts};
+use super::stats::MirrorStats;
+use super::sync::SyncMetadata;
 use crate::broker::Broker;
 use actix::{
     Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, ResponseActFuture,
@@ -67,6 +73,10 @@ pub(super) struct MirrorRuntime {
     /// requests queued behind it).
     pub(super) pool: Addr<FetcherPool>,
     pub(super) topics: BTreeMap<String, MirroredTopic>,
+    /// Its fetch figures and lags.
+    pub(super) stats: Arc<MirrorStats>,
+    /// Why its metadata sync halted (the source is another cluster); its partitions then fail.
+    pub(super) halted: Option<String>,
 }
 
 /// A topic's partition actors on this broker (by partition) and what they were last told.
@@ -88,6 +98,8 @@ pub struct MirrorSystem {
     pub(super) clock: tokio::time::Instant,
     /// A liveness check is under way (they never overlap).
     pub(super) checking: bool,
+    /// A metadata sync is under way (they never overlap).
+    pub(super) syncing: bool,
     /// (mirror, topic) whose partitions are being started (the source is being asked), so a
     /// metadata change meanwhile does not start them twice.
     pub(super) starting: HashSet<(String, String)>,
@@ -117,6 +129,7 @@ impl MirrorSystem {
             liveness,
             clock: tokio::time::Instant::now(),
             checking: false,
+            syncing: false,
             starting: HashSet::new(),
             arbiters: Vec::new(),
         }
@@ -192,6 +205,16 @@ impl Actor for MirrorSystem {
         self.arbiters = (0..cores).map(|_| actix::Arbiter::new()).collect();
         let interval = std::time::Duration::from_millis(self.liveness.check_interval_ms());
         ctx.run_interval(interval, |system, ctx| system.check_liveness(ctx));
+        let refresh = self.broker.config().mirror_metadata_refresh_interval_ms;
+        ctx.run_interval(std::time::Duration::from_millis(refresh), |_, ctx| {
+            ctx.notify(SyncMetadata)
+        });
+        ctx.run_interval(std::time::Duration::from_secs(1), |system, _| {
+            let now = crate::broker::now_ms();
+            for runtime in system.mirrors.values() {
+                runtime.stats.publish(now);
+            }
+        });
         // React to metadata changes, whoever made them (coalesced: one reaction per wake-up),
         // and to the metadata as it is now (what a restart resumes).
         let mut changes = self.broker.metadata_changes();
@@ -259,11 +282,15 @@ impl Handler<LoadMirror> for MirrorSystem {
             .map(|loaded, system, _| {
                 if let Some((name, source, fetch_source, source_cluster_id)) = loaded? {
                     let broker = system.broker.clone();
+                    let stats = Arc::new(MirrorStats::new(&name));
                     system.mirrors.entry(name).or_insert_with(|| MirrorRuntime {
-                        pool: FetcherPool::new(broker, source.clone(), fetch_source).start(),
+                        pool: FetcherPool::new(broker, source.clone(), fetch_source, stats.clone())
+                            .start(),
                         source,
                         source_cluster_id,
                         topics: BTreeMap::new(),
+                        stats,
+                        halted: None,
                     });
                 }
                 Ok(())

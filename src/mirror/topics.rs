@@ -14,7 +14,8 @@ use super::reactions::log_rejection;
 use super::system::{MirrorError, MirrorSystem, MirroredTopic, rand_unit};
 use actix::{ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture};
 use kmirror_actors::actor::{
-    BecomeLeader, DescribePartition, MirrorPartition, PartitionSnapshot, SupervisedPartition,
+    BecomeLeader, DescribePartition, MirrorPartition, PartitionLabels, PartitionSnapshot,
+    SupervisedPartition,
 };
 use kmirror_actors::metadata::{KnownTopic, mirror_name_value, mirror_of};
 use kmirror_actors::partition::Desired;
@@ -23,6 +24,7 @@ use kmirror_protocol::client::{ClientError, ClusterMetadata, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::sharding::mirror_partition_shard;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 type PartitionAddr = Addr<MirrorPartition<BrokerPartitionPorts>>;
 
@@ -234,10 +236,11 @@ impl MirrorSystem {
             .mirrors
             .get_mut(mirror)
             .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
-        let (source, pool, source_cluster_id) = (
+        let (source, pool, source_cluster_id, halted) = (
             runtime.source.clone(),
             runtime.pool.clone(),
             runtime.source_cluster_id.clone(),
+            runtime.halted.clone(),
         );
         let mirrored = runtime
             .topics
@@ -289,15 +292,25 @@ impl MirrorSystem {
                 leader_epoch = local.leader_epoch
             );
             let mut partition = match arbiters.get(&p.partition) {
-                Some(arbiter) => {
-                    SupervisedPartition::start_in(arbiter.clone(), ports, retry, rand_unit, span)
-                }
+                Some(arbiter) => SupervisedPartition::start_in(
+                    arbiter.clone(),
+                    ports,
+                    retry,
+                    rand_unit,
+                    PartitionLabels {
+                        mirror: Arc::from(mirror),
+                        span,
+                    },
+                ),
                 None => SupervisedPartition::start(ports, retry, rand_unit),
             };
             log_rejection(partition.become_leader(BecomeLeader {
                 leader_epoch: local.leader_epoch,
                 desired: mirrored.known.desired,
             }));
+            if let Some(reason) = &halted {
+                log_rejection(partition.fail(reason.clone()));
+            }
             mirrored.partitions.insert(p.partition, partition);
         }
         Ok(())

@@ -37,6 +37,7 @@ mod cluster;
 mod failback;
 mod metadata;
 mod process;
+mod sync;
 
 /// Stands in for the partition actors: counts what the fetcher reports.
 struct Reports(Rc<RefCell<Vec<FetcherProgress>>>);
@@ -123,7 +124,12 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
 
     let reports = Rc::new(RefCell::new(Vec::new()));
     let fetcher = Fetcher::new(
-        SourceFetcherPorts::new(broker.clone(), source.clone(), leader),
+        SourceFetcherPorts::new(
+            broker.clone(),
+            source.clone(),
+            leader,
+            Arc::new(kmirror::mirror::stats::MirrorStats::new("interop")),
+        ),
         FetcherConfig {
             partition_max_bytes: 64 * 1024,
             ..FetcherConfig::default()

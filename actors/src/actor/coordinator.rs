@@ -131,15 +131,22 @@ impl<P: ShardLogPorts> Handler<WriteMirrorStates> for CoordinatorShard<P> {
             return AtomicResponse::new(Box::pin(async move { response }.into_actor(self)));
         }
         let append = self.ports.append(records.clone());
+        let asked = std::time::Instant::now();
         AtomicResponse::new(Box::pin(append.into_actor(self).map(
             move |result, actor, _| match result {
                 Ok(()) => {
+                    metrics::histogram!(crate::metrics::COORDINATOR_WRITE_LATENCY)
+                        .record(asked.elapsed().as_secs_f64());
+                    metrics::counter!(crate::metrics::COORDINATOR_WRITES, "result" => "ok")
+                        .increment(records.len() as u64);
                     for record in &records {
                         actor.shard.replay(record);
                     }
                     response
                 }
                 Err(cause) => {
+                    metrics::counter!(crate::metrics::COORDINATOR_WRITES, "result" => "error")
+                        .increment(records.len() as u64);
                     let mut failed = response;
                     for p in failed
                         .topics

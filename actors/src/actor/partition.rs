@@ -14,6 +14,7 @@
 //! (the restart budget is spent) fails the partition through its state machine.
 
 use super::ports::PartitionPorts;
+use crate::metrics as catalogue;
 use crate::partition::{
     Cause, Desired, Effect, Env, Input, OpId, Outcome, Partition, Phase, Rejection, RetryPolicy,
     transition,
@@ -23,6 +24,7 @@ use actix::{
 };
 use kmirror_protocol::state::MirrorState;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long to wait before reading the coordinator's record again after a failed read.
@@ -94,7 +96,8 @@ pub struct PartitionSnapshot {
     pub busy: bool,
 }
 
-/// The supervisor gave up on the partition: it goes FAILED with this reason (not retried).
+/// The partition cannot go on (its supervisor gave up on it, or the metadata sync found its
+/// source is another cluster): it goes FAILED with this reason (not retried).
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "Result<(), Rejection>")]
 pub struct GiveUp(pub String);
@@ -103,6 +106,24 @@ pub struct GiveUp(pub String);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
 #[rtype(result = "PartitionSnapshot")]
 pub struct DescribePartition;
+
+/// What a partition's logs and metrics are labelled with.
+#[derive(Debug, Clone)]
+pub struct PartitionLabels {
+    /// The mirror's name (the `mirror` label of its metrics).
+    pub mirror: Arc<str>,
+    /// Carries mirror, topic, partition and leader epoch into its logs.
+    pub span: tracing::Span,
+}
+
+impl Default for PartitionLabels {
+    fn default() -> Self {
+        PartitionLabels {
+            mirror: Arc::from(""),
+            span: tracing::Span::none(),
+        }
+    }
+}
 
 /// One mirror partition's actor.
 pub struct MirrorPartition<P: PartitionPorts> {
@@ -115,8 +136,9 @@ pub struct MirrorPartition<P: PartitionPorts> {
     stale_completions: u64,
     restarts: u32,
     progress: u64,
-    /// Carries the partition's labels (mirror, topic, partition, leader epoch) into its logs.
-    span: tracing::Span,
+    labels: PartitionLabels,
+    /// The state this actor counts itself in ([`catalogue::STATE_PARTITIONS`]).
+    reported: Option<MirrorState>,
 }
 
 impl<P: PartitionPorts> std::fmt::Debug for MirrorPartition<P> {
@@ -141,14 +163,36 @@ impl<P: PartitionPorts> MirrorPartition<P> {
             stale_completions: 0,
             restarts: 0,
             progress: 0,
-            span: tracing::Span::none(),
+            labels: PartitionLabels::default(),
+            reported: None,
         }
     }
 
-    /// Logs the partition's state changes in `span`.
-    pub fn with_span(mut self, span: tracing::Span) -> Self {
-        self.span = span;
+    /// Labels the partition's logs and metrics.
+    pub fn with_labels(mut self, labels: PartitionLabels) -> Self {
+        self.labels = labels;
         self
+    }
+
+    /// Moves this partition's count to the state it is in now (or out, when `None`).
+    fn report_state(&mut self, state: Option<MirrorState>) {
+        if self.reported == state {
+            return;
+        }
+        let gauge = |state: MirrorState| {
+            metrics::gauge!(
+                catalogue::STATE_PARTITIONS,
+                "mirror" => self.labels.mirror.to_string(),
+                "state" => state.to_string()
+            )
+        };
+        if let Some(old) = self.reported {
+            gauge(old).decrement(1.0);
+        }
+        if let Some(new) = state {
+            gauge(new).increment(1.0);
+        }
+        self.reported = state;
     }
 
     /// Runs one input through the state machine, then its effects.
@@ -168,11 +212,19 @@ impl<P: PartitionPorts> MirrorPartition<P> {
                         Phase::Failed { failure, .. } => Some(failure.error.as_str()),
                         _ => None,
                     };
-                    self.span.in_scope(|| {
+                    self.labels.span.in_scope(|| {
                         tracing::info!(%from, %to, cause = input.name(), error, "mirror partition state changed");
                     });
+                    metrics::counter!(
+                        catalogue::TRANSITIONS,
+                        "mirror" => self.labels.mirror.to_string(),
+                        "from" => from.to_string(),
+                        "to" => to.to_string()
+                    )
+                    .increment(1);
                 }
                 self.partition = step.partition;
+                self.report_state(Some(to));
                 for effect in step.effects {
                     self.run(effect, ctx);
                 }
@@ -276,12 +328,21 @@ impl<P: PartitionPorts> MirrorPartition<P> {
 
 impl<P: PartitionPorts> Actor for MirrorPartition<P> {
     type Context = Context<Self>;
+
+    fn started(&mut self, _: &mut Context<Self>) {
+        self.report_state(Some(self.partition.persisted()));
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.report_state(None);
+    }
 }
 
 impl<P: PartitionPorts> Supervised for MirrorPartition<P> {
     fn restarting(&mut self, ctx: &mut Context<Self>) {
         self.restarts += 1;
         self.partition = Partition::default();
+        self.report_state(Some(self.partition.persisted()));
         // Timers and completions of the stopped incarnation never run (actix drops them with the
         // old context); the new one starts from what the coordinator holds.
         if let Some(BecomeLeader {

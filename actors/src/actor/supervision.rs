@@ -11,13 +11,14 @@
 
 use super::partition::{
     BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, GiveUp, LoseLeadership,
-    MirrorPartition, Restart,
+    MirrorPartition, PartitionLabels, Restart,
 };
 use super::ports::PartitionPorts;
 use crate::liveness::{Liveness, LivenessPolicy, Observation, Verdict};
 use crate::partition::{Desired, RetryPolicy};
 use actix::{Addr, MailboxError, Supervisor};
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Starts a partition actor over `ports` (on the arbiter the handle was made for).
@@ -30,6 +31,8 @@ pub struct SupervisedPartition<P: PartitionPorts + Clone> {
     spawn: Spawn<P>,
     leadership: Option<BecomeLeader>,
     liveness: Liveness,
+    /// The `mirror` label of its restart counts.
+    mirror: Arc<str>,
 }
 
 impl<P: PartitionPorts + Clone> std::fmt::Debug for SupervisedPartition<P> {
@@ -44,21 +47,28 @@ impl<P: PartitionPorts + Clone> std::fmt::Debug for SupervisedPartition<P> {
 impl<P: PartitionPorts + Clone + Send> SupervisedPartition<P> {
     /// Starts the partition's actor on `arbiter` (and any new one after it dies there), so the
     /// partitions of a broker spread over its cores; `random` draws from `[0, 1)`.
-    /// Its state changes are logged in `span`.
+    /// Its logs and metrics carry `labels`.
     pub fn start_in(
         arbiter: actix::ArbiterHandle,
         ports: P,
         retry: RetryPolicy,
         random: fn() -> f64,
-        span: tracing::Span,
+        labels: PartitionLabels,
     ) -> Self {
+        let mirror = labels.mirror.clone();
         let spawn: Spawn<P> = Box::new(move |ports: P| {
-            let span = span.clone();
+            let labels = labels.clone();
             Supervisor::start_in_arbiter(&arbiter, move |_| {
-                MirrorPartition::new(ports, retry, Box::new(random)).with_span(span)
+                MirrorPartition::new(ports, retry, Box::new(random)).with_labels(labels)
             })
         });
-        Self::with_spawn(ports, spawn)
+        let mut partition = Self::with_spawn(ports, spawn);
+        partition.mirror = mirror;
+        // Shown from the start, at zero until a restart happens.
+        for reason in ["stalled", "dead"] {
+            partition.count_restarts(reason, 0);
+        }
+        partition
     }
 }
 
@@ -78,7 +88,27 @@ impl<P: PartitionPorts + Clone> SupervisedPartition<P> {
             spawn,
             leadership: None,
             liveness: Liveness::default(),
+            mirror: Arc::from(""),
         }
+    }
+
+    /// The partition cannot go on (the metadata sync found its source is another cluster): it
+    /// goes FAILED with `reason`, not retried.
+    pub fn fail(
+        &self,
+        reason: String,
+    ) -> impl Future<Output = Result<Result<(), crate::partition::Rejection>, MailboxError>> + use<P>
+    {
+        self.addr.send(GiveUp(reason))
+    }
+
+    fn count_restarts(&self, reason: &'static str, restarts: u64) {
+        metrics::counter!(
+            crate::metrics::RESTARTS,
+            "mirror" => self.mirror.to_string(),
+            "reason" => reason
+        )
+        .increment(restarts);
     }
 
     /// The actor's current address (it changes when a dead actor is created again).
@@ -161,15 +191,18 @@ impl<P: PartitionPorts + Clone> SupervisedPartition<P> {
                     ?observation,
                     "restarting a mirror partition that makes no progress"
                 );
+                self.count_restarts("stalled", 1);
                 self.addr.do_send(Restart);
             }
             Verdict::Recreate => {
                 tracing::warn!("creating a dead mirror partition actor again");
+                self.count_restarts("dead", 1);
                 self.recreate();
             }
             Verdict::GiveUp { recreate, reason } => {
                 tracing::error!(%reason, "giving up on a mirror partition");
                 if *recreate {
+                    self.count_restarts("dead", 1);
                     self.recreate();
                 }
                 self.addr.do_send(GiveUp(reason.clone()));

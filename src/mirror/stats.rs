@@ -1,0 +1,101 @@
+//! A mirror's live figures on this broker, kept by its fetchers and published as metrics:
+//! fetch requests, bytes and errors, each partition's lag, and (each second, by the
+//! MirrorSystem) the greatest lag and the age of the last successful fetch.
+//!
+//! A partition's lag is the source's high watermark in its last fetch answer minus the local
+//! log end after that answer was applied; it is forgotten when the partition leaves its fetcher.
+
+use crate::metrics;
+use dashmap::DashMap;
+use kmirror_actors::actor::FetchKey;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// One mirror's figures.
+#[derive(Debug)]
+pub struct MirrorStats {
+    mirror: String,
+    lags: DashMap<FetchKey, i64>,
+    /// When a fetch last succeeded (ms since the epoch), -1 before the first.
+    last_success_ms: AtomicI64,
+}
+
+impl MirrorStats {
+    /// The figures of `mirror`, all zero (so a scrape shows the mirror before its first fetch).
+    pub fn new(mirror: &str) -> MirrorStats {
+        let stats = MirrorStats {
+            mirror: mirror.to_string(),
+            lags: DashMap::new(),
+            last_success_ms: AtomicI64::new(-1),
+        };
+        for name in [
+            metrics::FETCH_REQUESTS,
+            metrics::FETCH_BYTES,
+            metrics::FETCH_ERRORS,
+            metrics::INVARIANT_VIOLATIONS,
+        ] {
+            ::metrics::counter!(name, "mirror" => stats.mirror.clone()).increment(0);
+        }
+        stats
+    }
+
+    /// A fetch answered with `bytes` of records.
+    pub fn fetched(&self, bytes: u64, now_ms: i64) {
+        ::metrics::counter!(metrics::FETCH_REQUESTS, "mirror" => self.mirror.clone()).increment(1);
+        ::metrics::counter!(metrics::FETCH_BYTES, "mirror" => self.mirror.clone()).increment(bytes);
+        self.last_success_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// A fetch failed.
+    pub fn fetch_failed(&self) {
+        ::metrics::counter!(metrics::FETCH_REQUESTS, "mirror" => self.mirror.clone()).increment(1);
+        ::metrics::counter!(metrics::FETCH_ERRORS, "mirror" => self.mirror.clone()).increment(1);
+    }
+
+    /// A fetched batch was refused: it would break the log's invariants.
+    pub fn invariant_violated(&self) {
+        ::metrics::counter!(metrics::INVARIANT_VIOLATIONS, "mirror" => self.mirror.clone())
+            .increment(1);
+    }
+
+    /// The partition is `lag` records behind the source.
+    pub fn lag(&self, key: &FetchKey, lag: i64) {
+        let lag = lag.max(0);
+        ::metrics::gauge!(
+            metrics::PARTITION_LAG,
+            "mirror" => self.mirror.clone(),
+            "topic" => key.0.clone(),
+            "partition" => key.1.to_string()
+        )
+        .set(lag as f64);
+        self.lags.insert(key.clone(), lag);
+    }
+
+    /// The partition left its fetcher.
+    pub fn forget(&self, key: &FetchKey) {
+        if self.lags.remove(key).is_some() {
+            ::metrics::gauge!(
+                metrics::PARTITION_LAG,
+                "mirror" => self.mirror.clone(),
+                "topic" => key.0.clone(),
+                "partition" => key.1.to_string()
+            )
+            .set(0.0);
+        }
+    }
+
+    /// The greatest lag of the mirror's partitions on this broker.
+    pub fn max_lag(&self) -> i64 {
+        self.lags.iter().map(|e| *e.value()).max().unwrap_or(0)
+    }
+
+    /// Publishes the greatest lag and the age of the last successful fetch.
+    pub fn publish(&self, now_ms: i64) {
+        ::metrics::gauge!(metrics::MAX_LAG, "mirror" => self.mirror.clone())
+            .set(self.max_lag() as f64);
+        let last = self.last_success_ms.load(Ordering::Relaxed);
+        if last >= 0 {
+            ::metrics::gauge!(metrics::FETCH_AGE, "mirror" => self.mirror.clone())
+                .set((now_ms - last).max(0) as f64 / 1000.0);
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! The MirrorMetadataManager's periodic sync (DECISIONS.md 6), every
+//! `mirror.metadata.refresh.interval.ms`: reads the source and this broker, lets
+//! [`super::sync_plan`] decide, and applies the result through the broker's controller.
+//!
+//! Per loaded mirror, on every broker: the source cluster id is checked against the mirror's
+//! `mirror.source.cluster.id`; a mismatch halts the mirror (no further sync) and fails its
+//! partitions here with the reason (FAILED, not retried), and sets
+//! [`crate::metrics::SYNC_HALTED`]. Only on the broker leading the mirror's coordinator shard
+//! (`mirror_shard(mirrorName)` of `__mirror_state`): partition count growth, topic configs,
+//! consumer group offsets and ACLs. Topics paused or stopped (`mirror.name` with a suffix) are
+//! left alone. Each step counts its runs and errors ([`crate::metrics::SYNC_RUNS`],
+//! [`crate::metrics::SYNC_ERRORS`]) and a failed step never stops the others.
+//!
+//! Group offsets are committed on this broker's group coordinator for the mirror partitions
+//! whose logs are here (the clamp needs the log's range), which in a single-node cluster is all.
+
+use super::reactions::log_rejection;
+use super::shard_route::ShardRoute;
+use super::sync_plan::{self, DYNAMIC_TOPIC_CONFIG, DestinationLog, SyncFilters};
+use super::system::{LoadMirror, MirrorSystem};
+use crate::acl::{AclBinding, AclFilter};
+use crate::broker::Broker;
+use crate::groups::GroupState;
+use crate::metrics;
+use actix::{ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
+use kmirror_protocol::client::{ClientError, SourceClient};
+use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::sharding::mirror_shard;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// Time for every mirror's metadata sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub(super) struct SyncMetadata;
+
+/// The sync steps, as the `kind` label names them.
+const CLUSTER_ID: &str = "cluster_id";
+const PARTITIONS: &str = "partitions";
+const CONFIGS: &str = "configs";
+const GROUPS: &str = "groups";
+const ACLS: &str = "acls";
+
+/// Kafka's SECURITY_DISABLED: the source has no authorizer, so no ACLs to copy.
+const SECURITY_DISABLED: ErrorCode = ErrorCode(54);
+
+/// One mirror's sync, with what it needs from the system.
+struct SyncJob {
+    mirror: String,
+    configs: BTreeMap<String, String>,
+    source: Arc<SourceClient>,
+    expected_cluster_id: String,
+    /// This broker leads the mirror's coordinator shard.
+    coordinator: bool,
+    broker: Arc<Broker>,
+}
+
+impl Handler<SyncMetadata> for MirrorSystem {
+    type Result = ();
+
+    fn handle(&mut self, _: SyncMetadata, ctx: &mut Context<Self>) {
+        if self.syncing {
+            return;
+        }
+        let mirrors = self.broker.mirrors();
+        let mut jobs = Vec::new();
+        for (mirror, configs) in &mirrors {
+            let coordinator = self.coordinates(mirror);
+            match self.mirrors.get(mirror) {
+                Some(runtime) if runtime.halted.is_none() => jobs.push(SyncJob {
+                    mirror: mirror.clone(),
+                    configs: configs.clone(),
+                    source: runtime.source.clone(),
+                    expected_cluster_id: configs
+                        .get("mirror.source.cluster.id")
+                        .cloned()
+                        .unwrap_or_else(|| runtime.source_cluster_id.clone()),
+                    coordinator,
+                    broker: self.broker.clone(),
+                }),
+                Some(_) => {}
+                // The coordinator syncs a mirror with topics even where none of them is led.
+                None if coordinator && !self.broker.mirror_topics(mirror).is_empty() => {
+                    let me = ctx.address();
+                    let mirror = mirror.clone();
+                    actix::spawn(async move {
+                        if let Ok(Err(e)) = me.send(LoadMirror(mirror.clone())).await {
+                            tracing::warn!(mirror, error = %e, "loading a mirror to sync it");
+                        }
+                    });
+                }
+                None => {}
+            }
+        }
+        if jobs.is_empty() {
+            return;
+        }
+        self.syncing = true;
+        let run = async move {
+            let mut halted = Vec::new();
+            for job in jobs {
+                if let Some(reason) = sync_mirror(&job).await {
+                    halted.push((job.mirror, reason));
+                }
+            }
+            halted
+        };
+        ctx.spawn(run.into_actor(self).map(|halted, system, _| {
+            system.syncing = false;
+            for (mirror, reason) in halted {
+                system.halt(&mirror, reason);
+            }
+        }));
+    }
+}
+
+impl MirrorSystem {
+    /// Whether this broker leads the mirror's coordinator shard.
+    fn coordinates(&self, mirror: &str) -> bool {
+        let index = mirror_shard(mirror, self.shards.len() as i32);
+        matches!(self.shards.get(index as usize), Some(ShardRoute::Local(_)))
+    }
+
+    /// The mirror's source is another cluster: no more sync, and its partitions here FAILED.
+    fn halt(&mut self, mirror: &str, reason: String) {
+        tracing::error!(mirror, %reason, "halting the mirror's metadata sync and failing its partitions");
+        if let Some(runtime) = self.mirrors.get_mut(mirror) {
+            for topic in runtime.topics.values() {
+                for partition in topic.partitions.values() {
+                    log_rejection(partition.fail(reason.clone()));
+                }
+            }
+            runtime.halted = Some(reason);
+        }
+    }
+}
+
+/// Counts a step's run and, when it failed, its error (logged).
+fn count(mirror: &str, kind: &'static str, result: Result<(), String>) {
+    ::metrics::counter!(metrics::SYNC_RUNS, "mirror" => mirror.to_string(), "kind" => kind)
+        .increment(1);
+    let errors =
+        ::metrics::counter!(metrics::SYNC_ERRORS, "mirror" => mirror.to_string(), "kind" => kind);
+    match result {
+        Ok(()) => errors.increment(0),
+        Err(e) => {
+            tracing::warn!(mirror, kind, error = %e, "a metadata sync step failed");
+            errors.increment(1);
+        }
+    }
+}
+
+/// Runs one mirror's sync; the reason when the mirror must halt.
+async fn sync_mirror(job: &SyncJob) -> Option<String> {
+    let mirror = job.mirror.as_str();
+    let halted = ::metrics::gauge!(metrics::SYNC_HALTED, "mirror" => mirror.to_string());
+    match job.source.cluster_id().await {
+        Ok(found) => {
+            if let Err(reason) = sync_plan::check_source_cluster(&job.expected_cluster_id, &found) {
+                halted.set(1.0);
+                count(mirror, CLUSTER_ID, Err(reason.clone()));
+                return Some(reason);
+            }
+            halted.set(0.0);
+            count(mirror, CLUSTER_ID, Ok(()));
+        }
+        Err(e) => count(mirror, CLUSTER_ID, Err(e.to_string())),
+    }
+    if !job.coordinator {
+        return None;
+    }
+    let filters = match SyncFilters::from_configs(&job.configs) {
+        Ok(filters) => filters,
+        Err(e) => {
+            for kind in [PARTITIONS, CONFIGS, GROUPS, ACLS] {
+                count(mirror, kind, Err(e.to_string()));
+            }
+            return None;
+        }
+    };
+    // Paused and stopped topics carry a suffix and are left alone.
+    let active: Vec<String> = job
+        .broker
+        .mirror_topics(mirror)
+        .into_iter()
+        .filter(|t| {
+            job.broker
+                .topic(t)
+                .is_some_and(|m| m.configs.get("mirror.name").map(String::as_str) == Some(mirror))
+        })
+        .collect();
+    count(mirror, PARTITIONS, sync_partitions(job, &active).await);
+    count(mirror, CONFIGS, sync_configs(job, &active, &filters).await);
+    count(mirror, GROUPS, sync_groups(job, &active, &filters).await);
+    count(mirror, ACLS, sync_acls(job, &filters).await);
+    None
+}
+
+fn failed(what: &str, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+/// Grows destination topics to the source's partition count.
+async fn sync_partitions(job: &SyncJob, active: &[String]) -> Result<(), String> {
+    if active.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = active.iter().map(String::as_str).collect();
+    let source = job
+        .source
+        .metadata(Some(&names))
+        .await
+        .map_err(|e| failed("the source's metadata", e))?;
+    let mut errors = Vec::new();
+    for topic in active {
+        let (Some(source_topic), Some(local)) = (source.topics.get(topic), job.broker.topic(topic))
+        else {
+            continue;
+        };
+        let count = source_topic.partitions.len();
+        if count > local.partitions.len() {
+            tracing::info!(
+                mirror = job.mirror,
+                topic,
+                from = local.partitions.len(),
+                to = count,
+                "the source topic has more partitions"
+            );
+            if let Err(e) = job.broker.create_partitions(topic, count as i32) {
+                errors.push(failed(topic, e));
+            }
+        }
+    }
+    joined(errors)
+}
+
+/// Copies the source topics' dynamic overrides the filters let through.
+async fn sync_configs(
+    job: &SyncJob,
+    active: &[String],
+    filters: &SyncFilters,
+) -> Result<(), String> {
+    let mut errors = Vec::new();
+    for topic in active {
+        let entries = match job.source.describe_topic_configs(topic).await {
+            Ok(entries) => entries,
+            Err(e) => {
+                errors.push(failed(topic, e));
+                continue;
+            }
+        };
+        let overrides: Vec<(String, String)> = entries
+            .into_iter()
+            .filter(|e| e.source == DYNAMIC_TOPIC_CONFIG && !e.sensitive)
+            .filter_map(|e| Some((e.name, e.value?)))
+            .collect();
+        let Some(current) = job.broker.topic(topic).map(|t| t.configs) else {
+            continue;
+        };
+        if let Some(next) = sync_plan::config_updates(&overrides, &current, filters) {
+            tracing::info!(
+                mirror = job.mirror,
+                topic,
+                "topic configs changed on the source"
+            );
+            if let Err(e) = job.broker.set_topic_configs(topic, next) {
+                errors.push(failed(topic, e));
+            }
+        }
+    }
+    joined(errors)
+}
+
+/// Commits the source groups' offsets of the active topics on this broker's coordinator, for
+/// groups with no members here.
+async fn sync_groups(
+    job: &SyncJob,
+    active: &[String],
+    filters: &SyncFilters,
+) -> Result<(), String> {
+    if active.is_empty() {
+        return Ok(());
+    }
+    let groups = job
+        .source
+        .list_groups()
+        .await
+        .map_err(|e| failed("listing the source's groups", e))?;
+    let local: HashMap<String, GroupState> = job
+        .broker
+        .groups()
+        .list()
+        .into_iter()
+        .map(|(id, state, _)| (id, state))
+        .collect();
+    let mut errors = Vec::new();
+    for group in groups {
+        let id = group.group_id.as_str();
+        let consumer = group.protocol_type.is_empty() || group.protocol_type == "consumer";
+        if !consumer || !filters.group_included(id) {
+            continue;
+        }
+        if local.get(id).is_some_and(|s| *s != GroupState::Empty) {
+            tracing::debug!(
+                mirror = job.mirror,
+                group = id,
+                "skipping a group active here"
+            );
+            continue;
+        }
+        let offsets = match job.source.committed_offsets(id).await {
+            Ok(offsets) => offsets,
+            Err(e) => {
+                errors.push(failed(id, e));
+                continue;
+            }
+        };
+        let logs = destination_logs(&job.broker, active, &offsets);
+        let commits =
+            sync_plan::offsets_to_commit(&offsets, &job.broker.groups().committed(id), &logs);
+        if commits.is_empty() {
+            continue;
+        }
+        let count = commits.len();
+        let codes = job.broker.groups().commit(id, -1, "", commits);
+        match codes.iter().find(|c| **c != 0) {
+            None => tracing::info!(
+                mirror = job.mirror,
+                group = id,
+                offsets = count,
+                "group offsets synced"
+            ),
+            // A member joined meanwhile: its own commits win; next round decides again.
+            Some(code) => errors.push(format!("{id}: committing answered error {code}")),
+        }
+    }
+    joined(errors)
+}
+
+/// The logs here of the active partitions `offsets` name.
+fn destination_logs(
+    broker: &Broker,
+    active: &[String],
+    offsets: &[kmirror_protocol::client::source::CommittedOffset],
+) -> HashMap<(String, i32), DestinationLog> {
+    offsets
+        .iter()
+        .filter(|c| active.contains(&c.topic))
+        .filter_map(|c| {
+            let partition = broker.partition(&c.topic, c.partition)?;
+            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            Some((
+                (c.topic.clone(), c.partition),
+                DestinationLog {
+                    log_start: log.log_start_offset(),
+                    log_end: log.log_end_offset(),
+                    epochs: log.epoch_entries().to_vec(),
+                },
+            ))
+        })
+        .collect()
+}
+
+/// Creates the source's bindings in the mirror's scope, deletes those gone from it.
+async fn sync_acls(job: &SyncJob, filters: &SyncFilters) -> Result<(), String> {
+    let source = match job.source.describe_acls().await {
+        Ok(bindings) => bindings,
+        Err(ClientError::Broker { code, .. }) if code == SECURITY_DISABLED => return Ok(()),
+        Err(e) => return Err(failed("the source's ACLs", e)),
+    };
+    let source: Vec<AclBinding> = source
+        .into_iter()
+        .filter_map(|b| {
+            AclBinding::from_wire(
+                b.resource_type,
+                &b.resource_name,
+                b.pattern_type,
+                &b.principal,
+                &b.host,
+                b.operation,
+                b.permission_type,
+            )
+            .ok()
+        })
+        .collect();
+    let destination = job.broker.acls();
+    let changes = sync_plan::acl_changes(&source, &destination, filters);
+    let mut errors = Vec::new();
+    if !changes.create.is_empty() {
+        tracing::info!(
+            mirror = job.mirror,
+            bindings = changes.create.len(),
+            "creating ACLs from the source"
+        );
+        for result in job.broker.create_acls(changes.create) {
+            if let Err(e) = result {
+                errors.push(failed("creating an ACL", e));
+            }
+        }
+    }
+    if !changes.delete.is_empty() {
+        tracing::info!(
+            mirror = job.mirror,
+            bindings = changes.delete.len(),
+            "deleting ACLs gone from the source"
+        );
+        let exact: Vec<AclFilter> = changes.delete.iter().map(AclFilter::exactly).collect();
+        for result in job.broker.delete_acls(&exact) {
+            if let Err(e) = result {
+                errors.push(failed("deleting an ACL", e));
+            }
+        }
+    }
+    joined(errors)
+}
+
+fn joined(errors: Vec<String>) -> Result<(), String> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
