@@ -1,12 +1,14 @@
 //! The `kmirror` command.
 //!
 //! `broker` runs the reference broker; `protocol` describes the protocol surface this build
-//! speaks; `dump-log` prints partition logs. `mirrors` and `quickstart` arrive with the issues
-//! that build them.
+//! speaks; `dump-log` prints partition logs; `mirrors` manages a cluster's mirrors;
+//! `quickstart` demonstrates mirroring and failover between two local brokers.
 //!
 //! Exit codes: 0 success, 1 the command ran and found damage (dump-log), 2 usage or I/O error.
 
+mod mirror_table;
 mod mirrors_command;
+mod quickstart_command;
 
 use clap::{Parser, Subcommand};
 use kmirror::broker::Broker;
@@ -45,6 +47,20 @@ enum Command {
     },
     /// Manage the mirrors of a kmirror cluster (like kafka-cluster-mirrors.sh).
     Mirrors(MirrorsArgs),
+    /// Mirror and fail over on this machine with nothing set up first: a source and a
+    /// destination broker on free ports, a topic with a steady producer, a mirror, a live
+    /// table, then the failover. Ctrl-C stops everything.
+    Quickstart {
+        /// Seconds of mirroring shown before the failover.
+        #[arg(long, default_value_t = 20)]
+        mirror_seconds: u64,
+        /// Records (of 1,000 bytes) produced per second to the source.
+        #[arg(long, default_value_t = 3000)]
+        records_per_second: u32,
+        /// End after the failover demonstration instead of waiting for Ctrl-C.
+        #[arg(long)]
+        exit_after_failover: bool,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -86,6 +102,10 @@ struct MirrorsArgs {
     /// With --describe: only FAILED partitions.
     #[arg(long)]
     failed: bool,
+    /// With --describe: redraw the table every SECONDS (2 by default) until Ctrl-C, with each
+    /// partition's rate.
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
+    watch: Option<u64>,
     /// The mirror's name.
     #[arg(long)]
     mirror: Option<String>,
@@ -107,6 +127,15 @@ fn main() -> ExitCode {
         }
         Command::DumpLog { path } => dump_log(&path),
         Command::Mirrors(args) => mirrors(args),
+        Command::Quickstart {
+            mirror_seconds,
+            records_per_second,
+            exit_after_failover,
+        } => quickstart_command::run(quickstart_command::Options {
+            mirror_seconds,
+            records_per_second,
+            exit_after_failover,
+        }),
     }
 }
 
@@ -124,6 +153,12 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         match args.mirror {
             Some(mirror) => MirrorsAction::Delete { mirror },
             None => return usage("--delete needs --mirror"),
+        }
+    } else if args.describe && args.watch.is_some() {
+        let seconds = args.watch.unwrap_or(2).max(1);
+        MirrorsAction::Watch {
+            mirror: args.mirror,
+            every: std::time::Duration::from_secs(seconds),
         }
     } else if args.describe {
         MirrorsAction::Describe {

@@ -2,13 +2,14 @@
 //! `kafka-cluster-mirrors.sh`: create, list and delete mirrors; start, stop, pause and resume
 //! topics (`--topics a,b,c` or a regular expression); describe mirrors (a table, or `--json`;
 //! every broker of the cluster is asked and the answers merged; `--failed` keeps FAILED
-//! partitions only).
+//! partitions only; `--watch` redraws the table every few seconds with each partition's rate).
 //!
 //! `--create` reads the mirror's configs from a properties file (`bootstrap.servers` and the
 //! source client's security settings), asks the source for its cluster id and stores it as
 //! `mirror.source.cluster.id`. Exit codes: 0 done, 1 refused by the broker (its error code and
 //! message are printed), 2 bad usage or configuration, 3 a cluster could not be reached.
 
+use crate::mirror_table;
 use kmirror::broker::config::parse_properties;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
@@ -45,6 +46,11 @@ pub(crate) enum MirrorsAction {
         failed: bool,
         json: bool,
     },
+    /// `--describe --watch [--mirror M]`: the table again every `every`, until Ctrl-C.
+    Watch {
+        mirror: Option<String>,
+        every: std::time::Duration,
+    },
 }
 
 /// Which topics `--topics` names: a comma-separated list of names, or a regular expression
@@ -79,13 +85,21 @@ pub(crate) enum TopicChange {
     Resume,
 }
 
-enum Failure {
+/// Why an action did not complete.
+pub(crate) enum Failure {
     Refused(String),
     Usage(String),
     Unreachable(String),
 }
 
 impl Failure {
+    /// What went wrong, for the operator.
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            Failure::Refused(m) | Failure::Usage(m) | Failure::Unreachable(m) => m,
+        }
+    }
+
     fn exit(self) -> ExitCode {
         let (code, message) = match self {
             Failure::Refused(m) => (1, m),
@@ -122,7 +136,7 @@ pub(crate) fn run(bootstrap: &str, action: MirrorsAction) -> ExitCode {
 
 /// DescribeMirrors of every broker of the cluster (each reports the partitions it leads),
 /// merged: one entry per mirror and topic, partitions in order.
-async fn describe_every_broker(
+pub(crate) async fn describe_every_broker(
     bootstrap: &str,
     first: &Connection,
     request: &DescribeMirrorsRequest,
@@ -189,7 +203,8 @@ async fn describe_every_broker(
     Ok(merged)
 }
 
-async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> {
+/// Runs the action against the cluster at `bootstrap` on the caller's runtime.
+pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> {
     let address = bootstrap
         .split(',')
         .next()
@@ -381,34 +396,32 @@ async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<(), Failure> 
                     .collect();
                 println!("{}", serde_json::json!({ "mirrors": mirrors }));
             } else {
-                println!(
-                    "{:<16} {:<32} {:>9} {:<10} {:>12} {:>12} {:>10} {:>6}  ERROR",
-                    "MIRROR",
-                    "TOPIC",
-                    "PARTITION",
-                    "STATE",
-                    "SRC-OFFSET",
-                    "DEST-OFFSET",
-                    "LAG",
-                    "RETRY"
+                print!(
+                    "{}",
+                    mirror_table::render(&answer, &mut mirror_table::Previous::default())
                 );
-                for m in &answer.mirrors {
-                    for t in &m.topics {
-                        for p in &t.partitions {
-                            println!(
-                                "{:<16} {:<32} {:>9} {:<10} {:>12} {:>12} {:>10} {:>6}  {}",
-                                m.mirror_name,
-                                t.topic_name,
-                                p.partition_index,
-                                p.state,
-                                p.source_offset,
-                                p.destination_offset,
-                                p.lag,
-                                p.retry_attempt,
-                                p.error_message.as_deref().unwrap_or("")
-                            );
-                        }
-                    }
+            }
+        }
+        MirrorsAction::Watch { mirror, every } => {
+            let request = DescribeMirrorsRequest {
+                mirror_names: mirror.into_iter().collect(),
+                ..Default::default()
+            };
+            let mut previous = mirror_table::Previous::default();
+            let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+            loop {
+                let answer = describe_every_broker(bootstrap, &connection, &request).await?;
+                let table = mirror_table::render(&answer, &mut previous);
+                if terminal {
+                    // Clear the screen and redraw in place.
+                    print!("\x1b[2J\x1b[H");
+                } else {
+                    println!();
+                }
+                print!("{table}");
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = tokio::signal::ctrl_c() => break,
                 }
             }
         }

@@ -220,3 +220,64 @@ fn mirrors_are_created_listed_and_deleted_with_script_friendly_exit_codes() {
     let unreachable = kmirror(&["mirrors", "--bootstrap-server", address, "--list"]);
     assert_eq!(unreachable.status.code(), Some(3), "{}", text(&unreachable));
 }
+
+/// The README's "run the main job" command, `kmirror quickstart`, runs to completion with the
+/// flag that ends it after the failover: both brokers started, the topic mirrored (every
+/// partition MIRRORING, then STOPPED), written on the destination after the failover, the
+/// endpoints printed, and its brokers and folder gone afterwards.
+#[test]
+fn the_readme_quickstart_runs_through_the_failover() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let command = readme
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("cargo run --release -- quickstart"))
+        .expect("the README runs the quickstart with cargo run");
+    let args: Vec<&str> = command
+        .split('#')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip_while(|a| *a != "--")
+        .skip(1)
+        .chain(["--exit-after-failover"])
+        .collect();
+    assert_eq!(args.first(), Some(&"quickstart"), "{command}");
+    let out = kmirror(&args);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    for partition in 0..3 {
+        let row = |state: &str| {
+            text.lines().any(|l| {
+                let fields: Vec<&str> = l.split_whitespace().collect();
+                fields.get(2) == Some(&partition.to_string().as_str())
+                    && fields.get(3) == Some(&state)
+            })
+        };
+        assert!(
+            row("MIRRORING") && row("STOPPED"),
+            "partition {partition}:\n{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "Produced 10 records to orders-{partition} on the destination"
+            )),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains("Metrics for Prometheus: http://127.0.0.1:"),
+        "{text}"
+    );
+    assert!(text.contains("--bootstrap-server 127.0.0.1:"), "{text}");
+    let folder = text
+        .lines()
+        .find_map(|l| l.strip_prefix("kmirror quickstart: data and logs in "))
+        .expect("the folder is printed");
+    assert!(
+        !std::path::Path::new(folder.trim()).exists(),
+        "{folder} is removed"
+    );
+}
