@@ -11,6 +11,9 @@
 #   scripts/kafka-local.sh restart DATA_DIR         stop it (if running) and start it again on its
 #                                                   data: leader epochs advance
 #   scripts/kafka-local.sh stop DATA_DIR            stop it (DATA_DIR/pid holds the process id)
+#   scripts/kafka-local.sh fetch-mm2 [VERSION]      download MirrorMaker 2 (connect-mirror and its
+#                                                   runtime; default 4.3.1, KMIRROR_MM2_VERSION) into
+#                                                   ~/.cache/kmirror/mm2-VERSION; prints it
 #
 # Needs Java 17+, Maven and openssl. KMIRROR_KAFKA_VERSION overrides the version (default 4.4.0).
 set -euo pipefail
@@ -23,6 +26,20 @@ fetch() {
   if [ ! -f "$dist/.complete" ]; then
     mkdir -p "$dist/libs"
     mvn -B -q -f "$HERE/kafka/pom.xml" -Dkafka.version="$version" dependency:copy-dependencies \
+      -DoutputDirectory="$dist/libs" -DincludeScope=runtime >&2
+    cp "$HERE/kafka/log4j2.properties" "$dist/"
+    touch "$dist/.complete"
+  fi
+  echo "$dist"
+}
+
+fetch_mm2() {
+  # Maven Central serves connect-mirror up to 4.3.1 (not 4.4.0): its clients talk to 4.4 brokers.
+  local version="${1:-${KMIRROR_MM2_VERSION:-4.3.1}}"
+  local dist="$CACHE/mm2-$version"
+  if [ ! -f "$dist/.complete" ]; then
+    mkdir -p "$dist/libs"
+    mvn -B -q -f "$HERE/kafka/pom-mm2.xml" -Dkafka.version="$version" dependency:copy-dependencies \
       -DoutputDirectory="$dist/libs" -DincludeScope=runtime >&2
     cp "$HERE/kafka/log4j2.properties" "$dist/"
     touch "$dist/.complete"
@@ -136,8 +153,9 @@ stop() {
 
 case "${1:-}" in
   fetch) fetch "${2:-}" ;;
+  fetch-mm2) fetch_mm2 "${2:-}" ;;
   start) start "${2:?data directory}" "${3:-19092}" ;;
   restart) stop "${2:?data directory}"; launch "$2" ;;
   stop) stop "${2:?data directory}" ;;
-  *) sed -n '2,16p' "$0"; exit 2 ;;
+  *) sed -n '2,18p' "$0"; exit 2 ;;
 esac
