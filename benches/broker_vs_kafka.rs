@@ -8,30 +8,10 @@
 //! Consumer figures are ConsumerPerformance's `fetch.*` columns (reading, group join excluded;
 //! the join time is printed on its own line).
 
+mod support;
+
 use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool};
-use std::process::{Child, Command};
-use std::time::Duration;
-
-/// CPU seconds (user + system) a process has used so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("proc stat");
-    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
-    let after = &stat[stat.rfind(')').expect("comm") + 2..];
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 =
-        fields[11].parse::<f64>().expect("utime") + fields[12].parse::<f64>().expect("stime");
-    ticks / 100.0
-}
-
-/// Peak resident set size in MiB.
-fn peak_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
-}
+use support::{cpu_seconds, kafka_pid, peak_rss_mib, spawn_kmirror, terminate};
 
 struct Figures {
     produce_rps: f64,
@@ -122,49 +102,15 @@ fn workload(address: &str, pid: u32, topic: &str, partitions: u32, records: u64)
     }
 }
 
-fn spawn_kmirror(dir: &std::path::Path) -> (Child, String) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
-    let config = dir.join("server.properties");
-    std::fs::write(
-        &config,
-        format!(
-            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}\n",
-            dir.join("data").display()
-        ),
-    )
-    .expect("config");
-    let child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .args(["broker", "--config"])
-        .arg(&config)
-        .spawn()
-        .expect("kmirror broker starts");
-    let address = format!("127.0.0.1:{port}");
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(&address).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child, address)
-}
-
 fn main() {
     let records: u64 = std::env::var("BROKER_BENCH_RECORDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500_000);
     let kafka_address = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
-    let kafka_pid: u32 =
-        std::fs::read_to_string(format!("{}/pid", kafka_env("KMIRROR_KAFKA_DATA")))
-            .expect("Kafka's pid file")
-            .trim()
-            .parse()
-            .expect("pid");
+    let kafka_pid = kafka_pid(&kafka_env("KMIRROR_KAFKA_DATA"));
     let dir = tempfile::tempdir().expect("temp dir");
-    let (mut kmirror, kmirror_address) = spawn_kmirror(dir.path());
+    let (mut kmirror, kmirror_address) = spawn_kmirror(dir.path(), "");
     let run = std::process::id();
     println!(
         "broker_vs_kafka: {records} records of 1 KiB, acks=all, linger.ms=5, batch.size=128 KiB"
@@ -192,6 +138,5 @@ fn main() {
         peak_rss_mib(kmirror.id()),
         peak_rss_mib(kafka_pid)
     );
-    let _ = Command::new("kill").arg(kmirror.id().to_string()).status();
-    let _ = kmirror.wait();
+    terminate(&mut kmirror);
 }

@@ -3,7 +3,9 @@
 #   scripts/bench.sh                every benchmark
 #   scripts/bench.sh NAME [ARGS]    one: protocol, storage, mirroring_core, source_fetch,
 #                                   broker_vs_kafka, mirror_vs_consumer, stop_partitions,
-#                                   stop_mirror_topic
+#                                   stop_mirror_topic, mirror_vs_mm2
+# mirror_vs_mm2 also starts a second Kafka (MirrorMaker 2's destination) and fetches MirrorMaker 2
+# from Maven Central (scripts/kafka-local.sh fetch-mm2); MM2_BENCH_* variables size it.
 # Benchmarks that need Apache Kafka (source_fetch, broker_vs_kafka) get one started by scripts/kafka-local.sh
 # unless KMIRROR_KAFKA_BOOTSTRAP points at a running one.
 set -euo pipefail
@@ -18,10 +20,24 @@ with_kafka() {
   fi
 }
 
+with_mm2() {
+  with_kafka
+  target_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-bench-target.XXXXXX")"
+  trap 'scripts/kafka-local.sh stop "$target_data"; rm -rf "$target_data"; ${kafka_data:+scripts/kafka-local.sh stop "$kafka_data"; rm -rf "$kafka_data"}' EXIT
+  scripts/kafka-local.sh start "$target_data" "${KMIRROR_KAFKA_TARGET_PORT:-19492}" >/dev/null
+  export KMIRROR_KAFKA_TARGET_BOOTSTRAP="127.0.0.1:${KMIRROR_KAFKA_TARGET_PORT:-19492}"
+  export KMIRROR_KAFKA_TARGET_DATA="$target_data"
+  KMIRROR_MM2_DIST="$(scripts/kafka-local.sh fetch-mm2)"
+  export KMIRROR_MM2_DIST
+}
+
 if [ $# -gt 0 ]; then
-  case "$1" in source_fetch|broker_vs_kafka|mirror_vs_consumer|stop_mirror_topic) with_kafka ;; esac
+  case "$1" in
+    source_fetch|broker_vs_kafka|mirror_vs_consumer|stop_mirror_topic) with_kafka ;;
+    mirror_vs_mm2) with_mm2 ;;
+  esac
   cargo bench --locked --bench "$1" -- "${@:2}"
 else
-  with_kafka
+  with_mm2
   cargo bench --locked --workspace
 fi

@@ -1,0 +1,691 @@
+//! kmirror against MirrorMaker 2 and against the physical reference, Kafka's ConsumerPerformance,
+//! on the same source topics in the same run (`scripts/bench.sh mirror_vs_mm2`, which starts the
+//! source Kafka, a second Kafka for MirrorMaker 2 to write to, and fetches MirrorMaker 2).
+//!
+//! For each partition count of `MM2_BENCH_PARTITIONS` (default `1,8,64`) and each of
+//! `MM2_BENCH_RUNS` runs (default 3): Kafka's ProducerPerformance writes `MM2_BENCH_MIB` MiB
+//! (default 2048) of 1 KiB lz4 records to a new source topic, then, one after the other:
+//! 1. ConsumerPerformance reads the topic (the rate at which the source can be read at all);
+//! 2. a `kmirror broker` process mirrors it (mirror created and topic started with
+//!    `kmirror mirrors`);
+//! 3. MirrorMaker 2 in dedicated mode copies it into the second Kafka (`tasks.max` = partitions
+//!    up to 8, lz4 on its producer so the copy is compressed like the source).
+//!
+//! Catching up: MB/s and records/s from the first record visible on the destination to the
+//! last (ConsumerPerformance: its own `fetch.MB.sec`), and separately the time from start.
+//! CPU seconds per GB moved: the mirroring process plus the destination broker (kmirror is
+//! both; MirrorMaker 2 and the second Kafka are two processes); the source Kafka's CPU is shown
+//! apart. Peak RSS of every process.
+//!
+//! Then end-to-end lag at a steady rate (`MM2_BENCH_LAG_MBPS`, default 20 MB/s, for
+//! `MM2_BENCH_LAG_SECONDS`, default 20): with the mirror running, ProducerPerformance writes at
+//! that rate and a reader on the destination fetches every batch as soon as it is visible;
+//! each record's lag is the time it became visible minus its batch's newest timestamp (the
+//! producer's create time). The reference row reads the source itself.
+//!
+//! The table prints medians over the runs and the ratios kmirror/MM2 and kmirror/reference.
+
+mod support;
+
+use kmirror_protocol::batch::RecordBatches;
+use kmirror_protocol::client::source::LATEST;
+use kmirror_protocol::client::{
+    ClientConfig, FetchPartitionSpec, FetchSpec, Isolation, SourceClient,
+};
+use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
+use std::collections::BTreeMap;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::{cpu_seconds, kafka_pid, median, peak_rss_mib, spawn_kmirror, terminate};
+
+const RECORD_BYTES: u64 = 1024;
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One system's figures in one run.
+#[derive(Debug, Clone, Default)]
+struct Figures {
+    mbps: f64,
+    records_per_s: f64,
+    seconds_from_start: f64,
+    cpu_per_gb: f64,
+    source_cpu_per_gb: f64,
+    peak_rss_mib: f64,
+    destination_rss_mib: f64,
+    lag_p50_ms: f64,
+    lag_p99_ms: f64,
+}
+
+struct Clusters {
+    source: String,
+    source_pid: u32,
+    target: String,
+    target_pid: u32,
+    mm2_dist: String,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Clusters {
+    fn client(&self, bootstrap: &str) -> Arc<SourceClient> {
+        let mut config = ClientConfig::plaintext(bootstrap);
+        config.request_timeout = Duration::from_secs(30);
+        Arc::new(
+            self.runtime
+                .block_on(SourceClient::connect(config))
+                .expect("connects"),
+        )
+    }
+
+    /// The end offsets of `topic`'s partitions on the cluster of `client` (0 for a partition
+    /// or topic not there yet).
+    fn ends(&self, client: &SourceClient, topic: &str, partitions: u32) -> Vec<i64> {
+        self.runtime.block_on(async {
+            let Ok(metadata) = client.metadata(Some(&[topic])).await else {
+                return vec![0; partitions as usize];
+            };
+            let Some(t) = metadata.topics.get(topic) else {
+                return vec![0; partitions as usize];
+            };
+            let mut ends = Vec::new();
+            for p in 0..partitions as i32 {
+                let Some(leader) = t.partitions.get(p as usize).map(|m| m.leader) else {
+                    ends.push(0);
+                    continue;
+                };
+                let end = client
+                    .list_offsets(leader, topic, p, LATEST, Isolation::ReadUncommitted)
+                    .await
+                    .map_or(0, |(offset, _)| offset);
+                ends.push(end);
+            }
+            ends
+        })
+    }
+}
+
+/// Waits until `topic` on `client`'s cluster holds `records` records; returns when the first
+/// and the last were seen.
+fn wait_copied(
+    clusters: &Clusters,
+    client: &SourceClient,
+    topic: &str,
+    partitions: u32,
+    records: i64,
+    started: Instant,
+) -> (Instant, Instant) {
+    let mut first = None;
+    loop {
+        let copied: i64 = clusters.ends(client, topic, partitions).iter().sum();
+        let now = Instant::now();
+        if copied > 0 && first.is_none() {
+            first = Some(now);
+        }
+        if copied >= records {
+            return (first.unwrap_or(now), now);
+        }
+        assert!(
+            now.duration_since(started) < Duration::from_secs(1800),
+            "{topic}: {copied} of {records} records copied after 30 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn produce(bootstrap: &str, topic: &str, records: u64, throughput: i64) {
+    let props = format!("bootstrap.servers={bootstrap}");
+    kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic",
+            topic,
+            "--num-records",
+            &records.to_string(),
+            "--record-size",
+            &RECORD_BYTES.to_string(),
+            "--throughput",
+            &throughput.to_string(),
+            "--producer-props",
+            &props,
+            "acks=1",
+            "linger.ms=5",
+            "batch.size=262144",
+            "compression.type=lz4",
+        ],
+    );
+}
+
+/// ConsumerPerformance reading the whole topic.
+fn reference(clusters: &Clusters, topic: &str, records: u64) -> Figures {
+    let dist = kafka_env("KMIRROR_KAFKA_DIST");
+    let source_cpu = cpu_seconds(clusters.source_pid);
+    let started = Instant::now();
+    let child = Command::new("java")
+        .arg("-cp")
+        .arg(format!("{dist}/libs/*"))
+        .arg(format!(
+            "-Dlog4j2.configurationFile=file:{dist}/log4j2.properties"
+        ))
+        .arg("org.apache.kafka.tools.ConsumerPerformance")
+        .args([
+            "--bootstrap-server",
+            &clusters.source,
+            "--topic",
+            topic,
+            "--messages",
+            &records.to_string(),
+            "--timeout",
+            "120000",
+            "--hide-header",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("ConsumerPerformance starts");
+    let pid = child.id();
+    let (mut cpu, mut rss) = (0.0, 0.0);
+    let sampler = std::thread::spawn(move || {
+        // The last sample before the process ends: its CPU and peak RSS.
+        loop {
+            let (c, r) = (cpu_seconds(pid), peak_rss_mib(pid));
+            if r == 0.0 {
+                return (cpu, rss);
+            }
+            (cpu, rss) = (c, r);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    });
+    let out = child.wait_with_output().expect("ConsumerPerformance ends");
+    let elapsed = started.elapsed().as_secs_f64();
+    let (cpu, rss) = sampler.join().expect("sampler");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let cols: Vec<f64> = text
+        .lines()
+        .find(|l| l.matches(',').count() >= 5)
+        .expect("consumer summary")
+        .split(',')
+        .map(|c| c.trim().parse().unwrap_or(f64::NAN))
+        .collect();
+    let gb = cols[2] / 1024.0;
+    Figures {
+        mbps: cols[8] * 1.048_576,
+        records_per_s: cols[9],
+        seconds_from_start: elapsed,
+        cpu_per_gb: cpu / gb,
+        source_cpu_per_gb: (cpu_seconds(clusters.source_pid) - source_cpu) / gb,
+        peak_rss_mib: rss,
+        ..Figures::default()
+    }
+}
+
+/// `kmirror mirrors --bootstrap-server address ARGS`.
+fn mirrors_cli(address: &str, args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["mirrors", "--bootstrap-server", address])
+        .args(args)
+        .output()
+        .expect("kmirror mirrors runs");
+    assert!(
+        out.status.success(),
+        "kmirror mirrors {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A kmirror broker process with mirror `bench` of the source created.
+fn kmirror_broker(clusters: &Clusters, dir: &std::path::Path) -> (Child, String) {
+    let (child, address) = spawn_kmirror(dir, "");
+    let config = dir.join("mirror.properties");
+    std::fs::write(&config, format!("bootstrap.servers={}\n", clusters.source)).expect("config");
+    mirrors_cli(
+        &address,
+        &[
+            "--create",
+            "--mirror",
+            "bench",
+            "--mirror-config",
+            config.to_str().expect("UTF-8"),
+        ],
+    );
+    (child, address)
+}
+
+fn kmirror(clusters: &Clusters, topic: &str, partitions: u32, records: u64) -> Figures {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let source_cpu = cpu_seconds(clusters.source_pid);
+    let started = Instant::now();
+    let (mut child, address) = kmirror_broker(clusters, dir.path());
+    mirrors_cli(
+        &address,
+        &["--start", "--mirror", "bench", "--topics", topic],
+    );
+    let destination = clusters.client(&address);
+    let (first, last) = wait_copied(
+        clusters,
+        &destination,
+        topic,
+        partitions,
+        records as i64,
+        started,
+    );
+    let figures = copy_figures(
+        records,
+        first,
+        last,
+        started,
+        cpu_seconds(child.id()),
+        cpu_seconds(clusters.source_pid) - source_cpu,
+        peak_rss_mib(child.id()),
+        0.0,
+    );
+    terminate(&mut child);
+    figures
+}
+
+#[allow(clippy::too_many_arguments)]
+fn copy_figures(
+    records: u64,
+    first: Instant,
+    last: Instant,
+    started: Instant,
+    cpu: f64,
+    source_cpu: f64,
+    rss: f64,
+    destination_rss: f64,
+) -> Figures {
+    let window = last.duration_since(first).as_secs_f64().max(0.001);
+    let bytes = (records * RECORD_BYTES) as f64;
+    let gb = bytes / 1e9;
+    Figures {
+        mbps: bytes / 1e6 / window,
+        records_per_s: records as f64 / window,
+        seconds_from_start: last.duration_since(started).as_secs_f64(),
+        cpu_per_gb: cpu / gb,
+        source_cpu_per_gb: source_cpu / gb,
+        peak_rss_mib: rss,
+        destination_rss_mib: destination_rss,
+        ..Figures::default()
+    }
+}
+
+/// A MirrorMaker 2 process (dedicated mode) copying `topic` from the source to the target.
+fn spawn_mm2(clusters: &Clusters, dir: &std::path::Path, topic: &str, partitions: u32) -> Child {
+    let config = dir.join("mm2.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "clusters = A, B\n\
+             A.bootstrap.servers = {}\n\
+             B.bootstrap.servers = {}\n\
+             A->B.enabled = true\n\
+             A->B.topics = {topic}\n\
+             B->A.enabled = false\n\
+             tasks.max = {}\n\
+             B.producer.compression.type = lz4\n\
+             replication.factor = 1\n\
+             checkpoints.topic.replication.factor = 1\n\
+             heartbeats.topic.replication.factor = 1\n\
+             offset-syncs.topic.replication.factor = 1\n\
+             offset.storage.replication.factor = 1\n\
+             status.storage.replication.factor = 1\n\
+             config.storage.replication.factor = 1\n\
+             sync.topic.acls.enabled = false\n\
+             refresh.topics.interval.seconds = 1\n\
+             emit.checkpoints.interval.seconds = 5\n",
+            clusters.source,
+            clusters.target,
+            partitions.min(8)
+        ),
+    )
+    .expect("config");
+    let log = std::fs::File::create(dir.join("mm2.log")).expect("log");
+    Command::new("java")
+        .args(["-Xms256m", "-Xmx2g", "-cp"])
+        .arg(format!("{}/libs/*", clusters.mm2_dist))
+        .arg(format!(
+            "-Dlog4j2.configurationFile=file:{}/log4j2.properties",
+            clusters.mm2_dist
+        ))
+        .arg("org.apache.kafka.connect.mirror.MirrorMaker")
+        .arg(&config)
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("MirrorMaker 2 starts")
+}
+
+fn mm2(clusters: &Clusters, topic: &str, partitions: u32, records: u64) -> Figures {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (source_cpu, target_cpu) = (
+        cpu_seconds(clusters.source_pid),
+        cpu_seconds(clusters.target_pid),
+    );
+    let started = Instant::now();
+    let mut child = spawn_mm2(clusters, dir.path(), topic, partitions);
+    let target = clusters.client(&clusters.target);
+    let (first, last) = wait_copied(
+        clusters,
+        &target,
+        &format!("A.{topic}"),
+        partitions,
+        records as i64,
+        started,
+    );
+    let cpu = cpu_seconds(child.id()) + cpu_seconds(clusters.target_pid) - target_cpu;
+    let figures = copy_figures(
+        records,
+        first,
+        last,
+        started,
+        cpu,
+        cpu_seconds(clusters.source_pid) - source_cpu,
+        peak_rss_mib(child.id()),
+        peak_rss_mib(clusters.target_pid),
+    );
+    terminate(&mut child);
+    figures
+}
+
+/// Per-record visibility lags (ms) of `records` records produced to `topic` on the source while
+/// `destination` (holding them as `destination_topic`) is read as they appear.
+fn lags(
+    clusters: &Clusters,
+    destination: &SourceClient,
+    topic: &str,
+    destination_topic: &str,
+    partitions: u32,
+    records: u64,
+    rate: i64,
+) -> (f64, f64) {
+    let start_offsets = clusters.ends(destination, destination_topic, partitions);
+    let producer = {
+        let (bootstrap, topic) = (clusters.source.clone(), topic.to_string());
+        std::thread::spawn(move || produce(&bootstrap, &topic, records, rate))
+    };
+    let samples = clusters.runtime.block_on(async {
+        let metadata = destination
+            .metadata(Some(&[destination_topic]))
+            .await
+            .expect("metadata");
+        let t = &metadata.topics[destination_topic];
+        let leader = t.partitions[0].leader;
+        let mut offsets = start_offsets;
+        let mut samples: Vec<(i64, u64)> = Vec::new();
+        let mut seen = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while seen < records && Instant::now() < deadline {
+            let spec = FetchSpec {
+                partitions: (0..partitions as i32)
+                    .map(|p| FetchPartitionSpec {
+                        topic: destination_topic.to_string(),
+                        topic_id: t.topic_id,
+                        partition: p,
+                        offset: offsets[p as usize],
+                        current_leader_epoch: -1,
+                        last_fetched_epoch: -1,
+                        max_bytes: 8 << 20,
+                    })
+                    .collect(),
+                isolation: Isolation::ReadUncommitted,
+                max_wait_ms: 50,
+                min_bytes: 1,
+                max_bytes: 64 << 20,
+            };
+            let Ok(fetched) = destination.fetch(leader, &spec).await else {
+                continue;
+            };
+            let now = kmirror::broker::now_ms();
+            for part in fetched {
+                for batch in RecordBatches::new(part.records).flatten() {
+                    if batch.is_control() {
+                        offsets[part.partition as usize] = batch.next_offset();
+                        continue;
+                    }
+                    let count = batch.records_count().max(0) as u64;
+                    samples.push((now - batch.max_timestamp(), count));
+                    seen += count;
+                    offsets[part.partition as usize] = batch.next_offset();
+                }
+            }
+        }
+        samples
+    });
+    producer.join().expect("producer");
+    percentiles(samples)
+}
+
+/// p50 and p99 of weighted samples.
+fn percentiles(mut samples: Vec<(i64, u64)>) -> (f64, f64) {
+    samples.sort_unstable();
+    let total: u64 = samples.iter().map(|(_, n)| n).sum();
+    let at = |q: f64| {
+        let want = (total as f64 * q).ceil() as u64;
+        let mut seen = 0;
+        for (lag, n) in &samples {
+            seen += n;
+            if seen >= want {
+                return *lag as f64;
+            }
+        }
+        f64::NAN
+    };
+    (at(0.50), at(0.99))
+}
+
+/// Warms a mirror up (ten records per partition) and waits until the destination holds every
+/// record the source topic has, so the lag measured next is not a backlog's.
+fn catch_up(
+    clusters: &Clusters,
+    source: &SourceClient,
+    destination: &SourceClient,
+    topic: &str,
+    destination_topic: &str,
+    partitions: u32,
+) {
+    produce(&clusters.source, topic, u64::from(partitions) * 10, -1);
+    let total: i64 = clusters.ends(source, topic, partitions).iter().sum();
+    wait_copied(
+        clusters,
+        destination,
+        destination_topic,
+        partitions,
+        total,
+        Instant::now(),
+    );
+}
+
+fn delete_topic(bootstrap: &str, topic: &str) {
+    let _ = kafka_tools::kafka_tool_output(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--delete",
+            "--topic",
+            topic,
+        ],
+    );
+}
+
+fn main() {
+    let partition_counts: Vec<u32> = std::env::var("MM2_BENCH_PARTITIONS")
+        .unwrap_or_else(|_| "1,8,64".into())
+        .split(',')
+        .filter_map(|p| p.trim().parse().ok())
+        .collect();
+    let runs: usize = env_or("MM2_BENCH_RUNS", 3);
+    let mib: u64 = env_or("MM2_BENCH_MIB", 2048);
+    let lag_mbps: f64 = env_or("MM2_BENCH_LAG_MBPS", 20.0);
+    let lag_seconds: u64 = env_or("MM2_BENCH_LAG_SECONDS", 20);
+    let records = mib * 1024 * 1024 / RECORD_BYTES;
+    let clusters = Clusters {
+        source: kafka_env("KMIRROR_KAFKA_BOOTSTRAP"),
+        source_pid: kafka_pid(&kafka_env("KMIRROR_KAFKA_DATA")),
+        target: kafka_env("KMIRROR_KAFKA_TARGET_BOOTSTRAP"),
+        target_pid: kafka_pid(&kafka_env("KMIRROR_KAFKA_TARGET_DATA")),
+        mm2_dist: kafka_env("KMIRROR_MM2_DIST"),
+        runtime: tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime"),
+    };
+    let tag = std::process::id();
+    println!(
+        "mirror_vs_mm2: {mib} MiB backlog of {RECORD_BYTES}-byte lz4 records, partitions {partition_counts:?}, {runs} runs; lag at {lag_mbps} MB/s for {lag_seconds} s"
+    );
+    let mut table: BTreeMap<(u32, &str), Vec<Figures>> = BTreeMap::new();
+    for &partitions in &partition_counts {
+        for run in 0..runs {
+            let topic = format!("mm2bench-{tag}-{partitions}p-{run}");
+            kafka_tools::create_topic(&clusters.source, &topic, partitions, &[]);
+            let produced = Instant::now();
+            produce(&clusters.source, &topic, records, -1);
+            eprintln!(
+                "{topic}: {mib} MiB produced in {:.1} s",
+                produced.elapsed().as_secs_f64()
+            );
+            for (system, figures) in [
+                ("reference", reference(&clusters, &topic, records)),
+                ("kmirror", kmirror(&clusters, &topic, partitions, records)),
+                ("mm2", mm2(&clusters, &topic, partitions, records)),
+            ] {
+                eprintln!("{topic} {system}: {figures:?}");
+                table.entry((partitions, system)).or_default().push(figures);
+            }
+            delete_topic(&clusters.source, &topic);
+            delete_topic(&clusters.target, &format!("A.{topic}"));
+
+            // Steady rate: end-to-end lag per system.
+            let rate = (lag_mbps * 1e6 / RECORD_BYTES as f64) as i64;
+            let lag_records = rate as u64 * lag_seconds;
+            let lag_topic = format!("mm2lag-{tag}-{partitions}p-{run}");
+            kafka_tools::create_topic(&clusters.source, &lag_topic, partitions, &[]);
+            let source_client = clusters.client(&clusters.source);
+            let reference_lag = lags(
+                &clusters,
+                &source_client,
+                &lag_topic,
+                &lag_topic,
+                partitions,
+                lag_records,
+                rate,
+            );
+            let dir = tempfile::tempdir().expect("temp dir");
+            let (mut broker, address) = kmirror_broker(&clusters, dir.path());
+            mirrors_cli(
+                &address,
+                &["--start", "--mirror", "bench", "--topics", &lag_topic],
+            );
+            let destination = clusters.client(&address);
+            catch_up(
+                &clusters,
+                &source_client,
+                &destination,
+                &lag_topic,
+                &lag_topic,
+                partitions,
+            );
+            let kmirror_lag = lags(
+                &clusters,
+                &destination,
+                &lag_topic,
+                &lag_topic,
+                partitions,
+                lag_records,
+                rate,
+            );
+            terminate(&mut broker);
+            let mm2_dir = tempfile::tempdir().expect("temp dir");
+            let mut mm2 = spawn_mm2(&clusters, mm2_dir.path(), &lag_topic, partitions);
+            let target = clusters.client(&clusters.target);
+            let mirrored = format!("A.{lag_topic}");
+            catch_up(
+                &clusters,
+                &source_client,
+                &target,
+                &lag_topic,
+                &mirrored,
+                partitions,
+            );
+            let mm2_lag = lags(
+                &clusters,
+                &target,
+                &lag_topic,
+                &mirrored,
+                partitions,
+                lag_records,
+                rate,
+            );
+            terminate(&mut mm2);
+            for (system, (p50, p99)) in [
+                ("reference", reference_lag),
+                ("kmirror", kmirror_lag),
+                ("mm2", mm2_lag),
+            ] {
+                eprintln!("{lag_topic} {system}: lag p50 {p50} ms, p99 {p99} ms");
+                if let Some(f) = table
+                    .get_mut(&(partitions, system))
+                    .and_then(|runs| runs.last_mut())
+                {
+                    f.lag_p50_ms = p50;
+                    f.lag_p99_ms = p99;
+                }
+            }
+            delete_topic(&clusters.source, &lag_topic);
+            delete_topic(&clusters.target, &mirrored);
+        }
+    }
+    print_table(&table, &partition_counts);
+}
+
+fn print_table(table: &BTreeMap<(u32, &str), Vec<Figures>>, partition_counts: &[u32]) {
+    let med = |runs: &[Figures], f: fn(&Figures) -> f64| {
+        let mut values: Vec<f64> = runs.iter().map(f).collect();
+        median(&mut values)
+    };
+    let metrics: [(&str, fn(&Figures) -> f64); 9] = [
+        ("catch-up MB/s", |f| f.mbps),
+        ("catch-up records/s", |f| f.records_per_s),
+        ("seconds from start", |f| f.seconds_from_start),
+        ("CPU s per GB (mirror + destination)", |f| f.cpu_per_gb),
+        ("source broker CPU s per GB", |f| f.source_cpu_per_gb),
+        ("peak RSS MiB (mirroring process)", |f| f.peak_rss_mib),
+        ("peak RSS MiB (MM2's destination Kafka)", |f| {
+            f.destination_rss_mib
+        }),
+        ("lag p50 ms at steady rate", |f| f.lag_p50_ms),
+        ("lag p99 ms at steady rate", |f| f.lag_p99_ms),
+    ];
+    println!(
+        "\n{:<8} {:<40} {:>12} {:>12} {:>12} {:>10} {:>10}",
+        "parts", "median of runs", "reference", "kmirror", "MM2", "km/MM2", "km/ref"
+    );
+    for &p in partition_counts {
+        let runs = |system: &str| table.get(&(p, system)).cloned().unwrap_or_default();
+        let (reference, kmirror, mm2) = (runs("reference"), runs("kmirror"), runs("mm2"));
+        for (name, f) in metrics {
+            let (r, k, m) = (med(&reference, f), med(&kmirror, f), med(&mm2, f));
+            println!(
+                "{p:<8} {name:<40} {r:>12.1} {k:>12.1} {m:>12.1} {:>10.2} {:>10.2}",
+                k / m,
+                k / r
+            );
+        }
+        // MB per CPU second, the goal's unit: 1000 / (CPU s per GB).
+        let (k, m) = (
+            1000.0 / med(&kmirror, |f| f.cpu_per_gb),
+            1000.0 / med(&mm2, |f| f.cpu_per_gb),
+        );
+        println!(
+            "{p:<8} {:<40} {:>12} {k:>12.1} {m:>12.1} {:>10.2}",
+            "MB per CPU second",
+            "-",
+            k / m
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! What the process-level benchmarks share: a process's CPU time and peak RSS from `/proc`, free
+//! ports, a `kmirror broker` process, and stopping processes with SIGTERM.
+
+#![allow(dead_code)] // Each benchmark binary uses a part.
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// CPU seconds (user + system) a process has used so far; 0 once it is gone.
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let Some(close) = stat.rfind(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = stat[close + 2..].split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (tick(11) + tick(12)) / 100.0
+}
+
+/// Peak resident set size in MiB; 0 once the process is gone.
+pub(crate) fn peak_rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// Current resident set size in MiB.
+pub(crate) fn rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// A port nothing listens on now.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A `kmirror broker` process (this build) over `dir` with `extra` config lines; its address.
+pub(crate) fn spawn_kmirror(dir: &std::path::Path, extra: &str) -> (Child, String) {
+    let port = free_port();
+    let config = dir.join("server.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}\n{extra}",
+            dir.join("data").display()
+        ),
+    )
+    .expect("config");
+    let log = std::fs::File::create(dir.join("broker.log")).expect("log file");
+    let child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["broker", "--config"])
+        .arg(&config)
+        .stderr(log)
+        .spawn()
+        .expect("kmirror broker starts");
+    let address = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&address).is_err() {
+        assert!(Instant::now() < deadline, "kmirror broker did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, address)
+}
+
+/// Stops a process with SIGTERM (SIGKILL after 30 s) and reaps it.
+pub(crate) fn terminate(child: &mut Child) {
+    let _ = Command::new("kill").arg(child.id().to_string()).status();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The process id a `scripts/kafka-local.sh` data directory records.
+pub(crate) fn kafka_pid(data_dir: &str) -> u32 {
+    std::fs::read_to_string(format!("{data_dir}/pid"))
+        .expect("Kafka's pid file")
+        .trim()
+        .parse()
+        .expect("pid")
+}
+
+/// The median of `values` (NaN when empty).
+pub(crate) fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 0 {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    }
+}
