@@ -643,12 +643,15 @@ fn main() {
     print_table(&table, &partition_counts);
 }
 
+/// A figure read from one run.
+type Metric = fn(&Figures) -> f64;
+
 fn print_table(table: &BTreeMap<(u32, &str), Vec<Figures>>, partition_counts: &[u32]) {
     let med = |runs: &[Figures], f: fn(&Figures) -> f64| {
         let mut values: Vec<f64> = runs.iter().map(f).collect();
         median(&mut values)
     };
-    let metrics: [(&str, fn(&Figures) -> f64); 9] = [
+    let metrics: [(&str, Metric); 9] = [
         ("catch-up MB/s", |f| f.mbps),
         ("catch-up records/s", |f| f.records_per_s),
         ("seconds from start", |f| f.seconds_from_start),
