@@ -7,64 +7,14 @@
 //! figure is the engine's own cost (actor messages, the state machine, the KIP's step order), not
 //! a log's or a network's.
 
-use actix::{Actor, Recipient, Supervisor};
-use kmirror_actors::actor::{
-    BecomeLeader, ChangeDesired, DescribePartition, FetcherProgress, MirrorPartition,
-    PartitionPorts, PortFuture,
-};
-use kmirror_actors::partition::{Cause, Desired, RetryPolicy, StoredState};
+mod support;
+
+use actix::{Actor, Supervisor};
+use kmirror_actors::actor::{BecomeLeader, ChangeDesired, DescribePartition, MirrorPartition};
+use kmirror_actors::partition::{Desired, RetryPolicy};
 use kmirror_protocol::state::MirrorState;
-use std::cell::RefCell;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-#[derive(Clone, Default)]
-struct MemoryPorts {
-    stored: Rc<RefCell<Option<StoredState>>>,
-    epoch: Rc<RefCell<i32>>,
-}
-
-fn ready<T: 'static>(value: T) -> PortFuture<T> {
-    Box::pin(std::future::ready(value))
-}
-
-impl PartitionPorts for MemoryPorts {
-    fn load_state(&self) -> PortFuture<Result<Option<StoredState>, Cause>> {
-        ready(Ok(self.stored.borrow().clone()))
-    }
-    fn persist_state(&self, stored: StoredState) -> PortFuture<Result<(), Cause>> {
-        *self.stored.borrow_mut() = Some(stored);
-        ready(Ok(()))
-    }
-    fn look_up_lme(&self) -> PortFuture<Result<i32, Cause>> {
-        ready(Ok(-1))
-    }
-    fn truncate_for_lme(&self, _: i32) -> PortFuture<Result<(), Cause>> {
-        ready(Ok(()))
-    }
-    fn await_isr(&self) -> PortFuture<()> {
-        ready(())
-    }
-    fn attach_fetcher(&self, _: Recipient<FetcherProgress>) {}
-    fn detach_fetcher(&self) -> PortFuture<()> {
-        ready(())
-    }
-    fn bump_leader_epoch(&self, min: Option<i32>) -> PortFuture<Result<i32, Cause>> {
-        let mut epoch = self.epoch.borrow_mut();
-        *epoch = (*epoch + 1).max(min.unwrap_or(0) + 1);
-        ready(Ok(*epoch))
-    }
-    fn truncate_to_lso(&self) -> PortFuture<Result<i32, Cause>> {
-        ready(Ok(0))
-    }
-    fn persist_lme(&self, _: i32) -> PortFuture<Result<(), Cause>> {
-        ready(Ok(()))
-    }
-    fn append_pid_reset(&self) -> PortFuture<Result<(), Cause>> {
-        ready(Ok(()))
-    }
-    fn set_read_only(&self, _: bool) {}
-}
+use support::memory_ports::MemoryPorts;
 
 fn main() {
     let count: usize = std::env::var("STOP_BENCH_PARTITIONS")

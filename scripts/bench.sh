@@ -3,7 +3,7 @@
 #   scripts/bench.sh                every benchmark
 #   scripts/bench.sh NAME [ARGS]    one: protocol, storage, mirroring_core, source_fetch,
 #                                   broker_vs_kafka, mirror_vs_consumer, stop_partitions,
-#                                   stop_mirror_topic, mirror_vs_mm2
+#                                   stop_mirror_topic, mirror_vs_mm2, scale
 # mirror_vs_mm2 also starts a second Kafka (MirrorMaker 2's destination) and fetches MirrorMaker 2
 # from Maven Central (scripts/kafka-local.sh fetch-mm2); MM2_BENCH_* variables size it.
 # Benchmarks that need Apache Kafka (source_fetch, broker_vs_kafka) get one started by scripts/kafka-local.sh

@@ -1,0 +1,280 @@
+//! How far one broker's mirroring scales (`scripts/bench.sh scale`), in two parts.
+//!
+//! The engine: `SCALE_ENGINE_PARTITIONS` (default 100,000) supervised mirror partition actors,
+//! the handles a MirrorSystem keeps, over in-memory ports (no logs). Measures the memory per
+//! partition once all are MIRRORING (process RSS growth / partitions), the time from leadership
+//! to all MIRRORING, the CPU used while they idle for 10 s (percent of one core), and the time
+//! for a Stop of `SCALE_STOP_PARTITIONS` (default 10,000) of them to reach STOPPED.
+//!
+//! The broker: a `kmirror broker` source process with `SCALE_BROKER_PARTITIONS` (default
+//! 8,000) partitions in topics of 100, mirrored by an in-process destination broker with its
+//! MirrorSystem: every partition started, all MIRRORING, 10 s idle (CPU of both processes), then
+//! every topic stopped. Each partition log keeps two files open (segment and index), so a
+//! process with this machine's 20,000 descriptors holds at most about 9,000 of them: that, not
+//! the engine, bounds this part here.
+
+mod support;
+
+use actix::Actor;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kmirror::broker::Broker;
+use kmirror::broker::config::{BrokerConfig, parse_properties};
+use kmirror::mirror::system::{LoadMirror, MirrorSystem};
+use kmirror::mirror::topics::{ChangeTopic, DescribeTopic, StartTopic};
+use kmirror_actors::actor::{BecomeLeader, DescribePartition, SupervisedPartition};
+use kmirror_actors::partition::{Desired, RetryPolicy};
+use kmirror_protocol::client::ClientConfig;
+use kmirror_protocol::client::connection::Connection;
+use kmirror_protocol::state::MirrorState;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::memory_ports::MemoryPorts;
+use support::{cpu_seconds, rss_mib, spawn_kmirror, terminate};
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// CPU percent of one core a process used over `window`.
+async fn idle_cpu(pids: &[u32], window: Duration) -> Vec<f64> {
+    let before: Vec<f64> = pids.iter().map(|p| cpu_seconds(*p)).collect();
+    tokio::time::sleep(window).await;
+    pids.iter()
+        .zip(before)
+        .map(|(p, b)| (cpu_seconds(*p) - b) / window.as_secs_f64() * 100.0)
+        .collect()
+}
+
+fn engine(count: usize, stop: usize) {
+    let me = std::process::id();
+    let system = actix::System::new();
+    system.block_on(async move {
+        let rss_before = rss_mib(me);
+        let started = Instant::now();
+        let mut partitions: Vec<SupervisedPartition<MemoryPorts>> = (0..count)
+            .map(|_| {
+                SupervisedPartition::start(MemoryPorts::default(), RetryPolicy::default(), || 0.5)
+            })
+            .collect();
+        // (A request whose answer is dropped is never handled: each is awaited.)
+        for p in &mut partitions {
+            let _ = p
+                .become_leader(BecomeLeader {
+                    leader_epoch: 0,
+                    desired: Desired::Mirroring,
+                })
+                .await;
+        }
+        wait_all(&partitions, MirrorState::Mirroring).await;
+        let to_mirroring = started.elapsed();
+        let per_partition = (rss_mib(me) - rss_before) * 1024.0 * 1024.0 / count as f64;
+        let cpu = idle_cpu(&[me], Duration::from_secs(10)).await[0];
+        let stopping = Instant::now();
+        for p in partitions.iter_mut().take(stop) {
+            let _ = p.change_desired(Desired::Stopped).await;
+        }
+        wait_all(&partitions[..stop], MirrorState::Stopped).await;
+        let to_stopped = stopping.elapsed();
+        println!("scale (engine): {count} supervised mirror partition actors, in-memory ports");
+        println!("  memory per partition (RSS growth)   {per_partition:>10.0} bytes");
+        println!(
+            "  leadership to all MIRRORING         {:>10.1} ms",
+            to_mirroring.as_secs_f64() * 1e3
+        );
+        println!("  idle CPU over 10 s                  {cpu:>10.2} % of one core");
+        println!(
+            "  Stop of {stop} to all STOPPED      {:>10.1} ms",
+            to_stopped.as_secs_f64() * 1e3
+        );
+    });
+}
+
+async fn wait_all(partitions: &[SupervisedPartition<MemoryPorts>], state: MirrorState) {
+    let mut last_report = Instant::now();
+    loop {
+        let mut all = true;
+        for p in partitions {
+            match p.addr().send(DescribePartition).await {
+                Ok(s) if s.state == state => {}
+                other => {
+                    if last_report.elapsed() > Duration::from_secs(10) {
+                        last_report = Instant::now();
+                        eprintln!("waiting for {state}: a partition is at {other:?}");
+                    }
+                    all = false;
+                    break;
+                }
+            }
+        }
+        if all {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Creates `topics` topics of `per_topic` partitions on the broker at `address`.
+async fn create_topics(address: &str, topics: &[String], per_topic: i32) {
+    let connection = Connection::connect(address, &ClientConfig::plaintext(address), None)
+        .await
+        .expect("connects");
+    for chunk in topics.chunks(10) {
+        let request = CreateTopicsRequest::default()
+            .with_topics(
+                chunk
+                    .iter()
+                    .map(|name| {
+                        CreatableTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(name.clone())))
+                            .with_num_partitions(per_topic)
+                            .with_replication_factor(1)
+                    })
+                    .collect(),
+            )
+            .with_timeout_ms(60_000);
+        let (_, answer) = connection
+            .send("CreateTopics", &request, 7)
+            .await
+            .expect("answers");
+        for t in answer.topics {
+            assert_eq!(t.error_code, 0, "creating {}", t.name.0);
+        }
+    }
+}
+
+fn broker(count: usize) {
+    const PER_TOPIC: usize = 100;
+    let topics: Vec<String> = (0..count.div_ceil(PER_TOPIC))
+        .map(|t| format!("scale-{t:04}"))
+        .collect();
+    let count = topics.len() * PER_TOPIC;
+    let source_dir = tempfile::tempdir().expect("temp dir");
+    let (mut source, source_address) = spawn_kmirror(source_dir.path(), "");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let props = parse_properties(&format!(
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\n",
+        dir.path().display()
+    ))
+    .expect("parses");
+    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
+    let destination = Arc::new(Broker::open(config).expect("opens"));
+    destination
+        .create_mirror(
+            "scale",
+            BTreeMap::from([("bootstrap.servers".to_string(), source_address.clone())]),
+        )
+        .expect("mirror");
+    let me = std::process::id();
+    let source_pid = source.id();
+    let system = actix::System::new();
+    system.block_on(async {
+        create_topics(&source_address, &topics, PER_TOPIC as i32).await;
+        let engine = MirrorSystem::new(destination.clone(), RetryPolicy::default()).start();
+        engine
+            .send(LoadMirror("scale".into()))
+            .await
+            .expect("alive")
+            .expect("loaded");
+        let rss_before = rss_mib(me);
+        let started = Instant::now();
+        for topic in &topics {
+            engine
+                .send(StartTopic {
+                    mirror: "scale".into(),
+                    topic: topic.clone(),
+                })
+                .await
+                .expect("alive")
+                .expect("started");
+        }
+        all_in(&engine, &topics, PER_TOPIC, MirrorState::Mirroring).await;
+        let to_mirroring = started.elapsed();
+        let per_partition = (rss_mib(me) - rss_before) * 1024.0 * 1024.0 / count as f64;
+        let cpu = idle_cpu(&[me, source_pid], Duration::from_secs(10)).await;
+        let stopping = Instant::now();
+        for topic in &topics {
+            engine
+                .send(ChangeTopic {
+                    mirror: "scale".into(),
+                    topic: topic.clone(),
+                    desired: Desired::Stopped,
+                })
+                .await
+                .expect("alive")
+                .expect("stop accepted");
+        }
+        all_in(&engine, &topics, PER_TOPIC, MirrorState::Stopped).await;
+        let to_stopped = stopping.elapsed();
+        println!(
+            "scale (broker): {count} mirror partitions in {} topics from a kmirror source process",
+            topics.len()
+        );
+        println!("  memory per partition (RSS growth, logs included) {per_partition:>10.0} bytes");
+        println!(
+            "  Start to all MIRRORING                           {:>10.1} ms",
+            to_mirroring.as_secs_f64() * 1e3
+        );
+        println!(
+            "  idle CPU over 10 s: destination {:.2} %, source {:.2} % of one core",
+            cpu[0], cpu[1]
+        );
+        println!(
+            "  Stop of all {count} to all STOPPED                {:>10.1} ms",
+            to_stopped.as_secs_f64() * 1e3
+        );
+    });
+    terminate(&mut source);
+}
+
+async fn all_in(
+    engine: &actix::Addr<MirrorSystem>,
+    topics: &[String],
+    per_topic: usize,
+    wanted: MirrorState,
+) {
+    let mut last_report = Instant::now();
+    loop {
+        let mut done = 0;
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for topic in topics {
+            let described = engine
+                .send(DescribeTopic {
+                    mirror: "scale".into(),
+                    topic: topic.clone(),
+                })
+                .await
+                .expect("alive");
+            let partitions = described.unwrap_or_default();
+            if partitions.len() == per_topic && partitions.iter().all(|p| p.state == wanted) {
+                done += 1;
+            }
+            for p in &partitions {
+                *counts.entry(p.state.name().to_string()).or_default() += 1;
+            }
+        }
+        if done == topics.len() {
+            return;
+        }
+        if last_report.elapsed() > Duration::from_secs(10) {
+            last_report = Instant::now();
+            eprintln!("waiting for {wanted}: {counts:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn main() {
+    let engine_partitions = env_or("SCALE_ENGINE_PARTITIONS", 100_000);
+    let stop = env_or("SCALE_STOP_PARTITIONS", 10_000).min(engine_partitions);
+    let broker_partitions = env_or("SCALE_BROKER_PARTITIONS", 8_000);
+    engine(engine_partitions, stop);
+    if broker_partitions > 0 {
+        broker(broker_partitions);
+    }
+}
