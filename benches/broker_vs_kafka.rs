@@ -11,7 +11,9 @@
 mod support;
 
 use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool};
-use support::{cpu_seconds, kafka_pid, peak_rss_mib, spawn_kmirror, terminate};
+use support::{
+    consumer_performance_columns, cpu_seconds, kafka_pid, peak_rss_mib, spawn_kmirror, terminate,
+};
 
 struct Figures {
     produce_rps: f64,
@@ -83,13 +85,7 @@ fn workload(address: &str, pid: u32, topic: &str, partitions: u32, records: u64)
             "--hide-header",
         ],
     );
-    let cols: Vec<f64> = consumed
-        .lines()
-        .find(|l| l.matches(',').count() >= 5)
-        .expect("consumer summary")
-        .split(',')
-        .map(|c| c.trim().parse().unwrap_or(f64::NAN))
-        .collect();
+    let cols = consumer_performance_columns(&consumed);
     assert_eq!(cols[4] as u64, records, "every record consumed");
     Figures {
         produce_rps,

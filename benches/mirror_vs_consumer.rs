@@ -14,9 +14,9 @@
 //! (no fsync, as the log does not fsync by default), after `sync` empties the dirty pages:
 //! this machine's page-cache write rate at that size, the ceiling of any mirror here.
 
+mod support;
+
 use actix::Actor;
-use kmirror::broker::Broker;
-use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::mirror::fetch::SourceFetcherPorts;
 use kmirror::mirror::stats::MirrorStats;
 use kmirror_actors::actor::{AttachPartition, Fetcher, FetcherConfig, FetcherProgress};
@@ -138,13 +138,7 @@ fn main() {
     sync();
     let plain_mb_s = plain_write_mb_s(dir.path(), source_bytes, &chunk);
     sync();
-    let props = parse_properties(&format!(
-        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\n",
-        dir.path().display()
-    ))
-    .expect("parses");
-    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
-    let broker = Arc::new(Broker::open(config).expect("opens"));
+    let broker = support::open_broker(dir.path());
 
     let system = actix::System::new();
     let (elapsed, mirrored_bytes) = system.block_on(async {

@@ -37,7 +37,10 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{cpu_seconds, kafka_pid, median, peak_rss_mib, spawn_kmirror, terminate};
+use support::{
+    consumer_performance_columns, cpu_seconds, kafka_pid, median, peak_rss_mib, spawn_kmirror,
+    terminate,
+};
 
 const RECORD_BYTES: u64 = 1024;
 
@@ -203,13 +206,7 @@ fn reference(clusters: &Clusters, topic: &str, records: u64) -> Figures {
     let elapsed = started.elapsed().as_secs_f64();
     let (cpu, rss) = sampler.join().expect("sampler");
     let text = String::from_utf8_lossy(&out.stdout);
-    let cols: Vec<f64> = text
-        .lines()
-        .find(|l| l.matches(',').count() >= 5)
-        .expect("consumer summary")
-        .split(',')
-        .map(|c| c.trim().parse().unwrap_or(f64::NAN))
-        .collect();
+    let cols = consumer_performance_columns(&text);
     let gb = cols[2] / 1024.0;
     Figures {
         mbps: cols[8] * 1.048_576,

@@ -19,8 +19,6 @@ use actix::Actor;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kmirror::broker::Broker;
-use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::mirror::system::{LoadMirror, MirrorSystem};
 use kmirror::mirror::topics::{ChangeTopic, DescribeTopic, StartTopic};
 use kmirror_actors::actor::{BecomeLeader, DescribePartition, SupervisedPartition};
@@ -157,13 +155,7 @@ fn broker(count: usize) {
     let source_dir = tempfile::tempdir().expect("temp dir");
     let (mut source, source_address) = spawn_kmirror(source_dir.path(), "");
     let dir = tempfile::tempdir().expect("temp dir");
-    let props = parse_properties(&format!(
-        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\n",
-        dir.path().display()
-    ))
-    .expect("parses");
-    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
-    let destination = Arc::new(Broker::open(config).expect("opens"));
+    let destination = support::open_broker(dir.path());
     destination
         .create_mirror(
             "scale",

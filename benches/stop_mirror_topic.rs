@@ -10,9 +10,9 @@
 //! controller's fsynced log, the log truncated to its LSO, the LME and each state written to
 //! `__mirror_state`, and the MIRROR_PID_RESET barrier appended.
 
+mod support;
+
 use actix::Actor;
-use kmirror::broker::Broker;
-use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::mirror::system::{LoadMirror, MirrorSystem};
 use kmirror::mirror::topics::{ChangeTopic, DescribeTopic, StartTopic};
 use kmirror_actors::partition::{Desired, RetryPolicy};
@@ -21,7 +21,6 @@ use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
 use kmirror_protocol::kafka_tools::{self, kafka_env};
 use kmirror_protocol::state::MirrorState;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn main() {
@@ -35,13 +34,7 @@ fn main() {
     kafka_tools::produce(&bootstrap, &topic, partitions * 20, "lz4", &[]);
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let props = parse_properties(&format!(
-        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\n",
-        dir.path().display()
-    ))
-    .expect("parses");
-    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
-    let broker = Arc::new(Broker::open(config).expect("opens"));
+    let broker = support::open_broker(dir.path());
     broker
         .create_mirror(
             "bench",

@@ -21,11 +21,12 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 VERSION="${KMIRROR_KAFKA_VERSION:-4.4.0}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/kmirror"
 
-fetch() {
-  local version="${1:-$VERSION}" dist="$CACHE/kafka-${1:-$VERSION}"
+# Copies a POM's runtime closure from Maven Central into DIST/libs once.
+fetch_closure() {
+  local pom="$1" version="$2" dist="$3"
   if [ ! -f "$dist/.complete" ]; then
     mkdir -p "$dist/libs"
-    mvn -B -q -f "$HERE/kafka/pom.xml" -Dkafka.version="$version" dependency:copy-dependencies \
+    mvn -B -q -f "$HERE/kafka/$pom" -Dkafka.version="$version" dependency:copy-dependencies \
       -DoutputDirectory="$dist/libs" -DincludeScope=runtime >&2
     cp "$HERE/kafka/log4j2.properties" "$dist/"
     touch "$dist/.complete"
@@ -33,18 +34,15 @@ fetch() {
   echo "$dist"
 }
 
+fetch() {
+  local version="${1:-$VERSION}"
+  fetch_closure pom.xml "$version" "$CACHE/kafka-$version"
+}
+
 fetch_mm2() {
   # Maven Central serves connect-mirror up to 4.3.1 (not 4.4.0): its clients talk to 4.4 brokers.
   local version="${1:-${KMIRROR_MM2_VERSION:-4.3.1}}"
-  local dist="$CACHE/mm2-$version"
-  if [ ! -f "$dist/.complete" ]; then
-    mkdir -p "$dist/libs"
-    mvn -B -q -f "$HERE/kafka/pom-mm2.xml" -Dkafka.version="$version" dependency:copy-dependencies \
-      -DoutputDirectory="$dist/libs" -DincludeScope=runtime >&2
-    cp "$HERE/kafka/log4j2.properties" "$dist/"
-    touch "$dist/.complete"
-  fi
-  echo "$dist"
+  fetch_closure pom-mm2.xml "$version" "$CACHE/mm2-$version"
 }
 
 certificates() {

@@ -30,28 +30,50 @@ pub(crate) fn cpu_seconds(pid: u32) -> f64 {
 
 /// Peak resident set size in MiB; 0 once the process is gone.
 pub(crate) fn peak_rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmHWM:")
+}
+
+/// Current resident set size in MiB.
+pub(crate) fn rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmRSS:")
+}
+
+/// A `/proc/<pid>/status` field given in KiB, in MiB.
+fn status_mib(pid: u32, field: &str) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|status| {
             status
                 .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
         })
         .map_or(0.0, |kib| kib / 1024.0)
 }
 
-/// Current resident set size in MiB.
-pub(crate) fn rss_mib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kib| kib / 1024.0)
+/// The figures of ConsumerPerformance's summary line (`--hide-header`): start, end,
+/// data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms,
+/// fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec.
+pub(crate) fn consumer_performance_columns(output: &str) -> Vec<f64> {
+    output
+        .lines()
+        .find(|l| l.matches(',').count() >= 5)
+        .expect("consumer summary")
+        .split(',')
+        .map(|c| c.trim().parse().unwrap_or(f64::NAN))
+        .collect()
+}
+
+/// A broker of this build in this process, over `dir`, listening nowhere.
+pub(crate) fn open_broker(dir: &std::path::Path) -> std::sync::Arc<kmirror::broker::Broker> {
+    use kmirror::broker::config::{BrokerConfig, parse_properties};
+    let props = parse_properties(&format!(
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\n",
+        dir.display()
+    ))
+    .expect("parses");
+    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
+    std::sync::Arc::new(kmirror::broker::Broker::open(config).expect("opens"))
 }
 
 /// A port nothing listens on now.
