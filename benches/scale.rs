@@ -27,7 +27,6 @@ use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::state::MirrorState;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::memory_ports::MemoryPorts;
 use support::{cpu_seconds, rss_mib, spawn_kmirror, terminate};
