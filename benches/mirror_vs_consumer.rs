@@ -18,6 +18,7 @@ mod support;
 
 use actix::Actor;
 use kmirror::mirror::fetch::SourceFetcherPorts;
+use kmirror::mirror::fetch_settings::FetchSettings;
 use kmirror::mirror::stats::MirrorStats;
 use kmirror_actors::actor::{AttachPartition, Fetcher, FetcherConfig, FetcherProgress};
 use kmirror_protocol::client::source::LATEST;
@@ -173,6 +174,7 @@ fn main() {
                 source.clone(),
                 leader,
                 Arc::new(MirrorStats::new("bench")),
+                FetchSettings::default(),
             ),
             FetcherConfig::default(),
         )

@@ -24,6 +24,9 @@
 //! producer's create time). The reference row reads the source itself.
 //!
 //! The table prints medians over the runs and the ratios kmirror/MM2 and kmirror/reference.
+//! `MM2_BENCH_SYSTEMS` (e.g. `reference,kmirror`) runs some only, `MM2_BENCH_LAG_SECONDS=0`
+//! skips the lag phase, and `MM2_BENCH_KMIRROR_CONFIGS` (`k=v;k=v`) adds mirror configs for
+//! kmirror (e.g. `mirror.fetch.max.bytes=8388608;mirror.num.replica.fetchers=4`).
 
 mod support;
 
@@ -71,6 +74,8 @@ struct Clusters {
     target: String,
     target_pid: u32,
     mm2_dist: String,
+    /// Extra mirror configs for kmirror (`MM2_BENCH_KMIRROR_CONFIGS`, `k=v;k=v`).
+    kmirror_configs: String,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -238,7 +243,15 @@ fn mirrors_cli(address: &str, args: &[&str]) {
 fn kmirror_broker(clusters: &Clusters, dir: &std::path::Path) -> (Child, String) {
     let (child, address) = spawn_kmirror(dir, "");
     let config = dir.join("mirror.properties");
-    std::fs::write(&config, format!("bootstrap.servers={}\n", clusters.source)).expect("config");
+    std::fs::write(
+        &config,
+        format!(
+            "bootstrap.servers={}\n{}\n",
+            clusters.source,
+            clusters.kmirror_configs.replace(';', "\n")
+        ),
+    )
+    .expect("config");
     mirrors_cli(
         &address,
         &[
@@ -519,6 +532,10 @@ fn main() {
     let mib: u64 = env_or("MM2_BENCH_MIB", 2048);
     let lag_mbps: f64 = env_or("MM2_BENCH_LAG_MBPS", 20.0);
     let lag_seconds: u64 = env_or("MM2_BENCH_LAG_SECONDS", 20);
+    let measure_lag = lag_seconds > 0;
+    let systems_env =
+        std::env::var("MM2_BENCH_SYSTEMS").unwrap_or_else(|_| "reference,kmirror,mm2".into());
+    let systems: Vec<&str> = systems_env.split(',').map(str::trim).collect();
     let records = mib * 1024 * 1024 / RECORD_BYTES;
     let clusters = Clusters {
         source: kafka_env("KMIRROR_KAFKA_BOOTSTRAP"),
@@ -526,6 +543,7 @@ fn main() {
         target: kafka_env("KMIRROR_KAFKA_TARGET_BOOTSTRAP"),
         target_pid: kafka_pid(&kafka_env("KMIRROR_KAFKA_TARGET_DATA")),
         mm2_dist: kafka_env("KMIRROR_MM2_DIST"),
+        kmirror_configs: std::env::var("MM2_BENCH_KMIRROR_CONFIGS").unwrap_or_default(),
         runtime: tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -546,84 +564,100 @@ fn main() {
                 "{topic}: {mib} MiB produced in {:.1} s",
                 produced.elapsed().as_secs_f64()
             );
-            for (system, figures) in [
-                ("reference", reference(&clusters, &topic, records)),
-                ("kmirror", kmirror(&clusters, &topic, partitions, records)),
-                ("mm2", mm2(&clusters, &topic, partitions, records)),
-            ] {
+            for system in ["reference", "kmirror", "mm2"] {
+                if !systems.contains(&system) {
+                    continue;
+                }
+                let figures = match system {
+                    "reference" => reference(&clusters, &topic, records),
+                    "kmirror" => kmirror(&clusters, &topic, partitions, records),
+                    _ => mm2(&clusters, &topic, partitions, records),
+                };
                 eprintln!("{topic} {system}: {figures:?}");
                 table.entry((partitions, system)).or_default().push(figures);
             }
             delete_topic(&clusters.source, &topic);
             delete_topic(&clusters.target, &format!("A.{topic}"));
 
+            if !measure_lag {
+                continue;
+            }
             // Steady rate: end-to-end lag per system.
             let rate = (lag_mbps * 1e6 / RECORD_BYTES as f64) as i64;
             let lag_records = rate as u64 * lag_seconds;
             let lag_topic = format!("mm2lag-{tag}-{partitions}p-{run}");
             kafka_tools::create_topic(&clusters.source, &lag_topic, partitions, &[]);
             let source_client = clusters.client(&clusters.source);
-            let reference_lag = lags(
-                &clusters,
-                &source_client,
-                &lag_topic,
-                &lag_topic,
-                partitions,
-                lag_records,
-                rate,
-            );
-            let dir = tempfile::tempdir().expect("temp dir");
-            let (mut broker, address) = kmirror_broker(&clusters, dir.path());
-            mirrors_cli(
-                &address,
-                &["--start", "--mirror", "bench", "--topics", &lag_topic],
-            );
-            let destination = clusters.client(&address);
-            catch_up(
-                &clusters,
-                &source_client,
-                &destination,
-                &lag_topic,
-                &lag_topic,
-                partitions,
-            );
-            let kmirror_lag = lags(
-                &clusters,
-                &destination,
-                &lag_topic,
-                &lag_topic,
-                partitions,
-                lag_records,
-                rate,
-            );
-            terminate(&mut broker);
-            let mm2_dir = tempfile::tempdir().expect("temp dir");
-            let mut mm2 = spawn_mm2(&clusters, mm2_dir.path(), &lag_topic, partitions);
-            let target = clusters.client(&clusters.target);
-            let mirrored = format!("A.{lag_topic}");
-            catch_up(
-                &clusters,
-                &source_client,
-                &target,
-                &lag_topic,
-                &mirrored,
-                partitions,
-            );
-            let mm2_lag = lags(
-                &clusters,
-                &target,
-                &lag_topic,
-                &mirrored,
-                partitions,
-                lag_records,
-                rate,
-            );
-            terminate(&mut mm2);
-            for (system, (p50, p99)) in [
-                ("reference", reference_lag),
-                ("kmirror", kmirror_lag),
-                ("mm2", mm2_lag),
-            ] {
+            let mut measured = Vec::new();
+            for system in systems.iter().copied() {
+                let lag = match system {
+                    "reference" => lags(
+                        &clusters,
+                        &source_client,
+                        &lag_topic,
+                        &lag_topic,
+                        partitions,
+                        lag_records,
+                        rate,
+                    ),
+                    "kmirror" => {
+                        let dir = tempfile::tempdir().expect("temp dir");
+                        let (mut broker, address) = kmirror_broker(&clusters, dir.path());
+                        mirrors_cli(
+                            &address,
+                            &["--start", "--mirror", "bench", "--topics", &lag_topic],
+                        );
+                        let destination = clusters.client(&address);
+                        catch_up(
+                            &clusters,
+                            &source_client,
+                            &destination,
+                            &lag_topic,
+                            &lag_topic,
+                            partitions,
+                        );
+                        let lag = lags(
+                            &clusters,
+                            &destination,
+                            &lag_topic,
+                            &lag_topic,
+                            partitions,
+                            lag_records,
+                            rate,
+                        );
+                        terminate(&mut broker);
+                        lag
+                    }
+                    _ => {
+                        let mm2_dir = tempfile::tempdir().expect("temp dir");
+                        let mut mm2 = spawn_mm2(&clusters, mm2_dir.path(), &lag_topic, partitions);
+                        let target = clusters.client(&clusters.target);
+                        let mirrored = format!("A.{lag_topic}");
+                        catch_up(
+                            &clusters,
+                            &source_client,
+                            &target,
+                            &lag_topic,
+                            &mirrored,
+                            partitions,
+                        );
+                        let lag = lags(
+                            &clusters,
+                            &target,
+                            &lag_topic,
+                            &mirrored,
+                            partitions,
+                            lag_records,
+                            rate,
+                        );
+                        terminate(&mut mm2);
+                        delete_topic(&clusters.target, &mirrored);
+                        lag
+                    }
+                };
+                measured.push((system, lag));
+            }
+            for (system, (p50, p99)) in measured {
                 eprintln!("{lag_topic} {system}: lag p50 {p50} ms, p99 {p99} ms");
                 if let Some(f) = table
                     .get_mut(&(partitions, system))
@@ -634,7 +668,6 @@ fn main() {
                 }
             }
             delete_topic(&clusters.source, &lag_topic);
-            delete_topic(&clusters.target, &mirrored);
         }
     }
     print_table(&table, &partition_counts);

@@ -11,10 +11,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Brokers this script started, stopped on exit.
+started_kafka=()
+cleanup() {
+  for data in "${started_kafka[@]}"; do
+    scripts/kafka-local.sh stop "$data"
+    rm -rf "$data"
+  done
+}
+trap cleanup EXIT
+
 with_kafka() {
   if [ -z "${KMIRROR_KAFKA_BOOTSTRAP:-}" ]; then
     kafka_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-bench-kafka.XXXXXX")"
-    trap 'scripts/kafka-local.sh stop "$kafka_data"; rm -rf "$kafka_data"' EXIT
+    started_kafka+=("$kafka_data")
     # shellcheck disable=SC1090
     source "$(scripts/kafka-local.sh start "$kafka_data" "${KMIRROR_KAFKA_PORT:-19392}")"
   fi
@@ -23,7 +33,7 @@ with_kafka() {
 with_mm2() {
   with_kafka
   target_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-bench-target.XXXXXX")"
-  trap 'scripts/kafka-local.sh stop "$target_data"; rm -rf "$target_data"; ${kafka_data:+scripts/kafka-local.sh stop "$kafka_data"; rm -rf "$kafka_data"}' EXIT
+  started_kafka+=("$target_data")
   scripts/kafka-local.sh start "$target_data" "${KMIRROR_KAFKA_TARGET_PORT:-19492}" >/dev/null
   export KMIRROR_KAFKA_TARGET_BOOTSTRAP="127.0.0.1:${KMIRROR_KAFKA_TARGET_PORT:-19492}"
   export KMIRROR_KAFKA_TARGET_DATA="$target_data"

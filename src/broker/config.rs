@@ -63,6 +63,9 @@ pub struct BrokerConfig {
     /// `mirror.metadata.refresh.interval.ms` (30000): how often each mirror's metadata sync runs
     /// (source cluster id, partition counts, topic configs, group offsets, ACLs).
     pub mirror_metadata_refresh_interval_ms: u64,
+    /// `mirror.num.replica.fetchers` (1): fetchers per source broker per mirror, unless the
+    /// mirror's own configs say otherwise.
+    pub mirror_num_replica_fetchers: usize,
     /// `metrics.listener` (`http://host:port`, off when absent): where Prometheus scrapes
     /// `/metrics`.
     pub metrics_listener: Option<SocketAddr>,
@@ -296,6 +299,14 @@ impl BrokerConfig {
         };
         let mirror_metadata_refresh_interval_ms =
             positive("mirror.metadata.refresh.interval.ms", 30_000)? as u64;
+        let mirror_num_replica_fetchers = positive("mirror.num.replica.fetchers", 1)?;
+        if mirror_num_replica_fetchers > 64 {
+            return Err(invalid(
+                "mirror.num.replica.fetchers",
+                &mirror_num_replica_fetchers.to_string(),
+                "must be between 1 and 64",
+            ));
+        }
         let metrics_listener = match get("metrics.listener").map(str::trim) {
             None | Some("") => None,
             Some(value) => Some(
@@ -357,6 +368,7 @@ impl BrokerConfig {
                 mirror_state_partitions: mirror_state_partitions as i32,
                 mirror_liveness,
                 mirror_metadata_refresh_interval_ms,
+                mirror_num_replica_fetchers: mirror_num_replica_fetchers as usize,
                 metrics_listener,
                 log_json,
                 authorizer,

@@ -7,6 +7,7 @@
 //! leader epoch of the DLE >= SLE rule is read from this broker's controller at apply time.
 
 use super::cause;
+use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use crate::broker::{Broker, now_ms};
 use kmirror_actors::actor::{FetchAnswers, FetchKey, FetcherPorts, PortFuture};
@@ -20,9 +21,6 @@ use uuid::Uuid;
 
 const OFFSET_OUT_OF_RANGE: ErrorCode = ErrorCode(1);
 
-/// How long the source may hold a Fetch that has nothing new.
-const MAX_WAIT_MS: i32 = 500;
-
 /// The ports of one fetcher: a source broker and this broker's logs.
 #[derive(Debug, Clone)]
 pub struct SourceFetcherPorts {
@@ -31,21 +29,25 @@ pub struct SourceFetcherPorts {
     /// The source broker this fetcher reads from.
     leader: i32,
     stats: Arc<MirrorStats>,
+    settings: FetchSettings,
 }
 
 impl SourceFetcherPorts {
-    /// Ports fetching from source broker `leader` into `broker`'s logs, counting in `stats`.
+    /// Ports fetching from source broker `leader` into `broker`'s logs as `settings` say,
+    /// counting in `stats`.
     pub fn new(
         broker: Arc<Broker>,
         source: Arc<SourceClient>,
         leader: i32,
         stats: Arc<MirrorStats>,
+        settings: FetchSettings,
     ) -> Self {
         SourceFetcherPorts {
             broker,
             source,
             leader,
             stats,
+            settings,
         }
     }
 
@@ -100,9 +102,9 @@ impl FetcherPorts for SourceFetcherPorts {
                 })
                 .collect(),
             isolation: Isolation::ReadCommitted,
-            max_wait_ms: MAX_WAIT_MS,
-            min_bytes: 1,
-            max_bytes: i32::MAX,
+            max_wait_ms: self.settings.wait_max_ms,
+            min_bytes: self.settings.min_bytes,
+            max_bytes: self.settings.response_max_bytes,
         };
         // Answers name topics by id (Fetch v13+) or by name: match on both.
         let keys: Vec<(FetchKey, Uuid)> = spec

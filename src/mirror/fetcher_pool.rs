@@ -1,5 +1,6 @@
-//! The FetcherPool actor of one mirror: one Fetcher per source broker, and each attached
-//! partition on the fetcher of its current source leader.
+//! The FetcherPool actor of one mirror: `mirror.num.replica.fetchers` Fetchers per source broker
+//! (one by default), and each attached partition on a fetcher of its current source leader
+//! (which one by a hash of its name, [`FetchSettings::fetcher_slot`]).
 //!
 //! Lifecycle: a partition attaches through the pool when it enters MIRRORING; the pool asks the
 //! source who leads the partition (so a partition that failed over a leader change and retries
@@ -10,6 +11,7 @@
 //! its partitions attached again, so they fetch from their log ends.
 
 use super::fetch::SourceFetcherPorts;
+use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use crate::broker::Broker;
 use actix::{
@@ -55,9 +57,11 @@ pub struct FetcherPool {
     /// The source for Fetch requests (their own connections).
     fetch_source: Arc<SourceClient>,
     stats: Arc<MirrorStats>,
-    fetchers: HashMap<i32, Addr<Fetcher<SourceFetcherPorts>>>,
-    /// Every attached partition: its fetcher's broker and its progress recipient.
-    members: HashMap<FetchKey, (i32, Recipient<FetcherProgress>)>,
+    settings: FetchSettings,
+    /// By (source broker, slot).
+    fetchers: HashMap<(i32, usize), Addr<Fetcher<SourceFetcherPorts>>>,
+    /// Every attached partition: its fetcher and its progress recipient.
+    members: HashMap<FetchKey, ((i32, usize), Recipient<FetcherProgress>)>,
     /// Attaches waiting for the source's leaders, by generation (a detach cancels them).
     attaching: HashMap<FetchKey, u64>,
     next_attach: u64,
@@ -76,18 +80,20 @@ impl std::fmt::Debug for FetcherPool {
 
 impl FetcherPool {
     /// The pool of a mirror whose source is `source` (control) and `fetch_source` (fetches); its
-    /// fetchers keep `stats`.
+    /// fetchers keep `stats` and fetch as `settings` say.
     pub fn new(
         broker: Arc<Broker>,
         source: Arc<SourceClient>,
         fetch_source: Arc<SourceClient>,
         stats: Arc<MirrorStats>,
+        settings: FetchSettings,
     ) -> Self {
         FetcherPool {
             broker,
             source,
             fetch_source,
             stats,
+            settings,
             fetchers: HashMap::new(),
             members: HashMap::new(),
             attaching: HashMap::new(),
@@ -108,29 +114,35 @@ impl FetcherPool {
             ));
             return;
         };
+        let fetcher = (leader, self.settings.fetcher_slot(&key.0, key.1));
         if let Some((previous, _)) = self.members.get(&key)
-            && *previous != leader
+            && *previous != fetcher
             && let Some(old) = self.fetchers.get(previous)
         {
             old.do_send(DetachPartition(key.clone()));
         }
-        self.members.insert(key.clone(), (leader, progress.clone()));
-        self.fetcher(leader)
+        self.members
+            .insert(key.clone(), (fetcher, progress.clone()));
+        self.fetcher(fetcher)
             .do_send(AttachPartition { key, progress });
     }
 
-    fn fetcher(&mut self, leader: i32) -> Addr<Fetcher<SourceFetcherPorts>> {
-        let (broker, source, stats) = (
+    fn fetcher(&mut self, (leader, slot): (i32, usize)) -> Addr<Fetcher<SourceFetcherPorts>> {
+        let (broker, source, stats, settings) = (
             self.broker.clone(),
             self.fetch_source.clone(),
             self.stats.clone(),
+            self.settings,
         );
         self.fetchers
-            .entry(leader)
+            .entry((leader, slot))
             .or_insert_with(|| {
                 Fetcher::new(
-                    SourceFetcherPorts::new(broker, source, leader, stats),
-                    FetcherConfig::default(),
+                    SourceFetcherPorts::new(broker, source, leader, stats, settings),
+                    FetcherConfig {
+                        partition_max_bytes: settings.partition_max_bytes as usize,
+                        ..FetcherConfig::default()
+                    },
                 )
                 .start()
             })
@@ -139,20 +151,21 @@ impl FetcherPool {
 
     /// Starts dead fetchers again and attaches their partitions to them.
     fn revive(&mut self) {
-        let dead: Vec<i32> = self
+        let dead: Vec<(i32, usize)> = self
             .fetchers
             .iter()
             .filter(|(_, f)| !f.connected())
-            .map(|(leader, _)| *leader)
+            .map(|(fetcher, _)| *fetcher)
             .collect();
-        for leader in dead {
+        for id in dead {
             tracing::warn!(
-                source_broker = leader,
+                source_broker = id.0,
+                slot = id.1,
                 "starting a dead mirror fetcher again"
             );
-            self.fetchers.remove(&leader);
-            let fetcher = self.fetcher(leader);
-            for (key, (_, progress)) in self.members.iter().filter(|(_, (l, _))| *l == leader) {
+            self.fetchers.remove(&id);
+            let fetcher = self.fetcher(id);
+            for (key, (_, progress)) in self.members.iter().filter(|(_, (f, _))| *f == id) {
                 fetcher.do_send(AttachPartition {
                     key: key.clone(),
                     progress: progress.clone(),

@@ -5,7 +5,8 @@
 //!   unchanged, truncate, the epoch history, the MIRROR_PID_RESET barrier);
 //! - [`fetch`]: the fetcher's ports: one consumer Fetch (READ_COMMITTED, `LastFetchedEpoch`) to a
 //!   source broker for many partitions, and applying each answer to the local log;
-//! - [`fetcher_pool`]: a mirror's fetchers, each partition on its source leader's;
+//! - [`fetch_settings`]: a mirror's `mirror.fetch.*` settings and fetchers per source broker;
+//! - [`fetcher_pool`]: a mirror's fetchers, each partition on one of its source leader's;
 //! - [`partition`]: a mirror partition actor's ports (its shard, its fetcher, the controller,
 //!   the log, the source);
 //! - [`system`]: the engine assembled on this broker (shards, fetchers, partition actors);
@@ -22,6 +23,7 @@
 //! A mirror topic has the source topic's name and id; each broker runs the partitions it leads.
 
 pub mod fetch;
+pub mod fetch_settings;
 pub mod fetcher_pool;
 pub mod log;
 pub mod partition;

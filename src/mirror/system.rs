@@ -23,6 +23,7 @@
 //! actor and lets its [`SupervisedPartition`] restart it (stalled), create it again (dead) or
 //! give up on it (FAILED) once its restart budget is spent.
 
+use super::fetch_settings::FetchSettings;
 use super::fetcher_pool::FetcherPool;
 use super::partition::BrokerPartitionPorts;
 use super::reactions::MetadataChanged;
@@ -253,6 +254,7 @@ impl Handler<LoadMirror> for MirrorSystem {
         let name = msg.0;
         let configs = self.broker.mirrors().get(&name).cloned();
         let loaded = self.mirrors.contains_key(&name);
+        let broker_fetchers = self.broker.config().mirror_num_replica_fetchers;
         Box::pin(
             async move {
                 if loaded {
@@ -261,6 +263,8 @@ impl Handler<LoadMirror> for MirrorSystem {
                 let configs = configs.ok_or_else(|| {
                     MirrorError::new(ErrorCode::UNKNOWN_MIRROR, format!("no mirror {name}"))
                 })?;
+                let settings = FetchSettings::from_configs(&configs, broker_fetchers)
+                    .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
                 let props: HashMap<String, String> = configs.into_iter().collect();
                 let config = ClientConfig::from_properties(&props)
                     .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
@@ -276,16 +280,23 @@ impl Handler<LoadMirror> for MirrorSystem {
                     Arc::new(source),
                     Arc::new(fetch_source),
                     cluster_id,
+                    settings,
                 )))
             }
             .into_actor(self)
             .map(|loaded, system, _| {
-                if let Some((name, source, fetch_source, source_cluster_id)) = loaded? {
+                if let Some((name, source, fetch_source, source_cluster_id, settings)) = loaded? {
                     let broker = system.broker.clone();
                     let stats = Arc::new(MirrorStats::new(&name));
                     system.mirrors.entry(name).or_insert_with(|| MirrorRuntime {
-                        pool: FetcherPool::new(broker, source.clone(), fetch_source, stats.clone())
-                            .start(),
+                        pool: FetcherPool::new(
+                            broker,
+                            source.clone(),
+                            fetch_source,
+                            stats.clone(),
+                            settings,
+                        )
+                        .start(),
                         source,
                         source_cluster_id,
                         topics: BTreeMap::new(),

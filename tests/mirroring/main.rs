@@ -129,6 +129,7 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
             source.clone(),
             leader,
             Arc::new(kmirror::mirror::stats::MirrorStats::new("interop")),
+            kmirror::mirror::fetch_settings::FetchSettings::default(),
         ),
         FetcherConfig {
             partition_max_bytes: 64 * 1024,

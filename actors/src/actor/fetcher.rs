@@ -8,6 +8,11 @@
 //! last one served in the previous Fetch (round robin). When a whole Fetch brought nothing new,
 //! the next one waits `idle_backoff` (the source's own long polling usually makes that rare).
 //!
+//! Batching: while the answers of the last Fetch are being applied, the next Fetch waits for
+//! them (at most `apply_grace`), so it asks again for every partition at once; otherwise the
+//! first partition applied would go out alone and split the partitions over ever smaller
+//! Fetches. A partition whose apply takes longer than the grace does not hold the others up.
+//!
 //! Detaching: [`DetachPartition`] completes once no append for the partition can follow, that
 //! is at once, or when its answer in flight has been applied; answers for a partition that was
 //! detached meanwhile are dropped unapplied.
@@ -99,6 +104,9 @@ pub struct FetcherConfig {
     pub partition_max_bytes: usize,
     /// Pause after a Fetch that brought nothing.
     pub idle_backoff: Duration,
+    /// Longest wait for the last Fetch's answers to be applied before the next Fetch goes out
+    /// without the partitions still applying.
+    pub apply_grace: Duration,
 }
 
 impl Default for FetcherConfig {
@@ -107,6 +115,7 @@ impl Default for FetcherConfig {
             max_partitions_per_fetch: 500,
             partition_max_bytes: 1 << 20,
             idle_backoff: Duration::from_millis(100),
+            apply_grace: Duration::from_millis(50),
         }
     }
 }
@@ -122,6 +131,11 @@ pub struct Fetcher<P: FetcherPorts> {
     /// A wake-up after an idle Fetch is scheduled.
     waiting: bool,
     fetches: u64,
+    /// Applies of the last answers still running, and since when.
+    applying: usize,
+    applying_since: Option<tokio::time::Instant>,
+    /// A wake-up at the end of the apply grace is scheduled.
+    grace_scheduled: bool,
 }
 
 impl<P: FetcherPorts> std::fmt::Debug for Fetcher<P> {
@@ -144,7 +158,30 @@ impl<P: FetcherPorts> Fetcher<P> {
             in_flight: false,
             waiting: false,
             fetches: 0,
+            applying: 0,
+            applying_since: None,
+            grace_scheduled: false,
         }
+    }
+
+    /// Whether the next Fetch should wait for the applies still running (scheduling a wake-up
+    /// at the end of the grace).
+    fn hold_for_applies(&mut self, ctx: &mut Context<Self>) -> bool {
+        let Some(since) = self.applying_since.filter(|_| self.applying > 0) else {
+            return false;
+        };
+        let waited = since.elapsed();
+        if waited >= self.config.apply_grace {
+            return false;
+        }
+        if !self.grace_scheduled {
+            self.grace_scheduled = true;
+            ctx.run_later(self.config.apply_grace - waited, |fetcher, ctx| {
+                fetcher.grace_scheduled = false;
+                fetcher.pump(ctx);
+            });
+        }
+        true
     }
 
     /// Reports to a partition's actor through its bounded mailbox.
@@ -157,7 +194,7 @@ impl<P: FetcherPorts> Fetcher<P> {
 
     /// Sends the next Fetch if none is in flight and some partition is ready.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.in_flight || self.waiting {
+        if self.in_flight || self.waiting || self.hold_for_applies(ctx) {
             return;
         }
         let mut requests = Vec::new();
@@ -229,6 +266,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                 Ok(response) => {
                     member.applying = true;
                     applying = true;
+                    self.applying += 1;
                     let apply = self.ports.apply(&key, request, response);
                     ctx.spawn(apply.into_actor(self).map(move |result, fetcher, ctx| {
                         fetcher.applied(&key, result, ctx);
@@ -237,6 +275,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             }
         }
         if applying {
+            self.applying_since = Some(tokio::time::Instant::now());
             self.pump(ctx);
         } else {
             self.idle(ctx);
@@ -249,7 +288,12 @@ impl<P: FetcherPorts> Fetcher<P> {
         result: Result<FetchProgress, Cause>,
         ctx: &mut Context<Self>,
     ) {
+        self.applying = self.applying.saturating_sub(1);
+        if self.applying == 0 {
+            self.applying_since = None;
+        }
         let Some(member) = self.members.get_mut(key) else {
+            self.pump(ctx);
             return;
         };
         member.applying = false;
@@ -270,6 +314,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             for waiter in waiters {
                 let _ = waiter.send(());
             }
+            self.pump(ctx);
             return;
         }
         if let Some(progress) = progress {

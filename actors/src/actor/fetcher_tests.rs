@@ -124,6 +124,7 @@ fn start(
             max_partitions_per_fetch,
             partition_max_bytes: 1024,
             idle_backoff: Duration::from_millis(100),
+            apply_grace: Duration::from_millis(50),
         },
     )
     .start()
@@ -193,6 +194,54 @@ async fn a_partition_is_fetched_again_only_after_its_answer_is_applied() {
             .filter(|p| **p == FetcherProgress::Appended { source_epoch: 3 })
             .count(),
         2
+    );
+}
+
+#[actix_rt::test]
+async fn the_next_fetch_waits_for_the_last_answers_and_asks_for_every_partition() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let (release, gate) = oneshot::channel();
+    {
+        let mut s = source.0.borrow_mut();
+        for topic in ["a", "b", "c"] {
+            s.answers
+                .insert(key(topic), VecDeque::from([Ok(records()), Ok(records())]));
+        }
+        // b's first apply is slow (10 ms), well within the grace.
+        s.held.insert(key("b"), gate);
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start(&source, 10);
+    for topic in ["a", "b", "c"] {
+        fetcher.do_send(AttachPartition {
+            key: key(topic),
+            progress: Reports(reports.clone()).start().recipient(),
+        });
+    }
+    pause(10).await;
+    let _ = release.send(());
+    pause(20).await;
+    let fetches = source.0.borrow().fetches.clone();
+    let all = vec![key("a"), key("b"), key("c")];
+    let sorted = |f: &Vec<FetchKey>| {
+        let mut f = f.clone();
+        f.sort();
+        f
+    };
+    // a goes out alone as it attaches; b and c join it while its answer is applied.
+    let first = fetches
+        .iter()
+        .position(|f| sorted(f) == all)
+        .unwrap_or_else(|| panic!("no Fetch for all three: {fetches:?}"));
+    assert!(
+        fetches[..first].iter().all(|f| f == &vec![key("a")]),
+        "{fetches:?}"
+    );
+    assert_eq!(
+        fetches.get(first + 1).map(sorted),
+        Some(all),
+        "a and c waited for b's slow apply: one Fetch for all three, not split: {fetches:?}"
     );
 }
 

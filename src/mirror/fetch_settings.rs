@@ -1,0 +1,141 @@
+//! A mirror's fetch settings, from its configs (DECISIONS.md 9): how much one Fetch to the source
+//! asks for and how long it may wait, and how many fetchers share each source broker's
+//! partitions. More bytes per Fetch and more fetchers in flight are what a distant source needs:
+//! one fetcher has one Fetch in flight, so it moves at most a response per round trip.
+
+use std::collections::BTreeMap;
+
+/// How a mirror fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchSettings {
+    /// `mirror.fetch.max.bytes` (1 MiB): bytes asked per partition.
+    pub partition_max_bytes: i32,
+    /// `mirror.fetch.response.max.bytes` (10 MiB): bytes asked per Fetch.
+    pub response_max_bytes: i32,
+    /// `mirror.fetch.wait.max.ms` (500): how long the source may hold a Fetch with nothing new.
+    pub wait_max_ms: i32,
+    /// `mirror.fetch.min.bytes` (1): bytes the source waits for before answering.
+    pub min_bytes: i32,
+    /// `mirror.num.replica.fetchers` (the broker's, 1 by default): fetchers per source broker,
+    /// each partition on one of them by a hash of its name.
+    pub fetchers_per_broker: usize,
+}
+
+impl Default for FetchSettings {
+    fn default() -> Self {
+        FetchSettings {
+            partition_max_bytes: 1 << 20,
+            response_max_bytes: 10 << 20,
+            wait_max_ms: 500,
+            min_bytes: 1,
+            fetchers_per_broker: 1,
+        }
+    }
+}
+
+/// A fetch setting out of range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}={value}: {reason}")]
+pub struct InvalidFetchSetting {
+    key: &'static str,
+    value: String,
+    reason: &'static str,
+}
+
+impl FetchSettings {
+    /// The settings a mirror's configs give, fetchers per broker defaulting to the broker's
+    /// `mirror.num.replica.fetchers`.
+    pub fn from_configs(
+        configs: &BTreeMap<String, String>,
+        broker_fetchers: usize,
+    ) -> Result<FetchSettings, InvalidFetchSetting> {
+        let defaults = FetchSettings::default();
+        let number = |key: &'static str, default: i64, min: i64, max: i64| {
+            let Some(value) = configs.get(key) else {
+                return Ok(default);
+            };
+            let invalid = |reason| InvalidFetchSetting {
+                key,
+                value: value.clone(),
+                reason,
+            };
+            let n: i64 = value.trim().parse().map_err(|_| invalid("not a number"))?;
+            if (min..=max).contains(&n) {
+                Ok(n)
+            } else {
+                Err(invalid("out of range"))
+            }
+        };
+        let int = i64::from(i32::MAX);
+        Ok(FetchSettings {
+            partition_max_bytes: number(
+                "mirror.fetch.max.bytes",
+                defaults.partition_max_bytes.into(),
+                1,
+                int,
+            )? as i32,
+            response_max_bytes: number(
+                "mirror.fetch.response.max.bytes",
+                defaults.response_max_bytes.into(),
+                1,
+                int,
+            )? as i32,
+            wait_max_ms: number(
+                "mirror.fetch.wait.max.ms",
+                defaults.wait_max_ms.into(),
+                0,
+                int,
+            )? as i32,
+            min_bytes: number("mirror.fetch.min.bytes", defaults.min_bytes.into(), 0, int)? as i32,
+            fetchers_per_broker: number(
+                "mirror.num.replica.fetchers",
+                broker_fetchers as i64,
+                1,
+                64,
+            )? as usize,
+        })
+    }
+
+    /// Which of a source broker's fetchers serves `topic`-`partition`.
+    pub fn fetcher_slot(&self, topic: &str, partition: i32) -> usize {
+        let hash =
+            i64::from(kmirror_protocol::sharding::java_string_hash(topic)) + i64::from(partition);
+        hash.rem_euclid(self.fetchers_per_broker.max(1) as i64) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mirror_configs_override_the_defaults_and_bad_values_are_refused() {
+        let configs: BTreeMap<String, String> = [
+            ("mirror.fetch.max.bytes", "8388608"),
+            ("mirror.fetch.response.max.bytes", "67108864"),
+            ("mirror.num.replica.fetchers", "4"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let settings = FetchSettings::from_configs(&configs, 1).expect("valid");
+        assert_eq!(settings.partition_max_bytes, 8 << 20);
+        assert_eq!(settings.response_max_bytes, 64 << 20);
+        assert_eq!(settings.wait_max_ms, 500);
+        assert_eq!(settings.fetchers_per_broker, 4);
+        let slots: std::collections::BTreeSet<usize> = (0..64)
+            .map(|p| settings.fetcher_slot("orders", p))
+            .collect();
+        assert_eq!(slots.len(), 4, "partitions spread over every fetcher");
+        assert_eq!(
+            FetchSettings::from_configs(&BTreeMap::new(), 2)
+                .expect("defaults")
+                .fetchers_per_broker,
+            2
+        );
+        let bad: BTreeMap<String, String> =
+            [("mirror.fetch.max.bytes".to_string(), "lots".to_string())].into();
+        let e = FetchSettings::from_configs(&bad, 1).expect_err("refused");
+        assert!(e.to_string().contains("mirror.fetch.max.bytes"), "{e}");
+    }
+}
