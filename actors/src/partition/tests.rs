@@ -163,6 +163,37 @@ fn a_supervisor_giving_up_detaches_the_fetcher_and_fails_for_good() {
     h.persist_ok(MirrorState::Stopping);
 }
 
+#[test]
+fn a_partition_waiting_to_retry_fails_for_good_when_told() {
+    let mut h = Harness::new();
+    h.send(Input::BecameLeader {
+        leader_epoch: 3,
+        desired: Desired::Mirroring,
+    });
+    let op = h.op_of(|e| matches!(e, Effect::LoadState { .. }));
+    h.send(Input::StateLoaded { op, stored: None });
+    h.persist_ok(MirrorState::Preparing);
+    let op = h.op_of(|e| matches!(e, Effect::LookUpLme { .. }));
+    h.send(Input::LmeLookedUp {
+        op,
+        result: Err(Cause::retryable("connection refused")),
+    });
+    assert_eq!(h.persist_ok(MirrorState::Failed).retry_attempt, 1);
+    let Effect::ScheduleRetry { op: timer, .. } =
+        h.take(|e| matches!(e, Effect::ScheduleRetry { .. }))
+    else {
+        unreachable!()
+    };
+    // The source turned out to be another cluster: FAILED for good, with that reason.
+    h.send(Input::GaveUp("another cluster".into()));
+    let stored = h.persist_ok(MirrorState::Failed);
+    assert_eq!(stored.retry_attempt, -1);
+    assert_eq!(stored.error.as_deref(), Some("another cluster"));
+    // The old retry timer no longer resumes it.
+    let step = h.send(Input::TimerFired { op: timer });
+    assert!(step.effects.is_empty(), "{:?}", step.effects);
+}
+
 fn failover(h: &mut Harness, bump_first: bool) {
     h.send(Input::DesiredChanged(Desired::Stopped));
     h.persist_ok(MirrorState::Stopping);

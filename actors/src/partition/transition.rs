@@ -427,8 +427,12 @@ impl Partition {
                     return Outcome::Rejected(Rejection::NotLeader);
                 }
                 match self.phase {
-                    // Already failed, or an ordinary topic: nothing to give up.
-                    Phase::Failed { .. } | Phase::Unknown => {}
+                    // Failed for good already, or an ordinary topic: nothing to give up.
+                    Phase::Failed { retry: None, .. } | Phase::Unknown => {}
+                    // Failed but waiting to retry: it fails for good (its timer goes stale).
+                    Phase::Failed { retry: Some(_), .. } => {
+                        self.fail(&Cause::fatal(reason.clone()), fx)
+                    }
                     Phase::Mirroring { .. }
                     | Phase::Pausing(_)
                     | Phase::Stopping(Stopping::DetachingFetcher(_)) => {
