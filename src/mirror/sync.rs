@@ -116,7 +116,16 @@ impl Handler<SyncMetadata> for MirrorSystem {
 
 impl MirrorSystem {
     /// Whether this broker leads the mirror's coordinator shard.
-    fn coordinates(&self, mirror: &str) -> bool {
+    fn coordinates(&mut self, mirror: &str) -> bool {
+        // The shards are loaded with the first mirror loaded here; a coordinator that runs none
+        // of the mirror's partitions loads them now.
+        if let Err(e) = self.ensure_shards() {
+            tracing::warn!(mirror, error = %e, "loading __mirror_state to sync a mirror");
+            return false;
+        }
+        if self.shards.is_empty() {
+            return false;
+        }
         let index = mirror_shard(mirror, self.shards.len() as i32);
         matches!(self.shards.get(index as usize), Some(ShardRoute::Local(_)))
     }
