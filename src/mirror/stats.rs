@@ -6,6 +6,7 @@
 //! log end after that answer was applied; it is forgotten when the partition leaves its fetcher.
 
 use crate::metrics;
+use ::metrics::{Counter, Gauge};
 use dashmap::DashMap;
 use kmirror_actors::actor::FetchKey;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -17,70 +18,71 @@ pub struct MirrorStats {
     lags: DashMap<FetchKey, i64>,
     /// When a fetch last succeeded (ms since the epoch), -1 before the first.
     last_success_ms: AtomicI64,
+    // Registered once: a fetch only adds to them.
+    requests: Counter,
+    fetched_bytes: Counter,
+    errors: Counter,
+    violations: Counter,
 }
 
 impl MirrorStats {
     /// The figures of `mirror`, all zero (so a scrape shows the mirror before its first fetch).
     pub fn new(mirror: &str) -> MirrorStats {
-        let stats = MirrorStats {
+        let counter = |name: &'static str| {
+            let counter = ::metrics::counter!(name, "mirror" => mirror.to_string());
+            counter.increment(0);
+            counter
+        };
+        MirrorStats {
             mirror: mirror.to_string(),
             lags: DashMap::new(),
             last_success_ms: AtomicI64::new(-1),
-        };
-        for name in [
-            metrics::FETCH_REQUESTS,
-            metrics::FETCH_BYTES,
-            metrics::FETCH_ERRORS,
-            metrics::INVARIANT_VIOLATIONS,
-        ] {
-            ::metrics::counter!(name, "mirror" => stats.mirror.clone()).increment(0);
+            requests: counter(metrics::FETCH_REQUESTS),
+            fetched_bytes: counter(metrics::FETCH_BYTES),
+            errors: counter(metrics::FETCH_ERRORS),
+            violations: counter(metrics::INVARIANT_VIOLATIONS),
         }
-        stats
     }
 
     /// A fetch answered with `bytes` of records.
     pub fn fetched(&self, bytes: u64, now_ms: i64) {
-        ::metrics::counter!(metrics::FETCH_REQUESTS, "mirror" => self.mirror.clone()).increment(1);
-        ::metrics::counter!(metrics::FETCH_BYTES, "mirror" => self.mirror.clone()).increment(bytes);
+        self.requests.increment(1);
+        self.fetched_bytes.increment(bytes);
         self.last_success_ms.store(now_ms, Ordering::Relaxed);
     }
 
     /// A fetch failed.
     pub fn fetch_failed(&self) {
-        ::metrics::counter!(metrics::FETCH_REQUESTS, "mirror" => self.mirror.clone()).increment(1);
-        ::metrics::counter!(metrics::FETCH_ERRORS, "mirror" => self.mirror.clone()).increment(1);
+        self.requests.increment(1);
+        self.errors.increment(1);
     }
 
     /// A fetched batch was refused: it would break the log's invariants.
     pub fn invariant_violated(&self) {
-        ::metrics::counter!(metrics::INVARIANT_VIOLATIONS, "mirror" => self.mirror.clone())
-            .increment(1);
+        self.violations.increment(1);
     }
 
     /// The partition is `lag` records behind the source.
     pub fn lag(&self, key: &FetchKey, lag: i64) {
         let lag = lag.max(0);
-        ::metrics::gauge!(
-            metrics::PARTITION_LAG,
-            "mirror" => self.mirror.clone(),
-            "topic" => key.0.clone(),
-            "partition" => key.1.to_string()
-        )
-        .set(lag as f64);
+        self.lag_gauge(key).set(lag as f64);
         self.lags.insert(key.clone(), lag);
     }
 
     /// The partition left its fetcher.
     pub fn forget(&self, key: &FetchKey) {
         if self.lags.remove(key).is_some() {
-            ::metrics::gauge!(
-                metrics::PARTITION_LAG,
-                "mirror" => self.mirror.clone(),
-                "topic" => key.0.clone(),
-                "partition" => key.1.to_string()
-            )
-            .set(0.0);
+            self.lag_gauge(key).set(0.0);
         }
+    }
+
+    fn lag_gauge(&self, key: &FetchKey) -> Gauge {
+        ::metrics::gauge!(
+            metrics::PARTITION_LAG,
+            "mirror" => self.mirror.clone(),
+            "topic" => key.0.clone(),
+            "partition" => key.1.to_string()
+        )
     }
 
     /// The greatest lag of the mirror's partitions on this broker.
