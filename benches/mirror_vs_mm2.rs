@@ -23,10 +23,20 @@
 //! each record's lag is the time it became visible minus its batch's newest timestamp (the
 //! producer's create time). The reference row reads the source itself.
 //!
+//! Before each system the bench runs `sync`, so writeback of the previous system's copy does
+//! not slow the next one's writes.
+//!
 //! The table prints medians over the runs and the ratios kmirror/MM2 and kmirror/reference.
 //! `MM2_BENCH_SYSTEMS` (e.g. `reference,kmirror`) runs some only, `MM2_BENCH_LAG_SECONDS=0`
 //! skips the lag phase, and `MM2_BENCH_KMIRROR_CONFIGS` (`k=v;k=v`) adds mirror configs for
 //! kmirror (e.g. `mirror.fetch.max.bytes=8388608;mirror.num.replica.fetchers=4`).
+//!
+//! Cross-region: `MM2_BENCH_DELAY_MS` (default 0) puts the readers of the source (the
+//! reference, kmirror, MirrorMaker 2) in "another region": they connect to the source's REMOTE
+//! listener (`KMIRROR_KAFKA_REMOTE`), and a `tc netem` qdisc on loopback delays every packet the
+//! source sends from that port by that many ms, so each round trip to the source is that much
+//! longer. Producers stay on the source's own listener, undelayed. The qdisc is removed at the
+//! end (needs `tc` from iproute2 and CAP_NET_ADMIN).
 
 mod support;
 
@@ -69,7 +79,10 @@ struct Figures {
 }
 
 struct Clusters {
+    /// The source's listener for producers (and checks of its end offsets).
     source: String,
+    /// The source's listener for readers: REMOTE when delayed, else `source`.
+    source_readers: String,
     source_pid: u32,
     target: String,
     target_pid: u32,
@@ -182,7 +195,7 @@ fn reference(clusters: &Clusters, topic: &str, records: u64) -> Figures {
         .arg("org.apache.kafka.tools.ConsumerPerformance")
         .args([
             "--bootstrap-server",
-            &clusters.source,
+            &clusters.source_readers,
             "--topic",
             topic,
             "--messages",
@@ -247,7 +260,7 @@ fn kmirror_broker(clusters: &Clusters, dir: &std::path::Path) -> (Child, String)
         &config,
         format!(
             "bootstrap.servers={}\n{}\n",
-            clusters.source,
+            clusters.source_readers,
             clusters.kmirror_configs.replace(';', "\n")
         ),
     )
@@ -347,7 +360,7 @@ fn spawn_mm2(clusters: &Clusters, dir: &std::path::Path, topic: &str, partitions
              sync.topic.acls.enabled = false\n\
              refresh.topics.interval.seconds = 1\n\
              emit.checkpoints.interval.seconds = 5\n",
-            clusters.source,
+            clusters.source_readers,
             clusters.target,
             partitions.min(8)
         ),
@@ -537,8 +550,15 @@ fn main() {
         std::env::var("MM2_BENCH_SYSTEMS").unwrap_or_else(|_| "reference,kmirror,mm2".into());
     let systems: Vec<&str> = systems_env.split(',').map(str::trim).collect();
     let records = mib * 1024 * 1024 / RECORD_BYTES;
+    let delay_ms: u32 = env_or("MM2_BENCH_DELAY_MS", 0);
+    let _netem = (delay_ms > 0).then(|| Netem::add(&kafka_env("KMIRROR_KAFKA_REMOTE"), delay_ms));
     let clusters = Clusters {
         source: kafka_env("KMIRROR_KAFKA_BOOTSTRAP"),
+        source_readers: if delay_ms > 0 {
+            kafka_env("KMIRROR_KAFKA_REMOTE")
+        } else {
+            kafka_env("KMIRROR_KAFKA_BOOTSTRAP")
+        },
         source_pid: kafka_pid(&kafka_env("KMIRROR_KAFKA_DATA")),
         target: kafka_env("KMIRROR_KAFKA_TARGET_BOOTSTRAP"),
         target_pid: kafka_pid(&kafka_env("KMIRROR_KAFKA_TARGET_DATA")),
@@ -551,7 +571,7 @@ fn main() {
     };
     let tag = std::process::id();
     println!(
-        "mirror_vs_mm2: {mib} MiB backlog of {RECORD_BYTES}-byte lz4 records, partitions {partition_counts:?}, {runs} runs; lag at {lag_mbps} MB/s for {lag_seconds} s"
+        "mirror_vs_mm2: {mib} MiB backlog of {RECORD_BYTES}-byte lz4 records, partitions {partition_counts:?}, {runs} runs; lag at {lag_mbps} MB/s for {lag_seconds} s; {delay_ms} ms added to each round trip to the source"
     );
     let mut table: BTreeMap<(u32, &str), Vec<Figures>> = BTreeMap::new();
     for &partitions in &partition_counts {
@@ -568,6 +588,9 @@ fn main() {
                 if !systems.contains(&system) {
                     continue;
                 }
+                // Each system starts with no dirty pages left by the one before (writeback
+                // of another system's copy would otherwise slow this one's writes).
+                let _ = Command::new("sync").status();
                 let figures = match system {
                     "reference" => reference(&clusters, &topic, records),
                     "kmirror" => kmirror(&clusters, &topic, partitions, records),
@@ -593,7 +616,7 @@ fn main() {
                 let lag = match system {
                     "reference" => lags(
                         &clusters,
-                        &source_client,
+                        &clusters.client(&clusters.source_readers),
                         &lag_topic,
                         &lag_topic,
                         partitions,
@@ -671,6 +694,56 @@ fn main() {
         }
     }
     print_table(&table, &partition_counts);
+}
+
+/// A `tc netem` delay on the packets loopback carries from one port (the source's REMOTE
+/// listener), removed when dropped.
+struct Netem;
+
+impl Netem {
+    fn add(listener: &str, delay_ms: u32) -> Netem {
+        let port = listener.rsplit(':').next().expect("host:port");
+        // Three bands; everything goes to the last, except what the filter sends to the first,
+        // which is delayed.
+        let priomap = ["2"; 16];
+        Netem::tc(
+            &[
+                &[
+                    "qdisc", "add", "dev", "lo", "root", "handle", "1:", "prio", "bands", "3",
+                    "priomap",
+                ][..],
+                &priomap[..],
+            ]
+            .concat(),
+        );
+        let delay = format!("{delay_ms}ms");
+        Netem::tc(&[
+            "qdisc", "add", "dev", "lo", "parent", "1:1", "handle", "10:", "netem", "delay",
+            &delay, "limit", "100000",
+        ]);
+        Netem::tc(&[
+            "filter", "add", "dev", "lo", "protocol", "ip", "parent", "1:0", "prio", "1", "u32",
+            "match", "ip", "sport", port, "0xffff", "flowid", "1:1",
+        ]);
+        Netem
+    }
+
+    fn tc(args: &[&str]) {
+        let out = Command::new("tc").args(args).output().expect("tc runs");
+        assert!(
+            out.status.success(),
+            "tc {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Netem {
+    fn drop(&mut self) {
+        let _ = Command::new("tc")
+            .args(["qdisc", "del", "dev", "lo", "root"])
+            .status();
+    }
 }
 
 /// A figure read from one run.

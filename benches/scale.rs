@@ -2,16 +2,17 @@
 //!
 //! The engine: `SCALE_ENGINE_PARTITIONS` (default 100,000) supervised mirror partition actors,
 //! the handles a MirrorSystem keeps, over in-memory ports (no logs). Measures the memory per
-//! partition once all are MIRRORING (process RSS growth / partitions), the time from leadership
-//! to all MIRRORING, the CPU used while they idle for 10 s (percent of one core), and the time
-//! for a Stop of `SCALE_STOP_PARTITIONS` (default 10,000) of them to reach STOPPED.
+//! partition once all are MIRRORING (process RSS growth / partitions), the time from leadership to all MIRRORING,
+//! the CPU used while they idle for 10 s (percent of one core), and the time for a Stop of
+//! `SCALE_STOP_PARTITIONS` (default 10,000) of them to reach STOPPED.
 //!
 //! The broker: a `kmirror broker` source process with `SCALE_BROKER_PARTITIONS` (default
-//! 8,000) partitions in topics of 100, mirrored by an in-process destination broker with its
-//! MirrorSystem: every partition started, all MIRRORING, 10 s idle (CPU of both processes), then
-//! every topic stopped. Each partition log keeps two files open (segment and index), so a
-//! process with this machine's 20,000 descriptors holds at most about 9,000 of them: that, not
-//! the engine, bounds this part here.
+//! 100,000) partitions in topics of 100, mirrored by an in-process destination broker with its
+//! MirrorSystem: every partition started, all MIRRORING (the RSS growth per partition now
+//! includes its log's state and the mirror topic's metadata), 10 s idle (CPU of both
+//! processes), then a Stop of the first `SCALE_STOP_PARTITIONS` partitions' topics to all
+//! STOPPED. Both brokers hold more partition logs than descriptors: their segment files stay
+//! within `log.open.files.max` (half the process's limit by default).
 
 mod support;
 
@@ -145,7 +146,7 @@ async fn create_topics(address: &str, topics: &[String], per_topic: i32) {
     }
 }
 
-fn broker(count: usize) {
+fn broker(count: usize, stop: usize) {
     const PER_TOPIC: usize = 100;
     let topics: Vec<String> = (0..count.div_ceil(PER_TOPIC))
         .map(|t| format!("scale-{t:04}"))
@@ -188,8 +189,9 @@ fn broker(count: usize) {
         let to_mirroring = started.elapsed();
         let per_partition = (rss_mib(me) - rss_before) * 1024.0 * 1024.0 / count as f64;
         let cpu = idle_cpu(&[me, source_pid], Duration::from_secs(10)).await;
+        let stopped_topics = &topics[..stop.div_ceil(PER_TOPIC).min(topics.len())];
         let stopping = Instant::now();
-        for topic in &topics {
+        for topic in stopped_topics {
             engine
                 .send(ChangeTopic {
                     mirror: "scale".into(),
@@ -200,13 +202,16 @@ fn broker(count: usize) {
                 .expect("alive")
                 .expect("stop accepted");
         }
-        all_in(&engine, &topics, PER_TOPIC, MirrorState::Stopped).await;
+        all_in(&engine, stopped_topics, PER_TOPIC, MirrorState::Stopped).await;
         let to_stopped = stopping.elapsed();
+        let stopped = stopped_topics.len() * PER_TOPIC;
         println!(
             "scale (broker): {count} mirror partitions in {} topics from a kmirror source process",
             topics.len()
         );
-        println!("  memory per partition (RSS growth, logs included) {per_partition:>10.0} bytes");
+        println!(
+            "  memory per partition (RSS growth, log state and metadata included) {per_partition:>8.0} bytes"
+        );
         println!(
             "  Start to all MIRRORING                           {:>10.1} ms",
             to_mirroring.as_secs_f64() * 1e3
@@ -216,8 +221,14 @@ fn broker(count: usize) {
             cpu[0], cpu[1]
         );
         println!(
-            "  Stop of all {count} to all STOPPED                {:>10.1} ms",
+            "  Stop of {stopped} to all STOPPED                  {:>10.1} ms",
             to_stopped.as_secs_f64() * 1e3
+        );
+        println!(
+            "  segment files open: destination {} (bound {}), reopened {}",
+            destination.open_files().open_count(),
+            destination.open_files().max(),
+            destination.open_files().reopened()
         );
     });
     terminate(&mut source);
@@ -263,9 +274,9 @@ async fn all_in(
 fn main() {
     let engine_partitions = env_or("SCALE_ENGINE_PARTITIONS", 100_000);
     let stop = env_or("SCALE_STOP_PARTITIONS", 10_000).min(engine_partitions);
-    let broker_partitions = env_or("SCALE_BROKER_PARTITIONS", 8_000);
+    let broker_partitions = env_or("SCALE_BROKER_PARTITIONS", 100_000);
     engine(engine_partitions, stop);
     if broker_partitions > 0 {
-        broker(broker_partitions);
+        broker(broker_partitions, stop);
     }
 }

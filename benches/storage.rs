@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use kmirror::storage::{GapPolicy, LogConfig, PartitionLog};
+use kmirror::storage::{GapPolicy, LogConfig, OpenFiles, PartitionLog};
 use kmirror_protocol::testing::BatchSpec;
 use std::fs::{self, File};
 use std::hint::black_box;
@@ -70,7 +70,8 @@ fn append(c: &mut Criterion) {
             || {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let (log, _) =
-                    PartitionLog::open(dir.path(), LogConfig::default(), NOW).expect("opens");
+                    PartitionLog::open(dir.path(), LogConfig::default(), &OpenFiles::new(64), NOW)
+                        .expect("opens");
                 (dir, log)
             },
             |(dir, mut log)| {
@@ -88,7 +89,8 @@ fn append(c: &mut Criterion) {
             || {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let (log, _) =
-                    PartitionLog::open(dir.path(), LogConfig::default(), NOW).expect("opens");
+                    PartitionLog::open(dir.path(), LogConfig::default(), &OpenFiles::new(64), NOW)
+                        .expect("opens");
                 (dir, log)
             },
             |(dir, mut log)| {
@@ -106,7 +108,8 @@ fn append(c: &mut Criterion) {
 
 /// Writes a 1 GiB log (1 GiB segments, Kafka's default) into `dir` and closes it cleanly.
 fn one_gib_log(dir: &Path) {
-    let (mut log, _) = PartitionLog::open(dir, LogConfig::default(), NOW).expect("opens");
+    let (mut log, _) =
+        PartitionLog::open(dir, LogConfig::default(), &OpenFiles::new(64), NOW).expect("opens");
     for batch in batches(LOG_BYTES) {
         log.append_mirrored(batch, GapPolicy::Contiguous, NOW)
             .expect("appends");
@@ -155,7 +158,8 @@ fn recovery_and_reads(c: &mut Criterion) {
             || fs::remove_file(dir.path().join("log-state-checkpoint")).expect("removes"),
             |()| {
                 let (log, report) =
-                    PartitionLog::open(dir.path(), LogConfig::default(), NOW).expect("opens");
+                    PartitionLog::open(dir.path(), LogConfig::default(), &OpenFiles::new(64), NOW)
+                        .expect("opens");
                 assert_eq!(report.truncated_bytes, 0);
                 log.close(NOW).expect("closes");
             },
@@ -165,13 +169,15 @@ fn recovery_and_reads(c: &mut Criterion) {
     group.bench_function("open_after_clean_close", |b| {
         b.iter(|| {
             let (log, _) =
-                PartitionLog::open(dir.path(), LogConfig::default(), NOW).expect("opens");
+                PartitionLog::open(dir.path(), LogConfig::default(), &OpenFiles::new(64), NOW)
+                    .expect("opens");
             black_box(log.log_end_offset())
         })
     });
     group.finish();
 
-    let (log, _) = PartitionLog::open(dir.path(), LogConfig::default(), NOW).expect("opens");
+    let (log, _) = PartitionLog::open(dir.path(), LogConfig::default(), &OpenFiles::new(64), NOW)
+        .expect("opens");
     let mut group = c.benchmark_group("sequential_read_1GiB");
     group
         .throughput(Throughput::Bytes(bytes))

@@ -33,6 +33,10 @@ pub const SYNC_HALTED: &str = "kmirror_sync_cluster_id_mismatch_mirrors";
 pub const REQUESTS: &str = "kmirror_broker_requests_total";
 /// Seconds from a request's frame read to its response encoded, per API.
 pub const REQUEST_LATENCY: &str = "kmirror_broker_request_latency_seconds";
+/// Segment log files open now (bounded by `log.open.files.max`).
+pub const LOG_OPEN_FILES: &str = "kmirror_log_open_segment_files";
+/// Segment log files opened again after the bound closed them.
+pub const LOG_FILE_REOPENS: &str = "kmirror_log_segment_file_reopens_total";
 
 /// The broker's metrics.
 pub const CATALOGUE: &[MetricDef] = &[
@@ -107,6 +111,18 @@ pub const CATALOGUE: &[MetricDef] = &[
         kind: MetricKind::Histogram,
         labels: &["api"],
         help: "Seconds to serve a request, from its frame read to its response encoded.",
+    },
+    MetricDef {
+        name: LOG_OPEN_FILES,
+        kind: MetricKind::Gauge,
+        labels: &[],
+        help: "Segment log files open now (at most log.open.files.max).",
+    },
+    MetricDef {
+        name: LOG_FILE_REOPENS,
+        kind: MetricKind::Counter,
+        labels: &[],
+        help: "Segment log files opened again after log.open.files.max closed them.",
     },
 ];
 

@@ -3,7 +3,7 @@
 //! naming the key.
 
 use crate::acl::AuthorizerConfig;
-use crate::storage::LogConfig;
+use crate::storage::{LogConfig, OpenFiles};
 use kmirror_actors::liveness::LivenessPolicy;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -74,6 +74,9 @@ pub struct BrokerConfig {
     pub authorizer: AuthorizerConfig,
     /// Segment, retention and flush settings (`log.*`).
     pub log: LogConfig,
+    /// `log.open.files.max` (half the process's open-file limit): segment log files held open
+    /// at once; the least recently used beyond it are closed and reopened on use.
+    pub log_open_files_max: usize,
 }
 
 /// Keys this broker knows but does not use yet (kept so they are not reported as unknown).
@@ -225,6 +228,10 @@ impl BrokerConfig {
             flush_messages: positive("log.flush.interval.messages", i64::MAX)? as u64,
             flush_ms: positive("log.flush.interval.ms", i64::MAX)?,
         };
+        let log_open_files_max = positive(
+            "log.open.files.max",
+            i64::try_from(OpenFiles::default_max()).unwrap_or(i64::MAX),
+        )? as usize;
         let max_request_bytes = positive("socket.request.max.bytes", 100 * 1024 * 1024)? as usize;
         let retention_check_interval_ms = positive("log.retention.check.interval.ms", 300_000)?;
         let transaction_max_timeout_ms = positive("transaction.max.timeout.ms", 900_000)?;
@@ -328,6 +335,7 @@ impl BrokerConfig {
             "num.partitions",
             "auto.create.topics.enable",
             "log.segment.bytes",
+            "log.open.files.max",
             "log.roll.ms",
             "log.index.interval.bytes",
             "log.retention.bytes",
@@ -369,6 +377,7 @@ impl BrokerConfig {
                 mirror_liveness,
                 mirror_metadata_refresh_interval_ms,
                 mirror_num_replica_fetchers: mirror_num_replica_fetchers as usize,
+                log_open_files_max,
                 metrics_listener,
                 log_json,
                 authorizer,

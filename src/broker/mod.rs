@@ -31,7 +31,7 @@ use crate::acl::{AclBinding, AclFilter, Operation, ResourceType, Session};
 use crate::controller::{Controller, ControllerError, TopicMeta};
 use crate::groups::GroupCoordinator;
 use crate::mirror::system::MirrorSystem;
-use crate::storage::{PartitionLog, StorageError};
+use crate::storage::{OpenFiles, PartitionLog, StorageError};
 use crate::txn::TransactionCoordinator;
 use actix::Addr;
 use config::BrokerConfig;
@@ -63,6 +63,8 @@ pub struct Broker {
     /// This node's controller, or the one the brokers of an in-process cluster share.
     controller: Arc<Mutex<Controller>>,
     partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
+    /// The bound on segment files the partition logs hold open (`log.open.files.max`).
+    open_files: OpenFiles,
     /// Woken after every append, for fetches waiting on `min_bytes`.
     appended: Notify,
     groups: GroupCoordinator,
@@ -120,6 +122,7 @@ impl Broker {
             groups,
             transactions,
             partitions: RwLock::new(HashMap::new()),
+            open_files: OpenFiles::new(config.log_open_files_max),
             appended: Notify::new(),
             config,
         };
@@ -193,7 +196,7 @@ impl Broker {
     ) -> Result<(), StorageError> {
         let dir = self.config.log_dir.join(format!("{name}-{index}"));
         let settings = self.config.log.with_overrides(&topic.configs);
-        let (mut log, report) = PartitionLog::open(&dir, settings, now_ms())?;
+        let (mut log, report) = PartitionLog::open(&dir, settings, &self.open_files, now_ms())?;
         if !report.problems.is_empty() {
             tracing::warn!(topic = name, partition = index, problems = ?report.problems, "recovered partition log");
         }
@@ -218,6 +221,11 @@ impl Broker {
                 }),
             );
         Ok(())
+    }
+
+    /// The bound on its open segment files.
+    pub fn open_files(&self) -> &OpenFiles {
+        &self.open_files
     }
 
     /// The settings.

@@ -14,7 +14,9 @@
 //!   compacted) and never lower the leader epoch; the epoch cache follows the batches' epochs.
 //!
 //! Files in the partition directory:
-//! - `<offset>.log` / `<offset>.index`: segments ([`super::segment`]);
+//! - `<offset>.log` / `<offset>.index`: segments ([`super::segment`]); log files are opened on
+//!   demand within the broker's [`OpenFiles`] bound, so a broker holds more partitions than its
+//!   descriptor limit;
 //! - `leader-epoch-checkpoint`: the epoch cache, rewritten on every change;
 //! - `log-state-checkpoint`: log start offset, recovery point and high watermark;
 //! - `<offset>.snapshot`: producer state valid at that offset, written at segment rolls and close.
@@ -33,6 +35,7 @@ use super::checkpoint::{self, CheckpointProblem};
 use super::config::LogConfig;
 use super::epoch_cache::{EpochCache, EpochEntry};
 use super::error::{StorageError, io};
+use super::open_files::OpenFiles;
 use super::producer_state::{AbortedTxn, ProduceCheck, ProducerStateManager};
 use super::segment::{AppendedBatch, OpenMode, Segment, file_path};
 use bytes::Bytes;
@@ -106,6 +109,8 @@ pub struct RecoveryReport {
 pub struct PartitionLog {
     dir: PathBuf,
     config: LogConfig,
+    /// The broker's bound on open segment files.
+    files: OpenFiles,
     segments: BTreeMap<i64, Segment>,
     log_start_offset: i64,
     high_watermark: i64,
@@ -180,6 +185,7 @@ impl PartitionLog {
     pub fn open(
         dir: &Path,
         config: LogConfig,
+        files: &OpenFiles,
         now_ms: i64,
     ) -> Result<(PartitionLog, RecoveryReport), StorageError> {
         fs::create_dir_all(dir).map_err(io("create directory", dir))?;
@@ -260,7 +266,7 @@ impl PartitionLog {
                 OpenMode::Flushed
             };
             let (segment, repaired) =
-                Segment::open(dir, base, mode, config.index_interval_bytes, now_ms)?;
+                Segment::open(dir, base, mode, config.index_interval_bytes, files, now_ms)?;
             if repaired.index_rebuilt && mode == OpenMode::Flushed {
                 report
                     .problems
@@ -287,7 +293,7 @@ impl PartitionLog {
             segments.insert(base, segment);
         }
         if segments.is_empty() {
-            segments.insert(log_start, Segment::create(dir, log_start, now_ms)?);
+            segments.insert(log_start, Segment::create(dir, log_start, files, now_ms)?);
         }
         let first = *segments.keys().next().expect("at least one segment");
         let log_end = segments.values().last().map_or(first, Segment::next_offset);
@@ -298,6 +304,7 @@ impl PartitionLog {
         let mut log = PartitionLog {
             dir: dir.to_path_buf(),
             config,
+            files: files.clone(),
             segments,
             log_start_offset: log_start,
             high_watermark,
@@ -658,7 +665,7 @@ impl PartitionLog {
         }
         let base = self.log_end_offset();
         self.write_snapshot(base)?;
-        let segment = Segment::create(&self.dir, base, now_ms)?;
+        let segment = Segment::create(&self.dir, base, &self.files, now_ms)?;
         self.segments.insert(base, segment);
         self.dir_dirty = true;
         Ok(())
@@ -870,8 +877,10 @@ impl PartitionLog {
             let path = file_path(&self.dir, snapshot, "snapshot");
             fs::remove_file(&path).map_err(io("delete", &path))?;
         }
-        self.segments
-            .insert(offset, Segment::create(&self.dir, offset, now_ms)?);
+        self.segments.insert(
+            offset,
+            Segment::create(&self.dir, offset, &self.files, now_ms)?,
+        );
         checkpoint::sync_dir(&self.dir)?;
         self.log_start_offset = offset;
         self.high_watermark = offset;

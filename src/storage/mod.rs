@@ -13,6 +13,7 @@ pub mod dump;
 pub mod epoch_cache;
 pub mod error;
 pub mod log;
+pub mod open_files;
 pub mod producer_state;
 pub mod segment;
 
@@ -20,4 +21,5 @@ pub use config::LogConfig;
 pub use epoch_cache::{EpochCache, EpochEntry};
 pub use error::StorageError;
 pub use log::{AppendInfo, GapPolicy, PartitionLog, ReadResult, RecoveryReport};
+pub use open_files::OpenFiles;
 pub use producer_state::{AbortedTxn, ProducerStateManager};

@@ -13,9 +13,10 @@
 //! checked and rebuilt from batch headers when it is missing or inconsistent.
 
 use super::error::{StorageError, io};
+use super::open_files::{OpenFiles, SegmentFile, open_rw};
 use bytes::{Bytes, BytesMut};
 use kmirror_protocol::batch::{BatchHeader, HEADER_SIZE, RecordBatch, RecordBatches};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -89,16 +90,20 @@ pub struct AppendedBatch {
 }
 
 /// One segment, open for reads and (if active) appends.
+///
+/// The log file is opened on demand within the broker's [`OpenFiles`] bound; the index lives in
+/// `entries` and its file is only opened to load, rewrite or flush it.
 #[derive(Debug)]
 pub struct Segment {
     base_offset: i64,
     log_path: PathBuf,
     index_path: PathBuf,
-    log: File,
-    index: File,
+    log: SegmentFile,
     entries: Vec<IndexEntry>,
     /// How many of `entries` the index file holds.
     persisted_entries: usize,
+    /// Whether the index file was rewritten since the last flush.
+    index_unsynced: bool,
     size: u64,
     next_offset: i64,
     max_timestamp: i64,
@@ -111,33 +116,26 @@ pub fn file_path(dir: &Path, base_offset: i64, ext: &str) -> PathBuf {
     dir.join(format!("{base_offset:020}.{ext}"))
 }
 
-fn open_rw(path: &Path, create: bool) -> Result<File, StorageError> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(create)
-        .truncate(false)
-        .open(path)
-        .map_err(io("open", path))
+fn open_file(path: &Path, create: bool) -> Result<File, StorageError> {
+    open_rw(path, create).map_err(io("open", path))
 }
 
 impl Segment {
-    fn with_files(
+    fn with_file(
         base_offset: i64,
         dir: &Path,
-        log: File,
-        index: File,
+        log: SegmentFile,
         size: u64,
         now_ms: i64,
     ) -> Segment {
         Segment {
             base_offset,
-            log_path: file_path(dir, base_offset, "log"),
+            log_path: log.path().to_path_buf(),
             index_path: file_path(dir, base_offset, "index"),
             log,
-            index,
             entries: Vec::new(),
             persisted_entries: 0,
+            index_unsynced: false,
             size,
             next_offset: base_offset,
             max_timestamp: -1,
@@ -146,15 +144,27 @@ impl Segment {
         }
     }
 
+    /// The log file, opened again if the bound closed it.
+    fn log_file(&self) -> Result<std::sync::Arc<File>, StorageError> {
+        self.log.get().map_err(io("open", &self.log_path))
+    }
+
     /// Creates an empty segment (replacing any files of that name).
-    pub fn create(dir: &Path, base_offset: i64, now_ms: i64) -> Result<Segment, StorageError> {
+    pub fn create(
+        dir: &Path,
+        base_offset: i64,
+        files: &OpenFiles,
+        now_ms: i64,
+    ) -> Result<Segment, StorageError> {
         let log_path = file_path(dir, base_offset, "log");
         let index_path = file_path(dir, base_offset, "index");
-        let log = open_rw(&log_path, true)?;
+        let log = open_file(&log_path, true)?;
         log.set_len(0).map_err(io("truncate", &log_path))?;
-        let index = open_rw(&index_path, true)?;
-        index.set_len(0).map_err(io("truncate", &index_path))?;
-        Ok(Segment::with_files(base_offset, dir, log, index, 0, now_ms))
+        open_file(&index_path, true)?
+            .set_len(0)
+            .map_err(io("truncate", &index_path))?;
+        let log = files.adopt(log_path, log);
+        Ok(Segment::with_file(base_offset, dir, log, 0, now_ms))
     }
 
     /// Opens an existing segment, repairing what `mode` allows.
@@ -163,13 +173,14 @@ impl Segment {
         base_offset: i64,
         mode: OpenMode,
         index_interval_bytes: u64,
+        files: &OpenFiles,
         now_ms: i64,
     ) -> Result<(Segment, SegmentRecovery), StorageError> {
         let log_path = file_path(dir, base_offset, "log");
-        let log = open_rw(&log_path, false)?;
-        let index = open_rw(&file_path(dir, base_offset, "index"), true)?;
+        let log = open_file(&log_path, false)?;
         let size = log.metadata().map_err(io("stat", &log_path))?.len();
-        let mut segment = Segment::with_files(base_offset, dir, log, index, size, now_ms);
+        let log = files.adopt(log_path, log);
+        let mut segment = Segment::with_file(base_offset, dir, log, size, now_ms);
         let mut report = SegmentRecovery::default();
         let loaded = mode == OpenMode::Flushed && segment.load_index()?;
         if loaded {
@@ -192,8 +203,8 @@ impl Segment {
     /// Loads and checks the index file; false when it must be rebuilt.
     fn load_index(&mut self) -> Result<bool, StorageError> {
         let mut raw = Vec::new();
-        let len = self
-            .index
+        let index = open_file(&self.index_path, true)?;
+        let len = index
             .metadata()
             .map_err(io("stat", &self.index_path))?
             .len();
@@ -201,7 +212,7 @@ impl Segment {
             return Ok(false);
         }
         raw.resize(len as usize, 0);
-        self.index
+        index
             .read_exact_at(&mut raw, 0)
             .map_err(io("read", &self.index_path))?;
         let entries: Vec<IndexEntry> = raw
@@ -377,10 +388,10 @@ impl Segment {
     /// Cuts the log file at `position` (a batch start), durably, and recomputes what depends on
     /// its end.
     fn cut_at(&mut self, position: u64) -> Result<(), StorageError> {
-        self.log
-            .set_len(position)
+        let log = self.log_file()?;
+        log.set_len(position)
             .map_err(io("truncate", &self.log_path))?;
-        self.log.sync_all().map_err(io("fsync", &self.log_path))?;
+        log.sync_all().map_err(io("fsync", &self.log_path))?;
         self.size = position;
         self.entries.retain(|e| u64::from(e.position) < position);
         self.next_offset = self.base_offset;
@@ -404,7 +415,7 @@ impl Segment {
     ) -> Result<Result<Option<BatchHeader>, String>, StorageError> {
         let len = (self.size - position).min(HEADER_SIZE as u64) as usize;
         let mut buf = [0u8; HEADER_SIZE];
-        self.log
+        self.log_file()?
             .read_exact_at(&mut buf[..len], position)
             .map_err(io("read", &self.log_path))?;
         Ok(BatchHeader::parse(&buf[..len], position as usize).map_err(|e| e.to_string()))
@@ -428,13 +439,13 @@ impl Segment {
 
     fn rewrite_index(&mut self) -> Result<(), StorageError> {
         let raw: Vec<u8> = self.entries.iter().flat_map(|e| e.encode()).collect();
-        self.index
-            .set_len(0)
-            .map_err(io("truncate", &self.index_path))?;
-        self.index
+        let index = open_file(&self.index_path, true)?;
+        index.set_len(0).map_err(io("truncate", &self.index_path))?;
+        index
             .write_all_at(&raw, 0)
             .map_err(io("write", &self.index_path))?;
         self.persisted_entries = self.entries.len();
+        self.index_unsynced = true;
         Ok(())
     }
 
@@ -470,7 +481,7 @@ impl Segment {
         batches: &[AppendedBatch],
         index_interval_bytes: u64,
     ) -> Result<(), StorageError> {
-        self.log
+        self.log_file()?
             .write_all_at(bytes, self.size)
             .map_err(io("write", &self.log_path))?;
         for b in batches {
@@ -489,7 +500,7 @@ impl Segment {
     /// Reads `len` bytes at `position` (one pread into a fresh buffer).
     pub fn read(&self, position: u64, len: usize) -> Result<Bytes, StorageError> {
         let mut buf = BytesMut::zeroed(len);
-        self.log
+        self.log_file()?
             .read_exact_at(&mut buf, position)
             .map_err(io("read", &self.log_path))?;
         Ok(buf.freeze())
@@ -560,21 +571,27 @@ impl Segment {
     /// flush is recovered (and its index rebuilt) on open anyway, so writing them earlier would
     /// only add a syscall per append.
     pub fn flush(&mut self) -> Result<(), StorageError> {
-        self.log.sync_data().map_err(io("fsync", &self.log_path))?;
+        self.log_file()?
+            .sync_data()
+            .map_err(io("fsync", &self.log_path))?;
         let pending: Vec<u8> = self.entries[self.persisted_entries..]
             .iter()
             .flat_map(|e| e.encode())
             .collect();
+        if pending.is_empty() && !self.index_unsynced {
+            return Ok(());
+        }
+        let index = open_file(&self.index_path, true)?;
         if !pending.is_empty() {
             let at = (self.persisted_entries * ENTRY_SIZE) as u64;
-            self.index
+            index
                 .write_all_at(&pending, at)
                 .map_err(io("write", &self.index_path))?;
             self.persisted_entries = self.entries.len();
         }
-        self.index
-            .sync_data()
-            .map_err(io("fsync", &self.index_path))
+        index.sync_data().map_err(io("fsync", &self.index_path))?;
+        self.index_unsynced = false;
+        Ok(())
     }
 
     /// Deletes the segment's files.

@@ -508,6 +508,80 @@ async fn retention_deletes_old_segments_and_moves_the_log_start() {
     shut(running).await;
 }
 
+/// Descriptors this process holds on segment files of `topic`'s partitions under `dir`.
+fn open_segment_files(dir: &Path, topic: &str) -> usize {
+    let prefix = format!("{topic}-");
+    std::fs::read_dir("/proc/self/fd")
+        .expect("lists descriptors")
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| {
+            target
+                .strip_prefix(dir)
+                .is_ok_and(|inside| inside.to_string_lossy().starts_with(&prefix))
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn more_partitions_than_open_files_keep_every_record_across_a_restart() {
+    const PARTITIONS: i32 = 100;
+    const BOUND: usize = 16;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bound = format!("log.open.files.max={BOUND}");
+    let running = start_with(dir.path(), &bound).await;
+    assert_eq!(create(&running.address, "wide", PARTITIONS).await, 0);
+    // Two rounds over every partition: each append of the second round reopens a closed file.
+    let mut produced = vec![Vec::new(); PARTITIONS as usize];
+    for round in 0..2 {
+        for p in 0..PARTITIONS {
+            let batch = BatchSpec {
+                records: 3,
+                value_size: 10 + p as usize + round,
+                ..BatchSpec::default()
+            }
+            .build();
+            let (error, base) = produce(&running.address, "wide", p, batch.clone(), -1)
+                .await
+                .expect("answered");
+            assert_eq!((error, base), (0, 3 * round as i64));
+            produced[p as usize].push(batch);
+        }
+        let open = open_segment_files(dir.path(), "wide");
+        assert!(
+            open > 0 && open <= BOUND,
+            "{open} segment files open, bound {BOUND}"
+        );
+    }
+    // The records section and CRC are what the producer sent; the broker only stamps the
+    // offset and epoch before them.
+    let check = |fetched: Vec<RecordBatch>, p: usize| {
+        assert_eq!(fetched.len(), 2, "partition {p}");
+        for (got, sent) in fetched.iter().zip(&produced[p]) {
+            got.verify_crc().expect("crc holds");
+            assert_eq!(got.as_bytes()[17..], sent[17..], "partition {p}");
+        }
+    };
+    let client = SourceClient::connect(ClientConfig::plaintext(&running.address))
+        .await
+        .expect("connects");
+    for p in 0..PARTITIONS {
+        check(fetch_all(&client, "wide", p).await, p as usize);
+    }
+    assert!(open_segment_files(dir.path(), "wide") <= BOUND);
+    shut(running).await;
+
+    let running = start_with(dir.path(), &bound).await;
+    let open = open_segment_files(dir.path(), "wide");
+    assert!(open <= BOUND, "{open} segment files open after the restart");
+    let client = SourceClient::connect(ClientConfig::plaintext(&running.address))
+        .await
+        .expect("connects");
+    for p in (0..PARTITIONS).rev() {
+        check(fetch_all(&client, "wide", p).await, p as usize);
+    }
+    shut(running).await;
+}
+
 #[tokio::test]
 async fn malformed_input_closes_only_that_connection_and_unknown_apis_are_answered() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -45,11 +45,12 @@ fn unknown_command_is_a_usage_error() {
 
 #[test]
 fn dump_log_prints_batches_and_flags_damage() {
-    use kmirror::storage::{LogConfig, PartitionLog};
+    use kmirror::storage::{LogConfig, OpenFiles, PartitionLog};
     use kmirror_protocol::testing::BatchSpec;
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let (mut log, _) = PartitionLog::open(dir.path(), LogConfig::default(), 0).expect("opens");
+    let (mut log, _) = PartitionLog::open(dir.path(), LogConfig::default(), &OpenFiles::new(64), 0)
+        .expect("opens");
     let batch = BatchSpec {
         producer_id: 4,
         producer_epoch: 0,

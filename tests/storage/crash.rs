@@ -6,7 +6,7 @@
 //! The child is this same test binary, re-run with `KMIRROR_CRASH_CHILD_DIR` set, running
 //! [`crash_child_appender`] (which does nothing in an ordinary test run).
 
-use kmirror::storage::{LogConfig, PartitionLog};
+use kmirror::storage::{LogConfig, OpenFiles, PartitionLog};
 use kmirror_protocol::batch::RecordBatches;
 use kmirror_protocol::testing::BatchSpec;
 use std::io::{BufRead, BufReader};
@@ -51,8 +51,8 @@ fn crash_child_appender() {
     let Ok(dir) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let (mut log, _) =
-        PartitionLog::open(Path::new(&dir), config(), now_ms()).expect("child opens");
+    let (mut log, _) = PartitionLog::open(Path::new(&dir), config(), &OpenFiles::new(64), now_ms())
+        .expect("child opens");
     loop {
         let offset = log.log_end_offset();
         let sent = BatchSpec {
@@ -82,8 +82,8 @@ impl Delays {
 }
 
 fn verify(dir: &Path, acked: &[(i64, i64)]) -> PartitionLog {
-    let (log, report) =
-        PartitionLog::open(dir, config(), now_ms()).expect("the log opens after SIGKILL");
+    let (log, report) = PartitionLog::open(dir, config(), &OpenFiles::new(64), now_ms())
+        .expect("the log opens after SIGKILL");
     let mut stored = Vec::new();
     log.for_each_batch(log.log_start_offset(), |b| {
         stored.push(b.clone());

@@ -3,7 +3,7 @@
 //! offsets), the same LSO, the same aborted transactions and the same epoch answers.
 
 use bytes::Bytes;
-use kmirror::storage::{AbortedTxn, GapPolicy, LogConfig, PartitionLog};
+use kmirror::storage::{AbortedTxn, GapPolicy, LogConfig, OpenFiles, PartitionLog};
 use kmirror_protocol::batch::{RecordBatch, RecordBatches};
 use kmirror_protocol::records::{ControlBatchHeader, ControlRecord};
 use kmirror_protocol::testing::BatchSpec;
@@ -219,7 +219,9 @@ fn config() -> LogConfig {
 }
 
 fn reopen(dir: &Path) -> PartitionLog {
-    PartitionLog::open(dir, config(), NOW).expect("opens").0
+    PartitionLog::open(dir, config(), &OpenFiles::new(64), NOW)
+        .expect("opens")
+        .0
 }
 
 fn stored(log: &PartitionLog) -> Vec<u8> {

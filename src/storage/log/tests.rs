@@ -14,7 +14,7 @@ fn small_segments() -> LogConfig {
 }
 
 fn open(dir: &Path, config: LogConfig) -> (PartitionLog, RecoveryReport) {
-    PartitionLog::open(dir, config, NOW).expect("opens")
+    PartitionLog::open(dir, config, &OpenFiles::new(64), NOW).expect("opens")
 }
 
 fn plain(records: usize) -> Bytes {
