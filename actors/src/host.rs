@@ -10,6 +10,7 @@
 
 use crate::epoch::{self, Alignment, EpochStart};
 use bytes::Bytes;
+use kmirror_protocol::batch::CheckedBatches;
 use kmirror_protocol::records::CoordinatorRecord;
 use thiserror::Error;
 
@@ -59,8 +60,9 @@ pub trait MirrorLog {
     fn truncate_to(&mut self, offset: i64) -> Result<(), HostError>;
     /// Empties the log and restarts it at `offset`.
     fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), HostError>;
-    /// Appends the source's whole batches unchanged.
-    fn append_mirrored(&mut self, records: Bytes) -> Result<(), HostError>;
+    /// Appends the source's whole batches unchanged ([`apply_fetch`] checked their framing and
+    /// CRC; the log checks where they go: at its end, epochs not lowered).
+    fn append_mirrored(&mut self, batches: CheckedBatches) -> Result<(), HostError>;
     /// Appends the MIRROR_PID_RESET barrier stamped with `leader_epoch`.
     fn append_pid_reset(
         &mut self,
@@ -184,14 +186,11 @@ pub fn apply_fetch(
             Ok(FetchProgress::Truncated)
         }
         FetchResponse::Records { records, .. } => {
+            let mut checked = CheckedBatches::check(records)
+                .map_err(|e| HostError::fatal(format!("corrupt batch from the source: {e}")))?;
             let mut keep = 0;
             let mut max_epoch = -1;
-            for batch in kmirror_protocol::batch::RecordBatches::new(records.clone()) {
-                let batch = batch
-                    .map_err(|e| HostError::fatal(format!("corrupt batch from the source: {e}")))?;
-                batch
-                    .verify_crc()
-                    .map_err(|e| HostError::fatal(format!("corrupt batch from the source: {e}")))?;
+            for batch in checked.batches() {
                 let epoch = batch.partition_leader_epoch();
                 if epoch > destination_leader_epoch {
                     if keep == 0 {
@@ -202,12 +201,13 @@ pub fn apply_fetch(
                     break;
                 }
                 max_epoch = max_epoch.max(epoch);
-                keep += batch.size();
+                keep += 1;
             }
             if keep == 0 {
                 return Ok(FetchProgress::Idle);
             }
-            log.append_mirrored(records.slice(..keep))?;
+            checked.truncate(keep);
+            log.append_mirrored(checked)?;
             Ok(FetchProgress::Appended {
                 source_epoch: max_epoch,
             })

@@ -491,6 +491,60 @@ impl Iterator for RecordBatches {
     }
 }
 
+/// Whole record batches whose framing and CRC were checked, with the bytes they span: what the
+/// mirror path appends, so each fetched batch is checked once between the socket and the log.
+#[derive(Debug, Clone, Default)]
+pub struct CheckedBatches {
+    bytes: Bytes,
+    batches: Vec<RecordBatch>,
+}
+
+impl CheckedBatches {
+    /// Checks every whole batch of `records`; a partial batch at the end (what a size-capped
+    /// fetch leaves) is not part of the result.
+    pub fn check(records: Bytes) -> Result<CheckedBatches, BatchError> {
+        let mut batches = Vec::new();
+        let mut end = 0;
+        for batch in RecordBatches::new(records.clone()) {
+            let batch = batch?;
+            batch.verify_crc()?;
+            end += batch.size();
+            batches.push(batch);
+        }
+        Ok(CheckedBatches {
+            bytes: records.slice(..end),
+            batches,
+        })
+    }
+
+    /// Keeps the first `count` batches.
+    pub fn truncate(&mut self, count: usize) {
+        self.batches.truncate(count);
+        let end = self.batches.iter().map(RecordBatch::size).sum();
+        self.bytes.truncate(end);
+    }
+
+    /// The batches, in order.
+    pub fn batches(&self) -> &[RecordBatch] {
+        &self.batches
+    }
+
+    /// Exactly the bytes of the batches, back to back.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// Whether it holds no batch.
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// The bytes and the batches.
+    pub fn into_parts(self) -> (Bytes, Vec<RecordBatch>) {
+        (self.bytes, self.batches)
+    }
+}
+
 /// A mutable view of one batch's header, for the two fields outside the CRC.
 #[derive(Debug)]
 pub struct RecordBatchMut<'a> {

@@ -14,6 +14,7 @@ pub mod batch;
 pub mod client;
 pub mod codec;
 pub mod errors;
+pub mod frame;
 #[cfg(feature = "test-util")]
 pub mod kafka_tools;
 pub mod messages;

@@ -69,9 +69,8 @@ async fn connection(
             .ok_or_else(|| {
                 std::io::Error::other(format!("request size {size} outside 8..={max}"))
             })?;
-        let mut frame = BytesMut::zeroed(size);
-        stream.read_exact(&mut frame).await?;
-        let Some(reply) = handle(&broker, &client_host, frame.freeze()).await? else {
+        let frame = kmirror_protocol::frame::read_body(&mut stream, size).await?;
+        let Some(reply) = handle(&broker, &client_host, frame).await? else {
             continue;
         };
         // The body's pieces (record batches among them) go out as they are, not copied into

@@ -5,6 +5,7 @@ use crate::broker::now_ms;
 use crate::storage::{GapPolicy, PartitionLog, StorageError};
 use kmirror_actors::epoch::EpochStart;
 use kmirror_actors::host::{HostError, MirrorLog};
+use kmirror_protocol::batch::CheckedBatches;
 use kmirror_protocol::records::ControlRecord;
 
 fn host_error(e: StorageError) -> HostError {
@@ -81,9 +82,9 @@ impl MirrorLog for PartitionLog {
         Ok(())
     }
 
-    fn append_mirrored(&mut self, records: bytes::Bytes) -> Result<(), HostError> {
+    fn append_mirrored(&mut self, checked: CheckedBatches) -> Result<(), HostError> {
         // A compacted source leaves gaps between batches.
-        PartitionLog::append_mirrored(self, records, GapPolicy::AllowGaps, now_ms())
+        PartitionLog::append_mirrored_checked(self, checked, GapPolicy::AllowGaps, now_ms())
             .map_err(host_error)?;
         committed(self);
         Ok(())

@@ -39,7 +39,9 @@ use super::open_files::OpenFiles;
 use super::producer_state::{AbortedTxn, ProduceCheck, ProducerStateManager};
 use super::segment::{AppendedBatch, OpenMode, Segment, file_path};
 use bytes::Bytes;
-use kmirror_protocol::batch::{BatchHeader, RecordBatch, RecordBatches, rewrite_batches};
+use kmirror_protocol::batch::{
+    BatchHeader, CheckedBatches, RecordBatch, RecordBatches, rewrite_batches,
+};
 use kmirror_protocol::records::{ControlBatchHeader, ControlRecord};
 use std::collections::BTreeMap;
 use std::fs;
@@ -555,6 +557,33 @@ impl PartitionLog {
         now_ms: i64,
     ) -> Result<AppendInfo, StorageError> {
         let batches = frame(records.clone())?;
+        self.append_mirrored_batches(&records, batches, gaps, now_ms)
+    }
+
+    /// [`PartitionLog::append_mirrored`] of batches whose framing and CRC the mirror fetcher
+    /// already checked (so they are not checked twice).
+    pub fn append_mirrored_checked(
+        &mut self,
+        checked: CheckedBatches,
+        gaps: GapPolicy,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let (records, batches) = checked.into_parts();
+        if batches.is_empty() {
+            return Err(StorageError::EmptyAppend);
+        }
+        self.append_mirrored_batches(&records, batches, gaps, now_ms)
+    }
+
+    /// Checks where framed batches go (at the log end, or after it where `gaps` allows;
+    /// increasing offsets; epochs not lowered) and appends them.
+    fn append_mirrored_batches(
+        &mut self,
+        records: &Bytes,
+        batches: Vec<RecordBatch>,
+        gaps: GapPolicy,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
         let log_end_offset = self.log_end_offset();
         let mut previous_end = log_end_offset;
         let mut latest_epoch = self.epochs.latest_epoch().unwrap_or(-1);
@@ -592,7 +621,7 @@ impl PartitionLog {
             let control = control_of(&batch)?;
             checked.push(Checked { batch, control });
         }
-        self.append_checked(&records, checked, None, now_ms)
+        self.append_checked(records, checked, None, now_ms)
     }
 
     /// Appends checked batches whose offsets are final; `data` is exactly their bytes, back to

@@ -5,7 +5,7 @@
 use super::{CoordinatorLog, FetchRequest, FetchResponse, HostError, MirrorLog, SourceCluster};
 use crate::epoch::{self, EpochStart};
 use bytes::Bytes;
-use kmirror_protocol::batch::{RecordBatch, RecordBatches};
+use kmirror_protocol::batch::{CheckedBatches, RecordBatch, RecordBatches};
 use kmirror_protocol::records::{ControlBatchHeader, ControlRecord, CoordinatorRecord};
 use kmirror_protocol::testing::BatchSpec;
 use std::collections::HashMap;
@@ -179,12 +179,11 @@ impl MirrorLog for MemoryLog {
         Ok(())
     }
 
-    fn append_mirrored(&mut self, records: Bytes) -> Result<(), HostError> {
+    fn append_mirrored(&mut self, checked: CheckedBatches) -> Result<(), HostError> {
         let mut expected = self.log_end_offset();
         let mut latest = self.epoch_history().last().map_or(-1, |(e, _)| *e);
         let mut batches = Vec::new();
-        for b in RecordBatches::new(records) {
-            let b = b.map_err(|e| HostError::fatal(e.to_string()))?;
+        for b in checked.into_parts().1 {
             if b.base_offset() != expected {
                 return Err(HostError::fatal(format!(
                     "mirrored batch at {} does not start at the log end {expected}",

@@ -282,3 +282,29 @@ proptest! {
         prop_assert_eq!(iter.position() + iter.partial_tail(), cut);
     }
 }
+
+#[test]
+fn checked_batches_leave_out_a_partial_tail_and_refuse_a_flipped_byte() {
+    let (a, b) = (
+        encode(0, 3, KpCompression::Lz4),
+        encode(3, 2, KpCompression::None),
+    );
+    let mut buf = BytesMut::new();
+    buf.extend_from_slice(&a);
+    buf.extend_from_slice(&b);
+    buf.extend_from_slice(&a[..a.len() / 2]);
+    let mut checked = CheckedBatches::check(buf.clone().freeze()).expect("whole batches valid");
+    assert_eq!(checked.batches().len(), 2);
+    assert_eq!(checked.bytes().len(), a.len() + b.len());
+    checked.truncate(1);
+    assert_eq!(checked.bytes(), &a);
+    assert_eq!(checked.batches()[0].next_offset(), 3);
+
+    // A byte of the second batch's records flipped: its CRC no longer holds.
+    let last = a.len() + b.len() - 1;
+    buf[last] ^= 0xff;
+    assert!(matches!(
+        CheckedBatches::check(buf.freeze()),
+        Err(BatchError::CrcMismatch { .. })
+    ));
+}

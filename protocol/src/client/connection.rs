@@ -124,9 +124,7 @@ async fn read_frame(stream: &mut (impl AsyncRead + Unpin)) -> std::io::Result<By
         .ok()
         .filter(|l| *l <= MAX_RESPONSE_BYTES)
         .ok_or_else(|| std::io::Error::other(format!("response size {len} out of range")))?;
-    let mut buf = BytesMut::zeroed(len);
-    stream.read_exact(&mut buf).await?;
-    Ok(buf.freeze())
+    crate::frame::read_body(stream, len).await
 }
 
 /// One request and its answer on a stream that has no tasks yet (the handshake).
