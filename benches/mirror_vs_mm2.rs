@@ -32,11 +32,13 @@
 //! kmirror (e.g. `mirror.fetch.max.bytes=8388608;mirror.num.replica.fetchers=4`).
 //!
 //! Cross-region: `MM2_BENCH_DELAY_MS` (default 0) puts the readers of the source (the
-//! reference, kmirror, MirrorMaker 2) in "another region": they connect to the source's REMOTE
-//! listener (`KMIRROR_KAFKA_REMOTE`), and a `tc netem` qdisc on loopback delays every packet the
-//! source sends from that port by that many ms, so each round trip to the source is that much
-//! longer. Producers stay on the source's own listener, undelayed. The qdisc is removed at the
-//! end (needs `tc` from iproute2 and CAP_NET_ADMIN).
+//! reference, kmirror, MirrorMaker 2) in "another region": they connect through a proxy
+//! (`support::delay_proxy`) that holds every byte back half that many ms in each direction, so
+//! each round trip to the source is that much longer. The proxy listens where the source
+//! advertises its REMOTE listener (`KMIRROR_KAFKA_REMOTE`) and forwards to that listener
+//! (`KMIRROR_KAFKA_REMOTE_LISTENER`), so clients stay on it after metadata. Producers stay on
+//! the source's own listener, undelayed. (This machine's kernel has no `tc netem`; the proxy
+//! adds latency only, no bandwidth or TCP window limit.)
 
 mod support;
 
@@ -50,6 +52,7 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::delay_proxy::DelayProxy;
 use support::{
     consumer_performance_columns, cpu_seconds, kafka_pid, median, peak_rss_mib, spawn_kmirror,
     terminate,
@@ -551,7 +554,13 @@ fn main() {
     let systems: Vec<&str> = systems_env.split(',').map(str::trim).collect();
     let records = mib * 1024 * 1024 / RECORD_BYTES;
     let delay_ms: u32 = env_or("MM2_BENCH_DELAY_MS", 0);
-    let _netem = (delay_ms > 0).then(|| Netem::add(&kafka_env("KMIRROR_KAFKA_REMOTE"), delay_ms));
+    let _proxy = (delay_ms > 0).then(|| {
+        DelayProxy::start(
+            &kafka_env("KMIRROR_KAFKA_REMOTE"),
+            &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"),
+            Duration::from_millis(u64::from(delay_ms)) / 2,
+        )
+    });
     let clusters = Clusters {
         source: kafka_env("KMIRROR_KAFKA_BOOTSTRAP"),
         source_readers: if delay_ms > 0 {
@@ -694,56 +703,6 @@ fn main() {
         }
     }
     print_table(&table, &partition_counts);
-}
-
-/// A `tc netem` delay on the packets loopback carries from one port (the source's REMOTE
-/// listener), removed when dropped.
-struct Netem;
-
-impl Netem {
-    fn add(listener: &str, delay_ms: u32) -> Netem {
-        let port = listener.rsplit(':').next().expect("host:port");
-        // Three bands; everything goes to the last, except what the filter sends to the first,
-        // which is delayed.
-        let priomap = ["2"; 16];
-        Netem::tc(
-            &[
-                &[
-                    "qdisc", "add", "dev", "lo", "root", "handle", "1:", "prio", "bands", "3",
-                    "priomap",
-                ][..],
-                &priomap[..],
-            ]
-            .concat(),
-        );
-        let delay = format!("{delay_ms}ms");
-        Netem::tc(&[
-            "qdisc", "add", "dev", "lo", "parent", "1:1", "handle", "10:", "netem", "delay",
-            &delay, "limit", "100000",
-        ]);
-        Netem::tc(&[
-            "filter", "add", "dev", "lo", "protocol", "ip", "parent", "1:0", "prio", "1", "u32",
-            "match", "ip", "sport", port, "0xffff", "flowid", "1:1",
-        ]);
-        Netem
-    }
-
-    fn tc(args: &[&str]) {
-        let out = Command::new("tc").args(args).output().expect("tc runs");
-        assert!(
-            out.status.success(),
-            "tc {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for Netem {
-    fn drop(&mut self) {
-        let _ = Command::new("tc")
-            .args(["qdisc", "del", "dev", "lo", "root"])
-            .status();
-    }
 }
 
 /// A figure read from one run.

@@ -6,6 +6,10 @@
 //! the CPU used while they idle for 10 s (percent of one core), and the time for a Stop of
 //! `SCALE_STOP_PARTITIONS` (default 10,000) of them to reach STOPPED.
 //!
+//! Each part runs `SCALE_RUNS` times (default 3) and the medians are printed at the end. The
+//! RSS growth of runs after the first is smaller (the allocator keeps what the run before
+//! freed), so the first run's is the one to quote.
+//!
 //! The broker: a `kmirror broker` source process with `SCALE_BROKER_PARTITIONS` (default
 //! 100,000) partitions in topics of 100, mirrored by an in-process destination broker with its
 //! MirrorSystem: every partition started, all MIRRORING (the RSS growth per partition now
@@ -49,7 +53,10 @@ async fn idle_cpu(pids: &[u32], window: Duration) -> Vec<f64> {
         .collect()
 }
 
-fn engine(count: usize, stop: usize) {
+/// One run's figures, in the order of the labels its caller prints.
+type Figures = Vec<f64>;
+
+fn engine(count: usize, stop: usize) -> Figures {
     let me = std::process::id();
     let system = actix::System::new();
     system.block_on(async move {
@@ -90,7 +97,13 @@ fn engine(count: usize, stop: usize) {
             "  Stop of {stop} to all STOPPED      {:>10.1} ms",
             to_stopped.as_secs_f64() * 1e3
         );
-    });
+        vec![
+            per_partition,
+            to_mirroring.as_secs_f64() * 1e3,
+            cpu,
+            to_stopped.as_secs_f64() * 1e3,
+        ]
+    })
 }
 
 async fn wait_all(partitions: &[SupervisedPartition<MemoryPorts>], state: MirrorState) {
@@ -146,7 +159,7 @@ async fn create_topics(address: &str, topics: &[String], per_topic: i32) {
     }
 }
 
-fn broker(count: usize, stop: usize) {
+fn broker(count: usize, stop: usize) -> Figures {
     const PER_TOPIC: usize = 100;
     let topics: Vec<String> = (0..count.div_ceil(PER_TOPIC))
         .map(|t| format!("scale-{t:04}"))
@@ -165,7 +178,7 @@ fn broker(count: usize, stop: usize) {
     let me = std::process::id();
     let source_pid = source.id();
     let system = actix::System::new();
-    system.block_on(async {
+    let figures = system.block_on(async {
         create_topics(&source_address, &topics, PER_TOPIC as i32).await;
         let engine = MirrorSystem::new(destination.clone(), RetryPolicy::default()).start();
         engine
@@ -230,8 +243,30 @@ fn broker(count: usize, stop: usize) {
             destination.open_files().max(),
             destination.open_files().reopened()
         );
+        vec![
+            per_partition,
+            to_mirroring.as_secs_f64() * 1e3,
+            cpu[0],
+            cpu[1],
+            to_stopped.as_secs_f64() * 1e3,
+        ]
     });
     terminate(&mut source);
+    figures
+}
+
+/// Prints the median of each figure over the runs.
+fn print_medians(title: &str, labels: &[&str], runs: &[Figures]) {
+    println!("{title}, median of {} runs:", runs.len());
+    for (i, label) in labels.iter().enumerate() {
+        let mut values: Vec<f64> = runs.iter().map(|r| r[i]).collect();
+        let all: Vec<String> = values.iter().map(|v| format!("{v:.1}")).collect();
+        println!(
+            "  {label:<48} {:>12.1}   (runs: {})",
+            support::median(&mut values),
+            all.join(", ")
+        );
+    }
 }
 
 async fn all_in(
@@ -275,8 +310,34 @@ fn main() {
     let engine_partitions = env_or("SCALE_ENGINE_PARTITIONS", 100_000);
     let stop = env_or("SCALE_STOP_PARTITIONS", 10_000).min(engine_partitions);
     let broker_partitions = env_or("SCALE_BROKER_PARTITIONS", 100_000);
-    engine(engine_partitions, stop);
-    if broker_partitions > 0 {
-        broker(broker_partitions, stop);
+    let runs = env_or("SCALE_RUNS", 3).max(1);
+    let engine_runs: Vec<Figures> = (0..runs).map(|_| engine(engine_partitions, stop)).collect();
+    let broker_runs: Vec<Figures> = if broker_partitions > 0 {
+        (0..runs).map(|_| broker(broker_partitions, stop)).collect()
+    } else {
+        Vec::new()
+    };
+    print_medians(
+        &format!("scale (engine): {engine_partitions} partitions"),
+        &[
+            "memory per partition, bytes (RSS growth)",
+            "leadership to all MIRRORING, ms",
+            "idle CPU over 10 s, % of one core",
+            &format!("Stop of {stop} to all STOPPED, ms"),
+        ],
+        &engine_runs,
+    );
+    if !broker_runs.is_empty() {
+        print_medians(
+            &format!("scale (broker): {broker_partitions} partitions"),
+            &[
+                "memory per partition, bytes (RSS growth)",
+                "Start to all MIRRORING, ms",
+                "idle CPU over 10 s, destination, % of one core",
+                "idle CPU over 10 s, source, % of one core",
+                &format!("Stop of {stop} to all STOPPED, ms"),
+            ],
+            &broker_runs,
+        );
     }
 }

@@ -5,7 +5,8 @@
 #                                   broker_vs_kafka, mirror_vs_consumer, stop_partitions,
 #                                   stop_mirror_topic, mirror_vs_mm2, scale
 # mirror_vs_mm2 also starts a second Kafka (MirrorMaker 2's destination) and fetches MirrorMaker 2
-# from Maven Central (scripts/kafka-local.sh fetch-mm2); MM2_BENCH_* variables size it.
+# from Maven Central (scripts/kafka-local.sh fetch-mm2); MM2_BENCH_* variables size it, and
+# MM2_BENCH_DELAY_MS=50 puts the source 50 ms (round trip) away behind a delaying proxy.
 # Benchmarks that need Apache Kafka (source_fetch, broker_vs_kafka) get one started by scripts/kafka-local.sh
 # unless KMIRROR_KAFKA_BOOTSTRAP points at a running one.
 set -euo pipefail

@@ -7,8 +7,9 @@
 #                                                   PLAINTEXT on PORT (default 19092), SSL on PORT+2
 #                                                   SASL_SSL (SCRAM-SHA-256/512, PLAIN) on PORT+3
 #                                                   and a second plaintext listener, REMOTE, on
-#                                                   PORT+4 (clients "in another region": benchmarks
-#                                                   delay its traffic with tc netem),
+#                                                   PORT+4 advertised as PORT+5, where benchmarks
+#                                                   put a delaying proxy (clients "in another
+#                                                   region"),
 #                                                   a CA and server certificate made with openssl;
 #                                                   writes DATA_DIR/env (KMIRROR_KAFKA_* variables)
 #   scripts/kafka-local.sh restart DATA_DIR         stop it (if running) and start it again on its
@@ -67,7 +68,7 @@ certificates() {
 
 start() {
   local data="$1" port="${2:-19092}"
-  local cport=$((port + 1)) sport=$((port + 2)) aport=$((port + 3)) rport=$((port + 4))
+  local cport=$((port + 1)) sport=$((port + 2)) aport=$((port + 3)) rport=$((port + 4)) pport=$((port + 5))
   local dist; dist="$(fetch)"
   local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
   mkdir -p "$data/logs"
@@ -78,7 +79,7 @@ process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
 listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$rport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$rport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$pport
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,REMOTE:PLAINTEXT
@@ -116,7 +117,8 @@ export KMIRROR_KAFKA_CLUSTER_ID=$cluster_id
 export KMIRROR_KAFKA_BOOTSTRAP=127.0.0.1:$port
 export KMIRROR_KAFKA_SSL=127.0.0.1:$sport
 export KMIRROR_KAFKA_SASL_SSL=127.0.0.1:$aport
-export KMIRROR_KAFKA_REMOTE=127.0.0.1:$rport
+export KMIRROR_KAFKA_REMOTE_LISTENER=127.0.0.1:$rport
+export KMIRROR_KAFKA_REMOTE=127.0.0.1:$pport
 export KMIRROR_KAFKA_CA=$data/ca.pem
 export KMIRROR_KAFKA_OTHER_CA=$data/other-ca.pem
 export KMIRROR_KAFKA_USER=alice
@@ -159,5 +161,5 @@ case "${1:-}" in
   start) start "${2:?data directory}" "${3:-19092}" ;;
   restart) stop "${2:?data directory}"; launch "$2" ;;
   stop) stop "${2:?data directory}" ;;
-  *) sed -n '2,21p' "$0"; exit 2 ;;
+  *) sed -n '2,22p' "$0"; exit 2 ;;
 esac

@@ -1,9 +1,10 @@
 //! What the process-level benchmarks share: a process's CPU time and peak RSS from `/proc`, free
-//! ports, a `kmirror broker` process, stopping processes with SIGTERM, medians, and mirror
-//! partition ports in memory.
+//! ports, a `kmirror broker` process, stopping processes with SIGTERM, medians, mirror
+//! partition ports in memory, and a delaying TCP proxy.
 
 #![allow(dead_code)] // Each benchmark binary uses a part.
 
+pub(crate) mod delay_proxy;
 pub(crate) mod memory_ports;
 
 use std::process::{Child, Command};
