@@ -102,9 +102,17 @@ impl<T: Serialize + DeserializeOwned> RecordLog<T> {
 
     /// Appends one record durably.
     pub fn append(&mut self, record: &T) -> Result<(), StorageError> {
-        let frame = frame(record, &self.path)?;
+        self.append_all(std::slice::from_ref(record))
+    }
+
+    /// Appends records durably with one write and one fsync (group commit).
+    pub fn append_all(&mut self, records: &[T]) -> Result<(), StorageError> {
+        let mut frames = Vec::new();
+        for record in records {
+            frames.extend_from_slice(&frame(record, &self.path)?);
+        }
         self.file
-            .write_all(&frame)
+            .write_all(&frames)
             .map_err(io("write", &self.path))?;
         self.file.sync_data().map_err(io("fsync", &self.path))
     }

@@ -23,6 +23,7 @@
 
 mod cluster;
 pub mod config;
+mod epoch_bumps;
 mod handlers;
 pub mod server;
 mod transactions;
@@ -65,6 +66,8 @@ pub struct Broker {
     partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
     /// The bound on segment files the partition logs hold open (`log.open.files.max`).
     open_files: OpenFiles,
+    /// Leader-epoch bumps waiting for their group commit.
+    epoch_bumps: epoch_bumps::EpochBumps,
     /// Woken after every append, for fetches waiting on `min_bytes`.
     appended: Notify,
     groups: GroupCoordinator,
@@ -123,6 +126,7 @@ impl Broker {
             transactions,
             partitions: RwLock::new(HashMap::new()),
             open_files: OpenFiles::new(config.log_open_files_max),
+            epoch_bumps: epoch_bumps::EpochBumps::default(),
             appended: Notify::new(),
             config,
         };
@@ -306,6 +310,15 @@ impl Broker {
         min_leader_epoch: i32,
     ) -> Result<Option<i32>, StorageError> {
         self.with_controller(|c| c.bump_leader_epoch(topic, index, min_leader_epoch))
+    }
+
+    /// [`Broker::bump_leader_epoch`] for many `(topic, partition, min_leader_epoch)`, durable
+    /// together (one fsync).
+    pub fn bump_leader_epochs(
+        &self,
+        requests: &[(String, i32, i32)],
+    ) -> Result<Vec<Option<i32>>, StorageError> {
+        self.with_controller(|c| c.bump_leader_epochs(requests))
     }
 
     /// Creates a topic and its partition logs.

@@ -11,7 +11,7 @@ use crate::record_log::RecordLog;
 use crate::storage::StorageError;
 use kmirror_protocol::errors::ErrorCode;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use thiserror::Error;
 use uuid::Uuid;
@@ -582,23 +582,55 @@ impl Controller {
         partition: i32,
         min_leader_epoch: i32,
     ) -> Result<Option<i32>, StorageError> {
-        let Some(current) = self
-            .topics
-            .get(topic)
-            .and_then(|t| t.partitions.get(partition as usize))
-            .map(|p| p.leader_epoch)
-        else {
-            return Ok(None);
-        };
-        let epoch = kmirror_actors::epoch::bumped_epoch(current, min_leader_epoch);
-        if epoch != current {
-            self.append(MetadataRecord::LeaderEpoch {
-                topic: topic.to_string(),
-                partition,
-                epoch,
-            })?;
+        let bumped =
+            self.bump_leader_epochs(&[(topic.to_string(), partition, min_leader_epoch)])?;
+        Ok(bumped.into_iter().next().flatten())
+    }
+
+    /// [`Controller::bump_leader_epoch`] for many partitions, in order, made durable together
+    /// (one fsync); `None` for a partition that does not exist.
+    pub fn bump_leader_epochs(
+        &mut self,
+        requests: &[(String, i32, i32)],
+    ) -> Result<Vec<Option<i32>>, StorageError> {
+        // Epochs as the batch leaves them, so a partition asked twice sees its first bump.
+        let mut epochs: HashMap<(&str, i32), i32> = HashMap::new();
+        let mut records = Vec::new();
+        let mut answers = Vec::with_capacity(requests.len());
+        for (topic, partition, min_leader_epoch) in requests {
+            let current = epochs
+                .get(&(topic.as_str(), *partition))
+                .copied()
+                .or_else(|| {
+                    self.topics
+                        .get(topic)
+                        .and_then(|t| t.partitions.get(*partition as usize))
+                        .map(|p| p.leader_epoch)
+                });
+            let Some(current) = current else {
+                answers.push(None);
+                continue;
+            };
+            let epoch = kmirror_actors::epoch::bumped_epoch(current, *min_leader_epoch);
+            if epoch != current {
+                epochs.insert((topic.as_str(), *partition), epoch);
+                records.push(MetadataRecord::LeaderEpoch {
+                    topic: topic.clone(),
+                    partition: *partition,
+                    epoch,
+                });
+            }
+            answers.push(Some(epoch));
         }
-        Ok(Some(epoch))
+        if !records.is_empty() {
+            self.log.append_all(&records)?;
+            for record in &records {
+                self.apply(record);
+            }
+            self.changes
+                .send_modify(|count| *count += records.len() as u64);
+        }
+        Ok(answers)
     }
 
     /// A new leadership term for every partition of broker `node_id` (called once per start):
@@ -671,6 +703,40 @@ mod tests {
             1001,
             "ids are not reused"
         );
+    }
+
+    #[test]
+    fn epoch_bumps_of_one_batch_are_applied_in_order_and_durable_together() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let before = {
+            let mut c = Controller::open(dir.path()).expect("opens");
+            c.create_topic("orders", 2, BTreeMap::new(), None)
+                .expect("creates");
+            let before = std::fs::metadata(dir.path().join("metadata.log"))
+                .expect("log")
+                .len();
+            let changes = c.change_count();
+            let bumped = c
+                .bump_leader_epochs(&[
+                    ("orders".into(), 0, 4),
+                    ("orders".into(), 0, 4),
+                    ("orders".into(), 1, 0),
+                    ("missing".into(), 0, 1),
+                    ("orders".into(), 9, 1),
+                ])
+                .expect("bumps");
+            // The second bump of partition 0 sees the first: 5 is already above 4.
+            assert_eq!(bumped, vec![Some(5), Some(5), Some(1), None, None]);
+            assert_eq!(c.change_count(), changes + 2, "two epoch records");
+            before
+        };
+        let c = Controller::open(dir.path()).expect("reopens");
+        assert_eq!(c.topics()["orders"].partitions[0].leader_epoch, 5);
+        assert_eq!(c.topics()["orders"].partitions[1].leader_epoch, 1);
+        let after = std::fs::metadata(dir.path().join("metadata.log"))
+            .expect("log")
+            .len();
+        assert!(after > before);
     }
 
     #[test]

@@ -305,8 +305,9 @@ impl PartitionPorts for BrokerPartitionPorts {
             };
             ports
                 .broker
-                .bump_leader_epoch(&ports.site.topic, ports.site.partition, min)
-                .map_err(|e| Cause::retryable(e.to_string()))?
+                .bump_leader_epoch_grouped(&ports.site.topic, ports.site.partition, min)
+                .await
+                .map_err(Cause::retryable)?
                 .ok_or_else(|| Cause::fatal("the partition is gone"))
         })
     }

@@ -508,6 +508,46 @@ async fn retention_deletes_old_segments_and_moves_the_log_start() {
     shut(running).await;
 }
 
+#[tokio::test]
+async fn concurrent_epoch_bumps_are_committed_together_and_survive_a_restart() {
+    const PARTITIONS: i32 = 64;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    assert_eq!(create(&running.address, "bumped", PARTITIONS).await, 0);
+    let mut bumps = tokio::task::JoinSet::new();
+    // Every partition once, and partition 0 three times: a repeat of a bump changes nothing.
+    for p in (0..PARTITIONS).chain([0, 0]) {
+        let broker = running.broker.clone();
+        bumps.spawn(async move { (p, broker.bump_leader_epoch_grouped("bumped", p, 10).await) });
+    }
+    let missing = running
+        .broker
+        .bump_leader_epoch_grouped("bumped", PARTITIONS, 10)
+        .await;
+    assert_eq!(missing, Ok(None), "a partition that does not exist");
+    let mut answered = 0;
+    while let Some(joined) = bumps.join_next().await {
+        let (p, outcome) = joined.expect("joins");
+        assert_eq!(outcome, Ok(Some(11)), "partition {p}");
+        answered += 1;
+    }
+    assert_eq!(answered, PARTITIONS + 2);
+    for p in 0..PARTITIONS {
+        assert_eq!(running.broker.leader_epoch("bumped", p), Some(11));
+    }
+    shut(running).await;
+    // The bumps were durable: the restart's new term starts above them.
+    let running = start(dir.path()).await;
+    for p in 0..PARTITIONS {
+        let epoch = running.broker.leader_epoch("bumped", p).expect("exists");
+        assert!(
+            epoch > 11,
+            "partition {p} at epoch {epoch} after the restart"
+        );
+    }
+    shut(running).await;
+}
+
 /// Descriptors this process holds on segment files of `topic`'s partitions under `dir`.
 fn open_segment_files(dir: &Path, topic: &str) -> usize {
     let prefix = format!("{topic}-");
