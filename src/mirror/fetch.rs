@@ -231,7 +231,13 @@ impl FetcherPorts for SourceFetcherPorts {
                 }
                 progress
             };
-            broker.notify_appended();
+            // Fetches waiting on this broker for new data care only when the log changed.
+            if matches!(
+                progress,
+                FetchProgress::Appended { .. } | FetchProgress::Truncated
+            ) {
+                broker.notify_appended();
+            }
             Ok(progress)
         })
     }

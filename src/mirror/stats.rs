@@ -65,6 +65,11 @@ impl MirrorStats {
     /// The partition is `lag` records behind the source.
     pub fn lag(&self, key: &FetchKey, lag: i64) {
         let lag = lag.max(0);
+        // Most answers leave the lag as it was (an idle partition stays at 0): the gauge is
+        // only looked up, labels built, when it moves.
+        if self.lags.get(key).is_some_and(|known| *known == lag) {
+            return;
+        }
         self.lag_gauge(key).set(lag as f64);
         self.lags.insert(key.clone(), lag);
     }

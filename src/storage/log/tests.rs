@@ -589,3 +589,44 @@ fn timestamps_find_batches() {
         None
     );
 }
+
+#[test]
+fn epochs_grown_since_the_last_flush_come_back_from_the_batches_after_a_crash() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, _) = open(dir.path(), small_segments());
+    log.append_mirrored(sourced(0, 4, 1), GapPolicy::Contiguous, NOW)
+        .expect("appends");
+    log.flush(NOW).expect("flushes");
+    let checkpoint = dir.path().join(EPOCH_CHECKPOINT);
+    let flushed = fs::read_to_string(&checkpoint).expect("checkpoint");
+    // New epochs after the flush: the checkpoint waits for the next flush.
+    log.append_mirrored(sourced(4, 4, 3), GapPolicy::Contiguous, NOW)
+        .expect("appends");
+    log.append_mirrored(sourced(8, 2, 6), GapPolicy::Contiguous, NOW)
+        .expect("appends");
+    assert_eq!(
+        fs::read_to_string(&checkpoint).expect("checkpoint"),
+        flushed
+    );
+    // A crash: nothing flushed or closed.
+    drop(log);
+    let (log, _) = open(dir.path(), small_segments());
+    assert_eq!(
+        log.epoch_entries(),
+        &[
+            EpochEntry {
+                epoch: 1,
+                start_offset: 0
+            },
+            EpochEntry {
+                epoch: 3,
+                start_offset: 4
+            },
+            EpochEntry {
+                epoch: 6,
+                start_offset: 8
+            },
+        ]
+    );
+    assert_eq!(log.end_offset_for(3), (3, 8));
+}
