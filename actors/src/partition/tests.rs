@@ -104,14 +104,20 @@ impl Harness {
         }
     }
 
-    fn start_mirroring(&mut self) {
+    /// Leader at `leader_epoch` of a partition with no stored state, desired MIRRORING:
+    /// PREPARING made durable, the LME lookup next.
+    fn become_preparing(&mut self, leader_epoch: i32) {
         self.send(Input::BecameLeader {
-            leader_epoch: 20,
+            leader_epoch,
             desired: Desired::Mirroring,
         });
         let op = self.op_of(|e| matches!(e, Effect::LoadState { .. }));
         self.send(Input::StateLoaded { op, stored: None });
         self.persist_ok(MirrorState::Preparing);
+    }
+
+    fn start_mirroring(&mut self) {
+        self.become_preparing(20);
         let op = self.op_of(|e| matches!(e, Effect::LookUpLme { .. }));
         self.send(Input::LmeLookedUp { op, result: Ok(-1) });
         let op = self.op_of(|e| matches!(e, Effect::TruncateForLme { lme: -1, .. }));
@@ -166,13 +172,7 @@ fn a_supervisor_giving_up_detaches_the_fetcher_and_fails_for_good() {
 #[test]
 fn a_partition_waiting_to_retry_fails_for_good_when_told() {
     let mut h = Harness::new();
-    h.send(Input::BecameLeader {
-        leader_epoch: 3,
-        desired: Desired::Mirroring,
-    });
-    let op = h.op_of(|e| matches!(e, Effect::LoadState { .. }));
-    h.send(Input::StateLoaded { op, stored: None });
-    h.persist_ok(MirrorState::Preparing);
+    h.become_preparing(3);
     let op = h.op_of(|e| matches!(e, Effect::LookUpLme { .. }));
     h.send(Input::LmeLookedUp {
         op,
@@ -322,13 +322,7 @@ fn pause_and_resume_skip_truncation() {
 #[test]
 fn failures_retry_with_backoff_and_clear_on_success() {
     let mut h = Harness::new();
-    h.send(Input::BecameLeader {
-        leader_epoch: 3,
-        desired: Desired::Mirroring,
-    });
-    let op = h.op_of(|e| matches!(e, Effect::LoadState { .. }));
-    h.send(Input::StateLoaded { op, stored: None });
-    h.persist_ok(MirrorState::Preparing);
+    h.become_preparing(3);
     for attempt in 1..=3i16 {
         let op = h.op_of(|e| matches!(e, Effect::LookUpLme { .. }));
         h.send(Input::LmeLookedUp {
