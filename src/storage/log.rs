@@ -1144,29 +1144,20 @@ impl PartitionLog {
 
     /// Adds the epochs of the batches from `offset` on to the cache.
     fn extend_epochs_from(&mut self, offset: i64) -> Result<(), StorageError> {
-        let mut starts = Vec::new();
-        self.for_each_batch(offset, |batch| {
-            starts.push((batch.partition_leader_epoch(), batch.base_offset()));
-            Ok(())
-        })?;
-        for (epoch, start_offset) in starts {
-            if epoch > self.epochs.latest_epoch().unwrap_or(-1) {
-                self.epochs.assign(epoch, start_offset);
-            }
-        }
-        Ok(())
-    }
-
-    fn rebuild_epochs(&mut self) -> Result<(), StorageError> {
-        let mut epochs = EpochCache::default();
-        self.for_each_batch(self.log_start_offset, |batch| {
+        let mut epochs = std::mem::take(&mut self.epochs);
+        let scanned = self.for_each_batch(offset, |batch| {
             if batch.partition_leader_epoch() > epochs.latest_epoch().unwrap_or(-1) {
                 epochs.assign(batch.partition_leader_epoch(), batch.base_offset());
             }
             Ok(())
-        })?;
+        });
         self.epochs = epochs;
-        Ok(())
+        scanned
+    }
+
+    fn rebuild_epochs(&mut self) -> Result<(), StorageError> {
+        self.epochs = EpochCache::default();
+        self.extend_epochs_from(self.log_start_offset)
     }
 }
 

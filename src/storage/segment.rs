@@ -96,7 +96,6 @@ pub struct AppendedBatch {
 #[derive(Debug)]
 pub struct Segment {
     base_offset: i64,
-    log_path: PathBuf,
     index_path: PathBuf,
     log: SegmentFile,
     entries: Vec<IndexEntry>,
@@ -130,7 +129,6 @@ impl Segment {
     ) -> Segment {
         Segment {
             base_offset,
-            log_path: log.path().to_path_buf(),
             index_path: file_path(dir, base_offset, "index"),
             log,
             entries: Vec::new(),
@@ -146,7 +144,7 @@ impl Segment {
 
     /// The log file, opened again if the bound closed it.
     fn log_file(&self) -> Result<std::sync::Arc<File>, StorageError> {
-        self.log.get().map_err(io("open", &self.log_path))
+        self.log.get().map_err(io("open", self.log.path()))
     }
 
     /// Creates an empty segment (replacing any files of that name).
@@ -390,8 +388,8 @@ impl Segment {
     fn cut_at(&mut self, position: u64) -> Result<(), StorageError> {
         let log = self.log_file()?;
         log.set_len(position)
-            .map_err(io("truncate", &self.log_path))?;
-        log.sync_all().map_err(io("fsync", &self.log_path))?;
+            .map_err(io("truncate", self.log.path()))?;
+        log.sync_all().map_err(io("fsync", self.log.path()))?;
         self.size = position;
         self.entries.retain(|e| u64::from(e.position) < position);
         self.next_offset = self.base_offset;
@@ -402,7 +400,7 @@ impl Segment {
         if let Err(reason) = self.walk_headers(from, u64::MAX, false)? {
             return Err(StorageError::Io {
                 op: "re-read after truncation",
-                path: self.log_path.clone(),
+                path: self.log.path().to_path_buf(),
                 source: std::io::Error::other(reason),
             });
         }
@@ -417,7 +415,7 @@ impl Segment {
         let mut buf = [0u8; HEADER_SIZE];
         self.log_file()?
             .read_exact_at(&mut buf[..len], position)
-            .map_err(io("read", &self.log_path))?;
+            .map_err(io("read", self.log.path()))?;
         Ok(BatchHeader::parse(&buf[..len], position as usize).map_err(|e| e.to_string()))
     }
 
@@ -483,7 +481,7 @@ impl Segment {
     ) -> Result<(), StorageError> {
         self.log_file()?
             .write_all_at(bytes, self.size)
-            .map_err(io("write", &self.log_path))?;
+            .map_err(io("write", self.log.path()))?;
         for b in batches {
             self.maybe_index(
                 &b.header,
@@ -502,7 +500,7 @@ impl Segment {
         let mut buf = BytesMut::zeroed(len);
         self.log_file()?
             .read_exact_at(&mut buf, position)
-            .map_err(io("read", &self.log_path))?;
+            .map_err(io("read", self.log.path()))?;
         Ok(buf.freeze())
     }
 
@@ -573,7 +571,7 @@ impl Segment {
     pub fn flush(&mut self) -> Result<(), StorageError> {
         self.log_file()?
             .sync_data()
-            .map_err(io("fsync", &self.log_path))?;
+            .map_err(io("fsync", self.log.path()))?;
         let pending: Vec<u8> = self.entries[self.persisted_entries..]
             .iter()
             .flat_map(|e| e.encode())
@@ -596,7 +594,7 @@ impl Segment {
 
     /// Deletes the segment's files.
     pub fn delete(self) -> Result<(), StorageError> {
-        fs::remove_file(&self.log_path).map_err(io("delete", &self.log_path))?;
+        fs::remove_file(self.log.path()).map_err(io("delete", self.log.path()))?;
         match fs::remove_file(&self.index_path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(io("delete", &self.index_path)(e))
