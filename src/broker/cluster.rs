@@ -13,9 +13,10 @@
 //! idempotent; it runs after every change made through this broker, and
 //! [`Broker::follow_metadata`] runs it after every change made through another.
 
-use super::{Broker, is_mirror_topic};
-use crate::controller::{ANY_NODE, BrokerEndpoint, Controller, PartitionMeta};
+use super::{Broker, Partition, is_mirror_topic};
+use crate::controller::{ANY_NODE, BrokerEndpoint, Controller, PartitionMeta, TopicMeta};
 use crate::storage::StorageError;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -85,33 +86,61 @@ impl Broker {
     /// configs to the logs, and refreshes the ACL cache. The read-only flag follows
     /// `mirror.name` only when the topic becomes or stops being a mirror (the mirroring engine
     /// owns it otherwise).
-    /// Metadata already brought in line with (a change made here and seen again by a watcher)
-    /// costs nothing.
+    /// Only the topics changed since the last reconcile are looked at (the controller's
+    /// journal names them), so metadata already brought in line with costs nothing and a
+    /// change costs what its topics hold.
     pub fn reconcile(&self) -> Result<(), StorageError> {
         let mut reconciled = self.reconciled.lock().unwrap_or_else(|e| e.into_inner());
-        let version = self.with_controller(|c| c.change_count());
-        if *reconciled == Some(version) {
-            return Ok(());
+        let (version, delta, mut metas) = self.metadata_since(*reconciled);
+        if delta.cluster {
+            let acls = self.with_controller(|c| c.acls());
+            *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(acls);
         }
-        let (topics, acls) = self.with_controller(|c| (c.topics().clone(), c.acls()));
-        *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(acls);
-        for ((name, index), partition) in self.open_partitions_now() {
-            let current = topics.get(&name).filter(|t| {
+        // Leader epochs alone change nothing here.
+        let mut topics: BTreeMap<String, Option<TopicMeta>> = if delta.everything {
+            metas.into_iter().map(|(name, t)| (name, Some(t))).collect()
+        } else {
+            delta
+                .topics
+                .iter()
+                .map(|name| (name.clone(), metas.remove(name)))
+                .collect()
+        };
+        if delta.everything {
+            // Logs of topics the metadata no longer has.
+            for name in self
+                .partitions
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .keys()
+            {
+                topics.entry(name.clone()).or_insert(None);
+            }
+        }
+        for (name, topic) in &topics {
+            self.reconcile_topic(name, topic.as_ref())?;
+        }
+        *reconciled = Some(version);
+        Ok(())
+    }
+
+    /// [`Broker::reconcile`] for one topic, `None` when the metadata no longer has it.
+    fn reconcile_topic(&self, name: &str, topic: Option<&TopicMeta>) -> Result<(), StorageError> {
+        let open: Vec<(i32, Arc<Partition>)> = self
+            .partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .map(|open| open.iter().map(|(i, p)| (*i, p.clone())).collect())
+            .unwrap_or_default();
+        let mut removed = false;
+        for (index, partition) in open {
+            let current = topic.filter(|t| {
                 t.topic_id == partition.topic_id && (index as usize) < t.partitions.len()
             });
             let Some(topic) = current else {
-                self.partitions
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&(name.clone(), index));
-                let dir = self.config.log_dir.join(format!("{name}-{index}"));
-                if dir.exists() {
-                    std::fs::remove_dir_all(&dir)
-                        .map_err(crate::storage::error::io("remove", &dir))?;
-                }
-                if !topics.contains_key(&name) {
-                    self.groups.forget_topic(&name)?;
-                }
+                self.close_partition(name, index)?;
+                removed = true;
                 continue;
             };
             let mut applied = partition.configs.lock().unwrap_or_else(|e| e.into_inner());
@@ -128,14 +157,35 @@ impl Broker {
                 *applied = topic.configs.clone();
             }
         }
-        for (name, topic) in &topics {
-            for (index, p) in topic.partitions.iter().enumerate() {
-                if self.leads(p) && self.partition(name, index as i32).is_none() {
-                    self.open_partition(name, topic, index as i32)?;
+        match topic {
+            None if removed => self.groups.forget_topic(name)?,
+            None => {}
+            Some(topic) => {
+                for (index, p) in topic.partitions.iter().enumerate() {
+                    if self.leads(p) && self.partition(name, index as i32).is_none() {
+                        self.open_partition(name, topic, index as i32)?;
+                    }
                 }
             }
         }
-        *reconciled = Some(version);
+        Ok(())
+    }
+
+    /// Forgets an open partition and removes its log.
+    fn close_partition(&self, name: &str, index: i32) -> Result<(), StorageError> {
+        {
+            let mut partitions = self.partitions.write().unwrap_or_else(|e| e.into_inner());
+            if let Some(open) = partitions.get_mut(name) {
+                open.remove(&index);
+                if open.is_empty() {
+                    partitions.remove(name);
+                }
+            }
+        }
+        let dir = self.config.log_dir.join(format!("{name}-{index}"));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(crate::storage::error::io("remove", &dir))?;
+        }
         Ok(())
     }
 

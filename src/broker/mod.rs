@@ -29,7 +29,7 @@ pub mod server;
 mod transactions;
 
 use crate::acl::{AclBinding, AclFilter, Operation, ResourceType, Session};
-use crate::controller::{Controller, ControllerError, TopicMeta};
+use crate::controller::{Controller, ControllerError, MetadataDelta, TopicMeta};
 use crate::groups::GroupCoordinator;
 use crate::mirror::system::MirrorSystem;
 use crate::storage::{OpenFiles, PartitionLog, StorageError};
@@ -63,7 +63,8 @@ pub struct Broker {
     config: BrokerConfig,
     /// This node's controller, or the one the brokers of an in-process cluster share.
     controller: Arc<Mutex<Controller>>,
-    partitions: RwLock<HashMap<(String, i32), Arc<Partition>>>,
+    /// The partitions open here, by topic and index.
+    partitions: RwLock<HashMap<String, BTreeMap<i32, Arc<Partition>>>>,
     /// The bound on segment files the partition logs hold open (`log.open.files.max`).
     open_files: OpenFiles,
     /// Leader-epoch bumps waiting for their group commit.
@@ -215,8 +216,10 @@ impl Broker {
         self.partitions
             .write()
             .unwrap_or_else(|e| e.into_inner())
+            .entry(name.to_string())
+            .or_default()
             .insert(
-                (name.to_string(), index),
+                index,
                 Arc::new(Partition {
                     log: Mutex::new(log),
                     read_only: AtomicBool::new(is_mirror_topic(&topic.configs)),
@@ -268,7 +271,7 @@ impl Broker {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .map(|(k, p)| (k.clone(), p.clone()))
+            .flat_map(|(name, open)| open.iter().map(|(i, p)| ((name.clone(), *i), p.clone())))
             .collect()
     }
 
@@ -277,7 +280,8 @@ impl Broker {
         self.partitions
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&(topic.to_string(), index))
+            .get(topic)
+            .and_then(|open| open.get(&index))
             .cloned()
     }
 
@@ -433,6 +437,29 @@ impl Broker {
         self.with_controller(|c| c.changes())
     }
 
+    /// The metadata version now, what changed after version `followed` (everything for
+    /// `None`) and the metadata of the topics it touched as it is now (a touched topic absent
+    /// from it was deleted).
+    pub fn metadata_since(
+        &self,
+        followed: Option<u64>,
+    ) -> (u64, MetadataDelta, BTreeMap<String, TopicMeta>) {
+        self.with_controller(|c| {
+            let (version, delta) = c.changes_since(followed);
+            let topics = if delta.everything {
+                c.topics().clone()
+            } else {
+                delta
+                    .topics
+                    .iter()
+                    .chain(&delta.leader_epochs)
+                    .filter_map(|name| Some((name.clone(), c.topics().get(name)?.clone())))
+                    .collect()
+            };
+            (version, delta, topics)
+        })
+    }
+
     /// Hands the broker its mirroring engine (once).
     pub fn set_mirror_engine(&self, engine: Addr<MirrorSystem>) {
         let _ = self.engine.set(engine);
@@ -510,7 +537,7 @@ impl Broker {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .drain()
-            .map(|(_, p)| p)
+            .flat_map(|(_, open)| open.into_values())
             .collect();
         for p in partitions {
             match Arc::try_unwrap(p) {

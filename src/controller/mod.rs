@@ -16,6 +16,10 @@ use std::path::Path;
 use thiserror::Error;
 use uuid::Uuid;
 
+mod journal;
+
+pub use journal::{JOURNAL_CAPACITY, MetadataDelta};
+
 /// One metadata change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetadataRecord {
@@ -173,6 +177,8 @@ pub struct Controller {
     brokers: BTreeMap<i32, BrokerEndpoint>,
     /// Counts the changes applied, for whoever reacts to metadata (the mirroring engine).
     changes: tokio::sync::watch::Sender<u64>,
+    /// What the recent changes touched.
+    journal: journal::ChangeJournal,
 }
 
 /// Mirror names: 1 to 249 of `[a-zA-Z0-9_-]` (no `.`, which `mirror.name` values use for their
@@ -209,6 +215,7 @@ impl Controller {
             mirrors: BTreeMap::new(),
             brokers: BTreeMap::new(),
             changes: tokio::sync::watch::Sender::new(0),
+            journal: journal::ChangeJournal::default(),
         };
         for record in &records {
             controller.apply(record);
@@ -327,14 +334,31 @@ impl Controller {
     /// Appends a record durably, then applies it and tells the watchers.
     fn append(&mut self, record: MetadataRecord) -> Result<(), StorageError> {
         self.log.append(&record)?;
-        self.apply(&record);
-        self.changes.send_modify(|count| *count += 1);
+        self.applied(std::slice::from_ref(&record));
         Ok(())
+    }
+
+    /// Applies durable records, journals them and tells the watchers (once).
+    fn applied(&mut self, records: &[MetadataRecord]) {
+        let mut version = self.change_count();
+        for record in records {
+            self.apply(record);
+            version += 1;
+            self.journal.record(version, record);
+        }
+        self.changes.send_replace(version);
     }
 
     /// How many changes were applied since the controller opened.
     pub fn change_count(&self) -> u64 {
         *self.changes.borrow()
+    }
+
+    /// The version now and what changed after version `followed` (everything for `None`, or
+    /// for a version older than the journal holds).
+    pub fn changes_since(&self, followed: Option<u64>) -> (u64, MetadataDelta) {
+        let current = self.change_count();
+        (current, self.journal.since(followed, current))
     }
 
     /// A receiver that sees every durable metadata change (the count of changes so far).
@@ -624,11 +648,7 @@ impl Controller {
         }
         if !records.is_empty() {
             self.log.append_all(&records)?;
-            for record in &records {
-                self.apply(record);
-            }
-            self.changes
-                .send_modify(|count| *count += records.len() as u64);
+            self.applied(&records);
         }
         Ok(answers)
     }
@@ -737,6 +757,38 @@ mod tests {
             .expect("log")
             .len();
         assert!(after > before);
+    }
+
+    #[test]
+    fn a_reader_learns_which_topics_changed_since_the_version_it_followed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut c = Controller::open(dir.path()).expect("opens");
+        let (opened, delta) = c.changes_since(None);
+        assert!(delta.everything, "a new reader looks at everything");
+        for name in ["a", "b", "c"] {
+            c.create_topic(name, 2, BTreeMap::new(), None)
+                .expect("creates");
+        }
+        let (created, delta) = c.changes_since(Some(opened));
+        assert_eq!(created, c.change_count());
+        assert_eq!(delta.topics.len(), 3);
+        c.bump_leader_epochs(&[("a".into(), 0, 0), ("b".into(), 1, 0)])
+            .expect("bumps");
+        c.set_topic_configs("b", BTreeMap::from([("k".into(), "v".into())]))
+            .expect("configures");
+        c.delete_topic("c").expect("deletes");
+        c.allocate_producer_id().expect("id");
+        let (now, delta) = c.changes_since(Some(created));
+        assert_eq!(now, created + 5);
+        assert!(!delta.everything && !delta.cluster);
+        assert_eq!(delta.topics, BTreeSet::from(["b".into(), "c".into()]));
+        assert_eq!(delta.leader_epochs, BTreeSet::from(["a".into()]));
+        c.create_mirror("m", BTreeMap::new()).expect("mirror");
+        assert!(c.changes_since(Some(now)).1.cluster);
+        // After a restart the versions start again: readers begin with everything.
+        drop(c);
+        let c = Controller::open(dir.path()).expect("reopens");
+        assert!(c.changes_since(Some(now)).1.everything);
     }
 
     #[test]

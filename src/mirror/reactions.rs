@@ -2,21 +2,25 @@
 //! to its partition actors' liveness (supervision).
 //!
 //! On every metadata change: a deleted mirror's runtime goes and its records are tombstoned;
-//! each running topic gets [`kmirror_actors::metadata::react`]'s reactions (a new desired
-//! state, a higher leader epoch, or release when deleted or moved to another mirror, its states
-//! then forgotten in `__mirror_state`); and the partitions this broker leads of every topic whose
-//! `mirror.name` names a mirror, but which do not run yet, are started (loading the mirror
-//! first when needed): another broker's StartMirrorTopics, or this broker's restart.
+//! each running topic the change touched gets [`kmirror_actors::metadata::react`]'s reactions
+//! (a new desired state, a higher leader epoch, or release when deleted or moved to another
+//! mirror, its states then forgotten in `__mirror_state`); and the partitions this broker leads
+//! of every touched topic whose `mirror.name` names a mirror, but which do not run yet, are
+//! started (loading the mirror first when needed): another broker's StartMirrorTopics, or this
+//! broker's restart. The controller's journal says which topics a change touched (everything
+//! at start-up, and every topic when a mirror was created), so a change costs what it touched,
+//! not what the broker holds.
 
 use super::system::{LoadMirror, MirrorSystem};
 use super::topics::StartPartitions;
+use crate::controller::{MetadataDelta, TopicMeta};
 use actix::{ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
 use kmirror_actors::actor::{DeleteMirror, ForgetTopic};
 use kmirror_actors::liveness::Observation;
 use kmirror_actors::metadata::{Reaction, TopicView, mirror_of, react};
 use kmirror_actors::partition::{Cause, Rejection};
 use kmirror_protocol::sharding::mirror_partition_shard;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The broker's metadata changed (or the system started).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
@@ -31,9 +35,13 @@ impl Handler<MetadataChanged> for MirrorSystem {
         if let Err(e) = self.broker.reconcile() {
             tracing::error!(error = %e, "opening the partitions of a metadata change");
         }
-        self.drop_deleted_mirrors();
-        self.react_to_topics();
-        self.start_missing(ctx);
+        let (version, delta, topics) = self.broker.metadata_since(self.followed);
+        self.followed = Some(version);
+        if delta.cluster {
+            self.drop_deleted_mirrors();
+        }
+        self.react_to_topics(&delta, &topics);
+        self.start_missing(&delta, topics, ctx);
     }
 }
 
@@ -56,13 +64,17 @@ impl MirrorSystem {
         }
     }
 
-    fn react_to_topics(&mut self) {
-        let topics = self.broker.topics();
+    /// Reacts to the change of each running topic `delta` touched; `topics` holds their
+    /// metadata now (a touched topic missing from it was deleted).
+    fn react_to_topics(&mut self, delta: &MetadataDelta, topics: &BTreeMap<String, TopicMeta>) {
         let shard_count = self.shards.len() as i32;
         let shards = self.shards.clone();
         for (mirror, runtime) in &mut self.mirrors {
             let mut released = Vec::new();
             for (name, mirrored) in &mut runtime.topics {
+                if !delta.touches(name) {
+                    continue;
+                }
                 let topic = topics.get(name);
                 let epochs: Vec<i32> = topic
                     .map(|t| t.partitions.iter().map(|p| p.leader_epoch).collect())
@@ -134,10 +146,24 @@ impl MirrorSystem {
     }
 
     /// Starts the partitions this broker leads of topics whose `mirror.name` names a mirror
-    /// of the controller but which do not run here yet.
-    fn start_missing(&mut self, ctx: &mut Context<Self>) {
+    /// of the controller but which do not run here yet: of the topics `delta` touched (all of
+    /// them when a mirror was created) and of those whose start failed before.
+    fn start_missing(
+        &mut self,
+        delta: &MetadataDelta,
+        mut topics: BTreeMap<String, TopicMeta>,
+        ctx: &mut Context<Self>,
+    ) {
+        if delta.cluster && !delta.everything {
+            topics = self.broker.topics();
+        }
+        for name in std::mem::take(&mut self.start_failed) {
+            if let Some(topic) = self.broker.topic(&name) {
+                topics.insert(name, topic);
+            }
+        }
         let mirrors = self.broker.mirrors();
-        for (name, topic) in self.broker.topics() {
+        for (name, topic) in topics {
             let Some((mirror, _)) = topic
                 .configs
                 .get("mirror.name")
@@ -168,20 +194,29 @@ impl MirrorSystem {
             ctx.spawn(
                 async move {
                     let (mirror, topic) = key.clone();
-                    match me.send(LoadMirror(mirror.clone())).await {
-                        Ok(Ok(())) => {
-                            if let Ok(Err(e)) = me.send(StartPartitions { mirror, topic }).await {
+                    let started = match me.send(LoadMirror(mirror.clone())).await {
+                        Ok(Ok(())) => match me.send(StartPartitions { mirror, topic }).await {
+                            Ok(Err(e)) => {
                                 tracing::error!(error = %e, "starting mirror partitions");
+                                false
                             }
+                            Ok(Ok(())) | Err(_) => true,
+                        },
+                        Ok(Err(e)) => {
+                            tracing::error!(mirror, error = %e, "loading a mirror");
+                            false
                         }
-                        Ok(Err(e)) => tracing::error!(mirror, error = %e, "loading a mirror"),
-                        Err(_) => {}
-                    }
-                    key
+                        Err(_) => true,
+                    };
+                    (key, started)
                 }
                 .into_actor(self)
-                .map(|key, system, _| {
+                .map(|(key, started), system, _| {
                     system.starting.remove(&key);
+                    if !started {
+                        // Tried again on the next metadata change.
+                        system.start_failed.insert(key.1);
+                    }
                 }),
             );
         }

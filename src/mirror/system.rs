@@ -42,7 +42,7 @@ use kmirror_actors::metadata::KnownTopic;
 use kmirror_actors::partition::RetryPolicy;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Why a mirror request was refused.
@@ -104,6 +104,11 @@ pub struct MirrorSystem {
     /// (mirror, topic) whose partitions are being started (the source is being asked), so a
     /// metadata change meanwhile does not start them twice.
     pub(super) starting: HashSet<(String, String)>,
+    /// Topics whose partitions failed to start (their mirror could not be loaded, say): looked
+    /// at again on the next metadata change.
+    pub(super) start_failed: BTreeSet<String>,
+    /// The metadata version the reactions followed last (`None` before the first).
+    pub(super) followed: Option<u64>,
     /// One arbiter (thread) per core for the partition actors, each partition on the one its
     /// key hashes to; fetchers and shards stay on the system's own arbiter.
     pub(super) arbiters: Vec<actix::Arbiter>,
@@ -132,6 +137,8 @@ impl MirrorSystem {
             checking: false,
             syncing: false,
             starting: HashSet::new(),
+            start_failed: BTreeSet::new(),
+            followed: None,
             arbiters: Vec::new(),
         }
     }

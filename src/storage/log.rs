@@ -199,8 +199,12 @@ impl PartitionLog {
         let mut report = RecoveryReport::default();
         let mut log_bases = Vec::new();
         let mut snapshots = Vec::new();
+        // A log made from nothing has nothing to recover or make durable: a crash before its
+        // first flush leaves at most an empty directory, which opens the same way again.
+        let mut fresh = true;
         for entry in fs::read_dir(dir).map_err(io("list", dir))? {
             let entry = entry.map_err(io("list", dir))?;
+            fresh = false;
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.ends_with(".tmp") {
                 fs::remove_file(entry.path()).map_err(io("delete", entry.path()))?;
@@ -322,8 +326,13 @@ impl PartitionLog {
             epochs_unsynced: false,
             last_flush_ms: now_ms,
             last_state_checkpoint_ms: now_ms,
-            dir_dirty: !report.dropped_segments.is_empty(),
+            // The first flush of a fresh log makes its files' names durable.
+            dir_dirty: fresh || !report.dropped_segments.is_empty(),
         };
+        if fresh {
+            report.segments = log.segments.len();
+            return Ok((log, report));
+        }
 
         let epochs_ok = match checkpoint::read(&dir.join(EPOCH_CHECKPOINT), 2) {
             Ok(entries) => {
@@ -907,6 +916,17 @@ impl PartitionLog {
     /// Empties the log and restarts it at `offset` (the mirror's answer to OFFSET_OUT_OF_RANGE,
     /// and a truncation below the log start).
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
+        // Already one empty segment starting there with no epochs or producers (a new mirror
+        // partition aligning with a source that starts at the same offset): nothing to undo.
+        let empty_at_offset = self.segments.len() == 1
+            && self.first_base() == offset
+            && self.log_end_offset() == offset
+            && self.log_start_offset == offset
+            && self.epochs.entries().is_empty()
+            && self.producers == ProducerStateManager::default();
+        if empty_at_offset {
+            return Ok(());
+        }
         let now_ms = self.last_flush_ms;
         for (_, segment) in std::mem::take(&mut self.segments) {
             segment.delete()?;

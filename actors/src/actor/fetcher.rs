@@ -25,7 +25,8 @@ use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, Recipient, ResponseActFuture,
     WrapFuture,
 };
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -125,8 +126,9 @@ pub struct Fetcher<P: FetcherPorts> {
     ports: Rc<P>,
     config: FetcherConfig,
     members: BTreeMap<FetchKey, Member>,
-    /// Round-robin order: the front is served first.
-    order: VecDeque<FetchKey>,
+    /// Round robin over `members` in key order: the key served last, the next Fetch starts
+    /// after it (a detach costs a map removal, whatever the fetcher holds).
+    cursor: Option<FetchKey>,
     in_flight: bool,
     /// A wake-up after an idle Fetch is scheduled.
     waiting: bool,
@@ -154,7 +156,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             ports: Rc::new(ports),
             config,
             members: BTreeMap::new(),
-            order: VecDeque::new(),
+            cursor: None,
             in_flight: false,
             waiting: false,
             fetches: 0,
@@ -199,24 +201,38 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
         let mut requests = Vec::new();
         let mut failed = Vec::new();
-        for _ in 0..self.order.len() {
+        // From after the cursor to the end, then from the start up to the cursor.
+        let cursor = self.cursor.as_ref();
+        let after = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+        let before = cursor.map_or(Bound::Unbounded, Bound::Included);
+        let wrapped = if cursor.is_some() { usize::MAX } else { 0 };
+        let members = self
+            .members
+            .range::<FetchKey, _>((after, Bound::Unbounded))
+            .chain(
+                self.members
+                    .range::<FetchKey, _>((Bound::Unbounded, before))
+                    .take(wrapped),
+            );
+        let mut served = None;
+        for (key, member) in members {
             if requests.len() == self.config.max_partitions_per_fetch {
                 break;
             }
-            let Some(key) = self.order.pop_front() else {
-                break;
-            };
-            self.order.push_back(key.clone());
-            if self.members.get(&key).is_none_or(|m| m.applying) {
+            served = Some(key);
+            if member.applying {
                 continue;
             }
-            match self.ports.next_fetch(&key) {
+            match self.ports.next_fetch(key) {
                 Ok(mut request) => {
                     request.max_bytes = self.config.partition_max_bytes;
-                    requests.push((key, request));
+                    requests.push((key.clone(), request));
                 }
-                Err(cause) => failed.push((key, cause)),
+                Err(cause) => failed.push((key.clone(), cause)),
             }
+        }
+        if let Some(served) = served.cloned() {
+            self.cursor = Some(served);
         }
         for (key, cause) in failed {
             self.report(ctx, &key, FetcherProgress::Failed(cause));
@@ -334,7 +350,6 @@ impl<P: FetcherPorts> Fetcher<P> {
 
     fn remove(&mut self, key: &FetchKey) {
         self.members.remove(key);
-        self.order.retain(|k| k != key);
     }
 }
 
@@ -351,7 +366,6 @@ impl<P: FetcherPorts> Handler<AttachPartition> for Fetcher<P> {
             // before the partition is fetched again.
             Some(member) => member.progress = msg.progress,
             None => {
-                self.order.push_back(msg.key.clone());
                 self.members.insert(
                     msg.key,
                     Member {

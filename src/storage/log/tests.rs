@@ -630,3 +630,47 @@ fn epochs_grown_since_the_last_flush_come_back_from_the_batches_after_a_crash() 
     );
     assert_eq!(log.end_offset_for(3), (3, 8));
 }
+
+#[test]
+fn a_new_log_makes_nothing_durable_before_its_first_flush_and_reopens_after_a_crash() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, report) = open(dir.path(), small_segments());
+    assert_eq!(report.segments, 1);
+    // A new mirror partition aligning with a source that starts at 0: nothing to undo.
+    log.truncate_fully_and_start_at(0).expect("truncates");
+    let mut names: Vec<String> = fs::read_dir(dir.path())
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["00000000000000000000.index", "00000000000000000000.log"],
+        "no checkpoint is written for an empty log"
+    );
+    // A crash before anything was appended: the same empty log.
+    drop(log);
+    let (mut log, report) = open(dir.path(), small_segments());
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+    // Aligning with a source that starts later does move it, durably.
+    log.truncate_fully_and_start_at(7).expect("truncates");
+    drop(log);
+    let (log, _) = open(dir.path(), small_segments());
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (7, 7));
+    // Another new log, appended to, then a crash before its first flush: recovery reads the
+    // batches back, epochs included.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, _) = open(dir.path(), small_segments());
+    log.append_mirrored(sourced(0, 3, 2), GapPolicy::Contiguous, NOW)
+        .expect("appends");
+    log.append_mirrored(sourced(3, 2, 4), GapPolicy::Contiguous, NOW)
+        .expect("appends");
+    drop(log);
+    let (mut log, _) = open(dir.path(), small_segments());
+    assert_eq!(log.log_end_offset(), 5);
+    assert_eq!(log.end_offset_for(2), (2, 3));
+    assert_eq!(log.latest_epoch(), Some(4));
+    log.flush(NOW).expect("flushes");
+    assert!(dir.path().join(EPOCH_CHECKPOINT).exists());
+}
