@@ -15,8 +15,9 @@
 //! MirrorSystem: every partition started, all MIRRORING (the RSS growth per partition now
 //! includes its log's state and the mirror topic's metadata), 10 s idle (CPU of both
 //! processes), then a Stop of the first `SCALE_STOP_PARTITIONS` partitions' topics to all
-//! STOPPED. Both brokers hold more partition logs than descriptors: their segment files stay
-//! within `log.open.files.max` (half the process's limit by default).
+//! STOPPED; last, a clean restart of the source process (shutdown, then start to listening),
+//! which holds every partition too. Both brokers hold more partition logs than descriptors:
+//! their segment files stay within `log.open.files.max` (half the process's limit by default).
 
 mod support;
 
@@ -34,7 +35,7 @@ use kmirror_protocol::state::MirrorState;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 use support::memory_ports::MemoryPorts;
-use support::{cpu_seconds, rss_mib, spawn_kmirror, terminate};
+use support::{cpu_seconds, rss_mib, spawn_kmirror, terminate, terminate_within};
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -251,8 +252,32 @@ fn broker(count: usize, stop: usize) -> Figures {
             to_stopped.as_secs_f64() * 1e3,
         ]
     });
-    terminate(&mut source);
+    let (closed, reopened) = restart(&mut source, source_dir.path());
+    let mut figures = figures;
+    figures.extend([closed.as_secs_f64(), reopened.as_secs_f64()]);
     figures
+}
+
+/// A clean restart of the source broker, which holds every partition: how long its shutdown
+/// (SIGTERM to exit, flushing and checkpointing every log) and its start (to listening, every
+/// log opened) took.
+fn restart(source: &mut std::process::Child, dir: &std::path::Path) -> (Duration, Duration) {
+    let closing = Instant::now();
+    let clean = terminate_within(source, Duration::from_secs(600));
+    let closed = closing.elapsed();
+    if !clean {
+        println!("  source broker: killed after 600 s of shutdown (the start recovers)");
+    }
+    let opening = Instant::now();
+    let (mut again, _) = spawn_kmirror(dir, "");
+    let reopened = opening.elapsed();
+    terminate(&mut again);
+    println!(
+        "  source broker: clean shutdown {:.1} s, start to listening {:.1} s",
+        closed.as_secs_f64(),
+        reopened.as_secs_f64()
+    );
+    (closed, reopened)
 }
 
 /// Prints the median of each figure over the runs.
@@ -336,6 +361,8 @@ fn main() {
                 "idle CPU over 10 s, destination, % of one core",
                 "idle CPU over 10 s, source, % of one core",
                 &format!("Stop of {stop} to all STOPPED, ms"),
+                "source broker: clean shutdown, s",
+                "source broker: start to listening, s",
             ],
             &broker_runs,
         );

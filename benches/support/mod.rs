@@ -105,7 +105,8 @@ pub(crate) fn spawn_kmirror(dir: &std::path::Path, extra: &str) -> (Child, Strin
         .spawn()
         .expect("kmirror broker starts");
     let address = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // A broker reopening 100,000 partitions takes a while (the scale bench restarts one).
+    let deadline = Instant::now() + Duration::from_secs(600);
     while std::net::TcpStream::connect(&address).is_err() {
         assert!(Instant::now() < deadline, "kmirror broker did not listen");
         std::thread::sleep(Duration::from_millis(50));
@@ -115,13 +116,21 @@ pub(crate) fn spawn_kmirror(dir: &std::path::Path, extra: &str) -> (Child, Strin
 
 /// Stops a process with SIGTERM (SIGKILL after 30 s) and reaps it.
 pub(crate) fn terminate(child: &mut Child) {
+    terminate_within(child, Duration::from_secs(30));
+}
+
+/// Stops a process with SIGTERM, SIGKILL after `grace`, and reaps it; whether it exited by
+/// itself.
+pub(crate) fn terminate_within(child: &mut Child, grace: Duration) -> bool {
     let _ = Command::new("kill").arg(child.id().to_string()).status();
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + grace;
     while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
+    let exited = matches!(child.try_wait(), Ok(Some(_)));
     let _ = child.kill();
     let _ = child.wait();
+    exited
 }
 
 /// The process id a `scripts/kafka-local.sh` data directory records.

@@ -127,6 +127,12 @@ pub struct PartitionLog {
     epochs_unsynced: bool,
     last_flush_ms: i64,
     last_state_checkpoint_ms: i64,
+    /// What `log-state-checkpoint` holds (`None`: unreadable), so an unchanged state is not
+    /// written again.
+    state_on_disk: Option<[i64; 3]>,
+    /// The offset of the producer-state snapshot on disk that this state was loaded from or
+    /// last written to.
+    snapshot_at: Option<i64>,
     dir_dirty: bool,
 }
 
@@ -232,23 +238,26 @@ impl PartitionLog {
 
         let state_path = dir.join(STATE_CHECKPOINT);
         let first_base = log_bases.first().copied().unwrap_or(0);
-        let (mut log_start, mut recovery_point, mut high_watermark) =
-            match checkpoint::read(&state_path, 3) {
-                Ok(e) if e.len() == 1 => (e[0][0], e[0][1], e[0][2]),
-                Ok(_) => {
-                    report
-                        .problems
-                        .push("log-state-checkpoint holds no entry".into());
-                    (first_base, first_base, first_base)
-                }
-                Err(CheckpointProblem::Missing) => (first_base, first_base, first_base),
-                Err(CheckpointProblem::Garbage(why)) => {
-                    report
-                        .problems
-                        .push(format!("ignored {why}; recovering every segment"));
-                    (first_base, first_base, first_base)
-                }
-            };
+        // A missing checkpoint reads as the first segment's base thrice; one that does not
+        // parse must be written again whatever the log holds.
+        let state_on_disk = match checkpoint::read(&state_path, 3) {
+            Ok(e) if e.len() == 1 => Some([e[0][0], e[0][1], e[0][2]]),
+            Ok(_) => {
+                report
+                    .problems
+                    .push("log-state-checkpoint holds no entry".into());
+                None
+            }
+            Err(CheckpointProblem::Missing) => Some([first_base; 3]),
+            Err(CheckpointProblem::Garbage(why)) => {
+                report
+                    .problems
+                    .push(format!("ignored {why}; recovering every segment"));
+                None
+            }
+        };
+        let [mut log_start, mut recovery_point, mut high_watermark] =
+            state_on_disk.unwrap_or([first_base; 3]);
 
         let mut segments = BTreeMap::new();
         let recover_from = log_bases
@@ -326,7 +335,9 @@ impl PartitionLog {
             epochs_unsynced: false,
             last_flush_ms: now_ms,
             last_state_checkpoint_ms: now_ms,
-            // The first flush of a fresh log makes its files' names durable.
+            state_on_disk,
+            snapshot_at: None,
+            // The first flush of a fresh log with data makes its files' names durable.
             dir_dirty: fresh || !report.dropped_segments.is_empty(),
         };
         if fresh {
@@ -334,18 +345,24 @@ impl PartitionLog {
             return Ok((log, report));
         }
 
+        // As for the state, a missing epoch checkpoint reads as no epochs.
+        let mut epochs_on_disk = None;
         let epochs_ok = match checkpoint::read(&dir.join(EPOCH_CHECKPOINT), 2) {
             Ok(entries) => {
                 log.epochs = EpochCache::from_entries(entries.iter().map(|e| EpochEntry {
                     epoch: e[0] as i32,
                     start_offset: e[1],
                 }));
+                epochs_on_disk = Some(log.epochs.entries().to_vec());
                 // The checkpoint holds every epoch below the recovery point; later ones were
                 // only in memory when the broker stopped.
                 log.extend_epochs_from(recovery_point)?;
                 true
             }
-            Err(CheckpointProblem::Missing) => log.log_end_offset() == log.log_start_offset,
+            Err(CheckpointProblem::Missing) => {
+                epochs_on_disk = Some(Vec::new());
+                log.log_end_offset() == log.log_start_offset
+            }
             Err(CheckpointProblem::Garbage(why)) => {
                 report
                     .problems
@@ -360,9 +377,18 @@ impl PartitionLog {
         log.epochs.truncate_from_start(log_start);
         report.replayed_from = log.reload_producer_state(&snapshots)?;
         report.segments = log.segments.len();
-        log.write_epoch_checkpoint()?;
         // Everything kept was read back intact: make it durable and start clean from here.
-        log.flush_all()?;
+        // What a clean shutdown left (nothing beyond the recovery point, nothing cut, the
+        // checkpoints as they are now) is durable already, so a restart writes nothing.
+        if epochs_on_disk.as_deref() != Some(log.epochs.entries()) {
+            log.write_epoch_checkpoint()?;
+        }
+        let durable = report.truncated_bytes == 0
+            && !log.dir_dirty
+            && log.recovery_point == log.log_end_offset();
+        if !durable {
+            log.flush_all()?;
+        }
         log.write_state_checkpoint(now_ms)?;
         Ok((log, report))
     }
@@ -935,6 +961,7 @@ impl PartitionLog {
             let path = file_path(&self.dir, snapshot, "snapshot");
             fs::remove_file(&path).map_err(io("delete", &path))?;
         }
+        self.snapshot_at = None;
         self.segments.insert(
             offset,
             Segment::create(&self.dir, offset, &self.files, now_ms)?,
@@ -1047,6 +1074,17 @@ impl PartitionLog {
     }
 
     fn flush_all(&mut self) -> Result<(), StorageError> {
+        // Nothing appended since the last flush: the segments are durable. A log that holds
+        // nothing loses nothing in a crash either (its files are made again, its leader epoch
+        // assigned again when it opens).
+        let holds_nothing = self.segments.len() == 1 && self.log_end_offset() == self.first_base();
+        let flushed = self.recovery_point == self.log_end_offset()
+            && !self.epochs_unsynced
+            && !self.dir_dirty;
+        if holds_nothing || flushed {
+            self.unflushed_batches = 0;
+            return Ok(());
+        }
         let from = self
             .segments
             .range(..=self.recovery_point)
@@ -1068,9 +1106,17 @@ impl PartitionLog {
     }
 
     /// Flushes, checkpoints and snapshots producer state, so the next open replays nothing.
+    /// What is on disk already is not written again (an idle partition closes without an
+    /// fsync), and an empty log needs no snapshot.
     pub fn close(mut self, now_ms: i64) -> Result<(), StorageError> {
+        let end = self.log_end_offset();
+        let nothing_to_replay =
+            end == self.log_start_offset && self.producers == ProducerStateManager::default();
+        if self.snapshot_at != Some(end) && !nothing_to_replay {
+            self.write_snapshot(end)?;
+        }
+        // After the snapshot: its name is made durable with the segments.
         self.flush_all()?;
-        self.write_snapshot(self.log_end_offset())?;
         self.write_state_checkpoint(now_ms)
     }
 
@@ -1088,14 +1134,17 @@ impl PartitionLog {
 
     fn write_state_checkpoint(&mut self, now_ms: i64) -> Result<(), StorageError> {
         self.last_state_checkpoint_ms = now_ms;
-        checkpoint::write(
-            &self.dir.join(STATE_CHECKPOINT),
-            &[vec![
-                self.log_start_offset,
-                self.recovery_point,
-                self.high_watermark,
-            ]],
-        )
+        let state = [
+            self.log_start_offset,
+            self.recovery_point,
+            self.high_watermark,
+        ];
+        if self.state_on_disk == Some(state) {
+            return Ok(());
+        }
+        checkpoint::write(&self.dir.join(STATE_CHECKPOINT), &[state.to_vec()])?;
+        self.state_on_disk = Some(state);
+        Ok(())
     }
 
     fn snapshot_offsets(&self) -> Result<Vec<i64>, StorageError> {
@@ -1128,6 +1177,7 @@ impl PartitionLog {
                 fs::remove_file(&old_path).map_err(io("delete", &old_path))?;
             }
         }
+        self.snapshot_at = Some(offset);
         self.dir_dirty = true;
         Ok(())
     }
@@ -1149,6 +1199,7 @@ impl PartitionLog {
                 fs::remove_file(&path).map_err(io("delete", &path))?;
             }
         }
+        self.snapshot_at = state.as_ref().map(|(_, at)| *at);
         let (mut producers, from) =
             state.unwrap_or_else(|| (ProducerStateManager::default(), self.log_start_offset));
         // Snapshots sit at batch boundaries; the log start may not, and the batch holding it

@@ -673,4 +673,56 @@ fn a_new_log_makes_nothing_durable_before_its_first_flush_and_reopens_after_a_cr
     assert_eq!(log.latest_epoch(), Some(4));
     log.flush(NOW).expect("flushes");
     assert!(dir.path().join(EPOCH_CHECKPOINT).exists());
+    // A new log closed empty (a broker shut down before anything was produced) writes nothing.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, _) = open(dir.path(), small_segments());
+    log.assign_leader_epoch(3).expect("assigns");
+    log.close(NOW).expect("closes");
+    assert_eq!(fs::read_dir(dir.path()).expect("lists").count(), 2);
+}
+
+#[test]
+fn a_clean_restart_rewrites_no_checkpoint_and_a_crash_with_unflushed_data_does() {
+    use std::os::unix::fs::MetadataExt;
+    let inodes = |dir: &Path| -> Vec<u64> {
+        [EPOCH_CHECKPOINT, STATE_CHECKPOINT]
+            .iter()
+            .map(|name| fs::metadata(dir.join(name)).expect("checkpoint").ino())
+            .collect()
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, _) = open(dir.path(), small_segments());
+    log.append_mirrored(sourced(0, 4, 1), GapPolicy::Contiguous, NOW)
+        .expect("appends");
+    log.close(NOW).expect("closes");
+    // Checkpoints are replaced by rename: an unchanged inode is a file left alone.
+    let closed = inodes(dir.path());
+    let (log, report) = open(dir.path(), small_segments());
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(inodes(dir.path()), closed, "a clean restart writes nothing");
+    assert_eq!(log.log_end_offset(), 4);
+    let snapshot = dir.path().join("00000000000000000004.snapshot");
+    let snapshot_inode = fs::metadata(&snapshot).expect("snapshot").ino();
+    // Closing an idle log writes nothing either.
+    log.close(NOW).expect("closes");
+    assert_eq!(inodes(dir.path()), closed, "an idle close writes nothing");
+    assert_eq!(
+        fs::metadata(&snapshot).expect("snapshot").ino(),
+        snapshot_inode
+    );
+    let (mut log, _) = open(dir.path(), small_segments());
+    // Appended after the restart, then a crash: the next open makes it durable.
+    log.append_mirrored(sourced(4, 2, 3), GapPolicy::Contiguous, NOW)
+        .expect("appends");
+    drop(log);
+    let (log, _) = open(dir.path(), small_segments());
+    assert_ne!(inodes(dir.path()), closed);
+    assert_eq!(log.recovery_point(), 6);
+    assert_eq!(log.latest_epoch(), Some(3));
+    // Log start 0, recovery point 6 (the high watermark is the broker's to raise).
+    let state = fs::read_to_string(dir.path().join(STATE_CHECKPOINT)).expect("state");
+    assert!(
+        state.lines().nth(2).is_some_and(|l| l.starts_with("0 6 ")),
+        "{state}"
+    );
 }
