@@ -50,15 +50,12 @@ pub(super) fn handle(
     version: i16,
 ) -> MetadataResponse {
     let node = broker.config().node_id;
-    let mut topics = broker.topics();
+    // Named topics are looked up one by one: a broker with many topics copies only those asked.
     let wanted: Option<Vec<String>> = request.topics.map(|ts| {
         ts.into_iter()
             .filter_map(|t| match t.name {
                 Some(n) => Some(n.0.to_string()),
-                None => topics
-                    .iter()
-                    .find(|(_, m)| m.topic_id == t.topic_id)
-                    .map(|(n, _)| n.clone()),
+                None => broker.topic_name(&t.topic_id),
             })
             .collect()
     });
@@ -69,7 +66,8 @@ pub(super) fn handle(
     match wanted {
         None => {
             answer.extend(
-                topics
+                broker
+                    .topics()
                     .iter()
                     .filter(|(name, _)| access.topic(Operation::Describe, name))
                     .map(|(name, t)| topic_entry(name, t, node)),
@@ -88,21 +86,20 @@ pub(super) fn handle(
                 let may_create_this = may_create
                     && (access.cluster(Operation::Create)
                         || access.topic(Operation::Create, &name));
-                if !topics.contains_key(&name) && may_create_this {
+                let mut topic = broker.topic(&name);
+                if topic.is_none() && may_create_this {
                     match broker.create_topic(
                         &name,
                         broker.config().num_partitions,
                         BTreeMap::new(),
                         None,
                     ) {
-                        Ok(created) => {
-                            topics.insert(name.clone(), created);
-                        }
+                        Ok(created) => topic = Some(created),
                         Err(e) => tracing::warn!(topic = name, error = %e, "auto-creating a topic"),
                     }
                 }
-                match topics.get(&name) {
-                    Some(t) => answer.push(topic_entry(&name, t, node)),
+                match topic {
+                    Some(t) => answer.push(topic_entry(&name, &t, node)),
                     None => {
                         let code = if crate::controller::valid_topic_name(&name) {
                             UNKNOWN_TOPIC_OR_PARTITION
