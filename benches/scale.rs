@@ -3,7 +3,7 @@
 //! The engine: `SCALE_ENGINE_PARTITIONS` (default 100,000) supervised mirror partition actors,
 //! the handles a MirrorSystem keeps, over in-memory ports (no logs). Measures the memory per
 //! partition once all are MIRRORING (process RSS growth / partitions), the time from leadership to all MIRRORING,
-//! the CPU used while they idle for 10 s (percent of one core), and the time for a Stop of
+//! the CPU used while they idle for 30 s (percent of one core), and the time for a Stop of
 //! `SCALE_STOP_PARTITIONS` (default 10,000) of them to reach STOPPED.
 //!
 //! Each part runs `SCALE_RUNS` times (default 3) and the medians are printed at the end. The
@@ -13,7 +13,7 @@
 //! The broker: a `kmirror broker` source process with `SCALE_BROKER_PARTITIONS` (default
 //! 100,000) partitions in topics of 100, mirrored by an in-process destination broker with its
 //! MirrorSystem: every partition started, all MIRRORING (the RSS growth per partition now
-//! includes its log's state and the mirror topic's metadata), 10 s idle (CPU of both
+//! includes its log's state and the mirror topic's metadata), 30 s idle (CPU of both
 //! processes), then a Stop of the first `SCALE_STOP_PARTITIONS` partitions' topics to all
 //! STOPPED; last, a clean restart of the source process (shutdown, then start to listening),
 //! which holds every partition too. Both brokers hold more partition logs than descriptors:
@@ -43,6 +43,10 @@ fn env_or(name: &str, default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// How long the idle CPU is measured: the broker's default `mirror.metadata.refresh.interval.ms`,
+/// so every window holds one metadata sync (a shorter one holds one or none).
+const IDLE_WINDOW: Duration = Duration::from_secs(30);
 
 /// CPU percent of one core a process used over `window`.
 async fn idle_cpu(pids: &[u32], window: Duration) -> Vec<f64> {
@@ -80,7 +84,7 @@ fn engine(count: usize, stop: usize) -> Figures {
         wait_all(&partitions, MirrorState::Mirroring).await;
         let to_mirroring = started.elapsed();
         let per_partition = (rss_mib(me) - rss_before) * 1024.0 * 1024.0 / count as f64;
-        let cpu = idle_cpu(&[me], Duration::from_secs(10)).await[0];
+        let cpu = idle_cpu(&[me], IDLE_WINDOW).await[0];
         let stopping = Instant::now();
         for p in partitions.iter_mut().take(stop) {
             let _ = p.change_desired(Desired::Stopped).await;
@@ -93,7 +97,7 @@ fn engine(count: usize, stop: usize) -> Figures {
             "  leadership to all MIRRORING         {:>10.1} ms",
             to_mirroring.as_secs_f64() * 1e3
         );
-        println!("  idle CPU over 10 s                  {cpu:>10.2} % of one core");
+        println!("  idle CPU over 30 s                  {cpu:>10.2} % of one core");
         println!(
             "  Stop of {stop} to all STOPPED      {:>10.1} ms",
             to_stopped.as_secs_f64() * 1e3
@@ -202,7 +206,7 @@ fn broker(count: usize, stop: usize) -> Figures {
         all_in(&engine, &topics, PER_TOPIC, MirrorState::Mirroring).await;
         let to_mirroring = started.elapsed();
         let per_partition = (rss_mib(me) - rss_before) * 1024.0 * 1024.0 / count as f64;
-        let cpu = idle_cpu(&[me, source_pid], Duration::from_secs(10)).await;
+        let cpu = idle_cpu(&[me, source_pid], IDLE_WINDOW).await;
         let stopped_topics = &topics[..stop.div_ceil(PER_TOPIC).min(topics.len())];
         let stopping = Instant::now();
         for topic in stopped_topics {
@@ -231,7 +235,7 @@ fn broker(count: usize, stop: usize) -> Figures {
             to_mirroring.as_secs_f64() * 1e3
         );
         println!(
-            "  idle CPU over 10 s: destination {:.2} %, source {:.2} % of one core",
+            "  idle CPU over 30 s: destination {:.2} %, source {:.2} % of one core",
             cpu[0], cpu[1]
         );
         println!(
@@ -347,7 +351,7 @@ fn main() {
         &[
             "memory per partition, bytes (RSS growth)",
             "leadership to all MIRRORING, ms",
-            "idle CPU over 10 s, % of one core",
+            "idle CPU over 30 s, % of one core",
             &format!("Stop of {stop} to all STOPPED, ms"),
         ],
         &engine_runs,
@@ -358,8 +362,8 @@ fn main() {
             &[
                 "memory per partition, bytes (RSS growth)",
                 "Start to all MIRRORING, ms",
-                "idle CPU over 10 s, destination, % of one core",
-                "idle CPU over 10 s, source, % of one core",
+                "idle CPU over 30 s, destination, % of one core",
+                "idle CPU over 30 s, source, % of one core",
                 &format!("Stop of {stop} to all STOPPED, ms"),
                 "source broker: clean shutdown, s",
                 "source broker: start to listening, s",
