@@ -183,7 +183,7 @@ fn broker(count: usize, stop: usize) -> Figures {
     let me = std::process::id();
     let source_pid = source.id();
     let system = actix::System::new();
-    let figures = system.block_on(async {
+    let mut figures = system.block_on(async {
         create_topics(&source_address, &topics, PER_TOPIC as i32).await;
         let engine = MirrorSystem::new(destination.clone(), RetryPolicy::default()).start();
         engine
@@ -257,7 +257,6 @@ fn broker(count: usize, stop: usize) -> Figures {
         ]
     });
     let (closed, reopened) = restart(&mut source, source_dir.path());
-    let mut figures = figures;
     figures.extend([closed.as_secs_f64(), reopened.as_secs_f64()]);
     figures
 }

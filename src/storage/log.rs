@@ -122,9 +122,10 @@ pub struct PartitionLog {
     epochs: EpochCache,
     producers: ProducerStateManager,
     unflushed_batches: u64,
-    /// Whether the epoch cache grew at the log end since its checkpoint was last written: the
-    /// next flush writes it (the batches since the recovery point carry those epochs anyway).
-    epochs_unsynced: bool,
+    /// What `leader-epoch-checkpoint` holds (`None`: unreadable). Epochs the cache gained at
+    /// the log end since are written by the next flush (the batches after the recovery point
+    /// carry them anyway); truncations write at once.
+    epochs_on_disk: Option<Vec<EpochEntry>>,
     last_flush_ms: i64,
     last_state_checkpoint_ms: i64,
     /// What `log-state-checkpoint` holds (`None`: unreadable), so an unchanged state is not
@@ -332,7 +333,8 @@ impl PartitionLog {
             epochs: EpochCache::default(),
             producers: ProducerStateManager::default(),
             unflushed_batches: 0,
-            epochs_unsynced: false,
+            // A missing checkpoint reads as no epochs (all a fresh log has).
+            epochs_on_disk: Some(Vec::new()),
             last_flush_ms: now_ms,
             last_state_checkpoint_ms: now_ms,
             state_on_disk,
@@ -345,25 +347,21 @@ impl PartitionLog {
             return Ok((log, report));
         }
 
-        // As for the state, a missing epoch checkpoint reads as no epochs.
-        let mut epochs_on_disk = None;
         let epochs_ok = match checkpoint::read(&dir.join(EPOCH_CHECKPOINT), 2) {
             Ok(entries) => {
                 log.epochs = EpochCache::from_entries(entries.iter().map(|e| EpochEntry {
                     epoch: e[0] as i32,
                     start_offset: e[1],
                 }));
-                epochs_on_disk = Some(log.epochs.entries().to_vec());
+                log.epochs_on_disk = Some(log.epochs.entries().to_vec());
                 // The checkpoint holds every epoch below the recovery point; later ones were
                 // only in memory when the broker stopped.
                 log.extend_epochs_from(recovery_point)?;
                 true
             }
-            Err(CheckpointProblem::Missing) => {
-                epochs_on_disk = Some(Vec::new());
-                log.log_end_offset() == log.log_start_offset
-            }
+            Err(CheckpointProblem::Missing) => log.log_end_offset() == log.log_start_offset,
             Err(CheckpointProblem::Garbage(why)) => {
+                log.epochs_on_disk = None;
                 report
                     .problems
                     .push(format!("ignored {why}; rebuilding epochs from batches"));
@@ -378,17 +376,11 @@ impl PartitionLog {
         report.replayed_from = log.reload_producer_state(&snapshots)?;
         report.segments = log.segments.len();
         // Everything kept was read back intact: make it durable and start clean from here.
-        // What a clean shutdown left (nothing beyond the recovery point, nothing cut, the
-        // checkpoints as they are now) is durable already, so a restart writes nothing.
-        if epochs_on_disk.as_deref() != Some(log.epochs.entries()) {
-            log.write_epoch_checkpoint()?;
-        }
-        let durable = report.truncated_bytes == 0
-            && !log.dir_dirty
-            && log.recovery_point == log.log_end_offset();
-        if !durable {
-            log.flush_all()?;
-        }
+        // What a clean shutdown left (nothing beyond the recovery point, the checkpoints as
+        // they are now) is durable already, so a restart writes nothing; a cut was synced as
+        // it was made.
+        log.write_epoch_checkpoint()?;
+        log.flush_all()?;
         log.write_state_checkpoint(now_ms)?;
         Ok((log, report))
     }
@@ -485,9 +477,7 @@ impl PartitionLog {
     /// Records that `epoch` starts at the log end offset: what a leader does on election, and
     /// what a STOPPED mirror partition does once its epoch is bumped.
     pub fn assign_leader_epoch(&mut self, epoch: i32) -> Result<(), StorageError> {
-        if self.epochs.assign(epoch, self.log_end_offset()) {
-            self.epochs_unsynced = true;
-        }
+        self.epochs.assign(epoch, self.log_end_offset());
         Ok(())
     }
 
@@ -699,21 +689,18 @@ impl PartitionLog {
         let interval = self.config.index_interval_bytes;
         self.active_mut().append(data, &appended, interval)?;
 
-        let mut epochs_changed = match leader_epoch {
-            Some(epoch) => self.epochs.assign(epoch, first_offset),
-            None => false,
-        };
+        // New epochs are made durable by the next flush, like the batches that carry them: an
+        // fsynced checkpoint per epoch change cost a Stop of 10,000 mirror partitions 23 s.
+        if let Some(epoch) = leader_epoch {
+            self.epochs.assign(epoch, first_offset);
+        }
         for c in &checked {
             if leader_epoch.is_none() {
-                epochs_changed |= self
-                    .epochs
+                self.epochs
                     .assign(c.batch.partition_leader_epoch(), c.batch.base_offset());
             }
             self.producers.apply(&c.batch, c.control.as_ref());
         }
-        // Made durable by the next flush, like the batches that carry the new epochs: an
-        // fsynced checkpoint per epoch change cost a Stop of 10,000 mirror partitions 23 s.
-        self.epochs_unsynced |= epochs_changed;
         self.unflushed_batches += checked.len() as u64;
         if self.unflushed_batches >= self.config.flush_messages
             || now_ms - self.last_flush_ms >= self.config.flush_ms
@@ -919,6 +906,11 @@ impl PartitionLog {
         self.after_truncation()
     }
 
+    /// Whether the log is one segment without a batch.
+    fn holds_nothing(&self) -> bool {
+        self.segments.len() == 1 && self.log_end_offset() == self.first_base()
+    }
+
     fn first_base(&self) -> i64 {
         *self
             .segments
@@ -944,9 +936,8 @@ impl PartitionLog {
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
         // Already one empty segment starting there with no epochs or producers (a new mirror
         // partition aligning with a source that starts at the same offset): nothing to undo.
-        let empty_at_offset = self.segments.len() == 1
+        let empty_at_offset = self.holds_nothing()
             && self.first_base() == offset
-            && self.log_end_offset() == offset
             && self.log_start_offset == offset
             && self.epochs.entries().is_empty()
             && self.producers == ProducerStateManager::default();
@@ -1077,11 +1068,10 @@ impl PartitionLog {
         // Nothing appended since the last flush: the segments are durable. A log that holds
         // nothing loses nothing in a crash either (its files are made again, its leader epoch
         // assigned again when it opens).
-        let holds_nothing = self.segments.len() == 1 && self.log_end_offset() == self.first_base();
         let flushed = self.recovery_point == self.log_end_offset()
-            && !self.epochs_unsynced
+            && !self.epochs_unsynced()
             && !self.dir_dirty;
-        if holds_nothing || flushed {
+        if self.holds_nothing() || flushed {
             self.unflushed_batches = 0;
             return Ok(());
         }
@@ -1097,9 +1087,7 @@ impl PartitionLog {
             checkpoint::sync_dir(&self.dir)?;
             self.dir_dirty = false;
         }
-        if self.epochs_unsynced {
-            self.write_epoch_checkpoint()?;
-        }
+        self.write_epoch_checkpoint()?;
         self.recovery_point = self.log_end_offset();
         self.unflushed_batches = 0;
         Ok(())
@@ -1120,7 +1108,16 @@ impl PartitionLog {
         self.write_state_checkpoint(now_ms)
     }
 
+    /// Whether the epoch cache differs from its checkpoint.
+    fn epochs_unsynced(&self) -> bool {
+        self.epochs_on_disk.as_deref() != Some(self.epochs.entries())
+    }
+
+    /// Writes the epoch checkpoint, unless it holds the cache already.
     fn write_epoch_checkpoint(&mut self) -> Result<(), StorageError> {
+        if !self.epochs_unsynced() {
+            return Ok(());
+        }
         let entries: Vec<Vec<i64>> = self
             .epochs
             .entries()
@@ -1128,7 +1125,7 @@ impl PartitionLog {
             .map(|e| vec![i64::from(e.epoch), e.start_offset])
             .collect();
         checkpoint::write(&self.dir.join(EPOCH_CHECKPOINT), &entries)?;
-        self.epochs_unsynced = false;
+        self.epochs_on_disk = Some(self.epochs.entries().to_vec());
         Ok(())
     }
 
