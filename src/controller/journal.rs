@@ -11,7 +11,7 @@ use super::MetadataRecord;
 use std::collections::{BTreeSet, VecDeque};
 
 /// The changes the journal remembers; a reader further behind looks at everything.
-pub const JOURNAL_CAPACITY: usize = 1 << 16;
+pub(super) const JOURNAL_CAPACITY: usize = 1 << 16;
 
 /// What one change touched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,11 +71,6 @@ impl MetadataDelta {
             cluster: true,
             ..MetadataDelta::default()
         }
-    }
-
-    /// Whether nothing a reader follows changed.
-    pub fn is_empty(&self) -> bool {
-        !self.everything && !self.cluster && self.topics.is_empty() && self.leader_epochs.is_empty()
     }
 
     /// Whether anything about `topic` changed (its epochs included).
@@ -174,8 +169,12 @@ mod tests {
         assert_eq!(delta.topics, BTreeSet::from(["a".to_string()]));
         assert_eq!(delta.leader_epochs, BTreeSet::from(["b".to_string()]));
         assert!(delta.touches("a") && delta.touches("b") && !delta.touches("c"));
-        assert!(journal.since(Some(4), 4).is_empty());
-        assert!(journal.since(Some(3), 4).is_empty(), "a producer id block");
+        assert_eq!(journal.since(Some(4), 4), MetadataDelta::default());
+        assert_eq!(
+            journal.since(Some(3), 4),
+            MetadataDelta::default(),
+            "a producer id block"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 mod journal;
 
-pub use journal::{JOURNAL_CAPACITY, MetadataDelta};
+pub use journal::MetadataDelta;
 
 /// One metadata change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
