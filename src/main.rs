@@ -250,6 +250,14 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     let engine = kmirror::mirror::system::EngineHandle::start(broker.clone())
         .map_err(|e| format!("starting the mirroring engine: {e}"))?;
     broker.set_mirror_engine(engine.addr.clone());
+    // Mirror partitions resume from `__mirror_state` before clients come: a topic stopped
+    // (failed over) before this start takes writes from the first request.
+    let settle = kmirror::mirror::system::Settle {
+        timeout: std::time::Duration::from_secs(10),
+    };
+    if engine.addr.send(settle).await.is_err() {
+        return Err("the mirroring engine stopped while starting".into());
+    }
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| format!("listening on {address}: {e}"))?;

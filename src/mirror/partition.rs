@@ -39,8 +39,9 @@ pub struct MirrorPartitionSite {
     pub partition: i32,
     /// This cluster's id (asked by the source's LastMirroredEpochs).
     pub cluster_id: String,
-    /// The source cluster's id (written into the MIRROR_PID_RESET barrier).
-    pub source_cluster_id: String,
+    /// The source cluster's id (written into the MIRROR_PID_RESET barrier): the mirror's
+    /// `mirror.source.cluster.id`, or what the source answered first; empty while unknown.
+    pub source_cluster_id: Arc<std::sync::OnceLock<String>>,
 }
 
 /// The ports of one mirror partition.
@@ -337,7 +338,12 @@ impl PartitionPorts for BrokerPartitionPorts {
                 .broker
                 .leader_epoch(&ports.site.topic, ports.site.partition)
                 .ok_or_else(|| Cause::fatal("the partition is gone"))?;
-            let source = ports.site.source_cluster_id.clone();
+            let source = ports
+                .site
+                .source_cluster_id
+                .get()
+                .cloned()
+                .unwrap_or_default();
             ports.with_log(|log| {
                 MirrorLog::append_pid_reset(log, epoch, &source).map_err(host_cause)
             })

@@ -11,8 +11,7 @@
 //! at start-up, and every topic when a mirror was created), so a change costs what it touched,
 //! not what the broker holds.
 
-use super::system::{LoadMirror, MirrorSystem};
-use super::topics::StartPartitions;
+use super::system::MirrorSystem;
 use crate::controller::{MetadataDelta, TopicMeta};
 use actix::{ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
 use kmirror_actors::actor::{DeleteMirror, ForgetTopic};
@@ -185,40 +184,17 @@ impl MirrorSystem {
                 .iter()
                 .filter(|p| self.broker.leads(p))
                 .count();
-            let key = (mirror.to_string(), name.clone());
-            if led == running || self.starting.contains(&key) {
+            if led == running {
                 continue;
             }
-            self.starting.insert(key.clone());
-            let me = ctx.address();
-            ctx.spawn(
-                async move {
-                    let (mirror, topic) = key.clone();
-                    let started = match me.send(LoadMirror(mirror.clone())).await {
-                        Ok(Ok(())) => match me.send(StartPartitions { mirror, topic }).await {
-                            Ok(Err(e)) => {
-                                tracing::error!(error = %e, "starting mirror partitions");
-                                false
-                            }
-                            Ok(Ok(())) | Err(_) => true,
-                        },
-                        Ok(Err(e)) => {
-                            tracing::error!(mirror, error = %e, "loading a mirror");
-                            false
-                        }
-                        Err(_) => true,
-                    };
-                    (key, started)
-                }
-                .into_actor(self)
-                .map(|(key, started), system, _| {
-                    system.starting.remove(&key);
-                    if !started {
-                        // Tried again on the next metadata change.
-                        system.start_failed.insert(key.1);
-                    }
-                }),
-            );
+            let started = self
+                .load_mirror(mirror, ctx)
+                .and_then(|()| self.start_partitions(mirror, &name));
+            if let Err(e) = started {
+                tracing::error!(mirror, topic = name, error = %e, "starting mirror partitions");
+                // Tried again on the next metadata change.
+                self.start_failed.insert(name);
+            }
         }
     }
 

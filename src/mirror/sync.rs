@@ -49,7 +49,10 @@ struct SyncJob {
     mirror: String,
     configs: BTreeMap<String, String>,
     source: Arc<SourceClient>,
-    expected_cluster_id: String,
+    /// `None` until the source first answered, for a mirror created without
+    /// `mirror.source.cluster.id`.
+    expected_cluster_id: Option<String>,
+    own_cluster_id: String,
     /// This broker leads the mirror's coordinator shard.
     coordinator: bool,
     broker: Arc<Broker>,
@@ -73,8 +76,10 @@ impl Handler<SyncMetadata> for MirrorSystem {
                     source: runtime.source.clone(),
                     expected_cluster_id: configs
                         .get("mirror.source.cluster.id")
-                        .cloned()
-                        .unwrap_or_else(|| runtime.source_cluster_id.clone()),
+                        .filter(|id| !id.is_empty())
+                        .or_else(|| runtime.source_cluster_id.get())
+                        .cloned(),
+                    own_cluster_id: self.broker.cluster_id(),
                     coordinator,
                     broker: self.broker.clone(),
                 }),
@@ -97,18 +102,17 @@ impl Handler<SyncMetadata> for MirrorSystem {
         }
         self.syncing = true;
         let run = async move {
-            let mut halted = Vec::new();
+            let mut answers = Vec::new();
             for job in jobs {
-                if let Some(reason) = sync_mirror(&job).await {
-                    halted.push((job.mirror, reason));
-                }
+                let answer = sync_mirror(&job).await;
+                answers.push((job.mirror, answer));
             }
-            halted
+            answers
         };
-        ctx.spawn(run.into_actor(self).map(|halted, system, _| {
+        ctx.spawn(run.into_actor(self).map(|answers, system, _| {
             system.syncing = false;
-            for (mirror, reason) in halted {
-                system.halt(&mirror, reason);
+            for (mirror, answer) in answers {
+                system.source_answered(&mirror, answer);
             }
         }));
     }
@@ -130,11 +134,17 @@ impl MirrorSystem {
         matches!(self.shards.get(index as usize), Some(ShardRoute::Local(_)))
     }
 
-    /// The mirror's source is another cluster: no more sync, and its partitions here FAILED.
-    fn halt(&mut self, mirror: &str, reason: String) {
+    /// The mirror's source is another cluster: no more sync, and its mirroring partitions here
+    /// FAILED. Paused and stopped (or stopping) topics need nothing of the source and are left
+    /// alone.
+    pub(super) fn halt(&mut self, mirror: &str, reason: String) {
         tracing::error!(mirror, %reason, "halting the mirror's metadata sync and failing its partitions");
         if let Some(runtime) = self.mirrors.get_mut(mirror) {
-            for topic in runtime.topics.values() {
+            let mirroring = runtime
+                .topics
+                .values()
+                .filter(|t| t.known.desired == kmirror_actors::partition::Desired::Mirroring);
+            for topic in mirroring {
                 for partition in topic.partitions.values() {
                     log_rejection(partition.fail(reason.clone()));
                 }
@@ -159,24 +169,34 @@ fn count(mirror: &str, kind: &'static str, result: Result<(), String>) {
     }
 }
 
-/// Runs one mirror's sync; the reason when the mirror must halt.
-async fn sync_mirror(job: &SyncJob) -> Option<String> {
+/// Runs one mirror's sync; what the source answered for its cluster id (the system halts the
+/// mirror when it is the wrong cluster, and shows since when it does not answer). A source
+/// that does not answer or is the wrong cluster is not synced further.
+async fn sync_mirror(job: &SyncJob) -> Result<String, String> {
     let mirror = job.mirror.as_str();
     let halted = ::metrics::gauge!(metrics::SYNC_HALTED, "mirror" => mirror.to_string());
-    match job.source.cluster_id().await {
-        Ok(found) => {
-            if let Err(reason) = sync_plan::check_source_cluster(&job.expected_cluster_id, &found) {
-                halted.set(1.0);
-                count(mirror, CLUSTER_ID, Err(reason.clone()));
-                return Some(reason);
-            }
-            halted.set(0.0);
-            count(mirror, CLUSTER_ID, Ok(()));
+    let found = match job.source.cluster_id().await {
+        Ok(found) => found,
+        Err(e) => {
+            count(mirror, CLUSTER_ID, Err(e.to_string()));
+            return Err(e.to_string());
         }
-        Err(e) => count(mirror, CLUSTER_ID, Err(e.to_string())),
+    };
+    let expected = job.expected_cluster_id.as_deref().unwrap_or(&found);
+    let checked = if found == job.own_cluster_id {
+        Err(format!("the source is this cluster ({found})"))
+    } else {
+        sync_plan::check_source_cluster(expected, &found)
+    };
+    if let Err(reason) = checked {
+        halted.set(1.0);
+        count(mirror, CLUSTER_ID, Err(reason));
+        return Ok(found);
     }
+    halted.set(0.0);
+    count(mirror, CLUSTER_ID, Ok(()));
     if !job.coordinator {
-        return None;
+        return Ok(found);
     }
     let filters = match SyncFilters::from_configs(&job.configs) {
         Ok(filters) => filters,
@@ -184,7 +204,7 @@ async fn sync_mirror(job: &SyncJob) -> Option<String> {
             for kind in [PARTITIONS, CONFIGS, GROUPS, ACLS] {
                 count(mirror, kind, Err(e.to_string()));
             }
-            return None;
+            return Ok(found);
         }
     };
     // Paused and stopped topics carry a suffix and are left alone.
@@ -202,7 +222,7 @@ async fn sync_mirror(job: &SyncJob) -> Option<String> {
     count(mirror, CONFIGS, sync_configs(job, &active, &filters).await);
     count(mirror, GROUPS, sync_groups(job, &active, &filters).await);
     count(mirror, ACLS, sync_acls(job, &filters).await);
-    None
+    Ok(found)
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> String {

@@ -42,7 +42,8 @@ use kmirror_actors::metadata::KnownTopic;
 use kmirror_actors::partition::RetryPolicy;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use kmirror_protocol::state::MirrorState;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// Why a mirror request was refused.
@@ -68,7 +69,8 @@ impl MirrorError {
 pub(super) struct MirrorRuntime {
     /// The source for control requests: metadata, offsets, LastMirroredEpochs.
     pub(super) source: Arc<SourceClient>,
-    pub(super) source_cluster_id: String,
+    /// The source cluster's id: `mirror.source.cluster.id`, or what the source first answered.
+    pub(super) source_cluster_id: Arc<std::sync::OnceLock<String>>,
     /// The mirror's fetchers (their Fetch requests on their own connections: a broker serves
     /// one request of a connection at a time, so a long-polling fetch would hold up control
     /// requests queued behind it).
@@ -78,6 +80,8 @@ pub(super) struct MirrorRuntime {
     pub(super) stats: Arc<MirrorStats>,
     /// Why its metadata sync halted (the source is another cluster); its partitions then fail.
     pub(super) halted: Option<String>,
+    /// Since when (ms since the epoch) the source has not answered, and its last error.
+    pub(super) unreachable: Option<(i64, String)>,
 }
 
 /// A topic's partition actors on this broker (by partition) and what they were last told.
@@ -101,9 +105,6 @@ pub struct MirrorSystem {
     pub(super) checking: bool,
     /// A metadata sync is under way (they never overlap).
     pub(super) syncing: bool,
-    /// (mirror, topic) whose partitions are being started (the source is being asked), so a
-    /// metadata change meanwhile does not start them twice.
-    pub(super) starting: HashSet<(String, String)>,
     /// Topics whose partitions failed to start (their mirror could not be loaded, say): looked
     /// at again on the next metadata change.
     pub(super) start_failed: BTreeSet<String>,
@@ -136,7 +137,6 @@ impl MirrorSystem {
             clock: tokio::time::Instant::now(),
             checking: false,
             syncing: false,
-            starting: HashSet::new(),
             start_failed: BTreeSet::new(),
             followed: None,
             arbiters: Vec::new(),
@@ -245,74 +245,223 @@ impl Actor for MirrorSystem {
     }
 }
 
-/// Loads a mirror of the controller: connects to its source with its configs. Loading a
-/// loaded mirror changes nothing.
+/// Loads a mirror of the controller: its runtime (fetchers, stats) from its configs alone, so a
+/// mirror whose source is down loads, and its partitions start from `__mirror_state` (a STOPPED
+/// topic becomes writable, a stop proceeds). The source is probed in the background
+/// ([`SourceAnswered`]), with backoff until it answers. Loading a loaded mirror changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "Result<(), MirrorError>")]
 pub struct LoadMirror(pub String);
 
 impl Handler<LoadMirror> for MirrorSystem {
-    type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
+    type Result = Result<(), MirrorError>;
 
-    fn handle(&mut self, msg: LoadMirror, _: &mut Context<Self>) -> Self::Result {
-        if let Err(e) = self.ensure_shards() {
-            return Box::pin(async move { Err(e) }.into_actor(self));
+    fn handle(&mut self, msg: LoadMirror, ctx: &mut Context<Self>) -> Self::Result {
+        self.load_mirror(&msg.0, ctx)
+    }
+}
+
+impl MirrorSystem {
+    /// [`LoadMirror`]'s work.
+    pub(super) fn load_mirror(
+        &mut self,
+        name: &str,
+        ctx: &mut Context<Self>,
+    ) -> Result<(), MirrorError> {
+        self.ensure_shards()?;
+        if self.mirrors.contains_key(name) {
+            return Ok(());
         }
-        let name = msg.0;
-        let configs = self.broker.mirrors().get(&name).cloned();
-        let loaded = self.mirrors.contains_key(&name);
-        let broker_fetchers = self.broker.config().mirror_num_replica_fetchers;
+        let name = name.to_string();
+        let configs = self.broker.mirrors().get(&name).cloned().ok_or_else(|| {
+            MirrorError::new(ErrorCode::UNKNOWN_MIRROR, format!("no mirror {name}"))
+        })?;
+        let settings =
+            FetchSettings::from_configs(&configs, self.broker.config().mirror_num_replica_fetchers)
+                .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
+        let source_cluster_id = Arc::new(std::sync::OnceLock::new());
+        if let Some(id) = configs
+            .get("mirror.source.cluster.id")
+            .filter(|id| !id.is_empty())
+        {
+            let _ = source_cluster_id.set(id.clone());
+        }
+        let props: HashMap<String, String> = configs.into_iter().collect();
+        let config = ClientConfig::from_properties(&props)
+            .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
+        let client = |config: ClientConfig| {
+            SourceClient::new(config)
+                .map(Arc::new)
+                .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))
+        };
+        let source = client(config.clone())?;
+        let fetch_source = client(config)?;
+        let stats = Arc::new(MirrorStats::new(&name));
+        self.mirrors.insert(
+            name.clone(),
+            MirrorRuntime {
+                pool: FetcherPool::new(
+                    self.broker.clone(),
+                    source.clone(),
+                    fetch_source,
+                    stats.clone(),
+                    settings,
+                )
+                .start(),
+                source,
+                source_cluster_id,
+                topics: BTreeMap::new(),
+                stats,
+                halted: None,
+                unreachable: None,
+            },
+        );
+        self.probe_source(name, PROBE_INITIAL_BACKOFF, ctx);
+        Ok(())
+    }
+}
+
+/// The first wait between probes of a source that does not answer; it doubles up to
+/// [`PROBE_MAX_BACKOFF`].
+const PROBE_INITIAL_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+const PROBE_MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long one probe of the source waits for its cluster id (a frozen source must not hold
+/// the probe for the client's whole request timeout).
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A mirror's source answered a probe (its cluster id) or did not (why).
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub(super) struct SourceAnswered {
+    pub(super) mirror: String,
+    pub(super) answer: Result<String, String>,
+}
+
+impl Handler<SourceAnswered> for MirrorSystem {
+    type Result = ();
+
+    fn handle(&mut self, msg: SourceAnswered, _: &mut Context<Self>) {
+        self.source_answered(&msg.mirror, msg.answer);
+    }
+}
+
+impl MirrorSystem {
+    /// Asks the mirror's source for its cluster id in the background; while it does not answer,
+    /// asks again after `backoff` (doubling). Stops once it answered or the mirror is gone.
+    fn probe_source(
+        &mut self,
+        mirror: String,
+        backoff: std::time::Duration,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(source) = self.mirrors.get(&mirror).map(|r| r.source.clone()) else {
+            return;
+        };
+        let probe = async move {
+            match tokio::time::timeout(PROBE_TIMEOUT, source.cluster_id()).await {
+                Ok(Ok(id)) => Ok(id),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!(
+                    "no answer within {} ms",
+                    PROBE_TIMEOUT.as_millis()
+                )),
+            }
+        };
+        ctx.spawn(probe.into_actor(self).map(move |answer, system, ctx| {
+            let failed = answer.is_err();
+            system.source_answered(&mirror, answer);
+            let loaded = system
+                .mirrors
+                .get(&mirror)
+                .is_some_and(|r| r.halted.is_none());
+            if failed && loaded {
+                ctx.run_later(backoff, move |system, ctx| {
+                    system.probe_source(mirror, (backoff * 2).min(PROBE_MAX_BACKOFF), ctx)
+                });
+            }
+        }));
+    }
+
+    /// Records what the source answered: since when it is unreachable and why, or its cluster
+    /// id (learned here when the mirror's configs do not name it; another cluster than the
+    /// one named halts the mirror).
+    pub(super) fn source_answered(&mut self, mirror: &str, answer: Result<String, String>) {
+        let own_cluster_id = self.broker.cluster_id();
+        let Some(runtime) = self.mirrors.get_mut(mirror) else {
+            return;
+        };
+        match answer {
+            Ok(found) => {
+                if runtime.unreachable.take().is_some() {
+                    tracing::info!(mirror, "the source cluster answers again");
+                }
+                let expected = runtime.source_cluster_id.get_or_init(|| found.clone());
+                let wrong = if found == own_cluster_id {
+                    Err(format!(
+                        "the mirror's bootstrap.servers reach this cluster ({found}), not a source"
+                    ))
+                } else {
+                    super::sync_plan::check_source_cluster(expected, &found)
+                };
+                if let Err(reason) = wrong
+                    && runtime.halted.is_none()
+                {
+                    self.halt(mirror, reason);
+                }
+            }
+            Err(error) => {
+                let since = runtime
+                    .unreachable
+                    .as_ref()
+                    .map_or_else(crate::broker::now_ms, |(since, _)| *since);
+                if runtime.unreachable.is_none() {
+                    tracing::warn!(mirror, %error, "the source cluster does not answer");
+                }
+                runtime.unreachable = Some((since, error));
+            }
+        }
+    }
+}
+
+/// Resolves once every mirror partition this broker leads has read its state from
+/// `__mirror_state` and entered it (so a STOPPED partition is writable again), or after
+/// `timeout`. A broker asks before it listens: produce to a topic stopped before a restart is
+/// then accepted from the first request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct Settle {
+    /// The longest wait (a shard led by a broker that is down would hold it forever).
+    pub timeout: std::time::Duration,
+}
+
+impl Handler<Settle> for MirrorSystem {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, msg: Settle, ctx: &mut Context<Self>) -> Self::Result {
+        if self.followed.is_none() {
+            <Self as Handler<MetadataChanged>>::handle(self, MetadataChanged, ctx);
+        }
+        let actors: Vec<_> = self
+            .mirrors
+            .values()
+            .flat_map(|r| r.topics.values())
+            .flat_map(|t| t.partitions.values().map(|p| p.addr().clone()))
+            .collect();
+        let deadline = tokio::time::Instant::now() + msg.timeout;
         Box::pin(
             async move {
-                if loaded {
-                    return Ok(None);
+                for actor in actors {
+                    while tokio::time::Instant::now() < deadline {
+                        match actor.send(kmirror_actors::actor::DescribePartition).await {
+                            Ok(s) if s.busy && s.state == MirrorState::Unknown => {
+                                tokio::time::sleep(std::time::Duration::from_millis(5)).await
+                            }
+                            Ok(_) | Err(_) => break,
+                        }
+                    }
                 }
-                let configs = configs.ok_or_else(|| {
-                    MirrorError::new(ErrorCode::UNKNOWN_MIRROR, format!("no mirror {name}"))
-                })?;
-                let settings = FetchSettings::from_configs(&configs, broker_fetchers)
-                    .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
-                let props: HashMap<String, String> = configs.into_iter().collect();
-                let config = ClientConfig::from_properties(&props)
-                    .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
-                let unreachable =
-                    |e| MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}"));
-                let source = SourceClient::connect(config.clone())
-                    .await
-                    .map_err(unreachable)?;
-                let fetch_source = SourceClient::connect(config).await.map_err(unreachable)?;
-                let cluster_id = source.cluster_id().await.map_err(unreachable)?;
-                Ok(Some((
-                    name,
-                    Arc::new(source),
-                    Arc::new(fetch_source),
-                    cluster_id,
-                    settings,
-                )))
             }
-            .into_actor(self)
-            .map(|loaded, system, _| {
-                if let Some((name, source, fetch_source, source_cluster_id, settings)) = loaded? {
-                    let broker = system.broker.clone();
-                    let stats = Arc::new(MirrorStats::new(&name));
-                    system.mirrors.entry(name).or_insert_with(|| MirrorRuntime {
-                        pool: FetcherPool::new(
-                            broker,
-                            source.clone(),
-                            fetch_source,
-                            stats.clone(),
-                            settings,
-                        )
-                        .start(),
-                        source,
-                        source_cluster_id,
-                        topics: BTreeMap::new(),
-                        stats,
-                        halted: None,
-                    });
-                }
-                Ok(())
-            }),
+            .into_actor(self),
         )
     }
 }

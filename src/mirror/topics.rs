@@ -23,6 +23,7 @@ use kmirror_protocol::client::source::TopicMetadata;
 use kmirror_protocol::client::{ClientError, ClusterMetadata, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::sharding::mirror_partition_shard;
+use kmirror_protocol::state::MirrorState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -36,14 +37,6 @@ pub struct StartTopic {
     pub mirror: String,
     /// The source topic (the destination topic gets the same name and id).
     pub topic: String,
-}
-
-/// Starts the partitions this broker leads of a topic that `mirror.name` puts in the mirror.
-#[derive(Debug, Clone, PartialEq, Eq, Message)]
-#[rtype(result = "Result<(), MirrorError>")]
-pub(super) struct StartPartitions {
-    pub(super) mirror: String,
-    pub(super) topic: String,
 }
 
 /// Pause, resume or stop a mirrored topic.
@@ -135,22 +128,6 @@ impl Handler<StartTopic> for MirrorSystem {
     }
 }
 
-impl Handler<StartPartitions> for MirrorSystem {
-    type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
-
-    fn handle(&mut self, msg: StartPartitions, _: &mut Context<Self>) -> Self::Result {
-        let topic = msg.topic.clone();
-        with_source_topic(
-            self,
-            &msg.mirror.clone(),
-            topic,
-            move |system, source_topic| {
-                system.start_partitions(&msg.mirror, &msg.topic, &source_topic)
-            },
-        )
-    }
-}
-
 impl MirrorSystem {
     fn start_topic(
         &mut self,
@@ -197,17 +174,13 @@ impl MirrorSystem {
                     .map_err(controller_error)?;
             }
         }
-        self.start_partitions(mirror, topic, source_topic)
+        self.start_partitions(mirror, topic)
     }
 
     /// Starts the partitions this broker leads of `topic` that do not run yet, with what its
-    /// `mirror.name` asks.
-    fn start_partitions(
-        &mut self,
-        mirror: &str,
-        topic: &str,
-        source_topic: &TopicMetadata,
-    ) -> Result<(), MirrorError> {
+    /// `mirror.name` asks. Local metadata alone says which they are (a mirror topic has its
+    /// source topic's id and partitions), so they start while the source is unreachable.
+    pub(super) fn start_partitions(&mut self, mirror: &str, topic: &str) -> Result<(), MirrorError> {
         let broker = self.broker.clone();
         let Some(meta) = broker.topic(topic) else {
             return Ok(());
@@ -221,13 +194,11 @@ impl MirrorSystem {
             return Ok(());
         };
         self.ensure_shards()?;
-        let arbiters: BTreeMap<i32, actix::ArbiterHandle> = source_topic
-            .partitions
-            .iter()
-            .filter_map(|p| {
-                let arbiter = self.arbiter_of(mirror, &source_topic.topic_id, p.partition)?;
-                Some((p.partition, arbiter))
-            })
+        let topic_id = meta.topic_id;
+        let indexes = 0..meta.partitions.len() as i32;
+        let arbiters: BTreeMap<i32, actix::ArbiterHandle> = indexes
+            .clone()
+            .filter_map(|p| Some((p, self.arbiter_of(mirror, &topic_id, p)?)))
             .collect();
         let shards = self.shards.clone();
         let retry = self.retry;
@@ -246,26 +217,19 @@ impl MirrorSystem {
             .topics
             .entry(topic.to_string())
             .or_insert_with(|| MirroredTopic {
-                topic_id: source_topic.topic_id,
+                topic_id,
                 partitions: BTreeMap::new(),
                 known: KnownTopic {
                     desired,
                     leader_epochs: meta.partitions.iter().map(|p| p.leader_epoch).collect(),
                 },
             });
-        for p in &source_topic.partitions {
-            let Some(local) = meta.partitions.get(p.partition as usize) else {
-                continue;
-            };
-            if !broker.leads(local) || mirrored.partitions.contains_key(&p.partition) {
+        for (partition, local) in indexes.zip(&meta.partitions) {
+            if !broker.leads(local) || mirrored.partitions.contains_key(&partition) {
                 continue;
             }
-            let shard_index = mirror_partition_shard(
-                mirror,
-                &source_topic.topic_id,
-                p.partition,
-                shards.len() as i32,
-            );
+            let shard_index =
+                mirror_partition_shard(mirror, &topic_id, partition, shards.len() as i32);
             let shard = shards
                 .get(shard_index as usize)
                 .cloned()
@@ -274,8 +238,8 @@ impl MirrorSystem {
                 MirrorPartitionSite {
                     mirror: mirror.to_string(),
                     topic: topic.to_string(),
-                    topic_id: source_topic.topic_id,
-                    partition: p.partition,
+                    topic_id,
+                    partition,
                     cluster_id: cluster_id.clone(),
                     source_cluster_id: source_cluster_id.clone(),
                 },
@@ -288,10 +252,10 @@ impl MirrorSystem {
                 "mirror_partition",
                 mirror,
                 topic,
-                partition = p.partition,
+                partition,
                 leader_epoch = local.leader_epoch
             );
-            let mut partition = match arbiters.get(&p.partition) {
+            let mut actor = match arbiters.get(&partition) {
                 Some(arbiter) => SupervisedPartition::start_in(
                     arbiter.clone(),
                     ports,
@@ -304,14 +268,17 @@ impl MirrorSystem {
                 ),
                 None => SupervisedPartition::start(ports, retry, rand_unit),
             };
-            log_rejection(partition.become_leader(BecomeLeader {
+            log_rejection(actor.become_leader(BecomeLeader {
                 leader_epoch: local.leader_epoch,
                 desired: mirrored.known.desired,
             }));
-            if let Some(reason) = &halted {
-                log_rejection(partition.fail(reason.clone()));
+            if let Some(reason) = halted
+                .as_ref()
+                .filter(|_| mirrored.known.desired == Desired::Mirroring)
+            {
+                log_rejection(actor.fail(reason.clone()));
             }
-            mirrored.partitions.insert(p.partition, partition);
+            mirrored.partitions.insert(partition, actor);
         }
         Ok(())
     }
@@ -444,10 +411,17 @@ impl Handler<DescribeMirror> for MirrorSystem {
 
     fn handle(&mut self, msg: DescribeMirror, _: &mut Context<Self>) -> Self::Result {
         type Described = (String, uuid::Uuid, Vec<(i32, PartitionAddr)>);
-        let source = self.mirrors.get(&msg.0).map(|r| r.source.clone());
-        let topics: Result<Vec<Described>, MirrorError> = self
-            .mirrors
-            .get(&msg.0)
+        let runtime = self.mirrors.get(&msg.0);
+        // A source known not to answer is not asked (a frozen one would hold the describe for
+        // the client's whole request timeout); the partitions it holds up say why instead.
+        let source = runtime
+            .filter(|r| r.unreachable.is_none())
+            .map(|r| r.source.clone());
+        let unreachable = runtime.and_then(|r| r.unreachable.clone()).map(|(since, error)| {
+            let seconds = (crate::broker::now_ms() - since).max(0) / 1000;
+            format!("source unreachable for {seconds} s: {error}")
+        });
+        let topics: Result<Vec<Described>, MirrorError> = runtime
             .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))
             .map(|runtime| {
                 runtime
@@ -465,20 +439,38 @@ impl Handler<DescribeMirror> for MirrorSystem {
             });
         Box::pin(
             async move {
+                let deadline = tokio::time::Instant::now() + DESCRIBE_SOURCE_BUDGET;
                 let mut out = Vec::new();
                 for (topic, topic_id, actors) in topics? {
-                    let indexes: Vec<i32> = actors.iter().map(|(i, _)| *i).collect();
-                    let offsets = match &source {
-                        Some(source) => source_offsets(source, &topic, &indexes).await,
-                        None => vec![-1; indexes.len()],
-                    };
                     let mut partitions = Vec::new();
-                    for ((index, actor), offset) in actors.into_iter().zip(offsets) {
-                        let snapshot = actor
+                    for (index, actor) in actors {
+                        let mut snapshot = actor
                             .send(DescribePartition)
                             .await
                             .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?;
-                        partitions.push((index, snapshot, offset));
+                        if waits_for_source(snapshot.state) && snapshot.error.is_none() {
+                            snapshot.error.clone_from(&unreachable);
+                        }
+                        partitions.push((index, snapshot, -1));
+                    }
+                    // Stopped and paused partitions need nothing of the source.
+                    let asked: Vec<i32> = partitions
+                        .iter()
+                        .filter(|(_, s, _)| waits_for_source(s.state))
+                        .map(|(i, _, _)| *i)
+                        .collect();
+                    if let Some(source) = source.as_ref().filter(|_| !asked.is_empty()) {
+                        let offsets = tokio::time::timeout_at(
+                            deadline,
+                            source_offsets(source, &topic, &asked),
+                        )
+                        .await
+                        .unwrap_or_default();
+                        for (index, offset) in asked.iter().zip(offsets) {
+                            if let Some(p) = partitions.iter_mut().find(|(i, _, _)| i == index) {
+                                p.2 = offset;
+                            }
+                        }
                     }
                     out.push(TopicSnapshot {
                         topic,
@@ -490,6 +482,21 @@ impl Handler<DescribeMirror> for MirrorSystem {
             }
             .into_actor(self),
         )
+    }
+}
+
+/// How long one DescribeMirror waits for the source's offsets in all (past it, they show -1).
+const DESCRIBE_SOURCE_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a partition in `state` needs the source to make progress.
+fn waits_for_source(state: MirrorState) -> bool {
+    match state {
+        MirrorState::Preparing | MirrorState::Mirroring | MirrorState::Failed => true,
+        MirrorState::Unknown
+        | MirrorState::Pausing
+        | MirrorState::Paused
+        | MirrorState::Stopping
+        | MirrorState::Stopped => false,
     }
 }
 

@@ -20,7 +20,8 @@ use crate::partition::{
     transition,
 };
 use actix::{
-    Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, Supervised, WrapFuture,
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, SpawnHandle, Supervised,
+    WrapFuture,
 };
 use kmirror_protocol::state::MirrorState;
 use std::rc::Rc;
@@ -139,6 +140,9 @@ pub struct MirrorPartition<P: PartitionPorts> {
     labels: PartitionLabels,
     /// The state this actor counts itself in ([`catalogue::STATE_PARTITIONS`]).
     reported: Option<MirrorState>,
+    /// Log changes in flight: cancelled (so they never land) once the phase stops waiting for
+    /// them ([`Phase::awaited_log_change`]).
+    log_changes: Vec<(OpId, SpawnHandle)>,
 }
 
 impl<P: PartitionPorts> std::fmt::Debug for MirrorPartition<P> {
@@ -165,6 +169,7 @@ impl<P: PartitionPorts> MirrorPartition<P> {
             progress: 0,
             labels: PartitionLabels::default(),
             reported: None,
+            log_changes: Vec::new(),
         }
     }
 
@@ -225,6 +230,7 @@ impl<P: PartitionPorts> MirrorPartition<P> {
                 }
                 self.partition = step.partition;
                 self.report_state(Some(to));
+                self.fence_log_changes(ctx);
                 for effect in step.effects {
                     self.run(effect, ctx);
                 }
@@ -247,6 +253,35 @@ impl<P: PartitionPorts> MirrorPartition<P> {
         }));
     }
 
+    /// Cancels the log changes in flight that the phase no longer waits for. A port changes
+    /// the log within one poll of its future, so a cancelled change has either landed before
+    /// the phase moved on (and its completion is stale) or never lands.
+    fn fence_log_changes(&mut self, ctx: &mut Context<Self>) {
+        let awaited = self.partition.phase().awaited_log_change();
+        self.log_changes.retain(|(op, handle)| {
+            let keep = Some(*op) == awaited;
+            if !keep {
+                ctx.cancel_future(*handle);
+            }
+            keep
+        });
+    }
+
+    /// Runs a port that changes the log, fenced by [`Self::fence_log_changes`].
+    fn change_log<T: 'static>(
+        &mut self,
+        ctx: &mut Context<Self>,
+        op: OpId,
+        port: super::ports::PortFuture<T>,
+        complete: impl FnOnce(T) -> Input + 'static,
+    ) {
+        let handle = ctx.spawn(port.into_actor(self).map(move |result, actor, ctx| {
+            actor.log_changes.retain(|(pending, _)| *pending != op);
+            actor.take(complete(result), ctx);
+        }));
+        self.log_changes.push((op, handle));
+    }
+
     fn run(&mut self, effect: Effect, ctx: &mut Context<Self>) {
         let ports = self.ports.clone();
         match effect {
@@ -260,7 +295,7 @@ impl<P: PartitionPorts> MirrorPartition<P> {
                 Input::LmeLookedUp { op, result }
             }),
             Effect::TruncateForLme { op, lme } => {
-                self.complete(ctx, ports.truncate_for_lme(lme), move |result| {
+                self.change_log(ctx, op, ports.truncate_for_lme(lme), move |result| {
                     Input::Truncated { op, result }
                 })
             }
@@ -280,7 +315,7 @@ impl<P: PartitionPorts> MirrorPartition<P> {
                 move |result| Input::EpochBumped { op, result },
             ),
             Effect::TruncateToLso { op } => {
-                self.complete(ctx, ports.truncate_to_lso(), move |result| {
+                self.change_log(ctx, op, ports.truncate_to_lso(), move |result| {
                     Input::TruncatedToLso { op, result }
                 })
             }
@@ -290,7 +325,7 @@ impl<P: PartitionPorts> MirrorPartition<P> {
                 })
             }
             Effect::AppendPidReset { op } => {
-                self.complete(ctx, ports.append_pid_reset(), move |result| {
+                self.change_log(ctx, op, ports.append_pid_reset(), move |result| {
                     Input::PidResetAppended { op, result }
                 })
             }
@@ -342,6 +377,7 @@ impl<P: PartitionPorts> Supervised for MirrorPartition<P> {
     fn restarting(&mut self, ctx: &mut Context<Self>) {
         self.restarts += 1;
         self.partition = Partition::default();
+        self.log_changes.clear();
         self.report_state(Some(self.partition.persisted()));
         // Timers and completions of the stopped incarnation never run (actix drops them with the
         // old context); the new one starts from what the coordinator holds.

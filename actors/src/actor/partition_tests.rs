@@ -21,6 +21,11 @@ pub(super) struct Script {
     pub(super) load_panics: u32,
     /// Followers that have not truncated yet: the ISR wait ends when this turns true.
     pub(super) followers_caught_up: Option<tokio::sync::watch::Receiver<bool>>,
+    /// A truncation for the LME that lands (changes the log) only when this turns true (a
+    /// full truncation waiting on the source's log start).
+    truncation_gate: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Log changes that landed, in order.
+    landed: Vec<String>,
     leader_epoch: i32,
     read_only: Option<bool>,
     pub(super) fetcher: Option<Recipient<FetcherProgress>>,
@@ -80,7 +85,18 @@ impl PartitionPorts for ScriptedPorts {
 
     fn truncate_for_lme(&self, lme: i32) -> PortFuture<Result<(), Cause>> {
         self.call(format!("truncate for lme {lme}"));
-        ready(Ok(()))
+        let script = self.0.clone();
+        let gate = script.borrow().truncation_gate.clone();
+        Box::pin(async move {
+            if let Some(mut gate) = gate {
+                let _ = gate.wait_for(|open| *open).await;
+            }
+            script
+                .borrow_mut()
+                .landed
+                .push(format!("truncated for lme {lme}"));
+            Ok(())
+        })
     }
 
     fn await_isr(&self) -> PortFuture<()> {
@@ -307,4 +323,37 @@ async fn preparing_waits_for_lagging_followers_and_is_not_a_stall() {
     caught_up.send(true).expect("the partition waits");
     settle(&addr, MirrorState::Mirroring).await;
     assert!(ports.calls().iter().any(|c| c == "attach fetcher"));
+}
+
+/// Issue 17 item 4: a stop while PREPARING's truncation is in flight (a full truncation waiting
+/// on the source) cancels it: it never lands after STOPPED, where it would cut local writes.
+#[actix_rt::test]
+async fn a_stop_during_preparing_cancels_the_truncation_in_flight() {
+    tokio::time::pause();
+    let ports = ScriptedPorts::default();
+    let (open, gate) = tokio::sync::watch::channel(false);
+    ports.0.borrow_mut().truncation_gate = Some(gate);
+    let addr = start_leading(&ports, 2).await;
+    settle(&addr, MirrorState::Preparing).await;
+    for _ in 0..100 {
+        if ports.calls().iter().any(|c| c == "truncate for lme -1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(ports.calls().iter().any(|c| c == "truncate for lme -1"));
+    addr.send(ChangeDesired(Desired::Stopped))
+        .await
+        .expect("alive")
+        .expect("accepted");
+    settle(&addr, MirrorState::Stopped).await;
+    open.send(true).expect("a gate");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let snapshot = addr.send(DescribePartition).await.expect("alive");
+    assert_eq!(snapshot.state, MirrorState::Stopped);
+    assert!(
+        ports.0.borrow().landed.is_empty(),
+        "a cancelled truncation landed: {:?}",
+        ports.0.borrow().landed
+    );
 }

@@ -5,6 +5,11 @@
 //! and source client; actor tests implement them with scripted answers. The futures run on the
 //! actor's arbiter (they need not be `Send`); long I/O belongs on the broker's tokio workers,
 //! behind the future.
+//!
+//! A port that changes the log (`truncate_for_lme`, `truncate_to_lso`, `append_pid_reset`)
+//! makes its change within one poll of its future, never behind another task: the actor drops
+//! such a future once its state machine stops waiting for it (a stop while PREPARING truncates),
+//! and a dropped future must leave the log as it was.
 
 use super::partition::FetcherProgress;
 use crate::partition::{Cause, StoredState};

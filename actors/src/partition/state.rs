@@ -199,6 +199,35 @@ impl Phase {
         }
     }
 
+    /// The change to the log this phase waits for, if any. A log change issued earlier that the
+    /// phase no longer waits for must not land (a stop during PREPARING's truncation: the
+    /// truncation would cut writes made after STOPPED), so the shell cancels it.
+    pub fn awaited_log_change(&self) -> Option<OpId> {
+        match self {
+            Phase::Preparing {
+                op,
+                step: PreparePhase::Truncating,
+            }
+            | Phase::Stopping(
+                Stopping::Converging {
+                    lso: LsoBranch::Truncating(op),
+                    ..
+                }
+                | Stopping::ResettingPids(op),
+            ) => Some(*op),
+            Phase::Preparing { .. }
+            | Phase::Stopping(_)
+            | Phase::Unknown
+            | Phase::Loading(_)
+            | Phase::Persisting { .. }
+            | Phase::Mirroring { .. }
+            | Phase::Pausing(_)
+            | Phase::Paused
+            | Phase::Stopped
+            | Phase::Failed { .. } => None,
+        }
+    }
+
     /// The state as DescribeMirrors names it (a write in flight shows the state being left).
     pub fn state(&self) -> MirrorState {
         match self {
@@ -341,4 +370,7 @@ pub enum Rejection {
     /// Leadership commands need leadership.
     #[error("this broker does not lead the partition")]
     NotLeader,
+    /// STOPPED and PAUSED partitions are not failed by a supervisor or the metadata sync.
+    #[error("a {0} partition is left alone")]
+    LeftAlone(MirrorState),
 }

@@ -728,3 +728,147 @@ fn input_matters(input: &Input) -> bool {
             | Input::TimerFired { op: OpId(9999) }
     )
 }
+
+/// Issue 17 item 3: a supervisor or a halted sync giving up never touches a STOPPED or PAUSED
+/// partition (a stopped topic holds writes made since its failover).
+#[test]
+fn giving_up_leaves_stopped_and_paused_partitions_alone() {
+    let mut h = Harness::new();
+    h.start_mirroring();
+    failover(&mut h, true);
+    let step = h.send(Input::GaveUp("the source is another cluster".into()));
+    assert_eq!(
+        step.outcome,
+        Outcome::Rejected(Rejection::LeftAlone(MirrorState::Stopped))
+    );
+    assert!(step.effects.is_empty());
+    assert_eq!(h.p.phase(), &Phase::Stopped);
+
+    let mut h = Harness::new();
+    h.start_mirroring();
+    h.send(Input::DesiredChanged(Desired::Paused));
+    h.persist_ok(MirrorState::Pausing);
+    let op = h.op_of(|e| matches!(e, Effect::DetachFetcher { .. }));
+    h.send(Input::FetcherDetached { op });
+    h.persist_ok(MirrorState::Paused);
+    let step = h.send(Input::GaveUp("no progress".into()));
+    assert_eq!(
+        step.outcome,
+        Outcome::Rejected(Rejection::LeftAlone(MirrorState::Paused))
+    );
+    assert_eq!(h.p.phase(), &Phase::Paused);
+}
+
+/// Issue 17 item 3: a mirror halted before its partitions loaded their state fails only the
+/// ones that load mirroring; one that loads STOPPED becomes writable again.
+#[test]
+fn giving_up_before_the_state_loads_is_decided_by_the_loaded_state() {
+    let stopped = StoredState {
+        state: MirrorState::Stopped,
+        previous: MirrorState::Unknown,
+        retry_attempt: 0,
+        error: None,
+        leader_epoch: 31,
+    };
+    let mut h = Harness::new();
+    h.send(Input::BecameLeader {
+        leader_epoch: 32,
+        desired: Desired::Stopped,
+    });
+    h.send(Input::GaveUp("the source is another cluster".into()));
+    let op = h.op_of(|e| matches!(e, Effect::LoadState { .. }));
+    h.send(Input::StateLoaded {
+        op,
+        stored: Some(stopped),
+    });
+    h.persist_ok(MirrorState::Stopped);
+    assert!(h.pending.contains(&Effect::SetReadOnly(false)));
+    assert_eq!(h.p.phase(), &Phase::Stopped);
+
+    let mirroring = StoredState {
+        state: MirrorState::Mirroring,
+        previous: MirrorState::Unknown,
+        retry_attempt: 0,
+        error: None,
+        leader_epoch: 31,
+    };
+    let mut h = Harness::new();
+    h.send(Input::BecameLeader {
+        leader_epoch: 32,
+        desired: Desired::Mirroring,
+    });
+    h.send(Input::GaveUp("the source is another cluster".into()));
+    let op = h.op_of(|e| matches!(e, Effect::LoadState { .. }));
+    h.send(Input::StateLoaded {
+        op,
+        stored: Some(mirroring),
+    });
+    let stored = h.persist_ok(MirrorState::Failed);
+    assert_eq!(stored.retry_attempt, -1);
+    assert_eq!(
+        stored.error.as_deref(),
+        Some("the source is another cluster")
+    );
+}
+
+/// Issue 17 items 5 and 7: a failure inside STOPPING waits out its backoff before STOPPING
+/// runs again (no hot loop of coordinator writes), and keeps the STOPPING record, so a
+/// restart meanwhile still knows the log was aligned and records the LME.
+#[test]
+fn a_failure_in_stopping_backs_off_and_keeps_the_alignment() {
+    let mut h = Harness::new();
+    h.start_mirroring();
+    h.send(Input::DesiredChanged(Desired::Stopped));
+    let stopping = h.persist_ok(MirrorState::Stopping);
+    assert_eq!(stopping.previous, MirrorState::Mirroring, "aligned");
+    let op = h.op_of(|e| matches!(e, Effect::DetachFetcher { .. }));
+    h.send(Input::FetcherDetached { op });
+    let truncate = h.op_of(|e| matches!(e, Effect::TruncateToLso { .. }));
+    let step = h.send(Input::TruncatedToLso {
+        op: truncate,
+        result: Err(Cause::retryable("disk full")),
+    });
+    assert!(
+        !step
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::PersistState { .. })),
+        "no write until the backoff passed: {:?}",
+        step.effects
+    );
+    let Some(Effect::ScheduleRetry { op: timer, after_ms }) = step
+        .effects
+        .iter()
+        .find(|e| matches!(e, Effect::ScheduleRetry { .. }))
+        .cloned()
+    else {
+        panic!("no retry scheduled: {:?}", step.effects)
+    };
+    assert!(after_ms >= 800, "{after_ms}");
+    assert_eq!(h.p.phase().state(), MirrorState::Failed);
+    assert_eq!(h.p.persisted(), MirrorState::Stopping);
+
+    // A restart now: the new leader reads the STOPPING record and records the real LME.
+    let mut restarted = Harness::new();
+    restarted.send(Input::BecameLeader {
+        leader_epoch: 40,
+        desired: Desired::Stopped,
+    });
+    let op = restarted.op_of(|e| matches!(e, Effect::LoadState { .. }));
+    restarted.send(Input::StateLoaded {
+        op,
+        stored: Some(stopping),
+    });
+    restarted.persist_ok(MirrorState::Stopping);
+    let op = restarted.op_of(|e| matches!(e, Effect::DetachFetcher { .. }));
+    restarted.send(Input::FetcherDetached { op });
+    let op = restarted.op_of(|e| matches!(e, Effect::TruncateToLso { .. }));
+    restarted.send(Input::TruncatedToLso { op, result: Ok(30) });
+    restarted.op_of(|e| matches!(e, Effect::PersistLme { lme: 30, .. }));
+
+    // Without a restart, the timer resumes STOPPING, still aligned.
+    h.pending.clear();
+    h.send(Input::TimerFired { op: timer });
+    let again = h.persist_ok(MirrorState::Stopping);
+    assert_eq!(again.previous, MirrorState::Mirroring);
+}

@@ -106,6 +106,9 @@ pub struct Partition {
     /// has truncated for the LME. A STOPPING of an unaligned log records no LME (-1), since the
     /// log's newest epoch is then this cluster's own, not one it took from the source.
     aligned: bool,
+    /// A supervisor or the metadata sync gave up on the partition before its state was loaded:
+    /// applied once it is, unless it loads STOPPED or PAUSED.
+    given_up: Option<String>,
     next_op: u64,
 }
 
@@ -118,6 +121,7 @@ impl Default for Partition {
             retry_attempt: 0,
             persisted: MirrorState::Unknown,
             aligned: false,
+            given_up: None,
             next_op: 1,
         }
     }
@@ -191,6 +195,7 @@ impl Partition {
                 }
                 self.leader_epoch = *leader_epoch;
                 self.desired = *desired;
+                self.given_up = None;
                 let op = self.op();
                 self.phase = Phase::Loading(op);
                 fx.push(Effect::SetReadOnly(true));
@@ -259,7 +264,7 @@ impl Partition {
                         };
                         fx.push(Effect::TruncateForLme { op, lme: *lme });
                     }
-                    Err(cause) => self.fail(cause, fx),
+                    Err(cause) => self.fail(cause, env, fx),
                 }
                 Applied
             }
@@ -280,7 +285,7 @@ impl Partition {
                         };
                         fx.push(Effect::AwaitIsr { op });
                     }
-                    Err(cause) => self.fail(cause, fx),
+                    Err(cause) => self.fail(cause, env, fx),
                 }
                 Applied
             }
@@ -333,7 +338,7 @@ impl Partition {
             (Input::FetchFailed(cause), Phase::Mirroring { .. }) => {
                 let op = self.op();
                 fx.push(Effect::DetachFetcher { op });
-                self.fail(cause, fx);
+                self.fail(cause, env, fx);
                 Applied
             }
             (
@@ -362,7 +367,7 @@ impl Partition {
                         self.leader_epoch = self.leader_epoch.max(*epoch);
                         self.converge(BumpBranch::Done, lso, fx);
                     }
-                    Err(cause) => self.fail(cause, fx),
+                    Err(cause) => self.fail(cause, env, fx),
                 }
                 Applied
             }
@@ -383,7 +388,7 @@ impl Partition {
                         });
                         self.converge(bump, LsoBranch::PersistingLme(op), fx);
                     }
-                    Err(cause) => self.fail(cause, fx),
+                    Err(cause) => self.fail(cause, env, fx),
                 }
                 Applied
             }
@@ -397,7 +402,7 @@ impl Partition {
                 let bump = *bump;
                 match result {
                     Ok(()) => self.converge(bump, LsoBranch::Done, fx),
-                    Err(cause) => self.fail(cause, fx),
+                    Err(cause) => self.fail(cause, env, fx),
                 }
                 Applied
             }
@@ -407,7 +412,7 @@ impl Partition {
             ) if op == waiting => {
                 match result {
                     Ok(()) => self.begin(Target::Stopped, fx),
-                    Err(cause) => self.fail(cause, fx),
+                    Err(cause) => self.fail(cause, env, fx),
                 }
                 Applied
             }
@@ -426,26 +431,40 @@ impl Partition {
                 if self.leader_epoch < 0 {
                     return Outcome::Rejected(Rejection::NotLeader);
                 }
-                match self.phase {
+                let fatal = Cause::fatal(reason.clone());
+                match &self.phase {
                     // Failed for good already, or an ordinary topic: nothing to give up.
                     Phase::Failed { retry: None, .. } | Phase::Unknown => {}
+                    // STOPPED and PAUSED need nothing that can fail (a stopped topic holds the
+                    // writes made since its failover): left alone.
+                    Phase::Stopped
+                    | Phase::Paused
+                    | Phase::Persisting {
+                        target: Target::Stopped | Target::Paused,
+                        ..
+                    } => return Outcome::Rejected(Rejection::LeftAlone(self.phase.state())),
+                    // Its state is not known yet: decided once loaded.
+                    Phase::Loading(_) => self.given_up = Some(reason.clone()),
                     // Failed but waiting to retry: it fails for good (its timer goes stale).
-                    Phase::Failed { retry: Some(_), .. } => {
-                        self.fail(&Cause::fatal(reason.clone()), fx)
-                    }
-                    Phase::Mirroring { .. }
-                    | Phase::Pausing(_)
-                    | Phase::Stopping(Stopping::DetachingFetcher(_)) => {
+                    Phase::Failed { retry: Some(_), .. } => self.fail(&fatal, env, fx),
+                    Phase::Mirroring { .. } | Phase::Pausing(_) => {
                         let op = self.op();
                         fx.push(Effect::DetachFetcher { op });
-                        self.fail(&Cause::fatal(reason.clone()), fx);
+                        self.fail(&fatal, env, fx);
                     }
-                    Phase::Loading(_)
-                    | Phase::Persisting { .. }
-                    | Phase::Preparing { .. }
-                    | Phase::Paused
-                    | Phase::Stopping(_)
-                    | Phase::Stopped => self.fail(&Cause::fatal(reason.clone()), fx),
+                    // A failover is finished whatever the source does: it is retried.
+                    Phase::Stopping(stopping) => {
+                        if matches!(stopping, Stopping::DetachingFetcher(_)) {
+                            let op = self.op();
+                            fx.push(Effect::DetachFetcher { op });
+                        }
+                        self.fail(&Cause::retryable(reason.clone()), env, fx);
+                    }
+                    Phase::Persisting {
+                        target: Target::Stopping,
+                        ..
+                    } => self.fail(&Cause::retryable(reason.clone()), env, fx),
+                    Phase::Persisting { .. } | Phase::Preparing { .. } => self.fail(&fatal, env, fx),
                 }
                 Applied
             }
@@ -589,17 +608,36 @@ impl Partition {
     }
 
     /// An effect of the current state failed: record FAILED with the state it happened in.
-    fn fail(&mut self, cause: &Cause, fx: &mut Vec<Effect>) {
+    ///
+    /// A failure inside STOPPING is not written: the STOPPING record stays, with what it says
+    /// about the log's alignment (so the LME a restart records is the right one), and the
+    /// partition retries STOPPING after its backoff (a restart resumes it at once).
+    fn fail(&mut self, cause: &Cause, env: &Env<'_>, fx: &mut Vec<Effect>) {
         let retry_attempt = if cause.retryable {
             self.retry_attempt.max(0).saturating_add(1)
         } else {
             -1
         };
+        let previous = match &self.phase {
+            // Failing again keeps the state the first failure happened in.
+            Phase::Failed { failure, .. } => failure.previous,
+            Phase::Persisting { target, .. } => match target {
+                Target::Failed(failure) => failure.previous,
+                other => other.state(),
+            },
+            phase => phase.state(),
+        };
         let failure = Failure {
-            previous: self.phase.state(),
+            previous,
             retry_attempt,
             error: cause.message.clone(),
         };
+        if previous == MirrorState::Stopping {
+            self.retry_attempt = failure.retry_attempt;
+            let retry = self.schedule_retry(&failure, env, fx);
+            self.phase = Phase::Failed { failure, retry };
+            return;
+        }
         self.begin(Target::Failed(failure), fx);
     }
 
@@ -674,6 +712,19 @@ impl Partition {
             (MirrorState::Mirroring, _) => Target::Mirroring,
             (MirrorState::Pausing, _) => Target::Pausing,
             (MirrorState::Stopping, _) => Target::Stopping,
+        };
+        let target = match (self.given_up.take(), target) {
+            (Some(error), Target::Preparing | Target::Mirroring) => Target::Failed(Failure {
+                previous: current,
+                retry_attempt: -1,
+                error,
+            }),
+            (Some(error), Target::Failed(failure)) => Target::Failed(Failure {
+                retry_attempt: -1,
+                error,
+                ..failure
+            }),
+            (_, target) => target,
         };
         self.begin(target, fx);
     }

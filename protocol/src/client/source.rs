@@ -299,6 +299,14 @@ fn topic_name(s: &str) -> TopicName {
 impl SourceClient {
     /// Connects to the first reachable bootstrap server.
     pub async fn connect(config: ClientConfig) -> Result<SourceClient, ClientError> {
+        let client = SourceClient::new(config)?;
+        client.any_connection().await?;
+        Ok(client)
+    }
+
+    /// A client that connects on first use (and reconnects with backoff after), so a mirror
+    /// whose source is down can still be loaded; only a bad configuration fails here.
+    pub fn new(config: ClientConfig) -> Result<SourceClient, ClientError> {
         let tls = match (&config.truststore, config.security_protocol.uses_tls()) {
             (Some(path), true) => Some(tls::client_config(path, config.verify_hostname)?),
             (None, true) => {
@@ -316,7 +324,6 @@ impl SourceClient {
             brokers: std::sync::Mutex::new(HashMap::new()),
             sessions: std::sync::Mutex::new(HashMap::new()),
         };
-        client.any_connection().await?;
         Ok(client)
     }
 
