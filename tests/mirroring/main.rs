@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod cluster;
+mod disaster;
 mod failback;
 mod metadata;
 mod process;
