@@ -23,8 +23,8 @@
 //! actor and lets its [`SupervisedPartition`] restart it (stalled), create it again (dead) or
 //! give up on it (FAILED) once its restart budget is spent.
 
-use super::fetch_settings::FetchSettings;
 use super::fetcher_pool::FetcherPool;
+use super::mirror_configs::{self, MirrorConfigError, MirrorSettings};
 use super::partition::BrokerPartitionPorts;
 use super::reactions::MetadataChanged;
 use super::shard_route::{RemoteShard, ShardRoute};
@@ -40,7 +40,7 @@ use kmirror_actors::actor::{CoordinatorShard, SupervisedPartition};
 use kmirror_actors::liveness::LivenessPolicy;
 use kmirror_actors::metadata::KnownTopic;
 use kmirror_actors::partition::RetryPolicy;
-use kmirror_protocol::client::{ClientConfig, SourceClient};
+use kmirror_protocol::client::SourceClient;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -262,6 +262,7 @@ impl Handler<LoadMirror> for MirrorSystem {
         let configs = self.broker.mirrors().get(&name).cloned();
         let loaded = self.mirrors.contains_key(&name);
         let broker_fetchers = self.broker.config().mirror_num_replica_fetchers;
+        let own_cluster_id = self.broker.cluster_id();
         Box::pin(
             async move {
                 if loaded {
@@ -270,11 +271,14 @@ impl Handler<LoadMirror> for MirrorSystem {
                 let configs = configs.ok_or_else(|| {
                     MirrorError::new(ErrorCode::UNKNOWN_MIRROR, format!("no mirror {name}"))
                 })?;
-                let settings = FetchSettings::from_configs(&configs, broker_fetchers)
-                    .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
-                let props: HashMap<String, String> = configs.into_iter().collect();
-                let config = ClientConfig::from_properties(&props)
-                    .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
+                let invalid = |e: MirrorConfigError| {
+                    MirrorError::new(ErrorCode::INVALID_CONFIG, e.to_string())
+                };
+                let MirrorSettings {
+                    fetch: settings,
+                    client: config,
+                    ..
+                } = mirror_configs::validate(&configs, broker_fetchers).map_err(invalid)?;
                 let unreachable =
                     |e| MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}"));
                 let source = SourceClient::connect(config.clone())
@@ -282,6 +286,10 @@ impl Handler<LoadMirror> for MirrorSystem {
                     .map_err(unreachable)?;
                 let fetch_source = SourceClient::connect(config).await.map_err(unreachable)?;
                 let cluster_id = source.cluster_id().await.map_err(unreachable)?;
+                // A mirror made without `mirror.source.cluster.id` (through the RPC) is caught
+                // here, before a Start could truncate a topic it reads from.
+                mirror_configs::check_not_this_cluster(&cluster_id, &own_cluster_id)
+                    .map_err(invalid)?;
                 Ok(Some((
                     name,
                     Arc::new(source),
