@@ -1,4 +1,4 @@
-//! A mirror's configs (DECISIONS.md 9), checked as a whole in one place: CreateMirror refuses
+//! A mirror's configs, checked as a whole in one place: CreateMirror refuses
 //! what [`validate`] refuses, naming the key, and the engine loads a mirror through the same
 //! function, so a stored mirror runs with exactly what was checked. The parsing itself belongs
 //! to the parts that use each key: [`FetchSettings`] (`mirror.fetch.*`,
@@ -84,8 +84,8 @@ pub fn validate(
         ));
     }
     let fetch = FetchSettings::from_configs(configs, broker_fetchers).map_err(|e| invalid(&e))?;
-    // Not used by the fetcher yet (a failed Fetch is retried after the partition's own backoff),
-    // but a value stored now must be one it can use later.
+    // A documented mirror key the fetcher does not read yet: a value stored now must be one it
+    // can use later.
     number_setting(
         configs,
         "mirror.fetch.backoff.ms",
@@ -133,7 +133,9 @@ pub fn check_not_this_cluster(
     own_cluster_id: &str,
 ) -> Result<(), MirrorConfigError> {
     if source_cluster_id == own_cluster_id {
-        Err(MirrorConfigError::ThisCluster(source_cluster_id.to_string()))
+        Err(MirrorConfigError::ThisCluster(
+            source_cluster_id.to_string(),
+        ))
     } else {
         Ok(())
     }
@@ -158,7 +160,9 @@ mod tests {
                 "{good}"
             );
         }
-        for bad in ["", "a", "a:", ":9092", "a:0", "a:70000", "a:9092,", "a b:9092"] {
+        for bad in [
+            "", "a", "a:", ":9092", "a:0", "a:70000", "a:9092,", "a b:9092",
+        ] {
             let e = validate(&configs(&[("bootstrap.servers", bad)]), 1).expect_err(bad);
             assert!(e.to_string().contains("bootstrap.servers"), "{e}");
         }

@@ -39,7 +39,11 @@ pub(super) fn handle(
             results.push(result.with_error_code(TOPIC_AUTHORIZATION_FAILED));
             continue;
         }
-        if topic.configs.iter().any(|c| &*c.name == mirror_guards::MIRROR_NAME) {
+        if topic
+            .configs
+            .iter()
+            .any(|c| &*c.name == mirror_guards::MIRROR_NAME)
+        {
             results.push(
                 result
                     .with_error_code(ErrorCode::INVALID_CONFIG.0)

@@ -1,4 +1,4 @@
-//! What a client may not do to a mirror topic (DECISIONS.md 2 and 5). A mirror topic is
+//! What a client may not do to a mirror topic. A mirror topic is
 //! byte-identical to its source until its partitions are STOPPED, and only the mirror RPCs
 //! (Start/Stop/Pause/ResumeMirrorTopics) move it between states, so:
 //! - `mirror.name` is never a client's to set, change or delete, on any topic (CreateTopics,
@@ -94,20 +94,12 @@ pub(super) fn config_change_refused(
         .strip_suffix(".paused")
         .or_else(|| value.strip_suffix(".removed"))
         .unwrap_or(value);
-    // The mirror's own sync filters say what it copies; a mirror whose configs cannot be read
-    // copies everything, as far as this check goes.
-    let filters = broker
-        .mirrors()
-        .get(mirror)
-        .map_or_else(|| SyncFilters::from_configs(&BTreeMap::new()), |c| {
-            SyncFilters::from_configs(c)
-        })
-        .ok();
+    // The mirror's own sync filters say what it copies (an unknown mirror's are the defaults);
+    // filters that cannot be built count as copying everything, as far as this check goes.
+    let mirror_configs = broker.mirrors().remove(mirror).unwrap_or_default();
+    let filters = SyncFilters::from_configs(&mirror_configs).ok();
     let managed = |key: &str| {
-        DATA_LOSS_KEYS.contains(&key)
-            || filters
-                .as_ref()
-                .is_none_or(|f| f.property_included(key))
+        DATA_LOSS_KEYS.contains(&key) || filters.as_ref().is_none_or(|f| f.property_included(key))
     };
     let changed: Vec<&str> = before
         .keys()

@@ -51,11 +51,14 @@ pub(super) fn create(
             .into_iter()
             .filter_map(|c| c.value.map(|v| (c.name, v)))
             .collect();
-        let checked = mirror_configs::validate(&configs, broker.config().mirror_num_replica_fetchers)
-            .and_then(|_| match configs.get("mirror.source.cluster.id") {
-                Some(source) => mirror_configs::check_not_this_cluster(source, &broker.cluster_id()),
-                None => Ok(()),
-            });
+        let checked =
+            mirror_configs::validate(&configs, broker.config().mirror_num_replica_fetchers)
+                .and_then(|_| match configs.get("mirror.source.cluster.id") {
+                    Some(source) => {
+                        mirror_configs::check_not_this_cluster(source, &broker.cluster_id())
+                    }
+                    None => Ok(()),
+                });
         match checked {
             Err(e) => refused(ErrorCode::INVALID_CONFIG, e.to_string()),
             Ok(()) => match broker.create_mirror(&request.mirror_name, configs) {

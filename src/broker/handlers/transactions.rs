@@ -15,8 +15,6 @@ use crate::acl::Operation;
 use crate::broker::{Broker, now_ms};
 use crate::groups::Committed;
 use crate::txn::TxnError;
-use kmirror_protocol::errors::ErrorCode;
-use std::sync::atomic::Ordering;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
 };
@@ -28,6 +26,8 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 };
+use kmirror_protocol::errors::ErrorCode;
+use std::sync::atomic::Ordering;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const OPERATION_NOT_ATTEMPTED: i16 = ErrorCode::OPERATION_NOT_ATTEMPTED.0;
