@@ -106,6 +106,10 @@ struct MirrorsArgs {
     /// partition's rate.
     #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "2")]
     watch: Option<u64>,
+    /// With --start of stopped topics: discard this many records written on this cluster
+    /// since their failover (the number the broker names when it refuses the start).
+    #[arg(long, value_name = "RECORDS")]
+    discard_local_writes: Option<i64>,
     /// The mirror's name.
     #[arg(long)]
     mirror: Option<String>,
@@ -170,7 +174,9 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         MirrorsAction::List { json: args.json }
     } else {
         let change = if args.start {
-            TopicChange::Start
+            TopicChange::Start {
+                discard_local_records: args.discard_local_writes.unwrap_or(-1),
+            }
         } else if args.stop {
             TopicChange::Stop
         } else if args.pause {

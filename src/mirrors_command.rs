@@ -79,7 +79,9 @@ impl TopicSelection {
 /// What to do with topics.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum TopicChange {
-    Start,
+    /// Start; restarting stopped topics discards this many records written since their
+    /// failover (-1: none; the broker refuses and names the count when there are some).
+    Start { discard_local_records: i64 },
     Stop,
     Pause,
     Resume,
@@ -317,7 +319,7 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
         } => {
             let (names, patterns) = match (topics, change) {
                 (TopicSelection::Names(names), _) => (names, Vec::new()),
-                (TopicSelection::Pattern(pattern), TopicChange::Start) => {
+                (TopicSelection::Pattern(pattern), TopicChange::Start { .. }) => {
                     (Vec::new(), vec![pattern])
                 }
                 (TopicSelection::Pattern(pattern), _) => (
@@ -503,14 +505,17 @@ async fn change_topics(
     include_patterns: Vec<String>,
 ) -> Result<TopicResults, kmirror_protocol::client::ClientError> {
     Ok(match change {
-        TopicChange::Start => topic_rpc!(
+        TopicChange::Start {
+            discard_local_records,
+        } => topic_rpc!(
             connection,
             "StartMirrorTopics",
             StartMirrorTopicsRequest,
             start_mirror_topics_request,
             mirror,
             topics,
-            include_patterns = include_patterns
+            include_patterns = include_patterns,
+            discard_local_records = discard_local_records
         ),
         TopicChange::Stop => topic_rpc!(
             connection,

@@ -207,7 +207,13 @@ async fn quickstart(options: Options, clusters: &mut Clusters) -> Result<(), Str
     println!(
         "$ kmirror mirrors --bootstrap-server {destination} --start --mirror {MIRROR} --topics {TOPIC}"
     );
-    topics(&destination, TopicChange::Start).await?;
+    topics(
+        &destination,
+        TopicChange::Start {
+            discard_local_records: -1,
+        },
+    )
+    .await?;
 
     let table = Table::new(&destination, &metrics).await?;
     let mut table = table;

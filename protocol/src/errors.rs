@@ -173,6 +173,21 @@ impl ErrorCode {
     /// Kafka's INCONSISTENT_TOPIC_ID: Start on a topic that exists here with another id than
     /// the source topic's.
     pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
+    /// Kafka's INVALID_CONFIG: a config value (of a topic or a mirror) that cannot be used, or
+    /// `mirror.name` named by a client.
+    pub const INVALID_CONFIG: ErrorCode = ErrorCode(40);
+    /// Kafka's POLICY_VIOLATION: a change a mirror topic does not take until it is stopped, or
+    /// a restart of a stopped topic that would discard writes the operator did not confirm.
+    pub const POLICY_VIOLATION: ErrorCode = ErrorCode(44);
+    /// Kafka's KAFKA_STORAGE_ERROR: a log could not be read or written.
+    pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
+    /// Kafka's UNKNOWN_TOPIC_ID: no topic has the id.
+    pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
+    /// Kafka's UNKNOWN_TOPIC_OR_PARTITION.
+    pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = ErrorCode(3);
+    /// Kafka's OPERATION_NOT_ATTEMPTED: the rest of an all-or-nothing request one part of
+    /// which was refused.
+    pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
 
     /// Whether the code means success.
     pub fn is_ok(self) -> bool {

@@ -5,11 +5,14 @@
 //! A marker is written at the partition's current leader epoch with coordinator epoch 0 (one
 //! coordinator, never moved). A partition whose topic was deleted meanwhile gets no marker; a
 //! partition whose producer already moved to a newer epoch (fenced meanwhile) is skipped too,
-//! since the newer epoch's own end closes it.
+//! since the newer epoch's own end closes it. A partition that is read-only (it became a mirror
+//! partition after joining the transaction) gets no marker either: a mirror partition holds only
+//! the source's batches, and the mirror's truncation drops the transaction's data there.
 
 use super::{Broker, now_ms};
 use crate::storage::StorageError;
 use crate::txn::{Completion, TxnError};
+use std::sync::atomic::Ordering;
 
 impl Broker {
     /// Writes `completion`'s markers and offsets, then completes it in the coordinator.
@@ -22,6 +25,17 @@ impl Broker {
                 continue;
             };
             let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            // Under the log's lock: the flag is set before the mirror first truncates, so a
+            // marker that got in before the flag is cut by that truncation.
+            if partition.read_only.load(Ordering::SeqCst) {
+                tracing::warn!(
+                    topic,
+                    partition = index,
+                    producer_id = completion.producer_id,
+                    "skipping the transaction marker of a read-only mirror partition"
+                );
+                continue;
+            }
             let written = log.append_txn_marker(
                 completion.producer_id,
                 completion.producer_epoch,

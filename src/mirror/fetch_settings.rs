@@ -39,7 +39,39 @@ impl Default for FetchSettings {
 pub struct InvalidFetchSetting {
     key: &'static str,
     value: String,
-    reason: &'static str,
+    reason: String,
+}
+
+/// The most fetchers per source broker a mirror may ask for (the broker's own
+/// `mirror.num.replica.fetchers` has the same cap).
+pub const MAX_FETCHERS_PER_BROKER: i64 = 64;
+
+/// The integer config `key` of `configs`, `default` when absent; refused unless it parses and
+/// lies in `min..=max`.
+pub fn number_setting(
+    configs: &BTreeMap<String, String>,
+    key: &'static str,
+    default: i64,
+    min: i64,
+    max: i64,
+) -> Result<i64, InvalidFetchSetting> {
+    let Some(value) = configs.get(key) else {
+        return Ok(default);
+    };
+    let invalid = |reason: String| InvalidFetchSetting {
+        key,
+        value: value.clone(),
+        reason,
+    };
+    let n: i64 = value
+        .trim()
+        .parse()
+        .map_err(|_| invalid("not a number".into()))?;
+    if (min..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(invalid(format!("out of range ({min} to {max})")))
+    }
 }
 
 impl FetchSettings {
@@ -50,22 +82,7 @@ impl FetchSettings {
         broker_fetchers: usize,
     ) -> Result<FetchSettings, InvalidFetchSetting> {
         let defaults = FetchSettings::default();
-        let number = |key: &'static str, default: i64, min: i64, max: i64| {
-            let Some(value) = configs.get(key) else {
-                return Ok(default);
-            };
-            let invalid = |reason| InvalidFetchSetting {
-                key,
-                value: value.clone(),
-                reason,
-            };
-            let n: i64 = value.trim().parse().map_err(|_| invalid("not a number"))?;
-            if (min..=max).contains(&n) {
-                Ok(n)
-            } else {
-                Err(invalid("out of range"))
-            }
-        };
+        let number = |key, default, min, max| number_setting(configs, key, default, min, max);
         let int = i64::from(i32::MAX);
         Ok(FetchSettings {
             partition_max_bytes: number(
@@ -91,7 +108,7 @@ impl FetchSettings {
                 "mirror.num.replica.fetchers",
                 broker_fetchers as i64,
                 1,
-                64,
+                MAX_FETCHERS_PER_BROKER,
             )? as usize,
         })
     }

@@ -15,6 +15,35 @@ fn host_error(e: StorageError) -> HostError {
     }
 }
 
+/// Whether `batch` is a MIRROR_PID_RESET barrier (written by this cluster when it stopped).
+fn is_barrier(batch: &kmirror_protocol::batch::RecordBatch) -> bool {
+    batch.is_control()
+        && matches!(
+            ControlRecord::parse(batch),
+            Ok(ControlRecord::MirrorPidReset { .. })
+        )
+}
+
+/// How many offsets this cluster wrote to a partition since it last failed over: those after
+/// the newest MIRROR_PID_RESET barrier (0 if it never failed over here). Restarting the mirror
+/// of a stopped topic discards them. Only the epochs after the barrier are read: the barrier
+/// opens the epoch the stop bumped to, above every mirrored one.
+pub fn written_since_failover(log: &PartitionLog) -> Result<i64, StorageError> {
+    let entries = log.epoch_entries();
+    let log_end = log.log_end_offset();
+    for (i, entry) in entries.iter().enumerate().rev() {
+        let end = entries
+            .get(i + 1)
+            .map_or(log_end, |next| next.start_offset);
+        let found =
+            log.find_batch(entry.start_offset, |b| b.base_offset() >= end || is_barrier(b))?;
+        if let Some(barrier) = found.filter(|b| b.base_offset() < end) {
+            return Ok(log_end - (barrier.last_offset() + 1));
+        }
+    }
+    Ok(0)
+}
+
 /// Keeps the high watermark at the log end after a change.
 fn committed(log: &mut PartitionLog) {
     let end = log.log_end_offset();
@@ -50,12 +79,7 @@ impl MirrorLog for PartitionLog {
                 .get(i + 1)
                 .map_or(PartitionLog::log_end_offset(self), |next| next.start_offset);
             let mirrored = self.find_batch(entry.start_offset, |batch| {
-                let barrier = batch.is_control()
-                    && matches!(
-                        ControlRecord::parse(batch),
-                        Ok(ControlRecord::MirrorPidReset { .. })
-                    );
-                batch.base_offset() >= end || !barrier
+                batch.base_offset() >= end || !is_barrier(batch)
             });
             match mirrored {
                 Ok(Some(batch)) if batch.base_offset() < end => return entry.epoch,

@@ -6,6 +6,7 @@
 //! - [`fetch`]: the fetcher's ports: one consumer Fetch (READ_COMMITTED, `LastFetchedEpoch`) to a
 //!   source broker for many partitions, and applying each answer to the local log;
 //! - [`fetch_settings`]: a mirror's `mirror.fetch.*` settings and fetchers per source broker;
+//! - [`mirror_configs`]: a mirror's configs checked as a whole (CreateMirror and loading);
 //! - [`fetcher_pool`]: a mirror's fetchers, each partition on one of its source leader's;
 //! - [`partition`]: a mirror partition actor's ports (its shard, its fetcher, the controller,
 //!   the log, the source);
@@ -26,6 +27,7 @@ pub mod fetch;
 pub mod fetch_settings;
 pub mod fetcher_pool;
 pub mod log;
+pub mod mirror_configs;
 pub mod partition;
 mod reactions;
 pub mod shard_route;

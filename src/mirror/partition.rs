@@ -181,6 +181,52 @@ impl BrokerPartitionPorts {
         }
     }
 
+    /// The LME this cluster recorded for the partition when it last stopped (-1: none).
+    async fn own_lme(&self) -> Result<i32, Cause> {
+        let answer = self.shard.read(self.read_request()).await?;
+        answer
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .filter(|p| p.error_code == 0)
+            .map(|p| p.last_mirror_epoch)
+            .ok_or_else(|| Cause::retryable("the coordinator shard answered no LME"))
+    }
+
+    /// The source must still have the topic this partition copies, with its id: a topic
+    /// deleted (and perhaps created again) on the source is not the one the local log holds,
+    /// and aligning with it would discard that log. Not retried: an operator decides.
+    async fn check_source_topic(&self) -> Result<(), Cause> {
+        let site = &self.site;
+        let metadata = self
+            .source
+            .metadata(Some(&[site.topic.as_str()]))
+            .await
+            .map_err(|e| cause(&e))?;
+        let Some(topic) = metadata.topics.get(&site.topic) else {
+            return Err(Cause::fatal(format!(
+                "the source has no topic {} (deleted?); the local copy is kept",
+                site.topic
+            )));
+        };
+        if !topic.topic_id.is_nil() && topic.topic_id != site.topic_id {
+            return Err(Cause::fatal(format!(
+                "the source topic {} was deleted and created again (its id is {}, this mirror \
+                 copies {}); the local copy is kept",
+                site.topic,
+                kmirror_protocol::topic_id::to_kafka_string(&topic.topic_id),
+                kmirror_protocol::topic_id::to_kafka_string(&site.topic_id)
+            )));
+        }
+        if topic.partitions.len() <= site.partition as usize {
+            return Err(Cause::fatal(format!(
+                "the source topic {} has no partition {}; the local copy is kept",
+                site.topic, site.partition
+            )));
+        }
+        Ok(())
+    }
+
     /// The source partition's log start (its leader's earliest offset).
     async fn source_log_start(&self) -> Result<i64, Cause> {
         let metadata = self
@@ -232,6 +278,7 @@ impl PartitionPorts for BrokerPartitionPorts {
         let ports = self.clone();
         Box::pin(async move {
             let site = &ports.site;
+            ports.check_source_topic().await?;
             let lmes = ports
                 .source
                 .last_mirrored_epochs(
@@ -242,7 +289,13 @@ impl PartitionPorts for BrokerPartitionPorts {
                 )
                 .await
                 .map_err(|e| cause(&e))?;
-            Ok(lmes.first().copied().unwrap_or(-1))
+            match lmes.first().copied().unwrap_or(-1) {
+                // The source never mirrored from this cluster: a topic stopped here continues
+                // from the LME this cluster recorded when it stopped, so only what it wrote
+                // since goes (the operator confirmed that at StartMirrorTopics).
+                -1 => ports.own_lme().await,
+                lme => Ok(lme),
+            }
         })
     }
 

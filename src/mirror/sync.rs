@@ -183,11 +183,9 @@ async fn sync_mirror(job: &SyncJob) -> Result<String, String> {
         }
     };
     let expected = job.expected_cluster_id.as_deref().unwrap_or(&found);
-    let checked = if found == job.own_cluster_id {
-        Err(format!("the source is this cluster ({found})"))
-    } else {
-        sync_plan::check_source_cluster(expected, &found)
-    };
+    let checked = super::mirror_configs::check_not_this_cluster(&found, &job.own_cluster_id)
+        .map_err(|e| e.to_string())
+        .and_then(|()| sync_plan::check_source_cluster(expected, &found));
     if let Err(reason) = checked {
         halted.set(1.0);
         count(mirror, CLUSTER_ID, Err(reason));

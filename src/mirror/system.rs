@@ -23,8 +23,8 @@
 //! actor and lets its [`SupervisedPartition`] restart it (stalled), create it again (dead) or
 //! give up on it (FAILED) once its restart budget is spent.
 
-use super::fetch_settings::FetchSettings;
 use super::fetcher_pool::FetcherPool;
+use super::mirror_configs::{self, MirrorConfigError, MirrorSettings};
 use super::partition::BrokerPartitionPorts;
 use super::reactions::MetadataChanged;
 use super::shard_route::{RemoteShard, ShardRoute};
@@ -276,9 +276,14 @@ impl MirrorSystem {
         let configs = self.broker.mirrors().get(&name).cloned().ok_or_else(|| {
             MirrorError::new(ErrorCode::UNKNOWN_MIRROR, format!("no mirror {name}"))
         })?;
-        let settings =
-            FetchSettings::from_configs(&configs, self.broker.config().mirror_num_replica_fetchers)
-                .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
+        let invalid =
+            |e: MirrorConfigError| MirrorError::new(ErrorCode::INVALID_CONFIG, e.to_string());
+        let MirrorSettings {
+            fetch: settings,
+            client: config,
+            ..
+        } = mirror_configs::validate(&configs, self.broker.config().mirror_num_replica_fetchers)
+            .map_err(invalid)?;
         let source_cluster_id = Arc::new(std::sync::OnceLock::new());
         if let Some(id) = configs
             .get("mirror.source.cluster.id")
@@ -286,13 +291,10 @@ impl MirrorSystem {
         {
             let _ = source_cluster_id.set(id.clone());
         }
-        let props: HashMap<String, String> = configs.into_iter().collect();
-        let config = ClientConfig::from_properties(&props)
-            .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))?;
         let client = |config: ClientConfig| {
             SourceClient::new(config)
                 .map(Arc::new)
-                .map_err(|e| MirrorError::new(ErrorCode(40), e.to_string()))
+                .map_err(|e| MirrorError::new(ErrorCode::INVALID_CONFIG, e.to_string()))
         };
         let source = client(config.clone())?;
         let fetch_source = client(config)?;
@@ -396,13 +398,9 @@ impl MirrorSystem {
                     tracing::info!(mirror, "the source cluster answers again");
                 }
                 let expected = runtime.source_cluster_id.get_or_init(|| found.clone());
-                let wrong = if found == own_cluster_id {
-                    Err(format!(
-                        "the mirror's bootstrap.servers reach this cluster ({found}), not a source"
-                    ))
-                } else {
-                    super::sync_plan::check_source_cluster(expected, &found)
-                };
+                let wrong = mirror_configs::check_not_this_cluster(&found, &own_cluster_id)
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| super::sync_plan::check_source_cluster(expected, &found));
                 if let Err(reason) = wrong
                     && runtime.halted.is_none()
                 {

@@ -35,6 +35,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+mod mirror_guards;
 mod mirror_states;
 
 struct Running {
@@ -340,17 +341,36 @@ async fn produce_fetch_offsets_and_restart() {
     shut(running).await;
 }
 
-/// A topic created with `mirror.name` is a mirror topic: producers get READ_ONLY_TOPIC and
-/// nothing is written, until the engine opens the partition (as it does at STOPPED); the
-/// config is hidden from DescribeConfigs.
+/// A topic created with `mirror.name` (as StartMirrorTopics creates it) is a mirror topic:
+/// producers get READ_ONLY_TOPIC and nothing is written, until the engine opens the partition
+/// (as it does at STOPPED); the config is hidden from DescribeConfigs.
 #[tokio::test]
 async fn mirror_topics_are_read_only_until_opened() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start(dir.path()).await;
-    assert_eq!(
-        create_with_configs(&running.address, "mirrored", 2, &[("mirror.name", "dr")]).await,
-        0
-    );
+    // The mirror leaves the flush settings to the destination, so they may change below.
+    running
+        .broker
+        .create_mirror(
+            "dr",
+            std::collections::BTreeMap::from([
+                ("bootstrap.servers".to_string(), "source:9092".to_string()),
+                (
+                    "mirror.topic.properties.exclude".to_string(),
+                    "flush\\..*".to_string(),
+                ),
+            ]),
+        )
+        .expect("mirror created");
+    running
+        .broker
+        .create_topic(
+            "mirrored",
+            2,
+            std::collections::BTreeMap::from([("mirror.name".to_string(), "dr".to_string())]),
+            None,
+        )
+        .expect("created");
     let records = || {
         BatchSpec {
             records: 3,
@@ -399,7 +419,9 @@ async fn mirror_topics_are_read_only_until_opened() {
     assert!(names.contains(&"retention.ms"), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("mirror.")), "{names:?}");
 
-    // The legacy AlterConfigs replaces the visible configs; the hidden mirror.* ones stay.
+    // The legacy AlterConfigs replaces the visible configs; the hidden mirror.* ones stay. A
+    // mirroring topic takes no retention change (POLICY_VIOLATION) and, like any topic, no
+    // config this broker does not enforce (INVALID_CONFIG).
     let alter = |configs: Vec<(&'static str, &'static str)>| {
         AlterConfigsRequest::default().with_resources(vec![
             AlterConfigsResource::default()
@@ -419,10 +441,15 @@ async fn mirror_topics_are_read_only_until_opened() {
     };
     let client = connection(&running.address).await;
     let (_, altered) = client
-        .send("AlterConfigs", &alter(vec![("retention.ms", "60000")]), 2)
+        .send("AlterConfigs", &alter(vec![("flush.ms", "60000")]), 2)
         .await
         .expect("answers");
     assert_eq!(altered.responses[0].error_code, 0);
+    let (_, refused) = client
+        .send("AlterConfigs", &alter(vec![("retention.ms", "60000")]), 2)
+        .await
+        .expect("answers");
+    assert_eq!(refused.responses[0].error_code, 44, "POLICY_VIOLATION");
     let (_, refused) = client
         .send(
             "AlterConfigs",
@@ -433,10 +460,8 @@ async fn mirror_topics_are_read_only_until_opened() {
         .expect("answers");
     assert_eq!(refused.responses[0].error_code, 40, "INVALID_CONFIG");
     let configs = running.broker.topics()["mirrored"].configs.clone();
-    assert_eq!(
-        configs.get("retention.ms").map(String::as_str),
-        Some("60000")
-    );
+    assert_eq!(configs.get("flush.ms").map(String::as_str), Some("60000"));
+    assert_eq!(configs.get("retention.ms"), None);
     assert_eq!(configs.get("mirror.name").map(String::as_str), Some("dr"));
     assert_eq!(
         produce(&running.address, "mirrored", 1, records(), -1).await,
@@ -956,16 +981,19 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
         .expect("LastMirroredEpochs answers");
     assert_eq!(none, vec![-1], "no mirror from that cluster");
 
-    assert_eq!(
-        create_with_configs(
-            &running.address,
+    // A stopped topic of m1, as StopMirrorTopics leaves it.
+    running
+        .broker
+        .create_topic(
             "orders",
             1,
-            &[("mirror.name", "m1.removed")]
+            std::collections::BTreeMap::from([(
+                "mirror.name".to_string(),
+                "m1.removed".to_string(),
+            )]),
+            None,
         )
-        .await,
-        0
-    );
+        .expect("created");
     let delete = DeleteMirrorRequest {
         mirror_name: "m1".into(),
         ..Default::default()

@@ -155,9 +155,11 @@ fn mirrors_are_created_listed_and_deleted_with_script_friendly_exit_codes() {
     let broker = broker(dir.path());
     let owned_address = broker.1.clone();
     let address = owned_address.as_str();
-    // The broker mirrors "from itself": any Kafka cluster answers the cluster id lookup.
+    // Another broker is the source: any Kafka cluster answers the cluster id lookup.
+    let source_dir = tempfile::tempdir().expect("temp dir");
+    let source = self::broker(source_dir.path());
     let mirror_config = dir.path().join("dr.properties");
-    std::fs::write(&mirror_config, format!("bootstrap.servers={address}\n")).expect("written");
+    std::fs::write(&mirror_config, format!("bootstrap.servers={}\n", source.1)).expect("written");
     let config = mirror_config.to_str().expect("utf-8 path");
     let text = |out: &std::process::Output| {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
@@ -190,7 +192,7 @@ fn mirrors_are_created_listed_and_deleted_with_script_friendly_exit_codes() {
     let json: serde_json::Value =
         serde_json::from_slice(&listed.stdout).expect("one JSON document");
     assert_eq!(json["mirrors"][0]["mirror"], "dr");
-    assert_eq!(json["mirrors"][0]["sourceBootstrap"], address);
+    assert_eq!(json["mirrors"][0]["sourceBootstrap"], source.1.as_str());
     assert!(
         !json["mirrors"][0]["sourceClusterId"]
             .as_str()
@@ -220,6 +222,38 @@ fn mirrors_are_created_listed_and_deleted_with_script_friendly_exit_codes() {
     drop(broker);
     let unreachable = kmirror(&["mirrors", "--bootstrap-server", address, "--list"]);
     assert_eq!(unreachable.status.code(), Some(3), "{}", text(&unreachable));
+}
+
+/// `kmirror mirrors --create` with `bootstrap.servers` reaching the destination itself: the
+/// cluster id it looks up is the destination's own, and the broker refuses the mirror (exit 1,
+/// INVALID_CONFIG saying the source is this cluster) instead of letting a `--start` truncate
+/// the topics it would read.
+#[test]
+fn creating_a_mirror_of_its_own_cluster_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let broker = broker(dir.path());
+    let address = broker.1.as_str();
+    let mirror_config = dir.path().join("loop.properties");
+    std::fs::write(&mirror_config, format!("bootstrap.servers={address}\n")).expect("written");
+    let out = kmirror(&[
+        "mirrors",
+        "--bootstrap-server",
+        address,
+        "--create",
+        "--mirror",
+        "loop",
+        "--mirror-config",
+        mirror_config.to_str().expect("utf-8 path"),
+    ]);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("INVALID_CONFIG"), "{text}");
+    assert!(text.contains("this cluster"), "{text}");
+    let listed = kmirror(&["mirrors", "--bootstrap-server", address, "--list", "--json"]);
+    let json: serde_json::Value =
+        serde_json::from_slice(&listed.stdout).expect("one JSON document");
+    assert_eq!(json["mirrors"], serde_json::json!([]), "no mirror: {json}");
 }
 
 /// The README's "run the main job" command, `kmirror quickstart`, runs to completion with the

@@ -1,8 +1,10 @@
-//! The engine reacts to metadata, whoever changes it: `kafka-configs` setting `mirror.name`
-//! pauses and resumes a mirrored topic as PauseMirrorTopics / ResumeMirrorTopics would, and
-//! `kafka-topics --delete` of a mirrored topic releases its partitions (nothing left fetching
-//! or FAILED), after which the topic can be started again (by a regular expression) and mirrors
-//! from scratch; a deleted source topic fails the partitions, as `--describe --failed` shows.
+//! The engine reacts to metadata changes and the broker keeps clients from making the wrong
+//! ones: `kafka-configs` setting `mirror.name` is refused (only `kmirror mirrors` pauses and
+//! resumes a topic, and each partition's way to PAUSED is logged), `kafka-topics --delete` of a
+//! mirroring topic is refused until `--stop`, after which deleting it releases its partitions
+//! (nothing left fetching or FAILED) and the topic can be started again (by a regular
+//! expression) and mirrors from scratch; a deleted source topic fails the partitions, as
+//! `--describe --failed` shows.
 
 use super::process::{
     create_mirror, free_port, mirrors_cli, produce, source_ends, spawn_broker, spawn_broker_with,
@@ -12,23 +14,32 @@ use super::source_client;
 use kmirror_protocol::kafka_tools::{self, kafka_tool_output};
 use std::time::{Duration, Instant};
 
-/// Runs one of Kafka's tools off the test's runtime; panics with its output when it fails.
-async fn tool(class: &'static str, args: Vec<String>) {
+/// Runs one of Kafka's tools off the test's runtime: whether it succeeded, and its output.
+async fn tool_output(class: &'static str, args: Vec<String>) -> (bool, String) {
     let out = tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         kafka_tool_output(class, &args)
     })
     .await
     .expect("ran");
-    assert!(
+    (
         out.status.success(),
-        "{class}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
 }
 
-async fn set_mirror_name(address: &str, topic: &str, value: &str) {
+/// Runs one of Kafka's tools; panics with its output when it fails.
+async fn tool(class: &'static str, args: Vec<String>) {
+    let (ok, text) = tool_output(class, args).await;
+    assert!(ok, "{class}: {text}");
+}
+
+/// `kafka-configs --alter --add-config mirror.name=VALUE` on `topic`: whether it succeeded.
+async fn set_mirror_name(address: &str, topic: &str, value: &str) -> (bool, String) {
     let args = [
         "--bootstrap-server",
         address,
@@ -40,16 +51,26 @@ async fn set_mirror_name(address: &str, topic: &str, value: &str) {
         "--add-config",
         &format!("mirror.name={value}"),
     ];
-    tool(
+    tool_output(
         "org.apache.kafka.tools.ConfigCommand",
         args.iter().map(|a| a.to_string()).collect(),
     )
-    .await;
+    .await
+}
+
+/// `kafka-topics --delete` of `topic`: whether it succeeded.
+async fn delete_topic(address: &str, topic: &str) -> (bool, String) {
+    let args = ["--bootstrap-server", address, "--delete", "--topic", topic];
+    tool_output(
+        "org.apache.kafka.tools.TopicCommand",
+        args.iter().map(|a| a.to_string()).collect(),
+    )
+    .await
 }
 
 #[actix_rt::test]
 #[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
-async fn kafka_configs_and_topic_deletion_drive_the_mirror() {
+async fn kafka_configs_and_topic_deletion_wait_for_the_mirror_rpcs() {
     let (dir_a, dir_b) = (
         tempfile::tempdir().expect("temp dir"),
         tempfile::tempdir().expect("temp dir"),
@@ -71,8 +92,15 @@ async fn kafka_configs_and_topic_deletion_drive_the_mirror() {
     let ends = source_ends(&source, &topic, 2).await;
     wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
 
-    // kafka-configs pauses it: the destination stays where it is while the source grows.
-    set_mirror_name(&b, &topic, "dr.paused").await;
+    // kafka-configs cannot pause it (nor make any topic a mirror topic): mirror.name is the
+    // mirror RPCs' alone.
+    let (ok, text) = set_mirror_name(&b, &topic, "dr.paused").await;
+    assert!(!ok, "{text}");
+    assert!(text.contains("mirror.name"), "{text}");
+    wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
+    // kmirror mirrors pauses it: the destination stays where it is while the source grows.
+    let (code, text) = mirrors_cli(&b, &["--pause", "--mirror", "dr", "--topics", &topic]);
+    assert_eq!(code, Some(0), "{text}");
     wait_described(&b, "dr", &topic, "PAUSED", &ends).await;
     // B logs JSON lines: each partition's way to PAUSED, with the mirror partition's labels.
     let log = std::fs::read_to_string(dir_b.path().join("broker.log")).expect("B's log");
@@ -92,25 +120,22 @@ async fn kafka_configs_and_topic_deletion_drive_the_mirror() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     wait_described(&b, "dr", &topic, "PAUSED", &ends).await;
     // ...and resumes it: caught up.
-    set_mirror_name(&b, &topic, "dr").await;
+    let (code, text) = mirrors_cli(&b, &["--resume", "--mirror", "dr", "--topics", &topic]);
+    assert_eq!(code, Some(0), "{text}");
     let ends = source_ends(&source, &topic, 2).await;
     wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
 
-    // Deleting the mirrored topic releases its partitions: DescribeMirrors no longer lists it.
-    tool(
-        "org.apache.kafka.tools.TopicCommand",
-        [
-            "--bootstrap-server",
-            b.as_str(),
-            "--delete",
-            "--topic",
-            topic.as_str(),
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .collect(),
-    )
-    .await;
+    // A mirroring topic cannot be deleted: it is stopped first.
+    let (ok, text) = delete_topic(&b, &topic).await;
+    assert!(!ok, "{text}");
+    wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
+    let (code, text) = mirrors_cli(&b, &["--stop", "--mirror", "dr", "--topics", &topic]);
+    assert_eq!(code, Some(0), "{text}");
+    let after_barrier: Vec<i64> = ends.iter().map(|e| e + 1).collect();
+    wait_described(&b, "dr", &topic, "STOPPED", &after_barrier).await;
+    // Deleting the stopped topic releases its partitions: DescribeMirrors no longer lists it.
+    let (ok, text) = delete_topic(&b, &topic).await;
+    assert!(ok, "{text}");
     wait_listed(&b, &[], 0).await;
     // Started again by a regular expression over the source's topics, it is mirrored from
     // scratch.

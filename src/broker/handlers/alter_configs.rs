@@ -3,9 +3,13 @@
 //! internal `mirror.*` ones stay). The result is validated as a whole, then written by the
 //! controller and applied to the open logs. Only configs this broker enforces are accepted (the
 //! log settings and `mirror.*`); anything else is INVALID_CONFIG rather than stored and ignored.
-//! Broker configs are static. Needs ALTER_CONFIGS on the topic.
+//! `mirror.name` is refused (INVALID_CONFIG), and so are changes of a mirror topic's synced or
+//! retention configs until it is stopped (POLICY_VIOLATION), both judged on the change as a
+//! whole (see [`super::mirror_guards`]), validate-only requests too. Broker configs are static.
+//! Needs ALTER_CONFIGS on the topic.
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::mirror_guards;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::storage::LogConfig;
@@ -14,11 +18,12 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsResponse, alter_configs_response, incremental_alter_configs_response,
 };
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
 const TOPIC: i8 = 2;
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const INVALID_CONFIG: i16 = 40;
+const INVALID_CONFIG: i16 = ErrorCode::INVALID_CONFIG.0;
 const INVALID_REQUEST: i16 = 42;
 const SET: i8 = 0;
 
@@ -107,7 +112,19 @@ fn alter(
         return Err((UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}")));
     };
     let (base, changes) = changes(&topic.configs);
+    let named: Vec<&str> = changes.iter().map(|(name, _, _)| name.as_str()).collect();
+    if named.contains(&mirror_guards::MIRROR_NAME) {
+        return Err((
+            ErrorCode::INVALID_CONFIG.0,
+            mirror_guards::MIRROR_NAME_REFUSED.to_string(),
+        ));
+    }
     let configs = apply(&base, &changes).map_err(|why| (INVALID_CONFIG, why))?;
+    if let Some((code, why)) =
+        mirror_guards::config_change_refused(broker, name, &topic.configs, &configs)
+    {
+        return Err((code.0, why));
+    }
     if validate_only {
         return Ok(());
     }

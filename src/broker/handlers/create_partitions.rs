@@ -1,12 +1,16 @@
 //! CreatePartitions: grows topics through the controller (one node: manual assignments are
-//! ignored, every partition lives here). Needs ALTER on the topic.
+//! ignored, every partition lives here). Needs ALTER on the topic. A mirror topic that is not
+//! stopped answers READ_ONLY_TOPIC, validate-only too: its partition count follows the source's
+//! (see [`super::mirror_guards`]).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::mirror_guards;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 
 pub(super) fn handle(
     broker: &Broker,
@@ -21,6 +25,11 @@ pub(super) fn handle(
             let result = CreatePartitionsTopicResult::default().with_name(topic.name);
             if !access.topic(Operation::Alter, &name) {
                 return result.with_error_code(TOPIC_AUTHORIZATION_FAILED);
+            }
+            if let Some(why) = mirror_guards::create_partitions_refused(broker, &name) {
+                return result
+                    .with_error_code(ErrorCode::READ_ONLY_TOPIC.0)
+                    .with_error_message(Some(StrBytes::from_string(why)));
             }
             let outcome = if request.validate_only {
                 broker.check_create_partitions(&name, topic.count)

@@ -1,12 +1,15 @@
 //! CreateTopics: through the controller, then the partition logs. Needs CREATE on the cluster
-//! or on the topic.
+//! or on the topic. A topic created with `mirror.name` is refused (INVALID_CONFIG): only
+//! StartMirrorTopics makes mirror topics (see [`super::mirror_guards`]).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::mirror_guards;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
 pub(super) fn handle(
@@ -34,6 +37,20 @@ pub(super) fn handle(
         let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
         if !access.cluster(Operation::Create) && !access.topic(Operation::Create, &name) {
             results.push(result.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+            continue;
+        }
+        if topic
+            .configs
+            .iter()
+            .any(|c| &*c.name == mirror_guards::MIRROR_NAME)
+        {
+            results.push(
+                result
+                    .with_error_code(ErrorCode::INVALID_CONFIG.0)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        mirror_guards::MIRROR_NAME_REFUSED,
+                    ))),
+            );
             continue;
         }
         let outcome = if request.validate_only {

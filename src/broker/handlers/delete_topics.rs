@@ -1,11 +1,15 @@
-//! DeleteTopics: by name (every version) or by topic id (v6+). Needs DELETE on the topic.
+//! DeleteTopics: by name (every version) or by topic id (v6+). Needs DELETE on the topic. A
+//! mirroring or paused topic answers READ_ONLY_TOPIC, telling the operator to stop it first;
+//! a stopped one (`<mirror>.removed`) is deleted like any topic (see [`super::mirror_guards`]).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::mirror_guards;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 
 const UNKNOWN_TOPIC_ID: i16 = 100;
 
@@ -45,6 +49,15 @@ pub(super) fn handle(
                 return result
                     .with_topic_id(id)
                     .with_error_code(TOPIC_AUTHORIZATION_FAILED);
+            }
+            let refused = broker
+                .topic(&name)
+                .and_then(|t| mirror_guards::delete_refused(&name, &t.configs));
+            if let Some(why) = refused {
+                return result
+                    .with_topic_id(id)
+                    .with_error_code(ErrorCode::READ_ONLY_TOPIC.0)
+                    .with_error_message(Some(StrBytes::from_string(why)));
             }
             match broker.delete_topic(&name) {
                 Ok(topic) => result.with_topic_id(topic.topic_id),

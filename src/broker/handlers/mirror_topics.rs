@@ -137,6 +137,14 @@ async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsR
             .filter(|m| !names.contains(m))
             .collect::<Vec<_>>(),
     );
+    if let Err(refused) = confirm_discarded_writes(
+        broker,
+        &request.mirror_name,
+        &names,
+        request.discard_local_records,
+    ) {
+        return refused;
+    }
     let mut topics = Vec::new();
     for name in names {
         if !access.topic(Operation::AlterConfigs, &name) {
@@ -164,6 +172,54 @@ async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsR
         error: (0, None),
         topics,
     }
+}
+
+/// Restarting the mirror of a stopped topic cuts its log back to where it failed over,
+/// discarding what this cluster wrote since. The engine never does that unasked: the start is
+/// refused, naming how many records would go, unless `confirmed` is exactly that many.
+fn confirm_discarded_writes(
+    broker: &Broker,
+    mirror: &str,
+    names: &[String],
+    confirmed: i64,
+) -> Result<(), Outcome> {
+    let stopped = format!("{mirror}.removed");
+    let mut total = 0i64;
+    let mut details = Vec::new();
+    for name in names {
+        let Some(topic) = broker.topic(name) else {
+            continue;
+        };
+        if topic.configs.get("mirror.name") != Some(&stopped) {
+            continue;
+        }
+        for index in 0..topic.partitions.len() as i32 {
+            let Some(partition) = broker.partition(name, index) else {
+                continue;
+            };
+            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            let written = crate::mirror::log::written_since_failover(&log).map_err(|e| {
+                Outcome::refused(
+                    ErrorCode::KAFKA_STORAGE_ERROR.0,
+                    format!("reading {name}-{index}: {e}"),
+                )
+            })?;
+            if written > 0 {
+                total += written;
+                details.push(format!("{name}-{index}: {written}"));
+            }
+        }
+    }
+    if total == 0 || confirmed == total {
+        return Ok(());
+    }
+    Err(Outcome::refused(
+        ErrorCode::POLICY_VIOLATION.0,
+        format!(
+            "restarting the mirror discards {total} records written on this cluster since the              failover ({}); nothing was changed. To discard them, start again with              --discard-local-writes {total}",
+            details.join(", ")
+        ),
+    ))
 }
 
 /// Refuses a pause or resume the topic's current `mirror.name` does not allow.

@@ -2,8 +2,11 @@
 //! ListMirrors and DeleteMirror (mirrors are durable in the controller's log), and
 //! LastMirroredEpochs (answered from this cluster's `__mirror_state`).
 //!
-//! CreateMirror needs `bootstrap.servers` among the configs; secrets in them (`sasl.password`)
-//! are stored but never shown. Authorization (DECISIONS.md 7): CREATE on the ClusterMirror
+//! CreateMirror checks every config the mirror will run with
+//! ([`crate::mirror::mirror_configs::validate`]: INVALID_CONFIG naming the key) and refuses a
+//! `mirror.source.cluster.id` that is this cluster's own id (`kmirror mirrors --create` fills it
+//! from the cluster `bootstrap.servers` reach); secrets in the configs (`sasl.password`) are
+//! stored but never shown. Authorization (DECISIONS.md 7): CREATE on the ClusterMirror
 //! resource for CreateMirror, DELETE for DeleteMirror, DESCRIBE for ListMirrors (a mirror the
 //! principal may not describe is left out), CLUSTER_ACTION on the cluster for
 //! LastMirroredEpochs.
@@ -15,6 +18,7 @@
 use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
 use crate::broker::Broker;
+use crate::mirror::mirror_configs;
 use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
 use kmirror_actors::coordinator::Shard;
 use kmirror_protocol::errors::ErrorCode;
@@ -26,8 +30,6 @@ use kmirror_protocol::messages::{
 use kmirror_protocol::records::coordinator_records;
 use kmirror_protocol::sharding::mirror_partition_shard;
 use std::collections::{BTreeMap, HashMap};
-
-const INVALID_CONFIG: i16 = 40;
 
 fn refused(code: ErrorCode, message: impl Into<String>) -> (i16, Option<String>) {
     (code.0, Some(message.into()))
@@ -49,19 +51,20 @@ pub(super) fn create(
             .into_iter()
             .filter_map(|c| c.value.map(|v| (c.name, v)))
             .collect();
-        if configs
-            .get("bootstrap.servers")
-            .is_none_or(|b| b.trim().is_empty())
-        {
-            (
-                INVALID_CONFIG,
-                Some("bootstrap.servers (the source cluster) is required".to_string()),
-            )
-        } else {
-            match broker.create_mirror(&request.mirror_name, configs) {
+        let checked =
+            mirror_configs::validate(&configs, broker.config().mirror_num_replica_fetchers)
+                .and_then(|_| match configs.get("mirror.source.cluster.id") {
+                    Some(source) => {
+                        mirror_configs::check_not_this_cluster(source, &broker.cluster_id())
+                    }
+                    None => Ok(()),
+                });
+        match checked {
+            Err(e) => refused(ErrorCode::INVALID_CONFIG, e.to_string()),
+            Ok(()) => match broker.create_mirror(&request.mirror_name, configs) {
                 Ok(()) => (0, None),
                 Err(e) => (e.error_code(), Some(e.to_string())),
-            }
+            },
         }
     };
     CreateMirrorResponse {

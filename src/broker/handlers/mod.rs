@@ -19,6 +19,7 @@ mod group_offsets;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
+mod mirror_guards;
 mod mirror_states;
 mod mirror_topics;
 mod mirrors;

@@ -1,7 +1,9 @@
 //! The transactional producer's coordinator APIs: AddPartitionsToTxn (client versions 0-3),
 //! AddOffsetsToTxn, TxnOffsetCommit and EndTxn. Each is one transition of the transaction
 //! coordinator; EndTxn then writes the markers before answering, so a client that sees its
-//! commit acknowledged finds the records readable with READ_COMMITTED. Every one needs WRITE on
+//! commit acknowledged finds the records readable with READ_COMMITTED. A read-only (mirror)
+//! partition cannot join a transaction (READ_ONLY_TOPIC, the others of the request not
+//! attempted), so no marker is ever due in one. Every one needs WRITE on
 //! the transactional id; adding partitions WRITE on their topics; offsets READ on the group (and
 //! on the topics, for TxnOffsetCommit).
 
@@ -24,9 +26,12 @@ use kafka_protocol::messages::{
     AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 };
+use kmirror_protocol::errors::ErrorCode;
+use std::sync::atomic::Ordering;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const OPERATION_NOT_ATTEMPTED: i16 = 55;
+const OPERATION_NOT_ATTEMPTED: i16 = ErrorCode::OPERATION_NOT_ATTEMPTED.0;
+const READ_ONLY_TOPIC: i16 = ErrorCode::READ_ONLY_TOPIC.0;
 
 fn code(result: Result<(), TxnError>) -> i16 {
     result.err().map_or(0, TxnError::code)
@@ -48,6 +53,14 @@ pub(super) fn add_partitions(
         .iter()
         .filter(|(topic, index)| broker.partition(topic, *index).is_none())
         .collect();
+    let read_only: Vec<&(String, i32)> = requested
+        .iter()
+        .filter(|(topic, index)| {
+            broker
+                .partition(topic, *index)
+                .is_some_and(|p| p.read_only.load(Ordering::SeqCst))
+        })
+        .collect();
     let denied: Vec<&String> = requested
         .iter()
         .map(|(topic, _)| topic)
@@ -56,7 +69,7 @@ pub(super) fn add_partitions(
     // Kafka adds all or nothing: one refused partition leaves the others not attempted.
     let outcome = if !id_allowed {
         TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    } else if unknown.is_empty() && denied.is_empty() {
+    } else if unknown.is_empty() && denied.is_empty() && read_only.is_empty() {
         code(broker.transactions().add(
             &request.v3_and_below_transactional_id.0,
             (
@@ -84,6 +97,8 @@ pub(super) fn add_partitions(
                         TOPIC_AUTHORIZATION_FAILED
                     } else if unknown.contains(&&(name.clone(), *index)) {
                         UNKNOWN_TOPIC_OR_PARTITION
+                    } else if read_only.contains(&&(name.clone(), *index)) {
+                        READ_ONLY_TOPIC
                     } else {
                         outcome
                     };
