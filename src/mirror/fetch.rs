@@ -74,6 +74,57 @@ fn from_host(e: HostError) -> Cause {
     }
 }
 
+/// The source answers that it does not know a topic (by id or name) both while its metadata
+/// propagates and once the topic is gone: asked again, a source without the topic, or with
+/// another id under its name (deleted and created again), means the topic is gone for good.
+/// The reason, by topic, for each such topic; a topic the source still has is left to retry.
+async fn gone_topics(
+    source: &SourceClient,
+    fetched: &[kmirror_protocol::client::FetchedPartition],
+    keys: &[(FetchKey, Uuid)],
+) -> std::collections::HashMap<String, String> {
+    let unknown: std::collections::BTreeSet<&(FetchKey, Uuid)> = fetched
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.error,
+                ErrorCode::UNKNOWN_TOPIC_ID
+                    | ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                    | ErrorCode::INCONSISTENT_TOPIC_ID
+            )
+        })
+        .filter_map(|p| {
+            keys.iter().find(|((topic, partition), id)| {
+                *partition == p.partition
+                    && ((!p.topic.is_empty() && p.topic == *topic)
+                        || (!id.is_nil() && p.topic_id == *id))
+            })
+        })
+        .collect();
+    let mut gone = std::collections::HashMap::new();
+    if unknown.is_empty() {
+        return gone;
+    }
+    let names: Vec<&str> = unknown.iter().map(|((t, _), _)| t.as_str()).collect();
+    let Ok(metadata) = source.metadata(Some(&names)).await else {
+        return gone;
+    };
+    for ((topic, _), id) in unknown {
+        let reason = match metadata.topics.get(topic) {
+            None => format!("the source topic {topic} was deleted; the local copy is kept"),
+            Some(t) if !t.topic_id.is_nil() && !id.is_nil() && t.topic_id != *id => format!(
+                "the source topic {topic} was deleted and created again (its id is {}, this \
+                 mirror copies {}); the local copy is kept",
+                kmirror_protocol::topic_id::to_kafka_string(&t.topic_id),
+                kmirror_protocol::topic_id::to_kafka_string(id)
+            ),
+            Some(_) => continue,
+        };
+        gone.insert(topic.clone(), reason);
+    }
+    gone
+}
+
 impl FetcherPorts for SourceFetcherPorts {
     fn next_fetch(&self, key: &FetchKey) -> Result<FetchRequest, Cause> {
         let partition = self
@@ -125,6 +176,7 @@ impl FetcherPorts for SourceFetcherPorts {
             };
             let bytes = fetched.iter().map(|p| p.records.len() as u64).sum();
             stats.fetched(bytes, now_ms());
+            let gone = gone_topics(&source, &fetched, &keys).await;
             let answers = fetched
                 .into_iter()
                 .filter_map(|p| {
@@ -141,6 +193,9 @@ impl FetcherPorts for SourceFetcherPorts {
                         tracing::warn!(topic = %p.topic, partition = p.partition, "a fetch answer for a partition not asked for");
                         return None;
                     };
+                    if let Some(reason) = gone.get(&key.0) {
+                        return Some((key, Err(Cause::fatal(reason.clone()))));
+                    }
                     let answer = match (p.error, p.diverging_epoch) {
                         (ErrorCode::NONE, Some((epoch, end_offset))) => {
                             Ok(FetchResponse::Diverging { epoch, end_offset })

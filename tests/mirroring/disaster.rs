@@ -4,8 +4,8 @@
 //! mirroring fails over with one `kmirror mirrors --stop`, all without the source.
 
 use super::process::{
-    create_mirror, free_port, mirrors_cli, source_ends, spawn_broker, verifiable_produce,
-    wait_described,
+    create_mirror, free_port, kmirror_segment, mirrors_cli, produce, source_ends, spawn_broker,
+    verifiable_produce, wait_described,
 };
 use super::source_client;
 use kmirror_protocol::kafka_tools;
@@ -97,4 +97,169 @@ async fn with_the_source_gone_a_restarted_destination_fails_over() {
     let (acked, out) = verifiable_produce(&destination, &b, 200).await;
     assert_eq!(acked, 200, "{out}");
     drop(destination_broker);
+}
+
+/// A source (`kmirror broker`) with `topic` of `partitions` partitions holding `records`
+/// records, and a destination mirroring it through mirror `m1` up to the source's end.
+/// Returns both processes, their folders, addresses and the source's ends.
+struct Pair {
+    source: super::process::BrokerProcess,
+    destination: super::process::BrokerProcess,
+    dir_s: tempfile::TempDir,
+    dir_d: tempfile::TempDir,
+    port_d: u16,
+    source_address: String,
+    destination_address: String,
+    ends: Vec<i64>,
+}
+
+async fn mirrored_pair(topic: &str, partitions: u32, records: u32) -> Pair {
+    let (dir_s, dir_d) = (
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    );
+    let (port_s, port_d) = (free_port(), free_port());
+    let (source_address, destination_address) =
+        (format!("127.0.0.1:{port_s}"), format!("127.0.0.1:{port_d}"));
+    let source = spawn_broker(dir_s.path(), port_s);
+    let destination = spawn_broker(dir_d.path(), port_d);
+    {
+        let (address, topic) = (source_address.clone(), topic.to_string());
+        tokio::task::spawn_blocking(move || {
+            kafka_tools::create_topic(&address, &topic, partitions, &[]);
+            kafka_tools::produce(&address, &topic, records, "lz4", &[]);
+        })
+        .await
+        .expect("created and written");
+    }
+    create_mirror(dir_d.path(), &destination_address, "m1", &source_address);
+    cli_ok(
+        &destination_address,
+        &["--start", "--mirror", "m1", "--topics", topic],
+    );
+    let client = source_client(&source_address).await;
+    let ends = source_ends(&client, topic, partitions as i32).await;
+    wait_described(&destination_address, "m1", topic, "MIRRORING", &ends).await;
+    Pair {
+        source,
+        destination,
+        dir_s,
+        dir_d,
+        port_d,
+        source_address,
+        destination_address,
+        ends,
+    }
+}
+
+/// Issue 17 item 16: `--start` of a stopped topic that took writes after its failover is
+/// refused, naming how many records it would discard, and changes nothing; confirmed with
+/// `--discard-local-writes N`, it cuts exactly those (at the failover point, from this
+/// cluster's own LME: not the whole log) and mirrors on from there, byte-identical.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
+async fn restarting_a_stopped_topic_keeps_its_local_writes_unless_confirmed() {
+    let topic = format!("restart-{}", std::process::id());
+    let pair = mirrored_pair(&topic, 1, 2_000).await;
+    let destination = pair.destination_address.clone();
+    cli_ok(&destination, &["--stop", "--mirror", "m1", "--topics", &topic]);
+    let barrier: Vec<i64> = pair.ends.iter().map(|e| e + 1).collect();
+    wait_described(&destination, "m1", &topic, "STOPPED", &barrier).await;
+    let (acked, out) = verifiable_produce(&destination, &topic, 300).await;
+    assert_eq!(acked, 300, "{out}");
+
+    let start = ["--start", "--mirror", "m1", "--topics", topic.as_str()];
+    let (code, text) = mirrors_cli(&destination, &start);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("discards 300 records") && text.contains("--discard-local-writes 300"),
+        "{text}"
+    );
+    // Refused before anything changed: the topic is still an ordinary writable one.
+    let (acked, out) = verifiable_produce(&destination, &topic, 50).await;
+    assert_eq!(acked, 50, "still writable after the refused start: {out}");
+    let dest_client = source_client(&destination).await;
+    let end = source_ends(&dest_client, &topic, 1).await;
+    assert_eq!(end, vec![barrier[0] + 350]);
+    let (code, text) = mirrors_cli(
+        &destination,
+        &[&start[..], &["--discard-local-writes", "300"]].concat(),
+    );
+    assert_eq!(code, Some(1), "the wrong count is refused too: {text}");
+    assert!(text.contains("--discard-local-writes 350"), "{text}");
+
+    cli_ok(
+        &destination,
+        &[&start[..], &["--discard-local-writes", "350"]].concat(),
+    );
+    produce(&pair.source_address, &topic, 500).await;
+    let source = source_client(&pair.source_address).await;
+    let ends = source_ends(&source, &topic, 1).await;
+    wait_described(&destination, "m1", &topic, "MIRRORING", &ends).await;
+    assert!(
+        kmirror_segment(pair.dir_d.path(), &topic, 0)
+            == kmirror_segment(pair.dir_s.path(), &topic, 0),
+        "the destination's log differs from the source's"
+    );
+    let log = std::fs::read_to_string(pair.dir_d.path().join("broker.log")).expect("log");
+    let cut = format!("alignment=TruncateTo({})", pair.ends[0]);
+    assert!(
+        log.lines().any(|l| l.contains(&topic) && l.contains(&cut)),
+        "not cut at the failover point {}:\n{log}",
+        pair.ends[0]
+    );
+}
+
+/// Issue 17 items 8 and 15: a source topic deleted and created again fails the mirror
+/// partitions for good with the reason, and the destination keeps its copy, the last one
+/// left, across a clean restart of the destination.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
+async fn a_recreated_source_topic_fails_the_mirror_and_keeps_the_copy() {
+    let topic = format!("recreated-{}", std::process::id());
+    let mut pair = mirrored_pair(&topic, 2, 2_000).await;
+    let source = pair.source_address.clone();
+    let destination = pair.destination_address.clone();
+    {
+        let (source, topic) = (source.clone(), topic.clone());
+        tokio::task::spawn_blocking(move || {
+            kafka_tools::kafka_tool(
+                "org.apache.kafka.tools.TopicCommand",
+                &["--bootstrap-server", &source, "--delete", "--topic", &topic],
+            );
+            kafka_tools::create_topic(&source, &topic, 2, &[]);
+            kafka_tools::produce(&source, &topic, 10, "none", &[]);
+        })
+        .await
+        .expect("deleted and created again");
+    }
+    let failed = |reasons: &[(String, i64)]| {
+        reasons.len() == 2
+            && reasons
+                .iter()
+                .all(|(state, _)| state.contains("deleted and created again"))
+    };
+    wait_for(&destination, &topic, failed).await;
+    // A clean restart (SIGTERM) of the destination: the copy stays.
+    pair.destination.terminate();
+    pair.destination = spawn_broker(pair.dir_d.path(), pair.port_d);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    wait_for(&destination, &topic, failed).await;
+    let dest_client = source_client(&destination).await;
+    let kept = source_ends(&dest_client, &topic, 2).await;
+    assert_eq!(kept, pair.ends, "the destination kept its copy");
+    drop(pair.source);
+}
+
+/// Waits until DescribeMirrors of `m1` shows `topic`'s partitions as `done` wants.
+async fn wait_for(address: &str, topic: &str, done: impl Fn(&[(String, i64)]) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = super::process::described(address, "m1", topic).await;
+        if done(&now) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{topic}: {now:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

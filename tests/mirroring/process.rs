@@ -11,6 +11,16 @@ use std::time::{Duration, Instant};
 /// A `kmirror broker` process over `dir` on `port`, killed when dropped.
 pub(crate) struct BrokerProcess(std::process::Child);
 
+impl BrokerProcess {
+    /// SIGTERM, as an operator stops a broker cleanly, and waits for it to exit.
+    pub(crate) fn terminate(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
 impl Drop for BrokerProcess {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -121,7 +131,7 @@ pub(crate) fn broker_with_mirror(
 }
 
 /// DescribeMirrors of `mirror`: (state, destination offset) per partition of `topic`.
-async fn described(address: &str, mirror: &str, topic: &str) -> Vec<(String, i64)> {
+pub(crate) async fn described(address: &str, mirror: &str, topic: &str) -> Vec<(String, i64)> {
     use kmirror_protocol::client::connection::Connection;
     use kmirror_protocol::messages::DescribeMirrorsRequest;
     let Ok(connection) =
