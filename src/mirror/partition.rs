@@ -399,7 +399,14 @@ impl PartitionPorts for BrokerPartitionPorts {
                 .unwrap_or_default();
             ports.with_log(|log| {
                 MirrorLog::append_pid_reset(log, epoch, &source).map_err(host_cause)
-            })
+            })?;
+            // The barrier fences the source's producer ids for the writes STOPPED lets in: it
+            // must be on disk before them.
+            let partition = ports
+                .broker
+                .partition(&ports.site.topic, ports.site.partition)
+                .ok_or_else(|| Cause::fatal("the partition is gone"))?;
+            super::log::flush(partition).await
         })
     }
 

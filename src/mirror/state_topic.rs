@@ -11,6 +11,7 @@ use crate::controller::ControllerError;
 use kmirror_actors::actor::{PortFuture, ShardLogPorts};
 use kmirror_actors::partition::Cause;
 use kmirror_protocol::records::{CoordinatorRecord, coordinator_batch, coordinator_records};
+use kmirror_protocol::state::MirrorState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -79,12 +80,35 @@ impl StateTopicPorts {
     }
 }
 
+/// Whether `records` make a partition STOPPED: its topic takes writes once they are answered,
+/// so they (and the LME written before them) must survive a crash first (a lost STOPPED would
+/// run STOPPING again after a restart, over writes already acknowledged).
+fn stops(records: &[CoordinatorRecord]) -> bool {
+    records.iter().any(|r| {
+        matches!(
+            r,
+            CoordinatorRecord::MirrorPartitionState { value: Some(v), .. }
+                if v.state == MirrorState::Stopped.wire_value()
+        )
+    })
+}
+
 impl ShardLogPorts for StateTopicPorts {
     fn read_all(&self) -> PortFuture<Result<Vec<CoordinatorRecord>, Cause>> {
         Box::pin(std::future::ready(self.read()))
     }
 
     fn append(&self, records: Vec<CoordinatorRecord>) -> PortFuture<Result<(), Cause>> {
-        Box::pin(std::future::ready(self.write(&records)))
+        let written = self.write(&records);
+        if written.is_err() || !stops(&records) {
+            return Box::pin(std::future::ready(written));
+        }
+        let partition = self.broker.partition(MIRROR_STATE_TOPIC, self.partition);
+        Box::pin(async move {
+            match partition {
+                Some(partition) => super::log::flush(partition).await,
+                None => Err(Cause::retryable("__mirror_state does not exist yet")),
+            }
+        })
     }
 }

@@ -486,13 +486,34 @@ async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_w
         ControlRecord::parse(&barrier).expect("parses"),
         ControlRecord::MirrorPidReset { source_cluster_id }
     );
-    // A shard loaded afresh from __mirror_state finds the LME the stop recorded.
+    // Issue 17 item 12: once STOPPED, the barrier and the STOPPED record (with the LME before
+    // it) are durable, so a crash cannot run STOPPING again over acknowledged writes.
+    {
+        let log = partition.log.lock().expect("log");
+        assert_eq!(
+            log.recovery_point(),
+            lso + 1,
+            "the barrier is on disk before the topic takes writes"
+        );
+    }
     let shard_index = mirror_partition_shard(
         "dr",
         &source_topic.topic_id,
         0,
         broker.config().mirror_state_partitions,
     );
+    {
+        let state = broker
+            .partition(MIRROR_STATE_TOPIC, shard_index)
+            .expect("the shard's partition");
+        let log = state.log.lock().expect("log");
+        assert_eq!(
+            log.recovery_point(),
+            log.log_end_offset(),
+            "the STOPPED record is on disk before the topic takes writes"
+        );
+    }
+    // A shard loaded afresh from __mirror_state finds the LME the stop recorded.
     let replayed = CoordinatorShard::new(
         shard_index,
         broker.config().mirror_state_partitions,
