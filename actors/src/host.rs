@@ -170,6 +170,13 @@ pub fn apply_fetch(
     response: FetchResponse,
     destination_leader_epoch: i32,
 ) -> Result<FetchProgress, HostError> {
+    // An answer to a fetch from another log end is stale: the log was truncated or appended to
+    // while it was in flight (a stop, a PREPARING truncation, another fetcher for a moment
+    // after a leader move). Applied, it would truncate what is no longer there or, the log
+    // allowing gaps, leave a silent hole. The next fetch asks from the log end again.
+    if request.offset != log.log_end_offset() {
+        return Ok(FetchProgress::Idle);
+    }
     match response {
         FetchResponse::Diverging { epoch, .. } if epoch < 0 => {
             log.truncate_fully_and_start_at(source_log_start()?)?;

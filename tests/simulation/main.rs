@@ -733,3 +733,36 @@ fn mirroring_survives_random_faults_and_interleavings() {
         }
     }
 }
+
+/// Issue 17 item 11: an answer to a fetch planned before the log changed (truncated while the
+/// fetch was in flight) is stale and changes nothing: no hole, no truncation of what is not
+/// there.
+#[test]
+fn a_stale_fetch_answer_changes_nothing() {
+    let mut source = MemoryLog::default();
+    for _ in 0..6 {
+        source.append_as_leader(3, 1, -1, false);
+    }
+    let memory = MemorySource {
+        cluster_id: "a".into(),
+        log: Some(&source),
+        lmes: Default::default(),
+        unreachable: None,
+    };
+    let mut destination = MemoryLog::default();
+    for _ in 0..2 {
+        // One batch a round.
+        host::fetch_round(&mut destination, &memory, 10, 1).expect("a round");
+    }
+    assert_eq!(destination.log_end_offset(), 6);
+    let planned = host::next_fetch(&destination, 1 << 20);
+    let answer = memory.fetch(&planned).expect("answered");
+    // Meanwhile the log is cut back (a PREPARING or STOPPING truncation).
+    destination.truncate_to(3).expect("truncated");
+    let before = destination.bytes();
+    let progress =
+        host::apply_fetch(&mut destination, || Ok(0), &planned, answer, 10).expect("applied");
+    assert_eq!(progress, FetchProgress::Idle);
+    assert_eq!(destination.bytes(), before, "a stale answer left the log as it was");
+    assert_eq!(destination.log_end_offset(), 3);
+}
