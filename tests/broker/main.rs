@@ -1013,6 +1013,75 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     shut(running).await;
 }
 
+/// Issue 17 item 9: LastMirroredEpochs answers from every mirror of the asking cluster (not
+/// only the first), and finds shards by the state topic's partition count even after the
+/// broker's `mirror.state.topic.num.partitions` changed.
+#[tokio::test]
+async fn last_mirrored_epochs_answer_from_every_mirror_of_the_asking_cluster() {
+    use kmirror_actors::actor::ShardLogPorts;
+    use kmirror_actors::coordinator::Shard;
+    use kmirror_protocol::messages::{WriteMirrorStatesRequest, write_mirror_states_request};
+    use kmirror_protocol::sharding::mirror_partition_shard;
+    use kmirror_protocol::state::MirrorState;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    for mirror in ["m1", "m2"] {
+        running
+            .broker
+            .create_mirror(
+                mirror,
+                std::collections::BTreeMap::from([
+                    ("bootstrap.servers".to_string(), "source:9092".to_string()),
+                    ("mirror.source.cluster.id".to_string(), "SRC-ID".to_string()),
+                ]),
+            )
+            .expect("created");
+    }
+    kmirror::mirror::state_topic::ensure_topic(&running.broker).expect("__mirror_state");
+    let count = running.broker.config().mirror_state_partitions;
+    let (orders, items) = (uuid::Uuid::from_u128(77), uuid::Uuid::from_u128(78));
+    for (mirror, topic, topic_id, lme) in [("m1", "orders", orders, 5), ("m2", "items", items, 7)] {
+        let index = mirror_partition_shard(mirror, &topic_id, 0, count);
+        let mut shard = Shard::new(index, count);
+        shard.loaded();
+        let (records, _) = shard.write_states(&WriteMirrorStatesRequest {
+            mirror_name: mirror.into(),
+            topics: vec![write_mirror_states_request::Topic {
+                topic_id,
+                name: topic.into(),
+                partitions: vec![write_mirror_states_request::Partition {
+                    partition_index: 0,
+                    leader_epoch: 9,
+                    state: MirrorState::Stopped.wire_value(),
+                    previous_state: MirrorState::Stopping.wire_value(),
+                    last_mirror_epoch: lme,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        kmirror::mirror::state_topic::StateTopicPorts::new(running.broker.clone(), index)
+            .append(records)
+            .await
+            .expect("appended");
+    }
+    shut(running).await;
+    // Restarted with another partition count for the (existing) state topic.
+    let running = start_with(dir.path(), "mirror.state.topic.num.partitions=7\n").await;
+    let source = SourceClient::connect(ClientConfig::plaintext(&running.address))
+        .await
+        .expect("connects");
+    for (topic, topic_id, lme) in [("orders", orders, 5), ("items", items, 7)] {
+        let lmes = source
+            .last_mirrored_epochs("SRC-ID", topic, topic_id, &[0])
+            .await
+            .expect("LastMirroredEpochs answers");
+        assert_eq!(lmes, vec![lme], "{topic}");
+    }
+    shut(running).await;
+}
+
 /// A `kmirror broker` process, killed if a failing test drops it (so no orphan outlives the run).
 struct BrokerProcess(std::process::Child);
 

@@ -11,9 +11,10 @@
 //! principal may not describe is left out), CLUSTER_ACTION on the cluster for
 //! LastMirroredEpochs.
 //!
-//! LastMirroredEpochs finds the mirror whose `mirror.source.cluster.id` is the asking cluster
-//! and reads each partition's LME by replaying the `__mirror_state` partition of its shard;
-//! no such mirror (or no record) answers -1.
+//! LastMirroredEpochs asks every mirror whose `mirror.source.cluster.id` is the asking cluster
+//! (the one the local topic's `mirror.name` names first) and reads each partition's LME by
+//! replaying the `__mirror_state` partition of its shard (by the state topic's partition
+//! count); no such mirror (or no record) answers -1.
 
 use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
@@ -21,6 +22,7 @@ use crate::broker::Broker;
 use crate::mirror::mirror_configs;
 use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
 use kmirror_actors::coordinator::Shard;
+use kmirror_actors::metadata::mirror_of;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     CreateMirrorRequest, CreateMirrorResponse, DeleteMirrorRequest, DeleteMirrorResponse,
@@ -166,27 +168,47 @@ pub(super) fn last_mirrored_epochs(
             ..Default::default()
         };
     }
-    let mirror = broker.mirrors().into_iter().find_map(|(name, configs)| {
-        (configs.get("mirror.source.cluster.id") == Some(&request.cluster_id)).then_some(name)
-    });
-    let count = broker.config().mirror_state_partitions;
+    // Every mirror of the asking cluster may hold the topic: the one the local topic names
+    // (a stopped topic keeps `<mirror>.removed`) is asked first.
+    let mut mirrors: Vec<String> = broker
+        .mirrors()
+        .into_iter()
+        .filter(|(_, configs)| configs.get("mirror.source.cluster.id") == Some(&request.cluster_id))
+        .map(|(name, _)| name)
+        .collect();
+    // The shard of a partition is decided by the state topic's partition count, which the
+    // broker's config only sets when the topic is created.
+    let count = broker
+        .topic(MIRROR_STATE_TOPIC)
+        .map_or(0, |t| t.partitions.len() as i32);
     let mut shards: HashMap<i32, Option<Shard>> = HashMap::new();
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
+            let named = broker
+                .topic(&topic.name)
+                .and_then(|t| t.configs.get("mirror.name").cloned())
+                .and_then(|v| mirror_of(&v).map(|(m, _)| m.to_string()));
+            mirrors.sort_by_key(|m| Some(m) != named.as_ref());
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|&index| {
-                    let lme = mirror.as_ref().map_or(-1, |mirror| {
-                        let shard = mirror_partition_shard(mirror, &topic.topic_id, index, count);
-                        shards
-                            .entry(shard)
-                            .or_insert_with(|| replay_shard(broker, shard, count))
-                            .as_ref()
-                            .map_or(-1, |s| s.last_mirrored_epoch(mirror, &topic.name, index))
-                    });
+                    let lme = mirrors
+                        .iter()
+                        .filter(|_| count > 0)
+                        .map(|mirror| {
+                            let shard =
+                                mirror_partition_shard(mirror, &topic.topic_id, index, count);
+                            shards
+                                .entry(shard)
+                                .or_insert_with(|| replay_shard(broker, shard, count))
+                                .as_ref()
+                                .map_or(-1, |s| s.last_mirrored_epoch(mirror, &topic.name, index))
+                        })
+                        .find(|lme| *lme >= 0)
+                        .unwrap_or(-1);
                     last_mirrored_epochs_response::Partition {
                         partition_index: index,
                         last_mirrored_epoch: lme,
