@@ -1,10 +1,12 @@
 //! The MirrorSystem's reactions: to metadata changes (the metadata manager, DECISIONS.md 2) and
 //! to its partition actors' liveness (supervision).
 //!
-//! On every metadata change: a deleted mirror's runtime goes and its records are tombstoned;
-//! each running topic the change touched gets [`kmirror_actors::metadata::react`]'s reactions
-//! (a new desired state, a higher leader epoch, or release when deleted or moved to another
-//! mirror, its states then forgotten in `__mirror_state`); and the partitions this broker leads
+//! On every metadata change: a deleted mirror's runtime goes; when a mirror or a topic was
+//! deleted, the `__mirror_state` shards this broker leads forget the records of what is gone
+//! (every broker sweeps its own shards, so no shard keeps records that would resurface for a
+//! topic or mirror created again); each running topic the change touched gets
+//! [`kmirror_actors::metadata::react`]'s reactions (a new desired state, a higher leader epoch,
+//! or release when deleted or moved to another mirror); and the partitions this broker leads
 //! of every touched topic whose `mirror.name` names a mirror, but which do not run yet, are
 //! started (loading the mirror first when needed): another broker's StartMirrorTopics, or this
 //! broker's restart. The controller's journal says which topics a change touched (everything
@@ -14,12 +16,15 @@
 use super::system::MirrorSystem;
 use crate::controller::{MetadataDelta, TopicMeta};
 use actix::{ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
-use kmirror_actors::actor::{DeleteMirror, ForgetTopic};
+use kmirror_actors::actor::ForgetAllBut;
+use kmirror_actors::coordinator::LiveTopics;
 use kmirror_actors::liveness::Observation;
 use kmirror_actors::metadata::{Reaction, TopicView, mirror_of, react};
-use kmirror_actors::partition::{Cause, Rejection};
-use kmirror_protocol::sharding::mirror_partition_shard;
-use std::collections::{BTreeMap, BTreeSet};
+use kmirror_actors::partition::Rejection;
+use std::collections::BTreeMap;
+
+/// How often a sweep asks a shard that is still loading.
+const FORGET_ATTEMPTS: u32 = 30;
 
 /// The broker's metadata changed (or the system started).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
@@ -39,13 +44,57 @@ impl Handler<MetadataChanged> for MirrorSystem {
         if delta.cluster {
             self.drop_deleted_mirrors();
         }
+        if delta.cluster || delta.topics.iter().any(|t| !topics.contains_key(t)) {
+            self.forget_the_dead();
+        }
         self.react_to_topics(&delta, &topics);
         self.start_missing(&delta, topics, ctx);
     }
 }
 
 impl MirrorSystem {
-    /// A deleted mirror: its fetchers go with its runtime, its records with tombstones.
+    /// A deleted mirror, topic, or a topic out of its mirror: the shards this broker leads
+    /// forget their records (every broker does this for its own shards, so the shards of
+    /// partitions led elsewhere forget too; a topic created again under the same id, or a
+    /// mirror under the same name, starts from nothing).
+    fn forget_the_dead(&self) {
+        let shards = self.local_shards();
+        if shards.is_empty() {
+            return;
+        }
+        let mut live: LiveTopics = self
+            .broker
+            .mirrors()
+            .into_keys()
+            .map(|m| (m, BTreeMap::new()))
+            .collect();
+        for (name, topic) in self.broker.topics() {
+            let Some((mirror, _)) = topic.configs.get("mirror.name").and_then(|v| mirror_of(v))
+            else {
+                continue;
+            };
+            if let Some(topics) = live.get_mut(mirror) {
+                topics.insert(topic.topic_id, name);
+            }
+        }
+        for shard in shards {
+            let live = live.clone();
+            actix::spawn(async move {
+                // A shard still loading refuses writes: asked again a little later.
+                for _ in 0..FORGET_ATTEMPTS {
+                    match shard.send(ForgetAllBut(live.clone())).await {
+                        Ok(Ok(())) | Err(_) => return,
+                        Ok(Err(cause)) => {
+                            tracing::warn!(error = %cause.message, "forgetting mirror states");
+                            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    /// A deleted mirror: its fetchers go with its runtime.
     fn drop_deleted_mirrors(&mut self) {
         let mirrors = self.broker.mirrors();
         let deleted: Vec<String> = self
@@ -57,17 +106,12 @@ impl MirrorSystem {
         for mirror in deleted {
             tracing::info!(mirror, "mirror deleted");
             self.mirrors.remove(&mirror);
-            for shard in self.local_shards() {
-                log_failure(shard.send(DeleteMirror(mirror.clone())));
-            }
         }
     }
 
     /// Reacts to the change of each running topic `delta` touched; `topics` holds their
     /// metadata now (a touched topic missing from it was deleted).
     fn react_to_topics(&mut self, delta: &MetadataDelta, topics: &BTreeMap<String, TopicMeta>) {
-        let shard_count = self.shards.len() as i32;
-        let shards = self.shards.clone();
         for (mirror, runtime) in &mut self.mirrors {
             let mut released = Vec::new();
             for (name, mirrored) in &mut runtime.topics {
@@ -107,31 +151,6 @@ impl MirrorSystem {
                         Reaction::Release => {
                             for p in mirrored.partitions.values_mut() {
                                 log_rejection(p.lose_leadership());
-                            }
-                            // Its states and LMEs mean nothing for a topic created again
-                            // under the same (the source's) id.
-                            let owning: BTreeSet<i32> = mirrored
-                                .partitions
-                                .keys()
-                                .map(|p| {
-                                    mirror_partition_shard(
-                                        mirror,
-                                        &mirrored.topic_id,
-                                        *p,
-                                        shard_count,
-                                    )
-                                })
-                                .collect();
-                            for index in owning {
-                                if let Some(super::shard_route::ShardRoute::Local(shard)) =
-                                    shards.get(index as usize)
-                                {
-                                    log_failure(shard.send(ForgetTopic {
-                                        mirror: mirror.clone(),
-                                        topic_id: mirrored.topic_id,
-                                        topic: name.clone(),
-                                    }));
-                                }
                             }
                             released.push(name.clone());
                         }
@@ -269,19 +288,6 @@ impl MirrorSystem {
             partition.supervise(&policy, now_ms, observation);
         }
     }
-}
-
-/// Runs a write sent to a coordinator shard, logging a failure.
-fn log_failure(
-    write: impl std::future::Future<Output = Result<Result<(), Cause>, actix::MailboxError>> + 'static,
-) {
-    actix::spawn(async move {
-        match write.await {
-            Ok(Ok(())) => {}
-            Ok(Err(cause)) => tracing::error!(error = %cause.message, "forgetting mirror states"),
-            Err(e) => tracing::error!(error = %e, "a coordinator shard is gone"),
-        }
-    });
 }
 
 /// Runs a command sent to a partition actor, logging a refusal (the metadata is the truth; the

@@ -15,7 +15,9 @@ use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::controller::Controller;
 use kmirror::mirror::state_topic::MIRROR_STATE_TOPIC;
 use kmirror::mirror::system::EngineHandle;
+use kmirror_actors::coordinator::{PartitionKey, Shard};
 use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
+use kmirror_protocol::records::coordinator_records;
 use kmirror_protocol::sharding::mirror_partition_shard;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -133,10 +135,18 @@ async fn wait_described(address: &str, topic: &str, state: &str, ends: &[i64]) {
 async fn three_brokers_mirror_their_partitions_with_remote_coordinator_shards() {
     let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let topic = format!("cluster-{}", std::process::id());
-    let (b, t) = (bootstrap.clone(), topic.clone());
+    // One-partition topics: some have their only partition on one broker and its shard on
+    // another, which runs nothing of them (the shard must still forget them when deleted).
+    let singles: Vec<String> = (0..6)
+        .map(|i| format!("cluster-single-{}-{i}", std::process::id()))
+        .collect();
+    let (b, t, s) = (bootstrap.clone(), topic.clone(), singles.clone());
     tokio::task::spawn_blocking(move || {
         kafka_tools::create_topic(&b, &t, PARTITIONS as u32, &[]);
         kafka_tools::produce(&b, &t, 30_000, "lz4", &[]);
+        for single in &s {
+            kafka_tools::create_topic(&b, single, 1, &[]);
+        }
     })
     .await
     .expect("source ready");
@@ -165,6 +175,12 @@ async fn three_brokers_mirror_their_partitions_with_remote_coordinator_shards() 
     .await;
     assert_eq!(code, Some(0), "{text}");
     let (code, text) = cli(&first, &["--start", "--mirror", "dr", "--topics", &topic]).await;
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = cli(
+        &first,
+        &["--start", "--mirror", "dr", "--topics", &singles.join(",")],
+    )
+    .await;
     assert_eq!(code, Some(0), "{text}");
 
     let source = source_client(&bootstrap).await;
@@ -257,5 +273,77 @@ async fn three_brokers_mirror_their_partitions_with_remote_coordinator_shards() 
         written, 120,
         "every record landed on its partition's broker"
     );
+
+    // Issue 17 item 10: the topics deleted, every shard forgets them, also those led by
+    // brokers that ran none of their partitions (no record resurfaces for a topic created
+    // again).
+    let mut deleted = vec![(topic.clone(), metadata.topic_id, PARTITIONS)];
+    let mut elsewhere = 0;
+    for single in &singles {
+        wait_described(&first, single, "MIRRORING", &[0]).await;
+        let id = members[0].broker.topic(single).expect("mirrored").topic_id;
+        let shard = mirror_partition_shard("dr", &id, 0, SHARDS);
+        if state_topic.partitions[shard as usize].leader
+            != members[0].broker.leader_of(single, 0).expect("leader")
+        {
+            elsewhere += 1;
+        }
+        deleted.push((single.clone(), id, 1));
+    }
+    assert!(elsewhere > 0, "some single's shard is on another broker");
+    for (name, _, _) in &deleted {
+        members[0].broker.delete_topic(name).expect("deleted");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut left = Vec::new();
+        for member in &members {
+            for shard in 0..SHARDS {
+                let Some(partition) = member.broker.partition(MIRROR_STATE_TOPIC, shard) else {
+                    continue;
+                };
+                let records = {
+                    let log = partition.log.lock().expect("log");
+                    let mut replayed = Shard::new(shard, SHARDS);
+                    log.for_each_batch(log.log_start_offset(), |batch| {
+                        for record in coordinator_records(batch).expect("decodes") {
+                            replayed.replay(&record);
+                        }
+                        Ok(())
+                    })
+                    .expect("reads");
+                    replayed
+                };
+                let remembered: usize = deleted
+                    .iter()
+                    .map(|(name, id, partitions)| {
+                        (0..*partitions)
+                            .filter(|p| {
+                                records.last_mirrored_epoch("dr", name, *p) >= 0
+                                    || records
+                                        .state_of(&PartitionKey {
+                                            mirror: "dr".into(),
+                                            topic_id: *id,
+                                            partition: *p,
+                                        })
+                                        .is_some()
+                            })
+                            .count()
+                    })
+                    .sum();
+                if remembered > 0 {
+                    left.push((member.node_id, shard, remembered));
+                }
+            }
+        }
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "shards still hold the deleted topic: {left:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     drop(members);
 }

@@ -57,22 +57,12 @@ pub struct LastMirroredEpoch {
     pub partition: i32,
 }
 
-/// Tombstones every record of a mirror in this shard.
+/// Forgets every record of this shard that is not of a live mirror's live topic
+/// ([`crate::coordinator::Shard::forget_all_but`]): deleted mirrors, deleted topics, topics
+/// moved out of their mirror.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "Result<(), Cause>")]
-pub struct DeleteMirror(pub String);
-
-/// Forgets one deleted topic of a mirror in this shard: its partition states, and its LMEs.
-#[derive(Debug, Clone, PartialEq, Eq, Message)]
-#[rtype(result = "Result<(), Cause>")]
-pub struct ForgetTopic {
-    /// The mirror.
-    pub mirror: String,
-    /// The topic's id.
-    pub topic_id: uuid::Uuid,
-    /// The topic's name.
-    pub topic: String,
-}
+pub struct ForgetAllBut(pub crate::coordinator::shard::LiveTopics);
 
 /// One `__mirror_state` shard's actor.
 pub struct CoordinatorShard<P: ShardLogPorts> {
@@ -182,22 +172,11 @@ impl<P: ShardLogPorts> Handler<LastMirroredEpoch> for CoordinatorShard<P> {
     }
 }
 
-impl<P: ShardLogPorts> Handler<DeleteMirror> for CoordinatorShard<P> {
+impl<P: ShardLogPorts> Handler<ForgetAllBut> for CoordinatorShard<P> {
     type Result = AtomicResponse<Self, Result<(), Cause>>;
 
-    fn handle(&mut self, msg: DeleteMirror, _: &mut Context<Self>) -> Self::Result {
-        let records = self.shard.delete_mirror(&msg.0);
-        self.append_and_replay(records)
-    }
-}
-
-impl<P: ShardLogPorts> Handler<ForgetTopic> for CoordinatorShard<P> {
-    type Result = AtomicResponse<Self, Result<(), Cause>>;
-
-    fn handle(&mut self, msg: ForgetTopic, _: &mut Context<Self>) -> Self::Result {
-        let records = self
-            .shard
-            .delete_topic(&msg.mirror, &msg.topic_id, &msg.topic);
+    fn handle(&mut self, msg: ForgetAllBut, _: &mut Context<Self>) -> Self::Result {
+        let records = self.shard.forget_all_but(&msg.0);
         self.append_and_replay(records)
     }
 }

@@ -145,7 +145,7 @@ async fn while_loading_requests_are_answered_load_in_progress() {
     assert!(log.0.borrow().records.is_empty());
     assert!(
         shard
-            .send(DeleteMirror("dr".into()))
+            .send(ForgetAllBut(Default::default()))
             .await
             .expect("alive")
             .is_err()
@@ -189,7 +189,7 @@ async fn a_failed_append_changes_nothing() {
     );
     log.0.borrow_mut().fail_appends = false;
     shard
-        .send(DeleteMirror("dr".into()))
+        .send(ForgetAllBut(Default::default()))
         .await
         .expect("alive")
         .expect("deleted");

@@ -26,7 +26,7 @@ mod partition_tests;
 mod supervision_tests;
 
 pub use coordinator::{
-    CoordinatorShard, DeleteMirror, ForgetTopic, LastMirroredEpoch, ReadMirrorStates,
+    CoordinatorShard, ForgetAllBut, LastMirroredEpoch, ReadMirrorStates,
     ShardLogPorts, WriteMirrorStates,
 };
 pub use fetcher::{

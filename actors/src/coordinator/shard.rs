@@ -97,6 +97,10 @@ fn lme_record(mirror: &str, lmes: &LmeMap) -> CoordinatorRecord {
     }
 }
 
+/// The mirrors that exist, each with its topics (by id, with their names): what a shard keeps
+/// records of ([`Shard::forget_all_but`]).
+pub type LiveTopics = BTreeMap<String, BTreeMap<Uuid, String>>;
+
 impl Shard {
     /// A shard for `__mirror_state` partition `index` of `num_shards`, loading.
     pub fn new(index: i32, num_shards: i32) -> Shard {
@@ -300,30 +304,65 @@ impl Shard {
         response
     }
 
-    /// The tombstones that delete every record of `mirror` in this shard.
-    pub fn delete_mirror(&self, mirror: &str) -> Vec<CoordinatorRecord> {
-        self.forget(mirror, None)
-    }
-
-    /// The records that forget one topic of `mirror` (a deleted topic: its states and LMEs
-    /// mean nothing for a topic created again under the same id).
-    pub fn delete_topic(
-        &self,
-        mirror: &str,
-        topic_id: &Uuid,
-        topic: &str,
-    ) -> Vec<CoordinatorRecord> {
-        self.forget(mirror, Some((topic_id, topic)))
-    }
-
-    /// Tombstones for the partition states of `mirror` (of one topic, when given), and its LME
-    /// record rewritten without them (a tombstone when nothing is left).
-    fn forget(&self, mirror: &str, topic: Option<(&Uuid, &str)>) -> Vec<CoordinatorRecord> {
-        let mut keys: Vec<&PartitionKey> = self
+    /// The records that forget everything not in `live`: the mirrors that exist, each with the
+    /// topics (id and name) whose `mirror.name` names it. Every broker sweeps the shards it
+    /// leads with this on a metadata change that deleted a topic or a mirror or moved a topic
+    /// out of its mirror, so shards led by brokers that ran none of its partitions forget too.
+    pub fn forget_all_but(&self, live: &LiveTopics) -> Vec<CoordinatorRecord> {
+        let mut records = Vec::new();
+        let mut mirrors: Vec<&String> = self
             .states
             .keys()
-            .filter(|k| k.mirror == mirror && topic.is_none_or(|(id, _)| k.topic_id == *id))
+            .map(|k| &k.mirror)
+            .chain(self.lmes.keys())
             .collect();
+        mirrors.sort();
+        mirrors.dedup();
+        for mirror in mirrors {
+            let Some(topics) = live.get(mirror) else {
+                records.extend(self.forget_mirror(mirror));
+                continue;
+            };
+            let mut dead: Vec<&PartitionKey> = self
+                .states
+                .keys()
+                .filter(|k| k.mirror == *mirror && !topics.contains_key(&k.topic_id))
+                .collect();
+            dead.sort();
+            records.extend(dead.into_iter().map(|k| CoordinatorRecord::MirrorPartitionState {
+                key: MirrorPartitionStateKey {
+                    mirror_name: k.mirror.clone(),
+                    topic_id: k.topic_id,
+                    partition: k.partition,
+                },
+                value: None,
+            }));
+            if let Some(lmes) = self.lmes.get(mirror) {
+                let names: std::collections::BTreeSet<&String> = topics.values().collect();
+                let kept: LmeMap = lmes
+                    .iter()
+                    .filter(|((name, _), _)| names.contains(name))
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect();
+                if kept.is_empty() {
+                    records.push(CoordinatorRecord::LastMirrorEpochs {
+                        key: LastMirrorEpochsKey {
+                            mirror_name: mirror.clone(),
+                        },
+                        value: None,
+                    });
+                } else if kept.len() != lmes.len() {
+                    records.push(lme_record(mirror, &kept));
+                }
+            }
+        }
+        records
+    }
+
+    /// Tombstones for every record of `mirror`: its partition states and its LME record.
+    fn forget_mirror(&self, mirror: &str) -> Vec<CoordinatorRecord> {
+        let mut keys: Vec<&PartitionKey> =
+            self.states.keys().filter(|k| k.mirror == mirror).collect();
         keys.sort();
         let mut records: Vec<CoordinatorRecord> = keys
             .into_iter()
@@ -336,22 +375,13 @@ impl Shard {
                 value: None,
             })
             .collect();
-        if let Some(lmes) = self.lmes.get(mirror) {
-            let kept: LmeMap = lmes
-                .iter()
-                .filter(|((name, _), _)| topic.is_some_and(|(_, t)| name != t))
-                .map(|(k, v)| (k.clone(), *v))
-                .collect();
-            if kept.is_empty() {
-                records.push(CoordinatorRecord::LastMirrorEpochs {
-                    key: LastMirrorEpochsKey {
-                        mirror_name: mirror.to_string(),
-                    },
-                    value: None,
-                });
-            } else if kept.len() != lmes.len() {
-                records.push(lme_record(mirror, &kept));
-            }
+        if self.lmes.contains_key(mirror) {
+            records.push(CoordinatorRecord::LastMirrorEpochs {
+                key: LastMirrorEpochsKey {
+                    mirror_name: mirror.to_string(),
+                },
+                value: None,
+            });
         }
         records
     }

@@ -230,7 +230,7 @@ fn lme_record_is_one_per_mirror_and_deletion_tombstones_everything() {
         3,
         "the record lists every partition of the shard"
     );
-    let tombstones = shard.delete_mirror("dr");
+    let tombstones = shard.forget_all_but(&LiveTopics::new());
     assert_eq!(tombstones.len(), 4);
     for t in &tombstones {
         shard.replay(t);
@@ -259,7 +259,12 @@ fn a_deleted_topic_is_forgotten_and_the_other_topics_lmes_kept() {
     other.topics[0].name = "payments".into();
     assert_eq!(apply(&mut shard, &mut log, &other), 0);
 
-    let records = shard.delete_topic("dr", &orders, "orders");
+    // orders deleted; payments lives on.
+    let live = LiveTopics::from([(
+        "dr".to_string(),
+        std::collections::BTreeMap::from([(payments, "payments".to_string())]),
+    )]);
+    let records = shard.forget_all_but(&live);
     assert_eq!(
         records.len(),
         2,
@@ -279,7 +284,12 @@ fn a_deleted_topic_is_forgotten_and_the_other_topics_lmes_kept() {
         ),
         0
     );
-    let records = shard.delete_topic("dr", &payments, "payments");
+    // payments deleted too; orders, created again, is live again.
+    let live = LiveTopics::from([(
+        "dr".to_string(),
+        std::collections::BTreeMap::from([(orders, "orders".to_string())]),
+    )]);
+    let records = shard.forget_all_but(&live);
     assert!(
         records
             .iter()
