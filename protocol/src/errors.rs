@@ -185,6 +185,16 @@ impl ErrorCode {
     pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
     /// Kafka's UNKNOWN_TOPIC_OR_PARTITION.
     pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = ErrorCode(3);
+    /// Kafka's LEADER_NOT_AVAILABLE: a leader election is under way.
+    pub const LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode(5);
+    /// Kafka's NOT_LEADER_OR_FOLLOWER: the broker asked does not lead the partition.
+    pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode(6);
+    /// Kafka's REPLICA_NOT_AVAILABLE.
+    pub const REPLICA_NOT_AVAILABLE: ErrorCode = ErrorCode(9);
+    /// Kafka's FENCED_LEADER_EPOCH: the leader epoch asked is older than the leader's.
+    pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
+    /// Kafka's UNKNOWN_LEADER_EPOCH: the leader epoch asked is newer than the broker knows.
+    pub const UNKNOWN_LEADER_EPOCH: ErrorCode = ErrorCode(75);
     /// Kafka's OPERATION_NOT_ATTEMPTED: the rest of an all-or-nothing request one part of
     /// which was refused.
     pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);

@@ -16,6 +16,8 @@ use kmirror_actors::partition::Cause;
 use kmirror_protocol::client::source::EARLIEST;
 use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, Isolation, SourceClient};
 use kmirror_protocol::errors::{ErrorClass, ErrorCode};
+use actix::{Message, Recipient};
+use dashmap::DashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -30,11 +32,26 @@ pub struct SourceFetcherPorts {
     leader: i32,
     stats: Arc<MirrorStats>,
     settings: FetchSettings,
+    /// The source leader epoch of each partition, as its leader lookup found it (sent as
+    /// `current_leader_epoch`, so a source whose leadership moved says so).
+    epochs: SourceEpochs,
+    /// Told of a partition whose source leader moved: it finds the new one and moves the
+    /// partition to that broker's fetcher.
+    moved: Option<Recipient<LeaderMoved>>,
 }
+
+/// The source leader epochs of a mirror's partitions, shared by its pool and fetchers.
+pub type SourceEpochs = Arc<DashMap<FetchKey, i32>>;
+
+/// A partition's source leader moved (or is not known to be where it was fetched from).
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct LeaderMoved(pub FetchKey);
 
 impl SourceFetcherPorts {
     /// Ports fetching from source broker `leader` into `broker`'s logs as `settings` say,
-    /// counting in `stats`.
+    /// counting in `stats`; `epochs` holds the source leader epochs, and `moved` hears of
+    /// partitions whose leader moved.
     pub fn new(
         broker: Arc<Broker>,
         source: Arc<SourceClient>,
@@ -48,7 +65,16 @@ impl SourceFetcherPorts {
             leader,
             stats,
             settings,
+            epochs: SourceEpochs::default(),
+            moved: None,
         }
+    }
+
+    /// These ports within a pool: its leader epochs, and where moved partitions go.
+    pub fn in_pool(mut self, epochs: SourceEpochs, moved: Recipient<LeaderMoved>) -> Self {
+        self.epochs = epochs;
+        self.moved = Some(moved);
+        self
     }
 
     fn topic_id(&self, topic: &str) -> Uuid {
@@ -72,6 +98,19 @@ fn from_host(e: HostError) -> Cause {
     } else {
         Cause::fatal(e.message)
     }
+}
+
+/// Errors that say the partition is not (or no longer) led by the broker fetched from, or not
+/// at the leader epoch asked: a leader lookup heals them.
+fn leader_moved(code: ErrorCode) -> bool {
+    matches!(
+        code,
+        ErrorCode::NOT_LEADER_OR_FOLLOWER
+            | ErrorCode::FENCED_LEADER_EPOCH
+            | ErrorCode::UNKNOWN_LEADER_EPOCH
+            | ErrorCode::LEADER_NOT_AVAILABLE
+            | ErrorCode::REPLICA_NOT_AVAILABLE
+    )
 }
 
 /// The source answers that it does not know a topic (by id or name) both while its metadata
@@ -147,7 +186,10 @@ impl FetcherPorts for SourceFetcherPorts {
                     topic_id: self.topic_id(topic),
                     partition: *partition,
                     offset: request.offset,
-                    current_leader_epoch: -1,
+                    current_leader_epoch: self
+                        .epochs
+                        .get(&(topic.clone(), *partition))
+                        .map_or(-1, |e| *e),
                     last_fetched_epoch: request.last_fetched_epoch,
                     max_bytes: i32::try_from(request.max_bytes).unwrap_or(i32::MAX),
                 })
@@ -166,11 +208,12 @@ impl FetcherPorts for SourceFetcherPorts {
         let source = self.source.clone();
         let leader = self.leader;
         let stats = self.stats.clone();
+        let moved = self.moved.clone();
         Box::pin(async move {
             let fetched = match source.fetch(leader, &spec).await {
                 Ok(fetched) => fetched,
                 Err(e) => {
-                    stats.fetch_failed();
+                    stats.fetch_failed(&e.to_string(), now_ms());
                     return Err(cause(&e));
                 }
             };
@@ -195,6 +238,19 @@ impl FetcherPorts for SourceFetcherPorts {
                     };
                     if let Some(reason) = gone.get(&key.0) {
                         return Some((key, Err(Cause::fatal(reason.clone()))));
+                    }
+                    // As Kafka's replica fetcher: the partition moves to its new leader's
+                    // fetcher (after a fresh leader lookup, with a backoff), and stays
+                    // MIRRORING. Nothing is applied from this answer.
+                    if leader_moved(p.error)
+                        && let Some(moved) = &moved
+                    {
+                        moved.do_send(LeaderMoved(key.clone()));
+                        let nothing = FetchResponse::Records {
+                            records: bytes::Bytes::new(),
+                            high_watermark: -1,
+                        };
+                        return Some((key, Ok(nothing)));
                     }
                     let answer = match (p.error, p.diverging_epoch) {
                         (ErrorCode::NONE, Some((epoch, end_offset))) => {

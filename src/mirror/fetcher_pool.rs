@@ -10,7 +10,7 @@
 //! fetchers are alive; a dead one (a panicking handler closes its mailbox) is started again and
 //! its partitions attached again, so they fetch from their log ends.
 
-use super::fetch::SourceFetcherPorts;
+use super::fetch::{LeaderMoved, SourceEpochs, SourceFetcherPorts};
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use crate::broker::Broker;
@@ -22,7 +22,7 @@ use kmirror_actors::actor::{
     AttachPartition, DetachPartition, FetchKey, Fetcher, FetcherConfig, FetcherProgress,
 };
 use kmirror_protocol::client::SourceClient;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,6 +33,9 @@ const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// metadata request; one attaching again after a failure (its backoff is at least this long)
 /// gets fresh leaders.
 const LEADERS_FRESH_FOR: Duration = Duration::from_millis(500);
+/// How long a partition whose source leader moved waits before looking it up again (a leader
+/// election takes a moment to reach the source's metadata).
+const MOVED_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Attach a partition to the fetcher of its source leader.
 #[derive(Debug, Clone, Message)]
@@ -65,8 +68,14 @@ pub struct FetcherPool {
     /// Attaches waiting for the source's leaders, by generation (a detach cancels them).
     attaching: HashMap<FetchKey, u64>,
     next_attach: u64,
-    /// Source leaders by topic, and when they were asked.
-    leaders: HashMap<String, (tokio::time::Instant, Vec<i32>)>,
+    /// Source leaders (and their leader epochs) by topic, and when they were asked.
+    leaders: HashMap<String, (tokio::time::Instant, Vec<(i32, i32)>)>,
+    /// The source leader epoch each partition is fetched at (shared with the fetchers).
+    epochs: SourceEpochs,
+    /// Partitions whose leader moved, waiting out the backoff before their next lookup.
+    moving: HashSet<FetchKey>,
+    /// This pool, for its fetchers to report moved leaders to.
+    me: Option<Addr<FetcherPool>>,
 }
 
 impl std::fmt::Debug for FetcherPool {
@@ -99,12 +108,21 @@ impl FetcherPool {
             attaching: HashMap::new(),
             next_attach: 0,
             leaders: HashMap::new(),
+            epochs: SourceEpochs::default(),
+            moving: HashSet::new(),
+            me: None,
         }
     }
 
-    /// Attaches `key` to the fetcher of `leader` (moving it off another broker's fetcher).
-    fn attach(&mut self, key: FetchKey, progress: Recipient<FetcherProgress>, leader: Option<i32>) {
-        let Some(leader) = leader.filter(|l| *l >= 0) else {
+    /// Attaches `key` to the fetcher of `leader` at its leader epoch (moving it off another
+    /// broker's fetcher).
+    fn attach(
+        &mut self,
+        key: FetchKey,
+        progress: Recipient<FetcherProgress>,
+        leader: Option<(i32, i32)>,
+    ) {
+        let Some((leader, epoch)) = leader.filter(|(l, _)| *l >= 0) else {
             // No leader known: the partition reports it and retries after its backoff.
             progress.do_send(FetcherProgress::Failed(
                 kmirror_actors::partition::Cause::retryable(format!(
@@ -114,6 +132,7 @@ impl FetcherPool {
             ));
             return;
         };
+        self.epochs.insert(key.clone(), epoch);
         let fetcher = (leader, self.settings.fetcher_slot(&key.0, key.1));
         if let Some((previous, _)) = self.members.get(&key)
             && *previous != fetcher
@@ -134,11 +153,17 @@ impl FetcherPool {
             self.stats.clone(),
             self.settings,
         );
+        let (epochs, me) = (self.epochs.clone(), self.me.clone());
         self.fetchers
             .entry((leader, slot))
             .or_insert_with(|| {
+                let ports = SourceFetcherPorts::new(broker, source, leader, stats, settings);
+                let ports = match me {
+                    Some(me) => ports.in_pool(epochs, me.recipient()),
+                    None => ports,
+                };
                 Fetcher::new(
-                    SourceFetcherPorts::new(broker, source, leader, stats, settings),
+                    ports,
                     FetcherConfig {
                         partition_max_bytes: settings.partition_max_bytes as usize,
                         ..FetcherConfig::default()
@@ -179,7 +204,35 @@ impl Actor for FetcherPool {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.me = Some(ctx.address());
         ctx.run_interval(CHECK_INTERVAL, |pool, _| pool.revive());
+    }
+}
+
+impl Handler<LeaderMoved> for FetcherPool {
+    type Result = ();
+
+    /// Looks the partition's leader up again after a backoff (its old answer is stale) and
+    /// attaches it where that says; the partition keeps MIRRORING meanwhile.
+    fn handle(&mut self, msg: LeaderMoved, ctx: &mut Context<Self>) {
+        let key = msg.0;
+        if !self.members.contains_key(&key) || !self.moving.insert(key.clone()) {
+            return;
+        }
+        tracing::info!(topic = %key.0, partition = key.1, "the source leader moved: looking it up again");
+        ctx.run_later(MOVED_BACKOFF, move |pool, ctx| {
+            pool.moving.remove(&key);
+            pool.leaders.remove(&key.0);
+            let Some((_, progress)) = pool.members.get(&key) else {
+                return;
+            };
+            let attach = Attach {
+                key,
+                progress: progress.clone(),
+            };
+            let attached = <FetcherPool as Handler<Attach>>::handle(pool, attach, ctx);
+            ctx.spawn(attached);
+        });
     }
 }
 
@@ -202,13 +255,13 @@ impl Handler<Attach> for FetcherPool {
         Box::pin(
             async move {
                 let metadata = source.metadata(Some(&[topic.as_str()])).await;
-                let leaders: Option<Vec<i32>> = metadata.ok().and_then(|m| {
+                let leaders: Option<Vec<(i32, i32)>> = metadata.ok().and_then(|m| {
                     Some(
                         m.topics
                             .get(&topic)?
                             .partitions
                             .iter()
-                            .map(|p| p.leader)
+                            .map(|p| (p.leader, p.leader_epoch))
                             .collect(),
                     )
                 });
@@ -240,6 +293,7 @@ impl Handler<Detach> for FetcherPool {
     fn handle(&mut self, msg: Detach, _: &mut Context<Self>) -> Self::Result {
         self.attaching.remove(&msg.0);
         self.stats.forget(&msg.0);
+        self.epochs.remove(&msg.0);
         let fetcher = self
             .members
             .remove(&msg.0)

@@ -23,6 +23,9 @@ pub struct MirrorStats {
     fetched_bytes: Counter,
     errors: Counter,
     violations: Counter,
+    /// Since when (ms since the epoch) the mirror's fetches fail, and the last error; cleared by
+    /// a fetch that succeeds. DescribeMirrors shows it for partitions that wait on the source.
+    failing: std::sync::Mutex<Option<(i64, String)>>,
 }
 
 impl MirrorStats {
@@ -41,6 +44,7 @@ impl MirrorStats {
             fetched_bytes: counter(metrics::FETCH_BYTES),
             errors: counter(metrics::FETCH_ERRORS),
             violations: counter(metrics::INVARIANT_VIOLATIONS),
+            failing: std::sync::Mutex::new(None),
         }
     }
 
@@ -49,12 +53,24 @@ impl MirrorStats {
         self.requests.increment(1);
         self.fetched_bytes.increment(bytes);
         self.last_success_ms.store(now_ms, Ordering::Relaxed);
+        *self.failing.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
-    /// A fetch failed.
-    pub fn fetch_failed(&self) {
+    /// A fetch failed with `error`.
+    pub fn fetch_failed(&self, error: &str, now_ms: i64) {
         self.requests.increment(1);
         self.errors.increment(1);
+        let mut failing = self.failing.lock().unwrap_or_else(|e| e.into_inner());
+        let since = failing.as_ref().map_or(now_ms, |(since, _)| *since);
+        *failing = Some((since, error.to_string()));
+    }
+
+    /// Since when fetches fail and why, while they do.
+    pub fn failing(&self) -> Option<(i64, String)> {
+        self.failing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// A fetched batch was refused: it would break the log's invariants.

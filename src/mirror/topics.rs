@@ -417,10 +417,14 @@ impl Handler<DescribeMirror> for MirrorSystem {
         let source = runtime
             .filter(|r| r.unreachable.is_none())
             .map(|r| r.source.clone());
-        let unreachable = runtime.and_then(|r| r.unreachable.clone()).map(|(since, error)| {
-            let seconds = (crate::broker::now_ms() - since).max(0) / 1000;
-            format!("source unreachable for {seconds} s: {error}")
-        });
+        // Why partitions waiting on the source make no progress: it does not answer (the
+        // probe or the sync found), or its fetches fail.
+        let unreachable = runtime
+            .and_then(|r| r.unreachable.clone().or_else(|| r.stats.failing()))
+            .map(|(since, error)| {
+                let seconds = (crate::broker::now_ms() - since).max(0) / 1000;
+                format!("source unreachable for {seconds} s: {error}")
+            });
         let topics: Result<Vec<Described>, MirrorError> = runtime
             .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))
             .map(|runtime| {

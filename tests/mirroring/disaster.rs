@@ -107,6 +107,7 @@ struct Pair {
     destination: super::process::BrokerProcess,
     dir_s: tempfile::TempDir,
     dir_d: tempfile::TempDir,
+    port_s: u16,
     port_d: u16,
     source_address: String,
     destination_address: String,
@@ -145,6 +146,7 @@ async fn mirrored_pair(topic: &str, partitions: u32, records: u32) -> Pair {
         destination,
         dir_s,
         dir_d,
+        port_s,
         port_d,
         source_address,
         destination_address,
@@ -262,4 +264,61 @@ async fn wait_for(address: &str, topic: &str, done: impl Fn(&[(String, i64)]) ->
         assert!(Instant::now() < deadline, "{topic}: {now:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Issue 17 item 6: the source restarting (down for seconds, then back at a new leader epoch)
+/// leaves the mirror partitions MIRRORING, as Kafka's replica fetcher would: describe says why
+/// they wait meanwhile, the fetcher finds the new leader epoch (FENCED_LEADER_EPOCH on the old
+/// one) and the mirror catches up byte-identical, no partition ever FAILED.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
+async fn a_source_restart_leaves_the_partitions_mirroring() {
+    let topic = format!("source-restart-{}", std::process::id());
+    let mut pair = mirrored_pair(&topic, 2, 2_000).await;
+    let destination = pair.destination_address.clone();
+    let never_failed = |now: &[(String, i64)]| {
+        assert!(
+            now.iter().all(|(state, _)| !state.starts_with("FAILED")),
+            "a partition FAILED while the source restarted: {now:?}"
+        );
+    };
+    drop(pair.source);
+    let mut told = false;
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < deadline {
+        never_failed(&super::process::described(&destination, "m1", &topic).await);
+        let (code, text) = mirrors_cli(&destination, &["--describe", "--mirror", "m1", "--json"]);
+        assert_eq!(code, Some(0), "{text}");
+        told |= text.contains("source unreachable");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(told, "describe said why the partitions wait");
+    pair.source = spawn_broker(pair.dir_s.path(), pair.port_s);
+    produce(&pair.source_address, &topic, 1_000).await;
+    let source = source_client(&pair.source_address).await;
+    let ends = source_ends(&source, &topic, 2).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = super::process::described(&destination, "m1", &topic).await;
+        never_failed(&now);
+        let wanted: Vec<(String, i64)> =
+            ends.iter().map(|e| ("MIRRORING".to_string(), *e)).collect();
+        if now == wanted {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{now:?}, waiting for {wanted:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for p in 0..2 {
+        assert!(
+            kmirror_segment(pair.dir_d.path(), &topic, p)
+                == kmirror_segment(pair.dir_s.path(), &topic, p),
+            "partition {p} differs from the source"
+        );
+    }
+    let log = std::fs::read_to_string(pair.dir_d.path().join("broker.log")).expect("log");
+    assert!(
+        log.contains("the source leader moved"),
+        "the fetcher found the new leader epoch"
+    );
 }

@@ -259,10 +259,14 @@ impl<P: FetcherPorts> Fetcher<P> {
         let answers = match answers {
             Ok(answers) => answers,
             Err(cause) => {
-                // The whole Fetch failed: every partition in it hears why; each decides (its
-                // state machine detaches it and retries later).
-                for (key, _) in &sent {
-                    self.report(ctx, key, FetcherProgress::Failed(cause.clone()));
+                // The whole Fetch failed. A source that is down or unreachable heals: as
+                // Kafka's replica fetcher, the fetcher tries again after its backoff and its
+                // partitions stay where they are (the host shows why they make no progress).
+                // What cannot heal (credentials, configuration) fails every partition in it.
+                if !cause.retryable {
+                    for (key, _) in &sent {
+                        self.report(ctx, key, FetcherProgress::Failed(cause.clone()));
+                    }
                 }
                 self.idle(ctx);
                 return;

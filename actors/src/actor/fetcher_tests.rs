@@ -320,15 +320,20 @@ async fn detach_completes_after_the_apply_in_flight_and_nothing_follows() {
 async fn a_failed_fetch_is_reported_to_every_partition_in_it() {
     tokio::time::pause();
     let source = ScriptedSource::default();
+    // A source that is unreachable heals: the fetcher tries again, the partition hears nothing.
     source.0.borrow_mut().fail_next = Some(Cause::retryable("source unreachable"));
     let reports = Rc::new(RefCell::new(Vec::new()));
     let fetcher = start(&source, 10);
     attach(&fetcher, "a", &reports).await;
     pause(50).await;
+    assert!(reports.borrow().is_empty(), "{:?}", reports.borrow());
+    // What cannot heal reaches every partition in the Fetch.
+    source.0.borrow_mut().fail_next = Some(Cause::fatal("SASL authentication failed"));
+    pause(500).await;
     assert_eq!(
         *reports.borrow(),
-        vec![FetcherProgress::Failed(Cause::retryable(
-            "source unreachable"
+        vec![FetcherProgress::Failed(Cause::fatal(
+            "SASL authentication failed"
         ))]
     );
 }
