@@ -81,7 +81,9 @@ impl TopicSelection {
 pub(crate) enum TopicChange {
     /// Start; restarting stopped topics discards this many records written since their
     /// failover (-1: none; the broker refuses and names the count when there are some).
-    Start { discard_local_records: i64 },
+    Start {
+        discard_local_records: i64,
+    },
     Stop,
     Pause,
     Resume,

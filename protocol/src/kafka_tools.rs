@@ -108,3 +108,28 @@ pub fn copy_transactionally(bootstrap: &str, input: &str, output: &str, id: &str
         ],
     );
 }
+
+/// VerifiableProducer (`acks=-1`) writing `count` records to `topic`: how many were acknowledged
+/// (-1 if it reported no figures), and its output.
+pub fn verifiable_produce(bootstrap: &str, topic: &str, count: u32) -> (i64, String) {
+    let out = kafka_tool(
+        "org.apache.kafka.tools.VerifiableProducer",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--max-messages",
+            &count.to_string(),
+            "--acks",
+            "-1",
+        ],
+    );
+    let acked = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["name"] == "tool_data")
+        .and_then(|v| v["acked"].as_i64())
+        .unwrap_or(-1);
+    (acked, out)
+}

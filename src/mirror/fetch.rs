@@ -10,14 +10,14 @@ use super::cause;
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use crate::broker::{Broker, now_ms};
+use actix::{Message, Recipient};
+use dashmap::DashMap;
 use kmirror_actors::actor::{FetchAnswers, FetchKey, FetcherPorts, PortFuture};
 use kmirror_actors::host::{self, FetchProgress, FetchRequest, FetchResponse, HostError};
 use kmirror_actors::partition::Cause;
 use kmirror_protocol::client::source::EARLIEST;
 use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, Isolation, SourceClient};
 use kmirror_protocol::errors::{ErrorClass, ErrorCode};
-use actix::{Message, Recipient};
-use dashmap::DashMap;
 use std::sync::Arc;
 use uuid::Uuid;
 

@@ -33,11 +33,10 @@ pub fn written_since_failover(log: &PartitionLog) -> Result<i64, StorageError> {
     let entries = log.epoch_entries();
     let log_end = log.log_end_offset();
     for (i, entry) in entries.iter().enumerate().rev() {
-        let end = entries
-            .get(i + 1)
-            .map_or(log_end, |next| next.start_offset);
-        let found =
-            log.find_batch(entry.start_offset, |b| b.base_offset() >= end || is_barrier(b))?;
+        let end = entries.get(i + 1).map_or(log_end, |next| next.start_offset);
+        let found = log.find_batch(entry.start_offset, |b| {
+            b.base_offset() >= end || is_barrier(b)
+        })?;
         if let Some(barrier) = found.filter(|b| b.base_offset() < end) {
             return Ok(log_end - (barrier.last_offset() + 1));
         }
@@ -47,7 +46,9 @@ pub fn written_since_failover(log: &PartitionLog) -> Result<i64, StorageError> {
 
 /// Makes everything appended to `partition`'s log durable (an fsync, on a blocking thread so
 /// the engine's threads go on meanwhile).
-pub(crate) async fn flush(partition: std::sync::Arc<crate::broker::Partition>) -> Result<(), Cause> {
+pub(crate) async fn flush(
+    partition: std::sync::Arc<crate::broker::Partition>,
+) -> Result<(), Cause> {
     let flushed = tokio::task::spawn_blocking(move || {
         partition
             .log

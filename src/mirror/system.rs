@@ -363,10 +363,7 @@ impl MirrorSystem {
             match tokio::time::timeout(PROBE_TIMEOUT, source.cluster_id()).await {
                 Ok(Ok(id)) => Ok(id),
                 Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!(
-                    "no answer within {} ms",
-                    PROBE_TIMEOUT.as_millis()
-                )),
+                Err(_) => Err(format!("no answer within {} ms", PROBE_TIMEOUT.as_millis())),
             }
         };
         ctx.spawn(probe.into_actor(self).map(move |answer, system, ctx| {

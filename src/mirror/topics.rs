@@ -180,7 +180,11 @@ impl MirrorSystem {
     /// Starts the partitions this broker leads of `topic` that do not run yet, with what its
     /// `mirror.name` asks. Local metadata alone says which they are (a mirror topic has its
     /// source topic's id and partitions), so they start while the source is unreachable.
-    pub(super) fn start_partitions(&mut self, mirror: &str, topic: &str) -> Result<(), MirrorError> {
+    pub(super) fn start_partitions(
+        &mut self,
+        mirror: &str,
+        topic: &str,
+    ) -> Result<(), MirrorError> {
         let broker = self.broker.clone();
         let Some(meta) = broker.topic(topic) else {
             return Ok(());

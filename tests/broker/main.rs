@@ -26,7 +26,7 @@ use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{
     ClientConfig, FetchPartitionSpec, FetchSpec, Isolation, SourceClient,
 };
-use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool, kafka_tool_output};
+use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool, kafka_tool_output, verifiable_produce};
 use kmirror_protocol::testing::BatchSpec;
 use std::path::Path;
 use std::process::Command;
@@ -872,14 +872,9 @@ async fn impossible_array_lengths_are_refused_without_reserving_them() {
 /// `__mirror_state` for the mirror whose source is the asking cluster.
 #[tokio::test]
 async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
-    use kmirror_actors::actor::ShardLogPorts;
-    use kmirror_actors::coordinator::Shard;
     use kmirror_protocol::messages::{
-        CreateMirrorRequest, DeleteMirrorRequest, ListMirrorsRequest, WriteMirrorStatesRequest,
-        create_mirror_request, write_mirror_states_request,
+        CreateMirrorRequest, DeleteMirrorRequest, ListMirrorsRequest, create_mirror_request,
     };
-    use kmirror_protocol::sharding::mirror_partition_shard;
-    use kmirror_protocol::state::MirrorState;
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start(dir.path()).await;
     let create_mirror = |name: &str, configs: &[(&str, &str)]| CreateMirrorRequest {
@@ -940,33 +935,8 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     );
 
     // The LME of a stopped partition, as its shard recorded it in __mirror_state.
-    kmirror::mirror::state_topic::ensure_topic(&running.broker).expect("__mirror_state");
-    let count = running.broker.config().mirror_state_partitions;
     let topic_id = uuid::Uuid::from_u128(77);
-    let index = mirror_partition_shard("m1", &topic_id, 0, count);
-    let mut shard = Shard::new(index, count);
-    shard.loaded();
-    let (records, _) = shard.write_states(&WriteMirrorStatesRequest {
-        mirror_name: "m1".into(),
-        topics: vec![write_mirror_states_request::Topic {
-            topic_id,
-            name: "orders".into(),
-            partitions: vec![write_mirror_states_request::Partition {
-                partition_index: 0,
-                leader_epoch: 9,
-                state: MirrorState::Stopped.wire_value(),
-                previous_state: MirrorState::Stopping.wire_value(),
-                last_mirror_epoch: 5,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-        ..Default::default()
-    });
-    kmirror::mirror::state_topic::StateTopicPorts::new(running.broker.clone(), index)
-        .append(records)
-        .await
-        .expect("appended");
+    write_stopped_lme(&running.broker, "m1", "orders", topic_id, 5).await;
     let source = SourceClient::connect(ClientConfig::plaintext(&running.address))
         .await
         .expect("connects");
@@ -1013,16 +983,53 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     shut(running).await;
 }
 
-/// Issue 17 item 9: LastMirroredEpochs answers from every mirror of the asking cluster (not
-/// only the first), and finds shards by the state topic's partition count even after the
-/// broker's `mirror.state.topic.num.partitions` changed.
-#[tokio::test]
-async fn last_mirrored_epochs_answer_from_every_mirror_of_the_asking_cluster() {
+/// Writes, as the shard of `mirror`'s partition 0 of `topic` (id `topic_id`) would, a STOPPED
+/// state with `lme` into `broker`'s `__mirror_state`.
+async fn write_stopped_lme(
+    broker: &Arc<Broker>,
+    mirror: &str,
+    topic: &str,
+    topic_id: uuid::Uuid,
+    lme: i32,
+) {
     use kmirror_actors::actor::ShardLogPorts;
     use kmirror_actors::coordinator::Shard;
     use kmirror_protocol::messages::{WriteMirrorStatesRequest, write_mirror_states_request};
     use kmirror_protocol::sharding::mirror_partition_shard;
     use kmirror_protocol::state::MirrorState;
+    kmirror::mirror::state_topic::ensure_topic(broker).expect("__mirror_state");
+    let count = broker.config().mirror_state_partitions;
+    let index = mirror_partition_shard(mirror, &topic_id, 0, count);
+    let mut shard = Shard::new(index, count);
+    shard.loaded();
+    let (records, _) = shard.write_states(&WriteMirrorStatesRequest {
+        mirror_name: mirror.into(),
+        topics: vec![write_mirror_states_request::Topic {
+            topic_id,
+            name: topic.into(),
+            partitions: vec![write_mirror_states_request::Partition {
+                partition_index: 0,
+                leader_epoch: 9,
+                state: MirrorState::Stopped.wire_value(),
+                previous_state: MirrorState::Stopping.wire_value(),
+                last_mirror_epoch: lme,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    kmirror::mirror::state_topic::StateTopicPorts::new(broker.clone(), index)
+        .append(records)
+        .await
+        .expect("appended");
+}
+
+/// Issue 17 item 9: LastMirroredEpochs answers from every mirror of the asking cluster (not
+/// only the first), and finds shards by the state topic's partition count even after the
+/// broker's `mirror.state.topic.num.partitions` changed.
+#[tokio::test]
+async fn last_mirrored_epochs_answer_from_every_mirror_of_the_asking_cluster() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start(dir.path()).await;
     for mirror in ["m1", "m2"] {
@@ -1037,35 +1044,9 @@ async fn last_mirrored_epochs_answer_from_every_mirror_of_the_asking_cluster() {
             )
             .expect("created");
     }
-    kmirror::mirror::state_topic::ensure_topic(&running.broker).expect("__mirror_state");
-    let count = running.broker.config().mirror_state_partitions;
     let (orders, items) = (uuid::Uuid::from_u128(77), uuid::Uuid::from_u128(78));
-    for (mirror, topic, topic_id, lme) in [("m1", "orders", orders, 5), ("m2", "items", items, 7)] {
-        let index = mirror_partition_shard(mirror, &topic_id, 0, count);
-        let mut shard = Shard::new(index, count);
-        shard.loaded();
-        let (records, _) = shard.write_states(&WriteMirrorStatesRequest {
-            mirror_name: mirror.into(),
-            topics: vec![write_mirror_states_request::Topic {
-                topic_id,
-                name: topic.into(),
-                partitions: vec![write_mirror_states_request::Partition {
-                    partition_index: 0,
-                    leader_epoch: 9,
-                    state: MirrorState::Stopped.wire_value(),
-                    previous_state: MirrorState::Stopping.wire_value(),
-                    last_mirror_epoch: lme,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        });
-        kmirror::mirror::state_topic::StateTopicPorts::new(running.broker.clone(), index)
-            .append(records)
-            .await
-            .expect("appended");
-    }
+    write_stopped_lme(&running.broker, "m1", "orders", orders, 5).await;
+    write_stopped_lme(&running.broker, "m2", "items", items, 7).await;
     shut(running).await;
     // Restarted with another partition count for the (existing) state topic.
     let running = start_with(dir.path(), "mirror.state.topic.num.partitions=7\n").await;
@@ -1880,31 +1861,6 @@ async fn confluent_kafka_transactions_commit_abort_fence_and_time_out() {
     assert_eq!(report["read_uncommitted_aborted"], 1000, "{report}");
     assert_eq!(report["read_uncommitted_hanging"], 10, "{report}");
     stop_broker(broker);
-}
-
-/// `acked` from a VerifiableProducer run (`acks=-1`) of `count` records to `topic`, and its
-/// output.
-fn verifiable_produce(address: &str, topic: &str, count: u32) -> (i64, String) {
-    let out = kafka_tool(
-        "org.apache.kafka.tools.VerifiableProducer",
-        &[
-            "--bootstrap-server",
-            address,
-            "--topic",
-            topic,
-            "--max-messages",
-            &count.to_string(),
-            "--acks",
-            "-1",
-        ],
-    );
-    let acked = out
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["name"] == "tool_data")
-        .and_then(|v| v["acked"].as_i64())
-        .unwrap_or(-1);
-    (acked, out)
 }
 
 /// Kafka's `kafka-acls` against a `kmirror broker` with `authorizer.enabled=true`: a DENY on one

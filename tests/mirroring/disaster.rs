@@ -70,7 +70,10 @@ async fn with_the_source_gone_a_restarted_destination_fails_over() {
     let a_now = source_ends(&dest_client, &a, 2).await;
     let total: i64 = a_now.iter().sum();
     let expected: i64 = a_barrier.iter().sum::<i64>() + 800;
-    assert_eq!(total, expected, "every acknowledged write is there: {a_now:?}");
+    assert_eq!(
+        total, expected,
+        "every acknowledged write is there: {a_now:?}"
+    );
 
     // Describe answers without the source and shows every partition, with why B waits.
     let started = Instant::now();
@@ -164,7 +167,10 @@ async fn restarting_a_stopped_topic_keeps_its_local_writes_unless_confirmed() {
     let topic = format!("restart-{}", std::process::id());
     let pair = mirrored_pair(&topic, 1, 2_000).await;
     let destination = pair.destination_address.clone();
-    cli_ok(&destination, &["--stop", "--mirror", "m1", "--topics", &topic]);
+    cli_ok(
+        &destination,
+        &["--stop", "--mirror", "m1", "--topics", &topic],
+    );
     let barrier: Vec<i64> = pair.ends.iter().map(|e| e + 1).collect();
     wait_described(&destination, "m1", &topic, "STOPPED", &barrier).await;
     let (acked, out) = verifiable_produce(&destination, &topic, 300).await;
@@ -321,4 +327,43 @@ async fn a_source_restart_leaves_the_partitions_mirroring() {
         log.contains("the source leader moved"),
         "the fetcher found the new leader epoch"
     );
+}
+
+/// Issue 17 item 18: with the source frozen (SIGSTOP: connections accepted, nothing answered),
+/// describe answers within seconds, for mirroring and stopped topics alike, and a stop still
+/// completes.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
+async fn describe_and_stop_answer_while_the_source_is_frozen() {
+    let topic = format!("frozen-{}", std::process::id());
+    let pair = mirrored_pair(&topic, 2, 1_000).await;
+    let destination = pair.destination_address.clone();
+    pair.source.signal("STOP");
+    for _ in 0..3 {
+        let started = Instant::now();
+        let (code, text) = mirrors_cli(&destination, &["--describe", "--mirror", "m1"]);
+        assert_eq!(code, Some(0), "{text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "describe took {:?} with the source frozen",
+            started.elapsed()
+        );
+    }
+    let started = Instant::now();
+    cli_ok(
+        &destination,
+        &["--stop", "--mirror", "m1", "--topics", &topic],
+    );
+    let barrier: Vec<i64> = pair.ends.iter().map(|e| e + 1).collect();
+    wait_described(&destination, "m1", &topic, "STOPPED", &barrier).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the stop took {:?} with the source frozen",
+        started.elapsed()
+    );
+    let started = Instant::now();
+    let (code, text) = mirrors_cli(&destination, &["--describe", "--mirror", "m1"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    pair.source.signal("CONT");
 }

@@ -14,10 +14,15 @@ pub(crate) struct BrokerProcess(std::process::Child);
 impl BrokerProcess {
     /// SIGTERM, as an operator stops a broker cleanly, and waits for it to exit.
     pub(crate) fn terminate(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
+        self.signal("TERM");
         let _ = self.0.wait();
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, ...) to the process.
+    pub(crate) fn signal(&self, signal: &str) {
+        let _ = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &self.0.id().to_string()])
+            .status();
     }
 }
 
@@ -374,32 +379,10 @@ async fn three_kinds_of_topics_mirror_and_read_the_same_from_java() {
     );
 }
 
-/// `acked` from Kafka's VerifiableProducer (`acks=-1`) writing `count` records to `topic` at
-/// `address`, and its output; off the test's runtime.
+/// Kafka's VerifiableProducer ([`kafka_tools::verifiable_produce`]) off the test's runtime.
 pub(crate) async fn verifiable_produce(address: &str, topic: &str, count: u32) -> (i64, String) {
     let (address, topic) = (address.to_string(), topic.to_string());
-    tokio::task::spawn_blocking(move || {
-        let out = kafka_tool(
-            "org.apache.kafka.tools.VerifiableProducer",
-            &[
-                "--bootstrap-server",
-                &address,
-                "--topic",
-                &topic,
-                "--max-messages",
-                &count.to_string(),
-                "--acks",
-                "-1",
-            ],
-        );
-        let acked = out
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .find(|v| v["name"] == "tool_data")
-            .and_then(|v| v["acked"].as_i64())
-            .unwrap_or(-1);
-        (acked, out)
-    })
-    .await
-    .expect("ran")
+    tokio::task::spawn_blocking(move || kafka_tools::verifiable_produce(&address, &topic, count))
+        .await
+        .expect("ran")
 }

@@ -763,6 +763,10 @@ fn a_stale_fetch_answer_changes_nothing() {
     let progress =
         host::apply_fetch(&mut destination, || Ok(0), &planned, answer, 10).expect("applied");
     assert_eq!(progress, FetchProgress::Idle);
-    assert_eq!(destination.bytes(), before, "a stale answer left the log as it was");
+    assert_eq!(
+        destination.bytes(),
+        before,
+        "a stale answer left the log as it was"
+    );
     assert_eq!(destination.log_end_offset(), 3);
 }

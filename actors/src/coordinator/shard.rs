@@ -329,14 +329,17 @@ impl Shard {
                 .filter(|k| k.mirror == *mirror && !topics.contains_key(&k.topic_id))
                 .collect();
             dead.sort();
-            records.extend(dead.into_iter().map(|k| CoordinatorRecord::MirrorPartitionState {
-                key: MirrorPartitionStateKey {
-                    mirror_name: k.mirror.clone(),
-                    topic_id: k.topic_id,
-                    partition: k.partition,
-                },
-                value: None,
-            }));
+            records.extend(
+                dead.into_iter()
+                    .map(|k| CoordinatorRecord::MirrorPartitionState {
+                        key: MirrorPartitionStateKey {
+                            mirror_name: k.mirror.clone(),
+                            topic_id: k.topic_id,
+                            partition: k.partition,
+                        },
+                        value: None,
+                    }),
+            );
             if let Some(lmes) = self.lmes.get(mirror) {
                 let names: std::collections::BTreeSet<&String> = topics.values().collect();
                 let kept: LmeMap = lmes

@@ -836,7 +836,10 @@ fn a_failure_in_stopping_backs_off_and_keeps_the_alignment() {
         "no write until the backoff passed: {:?}",
         step.effects
     );
-    let Some(Effect::ScheduleRetry { op: timer, after_ms }) = step
+    let Some(Effect::ScheduleRetry {
+        op: timer,
+        after_ms,
+    }) = step
         .effects
         .iter()
         .find(|e| matches!(e, Effect::ScheduleRetry { .. }))

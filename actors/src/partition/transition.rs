@@ -464,7 +464,9 @@ impl Partition {
                         target: Target::Stopping,
                         ..
                     } => self.fail(&Cause::retryable(reason.clone()), env, fx),
-                    Phase::Persisting { .. } | Phase::Preparing { .. } => self.fail(&fatal, env, fx),
+                    Phase::Persisting { .. } | Phase::Preparing { .. } => {
+                        self.fail(&fatal, env, fx)
+                    }
                 }
                 Applied
             }
