@@ -23,6 +23,7 @@
 
 mod cluster;
 pub mod config;
+mod durability;
 mod epoch_bumps;
 mod handlers;
 pub mod server;
@@ -69,6 +70,7 @@ pub struct Broker {
     open_files: OpenFiles,
     /// Leader-epoch bumps waiting for their group commit.
     epoch_bumps: epoch_bumps::EpochBumps,
+    durability: durability::Durability,
     /// Woken after every append, for fetches waiting on `min_bytes`.
     appended: Notify,
     groups: GroupCoordinator,
@@ -128,6 +130,7 @@ impl Broker {
             partitions: RwLock::new(HashMap::new()),
             open_files: OpenFiles::new(config.log_open_files_max),
             epoch_bumps: epoch_bumps::EpochBumps::default(),
+            durability: durability::Durability::default(),
             appended: Notify::new(),
             config,
         };

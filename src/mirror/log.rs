@@ -5,7 +5,6 @@ use crate::broker::now_ms;
 use crate::storage::{GapPolicy, PartitionLog, StorageError};
 use kmirror_actors::epoch::EpochStart;
 use kmirror_actors::host::{HostError, MirrorLog};
-use kmirror_actors::partition::Cause;
 use kmirror_protocol::batch::CheckedBatches;
 use kmirror_protocol::records::ControlRecord;
 
@@ -42,26 +41,6 @@ pub fn written_since_failover(log: &PartitionLog) -> Result<i64, StorageError> {
         }
     }
     Ok(0)
-}
-
-/// Makes everything appended to `partition`'s log durable (an fsync, on a blocking thread so
-/// the engine's threads go on meanwhile).
-pub(crate) async fn flush(
-    partition: std::sync::Arc<crate::broker::Partition>,
-) -> Result<(), Cause> {
-    let flushed = tokio::task::spawn_blocking(move || {
-        partition
-            .log
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .flush(now_ms())
-    })
-    .await;
-    match flushed {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Cause::retryable(format!("flushing the log: {e}"))),
-        Err(e) => Err(Cause::retryable(format!("flushing the log: {e}"))),
-    }
 }
 
 /// Keeps the high watermark at the log end after a change.

@@ -406,7 +406,11 @@ impl PartitionPorts for BrokerPartitionPorts {
                 .broker
                 .partition(&ports.site.topic, ports.site.partition)
                 .ok_or_else(|| Cause::fatal("the partition is gone"))?;
-            super::log::flush(partition).await
+            ports
+                .broker
+                .make_durable(partition)
+                .await
+                .map_err(Cause::retryable)
         })
     }
 

@@ -104,9 +104,13 @@ impl ShardLogPorts for StateTopicPorts {
             return Box::pin(std::future::ready(written));
         }
         let partition = self.broker.partition(MIRROR_STATE_TOPIC, self.partition);
+        let broker = self.broker.clone();
         Box::pin(async move {
             match partition {
-                Some(partition) => super::log::flush(partition).await,
+                Some(partition) => broker
+                    .make_durable(partition)
+                    .await
+                    .map_err(Cause::retryable),
                 None => Err(Cause::retryable("__mirror_state does not exist yet")),
             }
         })

@@ -410,6 +410,13 @@ impl PartitionLog {
         self.recovery_point
     }
 
+    /// Offsets below `offset` were made durable by a sync of the whole filesystem (see
+    /// `broker::durability`): the recovery point moves up to it. The checkpoints follow at the
+    /// next flush; until then a crash recovers from the older ones, reading a little more.
+    pub fn mark_synced(&mut self, offset: i64) {
+        self.recovery_point = self.recovery_point.max(offset.min(self.log_end_offset()));
+    }
+
     /// The last stable offset: READ_COMMITTED readers stop at the oldest ongoing transaction or
     /// the high watermark, and never below the log start (as Kafka: a transaction whose start
     /// was deleted cannot hold readers back).
