@@ -226,18 +226,33 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                 .map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
             let mut props = parse_properties(&text)
                 .map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
-            if !props.contains_key("mirror.source.cluster.id") {
-                let client_props: HashMap<String, String> = props.clone().into_iter().collect();
-                let client_config = ClientConfig::from_properties(&client_props)
-                    .map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
-                let source = SourceClient::connect(client_config)
-                    .await
-                    .map_err(|e| Failure::Unreachable(format!("the source cluster: {e}")))?;
-                let id = source
-                    .cluster_id()
-                    .await
-                    .map_err(|e| Failure::Unreachable(format!("the source cluster: {e}")))?;
-                props.insert("mirror.source.cluster.id".into(), id);
+            // The mirror's source cluster id is the one its bootstrap servers answer with; one
+            // given in the file must be that one (another would fail every partition later).
+            let client_props: HashMap<String, String> = props.clone().into_iter().collect();
+            let client_config = ClientConfig::from_properties(&client_props)
+                .map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
+            let found = match SourceClient::connect(client_config).await {
+                Ok(source) => source.cluster_id().await,
+                Err(e) => Err(e),
+            };
+            match (props.get("mirror.source.cluster.id"), found) {
+                (None, Ok(id)) => {
+                    props.insert("mirror.source.cluster.id".into(), id);
+                }
+                (None, Err(e)) => {
+                    return Err(Failure::Unreachable(format!("the source cluster: {e}")));
+                }
+                (Some(given), Ok(id)) if *given != id => {
+                    return Err(Failure::Refused(format!(
+                        "mirror.source.cluster.id {given} is not the cluster bootstrap.servers \
+                         reach ({id})"
+                    )));
+                }
+                (Some(_), Ok(_)) => {}
+                (Some(given), Err(e)) => eprintln!(
+                    "warning: the source cluster does not answer ({e}); mirror.source.cluster.id \
+                     {given} is taken as given"
+                ),
             }
             let request = CreateMirrorRequest {
                 mirror_name: mirror.clone(),

@@ -21,6 +21,7 @@ use actix::{
 use kmirror_actors::actor::{
     AttachPartition, DetachPartition, FetchKey, Fetcher, FetcherConfig, FetcherProgress,
 };
+use kmirror_actors::partition::Cause;
 use kmirror_protocol::client::SourceClient;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -33,6 +34,8 @@ const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// metadata request; one attaching again after a failure (its backoff is at least this long)
 /// gets fresh leaders.
 const LEADERS_FRESH_FOR: Duration = Duration::from_millis(500);
+/// Where a partition waiting for its source leader to be known is kept (no fetcher has it).
+const NO_FETCHER: (i32, usize) = (-1, 0);
 /// How long a partition whose source leader moved waits before looking it up again (a leader
 /// election takes a moment to reach the source's metadata).
 const MOVED_BACKOFF: Duration = Duration::from_millis(500);
@@ -123,13 +126,18 @@ impl FetcherPool {
         leader: Option<(i32, i32)>,
     ) {
         let Some((leader, epoch)) = leader.filter(|(l, _)| *l >= 0) else {
-            // No leader known: the partition reports it and retries after its backoff.
-            progress.do_send(FetcherProgress::Failed(
-                kmirror_actors::partition::Cause::retryable(format!(
-                    "no source leader known for {}-{}",
-                    key.0, key.1
-                )),
-            ));
+            // No leader known (the source does not answer, or elects one): the partition
+            // waits here, MIRRORING, and the lookup is tried again after a backoff, as a
+            // moved leader's is.
+            if let Some((previous, _)) = self.members.get(&key)
+                && let Some(old) = self.fetchers.get(previous)
+            {
+                old.do_send(DetachPartition(key.clone()));
+            }
+            self.members.insert(key.clone(), (NO_FETCHER, progress));
+            if let Some(me) = &self.me {
+                me.do_send(LeaderMoved(key));
+            }
             return;
         };
         self.epochs.insert(key.clone(), epoch);
@@ -255,15 +263,14 @@ impl Handler<Attach> for FetcherPool {
         Box::pin(
             async move {
                 let metadata = source.metadata(Some(&[topic.as_str()])).await;
-                let leaders: Option<Vec<(i32, i32)>> = metadata.ok().and_then(|m| {
-                    Some(
-                        m.topics
-                            .get(&topic)?
-                            .partitions
+                // Err: the source did not answer; Ok(None): it has no such topic.
+                let leaders: Result<Option<Vec<(i32, i32)>>, _> = metadata.map(|m| {
+                    m.topics.get(&topic).map(|t| {
+                        t.partitions
                             .iter()
                             .map(|p| (p.leader, p.leader_epoch))
-                            .collect(),
-                    )
+                            .collect()
+                    })
                 });
                 (topic, leaders)
             }
@@ -274,13 +281,29 @@ impl Handler<Attach> for FetcherPool {
                     return;
                 }
                 pool.attaching.remove(&msg.key);
-                let leader = leaders
-                    .as_ref()
-                    .and_then(|l| l.get(msg.key.1 as usize).copied());
-                if let Some(leaders) = leaders {
-                    pool.leaders
-                        .insert(topic, (tokio::time::Instant::now(), leaders));
-                }
+                let leader = match leaders {
+                    Ok(Some(leaders)) => {
+                        let Some(leader) = leaders.get(msg.key.1 as usize).copied() else {
+                            msg.progress.do_send(FetcherProgress::Failed(Cause::fatal(format!(
+                                "the source topic {topic} has no partition {}; the local copy is kept",
+                                msg.key.1
+                            ))));
+                            return;
+                        };
+                        pool.leaders
+                            .insert(topic, (tokio::time::Instant::now(), leaders));
+                        Some(leader)
+                    }
+                    // The fetch of a topic the source lost says whether it was deleted or
+                    // created again; without a fetcher, it is said here.
+                    Ok(None) => {
+                        msg.progress.do_send(FetcherProgress::Failed(Cause::fatal(format!(
+                            "the source has no topic {topic} (deleted?); the local copy is kept"
+                        ))));
+                        return;
+                    }
+                    Err(_) => None,
+                };
                 pool.attach(msg.key, msg.progress, leader);
             }),
         )

@@ -256,6 +256,44 @@ fn creating_a_mirror_of_its_own_cluster_is_refused() {
     assert_eq!(json["mirrors"], serde_json::json!([]), "no mirror: {json}");
 }
 
+/// Issue 17 item 17 (review): a `mirror.source.cluster.id` in the mirror's file must be the id
+/// its `bootstrap.servers` answer with: another one is refused at `--create`, naming both.
+#[test]
+fn creating_a_mirror_with_another_clusters_id_is_refused() {
+    let (source_dir, dir) = (
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    );
+    let source = broker(source_dir.path());
+    let destination = broker(dir.path());
+    let mirror_config = dir.path().join("wrong.properties");
+    std::fs::write(
+        &mirror_config,
+        format!(
+            "bootstrap.servers={}\nmirror.source.cluster.id=not-that-cluster\n",
+            source.1
+        ),
+    )
+    .expect("written");
+    let out = kmirror(&[
+        "mirrors",
+        "--bootstrap-server",
+        destination.1.as_str(),
+        "--create",
+        "--mirror",
+        "wrong",
+        "--mirror-config",
+        mirror_config.to_str().expect("utf-8 path"),
+    ]);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("not-that-cluster") && text.contains("is not the cluster"),
+        "{text}"
+    );
+}
+
 /// The README's "run the main job" command, `kmirror quickstart`, runs to completion with the
 /// flag that ends it after the failover: both brokers started, the topic mirrored (every
 /// partition MIRRORING, then STOPPED), written on the destination after the failover, the

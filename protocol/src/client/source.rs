@@ -440,12 +440,16 @@ impl SourceClient {
 
     /// Metadata for `topics` (all topics when `None`), with topic ids and leader epochs.
     pub async fn metadata(&self, topics: Option<&[&str]>) -> Result<ClusterMetadata, ClientError> {
-        let request = MetadataRequest::default().with_topics(topics.map(|names| {
-            names
-                .iter()
-                .map(|n| MetadataRequestTopic::default().with_name(Some(topic_name(n))))
-                .collect()
-        }));
+        // A mirror only reads the source: asking about a topic must never create it there
+        // (Kafka's default `auto.create.topics.enable` would).
+        let request = MetadataRequest::default()
+            .with_allow_auto_topic_creation(false)
+            .with_topics(topics.map(|names| {
+                names
+                    .iter()
+                    .map(|n| MetadataRequestTopic::default().with_name(Some(topic_name(n))))
+                    .collect()
+            }));
         let (_, response) = self.send_to(Target::Any, "Metadata", &request, 12).await?;
         let brokers: HashMap<i32, String> = response
             .brokers

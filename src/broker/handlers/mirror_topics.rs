@@ -216,7 +216,9 @@ fn confirm_discarded_writes(
     Err(Outcome::refused(
         ErrorCode::POLICY_VIOLATION.0,
         format!(
-            "restarting the mirror discards {total} records written on this cluster since the              failover ({}); nothing was changed. To discard them, start again with              --discard-local-writes {total}",
+            "restarting the mirror discards {total} records written on this cluster since the \
+             failover ({}); nothing was changed. To discard them, start again with \
+             --discard-local-writes {total}",
             details.join(", ")
         ),
     ))
