@@ -1,0 +1,894 @@
+//! The nemesis of the failover path: a source `kmirror broker`, a destination `kmirror broker`
+//! mirroring it (mirror `m`) through a fault proxy (the source advertises the proxy, so every
+//! byte the mirror fetches crosses it), producers over the raw protocol, and a seeded schedule of
+//! cycles. Each cycle mirrors a fresh topic while an idempotent and a transactional producer
+//! write to the source, injects one to three faults (SIGKILL and restart of either broker,
+//! SIGSTOP/SIGCONT of either, the proxy dropping or stalling connections, pause and resume, a
+//! `--stop` landing in PREPARING, a SIGKILL landing in STOPPING), ends them, fails the topic
+//! over with `kmirror mirrors --stop`, writes to the destination, crashes it once more and
+//! checks:
+//! - the destination's log is the source's log byte for byte up to the MIRROR_PID_RESET
+//!   barrier written at the stop, which sits at the source's last stable offset (nothing
+//!   committed is missing, nothing of a transaction open at the stop is kept);
+//! - every record the destination acknowledged after its failover reads back (Fetch) at its
+//!   offset with its value, after every later crash, in every later cycle;
+//! - every record the source acknowledged is in its log (a SIGKILL loses nothing acked);
+//! - a produce to the destination before STOPPED is refused with READ_ONLY_TOPIC;
+//! - each partition reaches its desired state (MIRRORING caught up, PAUSED, STOPPED) within
+//!   60 s once the faults end;
+//! - no broker log says `panicked` and `kmirror_mirror_invariant_violations_total` stays 0.
+//!
+//! `NEMESIS_SEED` replays a schedule (the seed is printed first); `NEMESIS_CYCLES` (3) sets the
+//! length. Violations are collected with seed and cycle and the test fails listing them; the last
+//! line printed is a summary for RELIABILITY.md.
+
+mod client;
+mod process;
+mod proxy;
+
+use bytes::Bytes;
+use client::{Acked, Outcome, Producer, READ_ONLY_TOPIC};
+use kafka_protocol::records::{Compression, RecordBatchDecoder};
+use kmirror_protocol::batch::{RecordBatch, RecordBatches};
+use kmirror_protocol::records::ControlRecord;
+use process::{Broker, described, free_port, mirrors_cli, scrape};
+use proxy::{FaultProxy, Mode};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const MIRROR: &str = "m";
+const PARTITIONS: i32 = 2;
+/// How long a partition may take to reach its desired state once the faults end.
+const STATE_BOUND: Duration = Duration::from_secs(60);
+const INVARIANT_METRIC: &str = "kmirror_mirror_invariant_violations_total";
+
+/// splitmix64: a tiny deterministic generator, so a seed replays the same schedule.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+
+    fn millis(&mut self, from: u64, to: u64) -> Duration {
+        Duration::from_millis(from + self.below(to - from + 1))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    KillDestination,
+    KillSource,
+    FreezeDestination,
+    FreezeSource,
+    ProxyDrop,
+    ProxyStall,
+    PauseResume,
+    StopDuringPreparing,
+    KillDuringStopping,
+}
+
+const FAULTS: [Fault; 9] = [
+    Fault::KillDestination,
+    Fault::KillSource,
+    Fault::FreezeDestination,
+    Fault::FreezeSource,
+    Fault::ProxyDrop,
+    Fault::ProxyStall,
+    Fault::PauseResume,
+    Fault::StopDuringPreparing,
+    Fault::KillDuringStopping,
+];
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::KillDestination => "kill-destination",
+            Fault::KillSource => "kill-source",
+            Fault::FreezeDestination => "freeze-destination",
+            Fault::FreezeSource => "freeze-source",
+            Fault::ProxyDrop => "proxy-drop",
+            Fault::ProxyStall => "proxy-stall",
+            Fault::PauseResume => "pause-resume",
+            Fault::StopDuringPreparing => "stop-in-preparing",
+            Fault::KillDuringStopping => "kill-in-stopping",
+        }
+    }
+}
+
+/// Both brokers, the proxy between them, and what the run found.
+struct World {
+    seed: u64,
+    cycle: u32,
+    rng: Rng,
+    source: Broker,
+    destination: Broker,
+    proxy: FaultProxy,
+    metrics: String,
+    /// The invariant counter already reported for the running destination process.
+    metric_reported: f64,
+    /// Bytes of each broker log already searched for panics.
+    logs_seen: [usize; 2],
+    violations: Vec<String>,
+    faults: BTreeMap<&'static str, u32>,
+    records_checked: u64,
+    /// Every record each failed-over topic's destination acknowledged, rechecked every cycle.
+    destination_acks: Vec<(String, Vec<Acked>)>,
+    /// Produce answers to the destination sampled before STOPPED: code -> count.
+    samples: BTreeMap<String, u32>,
+}
+
+impl World {
+    fn violation(&mut self, what: String) {
+        let line = format!("seed={} cycle={}: {what}", self.seed, self.cycle);
+        eprintln!("VIOLATION {line}");
+        self.violations.push(line);
+    }
+
+    fn note(&self, what: &str) {
+        eprintln!("[nemesis cycle {}] {what}", self.cycle);
+    }
+
+    fn destination(&self) -> String {
+        self.destination.address()
+    }
+
+    /// Reads the invariant counter of the running destination (a restart resets it, so it is
+    /// read before every crash).
+    fn check_metric(&mut self) {
+        if !self.destination.is_running() || self.destination.is_frozen() {
+            return;
+        }
+        match scrape(&self.metrics, INVARIANT_METRIC) {
+            Some(v) if v > self.metric_reported => {
+                self.violation(format!(
+                    "{INVARIANT_METRIC} is {v} on the destination (expected 0)"
+                ));
+                self.metric_reported = v;
+            }
+            Some(_) => {}
+            None => self.note("the metrics endpoint did not answer"),
+        }
+    }
+
+    fn kill_destination(&mut self) {
+        self.check_metric();
+        self.destination.restart();
+        self.metric_reported = 0.0;
+    }
+
+    /// Searches what both logs gained since the last search for panics.
+    fn check_logs(&mut self) {
+        for i in 0..2 {
+            let broker = if i == 0 {
+                &self.source
+            } else {
+                &self.destination
+            };
+            let (name, log) = (broker.name, broker.log());
+            let fresh = log.get(self.logs_seen[i]..).unwrap_or_default();
+            let panics: Vec<&str> = fresh.lines().filter(|l| l.contains("panicked")).collect();
+            self.logs_seen[i] = log.len();
+            if !panics.is_empty() {
+                let first = panics.iter().take(3).copied().collect::<Vec<_>>().join("\n  ");
+                self.violation(format!(
+                    "the {name} broker's log has {} `panicked` lines:\n  {first}",
+                    panics.len()
+                ));
+            }
+        }
+    }
+
+    /// `kmirror mirrors` on the destination for `topic`.
+    async fn cli(&self, verb: &str, topic: &str) -> (Option<i32>, String) {
+        let (code, text) = mirrors_cli(
+            &self.destination(),
+            &[verb, "--mirror", MIRROR, "--topics", topic],
+        )
+        .await;
+        self.note(&format!("{verb} {topic}: exit {code:?} {}", text.trim()));
+        (code, text)
+    }
+
+    /// Waits up to [`STATE_BOUND`] until every partition of `topic` is in `state` (and, with
+    /// `ends`, at those destination offsets); the last description when it is not.
+    async fn wait_state(
+        &self,
+        topic: &str,
+        state: &str,
+        ends: Option<&[i64]>,
+    ) -> Result<(), Vec<(String, i64)>> {
+        let deadline = Instant::now() + STATE_BOUND;
+        loop {
+            let now = described(&self.destination(), MIRROR, topic).await;
+            let reached = now.len() == PARTITIONS as usize
+                && now.iter().enumerate().all(|(p, (s, o))| {
+                    s == state && ends.is_none_or(|e| e.get(p) == Some(o))
+                });
+            if reached {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(now);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Produces one record to the destination's `topic`, which is not STOPPED: anything but a
+    /// refusal with READ_ONLY_TOPIC while the destination answers is a violation.
+    async fn sample_read_only(&mut self, topic: &str) {
+        if !self.destination.is_running() || self.destination.is_frozen() {
+            return;
+        }
+        let mut producer = Producer::idempotent(&self.destination());
+        let value = format!("c{}-forbidden", self.cycle);
+        let answer = match producer
+            .produce(topic, 0, &[value], Compression::None)
+            .await
+        {
+            Outcome::Acked(acked) => {
+                self.violation(format!(
+                    "the destination accepted a produce to mirror topic {topic} before STOPPED \
+                     (expected READ_ONLY_TOPIC {READ_ONLY_TOPIC}): written at {acked:?}"
+                ));
+                "accepted".to_string()
+            }
+            Outcome::Refused(code) => format!("error {code}"),
+            Outcome::Unknown(e) => {
+                self.note(&format!("a read-only sample had no answer: {e}"));
+                "no answer".to_string()
+            }
+        };
+        *self.samples.entry(answer).or_default() += 1;
+    }
+
+    /// Ends whatever fault is in force: the proxy passes, both brokers run and answer.
+    fn heal(&mut self) {
+        self.proxy.set(Mode::Pass);
+        self.source.thaw();
+        self.destination.thaw();
+    }
+}
+
+/// Writes to the source until told to stop: idempotent batches to either partition, and every
+/// few batches a transaction over both partitions, committed or aborted. Failures (the source
+/// is down, frozen or restarting) start the producer over after a pause.
+async fn write_source(
+    address: String,
+    topic: String,
+    cycle: u32,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<Acked>>>,
+) {
+    let mut rng = Rng(seed);
+    let mut idempotent = Producer::idempotent(&address);
+    let mut transactional = Producer::transactional(&address, &format!("nemesis-src-{topic}"));
+    let mut n = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        n += 1;
+        let compression = if rng.chance(50) {
+            Compression::Lz4
+        } else {
+            Compression::None
+        };
+        let values = |n: u64, count: u64, kind: &str| -> Vec<String> {
+            (0..count)
+                .map(|i| format!("c{cycle}-src-{kind}-{n}-{i}"))
+                .collect()
+        };
+        let ok = if n % 5 == 0 {
+            let commit = rng.chance(70);
+            let mut ok = transactional
+                .add_partitions(&topic, &[0, 1])
+                .await
+                .is_ok();
+            for p in 0..PARTITIONS {
+                if !ok {
+                    break;
+                }
+                let count = 1 + rng.below(10);
+                match transactional
+                    .produce(&topic, p, &values(n, count, "txn"), compression)
+                    .await
+                {
+                    Outcome::Acked(a) => acked.lock().expect("acks").extend(a),
+                    _ => ok = false,
+                }
+            }
+            // A failed transaction is left to the next InitProducerId, which aborts it.
+            ok && transactional.end(commit).await.is_ok()
+        } else {
+            let p = rng.below(PARTITIONS as u64) as i32;
+            let count = 1 + rng.below(20);
+            match idempotent
+                .produce(&topic, p, &values(n, count, "idem"), compression)
+                .await
+            {
+                Outcome::Acked(a) => {
+                    acked.lock().expect("acks").extend(a);
+                    true
+                }
+                _ => false,
+            }
+        };
+        let pause = if ok { 30 } else { 500 };
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+    }
+    // A transaction the stop interrupted would hold the source's LSO until it times out.
+    if transactional.in_transaction() && transactional.end(true).await.is_err() {
+        let _ = transactional.fence().await;
+    }
+}
+
+/// The values of every data record in segment `bytes`, by offset.
+fn segment_values(bytes: &[u8]) -> BTreeMap<i64, String> {
+    let mut out = BTreeMap::new();
+    for batch in RecordBatches::new(Bytes::copy_from_slice(bytes)) {
+        let Ok(batch) = batch else { break };
+        if batch.is_control() {
+            continue;
+        }
+        let mut b = batch.as_bytes().clone();
+        if let Ok(set) = RecordBatchDecoder::decode(&mut b) {
+            for r in set.records {
+                let v = r.value.map(|v| String::from_utf8_lossy(&v).into_owned());
+                out.insert(r.offset, v.unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+/// The batches of segment `bytes` with their byte positions.
+fn batches(bytes: &[u8]) -> Vec<(usize, RecordBatch)> {
+    let mut iter = RecordBatches::new(Bytes::copy_from_slice(bytes));
+    let mut out = Vec::new();
+    loop {
+        let at = iter.position();
+        match iter.next() {
+            Some(Ok(b)) => out.push((at, b)),
+            _ => return out,
+        }
+    }
+}
+
+/// Compares one failed-over partition's segment files: the destination holds the source's
+/// bytes up to the MIRROR_PID_RESET barrier, the barrier sits at `expected_stop` (the source's
+/// last stable offset at the stop, when the mirror had caught up), and no transaction of the
+/// mirrored range is left undecided.
+fn check_segments(
+    world: &mut World,
+    topic: &str,
+    partition: i32,
+    expected_stop: Option<i64>,
+) -> u64 {
+    let tp = format!("{topic}-{partition}");
+    for broker in [&world.source, &world.destination] {
+        if broker.segment_count(topic, partition) > 1 {
+            let name = broker.name;
+            world.note(&format!(
+                "{tp} rolled on the {name}: only the first segment is compared"
+            ));
+        }
+    }
+    let (src, dst) = (
+        world.source.segment(topic, partition),
+        world.destination.segment(topic, partition),
+    );
+    let dst_batches = batches(&dst);
+    let barrier = dst_batches.iter().find(|(_, b)| {
+        b.is_control()
+            && matches!(
+                ControlRecord::parse(b),
+                Ok(ControlRecord::MirrorPidReset { .. })
+            )
+    });
+    let Some((at, barrier)) = barrier else {
+        world.violation(format!(
+            "{tp}: the destination's log has no MIRROR_PID_RESET batch after the stop \
+             ({} batches, {} bytes)",
+            dst_batches.len(),
+            dst.len()
+        ));
+        return 0;
+    };
+    let (at, stop) = (*at, barrier.base_offset());
+    if src.len() < at || src[..at] != dst[..at] {
+        let src_batches = batches(&src);
+        let first_diff = dst_batches
+            .iter()
+            .take_while(|(p, _)| *p < at)
+            .find(|(p, b)| {
+                !src_batches
+                    .iter()
+                    .any(|(q, s)| q == p && s.as_bytes() == b.as_bytes())
+            })
+            .map(|(p, b)| format!("offset {} (byte {p})", b.base_offset()));
+        world.violation(format!(
+            "{tp}: the destination's mirrored range [0, {stop}) ({at} bytes) is not the \
+             source's bytes (the source has {} bytes); first differing batch: {}",
+            src.len(),
+            first_diff.unwrap_or_else(|| "none: the source is shorter".into())
+        ));
+    }
+    if let Some(expected) = expected_stop
+        && expected != stop
+    {
+        let what = if stop < expected {
+            "committed source records are missing"
+        } else {
+            "records past the source's last stable offset (an open transaction) were kept"
+        };
+        world.violation(format!(
+            "{tp}: the MIRROR_PID_RESET barrier is at offset {stop}, the source's last stable \
+             offset at the stop was {expected}: {what}"
+        ));
+    }
+    // Transactions of the mirrored range: each producer's data needs its marker before the
+    // barrier.
+    let mut open: BTreeMap<i64, i64> = BTreeMap::new();
+    for (_, b) in dst_batches.iter().take_while(|(p, _)| *p < at) {
+        if !b.is_transactional() {
+            continue;
+        }
+        if b.is_control() {
+            open.remove(&b.producer_id());
+        } else {
+            open.entry(b.producer_id()).or_insert(b.base_offset());
+        }
+    }
+    if !open.is_empty() {
+        world.violation(format!(
+            "{tp}: the destination kept transactions open at the stop (producer id -> first \
+             offset): {open:?}"
+        ));
+    }
+    stop as u64
+}
+
+/// Checks that every record `acked` by the destination reads back (Fetch) with its value.
+async fn check_destination_acks(world: &mut World) {
+    let acks = world.destination_acks.clone();
+    for (topic, acked) in &acks {
+        let mut read = BTreeMap::new();
+        for p in 0..PARTITIONS {
+            match client::read_back(&world.destination(), topic, p).await {
+                Ok(values) => {
+                    read.insert(p, values);
+                }
+                Err(e) => {
+                    world.violation(format!(
+                        "{topic}-{p}: the destination's acknowledged records cannot be read \
+                         back: {e}"
+                    ));
+                }
+            }
+        }
+        let mut missing = Vec::new();
+        for a in acked {
+            let Some(values) = read.get(&a.partition) else {
+                continue;
+            };
+            world.records_checked += 1;
+            if values.get(&a.offset) != Some(&a.value) {
+                missing.push(format!(
+                    "{}@{} wanted {:?} found {:?}",
+                    a.partition,
+                    a.offset,
+                    a.value,
+                    values.get(&a.offset)
+                ));
+            }
+        }
+        if !missing.is_empty() {
+            let count = missing.len();
+            missing.truncate(5);
+            world.violation(format!(
+                "{topic}: {count} records the destination acknowledged after its failover are \
+                 gone or changed: {}",
+                missing.join("; ")
+            ));
+        }
+    }
+}
+
+/// Produces on the failed-over destination: idempotent batches and two transactions (one
+/// committed, one aborted); every write must be acknowledged.
+async fn write_destination(world: &mut World, topic: &str) -> Vec<Acked> {
+    let address = world.destination();
+    let mut acked = Vec::new();
+    let mut idempotent = Producer::idempotent(&address);
+    let cycle = world.cycle;
+    for n in 0..10 {
+        let p = n % PARTITIONS;
+        let values: Vec<String> = (0..5).map(|i| format!("c{cycle}-dst-{n}-{i}")).collect();
+        match idempotent.produce(topic, p, &values, Compression::None).await {
+            Outcome::Acked(a) => acked.extend(a),
+            other => world.violation(format!(
+                "{topic}-{p}: a produce to the STOPPED destination failed: {other:?}"
+            )),
+        }
+    }
+    let mut transactional = Producer::transactional(&address, &format!("nemesis-dst-{topic}"));
+    for (round, commit) in [(0, true), (1, false)] {
+        let result = async {
+            transactional.add_partitions(topic, &[0, 1]).await?;
+            let mut written = Vec::new();
+            for p in 0..PARTITIONS {
+                let values: Vec<String> = (0..3)
+                    .map(|i| format!("c{cycle}-dst-txn{round}-{p}-{i}"))
+                    .collect();
+                match transactional
+                    .produce(topic, p, &values, Compression::Lz4)
+                    .await
+                {
+                    Outcome::Acked(a) => written.extend(a),
+                    other => return Err(format!("produce: {other:?}")),
+                }
+            }
+            transactional.end(commit).await?;
+            Ok::<_, String>(written)
+        }
+        .await;
+        match result {
+            Ok(written) => acked.extend(written),
+            Err(e) => world.violation(format!(
+                "{topic}: a transaction on the STOPPED destination failed: {e}"
+            )),
+        }
+    }
+    acked
+}
+
+/// Injects `fault` (other than the two tied to start and stop), holds it a moment while the
+/// source is written, samples the read-only rule, and ends it.
+async fn inject(world: &mut World, fault: Fault, topic: &str) {
+    let hold = world.rng.millis(1_000, 4_000);
+    world.note(&format!("fault {} for {hold:?}", fault.name()));
+    match fault {
+        Fault::KillDestination => {
+            tokio::time::sleep(hold / 2).await;
+            world.kill_destination();
+            world.sample_read_only(topic).await;
+        }
+        Fault::KillSource => {
+            world.source.kill();
+            tokio::time::sleep(hold).await;
+            world.source.restart();
+        }
+        Fault::FreezeDestination => {
+            world.check_metric();
+            world.destination.freeze();
+            tokio::time::sleep(hold).await;
+            world.destination.thaw();
+        }
+        Fault::FreezeSource => {
+            world.source.freeze();
+            tokio::time::sleep(hold).await;
+            world.source.thaw();
+        }
+        Fault::ProxyDrop | Fault::ProxyStall => {
+            world.proxy.set(if fault == Fault::ProxyDrop {
+                Mode::Drop
+            } else {
+                Mode::Stall
+            });
+            tokio::time::sleep(hold / 2).await;
+            world.sample_read_only(topic).await;
+            tokio::time::sleep(hold / 2).await;
+            world.proxy.set(Mode::Pass);
+        }
+        Fault::PauseResume => {
+            let (code, text) = world.cli("--pause", topic).await;
+            if code == Some(0) {
+                if let Err(now) = world.wait_state(topic, "PAUSED", None).await {
+                    world.violation(format!(
+                        "{topic}: not PAUSED within {STATE_BOUND:?} of --pause: {now:?}"
+                    ));
+                }
+                world.sample_read_only(topic).await;
+                tokio::time::sleep(hold).await;
+                let (code, text) = world.cli("--resume", topic).await;
+                if code != Some(0) {
+                    world.violation(format!(
+                        "{topic}: --resume of a PAUSED topic failed: {}",
+                        text.trim()
+                    ));
+                }
+            } else {
+                world.note(&format!("--pause refused: {}", text.trim()));
+            }
+        }
+        Fault::StopDuringPreparing | Fault::KillDuringStopping => {}
+    }
+    world.sample_read_only(topic).await;
+}
+
+/// One cycle of the schedule; violations go to the world.
+async fn cycle(world: &mut World, run: u32) {
+    let topic = format!("nemesis-{run}-{}", world.cycle);
+    let count = 1 + world.rng.below(3);
+    let faults: Vec<Fault> = (0..count)
+        .map(|_| FAULTS[world.rng.below(FAULTS.len() as u64) as usize])
+        .collect();
+    world.note(&format!(
+        "topic {topic}, faults {:?}",
+        faults.iter().map(|f| f.name()).collect::<Vec<_>>()
+    ));
+    for f in &faults {
+        *world.faults.entry(f.name()).or_default() += 1;
+    }
+    match client::create_topic(&world.source.address(), &topic, PARTITIONS).await {
+        Ok(0) => {}
+        other => panic!("the source did not create {topic}: {other:?}"),
+    }
+
+    // The source is written from before the start to the end of the faults.
+    let stop_writing = Arc::new(AtomicBool::new(false));
+    let source_acks = Arc::new(Mutex::new(Vec::new()));
+    let writer = tokio::spawn(write_source(
+        world.source.address(),
+        topic.clone(),
+        world.cycle,
+        world.rng.next(),
+        stop_writing.clone(),
+        source_acks.clone(),
+    ));
+    tokio::time::sleep(world.rng.millis(200, 1_500)).await;
+
+    let (code, text) = world.cli("--start", &topic).await;
+    if code != Some(0) {
+        world.violation(format!("{topic}: --start failed: {}", text.trim()));
+    }
+    if faults.contains(&Fault::StopDuringPreparing) {
+        // Lands while the partitions look up the last mirrored epoch; then mirror again.
+        let (code, text) = world.cli("--stop", &topic).await;
+        if code == Some(0) {
+            if let Err(now) = world.wait_state(&topic, "STOPPED", None).await {
+                world.violation(format!(
+                    "{topic}: not STOPPED within {STATE_BOUND:?} of a --stop in PREPARING: \
+                     {now:?}"
+                ));
+            }
+        } else {
+            world.note(&format!("--stop in PREPARING refused: {}", text.trim()));
+        }
+        let (code, text) = world.cli("--start", &topic).await;
+        if code != Some(0) {
+            world.violation(format!(
+                "{topic}: --start after a stop in PREPARING failed: {}",
+                text.trim()
+            ));
+        }
+    }
+    world.sample_read_only(&topic).await;
+    for fault in &faults {
+        tokio::time::sleep(world.rng.millis(200, 1_500)).await;
+        inject(world, *fault, &topic).await;
+    }
+    world.heal();
+    stop_writing.store(true, Ordering::SeqCst);
+    if tokio::time::timeout(Duration::from_secs(60), writer)
+        .await
+        .is_err()
+    {
+        panic!("the source writer did not stop within 60 s");
+    }
+
+    // Sometimes a transaction stays open on the source across the stop: the destination must
+    // cut it away.
+    let mut dangling = Producer::transactional(
+        &world.source.address(),
+        &format!("nemesis-dangling-{topic}"),
+    );
+    if world.rng.chance(50) {
+        let opened = async {
+            dangling.add_partitions(&topic, &[0, 1]).await?;
+            for p in 0..PARTITIONS {
+                let values = vec![format!("c{}-dangling-{p}", world.cycle)];
+                if let Outcome::Acked(a) = dangling.produce(&topic, p, &values, Compression::None).await
+                {
+                    source_acks.lock().expect("acks").extend(a);
+                }
+            }
+            Ok::<_, String>(())
+        }
+        .await;
+        world.note(&format!("a transaction left open on the source: {opened:?}"));
+    }
+
+    // Faults over: the mirror catches up with everything decided on the source (it fetches
+    // READ_COMMITTED, so up to the source's last stable offset).
+    let mut source_lsos = Vec::new();
+    for p in 0..PARTITIONS {
+        match client::end_offset(&world.source.address(), &topic, p, true).await {
+            Ok(lso) => source_lsos.push(lso),
+            Err(e) => panic!("the source's last stable offset of {topic}-{p}: {e}"),
+        }
+    }
+    let caught_up = match world
+        .wait_state(&topic, "MIRRORING", Some(&source_lsos))
+        .await
+    {
+        Ok(()) => true,
+        Err(now) => {
+            world.violation(format!(
+                "{topic}: not MIRRORING at the source's last stable offsets {source_lsos:?} \
+                 within {STATE_BOUND:?} of the faults' end: {now:?}"
+            ));
+            false
+        }
+    };
+    world.sample_read_only(&topic).await;
+
+    // Failover.
+    let (code, text) = world.cli("--stop", &topic).await;
+    if code != Some(0) {
+        world.violation(format!("{topic}: --stop failed: {}", text.trim()));
+    }
+    if faults.contains(&Fault::KillDuringStopping) {
+        world.kill_destination();
+    }
+    if let Err(now) = world.wait_state(&topic, "STOPPED", None).await {
+        world.violation(format!(
+            "{topic}: not STOPPED within {STATE_BOUND:?} of --stop: {now:?}"
+        ));
+        let _ = dangling.fence().await;
+        return;
+    }
+    let acked = write_destination(world, &topic).await;
+    world.note(&format!("{} records acknowledged by the destination", acked.len()));
+    world.destination_acks.push((topic.clone(), acked));
+    world.kill_destination();
+    check_destination_acks(world).await;
+
+    // The source's own acknowledged records survived its crashes.
+    let source_acks = source_acks.lock().expect("acks").clone();
+    let mut lost = Vec::new();
+    for p in 0..PARTITIONS {
+        let values = segment_values(&world.source.segment(&topic, p));
+        for a in source_acks.iter().filter(|a| a.partition == p) {
+            world.records_checked += 1;
+            if values.get(&a.offset) != Some(&a.value) {
+                lost.push(format!("{p}@{} {:?}", a.offset, a.value));
+            }
+        }
+    }
+    if !lost.is_empty() {
+        let count = lost.len();
+        lost.truncate(5);
+        world.violation(format!(
+            "{topic}: {count} records the source acknowledged are not in its log: {}",
+            lost.join("; ")
+        ));
+    }
+    for p in 0..PARTITIONS {
+        let expected = caught_up.then(|| source_lsos[p as usize]);
+        let mirrored = check_segments(world, &topic, p, expected);
+        world.records_checked += mirrored;
+    }
+    // Fences and aborts the dangling transaction, so the source's LSO moves on.
+    let _ = dangling.fence().await;
+    world.check_metric();
+    world.check_logs();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_survives_the_nemesis() {
+    let seed = std::env::var("NEMESIS_SEED")
+        .ok()
+        .map(|s| s.parse().expect("NEMESIS_SEED is a number"))
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970")
+                .as_nanos() as u64
+        });
+    let cycles: u32 = std::env::var("NEMESIS_CYCLES")
+        .ok()
+        .map(|s| s.parse().expect("NEMESIS_CYCLES is a number"))
+        .unwrap_or(3);
+    println!("NEMESIS_SEED={seed}");
+    eprintln!("NEMESIS_SEED={seed}");
+
+    let (dir_s, dir_d) = (
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    );
+    let (port_s, port_d, port_p, port_m) = (free_port(), free_port(), free_port(), free_port());
+    let proxy_address = format!("127.0.0.1:{port_p}");
+    let proxy = FaultProxy::start(&proxy_address, &format!("127.0.0.1:{port_s}"));
+    // The source advertises the proxy: the mirror's metadata sends every fetch through it.
+    let source = Broker::start(
+        "source",
+        dir_s.path(),
+        port_s,
+        &format!("advertised.listeners=PLAINTEXT://{proxy_address}\nauto.create.topics.enable=false\n"),
+    );
+    let metrics = format!("127.0.0.1:{port_m}");
+    let destination = Broker::start(
+        "destination",
+        dir_d.path(),
+        port_d,
+        &format!("metrics.listener=http://{metrics}\nauto.create.topics.enable=false\n"),
+    );
+    let mirror_config = dir_d.path().join("m.properties");
+    std::fs::write(&mirror_config, format!("bootstrap.servers={proxy_address}\n"))
+        .expect("mirror config written");
+    let (code, text) = mirrors_cli(
+        &destination.address(),
+        &[
+            "--create",
+            "--mirror",
+            MIRROR,
+            "--mirror-config",
+            mirror_config.to_str().expect("a UTF-8 path"),
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(0), "kmirror mirrors --create: {text}");
+
+    let mut world = World {
+        seed,
+        cycle: 0,
+        rng: Rng(seed),
+        source,
+        destination,
+        proxy,
+        metrics,
+        metric_reported: 0.0,
+        logs_seen: [0, 0],
+        violations: Vec::new(),
+        faults: BTreeMap::new(),
+        records_checked: 0,
+        destination_acks: Vec::new(),
+        samples: BTreeMap::new(),
+    };
+    let run = std::process::id();
+    let started = Instant::now();
+    for c in 1..=cycles {
+        world.cycle = c;
+        cycle(&mut world, run).await;
+        world.heal();
+    }
+    let faults: Vec<String> = world
+        .faults
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let kinds: BTreeSet<&str> = world.faults.keys().copied().collect();
+    let summary = format!(
+        "NEMESIS_SUMMARY seed={seed} cycles={cycles} elapsed={:.0}s faults[{}] ({} kinds) \
+         records_checked={} read_only_samples={:?} violations={}",
+        started.elapsed().as_secs_f64(),
+        faults.join(" "),
+        kinds.len(),
+        world.records_checked,
+        world.samples,
+        world.violations.len()
+    );
+    println!("{summary}");
+    eprintln!("{summary}");
+    assert!(
+        world.violations.is_empty(),
+        "{} violations (replay with NEMESIS_SEED={seed}):\n{}",
+        world.violations.len(),
+        world.violations.join("\n")
+    );
+}
