@@ -39,6 +39,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const MIRROR: &str = "m";
+/// The old source's mirror of the destination, for failback.
+const BACK: &str = "back";
 const PARTITIONS: i32 = 2;
 /// How long a partition may take to reach its desired state once the faults end.
 const STATE_BOUND: Duration = Duration::from_secs(60);
@@ -80,9 +82,11 @@ enum Fault {
     PauseResume,
     StopDuringPreparing,
     KillDuringStopping,
+    KillDuringPreparing,
+    StopWithSourceDown,
 }
 
-const FAULTS: [Fault; 9] = [
+const FAULTS: [Fault; 11] = [
     Fault::KillDestination,
     Fault::KillSource,
     Fault::FreezeDestination,
@@ -92,6 +96,8 @@ const FAULTS: [Fault; 9] = [
     Fault::PauseResume,
     Fault::StopDuringPreparing,
     Fault::KillDuringStopping,
+    Fault::KillDuringPreparing,
+    Fault::StopWithSourceDown,
 ];
 
 impl Fault {
@@ -106,6 +112,8 @@ impl Fault {
             Fault::PauseResume => "pause-resume",
             Fault::StopDuringPreparing => "stop-in-preparing",
             Fault::KillDuringStopping => "kill-in-stopping",
+            Fault::KillDuringPreparing => "kill-in-preparing",
+            Fault::StopWithSourceDown => "stop-with-source-down",
         }
     }
 }
@@ -130,6 +138,9 @@ struct World {
     destination_acks: Vec<(String, Vec<Acked>)>,
     /// Produce answers to the destination sampled before STOPPED: code -> count.
     samples: BTreeMap<String, u32>,
+    /// Whether the source has mirror `back` of the destination yet.
+    back_created: bool,
+    failbacks: u32,
 }
 
 impl World {
@@ -212,21 +223,7 @@ impl World {
         state: &str,
         ends: Option<&[i64]>,
     ) -> Result<(), Vec<(String, i64)>> {
-        let deadline = Instant::now() + STATE_BOUND;
-        loop {
-            let now = described(&self.destination(), MIRROR, topic).await;
-            let reached = now.len() == PARTITIONS as usize
-                && now.iter().enumerate().all(|(p, (s, o))| {
-                    s == state && ends.is_none_or(|e| e.get(p) == Some(o))
-                });
-            if reached {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(now);
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        wait_mirror_state(&self.destination(), MIRROR, topic, state, ends).await
     }
 
     /// Produces one record to the destination's `topic`, which is not STOPPED: anything but a
@@ -262,6 +259,33 @@ impl World {
         self.proxy.set(Mode::Pass);
         self.source.thaw();
         self.destination.thaw();
+    }
+}
+
+/// Waits up to [`STATE_BOUND`] until every partition of `topic` in `mirror` on the broker at
+/// `address` is in `state` (and, with `ends`, at those destination offsets); the last
+/// description when it is not.
+async fn wait_mirror_state(
+    address: &str,
+    mirror: &str,
+    topic: &str,
+    state: &str,
+    ends: Option<&[i64]>,
+) -> Result<(), Vec<(String, i64)>> {
+    let deadline = Instant::now() + STATE_BOUND;
+    loop {
+        let now = described(address, mirror, topic).await;
+        let reached = now.len() == PARTITIONS as usize
+            && now.iter().enumerate().all(|(p, (s, o))| {
+                s == state && ends.is_none_or(|e| e.get(p) == Some(o))
+            });
+        if reached {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(now);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -577,7 +601,13 @@ async fn write_destination(world: &mut World, topic: &str) -> Vec<Acked> {
 /// Injects `fault` (other than the two tied to start and stop), holds it a moment while the
 /// source is written, samples the read-only rule, and ends it.
 async fn inject(world: &mut World, fault: Fault, topic: &str) {
-    if matches!(fault, Fault::StopDuringPreparing | Fault::KillDuringStopping) {
+    if matches!(
+        fault,
+        Fault::StopDuringPreparing
+            | Fault::KillDuringStopping
+            | Fault::KillDuringPreparing
+            | Fault::StopWithSourceDown
+    ) {
         return;
     }
     let hold = world.rng.millis(1_000, 4_000);
@@ -613,7 +643,12 @@ async fn inject(world: &mut World, fault: Fault, topic: &str) {
             tokio::time::sleep(hold / 2).await;
             world.sample_read_only(topic).await;
             tokio::time::sleep(hold / 2).await;
-            world.proxy.set(Mode::Pass);
+            // Sometimes the network stays broken through the next fault (the heal ends it).
+            if world.rng.chance(70) {
+                world.proxy.set(Mode::Pass);
+            } else {
+                world.note("the proxy fault stays in force");
+            }
         }
         Fault::PauseResume => {
             let (code, text) = world.cli("--pause", topic).await;
@@ -636,11 +671,88 @@ async fn inject(world: &mut World, fault: Fault, topic: &str) {
                 world.note(&format!("--pause refused: {}", text.trim()));
             }
         }
-        Fault::StopDuringPreparing | Fault::KillDuringStopping => {
-            unreachable!("injected at the start and at the stop")
-        }
+        Fault::StopDuringPreparing
+        | Fault::KillDuringStopping
+        | Fault::KillDuringPreparing
+        | Fault::StopWithSourceDown => unreachable!("injected at the start and at the stop"),
     }
     world.sample_read_only(topic).await;
+}
+
+/// Fails `topic` back: the old source mirrors the destination with mirror `back` (sometimes
+/// SIGKILLed right after `--start`, in PREPARING), cuts what it holds past the last mirrored
+/// epoch (the aborted transaction left open at the stop) and copies what the destination wrote;
+/// once MIRRORING at the destination's last stable offsets both logs are byte-identical.
+async fn fail_back(world: &mut World, topic: &str) {
+    let source = world.source.address();
+    if !world.back_created {
+        let config = world.source.dir.join("back.properties");
+        std::fs::write(&config, format!("bootstrap.servers={}\n", world.destination()))
+            .expect("mirror config written");
+        let (code, text) = mirrors_cli(
+            &source,
+            &[
+                "--create",
+                "--mirror",
+                BACK,
+                "--mirror-config",
+                config.to_str().expect("a UTF-8 path"),
+            ],
+        )
+        .await;
+        assert_eq!(code, Some(0), "kmirror mirrors --create --mirror {BACK}: {text}");
+        world.back_created = true;
+    }
+    world.failbacks += 1;
+    let (code, text) = mirrors_cli(&source, &["--start", "--mirror", BACK, "--topics", topic]).await;
+    world.note(&format!("failback --start {topic}: exit {code:?} {}", text.trim()));
+    if code != Some(0) {
+        world.violation(format!("{topic}: failback --start failed: {}", text.trim()));
+        return;
+    }
+    if world.rng.chance(50) {
+        world.note("failback: SIGKILL of the old source right after --start");
+        *world.faults.entry("kill-source-in-failback").or_default() += 1;
+        world.source.restart();
+    }
+    let mut lsos = Vec::new();
+    for p in 0..PARTITIONS {
+        match client::end_offset(&world.destination(), topic, p, true).await {
+            Ok(lso) => lsos.push(lso),
+            Err(e) => panic!("the destination's last stable offset of {topic}-{p}: {e}"),
+        }
+    }
+    if let Err(now) = wait_mirror_state(&source, BACK, topic, "MIRRORING", Some(&lsos)).await {
+        world.violation(format!(
+            "{topic}: failback not MIRRORING at the destination's last stable offsets {lsos:?} \
+             within {STATE_BOUND:?}: {now:?}"
+        ));
+        return;
+    }
+    for p in 0..PARTITIONS {
+        let (back, front) = (
+            world.source.segment(topic, p),
+            world.destination.segment(topic, p),
+        );
+        world.records_checked += lsos[p as usize].max(0) as u64;
+        if back != front {
+            let (b, f) = (batches(&back), batches(&front));
+            let first = f
+                .iter()
+                .find(|(at, batch)| {
+                    !b.iter()
+                        .any(|(q, x)| q == at && x.as_bytes() == batch.as_bytes())
+                })
+                .map(|(at, batch)| format!("offset {} (byte {at})", batch.base_offset()));
+            world.violation(format!(
+                "{topic}-{p}: after failback the old source's log ({} bytes) differs from the \
+                 destination's ({} bytes); first destination batch not on the source: {}",
+                back.len(),
+                front.len(),
+                first.unwrap_or_else(|| "none: the source has more".into())
+            ));
+        }
+    }
 }
 
 /// One cycle of the schedule; violations go to the world.
@@ -699,6 +811,10 @@ async fn cycle(world: &mut World, run: u32) {
                 text.trim()
             ));
         }
+    }
+    if faults.contains(&Fault::KillDuringPreparing) {
+        // Lands while the partitions look up the last mirrored epoch or truncate.
+        world.kill_destination();
     }
     world.sample_read_only(&topic).await;
     for fault in &faults {
@@ -760,7 +876,15 @@ async fn cycle(world: &mut World, run: u32) {
     };
     world.sample_read_only(&topic).await;
 
-    // Failover.
+    // Failover, sometimes with the source region gone (a mirror caught up loses nothing).
+    let source_down = faults.contains(&Fault::StopWithSourceDown);
+    if source_down {
+        match world.rng.below(3) {
+            0 => world.proxy.set(Mode::Drop),
+            1 => world.proxy.set(Mode::Stall),
+            _ => world.source.freeze(),
+        }
+    }
     let (code, text) = world.cli("--stop", &topic).await;
     if code != Some(0) {
         world.violation(format!("{topic}: --stop failed: {}", text.trim()));
@@ -768,9 +892,18 @@ async fn cycle(world: &mut World, run: u32) {
     if faults.contains(&Fault::KillDuringStopping) {
         world.kill_destination();
     }
-    if let Err(now) = world.wait_state(&topic, "STOPPED", None).await {
+    let stopped = world.wait_state(&topic, "STOPPED", None).await;
+    if source_down {
+        world.heal();
+    }
+    if let Err(now) = stopped {
         world.violation(format!(
-            "{topic}: not STOPPED within {STATE_BOUND:?} of --stop: {now:?}"
+            "{topic}: not STOPPED within {STATE_BOUND:?} of --stop{}: {now:?}",
+            if source_down {
+                " (the source unreachable)"
+            } else {
+                ""
+            }
         ));
         let _ = dangling.fence().await;
         return;
@@ -808,6 +941,9 @@ async fn cycle(world: &mut World, run: u32) {
     }
     // Fences and aborts the dangling transaction, so the source's LSO moves on.
     let _ = dangling.fence().await;
+    if world.rng.chance(40) {
+        fail_back(world, &topic).await;
+    }
     world.check_metric();
     world.check_logs();
 }
@@ -882,6 +1018,8 @@ async fn failover_survives_the_nemesis() {
         records_checked: 0,
         destination_acks: Vec::new(),
         samples: BTreeMap::new(),
+        back_created: false,
+        failbacks: 0,
     };
     let run = std::process::id();
     let started = Instant::now();
@@ -898,10 +1036,11 @@ async fn failover_survives_the_nemesis() {
     let kinds: BTreeSet<&str> = world.faults.keys().copied().collect();
     let summary = format!(
         "NEMESIS_SUMMARY seed={seed} cycles={cycles} elapsed={:.0}s faults[{}] ({} kinds) \
-         records_checked={} read_only_samples={:?} violations={}",
+         failbacks={} records_checked={} read_only_samples={:?} violations={}",
         started.elapsed().as_secs_f64(),
         faults.join(" "),
         kinds.len(),
+        world.failbacks,
         world.records_checked,
         world.samples,
         world.violations.len()
