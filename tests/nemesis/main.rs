@@ -475,7 +475,7 @@ fn compare_segments(
     (stop, wrong)
 }
 
-/// [`compare_segments`] over both brokers' first segment of `topic`-`partition`; returns the
+/// [`compare_segments`] over both brokers' logs of `topic`-`partition`; returns the
 /// number of mirrored offsets compared.
 fn check_segments(
     world: &mut World,
@@ -484,18 +484,10 @@ fn check_segments(
     expected_stop: Option<i64>,
 ) -> u64 {
     let tp = format!("{topic}-{partition}");
-    for broker in [&world.source, &world.destination] {
-        if broker.segment_count(topic, partition) > 1 {
-            let name = broker.name;
-            world.note(&format!(
-                "{tp} rolled on the {name}: only the first segment is compared"
-            ));
-        }
-    }
     let (stop, wrong) = compare_segments(
         &tp,
-        &world.source.segment(topic, partition),
-        &world.destination.segment(topic, partition),
+        &world.source.log_bytes(topic, partition),
+        &world.destination.log_bytes(topic, partition),
         expected_stop,
     );
     for w in wrong {
@@ -731,8 +723,8 @@ async fn fail_back(world: &mut World, topic: &str) {
     }
     for p in 0..PARTITIONS {
         let (back, front) = (
-            world.source.segment(topic, p),
-            world.destination.segment(topic, p),
+            world.source.log_bytes(topic, p),
+            world.destination.log_bytes(topic, p),
         );
         world.records_checked += lsos[p as usize].max(0) as u64;
         if back != front {
@@ -918,7 +910,7 @@ async fn cycle(world: &mut World, run: u32) {
     let source_acks = source_acks.lock().expect("acks").clone();
     let mut lost = Vec::new();
     for p in 0..PARTITIONS {
-        let values = segment_values(&world.source.segment(&topic, p));
+        let values = segment_values(&world.source.log_bytes(&topic, p));
         for a in source_acks.iter().filter(|a| a.partition == p) {
             world.records_checked += 1;
             if values.get(&a.offset) != Some(&a.value) {
@@ -978,14 +970,22 @@ async fn failover_survives_the_nemesis() {
         "source",
         dir_s.path(),
         port_s,
-        &format!("advertised.listeners=PLAINTEXT://{proxy_address}\nauto.create.topics.enable=false\n"),
+        &format!(
+            "advertised.listeners=PLAINTEXT://{proxy_address}\nauto.create.topics.enable=false\n\
+             log.segment.bytes=16384\n"
+        ),
     );
     let metrics = format!("127.0.0.1:{port_m}");
     let destination = Broker::start(
         "destination",
         dir_d.path(),
         port_d,
-        &format!("metrics.listener=http://{metrics}\nauto.create.topics.enable=false\n"),
+        // Small segments, rolled elsewhere than the source's: truncation and recovery cross
+        // segment files.
+        &format!(
+            "metrics.listener=http://{metrics}\nauto.create.topics.enable=false\n\
+             log.segment.bytes=24576\n"
+        ),
     );
     let mirror_config = dir_d.path().join("m.properties");
     std::fs::write(&mirror_config, format!("bootstrap.servers={proxy_address}\n"))

@@ -143,27 +143,25 @@ impl Broker {
         std::fs::read_to_string(self.dir.join("broker.log")).unwrap_or_default()
     }
 
-    /// The segment file of `topic`-`partition` starting at offset 0.
-    pub(crate) fn segment(&self, topic: &str, partition: i32) -> Vec<u8> {
-        std::fs::read(
-            self.dir
-                .join("data")
-                .join(format!("{topic}-{partition}"))
-                .join("00000000000000000000.log"),
-        )
-        .unwrap_or_default()
-    }
-
-    /// Every segment file of `topic`-`partition`, in offset order (a roll would otherwise hide
-    /// data from the comparison).
-    pub(crate) fn segment_count(&self, topic: &str, partition: i32) -> usize {
-        std::fs::read_dir(self.dir.join("data").join(format!("{topic}-{partition}")))
+    /// The log of `topic`-`partition`: its segment files concatenated in offset order (where a
+    /// log rolls is each broker's own business; the bytes are what must match).
+    pub(crate) fn log_bytes(&self, topic: &str, partition: i32) -> Vec<u8> {
+        let dir = self.dir.join("data").join(format!("{topic}-{partition}"));
+        let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
             .map(|d| {
                 d.filter_map(Result::ok)
-                    .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
-                    .count()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                    .collect()
             })
-            .unwrap_or(0)
+            .unwrap_or_default();
+        // Zero-padded base offsets: the names sort as the offsets do.
+        segments.sort();
+        let mut bytes = Vec::new();
+        for segment in segments {
+            bytes.extend(std::fs::read(&segment).unwrap_or_default());
+        }
+        bytes
     }
 }
 
