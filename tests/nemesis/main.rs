@@ -30,11 +30,13 @@ use bytes::Bytes;
 use client::{Acked, Outcome, Producer, READ_ONLY_TOPIC};
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use kmirror_protocol::batch::{RecordBatch, RecordBatches};
+use kmirror_protocol::kafka_tools::kafka_env;
 use kmirror_protocol::records::ControlRecord;
 use process::{Broker, described, free_port, mirrors_cli, scrape};
 use proxy::{FaultProxy, Mode};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -118,12 +120,45 @@ impl Fault {
     }
 }
 
+/// The cluster mirrored: a `kmirror broker` the nemesis may crash and freeze, or the Apache
+/// Kafka `scripts/test.sh` runs (shared with other tests: never crashed, only cut off by the
+/// proxy; its segment files are read from its data folder).
+enum Source {
+    Kmirror(Broker),
+    Kafka { address: String, logs: PathBuf },
+}
+
+impl Source {
+    fn address(&self) -> String {
+        match self {
+            Source::Kmirror(b) => b.address(),
+            Source::Kafka { address, .. } => address.clone(),
+        }
+    }
+
+    fn log_bytes(&self, topic: &str, partition: i32) -> Vec<u8> {
+        match self {
+            Source::Kmirror(b) => b.log_bytes(topic, partition),
+            Source::Kafka { logs, .. } => {
+                process::concatenated_segments(&logs.join(format!("{topic}-{partition}")))
+            }
+        }
+    }
+
+    fn broker(&mut self) -> Option<&mut Broker> {
+        match self {
+            Source::Kmirror(b) => Some(b),
+            Source::Kafka { .. } => None,
+        }
+    }
+}
+
 /// Both brokers, the proxy between them, and what the run found.
 struct World {
     seed: u64,
     cycle: u32,
     rng: Rng,
-    source: Broker,
+    source: Source,
     destination: Broker,
     proxy: FaultProxy,
     metrics: String,
@@ -185,10 +220,10 @@ impl World {
     /// Searches what both logs gained since the last search for panics.
     fn check_logs(&mut self) {
         for i in 0..2 {
-            let broker = if i == 0 {
-                &self.source
-            } else {
-                &self.destination
+            let broker = match (i, &self.source) {
+                (0, Source::Kmirror(b)) => b,
+                (0, Source::Kafka { .. }) => continue,
+                _ => &self.destination,
             };
             let (name, log) = (broker.name, broker.log());
             let fresh = log.get(self.logs_seen[i]..).unwrap_or_default();
@@ -257,7 +292,9 @@ impl World {
     /// Ends whatever fault is in force: the proxy passes, both brokers run and answer.
     fn heal(&mut self) {
         self.proxy.set(Mode::Pass);
-        self.source.thaw();
+        if let Some(source) = self.source.broker() {
+            source.thaw();
+        }
         self.destination.thaw();
     }
 }
@@ -611,9 +648,10 @@ async fn inject(world: &mut World, fault: Fault, topic: &str) {
             world.sample_read_only(topic).await;
         }
         Fault::KillSource => {
-            world.source.kill();
+            let source = world.source.broker().expect("a kmirror source");
+            source.kill();
             tokio::time::sleep(hold).await;
-            world.source.restart();
+            source.restart();
         }
         Fault::FreezeDestination => {
             world.check_metric();
@@ -622,9 +660,10 @@ async fn inject(world: &mut World, fault: Fault, topic: &str) {
             world.destination.thaw();
         }
         Fault::FreezeSource => {
-            world.source.freeze();
+            let source = world.source.broker().expect("a kmirror source");
+            source.freeze();
             tokio::time::sleep(hold).await;
-            world.source.thaw();
+            source.thaw();
         }
         Fault::ProxyDrop | Fault::ProxyStall => {
             world.proxy.set(if fault == Fault::ProxyDrop {
@@ -676,9 +715,12 @@ async fn inject(world: &mut World, fault: Fault, topic: &str) {
 /// epoch (the aborted transaction left open at the stop) and copies what the destination wrote;
 /// once MIRRORING at the destination's last stable offsets both logs are byte-identical.
 async fn fail_back(world: &mut World, topic: &str) {
-    let source = world.source.address();
+    let Source::Kmirror(old_source) = &world.source else {
+        return;
+    };
+    let source = old_source.address();
     if !world.back_created {
-        let config = world.source.dir.join("back.properties");
+        let config = old_source.dir.join("back.properties");
         std::fs::write(&config, format!("bootstrap.servers={}\n", world.destination()))
             .expect("mirror config written");
         let (code, text) = mirrors_cli(
@@ -705,7 +747,9 @@ async fn fail_back(world: &mut World, topic: &str) {
     if world.rng.chance(50) {
         world.note("failback: SIGKILL of the old source right after --start");
         *world.faults.entry("kill-source-in-failback").or_default() += 1;
-        world.source.restart();
+        if let Some(source) = world.source.broker() {
+            source.restart();
+        }
     }
     let mut lsos = Vec::new();
     for p in 0..PARTITIONS {
@@ -748,11 +792,17 @@ async fn fail_back(world: &mut World, topic: &str) {
 }
 
 /// One cycle of the schedule; violations go to the world.
-async fn cycle(world: &mut World, run: u32) {
+async fn cycle(world: &mut World, run: &str) {
     let topic = format!("nemesis-{run}-{}", world.cycle);
     let count = 1 + world.rng.below(3);
+    // Apache Kafka is shared with other tests: it is cut off, never crashed or frozen.
+    let kafka = matches!(world.source, Source::Kafka { .. });
+    let possible: Vec<Fault> = FAULTS
+        .into_iter()
+        .filter(|f| !kafka || !matches!(f, Fault::KillSource | Fault::FreezeSource))
+        .collect();
     let faults: Vec<Fault> = (0..count)
-        .map(|_| FAULTS[world.rng.below(FAULTS.len() as u64) as usize])
+        .map(|_| possible[world.rng.below(possible.len() as u64) as usize])
         .collect();
     world.note(&format!(
         "topic {topic}, faults {:?}",
@@ -871,10 +921,10 @@ async fn cycle(world: &mut World, run: u32) {
     // Failover, sometimes with the source region gone (a mirror caught up loses nothing).
     let source_down = faults.contains(&Fault::StopWithSourceDown);
     if source_down {
-        match world.rng.below(3) {
-            0 => world.proxy.set(Mode::Drop),
-            1 => world.proxy.set(Mode::Stall),
-            _ => world.source.freeze(),
+        match (world.rng.below(3), world.source.broker()) {
+            (0, _) => world.proxy.set(Mode::Drop),
+            (2, Some(source)) => source.freeze(),
+            _ => world.proxy.set(Mode::Stall),
         }
     }
     let (code, text) = world.cli("--stop", &topic).await;
@@ -933,15 +983,23 @@ async fn cycle(world: &mut World, run: u32) {
     }
     // Fences and aborts the dangling transaction, so the source's LSO moves on.
     let _ = dangling.fence().await;
-    if world.rng.chance(40) {
+    if !kafka && world.rng.chance(40) {
         fail_back(world, &topic).await;
     }
     world.check_metric();
     world.check_logs();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn failover_survives_the_nemesis() {
+/// Which cluster a run mirrors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SourceKind {
+    Kmirror,
+    Kafka,
+}
+
+/// A whole run: the seed and cycle count from the environment, the brokers, the cycles, the
+/// summary line, and a failure listing every violation.
+async fn run(kind: SourceKind) {
     let seed = std::env::var("NEMESIS_SEED")
         .ok()
         .map(|s| s.parse().expect("NEMESIS_SEED is a number"))
@@ -962,19 +1020,37 @@ async fn failover_survives_the_nemesis() {
         tempfile::tempdir().expect("temp dir"),
         tempfile::tempdir().expect("temp dir"),
     );
-    let (port_s, port_d, port_p, port_m) = (free_port(), free_port(), free_port(), free_port());
-    let proxy_address = format!("127.0.0.1:{port_p}");
-    let proxy = FaultProxy::start(&proxy_address, &format!("127.0.0.1:{port_s}"));
-    // The source advertises the proxy: the mirror's metadata sends every fetch through it.
-    let source = Broker::start(
-        "source",
-        dir_s.path(),
-        port_s,
-        &format!(
-            "advertised.listeners=PLAINTEXT://{proxy_address}\nauto.create.topics.enable=false\n\
-             log.segment.bytes=16384\n"
-        ),
-    );
+    let (port_s, port_d, port_m) = (free_port(), free_port(), free_port());
+    let (source, proxy, proxy_address) = match kind {
+        SourceKind::Kmirror => {
+            let proxy_address = format!("127.0.0.1:{}", free_port());
+            let proxy = FaultProxy::start(&proxy_address, &format!("127.0.0.1:{port_s}"));
+            // The source advertises the proxy: the mirror's metadata sends every fetch through
+            // it.
+            let source = Broker::start(
+                "source",
+                dir_s.path(),
+                port_s,
+                &format!(
+                    "advertised.listeners=PLAINTEXT://{proxy_address}\n\
+                     auto.create.topics.enable=false\nlog.segment.bytes=16384\n"
+                ),
+            );
+            (Source::Kmirror(source), proxy, proxy_address)
+        }
+        SourceKind::Kafka => {
+            // scripts/kafka-local.sh's REMOTE listener advertises a port nothing listens on:
+            // the proxy takes it, so clients of REMOTE stay behind the proxy after metadata.
+            let proxy_address = kafka_env("KMIRROR_KAFKA_REMOTE");
+            let proxy =
+                FaultProxy::start(&proxy_address, &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"));
+            let source = Source::Kafka {
+                address: kafka_env("KMIRROR_KAFKA_BOOTSTRAP"),
+                logs: PathBuf::from(kafka_env("KMIRROR_KAFKA_DATA")).join("logs"),
+            };
+            (source, proxy, proxy_address)
+        }
+    };
     let metrics = format!("127.0.0.1:{port_m}");
     let destination = Broker::start(
         "destination",
@@ -1021,11 +1097,14 @@ async fn failover_survives_the_nemesis() {
         back_created: false,
         failbacks: 0,
     };
-    let run = std::process::id();
+    let run = match kind {
+        SourceKind::Kmirror => format!("{}", std::process::id()),
+        SourceKind::Kafka => format!("kafka-{}", std::process::id()),
+    };
     let started = Instant::now();
     for c in 1..=cycles {
         world.cycle = c;
-        cycle(&mut world, run).await;
+        cycle(&mut world, &run).await;
         world.heal();
     }
     let faults: Vec<String> = world
@@ -1035,7 +1114,7 @@ async fn failover_survives_the_nemesis() {
         .collect();
     let kinds: BTreeSet<&str> = world.faults.keys().copied().collect();
     let summary = format!(
-        "NEMESIS_SUMMARY seed={seed} cycles={cycles} elapsed={:.0}s faults[{}] ({} kinds) \
+        "NEMESIS_SUMMARY source={kind:?} seed={seed} cycles={cycles} elapsed={:.0}s faults[{}] ({} kinds) \
          failbacks={} records_checked={} read_only_samples={:?} violations={}",
         started.elapsed().as_secs_f64(),
         faults.join(" "),
@@ -1053,6 +1132,21 @@ async fn failover_survives_the_nemesis() {
         world.violations.len(),
         world.violations.join("\n")
     );
+}
+
+/// The nemesis over two `kmirror broker` processes (see the module docs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_survives_the_nemesis() {
+    run(SourceKind::Kmirror).await;
+}
+
+/// The nemesis with Apache Kafka as the source: the destination crashes, freezes and is cut off
+/// from Kafka by the proxy; Kafka itself is never crashed (other tests share it) and there is no
+/// failback (Kafka cannot mirror).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn failover_from_apache_kafka_survives_the_nemesis() {
+    run(SourceKind::Kafka).await;
 }
 
 /// The segment checker itself: it must see what it is there to see.

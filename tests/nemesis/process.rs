@@ -146,23 +146,27 @@ impl Broker {
     /// The log of `topic`-`partition`: its segment files concatenated in offset order (where a
     /// log rolls is each broker's own business; the bytes are what must match).
     pub(crate) fn log_bytes(&self, topic: &str, partition: i32) -> Vec<u8> {
-        let dir = self.dir.join("data").join(format!("{topic}-{partition}"));
-        let mut segments: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map(|d| {
-                d.filter_map(Result::ok)
-                    .map(|e| e.path())
-                    .filter(|p| p.extension().is_some_and(|x| x == "log"))
-                    .collect()
-            })
-            .unwrap_or_default();
-        // Zero-padded base offsets: the names sort as the offsets do.
-        segments.sort();
-        let mut bytes = Vec::new();
-        for segment in segments {
-            bytes.extend(std::fs::read(&segment).unwrap_or_default());
-        }
-        bytes
+        concatenated_segments(&self.dir.join("data").join(format!("{topic}-{partition}")))
     }
+}
+
+/// The segment files (`*.log`) of the partition folder `dir` concatenated in offset order.
+pub(crate) fn concatenated_segments(dir: &Path) -> Vec<u8> {
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Zero-padded base offsets: the names sort as the offsets do.
+    segments.sort();
+    let mut bytes = Vec::new();
+    for segment in segments {
+        bytes.extend(std::fs::read(&segment).unwrap_or_default());
+    }
+    bytes
 }
 
 impl Drop for Broker {
