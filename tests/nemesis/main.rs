@@ -176,6 +176,8 @@ struct World {
     /// Whether the source has mirror `back` of the destination yet.
     back_created: bool,
     failbacks: u32,
+    /// Failbacks followed by a second failover, to the old source.
+    failovers_back: u32,
 }
 
 impl World {
@@ -430,7 +432,7 @@ fn batches(bytes: &[u8]) -> Vec<(usize, RecordBatch)> {
 }
 
 /// Compares one failed-over partition's segment files: the destination (`dst`) holds the
-/// source's (`src`) bytes up to its MIRROR_PID_RESET barrier, the barrier sits at
+/// source's (`src`) bytes up to its (last) MIRROR_PID_RESET barrier, the barrier sits at
 /// `expected_stop` (the source's last stable offset at the stop, when the mirror had caught
 /// up), and no transaction of the mirrored range is left undecided. Returns the barrier's offset
 /// (0 without one) and what is wrong.
@@ -442,7 +444,8 @@ fn compare_segments(
 ) -> (i64, Vec<String>) {
     let mut wrong = Vec::new();
     let dst_batches = batches(dst);
-    let barrier = dst_batches.iter().find(|(_, b)| {
+    // The last barrier: a log that failed back holds the earlier failover's barrier too.
+    let barrier = dst_batches.iter().rev().find(|(_, b)| {
         b.is_control()
             && matches!(
                 ControlRecord::parse(b),
@@ -627,6 +630,31 @@ async fn write_destination(world: &mut World, topic: &str) -> Vec<Acked> {
     acked
 }
 
+/// Produces one record at a time to the destination's `topic` until told to stop, from just
+/// before `--stop`; returns what was acknowledged.
+async fn race_the_stop(
+    address: String,
+    topic: String,
+    cycle: u32,
+    stop: Arc<AtomicBool>,
+) -> Vec<Acked> {
+    let mut acked = Vec::new();
+    let mut producer = Producer::idempotent(&address);
+    let mut n = 0;
+    while !stop.load(Ordering::SeqCst) {
+        n += 1;
+        let value = vec![format!("c{cycle}-race-{n}")];
+        if let Outcome::Acked(a) = producer
+            .produce(&topic, n % PARTITIONS, &value, Compression::None)
+            .await
+        {
+            acked.extend(a);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    acked
+}
+
 /// Injects `fault` (other than the two tied to start and stop), holds it a moment while the
 /// source is written, samples the read-only rule, and ends it.
 async fn inject(world: &mut World, fault: Fault, topic: &str) {
@@ -671,9 +699,22 @@ async fn inject(world: &mut World, fault: Fault, topic: &str) {
             } else {
                 Mode::Stall
             });
+            // With every connection cut, the mirror cannot advance: if it does, its fetches
+            // do not cross the proxy and the proxy's faults test nothing.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let before = described(&world.destination(), MIRROR, topic).await;
             tokio::time::sleep(hold / 2).await;
             world.sample_read_only(topic).await;
             tokio::time::sleep(hold / 2).await;
+            let after = described(&world.destination(), MIRROR, topic).await;
+            let advanced = before.len() == after.len()
+                && before.iter().zip(&after).any(|((_, b), (_, a))| a > b);
+            if fault == Fault::ProxyDrop && advanced {
+                world.violation(format!(
+                    "harness: the mirror advanced from {before:?} to {after:?} with the proxy \
+                     dropping every connection: its fetches bypass the proxy"
+                ));
+            }
             // Sometimes the network stays broken through the next fault (the heal ends it).
             if world.rng.chance(70) {
                 world.proxy.set(Mode::Pass);
@@ -787,6 +828,52 @@ async fn fail_back(world: &mut World, topic: &str) {
                 front.len(),
                 first.unwrap_or_else(|| "none: the source has more".into())
             ));
+        }
+    }
+    if world.rng.chance(50) {
+        fail_over_again(world, topic, &lsos).await;
+    }
+}
+
+/// After a failback, the old source fails over once more (`--stop` of mirror `back`): its log
+/// is then the destination's up to a second barrier at the destination's last stable offsets
+/// `lsos`, and it takes writes again.
+async fn fail_over_again(world: &mut World, topic: &str, lsos: &[i64]) {
+    let source = world.source.address();
+    world.failovers_back += 1;
+    let (code, text) = mirrors_cli(&source, &["--stop", "--mirror", BACK, "--topics", topic]).await;
+    world.note(&format!("failback --stop {topic}: exit {code:?} {}", text.trim()));
+    if code != Some(0) {
+        world.violation(format!("{topic}: --stop of mirror {BACK} failed: {}", text.trim()));
+        return;
+    }
+    if let Err(now) = wait_mirror_state(&source, BACK, topic, "STOPPED", None).await {
+        world.violation(format!(
+            "{topic}: the old source not STOPPED within {STATE_BOUND:?} of --stop of mirror \
+             {BACK}: {now:?}"
+        ));
+        return;
+    }
+    for p in 0..PARTITIONS {
+        let tp = format!("{topic}-{p} (failed over back)");
+        let (stop, wrong) = compare_segments(
+            &tp,
+            &world.destination.log_bytes(topic, p),
+            &world.source.log_bytes(topic, p),
+            Some(lsos[p as usize]),
+        );
+        world.records_checked += stop.max(0) as u64;
+        for w in wrong {
+            world.violation(w);
+        }
+        let mut producer = Producer::idempotent(&source);
+        let value = vec![format!("c{}-back-{p}", world.cycle)];
+        match producer.produce(topic, p, &value, Compression::None).await {
+            Outcome::Acked(a) if a.iter().all(|a| a.offset > stop) => {}
+            other => world.violation(format!(
+                "{tp}: a produce to the old source after it failed over again: {other:?} \
+                 (expected acknowledged after the barrier at {stop})"
+            )),
         }
     }
 }
@@ -927,6 +1014,15 @@ async fn cycle(world: &mut World, run: &str) {
             _ => world.proxy.set(Mode::Stall),
         }
     }
+    // Writes race the stop: whatever the destination acknowledges must land after the barrier
+    // and survive.
+    let stop_racing = Arc::new(AtomicBool::new(false));
+    let racer = tokio::spawn(race_the_stop(
+        world.destination(),
+        topic.clone(),
+        world.cycle,
+        stop_racing.clone(),
+    ));
     let (code, text) = world.cli("--stop", &topic).await;
     if code != Some(0) {
         world.violation(format!("{topic}: --stop failed: {}", text.trim()));
@@ -938,6 +1034,15 @@ async fn cycle(world: &mut World, run: &str) {
     if source_down {
         world.heal();
     }
+    stop_racing.store(true, Ordering::SeqCst);
+    let raced = tokio::time::timeout(Duration::from_secs(60), racer)
+        .await
+        .expect("the racing producer stops within 60 s")
+        .expect("the racing producer");
+    world.note(&format!(
+        "{} records acknowledged while the stop was under way",
+        raced.len()
+    ));
     if let Err(now) = stopped {
         world.violation(format!(
             "{topic}: not STOPPED within {STATE_BOUND:?} of --stop{}: {now:?}",
@@ -950,8 +1055,9 @@ async fn cycle(world: &mut World, run: &str) {
         let _ = dangling.fence().await;
         return;
     }
-    let acked = write_destination(world, &topic).await;
+    let mut acked = write_destination(world, &topic).await;
     world.note(&format!("{} records acknowledged by the destination", acked.len()));
+    acked.extend(raced.iter().cloned());
     world.destination_acks.push((topic.clone(), acked));
     world.kill_destination();
     check_destination_acks(world).await;
@@ -980,6 +1086,16 @@ async fn cycle(world: &mut World, run: &str) {
         let expected = caught_up.then(|| source_lsos[p as usize]);
         let mirrored = check_segments(world, &topic, p, expected);
         world.records_checked += mirrored;
+        let early: Vec<&Acked> = raced
+            .iter()
+            .filter(|a| a.partition == p && (a.offset as u64) <= mirrored)
+            .collect();
+        if !early.is_empty() {
+            world.violation(format!(
+                "{topic}-{p}: the destination acknowledged writes at or before its \
+                 MIRROR_PID_RESET barrier at {mirrored}, i.e. before STOPPED: {early:?}"
+            ));
+        }
     }
     // Fences and aborts the dangling transaction, so the source's LSO moves on.
     let _ = dangling.fence().await;
@@ -1096,6 +1212,7 @@ async fn run(kind: SourceKind) {
         samples: BTreeMap::new(),
         back_created: false,
         failbacks: 0,
+        failovers_back: 0,
     };
     let run = match kind {
         SourceKind::Kmirror => format!("{}", std::process::id()),
@@ -1107,6 +1224,13 @@ async fn run(kind: SourceKind) {
         cycle(&mut world, &run).await;
         world.heal();
     }
+    // Otherwise the proxy's faults would have tested nothing.
+    let connections = world.proxy.connections();
+    if connections == 0 {
+        world.violation(
+            "harness: no connection crossed the fault proxy: the mirror bypasses it".into(),
+        );
+    }
     let faults: Vec<String> = world
         .faults
         .iter()
@@ -1115,11 +1239,14 @@ async fn run(kind: SourceKind) {
     let kinds: BTreeSet<&str> = world.faults.keys().copied().collect();
     let summary = format!(
         "NEMESIS_SUMMARY source={kind:?} seed={seed} cycles={cycles} elapsed={:.0}s faults[{}] ({} kinds) \
-         failbacks={} records_checked={} read_only_samples={:?} violations={}",
+         failbacks={} failovers_back={} proxy_connections={} records_checked={} read_only_samples={:?} \
+         violations={}",
         started.elapsed().as_secs_f64(),
         faults.join(" "),
         kinds.len(),
         world.failbacks,
+        world.failovers_back,
+        connections,
         world.records_checked,
         world.samples,
         world.violations.len()

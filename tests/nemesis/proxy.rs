@@ -6,6 +6,8 @@
 //! It runs on a thread of its own so that the test blocking on a child process never stalls the
 //! mirror's traffic.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -22,6 +24,7 @@ pub(crate) enum Mode {
 /// The running proxy; dropping it closes its listener and every connection.
 pub(crate) struct FaultProxy {
     mode: watch::Sender<Mode>,
+    accepted: Arc<AtomicU64>,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -35,6 +38,8 @@ impl FaultProxy {
         let (mode, modes) = watch::channel(Mode::Pass);
         let (shutdown, stopped) = oneshot::channel::<()>();
         let upstream = upstream.to_string();
+        let accepted = Arc::new(AtomicU64::new(0));
+        let counter = accepted.clone();
         // A thread of its own: the test's runtime may not start or drop another one.
         let thread = std::thread::Builder::new()
             .name("fault-proxy".into())
@@ -47,6 +52,7 @@ impl FaultProxy {
                     let listener = TcpListener::from_std(listener).expect("a tokio listener");
                     let accept = async {
                         while let Ok((client, _)) = listener.accept().await {
+                            counter.fetch_add(1, Ordering::Relaxed);
                             tokio::spawn(serve(client, upstream.clone(), modes.clone()));
                         }
                     };
@@ -60,9 +66,15 @@ impl FaultProxy {
             .expect("the proxy's thread");
         FaultProxy {
             mode,
+            accepted,
             shutdown: Some(shutdown),
             thread: Some(thread),
         }
+    }
+
+    /// How many connections the proxy accepted.
+    pub(crate) fn connections(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
     }
 
     /// Switches every connection, open or new, to `mode`.
