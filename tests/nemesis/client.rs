@@ -121,6 +121,63 @@ pub(crate) async fn end_offset(
     Ok(p.offset)
 }
 
+/// An idempotent batch as sent, to send again verbatim from elsewhere.
+#[derive(Debug, Clone)]
+pub(crate) struct Sent {
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
+    pub(crate) batch: Bytes,
+    /// Where the broker that acknowledged it put it.
+    pub(crate) base_offset: i64,
+    pub(crate) producer: (i64, i16, i32),
+}
+
+/// Sends `sent.batch` again, as its producer would retry it, to the broker at `address` (no
+/// InitProducerId: the producer id, epoch and sequence are the original ones).
+pub(crate) async fn resend(address: &str, sent: &Sent) -> Outcome {
+    let connection = match connect(address).await {
+        Ok(c) => c,
+        Err(e) => return Outcome::Unknown(e),
+    };
+    let request = produce_request(&sent.topic, sent.partition, sent.batch.clone(), None);
+    match within("Produce", connection.send("Produce", &request, 11)).await {
+        Ok((_, response)) => {
+            let p = &response.responses[0].partition_responses[0];
+            if p.error_code == 0 {
+                Outcome::Acked(vec![Acked {
+                    partition: sent.partition,
+                    offset: p.base_offset,
+                    value: "(resent batch)".into(),
+                }])
+            } else {
+                Outcome::Refused(p.error_code)
+            }
+        }
+        Err(e) => Outcome::Unknown(e),
+    }
+}
+
+fn produce_request(
+    topic: &str,
+    partition: i32,
+    batch: Bytes,
+    transactional_id: Option<&str>,
+) -> ProduceRequest {
+    ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(5_000)
+        .with_transactional_id(transactional_id.map(|t| TransactionalId(name(t))))
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(name(topic)))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(batch)),
+                ]),
+        ])
+}
+
 /// A producer over one connection: idempotent, or transactional with `transactional_id`.
 /// Any request without an answer drops the connection and the producer id, so the next use
 /// starts over with InitProducerId (for a transactional id that fences and aborts whatever
@@ -132,6 +189,8 @@ pub(crate) struct Producer {
     sequences: BTreeMap<(String, i32), i32>,
     /// Partitions added to the open transaction.
     in_txn: Vec<(String, i32)>,
+    /// The last batch acknowledged.
+    pub(crate) last: Option<Sent>,
 }
 
 impl Producer {
@@ -150,6 +209,7 @@ impl Producer {
             session: None,
             sequences: BTreeMap::new(),
             in_txn: Vec::new(),
+            last: None,
         }
     }
 
@@ -326,23 +386,13 @@ impl Producer {
             },
         )
         .expect("kafka-protocol encodes a well-formed record list");
-        let request = ProduceRequest::default()
-            .with_acks(-1)
-            .with_timeout_ms(5_000)
-            .with_transactional_id(
-                self.transactional_id
-                    .as_deref()
-                    .map(|t| TransactionalId(name(t))),
-            )
-            .with_topic_data(vec![
-                TopicProduceData::default()
-                    .with_name(TopicName(name(topic)))
-                    .with_partition_data(vec![
-                        PartitionProduceData::default()
-                            .with_index(partition)
-                            .with_records(Some(batch.freeze())),
-                    ]),
-            ]);
+        let batch = batch.freeze();
+        let request = produce_request(
+            topic,
+            partition,
+            batch.clone(),
+            self.transactional_id.as_deref(),
+        );
         let (connection, _, _) = self.session.as_ref().expect("a session");
         let answer = within("Produce", connection.send("Produce", &request, 11)).await;
         match answer {
@@ -350,6 +400,13 @@ impl Producer {
                 let p = &response.responses[0].partition_responses[0];
                 if p.error_code == 0 {
                     self.sequences.insert(key, sequence + values.len() as i32);
+                    self.last = Some(Sent {
+                        topic: topic.to_string(),
+                        partition,
+                        batch,
+                        base_offset: p.base_offset,
+                        producer: (pid, epoch, sequence),
+                    });
                     Outcome::Acked(
                         values
                             .iter()

@@ -27,7 +27,7 @@ mod process;
 mod proxy;
 
 use bytes::Bytes;
-use client::{Acked, Outcome, Producer, READ_ONLY_TOPIC};
+use client::{Acked, Outcome, Producer, READ_ONLY_TOPIC, Sent};
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use kmirror_protocol::batch::{RecordBatch, RecordBatches};
 use kmirror_protocol::kafka_tools::kafka_env;
@@ -86,9 +86,12 @@ enum Fault {
     KillDuringStopping,
     KillDuringPreparing,
     StopWithSourceDown,
+    StopWhilePaused,
+    StopInPausing,
+    FreezeInStopping,
 }
 
-const FAULTS: [Fault; 11] = [
+const FAULTS: [Fault; 14] = [
     Fault::KillDestination,
     Fault::KillSource,
     Fault::FreezeDestination,
@@ -100,6 +103,9 @@ const FAULTS: [Fault; 11] = [
     Fault::KillDuringStopping,
     Fault::KillDuringPreparing,
     Fault::StopWithSourceDown,
+    Fault::StopWhilePaused,
+    Fault::StopInPausing,
+    Fault::FreezeInStopping,
 ];
 
 impl Fault {
@@ -116,7 +122,24 @@ impl Fault {
             Fault::KillDuringStopping => "kill-in-stopping",
             Fault::KillDuringPreparing => "kill-in-preparing",
             Fault::StopWithSourceDown => "stop-with-source-down",
+            Fault::StopWhilePaused => "stop-while-paused",
+            Fault::StopInPausing => "stop-in-pausing",
+            Fault::FreezeInStopping => "freeze-in-stopping",
         }
+    }
+
+    /// Whether the fault belongs to the start or the failover rather than the faults phase.
+    fn at_start_or_stop(self) -> bool {
+        matches!(
+            self,
+            Fault::StopDuringPreparing
+                | Fault::KillDuringStopping
+                | Fault::KillDuringPreparing
+                | Fault::StopWithSourceDown
+                | Fault::StopWhilePaused
+                | Fault::StopInPausing
+                | Fault::FreezeInStopping
+        )
     }
 }
 
@@ -338,7 +361,7 @@ async fn write_source(
     seed: u64,
     stop: Arc<AtomicBool>,
     acked: Arc<Mutex<Vec<Acked>>>,
-) {
+) -> Option<Sent> {
     let mut rng = Rng(seed);
     let mut idempotent = Producer::idempotent(&address);
     let mut transactional = Producer::transactional(&address, &format!("nemesis-src-{topic}"));
@@ -397,6 +420,7 @@ async fn write_source(
     if transactional.in_transaction() && transactional.end(true).await.is_err() {
         let _ = transactional.fence().await;
     }
+    idempotent.last
 }
 
 /// The values of every data record in segment `bytes`, by offset.
@@ -630,6 +654,38 @@ async fn write_destination(world: &mut World, topic: &str) -> Vec<Acked> {
     acked
 }
 
+/// Sends the source producer's last acknowledged batch to the failed-over destination, as the
+/// producer's retry would after a client fails over: the MIRROR_PID_RESET barrier dropped the
+/// source's producer state, so the destination must not answer it as a duplicate of the
+/// mirrored copy. Returns (partition, offset) and `when` if it was acknowledged.
+async fn resend_source_batch(
+    world: &mut World,
+    sent: &Sent,
+    when: &'static str,
+) -> Option<((i32, i64), &'static str)> {
+    let outcome = client::resend(&world.destination(), sent).await;
+    world.note(&format!(
+        "the source's last batch (producer {:?}, at {} on the source) sent to the destination \
+         {when}: {outcome:?}",
+        sent.producer, sent.base_offset
+    ));
+    *world
+        .samples
+        .entry(format!(
+            "resend: {}",
+            match &outcome {
+                Outcome::Acked(_) => "acked".to_string(),
+                Outcome::Refused(code) => format!("error {code}"),
+                Outcome::Unknown(_) => "no answer".to_string(),
+            }
+        ))
+        .or_default() += 1;
+    match outcome {
+        Outcome::Acked(a) => Some(((sent.partition, a[0].offset), when)),
+        _ => None,
+    }
+}
+
 /// Produces one record at a time to the destination's `topic` until told to stop, from just
 /// before `--stop`; returns what was acknowledged.
 async fn race_the_stop(
@@ -658,13 +714,7 @@ async fn race_the_stop(
 /// Injects `fault` (other than the two tied to start and stop), holds it a moment while the
 /// source is written, samples the read-only rule, and ends it.
 async fn inject(world: &mut World, fault: Fault, topic: &str) {
-    if matches!(
-        fault,
-        Fault::StopDuringPreparing
-            | Fault::KillDuringStopping
-            | Fault::KillDuringPreparing
-            | Fault::StopWithSourceDown
-    ) {
+    if fault.at_start_or_stop() {
         return;
     }
     let hold = world.rng.millis(1_000, 4_000);
@@ -743,10 +793,7 @@ async fn inject(world: &mut World, fault: Fault, topic: &str) {
                 world.note(&format!("--pause refused: {}", text.trim()));
             }
         }
-        Fault::StopDuringPreparing
-        | Fault::KillDuringStopping
-        | Fault::KillDuringPreparing
-        | Fault::StopWithSourceDown => unreachable!("injected at the start and at the stop"),
+        _ => unreachable!("injected at the start or at the stop"),
     }
     world.sample_read_only(topic).await;
 }
@@ -952,12 +999,10 @@ async fn cycle(world: &mut World, run: &str) {
     }
     world.heal();
     stop_writing.store(true, Ordering::SeqCst);
-    if tokio::time::timeout(Duration::from_secs(60), writer)
+    let last_source_batch = tokio::time::timeout(Duration::from_secs(60), writer)
         .await
-        .is_err()
-    {
-        panic!("the source writer did not stop within 60 s");
-    }
+        .expect("the source writer stops within 60 s")
+        .expect("the source writer");
 
     // Sometimes a transaction stays open on the source across the stop: the destination must
     // cut it away.
@@ -1023,12 +1068,30 @@ async fn cycle(world: &mut World, run: &str) {
         world.cycle,
         stop_racing.clone(),
     ));
+    if faults.contains(&Fault::StopWhilePaused) || faults.contains(&Fault::StopInPausing) {
+        let (code, text) = world.cli("--pause", &topic).await;
+        if code != Some(0) {
+            world.violation(format!("{topic}: --pause of a caught-up mirror failed: {}", text.trim()));
+        } else if faults.contains(&Fault::StopWhilePaused)
+            && let Err(now) = world.wait_state(&topic, "PAUSED", None).await
+        {
+            world.violation(format!(
+                "{topic}: not PAUSED within {STATE_BOUND:?} of --pause: {now:?}"
+            ));
+        }
+    }
     let (code, text) = world.cli("--stop", &topic).await;
     if code != Some(0) {
         world.violation(format!("{topic}: --stop failed: {}", text.trim()));
     }
     if faults.contains(&Fault::KillDuringStopping) {
         world.kill_destination();
+    }
+    if faults.contains(&Fault::FreezeInStopping) {
+        world.check_metric();
+        world.destination.freeze();
+        tokio::time::sleep(world.rng.millis(1_000, 4_000)).await;
+        world.destination.thaw();
     }
     let stopped = world.wait_state(&topic, "STOPPED", None).await;
     if source_down {
@@ -1055,12 +1118,19 @@ async fn cycle(world: &mut World, run: &str) {
         let _ = dangling.fence().await;
         return;
     }
+    let mut replayed = Vec::new();
+    if let Some(sent) = &last_source_batch {
+        replayed.extend(resend_source_batch(world, sent, "right after STOPPED").await);
+    }
     let mut acked = write_destination(world, &topic).await;
     world.note(&format!("{} records acknowledged by the destination", acked.len()));
     acked.extend(raced.iter().cloned());
     world.destination_acks.push((topic.clone(), acked));
     world.kill_destination();
     check_destination_acks(world).await;
+    if let Some(sent) = &last_source_batch {
+        replayed.extend(resend_source_batch(world, sent, "after a restart").await);
+    }
 
     // The source's own acknowledged records survived its crashes.
     let source_acks = source_acks.lock().expect("acks").clone();
@@ -1086,6 +1156,17 @@ async fn cycle(world: &mut World, run: &str) {
         let expected = caught_up.then(|| source_lsos[p as usize]);
         let mirrored = check_segments(world, &topic, p, expected);
         world.records_checked += mirrored;
+        for (offset, when) in replayed.iter().filter(|(o, _)| o.0 == p) {
+            if offset.1 <= mirrored as i64 {
+                world.violation(format!(
+                    "{topic}-{p}: the source producer's last batch, sent again to the \
+                     destination {when}, was acknowledged at offset {} before the \
+                     MIRROR_PID_RESET barrier at {mirrored}: producer state from before the \
+                     barrier survived it",
+                    offset.1
+                ));
+            }
+        }
         let early: Vec<&Acked> = raced
             .iter()
             .filter(|a| a.partition == p && (a.offset as u64) <= mirrored)
@@ -1239,7 +1320,7 @@ async fn run(kind: SourceKind) {
     let kinds: BTreeSet<&str> = world.faults.keys().copied().collect();
     let summary = format!(
         "NEMESIS_SUMMARY source={kind:?} seed={seed} cycles={cycles} elapsed={:.0}s faults[{}] ({} kinds) \
-         failbacks={} failovers_back={} proxy_connections={} records_checked={} read_only_samples={:?} \
+         failbacks={} failovers_back={} proxy_connections={} records_checked={} samples={:?} \
          violations={}",
         started.elapsed().as_secs_f64(),
         faults.join(" "),
