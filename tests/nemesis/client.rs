@@ -13,8 +13,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions,
-    TimestampType,
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
 use kmirror_protocol::batch::RecordBatches;
 use kmirror_protocol::client::connection::Connection;
@@ -224,14 +223,19 @@ impl Producer {
         if self.session.is_none() {
             let connection = connect(&self.address).await?;
             let request = InitProducerIdRequest::default()
-                .with_transactional_id(self.transactional_id.as_deref().map(|t| {
-                    TransactionalId(name(t))
-                }))
+                .with_transactional_id(
+                    self.transactional_id
+                        .as_deref()
+                        .map(|t| TransactionalId(name(t))),
+                )
                 .with_transaction_timeout_ms(60_000)
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1);
-            let (_, init) =
-                within("InitProducerId", connection.send("InitProducerId", &request, 4)).await?;
+            let (_, init) = within(
+                "InitProducerId",
+                connection.send("InitProducerId", &request, 4),
+            )
+            .await?;
             if init.error_code != 0 {
                 return Err(format!("InitProducerId: error {}", init.error_code));
             }

@@ -35,8 +35,8 @@ use kmirror_protocol::records::ControlRecord;
 use process::{Broker, described, free_port, mirrors_cli, scrape};
 use proxy::{FaultProxy, Mode};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -255,7 +255,12 @@ impl World {
             let panics: Vec<&str> = fresh.lines().filter(|l| l.contains("panicked")).collect();
             self.logs_seen[i] = log.len();
             if !panics.is_empty() {
-                let first = panics.iter().take(3).copied().collect::<Vec<_>>().join("\n  ");
+                let first = panics
+                    .iter()
+                    .take(3)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join("\n  ");
                 self.violation(format!(
                     "the {name} broker's log has {} `panicked` lines:\n  {first}",
                     panics.len()
@@ -338,9 +343,10 @@ async fn wait_mirror_state(
     loop {
         let now = described(address, mirror, topic).await;
         let reached = now.len() == PARTITIONS as usize
-            && now.iter().enumerate().all(|(p, (s, o))| {
-                s == state && ends.is_none_or(|e| e.get(p) == Some(o))
-            });
+            && now
+                .iter()
+                .enumerate()
+                .all(|(p, (s, o))| s == state && ends.is_none_or(|e| e.get(p) == Some(o)));
         if reached {
             return Ok(());
         }
@@ -380,10 +386,7 @@ async fn write_source(
         };
         let ok = if n % 5 == 0 {
             let commit = rng.chance(70);
-            let mut ok = transactional
-                .add_partitions(&topic, &[0, 1])
-                .await
-                .is_ok();
+            let mut ok = transactional.add_partitions(&topic, &[0, 1]).await.is_ok();
             for p in 0..PARTITIONS {
                 if !ok {
                     break;
@@ -616,7 +619,10 @@ async fn write_destination(world: &mut World, topic: &str) -> Vec<Acked> {
     for n in 0..10 {
         let p = n % PARTITIONS;
         let values: Vec<String> = (0..5).map(|i| format!("c{cycle}-dst-{n}-{i}")).collect();
-        match idempotent.produce(topic, p, &values, Compression::None).await {
+        match idempotent
+            .produce(topic, p, &values, Compression::None)
+            .await
+        {
             Outcome::Acked(a) => acked.extend(a),
             other => world.violation(format!(
                 "{topic}-{p}: a produce to the STOPPED destination failed: {other:?}"
@@ -809,8 +815,11 @@ async fn fail_back(world: &mut World, topic: &str) {
     let source = old_source.address();
     if !world.back_created {
         let config = old_source.dir.join("back.properties");
-        std::fs::write(&config, format!("bootstrap.servers={}\n", world.destination()))
-            .expect("mirror config written");
+        std::fs::write(
+            &config,
+            format!("bootstrap.servers={}\n", world.destination()),
+        )
+        .expect("mirror config written");
         let (code, text) = mirrors_cli(
             &source,
             &[
@@ -822,12 +831,20 @@ async fn fail_back(world: &mut World, topic: &str) {
             ],
         )
         .await;
-        assert_eq!(code, Some(0), "kmirror mirrors --create --mirror {BACK}: {text}");
+        assert_eq!(
+            code,
+            Some(0),
+            "kmirror mirrors --create --mirror {BACK}: {text}"
+        );
         world.back_created = true;
     }
     world.failbacks += 1;
-    let (code, text) = mirrors_cli(&source, &["--start", "--mirror", BACK, "--topics", topic]).await;
-    world.note(&format!("failback --start {topic}: exit {code:?} {}", text.trim()));
+    let (code, text) =
+        mirrors_cli(&source, &["--start", "--mirror", BACK, "--topics", topic]).await;
+    world.note(&format!(
+        "failback --start {topic}: exit {code:?} {}",
+        text.trim()
+    ));
     if code != Some(0) {
         world.violation(format!("{topic}: failback --start failed: {}", text.trim()));
         return;
@@ -889,9 +906,15 @@ async fn fail_over_again(world: &mut World, topic: &str, lsos: &[i64]) {
     let source = world.source.address();
     world.failovers_back += 1;
     let (code, text) = mirrors_cli(&source, &["--stop", "--mirror", BACK, "--topics", topic]).await;
-    world.note(&format!("failback --stop {topic}: exit {code:?} {}", text.trim()));
+    world.note(&format!(
+        "failback --stop {topic}: exit {code:?} {}",
+        text.trim()
+    ));
     if code != Some(0) {
-        world.violation(format!("{topic}: --stop of mirror {BACK} failed: {}", text.trim()));
+        world.violation(format!(
+            "{topic}: --stop of mirror {BACK} failed: {}",
+            text.trim()
+        ));
         return;
     }
     if let Err(now) = wait_mirror_state(&source, BACK, topic, "STOPPED", None).await {
@@ -1015,7 +1038,9 @@ async fn cycle(world: &mut World, run: &str) {
             dangling.add_partitions(&topic, &[0, 1]).await?;
             for p in 0..PARTITIONS {
                 let values = vec![format!("c{}-dangling-{p}", world.cycle)];
-                if let Outcome::Acked(a) = dangling.produce(&topic, p, &values, Compression::None).await
+                if let Outcome::Acked(a) = dangling
+                    .produce(&topic, p, &values, Compression::None)
+                    .await
                 {
                     source_acks.lock().expect("acks").extend(a);
                 }
@@ -1023,7 +1048,9 @@ async fn cycle(world: &mut World, run: &str) {
             Ok::<_, String>(())
         }
         .await;
-        world.note(&format!("a transaction left open on the source: {opened:?}"));
+        world.note(&format!(
+            "a transaction left open on the source: {opened:?}"
+        ));
     }
 
     // Faults over: the mirror catches up with everything decided on the source (it fetches
@@ -1071,7 +1098,10 @@ async fn cycle(world: &mut World, run: &str) {
     if faults.contains(&Fault::StopWhilePaused) || faults.contains(&Fault::StopInPausing) {
         let (code, text) = world.cli("--pause", &topic).await;
         if code != Some(0) {
-            world.violation(format!("{topic}: --pause of a caught-up mirror failed: {}", text.trim()));
+            world.violation(format!(
+                "{topic}: --pause of a caught-up mirror failed: {}",
+                text.trim()
+            ));
         } else if faults.contains(&Fault::StopWhilePaused)
             && let Err(now) = world.wait_state(&topic, "PAUSED", None).await
         {
@@ -1123,7 +1153,10 @@ async fn cycle(world: &mut World, run: &str) {
         replayed.extend(resend_source_batch(world, sent, "right after STOPPED").await);
     }
     let mut acked = write_destination(world, &topic).await;
-    world.note(&format!("{} records acknowledged by the destination", acked.len()));
+    world.note(&format!(
+        "{} records acknowledged by the destination",
+        acked.len()
+    ));
     acked.extend(raced.iter().cloned());
     world.destination_acks.push((topic.clone(), acked));
     world.kill_destination();
@@ -1261,8 +1294,11 @@ async fn run(kind: SourceKind) {
         ),
     );
     let mirror_config = dir_d.path().join("m.properties");
-    std::fs::write(&mirror_config, format!("bootstrap.servers={proxy_address}\n"))
-        .expect("mirror config written");
+    std::fs::write(
+        &mirror_config,
+        format!("bootstrap.servers={proxy_address}\n"),
+    )
+    .expect("mirror config written");
     let (code, text) = mirrors_cli(
         &destination.address(),
         &[
@@ -1405,7 +1441,13 @@ mod checker {
 
     /// Source: plain [0,4), a committed transaction [4,8)+marker 8, an open one at 9.
     fn source() -> Vec<u8> {
-        [batch(0, -1, false), batch(4, 7, true), marker(8, 7), batch(9, 8, true)].concat()
+        [
+            batch(0, -1, false),
+            batch(4, 7, true),
+            marker(8, 7),
+            batch(9, 8, true),
+        ]
+        .concat()
     }
 
     #[test]
@@ -1432,7 +1474,10 @@ mod checker {
         let (stop, wrong) = compare_segments("t-0", &src, &kept, Some(9));
         assert_eq!(stop, 13);
         assert!(wrong.iter().any(|w| w.contains("were kept")), "{wrong:?}");
-        assert!(wrong.iter().any(|w| w.contains("transactions open")), "{wrong:?}");
+        assert!(
+            wrong.iter().any(|w| w.contains("transactions open")),
+            "{wrong:?}"
+        );
 
         let short = [&src[..batch(0, -1, false).len()], &barrier(4)[..]].concat();
         let (_, wrong) = compare_segments("t-0", &src, &short, Some(9));

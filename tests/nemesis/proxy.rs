@@ -34,7 +34,9 @@ impl FaultProxy {
     pub(crate) fn start(listen: &str, upstream: &str) -> FaultProxy {
         let listener = std::net::TcpListener::bind(listen)
             .unwrap_or_else(|e| panic!("the fault proxy binds {listen}: {e}"));
-        listener.set_nonblocking(true).expect("a non-blocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("a non-blocking listener");
         let (mode, modes) = watch::channel(Mode::Pass);
         let (shutdown, stopped) = oneshot::channel::<()>();
         let upstream = upstream.to_string();
