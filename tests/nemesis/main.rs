@@ -1332,7 +1332,7 @@ async fn run(kind: SourceKind) {
         failovers_back: 0,
     };
     let run = match kind {
-        SourceKind::Kmirror => format!("{}", std::process::id()),
+        SourceKind::Kmirror => std::process::id().to_string(),
         SourceKind::Kafka => format!("kafka-{}", std::process::id()),
     };
     let started = Instant::now();
