@@ -384,7 +384,7 @@ async fn write_source(
                 .map(|i| format!("c{cycle}-src-{kind}-{n}-{i}"))
                 .collect()
         };
-        let ok = if n % 5 == 0 {
+        let ok = if n.is_multiple_of(5) {
             let commit = rng.chance(70);
             let mut ok = transactional.add_partitions(&topic, &[0, 1]).await.is_ok();
             for p in 0..PARTITIONS {
