@@ -1331,9 +1331,13 @@ async fn run(kind: SourceKind) {
         failbacks: 0,
         failovers_back: 0,
     };
+    // Unique across runs against one long-lived Kafka (process ids are reused): the time too.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() % 1_000_000_000);
     let run = match kind {
-        SourceKind::Kmirror => std::process::id().to_string(),
-        SourceKind::Kafka => format!("kafka-{}", std::process::id()),
+        SourceKind::Kmirror => format!("{}-{stamp}", std::process::id()),
+        SourceKind::Kafka => format!("kafka-{}-{stamp}", std::process::id()),
     };
     let started = Instant::now();
     for c in 1..=cycles {
