@@ -319,10 +319,9 @@ impl Shard {
         mirrors.sort();
         mirrors.dedup();
         for mirror in mirrors {
-            let Some(topics) = live.get(mirror) else {
-                records.extend(self.forget_mirror(mirror));
-                continue;
-            };
+            // A mirror that is gone has no live topics: every record of it goes.
+            let none = BTreeMap::new();
+            let topics = live.get(mirror).unwrap_or(&none);
             let mut dead: Vec<&PartitionKey> = self
                 .states
                 .keys()
@@ -358,33 +357,6 @@ impl Shard {
                     records.push(lme_record(mirror, &kept));
                 }
             }
-        }
-        records
-    }
-
-    /// Tombstones for every record of `mirror`: its partition states and its LME record.
-    fn forget_mirror(&self, mirror: &str) -> Vec<CoordinatorRecord> {
-        let mut keys: Vec<&PartitionKey> =
-            self.states.keys().filter(|k| k.mirror == mirror).collect();
-        keys.sort();
-        let mut records: Vec<CoordinatorRecord> = keys
-            .into_iter()
-            .map(|k| CoordinatorRecord::MirrorPartitionState {
-                key: MirrorPartitionStateKey {
-                    mirror_name: k.mirror.clone(),
-                    topic_id: k.topic_id,
-                    partition: k.partition,
-                },
-                value: None,
-            })
-            .collect();
-        if self.lmes.contains_key(mirror) {
-            records.push(CoordinatorRecord::LastMirrorEpochs {
-                key: LastMirrorEpochsKey {
-                    mirror_name: mirror.to_string(),
-                },
-                value: None,
-            });
         }
         records
     }
