@@ -43,6 +43,18 @@ pub fn written_since_failover(log: &PartitionLog) -> Result<i64, StorageError> {
     Ok(0)
 }
 
+/// Whether the log's last batch is a MIRROR_PID_RESET barrier: a STOPPING run again (after a
+/// crash between its barrier and STOPPED) finds its own barrier there and appends no second
+/// one, so the log stays the source's up to exactly one barrier.
+pub fn ends_with_barrier(log: &PartitionLog) -> Result<bool, StorageError> {
+    let end = log.log_end_offset();
+    if end <= log.log_start_offset() {
+        return Ok(false);
+    }
+    let last = log.find_batch(end - 1, |b| b.last_offset() >= end - 1)?;
+    Ok(last.is_some_and(|b| is_barrier(&b)))
+}
+
 /// Keeps the high watermark at the log end after a change.
 fn committed(log: &mut PartitionLog) {
     let end = log.log_end_offset();

@@ -398,6 +398,11 @@ impl PartitionPorts for BrokerPartitionPorts {
                 .cloned()
                 .unwrap_or_default();
             ports.with_log(|log| {
+                if super::log::ends_with_barrier(log)
+                    .map_err(|e| Cause::retryable(e.to_string()))?
+                {
+                    return Ok(());
+                }
                 MirrorLog::append_pid_reset(log, epoch, &source).map_err(host_cause)
             })?;
             // The barrier fences the source's producer ids for the writes STOPPED lets in: it
