@@ -6,7 +6,7 @@
 //! ([`crate::mirror::mirror_configs::validate`]: INVALID_CONFIG naming the key) and refuses a
 //! `mirror.source.cluster.id` that is this cluster's own id (`kmirror mirrors --create` fills it
 //! from the cluster `bootstrap.servers` reach); secrets in the configs (`sasl.password`) are
-//! stored but never shown. Authorization (DECISIONS.md 7): CREATE on the ClusterMirror
+//! stored but never shown. Authorization: CREATE on the ClusterMirror
 //! resource for CreateMirror, DELETE for DeleteMirror, DESCRIBE for ListMirrors (a mirror the
 //! principal may not describe is left out), CLUSTER_ACTION on the cluster for
 //! LastMirroredEpochs.
