@@ -17,7 +17,7 @@
 use super::reactions::log_rejection;
 use super::shard_route::ShardRoute;
 use super::sync_plan::{self, DYNAMIC_TOPIC_CONFIG, DestinationLog, SyncFilters};
-use super::system::{LoadMirror, MirrorSystem};
+use super::system::MirrorSystem;
 use crate::acl::{AclBinding, AclFilter};
 use crate::broker::Broker;
 use crate::groups::GroupState;
@@ -86,13 +86,10 @@ impl Handler<SyncMetadata> for MirrorSystem {
                 Some(_) => {}
                 // The coordinator syncs a mirror with topics even where none of them is led.
                 None if coordinator && !self.broker.mirror_topics(mirror).is_empty() => {
-                    let me = ctx.address();
-                    let mirror = mirror.clone();
-                    actix::spawn(async move {
-                        if let Ok(Err(e)) = me.send(LoadMirror(mirror.clone())).await {
-                            tracing::warn!(mirror, error = %e, "loading a mirror to sync it");
-                        }
-                    });
+                    // Loading needs nothing of the source: it is done here, synced next time.
+                    if let Err(e) = self.load_mirror(mirror, ctx) {
+                        tracing::warn!(mirror, error = %e, "loading a mirror to sync it");
+                    }
                 }
                 None => {}
             }

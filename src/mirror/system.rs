@@ -248,7 +248,7 @@ impl Actor for MirrorSystem {
 /// Loads a mirror of the controller: its runtime (fetchers, stats) from its configs alone, so a
 /// mirror whose source is down loads, and its partitions start from `__mirror_state` (a STOPPED
 /// topic becomes writable, a stop proceeds). The source is probed in the background
-/// ([`SourceAnswered`]), with backoff until it answers. Loading a loaded mirror changes nothing.
+/// (`probe_source`), with backoff until it answers. Loading a loaded mirror changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "Result<(), MirrorError>")]
 pub struct LoadMirror(pub String);
@@ -330,22 +330,6 @@ const PROBE_MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30
 /// How long one probe of the source waits for its cluster id (a frozen source must not hold
 /// the probe for the client's whole request timeout).
 const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// A mirror's source answered a probe (its cluster id) or did not (why).
-#[derive(Debug, Clone, PartialEq, Eq, Message)]
-#[rtype(result = "()")]
-pub(super) struct SourceAnswered {
-    pub(super) mirror: String,
-    pub(super) answer: Result<String, String>,
-}
-
-impl Handler<SourceAnswered> for MirrorSystem {
-    type Result = ();
-
-    fn handle(&mut self, msg: SourceAnswered, _: &mut Context<Self>) {
-        self.source_answered(&msg.mirror, msg.answer);
-    }
-}
 
 impl MirrorSystem {
     /// Asks the mirror's source for its cluster id in the background; while it does not answer,
