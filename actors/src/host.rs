@@ -91,6 +91,8 @@ pub enum FetchResponse {
         records: Bytes,
         /// The source's high watermark.
         high_watermark: i64,
+        /// The source leader epoch (SLE) the fetch was answered under, -1 when not known.
+        source_leader_epoch: i32,
     },
     /// The destination's history diverged: the source's `epoch` ends at `end_offset`.
     Diverging { epoch: i32, end_offset: i64 },
@@ -139,12 +141,13 @@ pub fn align_for_lme(
 /// What one fetch round did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FetchProgress {
-    /// Batches were appended; the greatest source epoch among them.
+    /// Batches were appended; the source epoch: the greatest of theirs and the SLE.
     Appended { source_epoch: i32 },
     /// Nothing new below the source's LSO.
     Idle,
-    /// The source epoch of the next batch is above the destination leader epoch: the batch
-    /// waits for a leader-epoch bump (DLE >= SLE).
+    /// Nothing appended, and the source epoch (the SLE, or the epoch of a next batch that is
+    /// above the destination leader epoch and waits for a leader-epoch bump) has come within
+    /// the bump threshold of the destination leader epoch (DLE >= SLE).
     HeldBack { source_epoch: i32 },
     /// The local log was truncated to where it agrees with the source.
     Truncated,
@@ -192,7 +195,11 @@ pub fn apply_fetch(
             log.truncate_fully_and_start_at(log_start_offset)?;
             Ok(FetchProgress::Truncated)
         }
-        FetchResponse::Records { records, .. } => {
+        FetchResponse::Records {
+            records,
+            source_leader_epoch,
+            ..
+        } => {
             let mut checked = CheckedBatches::check(records)
                 .map_err(|e| HostError::fatal(format!("corrupt batch from the source: {e}")))?;
             let mut keep = 0;
@@ -202,7 +209,7 @@ pub fn apply_fetch(
                 if epoch > destination_leader_epoch {
                     if keep == 0 {
                         return Ok(FetchProgress::HeldBack {
-                            source_epoch: epoch,
+                            source_epoch: epoch.max(source_leader_epoch),
                         });
                     }
                     break;
@@ -211,12 +218,19 @@ pub fn apply_fetch(
                 keep += 1;
             }
             if keep == 0 {
-                return Ok(FetchProgress::Idle);
+                return Ok(
+                    match epoch::bump_for(source_leader_epoch, destination_leader_epoch) {
+                        Some(_) if source_leader_epoch >= 0 => FetchProgress::HeldBack {
+                            source_epoch: source_leader_epoch,
+                        },
+                        _ => FetchProgress::Idle,
+                    },
+                );
             }
             checked.truncate(keep);
             log.append_mirrored(checked)?;
             Ok(FetchProgress::Appended {
-                source_epoch: max_epoch,
+                source_epoch: max_epoch.max(source_leader_epoch),
             })
         }
     }

@@ -15,6 +15,7 @@ use dashmap::DashMap;
 use kmirror_actors::actor::{FetchAnswers, FetchKey, FetcherPorts, PortFuture};
 use kmirror_actors::host::{self, FetchProgress, FetchRequest, FetchResponse, HostError};
 use kmirror_actors::partition::Cause;
+use kmirror_protocol::client::FetchedPartition;
 use kmirror_protocol::client::source::EARLIEST;
 use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, Isolation, SourceClient};
 use kmirror_protocol::errors::{ErrorClass, ErrorCode};
@@ -113,16 +114,34 @@ fn leader_moved(code: ErrorCode) -> bool {
     )
 }
 
+/// One partition as a Fetch asked for it.
+struct Asked {
+    key: FetchKey,
+    topic_id: Uuid,
+    /// The source leader epoch sent as `current_leader_epoch`.
+    source_leader_epoch: i32,
+}
+
+/// The partition asked for that an answer is about: answers name topics by id (Fetch v13+)
+/// or by name, so both are matched.
+fn asked_for<'a>(asked: &'a [Asked], p: &FetchedPartition) -> Option<&'a Asked> {
+    asked.iter().find(|a| {
+        a.key.1 == p.partition
+            && ((!p.topic.is_empty() && p.topic == a.key.0)
+                || (!a.topic_id.is_nil() && p.topic_id == a.topic_id))
+    })
+}
+
 /// The source answers that it does not know a topic (by id or name) both while its metadata
 /// propagates and once the topic is gone: asked again, a source without the topic, or with
 /// another id under its name (deleted and created again), means the topic is gone for good.
 /// The reason, by topic, for each such topic; a topic the source still has is left to retry.
 async fn gone_topics(
     source: &SourceClient,
-    fetched: &[kmirror_protocol::client::FetchedPartition],
-    keys: &[(FetchKey, Uuid)],
+    fetched: &[FetchedPartition],
+    asked: &[Asked],
 ) -> std::collections::HashMap<String, String> {
-    let unknown: std::collections::BTreeSet<&(FetchKey, Uuid)> = fetched
+    let unknown: std::collections::BTreeMap<&FetchKey, Uuid> = fetched
         .iter()
         .filter(|p| {
             matches!(
@@ -132,30 +151,25 @@ async fn gone_topics(
                     | ErrorCode::INCONSISTENT_TOPIC_ID
             )
         })
-        .filter_map(|p| {
-            keys.iter().find(|((topic, partition), id)| {
-                *partition == p.partition
-                    && ((!p.topic.is_empty() && p.topic == *topic)
-                        || (!id.is_nil() && p.topic_id == *id))
-            })
-        })
+        .filter_map(|p| asked_for(asked, p))
+        .map(|a| (&a.key, a.topic_id))
         .collect();
     let mut gone = std::collections::HashMap::new();
     if unknown.is_empty() {
         return gone;
     }
-    let names: Vec<&str> = unknown.iter().map(|((t, _), _)| t.as_str()).collect();
+    let names: Vec<&str> = unknown.keys().map(|(t, _)| t.as_str()).collect();
     let Ok(metadata) = source.metadata(Some(&names)).await else {
         return gone;
     };
     for ((topic, _), id) in unknown {
         let reason = match metadata.topics.get(topic) {
             None => format!("the source topic {topic} was deleted; the local copy is kept"),
-            Some(t) if !t.topic_id.is_nil() && !id.is_nil() && t.topic_id != *id => format!(
+            Some(t) if !t.topic_id.is_nil() && !id.is_nil() && t.topic_id != id => format!(
                 "the source topic {topic} was deleted and created again (its id is {}, this \
                  mirror copies {}); the local copy is kept",
                 kmirror_protocol::topic_id::to_kafka_string(&t.topic_id),
-                kmirror_protocol::topic_id::to_kafka_string(id)
+                kmirror_protocol::topic_id::to_kafka_string(&id)
             ),
             Some(_) => continue,
         };
@@ -199,11 +213,14 @@ impl FetcherPorts for SourceFetcherPorts {
             min_bytes: self.settings.min_bytes,
             max_bytes: self.settings.response_max_bytes,
         };
-        // Answers name topics by id (Fetch v13+) or by name: match on both.
-        let keys: Vec<(FetchKey, Uuid)> = spec
+        let asked: Vec<Asked> = spec
             .partitions
             .iter()
-            .map(|p| ((p.topic.clone(), p.partition), p.topic_id))
+            .map(|p| Asked {
+                key: (p.topic.clone(), p.partition),
+                topic_id: p.topic_id,
+                source_leader_epoch: p.current_leader_epoch,
+            })
             .collect();
         let source = self.source.clone();
         let leader = self.leader;
@@ -219,23 +236,16 @@ impl FetcherPorts for SourceFetcherPorts {
             };
             let bytes = fetched.iter().map(|p| p.records.len() as u64).sum();
             stats.fetched(bytes, now_ms());
-            let gone = gone_topics(&source, &fetched, &keys).await;
+            let gone = gone_topics(&source, &fetched, &asked).await;
             let answers = fetched
                 .into_iter()
                 .filter_map(|p| {
-                    let key = keys
-                        .iter()
-                        .find(|((topic, partition), id)| {
-                            *partition == p.partition
-                                && ((!p.topic.is_empty() && p.topic == *topic)
-                                    || (!id.is_nil() && p.topic_id == *id))
-                        })
-                        .map(|(key, _)| key.clone());
                     // An answer for a partition not asked for is dropped, never misapplied.
-                    let Some(key) = key else {
+                    let Some(a) = asked_for(&asked, &p) else {
                         tracing::warn!(topic = %p.topic, partition = p.partition, "a fetch answer for a partition not asked for");
                         return None;
                     };
+                    let (key, source_leader_epoch) = (a.key.clone(), a.source_leader_epoch);
                     if let Some(reason) = gone.get(&key.0) {
                         return Some((key, Err(Cause::fatal(reason.clone()))));
                     }
@@ -249,6 +259,7 @@ impl FetcherPorts for SourceFetcherPorts {
                         let nothing = FetchResponse::Records {
                             records: bytes::Bytes::new(),
                             high_watermark: -1,
+                            source_leader_epoch: -1,
                         };
                         return Some((key, Ok(nothing)));
                     }
@@ -259,6 +270,7 @@ impl FetcherPorts for SourceFetcherPorts {
                         (ErrorCode::NONE, None) => Ok(FetchResponse::Records {
                             records: p.records,
                             high_watermark: p.high_watermark,
+                            source_leader_epoch,
                         }),
                         // Answered where the source's log starts; found at apply time.
                         (OFFSET_OUT_OF_RANGE, _) => Ok(FetchResponse::OffsetOutOfRange {

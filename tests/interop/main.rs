@@ -7,7 +7,10 @@
 //! listeners with a CA made by openssl and a SCRAM user created at format time. Fault tests kill,
 //! freeze and restart the broker, so every test takes one lock and they run one at a time.
 
+mod version_cap;
+
 use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::records::RecordBatchDecoder;
 use kmirror_protocol::batch::RecordBatches;
 use kmirror_protocol::client::source::{EARLIEST, LATEST};
@@ -21,6 +24,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 use uuid::Uuid;
+use version_cap::VersionCapProxy;
 
 static BROKER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
@@ -398,6 +402,46 @@ async fn epochs_divergence_and_faults_across_broker_restarts() {
     let answer = client.fetch(1, &spec).await.expect("fetch").remove(0);
     assert_eq!(answer.diverging_epoch, Some((old_epoch, base + 500)));
     assert!(answer.records.is_empty());
+
+    // The same to a broker below Fetch v12 (no last fetched epoch, no diverging epoch in the
+    // answer): the client finds the divergence with OffsetForLeaderEpoch, as Kafka's replica
+    // fetcher does there. The proxy makes Kafka look older; it takes the port Kafka's REMOTE
+    // listener advertises, so clients stay behind it after metadata.
+    let old = VersionCapProxy::start(
+        &kafka_env("KMIRROR_KAFKA_REMOTE"),
+        &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"),
+        &[(ApiKey::Fetch, 11)],
+    )
+    .await;
+    let mut config = plaintext();
+    config.bootstrap_servers = vec![kafka_env("KMIRROR_KAFKA_REMOTE")];
+    let old_client = SourceClient::connect(config).await.expect("connects");
+    let answer = old_client.fetch(1, &spec).await.expect("fetch").remove(0);
+    assert_eq!(answer.diverging_epoch, Some((old_epoch, base + 500)));
+    assert!(answer.records.is_empty());
+    // Where the history agrees the fetch goes on, at v11.
+    let mut agreeing = spec.clone();
+    agreeing.partitions[0].offset = base + 500;
+    let answer = old_client
+        .fetch(1, &agreeing)
+        .await
+        .expect("fetch")
+        .remove(0);
+    assert_eq!(
+        (answer.error, answer.diverging_epoch),
+        (ErrorCode::NONE, None)
+    );
+    let first = RecordBatches::new(answer.records)
+        .next()
+        .expect("records")
+        .expect("valid");
+    assert_eq!(
+        (first.base_offset(), first.partition_leader_epoch()),
+        (base + 500, new_epoch),
+        "the records of the new epoch"
+    );
+    assert_eq!(old.newest_sent(ApiKey::Fetch), Some(11));
+    drop(old);
 
     // Killed mid-fetch (a long poll on the log end): a typed error, then a reconnect.
     let mut waiting = spec.clone();

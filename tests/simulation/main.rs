@@ -21,11 +21,13 @@
 //! `SIM_SEEDS=<n>` sets how many seeds run (default 2,000); `SIM_SEED=<n>` replays one.
 
 use kmirror_actors::coordinator::{PartitionKey, Shard};
+use kmirror_actors::epoch;
 use kmirror_actors::host::memory::{
     MemoryController, MemoryCoordinatorLog, MemoryLog, MemorySource,
 };
 use kmirror_actors::host::{
-    self, Controller, CoordinatorLog, FetchProgress, HostError, MirrorLog, SourceCluster,
+    self, Controller, CoordinatorLog, FetchProgress, FetchResponse, HostError, MirrorLog,
+    SourceCluster,
 };
 use kmirror_actors::partition::{
     Cause, Desired, Effect, Env, Input, Outcome, Partition, Phase, RetryPolicy, StoredState,
@@ -769,4 +771,49 @@ fn a_stale_fetch_answer_changes_nothing() {
         "a stale answer left the log as it was"
     );
     assert_eq!(destination.log_end_offset(), 3);
+}
+
+/// DLE >= SLE: the source leader epoch in an answer counts, not only its batches' epochs. An
+/// idle answer whose SLE comes within the threshold asks for a bump at SLE + 10; batches of an
+/// older epoch report the SLE.
+#[test]
+fn the_source_leader_epoch_drives_the_epoch_bump() {
+    let mut source = MemoryLog::default();
+    for _ in 0..3 {
+        source.append_as_leader(2, 1, -1, false);
+    }
+    let answer = |records: bytes::Bytes, source_leader_epoch| FetchResponse::Records {
+        records,
+        high_watermark: 3,
+        source_leader_epoch,
+    };
+    let mut destination = MemoryLog::default();
+    let planned = host::next_fetch(&destination, 1 << 20);
+    let progress = host::apply_fetch(
+        &mut destination,
+        || Ok(0),
+        &planned,
+        answer(bytes::Bytes::from(source.bytes()), 8),
+        10,
+    )
+    .expect("applied");
+    assert_eq!(progress, FetchProgress::Appended { source_epoch: 8 });
+    let planned = host::next_fetch(&destination, 1 << 20);
+    let idle = |sle| {
+        host::apply_fetch(
+            &mut destination.clone(),
+            || Ok(0),
+            &planned,
+            answer(bytes::Bytes::new(), sle),
+            10,
+        )
+        .expect("applied")
+    };
+    assert_eq!(
+        idle(5),
+        FetchProgress::Idle,
+        "far below the destination's 10"
+    );
+    assert_eq!(idle(7), FetchProgress::HeldBack { source_epoch: 7 });
+    assert_eq!(epoch::bump_for(7, 10), Some(17));
 }

@@ -94,6 +94,8 @@ struct Member {
     applying: bool,
     /// Detach requests waiting for that apply.
     detaching: Vec<oneshot::Sender<()>>,
+    /// The greatest source leader epoch told to the partition (-1: none yet).
+    told_source_epoch: i32,
 }
 
 /// Fetcher settings.
@@ -282,7 +284,24 @@ impl<P: FetcherPorts> Fetcher<P> {
             };
             match answer {
                 Err(cause) => self.report(ctx, &key, FetcherProgress::Failed(cause)),
-                Ok(FetchResponse::Records { records, .. }) if records.is_empty() => {}
+                // Nothing to apply; a new source leader epoch is still news to the partition,
+                // which keeps its own epoch ahead of it (DLE >= SLE) while the source is idle.
+                Ok(FetchResponse::Records {
+                    records,
+                    source_leader_epoch,
+                    ..
+                }) if records.is_empty() => {
+                    if source_leader_epoch > member.told_source_epoch {
+                        member.told_source_epoch = source_leader_epoch;
+                        self.report(
+                            ctx,
+                            &key,
+                            FetcherProgress::HeldBack {
+                                source_epoch: source_leader_epoch,
+                            },
+                        );
+                    }
+                }
                 Ok(response) => {
                     member.applying = true;
                     applying = true;
@@ -368,7 +387,10 @@ impl<P: FetcherPorts> Handler<AttachPartition> for Fetcher<P> {
         match self.members.get_mut(&msg.key) {
             // A restarted partition actor attaching again: an apply in flight still finishes
             // before the partition is fetched again.
-            Some(member) => member.progress = msg.progress,
+            Some(member) => {
+                member.progress = msg.progress;
+                member.told_source_epoch = -1;
+            }
             None => {
                 self.members.insert(
                     msg.key,
@@ -376,6 +398,7 @@ impl<P: FetcherPorts> Handler<AttachPartition> for Fetcher<P> {
                         progress: msg.progress,
                         applying: false,
                         detaching: Vec::new(),
+                        told_source_epoch: -1,
                     },
                 );
             }

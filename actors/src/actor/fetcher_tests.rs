@@ -39,6 +39,7 @@ fn records() -> FetchResponse {
     FetchResponse::Records {
         records: Bytes::from_static(b"batches"),
         high_watermark: 10,
+        source_leader_epoch: -1,
     }
 }
 
@@ -72,6 +73,7 @@ impl FetcherPorts for ScriptedSource {
                     .unwrap_or(Ok(FetchResponse::Records {
                         records: Bytes::new(),
                         high_watermark: 0,
+                        source_leader_epoch: -1,
                     }));
                 (key, answer)
             })
@@ -335,5 +337,36 @@ async fn a_failed_fetch_is_reported_to_every_partition_in_it() {
         vec![FetcherProgress::Failed(Cause::fatal(
             "SASL authentication failed"
         ))]
+    );
+}
+
+/// DLE >= SLE holds while the source is idle: a new source leader epoch in an answer with no
+/// batches is told to the partition, once per new epoch.
+#[actix_rt::test]
+async fn an_idle_sources_new_leader_epoch_is_told_to_the_partition_once() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let idle = |source_leader_epoch| {
+        Ok(FetchResponse::Records {
+            records: Bytes::new(),
+            high_watermark: 10,
+            source_leader_epoch,
+        })
+    };
+    source.0.borrow_mut().answers.insert(
+        key("a"),
+        VecDeque::from([idle(4), idle(4), idle(9), idle(9), idle(7)]),
+    );
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start(&source, 10);
+    attach(&fetcher, "a", &reports).await;
+    pause(2000).await;
+    assert!(source.0.borrow().applied.is_empty(), "nothing to apply");
+    assert_eq!(
+        *reports.borrow(),
+        vec![
+            FetcherProgress::HeldBack { source_epoch: 4 },
+            FetcherProgress::HeldBack { source_epoch: 9 },
+        ]
     );
 }

@@ -60,9 +60,11 @@ pub struct ChangeDesired(pub Desired);
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
 pub enum FetcherProgress {
-    /// Batches were appended; the greatest source epoch among them.
+    /// Batches were appended; the source epoch: the greatest of theirs and the SLE.
     Appended { source_epoch: i32 },
-    /// A batch waits for the destination epoch to reach its source epoch.
+    /// Nothing appended, and a source epoch was seen: the SLE (told once per new value), or a
+    /// batch's that waits for the destination epoch to reach it. The partition bumps its
+    /// epoch when that source epoch comes close (DLE >= SLE).
     HeldBack { source_epoch: i32 },
     /// The fetch failed, classified.
     Failed(Cause),

@@ -289,6 +289,8 @@ impl SourceCluster for MemorySource<'_> {
         Ok(FetchResponse::Records {
             records: Bytes::from(out),
             high_watermark: log.log_end_offset(),
+            // The source's leader epoch is at least its log's latest.
+            source_leader_epoch: log.epoch_history().last().map_or(-1, |(e, _)| *e),
         })
     }
 }

@@ -272,6 +272,9 @@ pub struct SourceClient {
     backoff: std::sync::Mutex<HashMap<String, Backoff>>,
     brokers: std::sync::Mutex<HashMap<i32, String>>,
     sessions: std::sync::Mutex<HashMap<i32, FetchSession>>,
+    /// For brokers below Fetch v12: the (current leader epoch, last fetched epoch) each
+    /// partition's history was last checked at with OffsetForLeaderEpoch.
+    checked_epochs: std::sync::Mutex<HashMap<SessionKey, (i32, i32)>>,
 }
 
 impl std::fmt::Debug for Backoff {
@@ -323,6 +326,7 @@ impl SourceClient {
             backoff: std::sync::Mutex::new(HashMap::new()),
             brokers: std::sync::Mutex::new(HashMap::new()),
             sessions: std::sync::Mutex::new(HashMap::new()),
+            checked_epochs: std::sync::Mutex::new(HashMap::new()),
         };
         Ok(client)
     }
@@ -521,20 +525,102 @@ impl SourceClient {
     }
 
     /// A consumer fetch (replica id -1) from broker `leader`.
+    ///
+    /// A partition whose history diverged from the leader's is answered with its diverging
+    /// epoch and no records: by the broker from Fetch v12 on, and below v12 (which carries no
+    /// last fetched epoch) by [`SourceClient::diverged_below_v12`] before the fetch.
     pub async fn fetch(
         &self,
         leader: i32,
         spec: &FetchSpec,
     ) -> Result<Vec<FetchedPartition>, ClientError> {
-        match self.fetch_in_session(leader, spec).await {
+        let (spec, mut diverged) = self.diverged_below_v12(leader, spec).await?;
+        if spec.partitions.is_empty() {
+            return Ok(diverged);
+        }
+        let mut fetched = match self.fetch_in_session(leader, &spec).await {
             // The broker evicted or lost the session: start a new one with a full fetch.
             Err(ClientError::Broker { code, .. })
                 if code == FETCH_SESSION_ID_NOT_FOUND || code == INVALID_FETCH_SESSION_EPOCH =>
             {
-                self.fetch_in_session(leader, spec).await
+                self.fetch_in_session(leader, &spec).await
             }
             other => other,
+        }?;
+        fetched.append(&mut diverged);
+        Ok(fetched)
+    }
+
+    /// Divergence for brokers below Fetch v12, as Kafka's replica fetcher finds it there: an
+    /// OffsetForLeaderEpoch for the last fetched epoch, asked again whenever the partition's
+    /// current leader epoch or last fetched epoch changed. The leader's answer (the greatest
+    /// epoch not above it and where that ends) shows a divergence when it names an older epoch
+    /// or ends before the fetch offset; such a partition is answered here as a v12 broker
+    /// would (its diverging epoch, no records) and left out of the Fetch. Returns the spec
+    /// still to fetch and those answers; from v12 on, the spec unchanged.
+    async fn diverged_below_v12(
+        &self,
+        leader: i32,
+        spec: &FetchSpec,
+    ) -> Result<(FetchSpec, Vec<FetchedPartition>), ClientError> {
+        let connection = self.broker(leader).await?;
+        if connection.version_of::<FetchRequest>().unwrap_or(0) >= 12 {
+            return Ok((spec.clone(), Vec::new()));
         }
+        let mut rest = spec.clone();
+        rest.partitions.clear();
+        let mut diverged = Vec::new();
+        for p in &spec.partitions {
+            let key = (p.topic_id, p.topic.clone(), p.partition);
+            let epochs = (p.current_leader_epoch, p.last_fetched_epoch);
+            let checked = self
+                .checked_epochs
+                .lock()
+                .ok()
+                .and_then(|c| c.get(&key).copied());
+            if p.last_fetched_epoch < 0 || checked == Some(epochs) {
+                rest.partitions.push(p.clone());
+                continue;
+            }
+            let answer = |error, diverging_epoch| FetchedPartition {
+                topic_id: p.topic_id,
+                topic: p.topic.clone(),
+                partition: p.partition,
+                error,
+                high_watermark: -1,
+                last_stable_offset: -1,
+                log_start_offset: -1,
+                records: Bytes::new(),
+                aborted_transactions: Vec::new(),
+                diverging_epoch,
+                current_leader: None,
+            };
+            match self
+                .offset_for_leader_epoch(
+                    leader,
+                    &p.topic,
+                    p.partition,
+                    p.current_leader_epoch,
+                    p.last_fetched_epoch,
+                )
+                .await
+            {
+                Ok((epoch, end_offset))
+                    if epoch == p.last_fetched_epoch && end_offset >= p.offset =>
+                {
+                    if let Ok(mut c) = self.checked_epochs.lock() {
+                        c.insert(key, epochs);
+                    }
+                    rest.partitions.push(p.clone());
+                }
+                Ok((epoch, end_offset)) => {
+                    diverged.push(answer(ErrorCode::NONE, Some((epoch, end_offset))));
+                }
+                Err(ClientError::Broker { code, .. }) => diverged.push(answer(code, None)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((rest, diverged))
     }
 
     /// The fetch session held with `leader`, as (session id, next epoch), if any.
