@@ -195,6 +195,9 @@ impl ErrorCode {
     pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
     /// Kafka's UNKNOWN_LEADER_EPOCH: the leader epoch asked is newer than the broker knows.
     pub const UNKNOWN_LEADER_EPOCH: ErrorCode = ErrorCode(75);
+    /// Kafka's COORDINATOR_NOT_AVAILABLE: the coordinator (a `__mirror_state` shard) cannot
+    /// answer now; ask again.
+    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode(15);
     /// Kafka's OPERATION_NOT_ATTEMPTED: the rest of an all-or-nothing request one part of
     /// which was refused.
     pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);

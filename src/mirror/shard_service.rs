@@ -152,3 +152,117 @@ serve_by_shard!(
     write_mirror_states_response,
     WriteMirrorStates
 );
+
+/// A topic name and partition index.
+pub type TopicPartition = (String, i32);
+
+/// A partition's LME (-1 for none), or why its shard could not answer.
+pub type LmeAnswer = Result<i32, ErrorCode>;
+
+/// The LMEs `mirror` recorded for partitions of this cluster's topics, read from the shards
+/// that own them wherever they are led (this broker's shard actors, or other brokers' over
+/// ReadMirrorStates), so an answer needs no replay of the state topic. Each entry is `(topic,
+/// partition)` with its LME (-1 for none) or, for a shard that could not answer yet (loading,
+/// moved, unreachable), the error to give the asking cluster, which asks again.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<Vec<(TopicPartition, LmeAnswer)>, MirrorError>")]
+pub struct ReadLastMirroredEpochs {
+    /// The mirror.
+    pub mirror: String,
+    /// Each topic's name, id and partitions.
+    pub topics: Vec<(String, uuid::Uuid, Vec<i32>)>,
+}
+
+impl Handler<ReadLastMirroredEpochs> for MirrorSystem {
+    type Result = ResponseActFuture<Self, Result<Vec<(TopicPartition, LmeAnswer)>, MirrorError>>;
+
+    fn handle(&mut self, msg: ReadLastMirroredEpochs, _: &mut Context<Self>) -> Self::Result {
+        let asked = self.ensure_shards().map(|()| {
+            let mut by_shard: BTreeMap<usize, ReadMirrorStatesRequest> = BTreeMap::new();
+            for (name, topic_id, partitions) in &msg.topics {
+                for &partition in partitions {
+                    let shard = self.shard_of(&msg.mirror, topic_id, partition);
+                    let request =
+                        by_shard
+                            .entry(shard)
+                            .or_insert_with(|| ReadMirrorStatesRequest {
+                                mirror_name: msg.mirror.clone(),
+                                ..Default::default()
+                            });
+                    let entry = read_mirror_states_request::Partition {
+                        partition_index: partition,
+                        ..Default::default()
+                    };
+                    match request.topics.iter_mut().find(|t| t.topic_id == *topic_id) {
+                        Some(t) => t.partitions.push(entry),
+                        None => request.topics.push(read_mirror_states_request::Topic {
+                            topic_id: *topic_id,
+                            name: name.clone(),
+                            partitions: vec![entry],
+                            ..Default::default()
+                        }),
+                    }
+                }
+            }
+            by_shard
+                .into_iter()
+                .filter_map(|(shard, request)| {
+                    let route = self.shards.get(shard)?.clone();
+                    Some(async move {
+                        let names: Vec<(String, Vec<i32>)> = request
+                            .topics
+                            .iter()
+                            .map(|t| {
+                                let partitions =
+                                    t.partitions.iter().map(|p| p.partition_index).collect();
+                                (t.name.clone(), partitions)
+                            })
+                            .collect();
+                        (names, route.read(request).await)
+                    })
+                })
+                .collect::<Vec<_>>()
+        });
+        Box::pin(
+            async move {
+                let mut out = Vec::new();
+                for read in asked? {
+                    let (names, answer) = read.await;
+                    let answer = answer.and_then(|a| {
+                        if a.error_code == 0 {
+                            Ok(a)
+                        } else {
+                            Err(kmirror_actors::partition::Cause::retryable(format!(
+                                "the coordinator answered {}",
+                                ErrorCode(a.error_code)
+                            )))
+                        }
+                    });
+                    for (topic, partitions) in names {
+                        for partition in partitions {
+                            let lme = match &answer {
+                                Err(_) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+                                Ok(a) => a
+                                    .topics
+                                    .iter()
+                                    .filter(|t| t.name == topic)
+                                    .flat_map(|t| t.partitions.iter())
+                                    .find(|p| p.partition_index == partition)
+                                    .map_or(Err(ErrorCode::COORDINATOR_NOT_AVAILABLE), |p| {
+                                        if p.error_code == 0 {
+                                            Ok(p.last_mirror_epoch)
+                                        } else {
+                                            Err(ErrorCode(p.error_code))
+                                        }
+                                    }),
+                            };
+                            out.push(((topic.clone(), partition), lme));
+                        }
+                    }
+                }
+                Ok(out)
+            }
+            .into_actor(self),
+        )
+    }
+}

@@ -24,13 +24,15 @@ use kmirror_protocol::batch::{RecordBatch, RecordBatches};
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{
-    ClientConfig, FetchPartitionSpec, FetchSpec, Isolation, SourceClient,
+    ClientConfig, ClientError, FetchPartitionSpec, FetchSpec, Isolation, SourceClient,
 };
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool, kafka_tool_output, verifiable_produce};
 use kmirror_protocol::testing::BatchSpec;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -935,35 +937,21 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     );
 
     // The LME of a stopped partition, as its shard recorded it in __mirror_state.
+    // A stopped topic of m1, as StopMirrorTopics leaves it, and its LME.
     let topic_id = uuid::Uuid::from_u128(77);
+    stopped_topic(&running.broker, "m1", "orders", topic_id);
     write_stopped_lme(&running.broker, "m1", "orders", topic_id, 5).await;
+    // The engine's shards load it and answer.
+    let engine = engine(&running.broker);
     let source = SourceClient::connect(ClientConfig::plaintext(&running.address))
         .await
         .expect("connects");
-    let lmes = source
-        .last_mirrored_epochs("SRC-ID", "orders", topic_id, &[0, 1])
-        .await
-        .expect("LastMirroredEpochs answers");
+    let lmes = lmes_once_loaded(&source, "SRC-ID", "orders", topic_id, &[0, 1]).await;
     assert_eq!(lmes, vec![5, -1]);
-    let none = source
-        .last_mirrored_epochs("ANOTHER", "orders", topic_id, &[0])
-        .await
-        .expect("LastMirroredEpochs answers");
+    let none = lmes_once_loaded(&source, "ANOTHER", "orders", topic_id, &[0]).await;
     assert_eq!(none, vec![-1], "no mirror from that cluster");
+    engine.stop();
 
-    // A stopped topic of m1, as StopMirrorTopics leaves it.
-    running
-        .broker
-        .create_topic(
-            "orders",
-            1,
-            std::collections::BTreeMap::from([(
-                "mirror.name".to_string(),
-                "m1.removed".to_string(),
-            )]),
-            None,
-        )
-        .expect("created");
     let delete = DeleteMirrorRequest {
         mirror_name: "m1".into(),
         ..Default::default()
@@ -981,6 +969,22 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     assert_eq!(deleted.error_code, 0);
     assert!(running.broker.mirrors().is_empty());
     shut(running).await;
+}
+
+/// Creates `topic` (id `topic_id`, one partition) as a topic of `mirror` that
+/// StopMirrorTopics left writable.
+fn stopped_topic(broker: &Broker, mirror: &str, topic: &str, topic_id: uuid::Uuid) {
+    broker
+        .create_topic(
+            topic,
+            1,
+            std::collections::BTreeMap::from([(
+                "mirror.name".to_string(),
+                format!("{mirror}.removed"),
+            )]),
+            Some(topic_id),
+        )
+        .expect("created");
 }
 
 /// Writes, as the shard of `mirror`'s partition 0 of `topic` (id `topic_id`) would, a STOPPED
@@ -1045,22 +1049,54 @@ async fn last_mirrored_epochs_answer_from_every_mirror_of_the_asking_cluster() {
             .expect("created");
     }
     let (orders, items) = (uuid::Uuid::from_u128(77), uuid::Uuid::from_u128(78));
+    stopped_topic(&running.broker, "m1", "orders", orders);
+    stopped_topic(&running.broker, "m2", "items", items);
     write_stopped_lme(&running.broker, "m1", "orders", orders, 5).await;
     write_stopped_lme(&running.broker, "m2", "items", items, 7).await;
     shut(running).await;
     // Restarted with another partition count for the (existing) state topic.
     let running = start_with(dir.path(), "mirror.state.topic.num.partitions=7\n").await;
+    let engine = engine(&running.broker);
     let source = SourceClient::connect(ClientConfig::plaintext(&running.address))
         .await
         .expect("connects");
     for (topic, topic_id, lme) in [("orders", orders, 5), ("items", items, 7)] {
-        let lmes = source
-            .last_mirrored_epochs("SRC-ID", topic, topic_id, &[0])
-            .await
-            .expect("LastMirroredEpochs answers");
+        let lmes = lmes_once_loaded(&source, "SRC-ID", topic, topic_id, &[0]).await;
         assert_eq!(lmes, vec![lme], "{topic}");
     }
+    engine.stop();
     shut(running).await;
+}
+
+/// The mirroring engine of `broker`, as `kmirror broker` runs it.
+fn engine(broker: &Arc<Broker>) -> kmirror::mirror::system::EngineHandle {
+    let engine = kmirror::mirror::system::EngineHandle::start(broker.clone()).expect("engine");
+    broker.set_mirror_engine(engine.addr.clone());
+    engine
+}
+
+/// LastMirroredEpochs, asked again while the shards load (COORDINATOR_LOAD_IN_PROGRESS): the
+/// answer is never "none" before they have loaded.
+async fn lmes_once_loaded(
+    source: &SourceClient,
+    asking: &str,
+    topic: &str,
+    topic_id: uuid::Uuid,
+    partitions: &[i32],
+) -> Vec<i32> {
+    for _ in 0..100 {
+        match source
+            .last_mirrored_epochs(asking, topic, topic_id, partitions)
+            .await
+        {
+            Ok(lmes) => return lmes,
+            Err(ClientError::Broker { code, .. }) if code == ErrorCode(14) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("LastMirroredEpochs: {e}"),
+        }
+    }
+    panic!("the shards did not load within 10 s")
 }
 
 /// A `kmirror broker` process, killed if a failing test drops it (so no orphan outlives the run).

@@ -20,7 +20,11 @@ pub(crate) struct VersionCapProxy {
 impl VersionCapProxy {
     /// Listens on `listen` and forwards to `upstream`, advertising at most `caps` (api key,
     /// newest version).
-    pub(crate) async fn start(listen: &str, upstream: &str, caps: &[(ApiKey, i16)]) -> VersionCapProxy {
+    pub(crate) async fn start(
+        listen: &str,
+        upstream: &str,
+        caps: &[(ApiKey, i16)],
+    ) -> VersionCapProxy {
         let listener = TcpListener::bind(listen)
             .await
             .unwrap_or_else(|e| panic!("the proxy cannot listen on {listen}: {e}"));

@@ -953,30 +953,31 @@ impl SourceClient {
             }],
             ..Default::default()
         };
-        // Each broker answers from the `__mirror_state` shards it leads (-1 for the others):
-        // every broker is asked and the greatest answer wins.
+        // Any broker answers: it reads each partition's shard wherever that shard is led.
+        let response = match self
+            .send_to(Target::Any, "LastMirroredEpochs", &request, 0)
+            .await
+        {
+            Ok((_, r)) => r,
+            // A cluster that cannot mirror never mirrored from us.
+            Err(ClientError::UnsupportedVersion { .. }) => return Ok(vec![-1; partitions.len()]),
+            Err(e) => return Err(e),
+        };
+        let failed = |code: i16| ClientError::Broker {
+            api: "LastMirroredEpochs",
+            code: ErrorCode(code),
+        };
+        if response.error_code != 0 {
+            return Err(failed(response.error_code));
+        }
         let mut answers: HashMap<i32, i32> = HashMap::new();
-        for broker in self.broker_ids().await? {
-            let response = match self
-                .send_to(Target::Broker(broker), "LastMirroredEpochs", &request, 0)
-                .await
-            {
-                Ok((_, r)) => r,
-                Err(ClientError::UnsupportedVersion { .. }) => {
-                    return Ok(vec![-1; partitions.len()]);
-                }
-                Err(e) => return Err(e),
-            };
-            if response.error_code != 0 {
-                return Err(ClientError::Broker {
-                    api: "LastMirroredEpochs",
-                    code: ErrorCode(response.error_code),
-                });
+        for p in response.topics.iter().flat_map(|t| t.partitions.iter()) {
+            // A shard that could not answer yet is no answer: never read it as "none" (-1),
+            // which would copy the whole partition again.
+            if p.error_code != 0 {
+                return Err(failed(p.error_code));
             }
-            for p in response.topics.iter().flat_map(|t| t.partitions.iter()) {
-                let best = answers.entry(p.partition_index).or_insert(-1);
-                *best = (*best).max(p.last_mirrored_epoch);
-            }
+            answers.insert(p.partition_index, p.last_mirrored_epoch);
         }
         Ok(partitions
             .iter()

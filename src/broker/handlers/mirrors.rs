@@ -12,16 +12,16 @@
 //! LastMirroredEpochs.
 //!
 //! LastMirroredEpochs asks every mirror whose `mirror.source.cluster.id` is the asking cluster
-//! (the one the local topic's `mirror.name` names first) and reads each partition's LME by
-//! replaying the `__mirror_state` partition of its shard (by the state topic's partition
-//! count); no such mirror (or no record) answers -1.
+//! (the one the local topic's `mirror.name` names first) and reads each partition's LME from
+//! the `__mirror_state` shard that owns it, through the engine, wherever that shard is led;
+//! no such mirror (or no record) answers -1, and a shard that cannot answer yet (loading,
+//! moved) answers its error, never -1, since -1 makes the asking cluster copy everything again.
 
 use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::mirror::mirror_configs;
-use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
-use kmirror_actors::coordinator::Shard;
+use crate::mirror::shard_service::{LmeAnswer, ReadLastMirroredEpochs, TopicPartition};
 use kmirror_actors::metadata::mirror_of;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
@@ -29,8 +29,6 @@ use kmirror_protocol::messages::{
     LastMirroredEpochsRequest, LastMirroredEpochsResponse, ListMirrorsRequest, ListMirrorsResponse,
     last_mirrored_epochs_response, list_mirrors_response,
 };
-use kmirror_protocol::records::coordinator_records;
-use kmirror_protocol::sharding::mirror_partition_shard;
 use std::collections::{BTreeMap, HashMap};
 
 fn refused(code: ErrorCode, message: impl Into<String>) -> (i16, Option<String>) {
@@ -136,30 +134,9 @@ pub(super) fn delete(
     }
 }
 
-/// Replays one `__mirror_state` partition into a shard.
-fn replay_shard(broker: &Broker, index: i32, count: i32) -> Option<Shard> {
-    let partition = broker.partition(MIRROR_STATE_TOPIC, index)?;
-    let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-    let mut shard = Shard::new(index, count);
-    let replayed = log.for_each_batch(log.log_start_offset(), |batch| {
-        if let Ok(records) = coordinator_records(batch) {
-            for record in &records {
-                shard.replay(record);
-            }
-        }
-        Ok(())
-    });
-    if let Err(e) = replayed {
-        tracing::error!(error = %e, "reading __mirror_state");
-        return None;
-    }
-    shard.loaded();
-    Some(shard)
-}
-
-pub(super) fn last_mirrored_epochs(
+pub(super) async fn last_mirrored_epochs(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: LastMirroredEpochsRequest,
 ) -> LastMirroredEpochsResponse {
     if !access.cluster(Operation::ClusterAction) {
@@ -168,52 +145,86 @@ pub(super) fn last_mirrored_epochs(
             ..Default::default()
         };
     }
-    // Every mirror of the asking cluster may hold the topic: the one the local topic names
-    // (a stopped topic keeps `<mirror>.removed`) is asked first.
-    let mut mirrors: Vec<String> = broker
+    let mirrors: Vec<String> = broker
         .mirrors()
         .into_iter()
         .filter(|(_, configs)| configs.get("mirror.source.cluster.id") == Some(&request.cluster_id))
         .map(|(name, _)| name)
         .collect();
-    // The shard of a partition is decided by the state topic's partition count, which the
-    // broker's config only sets when the topic is created.
-    let count = broker
-        .topic(MIRROR_STATE_TOPIC)
-        .map_or(0, |t| t.partitions.len() as i32);
-    let mut shards: HashMap<i32, Option<Shard>> = HashMap::new();
+    let topics: Vec<(String, uuid::Uuid, Vec<i32>)> = request
+        .topics
+        .iter()
+        .map(|t| (t.name.clone(), t.topic_id, t.partitions.clone()))
+        .collect();
+    // Every mirror of the asking cluster may hold a topic; each mirror's answers by partition.
+    let mut answers: Vec<(String, HashMap<TopicPartition, LmeAnswer>)> = Vec::new();
+    if !mirrors.is_empty() {
+        let Some(engine) = broker.mirror_engine() else {
+            return LastMirroredEpochsResponse {
+                error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
+                error_message: Some("the mirroring engine is not running".into()),
+                ..Default::default()
+            };
+        };
+        for mirror in mirrors {
+            let read = engine
+                .send(ReadLastMirroredEpochs {
+                    mirror: mirror.clone(),
+                    topics: topics.clone(),
+                })
+                .await;
+            match read {
+                Ok(Ok(lmes)) => answers.push((mirror, lmes.into_iter().collect())),
+                Ok(Err(e)) => {
+                    return LastMirroredEpochsResponse {
+                        error_code: e.code.0,
+                        error_message: Some(e.message),
+                        ..Default::default()
+                    };
+                }
+                Err(e) => {
+                    return LastMirroredEpochsResponse {
+                        error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
+                        error_message: Some(e.to_string()),
+                        ..Default::default()
+                    };
+                }
+            }
+        }
+    }
     let topics = request
         .topics
         .into_iter()
         .map(|topic| {
+            // The mirror the local topic names (a stopped topic keeps `<mirror>.removed`) is
+            // asked first.
             let named = broker
                 .topic(&topic.name)
                 .and_then(|t| t.configs.get("mirror.name").cloned())
                 .and_then(|v| mirror_of(&v).map(|(m, _)| m.to_string()));
-            mirrors.sort_by_key(|m| Some(m) != named.as_ref());
+            answers.sort_by_key(|(m, _)| Some(m) != named.as_ref());
             let partitions = topic
                 .partitions
                 .iter()
                 .map(|&index| {
-                    let lme = mirrors
-                        .iter()
-                        .filter(|_| count > 0)
-                        .map(|mirror| {
-                            let shard =
-                                mirror_partition_shard(mirror, &topic.topic_id, index, count);
-                            shards
-                                .entry(shard)
-                                .or_insert_with(|| replay_shard(broker, shard, count))
-                                .as_ref()
-                                .map_or(-1, |s| s.last_mirrored_epoch(mirror, &topic.name, index))
-                        })
-                        .find(|lme| *lme >= 0)
-                        .unwrap_or(-1);
-                    last_mirrored_epochs_response::Partition {
+                    let key = (topic.name.clone(), index);
+                    let mut out = last_mirrored_epochs_response::Partition {
                         partition_index: index,
-                        last_mirrored_epoch: lme,
                         ..Default::default()
+                    };
+                    for (_, lmes) in &answers {
+                        match lmes.get(&key) {
+                            Some(Ok(lme)) if *lme >= 0 => {
+                                out.last_mirrored_epoch = *lme;
+                                out.error_code = 0;
+                                break;
+                            }
+                            // Not known yet is not "none": the asking cluster asks again.
+                            Some(Err(code)) => out.error_code = code.0,
+                            _ => {}
+                        }
                     }
+                    out
                 })
                 .collect();
             last_mirrored_epochs_response::Topic {

@@ -134,7 +134,9 @@ pub(super) async fn dispatch_mirror(
                 .encode(&mut out, version)?
         }
         MirrorApiKey::LastMirroredEpochs => {
-            mirrors::last_mirrored_epochs(broker, access, Decodable::decode(body, version)?)
+            let request = Decodable::decode(body, version)?;
+            mirrors::last_mirrored_epochs(broker, access, request)
+                .await
                 .encode(&mut out, version)?
         }
         MirrorApiKey::StartMirrorTopics => {
