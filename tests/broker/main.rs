@@ -1090,7 +1090,10 @@ async fn lmes_once_loaded(
             .await
         {
             Ok(lmes) => return lmes,
-            Err(ClientError::Broker { code, .. }) if code == ErrorCode(14) => {
+            Err(ClientError::Broker {
+                code: ErrorCode(14),
+                ..
+            }) => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Err(e) => panic!("LastMirroredEpochs: {e}"),
