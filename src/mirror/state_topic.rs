@@ -98,14 +98,17 @@ impl ShardLogPorts for StateTopicPorts {
         Box::pin(std::future::ready(self.read()))
     }
 
-    fn append(&self, records: Vec<CoordinatorRecord>) -> PortFuture<Result<(), Cause>> {
-        let written = self.write(&records);
-        if written.is_err() || !stops(&records) {
-            return Box::pin(std::future::ready(written));
+    fn append(
+        &self,
+        records: Vec<CoordinatorRecord>,
+    ) -> Result<PortFuture<Result<(), Cause>>, Cause> {
+        self.write(&records)?;
+        if !stops(&records) {
+            return Ok(Box::pin(std::future::ready(Ok(()))));
         }
         let partition = self.broker.partition(MIRROR_STATE_TOPIC, self.partition);
         let broker = self.broker.clone();
-        Box::pin(async move {
+        Ok(Box::pin(async move {
             match partition {
                 Some(partition) => broker
                     .make_durable(partition)
@@ -113,6 +116,6 @@ impl ShardLogPorts for StateTopicPorts {
                     .map_err(Cause::retryable),
                 None => Err(Cause::retryable("__mirror_state does not exist yet")),
             }
-        })
+        }))
     }
 }

@@ -1025,8 +1025,9 @@ async fn write_stopped_lme(
     });
     kmirror::mirror::state_topic::StateTopicPorts::new(broker.clone(), index)
         .append(records)
+        .expect("appended")
         .await
-        .expect("appended");
+        .expect("durable");
 }
 
 /// Issue 17 item 9: LastMirroredEpochs answers from every mirror of the asking cluster (not

@@ -7,15 +7,19 @@
 //! loses the leadership (a new leader loads from the log; nothing lives only in memory).
 //!
 //! Writes (WriteMirrorStates, mirror deletion) are validated by the shard, appended through the
-//! port, replayed, and only then answered; they run one at a time (the actor waits on each), so
-//! the fencing check of one write sees every write before it. A failed append changes nothing
-//! and answers KAFKA_STORAGE_ERROR for the partitions it carried.
+//! port and replayed at once, each before the next is validated, so the fencing check of one
+//! write sees every write before it. A write is answered only once the port says it is durable;
+//! meanwhile later writes go on (their syncs join the one in flight: a shard of many stopping
+//! partitions does not wait one sync per write). An append that fails changes nothing and
+//! answers KAFKA_STORAGE_ERROR for the partitions it carried; one appended but not made durable
+//! answers the same (it stays in the log and in memory, as in Kafka's page cache, and the
+//! writer, told it failed, writes again).
 
 use super::ports::PortFuture;
 use crate::coordinator::Shard;
 use crate::partition::Cause;
 use actix::{
-    Actor, ActorFutureExt, AsyncContext, AtomicResponse, Context, Handler, Message, WrapFuture,
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, ResponseFuture, WrapFuture,
 };
 use kmirror_protocol::messages::{
     ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
@@ -30,8 +34,12 @@ const KAFKA_STORAGE_ERROR: i16 = 56;
 pub trait ShardLogPorts: 'static {
     /// Every record of the partition, oldest first.
     fn read_all(&self) -> PortFuture<Result<Vec<CoordinatorRecord>, Cause>>;
-    /// Appends records durably.
-    fn append(&self, records: Vec<CoordinatorRecord>) -> PortFuture<Result<(), Cause>>;
+    /// Appends records now, after every earlier append (an error: nothing was appended); the
+    /// future resolves once they are durable.
+    fn append(
+        &self,
+        records: Vec<CoordinatorRecord>,
+    ) -> Result<PortFuture<Result<(), Cause>>, Cause>;
 }
 
 /// WriteMirrorStates for keys of this shard.
@@ -113,46 +121,58 @@ impl<P: ShardLogPorts> Actor for CoordinatorShard<P> {
 }
 
 impl<P: ShardLogPorts> Handler<WriteMirrorStates> for CoordinatorShard<P> {
-    type Result = AtomicResponse<Self, WriteMirrorStatesResponse>;
+    type Result = ResponseFuture<WriteMirrorStatesResponse>;
 
     fn handle(&mut self, msg: WriteMirrorStates, _: &mut Context<Self>) -> Self::Result {
         let (records, response) = self.shard.write_states(&msg.0);
         if records.is_empty() {
-            return AtomicResponse::new(Box::pin(async move { response }.into_actor(self)));
+            return Box::pin(async move { response });
         }
-        let append = self.ports.append(records.clone());
+        let count = records.len() as u64;
         let asked = std::time::Instant::now();
-        AtomicResponse::new(Box::pin(append.into_actor(self).map(
-            move |result, actor, _| match result {
+        let durable = match self.append_and_replay(records) {
+            Ok(durable) => durable,
+            Err(cause) => {
+                metrics::counter!(crate::metrics::COORDINATOR_WRITES, "result" => "error")
+                    .increment(count);
+                return Box::pin(async move { storage_error(response, &cause) });
+            }
+        };
+        Box::pin(async move {
+            match durable.await {
                 Ok(()) => {
                     metrics::histogram!(crate::metrics::COORDINATOR_WRITE_LATENCY)
                         .record(asked.elapsed().as_secs_f64());
                     metrics::counter!(crate::metrics::COORDINATOR_WRITES, "result" => "ok")
-                        .increment(records.len() as u64);
-                    for record in &records {
-                        actor.shard.replay(record);
-                    }
+                        .increment(count);
                     response
                 }
                 Err(cause) => {
                     metrics::counter!(crate::metrics::COORDINATOR_WRITES, "result" => "error")
-                        .increment(records.len() as u64);
-                    let mut failed = response;
-                    for p in failed
-                        .topics
-                        .iter_mut()
-                        .flat_map(|t| t.partitions.iter_mut())
-                    {
-                        if p.error_code == 0 {
-                            p.error_code = KAFKA_STORAGE_ERROR;
-                            p.error_message = Some(cause.message.clone());
-                        }
-                    }
-                    failed
+                        .increment(count);
+                    storage_error(response, &cause)
                 }
-            },
-        )))
+            }
+        })
     }
+}
+
+/// `response` with KAFKA_STORAGE_ERROR for every partition the write carried.
+fn storage_error(
+    mut response: WriteMirrorStatesResponse,
+    cause: &Cause,
+) -> WriteMirrorStatesResponse {
+    for p in response
+        .topics
+        .iter_mut()
+        .flat_map(|t| t.partitions.iter_mut())
+    {
+        if p.error_code == 0 {
+            p.error_code = KAFKA_STORAGE_ERROR;
+            p.error_message = Some(cause.message.clone());
+        }
+    }
+    response
 }
 
 impl<P: ShardLogPorts> Handler<ReadMirrorStates> for CoordinatorShard<P> {
@@ -173,35 +193,36 @@ impl<P: ShardLogPorts> Handler<LastMirroredEpoch> for CoordinatorShard<P> {
 }
 
 impl<P: ShardLogPorts> Handler<ForgetAllBut> for CoordinatorShard<P> {
-    type Result = AtomicResponse<Self, Result<(), Cause>>;
+    type Result = ResponseFuture<Result<(), Cause>>;
 
     fn handle(&mut self, msg: ForgetAllBut, _: &mut Context<Self>) -> Self::Result {
-        let records = self.shard.forget_all_but(&msg.0);
-        self.append_and_replay(records)
-    }
-}
-
-impl<P: ShardLogPorts> CoordinatorShard<P> {
-    /// Appends `records` (refused while loading), then replays them once durable.
-    fn append_and_replay(
-        &mut self,
-        records: Vec<CoordinatorRecord>,
-    ) -> AtomicResponse<Self, Result<(), Cause>> {
         if self.shard.is_loading() {
             let loading = Err(Cause::retryable(
                 "the __mirror_state shard is still loading",
             ));
-            return AtomicResponse::new(Box::pin(async move { loading }.into_actor(self)));
+            return Box::pin(async move { loading });
         }
-        let append = self.ports.append(records.clone());
-        AtomicResponse::new(Box::pin(append.into_actor(self).map(
-            move |result, actor, _| {
-                result.map(|()| {
-                    for record in &records {
-                        actor.shard.replay(record);
-                    }
-                })
-            },
-        )))
+        let records = self.shard.forget_all_but(&msg.0);
+        if records.is_empty() {
+            return Box::pin(async { Ok(()) });
+        }
+        match self.append_and_replay(records) {
+            Ok(durable) => durable,
+            Err(cause) => Box::pin(async move { Err(cause) }),
+        }
+    }
+}
+
+impl<P: ShardLogPorts> CoordinatorShard<P> {
+    /// Appends `records` and replays them; the future says when they are durable.
+    fn append_and_replay(
+        &mut self,
+        records: Vec<CoordinatorRecord>,
+    ) -> Result<PortFuture<Result<(), Cause>>, Cause> {
+        let durable = self.ports.append(records.clone())?;
+        for record in &records {
+            self.shard.replay(record);
+        }
+        Ok(durable)
     }
 }

@@ -22,6 +22,9 @@ struct Partition {
     /// Loading waits for this, when set.
     load_gate: Option<oneshot::Receiver<()>>,
     fail_appends: bool,
+    /// When set, the next append is durable only once this is released (or fails if it is
+    /// dropped).
+    sync_gate: Option<oneshot::Receiver<()>>,
 }
 
 #[derive(Clone, Default)]
@@ -39,13 +42,22 @@ impl ShardLogPorts for ScriptedLog {
         })
     }
 
-    fn append(&self, records: Vec<CoordinatorRecord>) -> PortFuture<Result<(), Cause>> {
+    fn append(
+        &self,
+        records: Vec<CoordinatorRecord>,
+    ) -> Result<PortFuture<Result<(), Cause>>, Cause> {
         let mut log = self.0.borrow_mut();
         if log.fail_appends {
-            return Box::pin(std::future::ready(Err(Cause::retryable("disk full"))));
+            return Err(Cause::retryable("disk full"));
         }
         log.records.extend(records);
-        Box::pin(std::future::ready(Ok(())))
+        let gate = log.sync_gate.take();
+        Ok(Box::pin(async move {
+            match gate {
+                Some(gate) => gate.await.map_err(|_| Cause::retryable("the sync failed")),
+                None => Ok(()),
+            }
+        }))
     }
 }
 
@@ -198,4 +210,43 @@ async fn a_failed_append_changes_nothing() {
         state.topics[0].partitions[0].state,
         MirrorState::Unknown.wire_value()
     );
+}
+
+/// Writes pipeline through the sync: while one write waits to be durable the next is
+/// validated (seeing the first), appended and answered once its own sync is done; the first is
+/// answered only when durable, and one whose sync fails is answered KAFKA_STORAGE_ERROR.
+#[actix_rt::test]
+async fn writes_go_on_while_an_earlier_one_waits_for_its_sync() {
+    tokio::time::pause();
+    let log = ScriptedLog::default();
+    let (a, b) = (Uuid::from_u128(21), Uuid::from_u128(22));
+    let shard = start_loaded(&log).await;
+    let (release, gate) = oneshot::channel();
+    log.0.borrow_mut().sync_gate = Some(gate);
+    let first =
+        actix_rt::spawn(shard.send(write(a, owned_partition(a), MirrorState::Stopped, 4, 3)));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let second = shard
+        .send(write(b, owned_partition(b), MirrorState::Mirroring, 2, -1))
+        .await
+        .expect("alive");
+    assert_eq!(code(&second), 0, "answered while the first waits");
+    assert!(!first.is_finished(), "the first waits for its sync");
+    let fenced = shard
+        .send(write(a, owned_partition(a), MirrorState::Mirroring, 3, -1))
+        .await
+        .expect("alive");
+    assert_eq!(code(&fenced), 74, "validated against the first write");
+    let _ = release.send(());
+    let first = first.await.expect("joined").expect("alive");
+    assert_eq!(code(&first), 0);
+
+    let (failing, gate) = oneshot::channel::<()>();
+    log.0.borrow_mut().sync_gate = Some(gate);
+    let third =
+        actix_rt::spawn(shard.send(write(b, owned_partition(b), MirrorState::Paused, 2, -1)));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    drop(failing);
+    let third = third.await.expect("joined").expect("alive");
+    assert_eq!(code(&third), 56, "KAFKA_STORAGE_ERROR: never made durable");
 }
