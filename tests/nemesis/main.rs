@@ -1374,6 +1374,15 @@ async fn run(kind: SourceKind) {
     );
     println!("{summary}");
     eprintln!("{summary}");
+    if !world.violations.is_empty() {
+        // The brokers' logs and data explain a violation: kept, not deleted with the run.
+        for (name, dir) in [("source", dir_s), ("destination", dir_d)] {
+            eprintln!(
+                "kept the {name}'s directory (broker.log): {}",
+                dir.keep().display()
+            );
+        }
+    }
     assert!(
         world.violations.is_empty(),
         "{} violations (replay with NEMESIS_SEED={seed}):\n{}",

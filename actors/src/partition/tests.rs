@@ -445,6 +445,37 @@ fn the_leader_epoch_is_bumped_before_the_source_catches_up() {
     assert_eq!(h.p.phase(), &Phase::Mirroring { bump: None });
 }
 
+/// A source epoch seen while a bump is in flight is not lost: if the bump lands within reach
+/// of it, another follows at once (an idle source tells its new epoch only once).
+#[test]
+fn a_source_epoch_seen_during_a_bump_is_kept_ahead_of_after_it() {
+    let mut h = Harness::new();
+    h.start_mirroring();
+    h.send(Input::SourceEpochSeen { source_epoch: 17 });
+    let op = h.op_of(|e| {
+        matches!(
+            e,
+            Effect::BumpLeaderEpoch {
+                min_leader_epoch: Some(27),
+                ..
+            }
+        )
+    });
+    h.send(Input::SourceEpochSeen { source_epoch: 26 });
+    assert!(h.pending.is_empty(), "one bump at a time");
+    h.send(Input::EpochBumped { op, result: Ok(28) });
+    assert_eq!(h.p.leader_epoch(), 28);
+    h.op_of(|e| {
+        matches!(
+            e,
+            Effect::BumpLeaderEpoch {
+                min_leader_epoch: Some(36),
+                ..
+            }
+        )
+    });
+}
+
 /// Every input a partition can receive, with op ids taken from what it waits for (plus a stale
 /// id), and each completion both succeeding and failing.
 fn inputs_for(p: &Partition, pending: &[Effect]) -> Vec<Input> {

@@ -98,6 +98,9 @@ pub struct Partition {
     desired: Desired,
     /// The destination leader epoch (DLE) while this broker leads; -1 otherwise.
     leader_epoch: i32,
+    /// The greatest source epoch seen while mirroring (the SLE, or a batch's): a bump that
+    /// lands below it is followed by another (DLE >= SLE).
+    source_epoch: i32,
     /// Consecutive failures, carried through retries until a success clears them.
     retry_attempt: i16,
     /// The state the coordinator holds, as far as this partition knows.
@@ -118,6 +121,7 @@ impl Default for Partition {
             phase: Phase::Unknown,
             desired: Desired::Mirroring,
             leader_epoch: -1,
+            source_epoch: -1,
             retry_attempt: 0,
             persisted: MirrorState::Unknown,
             aligned: false,
@@ -326,13 +330,18 @@ impl Partition {
                 // two state writes in flight could land out of order, so the coordinator learns
                 // it with the next state write.
                 self.retry_attempt = 0;
+                self.source_epoch = self.source_epoch.max(*source_epoch);
                 if bump.is_none() {
-                    self.keep_epoch_ahead(*source_epoch, fx);
+                    self.keep_epoch_ahead(fx);
                 }
                 Applied
             }
-            (Input::SourceEpochSeen { source_epoch }, Phase::Mirroring { bump: None }) => {
-                self.keep_epoch_ahead(*source_epoch, fx);
+            (Input::SourceEpochSeen { source_epoch }, Phase::Mirroring { bump }) => {
+                let bump = *bump;
+                self.source_epoch = self.source_epoch.max(*source_epoch);
+                if bump.is_none() {
+                    self.keep_epoch_ahead(fx);
+                }
                 Applied
             }
             (Input::FetchFailed(cause), Phase::Mirroring { .. }) => {
@@ -347,11 +356,13 @@ impl Partition {
                     bump: Some(waiting),
                 },
             ) if op == waiting => {
-                // A failed bump is tried again on the next append.
+                // A failed bump is tried again on the next append; one that landed still
+                // within reach of a source epoch seen meanwhile is followed by another.
+                self.phase = Phase::Mirroring { bump: None };
                 if let Ok(epoch) = result {
                     self.leader_epoch = self.leader_epoch.max(*epoch);
+                    self.keep_epoch_ahead(fx);
                 }
-                self.phase = Phase::Mirroring { bump: None };
                 Applied
             }
             (
@@ -490,9 +501,13 @@ impl Partition {
         }
     }
 
-    /// DLE >= SLE: asks for a bump when the source epoch comes close (one bump at a time).
-    fn keep_epoch_ahead(&mut self, source_epoch: i32, fx: &mut Vec<Effect>) {
-        if let Some(min) = epoch::bump_for(source_epoch, self.leader_epoch) {
+    /// DLE >= SLE: asks for a bump when the greatest source epoch seen comes close (one bump
+    /// at a time).
+    fn keep_epoch_ahead(&mut self, fx: &mut Vec<Effect>) {
+        if self.source_epoch < 0 {
+            return;
+        }
+        if let Some(min) = epoch::bump_for(self.source_epoch, self.leader_epoch) {
             let op = self.op();
             self.phase = Phase::Mirroring { bump: Some(op) };
             fx.push(Effect::BumpLeaderEpoch {
