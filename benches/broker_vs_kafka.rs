@@ -2,7 +2,8 @@
 //! (`scripts/bench.sh broker_vs_kafka`, which starts Kafka with scripts/kafka-local.sh).
 //!
 //! For one partition and for eight: Kafka's ProducerPerformance writes `BROKER_BENCH_RECORDS`
-//! (default 500,000) records of 1 KiB with acks=all, then ConsumerPerformance reads them all,
+//! (default 500,000) records of 1 KiB with acks=all and `BROKER_BENCH_COMPRESSION` (default
+//! `none`; `lz4`, `gzip`, ... as Kafka's `compression.type`), then ConsumerPerformance reads them all,
 //! against a `kmirror broker` process (release build) and against Kafka. Prints records/s, MB/s,
 //! the ratio kmirror/Kafka, and each broker's CPU seconds over the workload and peak RSS.
 //! Consumer figures are ConsumerPerformance's `fetch.*` columns (reading, group join excluded;
@@ -24,7 +25,14 @@ struct Figures {
     cpu: f64,
 }
 
-fn workload(address: &str, pid: u32, topic: &str, partitions: u32, records: u64) -> Figures {
+fn workload(
+    address: &str,
+    pid: u32,
+    topic: &str,
+    partitions: u32,
+    records: u64,
+    compression: &str,
+) -> Figures {
     kafka_tool(
         "org.apache.kafka.tools.TopicCommand",
         &[
@@ -39,6 +47,7 @@ fn workload(address: &str, pid: u32, topic: &str, partitions: u32, records: u64)
     );
     let cpu_before = cpu_seconds(pid);
     let props = format!("bootstrap.servers={address}");
+    let compression = format!("compression.type={compression}");
     let produced = kafka_tool(
         "org.apache.kafka.tools.ProducerPerformance",
         &[
@@ -55,6 +64,7 @@ fn workload(address: &str, pid: u32, topic: &str, partitions: u32, records: u64)
             "acks=all",
             "linger.ms=5",
             "batch.size=131072",
+            &compression,
         ],
     );
     // "N records sent, R records/sec (M MB/sec), ..."
@@ -103,18 +113,34 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(500_000);
+    let compression =
+        std::env::var("BROKER_BENCH_COMPRESSION").unwrap_or_else(|_| "none".to_string());
     let kafka_address = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let kafka_pid = kafka_pid(&kafka_env("KMIRROR_KAFKA_DATA"));
     let dir = tempfile::tempdir().expect("temp dir");
     let (mut kmirror, kmirror_address) = spawn_kmirror(dir.path(), "");
     let run = std::process::id();
     println!(
-        "broker_vs_kafka: {records} records of 1 KiB, acks=all, linger.ms=5, batch.size=128 KiB"
+        "broker_vs_kafka: {records} records of 1 KiB, compression {compression}, acks=all, linger.ms=5, batch.size=128 KiB"
     );
     for partitions in [1u32, 8] {
         let topic = format!("bench-{run}-{partitions}");
-        let k = workload(&kmirror_address, kmirror.id(), &topic, partitions, records);
-        let a = workload(&kafka_address, kafka_pid, &topic, partitions, records);
+        let k = workload(
+            &kmirror_address,
+            kmirror.id(),
+            &topic,
+            partitions,
+            records,
+            &compression,
+        );
+        let a = workload(
+            &kafka_address,
+            kafka_pid,
+            &topic,
+            partitions,
+            records,
+            &compression,
+        );
         for (what, km, ak) in [
             ("produce records/s", k.produce_rps, a.produce_rps),
             ("produce MB/s", k.produce_mbps, a.produce_mbps),

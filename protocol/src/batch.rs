@@ -21,7 +21,8 @@
 //!
 //! Contracts:
 //! - Nothing here decompresses or re-encodes: a [`RecordBatch`] is a slice of the buffer it came
-//!   from, so mirrored bytes stay the source's bytes.
+//!   from, so mirrored bytes stay the source's bytes. Only [`validate`], which checks a produced
+//!   batch's records, decompresses (as a stream, to look, never to store).
 //! - [`RecordBatches`] yields complete batches and stops cleanly at a partial trailing batch (a
 //!   broker cuts the last batch of a fetch at `max_bytes`); [`RecordBatches::partial_tail`] tells
 //!   how many bytes were left over. A structurally invalid header is an error and ends iteration.
@@ -91,6 +92,12 @@ pub enum BatchError {
     /// The attributes name a compression codec Kafka does not define.
     #[error("batch at offset {base_offset} uses unknown compression codec {codec}")]
     UnknownCompression { base_offset: i64, codec: i16 },
+    /// The last offset delta is negative: the batch would end before it starts.
+    #[error("batch at offset {base_offset} has last offset delta {last_offset_delta}")]
+    NegativeLastOffsetDelta {
+        base_offset: i64,
+        last_offset_delta: i32,
+    },
     /// A buffer meant to hold exactly one batch holds less or more.
     #[error("expected exactly one batch of {expected} bytes, got {actual} bytes")]
     NotOneBatch { expected: usize, actual: usize },
@@ -416,6 +423,20 @@ impl RecordBatch {
         i32_at(&self.bytes, RECORDS_COUNT)
     }
 
+    /// Checks what a broker needs to serve a batch it did not validate itself (a mirrored one):
+    /// a codec Kafka defines, and offsets that do not run backwards.
+    pub fn check_servable(&self) -> Result<(), BatchError> {
+        self.compression()?;
+        let last_offset_delta = self.last_offset_delta();
+        if last_offset_delta < 0 {
+            return Err(BatchError::NegativeLastOffsetDelta {
+                base_offset: self.base_offset(),
+                last_offset_delta,
+            });
+        }
+        Ok(())
+    }
+
     /// The records section as stored: compressed when [`Self::compression`] is not none.
     pub fn records(&self) -> Bytes {
         self.bytes.slice(HEADER_SIZE..)
@@ -586,6 +607,8 @@ pub fn rewrite_batches(
     }
     Ok(position)
 }
+
+pub mod validate;
 
 #[cfg(test)]
 mod tests;

@@ -201,6 +201,18 @@ impl ErrorCode {
     /// Kafka's OPERATION_NOT_ATTEMPTED: the rest of an all-or-nothing request one part of
     /// which was refused.
     pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
+    /// Kafka's CORRUPT_MESSAGE: a produced batch whose bytes do not hold what they declare
+    /// (CRC, framing, codec, record fields).
+    pub const CORRUPT_MESSAGE: ErrorCode = ErrorCode(2);
+    /// Kafka's INVALID_RECORD: a produced batch that is well formed but breaks a rule of the
+    /// log (record count, offset deltas, sequence, timestamps).
+    pub const INVALID_RECORD: ErrorCode = ErrorCode(87);
+    /// Kafka's INVALID_REQUEST: a request the broker never serves, e.g. creating or deleting
+    /// an internal topic.
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
+    /// Kafka's INVALID_SESSION_TIMEOUT: a JoinGroup session timeout outside
+    /// `group.min.session.timeout.ms` .. `group.max.session.timeout.ms`.
+    pub const INVALID_SESSION_TIMEOUT: ErrorCode = ErrorCode(26);
 
     /// Whether the code means success.
     pub fn is_ok(self) -> bool {

@@ -2,7 +2,8 @@
 //!
 //! - [`codec`]: Kafka's wire primitives, written once.
 //! - [`messages`]: the KIP-1279 RPCs and records, generated from `schemas/`.
-//! - [`batch`]: a zero-copy view over RecordBatch v2 data that never decompresses.
+//! - [`batch`]: a zero-copy view over RecordBatch v2 data that never decompresses, and
+//!   [`batch::validate`], which checks a produced batch's records as Kafka's LogValidator does.
 //! - [`client`]: the source-cluster client (TLS, SASL, typed calls).
 //! - [`records`]: coordinator record framing, transaction markers and `MIRROR_PID_RESET`.
 //! - [`errors`]: one table of error codes, Kafka's and ours, with their class.

@@ -13,7 +13,7 @@
 //! idempotent; it runs after every change made through this broker, and
 //! [`Broker::follow_metadata`] runs it after every change made through another.
 
-use super::{Broker, Partition, is_mirror_topic};
+use super::{Broker, Partition, internal_topics, is_mirror_topic};
 use crate::controller::{ANY_NODE, BrokerEndpoint, Controller, PartitionMeta, TopicMeta};
 use crate::storage::StorageError;
 use std::collections::BTreeMap;
@@ -149,7 +149,11 @@ impl Broker {
                     .log
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .set_config(self.config.log.with_overrides(&topic.configs));
+                    .set_config(internal_topics::log_config(
+                        &self.config.log,
+                        name,
+                        &topic.configs,
+                    ));
                 let mirror = is_mirror_topic(&topic.configs);
                 if is_mirror_topic(&applied) != mirror {
                     partition.read_only.store(mirror, Ordering::SeqCst);

@@ -77,6 +77,9 @@ pub struct BrokerConfig {
     /// `log.open.files.max` (half the process's open-file limit): segment log files held open
     /// at once; the least recently used beyond it are closed and reopened on use.
     pub log_open_files_max: usize,
+    /// `group.min.session.timeout.ms` (6000) and `group.max.session.timeout.ms` (1800000): the
+    /// session timeouts a JoinGroup may ask for (INVALID_SESSION_TIMEOUT outside).
+    pub group_session_timeout_ms: std::ops::RangeInclusive<i32>,
 }
 
 /// Keys this broker knows but does not use yet (kept so they are not reported as unknown).
@@ -314,6 +317,22 @@ impl BrokerConfig {
                 "must be between 1 and 64",
             ));
         }
+        let group_min_session_timeout_ms = positive("group.min.session.timeout.ms", 6_000)?;
+        let group_max_session_timeout_ms = positive("group.max.session.timeout.ms", 1_800_000)?;
+        if group_max_session_timeout_ms > i64::from(i32::MAX) {
+            return Err(invalid(
+                "group.max.session.timeout.ms",
+                &group_max_session_timeout_ms.to_string(),
+                "at most 2147483647",
+            ));
+        }
+        if group_min_session_timeout_ms > group_max_session_timeout_ms {
+            return Err(invalid(
+                "group.min.session.timeout.ms",
+                &group_min_session_timeout_ms.to_string(),
+                "must not exceed group.max.session.timeout.ms",
+            ));
+        }
         let metrics_listener = match get("metrics.listener").map(str::trim) {
             None | Some("") => None,
             Some(value) => Some(
@@ -351,6 +370,8 @@ impl BrokerConfig {
             "authorizer.enabled",
             "super.users",
             "allow.everyone.if.no.acl.found",
+            "group.min.session.timeout.ms",
+            "group.max.session.timeout.ms",
         ];
         let unknown = props
             .keys()
@@ -378,6 +399,8 @@ impl BrokerConfig {
                 mirror_metadata_refresh_interval_ms,
                 mirror_num_replica_fetchers: mirror_num_replica_fetchers as usize,
                 log_open_files_max,
+                group_session_timeout_ms: group_min_session_timeout_ms as i32
+                    ..=group_max_session_timeout_ms as i32,
                 metrics_listener,
                 log_json,
                 authorizer,

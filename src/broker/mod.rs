@@ -26,6 +26,7 @@ pub mod config;
 mod durability;
 mod epoch_bumps;
 mod handlers;
+mod internal_topics;
 pub mod server;
 mod transactions;
 
@@ -203,7 +204,7 @@ impl Broker {
         index: i32,
     ) -> Result<(), StorageError> {
         let dir = self.config.log_dir.join(format!("{name}-{index}"));
-        let settings = self.config.log.with_overrides(&topic.configs);
+        let settings = internal_topics::log_config(&self.config.log, name, &topic.configs);
         let (mut log, report) = PartitionLog::open(&dir, settings, &self.open_files, now_ms())?;
         if !report.problems.is_empty() {
             tracing::warn!(topic = name, partition = index, problems = ?report.problems, "recovered partition log");

@@ -12,6 +12,8 @@
 //! - [`PartitionLog::append_mirrored`] (mirror fetcher): batches keep the source's offsets,
 //!   epochs and bytes; they must start at the log end offset (or after it, where the source is
 //!   compacted) and never lower the leader epoch; the epoch cache follows the batches' epochs.
+//!   Their records are not validated again (the source did), but a batch this broker could not
+//!   serve (an unknown codec, offsets running backwards) is refused.
 //!
 //! Files in the partition directory:
 //! - `<offset>.log` / `<offset>.index`: segments ([`super::segment`]); log files are opened on
@@ -630,6 +632,8 @@ impl PartitionLog {
         let mut latest_epoch = self.epochs.latest_epoch().unwrap_or(-1);
         let mut checked = Vec::with_capacity(batches.len());
         for (i, batch) in batches.into_iter().enumerate() {
+            // Stored as the source wrote it, so it must be one this broker can serve.
+            batch.check_servable()?;
             let base_offset = batch.base_offset();
             if i == 0 && base_offset < log_end_offset {
                 return Err(StorageError::OffsetOverlap {

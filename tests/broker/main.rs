@@ -39,6 +39,7 @@ use tokio::sync::watch;
 
 mod mirror_guards;
 mod mirror_states;
+mod protections;
 
 struct Running {
     broker: Arc<Broker>,

@@ -5,13 +5,15 @@
 //! log settings and `mirror.*`); anything else is INVALID_CONFIG rather than stored and ignored.
 //! `mirror.name` is refused (INVALID_CONFIG), and so are changes of a mirror topic's synced or
 //! retention configs until it is stopped (POLICY_VIOLATION), both judged on the change as a
-//! whole (see [`super::mirror_guards`]), validate-only requests too. Broker configs are static.
+//! whole (see [`super::mirror_guards`]), validate-only requests too; so are changes of an
+//! internal topic's retention or cleanup policy (POLICY_VIOLATION, see
+//! [`crate::broker::internal_topics`]). Broker configs are static.
 //! Needs ALTER_CONFIGS on the topic.
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use super::mirror_guards;
 use crate::acl::Operation;
-use crate::broker::Broker;
+use crate::broker::{Broker, internal_topics};
 use crate::storage::LogConfig;
 use kafka_protocol::messages::{
     AlterConfigsRequest, AlterConfigsResponse, IncrementalAlterConfigsRequest,
@@ -120,6 +122,9 @@ fn alter(
         ));
     }
     let configs = apply(&base, &changes).map_err(|why| (INVALID_CONFIG, why))?;
+    if let Some(why) = internal_topics::config_change_refused(name, &topic.configs, &configs) {
+        return Err((ErrorCode::POLICY_VIOLATION.0, why));
+    }
     if let Some((code, why)) =
         mirror_guards::config_change_refused(broker, name, &topic.configs, &configs)
     {

@@ -1,12 +1,13 @@
 //! CreatePartitions: grows topics through the controller (one node: manual assignments are
 //! ignored, every partition lives here). Needs ALTER on the topic. A mirror topic that is not
 //! stopped answers READ_ONLY_TOPIC, validate-only too: its partition count follows the source's
-//! (see [`super::mirror_guards`]).
+//! (see [`super::mirror_guards`]). An internal topic keeps its partition count
+//! (POLICY_VIOLATION, see [`crate::broker::internal_topics`]).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use super::mirror_guards;
 use crate::acl::Operation;
-use crate::broker::Broker;
+use crate::broker::{Broker, internal_topics};
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -25,6 +26,11 @@ pub(super) fn handle(
             let result = CreatePartitionsTopicResult::default().with_name(topic.name);
             if !access.topic(Operation::Alter, &name) {
                 return result.with_error_code(TOPIC_AUTHORIZATION_FAILED);
+            }
+            if let Some(why) = internal_topics::create_partitions_refused(&name) {
+                return result
+                    .with_error_code(ErrorCode::POLICY_VIOLATION.0)
+                    .with_error_message(Some(StrBytes::from_string(why)));
             }
             if let Some(why) = mirror_guards::create_partitions_refused(broker, &name) {
                 return result

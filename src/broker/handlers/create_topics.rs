@@ -1,11 +1,12 @@
 //! CreateTopics: through the controller, then the partition logs. Needs CREATE on the cluster
 //! or on the topic. A topic created with `mirror.name` is refused (INVALID_CONFIG): only
-//! StartMirrorTopics makes mirror topics (see [`super::mirror_guards`]).
+//! StartMirrorTopics makes mirror topics (see [`super::mirror_guards`]). An internal topic's name
+//! is refused (INVALID_REQUEST, see [`crate::broker::internal_topics`]).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use super::mirror_guards;
 use crate::acl::Operation;
-use crate::broker::Broker;
+use crate::broker::{Broker, internal_topics};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -37,6 +38,14 @@ pub(super) fn handle(
         let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
         if !access.cluster(Operation::Create) && !access.topic(Operation::Create, &name) {
             results.push(result.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+            continue;
+        }
+        if let Some(why) = internal_topics::creation_refused(&name) {
+            results.push(
+                result
+                    .with_error_code(ErrorCode::INVALID_REQUEST.0)
+                    .with_error_message(Some(StrBytes::from_string(why))),
+            );
             continue;
         }
         if topic

@@ -1,11 +1,12 @@
 //! DeleteTopics: by name (every version) or by topic id (v6+). Needs DELETE on the topic. A
 //! mirroring or paused topic answers READ_ONLY_TOPIC, telling the operator to stop it first;
 //! a stopped one (`<mirror>.removed`) is deleted like any topic (see [`super::mirror_guards`]).
+//! An internal topic is never deleted (INVALID_REQUEST, see [`crate::broker::internal_topics`]).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use super::mirror_guards;
 use crate::acl::Operation;
-use crate::broker::Broker;
+use crate::broker::{Broker, internal_topics};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -49,6 +50,12 @@ pub(super) fn handle(
                 return result
                     .with_topic_id(id)
                     .with_error_code(TOPIC_AUTHORIZATION_FAILED);
+            }
+            if let Some(why) = internal_topics::deletion_refused(&name) {
+                return result
+                    .with_topic_id(id)
+                    .with_error_code(ErrorCode::INVALID_REQUEST.0)
+                    .with_error_message(Some(StrBytes::from_string(why)));
             }
             let refused = broker
                 .topic(&name)

@@ -5,7 +5,7 @@
 
 use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
-use crate::broker::Broker;
+use crate::broker::{Broker, internal_topics};
 use crate::storage::LogConfig;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
@@ -72,7 +72,11 @@ pub(super) fn handle(
                     let Some(topic) = broker.topic(&resource.resource_name) else {
                         return result.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
                     };
-                    let effective = broker.config().log.with_overrides(&topic.configs);
+                    let effective = internal_topics::log_config(
+                        &broker.config().log,
+                        &resource.resource_name,
+                        &topic.configs,
+                    );
                     let mut configs: Vec<_> = effective
                         .entries()
                         .into_iter()

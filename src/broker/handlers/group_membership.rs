@@ -1,6 +1,8 @@
 //! JoinGroup, SyncGroup, Heartbeat and LeaveGroup: the classic rebalance protocol, decided by
 //! [`crate::groups::GroupCoordinator`]. Static membership (`group.instance.id`) is not served:
-//! such members are treated as dynamic ones.
+//! such members are treated as dynamic ones. A JoinGroup whose session timeout lies outside
+//! `group.min.session.timeout.ms` .. `group.max.session.timeout.ms` is answered
+//! INVALID_SESSION_TIMEOUT and joins nothing.
 
 use crate::broker::Broker;
 use crate::groups::JoinRequest;
@@ -11,6 +13,7 @@ use kafka_protocol::messages::{
     LeaveGroupResponse, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 use std::time::Duration;
 
 fn millis(ms: i32) -> Duration {
@@ -24,6 +27,18 @@ pub(super) async fn join(
     client_id: &str,
     client_host: &str,
 ) -> JoinGroupResponse {
+    // Checked before anything else, as Kafka does: a member with a session the broker does not
+    // allow never joins, so it cannot hold a rebalance for that long.
+    if !broker
+        .config()
+        .group_session_timeout_ms
+        .contains(&request.session_timeout_ms)
+    {
+        return JoinGroupResponse::default()
+            .with_error_code(ErrorCode::INVALID_SESSION_TIMEOUT.0)
+            .with_generation_id(-1)
+            .with_member_id(request.member_id);
+    }
     let rebalance_timeout = if version == 0 {
         request.session_timeout_ms
     } else {

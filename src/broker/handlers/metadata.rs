@@ -1,18 +1,20 @@
 //! Metadata: the cluster's brokers and id, and topics with ids, leaders and leader epochs. Asking
 //! for an unknown topic creates it when `auto.create.topics.enable` and the request allow it
 //! (and the principal may CREATE). Topics the principal may not DESCRIBE are left out of "all
-//! topics" and answered TOPIC_AUTHORIZATION_FAILED when named.
+//! topics" and answered TOPIC_AUTHORIZATION_FAILED when named. An internal topic's name is never
+//! auto-created: named while it does not exist, it is answered INVALID_REQUEST (see
+//! [`crate::broker::internal_topics`]).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
-use crate::broker::Broker;
+use crate::broker::{Broker, internal_topics};
 use crate::controller::{ANY_NODE, TopicMeta};
-use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
 const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
@@ -25,7 +27,7 @@ fn topic_entry(name: &str, topic: &TopicMeta, node: i32) -> MetadataResponseTopi
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
         .with_topic_id(topic.topic_id)
-        .with_is_internal(name == MIRROR_STATE_TOPIC)
+        .with_is_internal(internal_topics::is_internal(name))
         .with_partitions(
             topic
                 .partitions
@@ -87,6 +89,14 @@ pub(super) fn handle(
                     && (access.cluster(Operation::Create)
                         || access.topic(Operation::Create, &name));
                 let mut topic = broker.topic(&name);
+                if topic.is_none() && internal_topics::is_internal(&name) {
+                    answer.push(
+                        MetadataResponseTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(name))))
+                            .with_error_code(ErrorCode::INVALID_REQUEST.0),
+                    );
+                    continue;
+                }
                 if topic.is_none() && may_create_this {
                     match broker.create_topic(
                         &name,

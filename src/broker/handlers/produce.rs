@@ -4,11 +4,13 @@
 //! batch must belong to an ongoing transaction that added the partition (INVALID_TXN_STATE
 //! otherwise), so no data escapes the markers its coordinator writes. Needs WRITE on each topic
 //! and, for a transactional producer, on its transactional id. `__mirror_state` is written by
-//! the coordinator only (INVALID_TOPIC_EXCEPTION).
+//! the coordinator only (INVALID_TOPIC_EXCEPTION). Each partition's batches are validated as
+//! Kafka's LogValidator does (see [`kmirror_protocol::batch::validate`]) before its log is
+//! locked: an invalid one answers CORRUPT_MESSAGE or INVALID_RECORD and nothing is appended.
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
-use crate::broker::{Broker, now_ms};
+use crate::broker::{Broker, Partition, now_ms};
 use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
 use crate::storage::StorageError;
 use bytes::Bytes;
@@ -16,16 +18,18 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::batch::RecordBatch;
+use kmirror_protocol::batch::validate::validate_produced;
+use kmirror_protocol::errors::ErrorCode;
 use std::sync::atomic::Ordering;
 
-const CORRUPT_MESSAGE: i16 = 2;
+const CORRUPT_MESSAGE: i16 = ErrorCode::CORRUPT_MESSAGE.0;
 const INVALID_TOPIC_EXCEPTION: i16 = 17;
 const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
 const INVALID_PRODUCER_EPOCH: i16 = 47;
 const INVALID_TXN_STATE: i16 = 48;
 const KAFKA_STORAGE_ERROR: i16 = 56;
-const INVALID_RECORD: i16 = 87;
-const READ_ONLY_TOPIC: i16 = kmirror_protocol::errors::ErrorCode::READ_ONLY_TOPIC.0;
+const INVALID_RECORD: i16 = ErrorCode::INVALID_RECORD.0;
+const READ_ONLY_TOPIC: i16 = ErrorCode::READ_ONLY_TOPIC.0;
 
 /// Kafka's error code for an append failure.
 pub(super) fn error_code(e: &StorageError) -> i16 {
@@ -97,22 +101,13 @@ pub(super) fn handle(
                         )));
                 }
                 (Some(partition), Some(epoch)) => {
-                    let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
                     let records = data.records.unwrap_or_default();
-                    match log.append_as_leader(records, epoch, now_ms()) {
-                        Ok(info) => {
-                            let end = log.log_end_offset();
-                            log.update_high_watermark(end);
-                            out = out
-                                .with_base_offset(info.first_offset)
-                                .with_log_start_offset(log.log_start_offset());
-                        }
-                        Err(e) => {
-                            out = out
-                                .with_error_code(error_code(&e))
-                                .with_error_message(Some(StrBytes::from_string(e.to_string())));
-                        }
-                    }
+                    out = match validate_produced(&records) {
+                        Err(invalid) => out
+                            .with_error_code(invalid.error_code().0)
+                            .with_error_message(Some(StrBytes::from_string(invalid.to_string()))),
+                        Ok(()) => append(&partition, records, epoch, out),
+                    };
                 }
                 _ => out = out.with_error_code(broker.missing_partition_error(&name, data.index)),
             }
@@ -126,6 +121,27 @@ pub(super) fn handle(
     }
     broker.notify_appended();
     (request.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// Appends validated records as the leader and fills in the answer.
+fn append(
+    partition: &Partition,
+    records: Bytes,
+    epoch: i32,
+    out: PartitionProduceResponse,
+) -> PartitionProduceResponse {
+    let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+    match log.append_as_leader(records, epoch, now_ms()) {
+        Ok(info) => {
+            let end = log.log_end_offset();
+            log.update_high_watermark(end);
+            out.with_base_offset(info.first_offset)
+                .with_log_start_offset(log.log_start_offset())
+        }
+        Err(e) => out
+            .with_error_code(error_code(&e))
+            .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+    }
 }
 
 /// False only for a transactional batch whose producer has not added this partition to an

@@ -1,4 +1,5 @@
 use super::*;
+use kmirror_protocol::batch::BatchError;
 use kmirror_protocol::testing::BatchSpec;
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -220,6 +221,44 @@ fn mirrored_appends_keep_bytes_and_reject_overlaps_gaps_and_epoch_regressions() 
         .expect("gap allowed");
     assert_eq!(log.log_end_offset(), 13);
     assert_eq!(log.log_end_offset(), 13, "failed appends wrote nothing");
+}
+
+/// `batch` with the 16-bit field at `at` (attributes 21, or the high half of the last offset
+/// delta 23) set to `value` and the CRC made valid again, as a source that wrote it would.
+fn patched(batch: Bytes, at: usize, value: i16) -> Bytes {
+    let mut b = batch.to_vec();
+    b[at..at + 2].copy_from_slice(&value.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
+#[test]
+fn mirrored_batches_the_broker_cannot_serve_are_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, _) = open(dir.path(), LogConfig::default());
+    assert!(matches!(
+        log.append_mirrored(patched(sourced(0, 2, 1), 21, 7), GapPolicy::Contiguous, NOW),
+        Err(StorageError::InvalidBatch(BatchError::UnknownCompression {
+            codec: 7,
+            ..
+        }))
+    ));
+    // -1 in the high half makes the last offset delta negative.
+    assert!(matches!(
+        log.append_mirrored(
+            patched(sourced(0, 2, 1), 23, -1),
+            GapPolicy::Contiguous,
+            NOW
+        ),
+        Err(StorageError::InvalidBatch(
+            BatchError::NegativeLastOffsetDelta { .. }
+        ))
+    ));
+    assert_eq!(log.log_end_offset(), 0, "nothing appended");
+    log.append_mirrored(sourced(0, 2, 1), GapPolicy::Contiguous, NOW)
+        .expect("a servable batch is appended");
+    assert_eq!(log.log_end_offset(), 2);
 }
 
 #[test]
