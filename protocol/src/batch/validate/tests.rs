@@ -318,9 +318,12 @@ fn valid_compression_of_invalid_records_is_an_invalid_record() {
     ));
 }
 
+/// A named way to spoil a record.
+type Spoil = (&'static str, fn(&mut RawRecord));
+
 #[test]
 fn lengths_out_of_bounds_are_invalid_records() {
-    let cases: [(&str, fn(&mut RawRecord)); 6] = [
+    let cases: [Spoil; 6] = [
         ("key length -5", |r| r.key_length = -5),
         ("value length -2", |r| r.value_length = -2),
         ("key longer than the record", |r| r.key_length = 1000),
