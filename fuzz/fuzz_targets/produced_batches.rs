@@ -15,7 +15,7 @@ use kafka_protocol::compression::{Compressor, Gzip, Lz4, Snappy, Zstd};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{FetchRequest, ProduceRequest, RequestHeader, TopicName};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use kafka_protocol::records::RecordBatchDecoder;
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
