@@ -25,6 +25,7 @@ mod cluster;
 pub mod config;
 mod durability;
 mod epoch_bumps;
+mod group_commit;
 mod handlers;
 pub mod server;
 mod transactions;
