@@ -202,7 +202,7 @@ impl<T: Serialize + DeserializeOwned> RecordLog<T> {
                 bytes = raw.len() - tail.offset,
                 reason = %tail.damage,
                 kept = %kept.display(),
-                "cut a damaged tail after the last intact record (an append that never completed)"
+                "cut a damaged tail after the last intact record (an interrupted append, or damage to the last record)"
             );
         }
         Ok((
