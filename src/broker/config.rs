@@ -2,6 +2,7 @@
 //! keys are reported (and ignored); a value that cannot work stops the start with a message
 //! naming the key.
 
+use super::network::{self, NetworkConfig};
 use crate::acl::AuthorizerConfig;
 use crate::storage::{LogConfig, OpenFiles};
 use kmirror_actors::liveness::LivenessPolicy;
@@ -77,6 +78,9 @@ pub struct BrokerConfig {
     /// `log.open.files.max` (half the process's open-file limit): segment log files held open
     /// at once; the least recently used beyond it are closed and reopened on use.
     pub log_open_files_max: usize,
+    /// The listener's protections: `connections.max.idle.ms`, `max.connections`,
+    /// `max.connections.per.ip`, `queued.max.request.bytes`, `fetch.max.wait.ms`.
+    pub network: NetworkConfig,
 }
 
 /// Keys this broker knows but does not use yet (kept so they are not reported as unknown).
@@ -233,6 +237,7 @@ impl BrokerConfig {
             i64::try_from(OpenFiles::default_max()).unwrap_or(i64::MAX),
         )? as usize;
         let max_request_bytes = positive("socket.request.max.bytes", 100 * 1024 * 1024)? as usize;
+        let network = NetworkConfig::from_properties(props, max_request_bytes)?;
         let retention_check_interval_ms = positive("log.retention.check.interval.ms", 300_000)?;
         let transaction_max_timeout_ms = positive("transaction.max.timeout.ms", 900_000)?;
         if transaction_max_timeout_ms > i64::from(i32::MAX) {
@@ -356,6 +361,7 @@ impl BrokerConfig {
             .keys()
             .filter(|k| {
                 !known.contains(&k.as_str())
+                    && !network::KEYS.contains(&k.as_str())
                     && !ACCEPTED.contains(&k.as_str())
                     && !k.starts_with("mirror.")
             })
@@ -378,6 +384,7 @@ impl BrokerConfig {
                 mirror_metadata_refresh_interval_ms,
                 mirror_num_replica_fetchers: mirror_num_replica_fetchers as usize,
                 log_open_files_max,
+                network,
                 metrics_listener,
                 log_json,
                 authorizer,

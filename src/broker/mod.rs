@@ -26,6 +26,7 @@ pub mod config;
 mod durability;
 mod epoch_bumps;
 mod handlers;
+pub mod network;
 pub mod server;
 mod transactions;
 
