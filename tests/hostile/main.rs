@@ -199,7 +199,7 @@ impl Broker {
 
     /// The sum of `name`'s samples on `/metrics` (0 when not exported yet).
     fn metric(&self, name: &str) -> f64 {
-        self.http("GET /metrics HTTP/1.1\r\nHost: kmirror\r\n\r\n")
+        self.http("GET /metrics HTTP/1.1\r\nHost: kmirror\r\nConnection: close\r\n\r\n")
             .lines()
             .filter(|l| !l.starts_with('#'))
             .filter(|l| l.split([' ', '{']).next() == Some(name))
@@ -795,19 +795,23 @@ async fn queued_max_request_bytes_holds_requests_back_until_the_pool_frees() {
 async fn metrics_are_served_on_the_metrics_path_only() {
     let broker = Broker::start("");
     assert_serves(&broker, "events").await;
-    let metrics = broker.http("GET /metrics HTTP/1.1\r\nHost: kmirror\r\n\r\n");
+    let metrics =
+        broker.http("GET /metrics HTTP/1.1\r\nHost: kmirror\r\nConnection: close\r\n\r\n");
     assert!(metrics.starts_with("HTTP/1.1 200 "), "{metrics}");
     assert!(
         metrics.contains("kmirror_broker_requests_total"),
         "{metrics}"
     );
     for path in ["/", "/metricsx", "/admin", "/metrics/extra"] {
-        let answer = broker.http(&format!("GET {path} HTTP/1.1\r\nHost: kmirror\r\n\r\n"));
+        let answer = broker.http(&format!(
+            "GET {path} HTTP/1.1\r\nHost: kmirror\r\nConnection: close\r\n\r\n"
+        ));
         assert!(answer.starts_with("HTTP/1.1 404 "), "{path}: {answer}");
         assert!(!answer.contains("kmirror_broker"), "{path}: {answer}");
     }
-    let answer =
-        broker.http("POST /metrics HTTP/1.1\r\nHost: kmirror\r\nContent-Length: 0\r\n\r\n");
+    let answer = broker.http(
+        "POST /metrics HTTP/1.1\r\nHost: kmirror\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    );
     assert!(answer.starts_with("HTTP/1.1 405 "), "{answer}");
     assert_serves(&broker, "after-metrics").await;
 }
