@@ -3,6 +3,7 @@
 //! naming the key. Every key has a range, Kafka's where Kafka has the key (its config
 //! validators), listed with the defaults in `docs/broker-configs.md`.
 
+use super::network::{self, NetworkConfig};
 use crate::acl::AuthorizerConfig;
 use crate::storage::{LogConfig, OpenFiles};
 use kmirror_actors::liveness::LivenessPolicy;
@@ -78,6 +79,9 @@ pub struct BrokerConfig {
     /// `log.open.files.max` (half the process's open-file limit): segment log files held open
     /// at once; the least recently used beyond it are closed and reopened on use.
     pub log_open_files_max: usize,
+    /// The listener's protections: `connections.max.idle.ms`, `max.connections`,
+    /// `max.connections.per.ip`, `queued.max.request.bytes`, `fetch.max.wait.ms`.
+    pub network: NetworkConfig,
 }
 
 /// Keys this broker knows but does not use yet (kept so they are not reported as unknown).
@@ -271,6 +275,7 @@ impl BrokerConfig {
         )? as usize;
         let max_request_bytes =
             ranged("socket.request.max.bytes", 100 * 1024 * 1024, 1, int_max)? as usize;
+        let network = NetworkConfig::from_properties(props, max_request_bytes)?;
         let retention_check_interval_ms = positive("log.retention.check.interval.ms", 300_000)?;
         let transaction_max_timeout_ms = ranged("transaction.max.timeout.ms", 900_000, 1, int_max)?;
         let transaction_cleanup_interval_ms = ranged(
@@ -374,7 +379,11 @@ impl BrokerConfig {
         ];
         let unknown = props
             .keys()
-            .filter(|k| !known.contains(&k.as_str()) && !ACCEPTED.contains(&k.as_str()))
+            .filter(|k| {
+                !known.contains(&k.as_str())
+                    && !network::KEYS.contains(&k.as_str())
+                    && !ACCEPTED.contains(&k.as_str())
+            })
             .cloned()
             .collect();
         Ok((
@@ -394,6 +403,7 @@ impl BrokerConfig {
                 mirror_metadata_refresh_interval_ms,
                 mirror_num_replica_fetchers: mirror_num_replica_fetchers as usize,
                 log_open_files_max,
+                network,
                 metrics_listener,
                 log_json,
                 authorizer,

@@ -30,6 +30,7 @@ mod durability;
 mod epoch_bumps;
 mod group_commit;
 mod handlers;
+pub mod network;
 pub mod server;
 mod transactions;
 
