@@ -248,7 +248,9 @@ fn run_broker(path: &Path) -> ExitCode {
 async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     let address = config.listener;
     if let Some(metrics) = config.metrics_listener {
-        kmirror::metrics::install_exporter(metrics).map_err(|e| e.to_string())?;
+        kmirror::metrics::install_exporter(metrics)
+            .await
+            .map_err(|e| e.to_string())?;
         tracing::info!(address = %format!("http://{metrics}/metrics"), "metrics for Prometheus");
     }
     let broker = Arc::new(Broker::open(config).map_err(|e| e.to_string())?);

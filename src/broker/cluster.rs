@@ -21,12 +21,14 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 impl Broker {
-    /// Opens a broker of an in-process cluster whose brokers share `controller`.
+    /// Opens a broker of an in-process cluster whose brokers share `controller` (each with a
+    /// log directory of its own: it is locked).
     pub fn open_member(
         config: super::config::BrokerConfig,
         controller: Arc<Mutex<Controller>>,
     ) -> Result<Broker, StorageError> {
-        Broker::open_with(config, controller)
+        let dir_lock = crate::storage::LogDirLock::acquire(&config.log_dir)?;
+        Broker::open_with(config, controller, dir_lock)
     }
 
     /// Whether this node leads the partition.

@@ -1,7 +1,9 @@
 //! `server.properties` for `kmirror broker`: Kafka's `key=value` format and key names. Unknown
 //! keys are reported (and ignored); a value that cannot work stops the start with a message
-//! naming the key.
+//! naming the key. Every key has a range, Kafka's where Kafka has the key (its config
+//! validators), listed with the defaults in `docs/broker-configs.md`.
 
+use super::network::{self, NetworkConfig};
 use crate::acl::AuthorizerConfig;
 use crate::storage::{LogConfig, OpenFiles};
 use kmirror_actors::liveness::LivenessPolicy;
@@ -37,7 +39,7 @@ pub struct BrokerConfig {
     pub listener: SocketAddr,
     /// What clients are told to connect to (`advertised.listeners`, default the listener).
     pub advertised: (String, u16),
-    /// `log.dirs` (the first directory).
+    /// `log.dirs` (or `log.dir`): the one log directory (several, Kafka's JBOD, are refused).
     pub log_dir: PathBuf,
     /// `num.partitions` for auto-created topics.
     pub num_partitions: i32,
@@ -80,6 +82,9 @@ pub struct BrokerConfig {
     /// `group.min.session.timeout.ms` (6000) and `group.max.session.timeout.ms` (1800000): the
     /// session timeouts a JoinGroup may ask for (INVALID_SESSION_TIMEOUT outside).
     pub group_session_timeout_ms: std::ops::RangeInclusive<i32>,
+    /// The listener's protections: `connections.max.idle.ms`, `max.connections`,
+    /// `max.connections.per.ip`, `queued.max.request.bytes`, `fetch.max.wait.ms`.
+    pub network: NetworkConfig,
 }
 
 /// Keys this broker knows but does not use yet (kept so they are not reported as unknown).
@@ -116,6 +121,18 @@ pub fn parse_properties(text: &str) -> Result<BTreeMap<String, String>, ConfigEr
     Ok(out)
 }
 
+/// The smallest `log.segment.bytes` Kafka accepts: the overhead of one (v0) record.
+const MIN_SEGMENT_BYTES: i64 = 14;
+
+/// How a range is told to whoever set a value outside it.
+fn range_text(min: i64, max: i64) -> String {
+    if max == i64::MAX {
+        format!("must be at least {min}")
+    } else {
+        format!("must be between {min} and {max}")
+    }
+}
+
 fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
@@ -134,7 +151,7 @@ fn host_port(key: &str, value: &str) -> Result<(String, u16), ConfigError> {
         .ok_or_else(|| invalid(key, value, "expected PLAINTEXT://host:port"))?;
     let port = port
         .parse()
-        .map_err(|_| invalid(key, value, "the port is not a number"))?;
+        .map_err(|_| invalid(key, value, "the port must be a number from 0 to 65535"))?;
     Ok((host.to_string(), port))
 }
 
@@ -150,8 +167,17 @@ impl BrokerConfig {
                 Some(v) => v.parse().map_err(|_| invalid(k, v, "not a number")),
             }
         };
-        let node_id = i32::try_from(number("node.id", 1)?)
-            .map_err(|_| invalid("node.id", get("node.id").unwrap_or(""), "out of range"))?;
+        // A whole number in `min..=max`.
+        let ranged =
+            |k: &'static str, default: i64, min: i64, max: i64| -> Result<i64, ConfigError> {
+                let v = number(k, default)?;
+                if !(min..=max).contains(&v) {
+                    return Err(invalid(k, &v.to_string(), range_text(min, max)));
+                }
+                Ok(v)
+            };
+        let int_max = i64::from(i32::MAX);
+        let node_id = ranged("node.id", 1, 0, int_max)? as i32;
         let listeners = get("listeners").ok_or(ConfigError::Missing("listeners"))?;
         let (host, port) = host_port("listeners", listeners)?;
         let bind_host = if host.is_empty() {
@@ -173,21 +199,30 @@ impl BrokerConfig {
                 port,
             ),
         };
-        let log_dir = get("log.dirs")
-            .or_else(|| get("log.dir"))
-            .ok_or(ConfigError::Missing("log.dirs"))?
+        let (dirs_key, dirs) = match (get("log.dirs"), get("log.dir")) {
+            (Some(dirs), _) => ("log.dirs", dirs),
+            (None, Some(dir)) => ("log.dir", dir),
+            (None, None) => return Err(ConfigError::Missing("log.dirs")),
+        };
+        // Empty entries are dropped as Kafka's list parsing does; an empty path would be the
+        // working directory.
+        let log_dir = match dirs
             .split(',')
-            .next()
-            .map(|d| PathBuf::from(d.trim()))
-            .ok_or(ConfigError::Missing("log.dirs"))?;
-        let num_partitions = number("num.partitions", 1)?;
-        if !(1..=100_000).contains(&num_partitions) {
-            return Err(invalid(
-                "num.partitions",
-                &num_partitions.to_string(),
-                "must be between 1 and 100000",
-            ));
-        }
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .collect::<Vec<_>>()[..]
+        {
+            [dir] => PathBuf::from(dir),
+            [] => return Err(invalid(dirs_key, dirs, "must name a directory")),
+            _ => {
+                return Err(invalid(
+                    dirs_key,
+                    dirs,
+                    "several log directories (JBOD) are not supported: give one",
+                ));
+            }
+        };
+        let num_partitions = ranged("num.partitions", 1, 1, 100_000)?;
         let auto_create_topics = match get("auto.create.topics.enable").unwrap_or("true") {
             "true" => true,
             "false" => false,
@@ -200,33 +235,39 @@ impl BrokerConfig {
             }
         };
         let defaults = LogConfig::default();
-        let positive = |k: &'static str, default: i64| -> Result<i64, ConfigError> {
-            let v = number(k, default)?;
-            if v <= 0 {
-                return Err(invalid(k, &v.to_string(), "must be positive"));
-            }
-            Ok(v)
-        };
-        let segment_bytes = positive("log.segment.bytes", defaults.segment_bytes as i64)?;
-        if segment_bytes > i64::from(i32::MAX) {
-            return Err(invalid(
-                "log.segment.bytes",
-                &segment_bytes.to_string(),
-                "at most 2147483647",
-            ));
-        }
+        let positive = |k: &'static str, default: i64| ranged(k, default, 1, i64::MAX);
         let log = LogConfig {
-            segment_bytes: segment_bytes as u64,
+            segment_bytes: ranged(
+                "log.segment.bytes",
+                defaults.segment_bytes as i64,
+                MIN_SEGMENT_BYTES,
+                int_max,
+            )? as u64,
             segment_ms: positive("log.roll.ms", defaults.segment_ms)?,
-            index_interval_bytes: positive(
+            index_interval_bytes: ranged(
                 "log.index.interval.bytes",
                 defaults.index_interval_bytes as i64,
+                0,
+                int_max,
             )? as u64,
-            retention_bytes: number("log.retention.bytes", defaults.retention_bytes)?,
+            // -1 is unlimited.
+            retention_bytes: ranged(
+                "log.retention.bytes",
+                defaults.retention_bytes,
+                -1,
+                i64::MAX,
+            )?,
             retention_ms: match get("log.retention.ms") {
-                Some(_) => number("log.retention.ms", defaults.retention_ms)?,
-                None => number("log.retention.hours", defaults.retention_ms / 3_600_000)?
-                    .saturating_mul(3_600_000),
+                Some(_) => ranged("log.retention.ms", defaults.retention_ms, -1, i64::MAX)?,
+                None => match ranged(
+                    "log.retention.hours",
+                    defaults.retention_ms / 3_600_000,
+                    -1,
+                    int_max,
+                )? {
+                    -1 => -1,
+                    hours => hours * 3_600_000,
+                },
             },
             flush_messages: positive("log.flush.interval.messages", i64::MAX)? as u64,
             flush_ms: positive("log.flush.interval.ms", i64::MAX)?,
@@ -235,19 +276,16 @@ impl BrokerConfig {
             "log.open.files.max",
             i64::try_from(OpenFiles::default_max()).unwrap_or(i64::MAX),
         )? as usize;
-        let max_request_bytes = positive("socket.request.max.bytes", 100 * 1024 * 1024)? as usize;
+        let max_request_bytes =
+            ranged("socket.request.max.bytes", 100 * 1024 * 1024, 1, int_max)? as usize;
+        let network = NetworkConfig::from_properties(props, max_request_bytes)?;
         let retention_check_interval_ms = positive("log.retention.check.interval.ms", 300_000)?;
-        let transaction_max_timeout_ms = positive("transaction.max.timeout.ms", 900_000)?;
-        if transaction_max_timeout_ms > i64::from(i32::MAX) {
-            return Err(invalid(
-                "transaction.max.timeout.ms",
-                &transaction_max_timeout_ms.to_string(),
-                "at most 2147483647",
-            ));
-        }
-        let transaction_cleanup_interval_ms = positive(
+        let transaction_max_timeout_ms = ranged("transaction.max.timeout.ms", 900_000, 1, int_max)?;
+        let transaction_cleanup_interval_ms = ranged(
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             10_000,
+            1,
+            int_max,
         )?;
         let flag = |k: &'static str| match get(k).unwrap_or("false") {
             "true" => Ok(true),
@@ -272,14 +310,7 @@ impl BrokerConfig {
                 "principals are written Type:name",
             ));
         }
-        let mirror_state_partitions = number("mirror.state.topic.num.partitions", 50)?;
-        if !(1..=10_000).contains(&mirror_state_partitions) {
-            return Err(invalid(
-                "mirror.state.topic.num.partitions",
-                &mirror_state_partitions.to_string(),
-                "must be between 1 and 10000",
-            ));
-        }
+        let mirror_state_partitions = ranged("mirror.state.topic.num.partitions", 50, 1, 10_000)?;
         let log_json = match get("kmirror.log.format").unwrap_or("text") {
             "text" => false,
             "json" => true,
@@ -291,17 +322,12 @@ impl BrokerConfig {
                 "mirror.supervision.stall.timeout.ms",
                 liveness.stall_timeout_ms as i64,
             )? as u64,
-            max_restarts: u32::try_from(number(
+            max_restarts: ranged(
                 "mirror.supervision.max.restarts",
                 i64::from(liveness.max_restarts),
-            )?)
-            .map_err(|_| {
-                invalid(
-                    "mirror.supervision.max.restarts",
-                    get("mirror.supervision.max.restarts").unwrap_or_default(),
-                    "must be between 0 and 4294967295",
-                )
-            })?,
+                0,
+                i64::from(u32::MAX),
+            )? as u32,
             restart_window_ms: positive(
                 "mirror.supervision.restart.window.ms",
                 liveness.restart_window_ms as i64,
@@ -309,14 +335,7 @@ impl BrokerConfig {
         };
         let mirror_metadata_refresh_interval_ms =
             positive("mirror.metadata.refresh.interval.ms", 30_000)? as u64;
-        let mirror_num_replica_fetchers = positive("mirror.num.replica.fetchers", 1)?;
-        if mirror_num_replica_fetchers > 64 {
-            return Err(invalid(
-                "mirror.num.replica.fetchers",
-                &mirror_num_replica_fetchers.to_string(),
-                "must be between 1 and 64",
-            ));
-        }
+        let mirror_num_replica_fetchers = ranged("mirror.num.replica.fetchers", 1, 1, 64)?;
         let group_min_session_timeout_ms = positive("group.min.session.timeout.ms", 6_000)?;
         let group_max_session_timeout_ms = positive("group.max.session.timeout.ms", 1_800_000)?;
         if group_max_session_timeout_ms > i64::from(i32::MAX) {
@@ -367,6 +386,12 @@ impl BrokerConfig {
             "transaction.max.timeout.ms",
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             "kmirror.log.format",
+            "mirror.state.topic.num.partitions",
+            "mirror.supervision.stall.timeout.ms",
+            "mirror.supervision.max.restarts",
+            "mirror.supervision.restart.window.ms",
+            "mirror.metadata.refresh.interval.ms",
+            "mirror.num.replica.fetchers",
             "authorizer.enabled",
             "super.users",
             "allow.everyone.if.no.acl.found",
@@ -377,8 +402,8 @@ impl BrokerConfig {
             .keys()
             .filter(|k| {
                 !known.contains(&k.as_str())
+                    && !network::KEYS.contains(&k.as_str())
                     && !ACCEPTED.contains(&k.as_str())
-                    && !k.starts_with("mirror.")
             })
             .cloned()
             .collect();
@@ -401,6 +426,7 @@ impl BrokerConfig {
                 log_open_files_max,
                 group_session_timeout_ms: group_min_session_timeout_ms as i32
                     ..=group_max_session_timeout_ms as i32,
+                network,
                 metrics_listener,
                 log_json,
                 authorizer,
@@ -418,7 +444,7 @@ mod tests {
     #[test]
     fn reads_kafka_style_properties() {
         let props = parse_properties(
-            "# broker\nnode.id=3\nlisteners=PLAINTEXT://127.0.0.1:29092\nlog.dirs=/tmp/a,/tmp/b\nnum.partitions = 4\nlog.retention.hours=1\nfancy.key=1\nmirror.state.topic.num.partitions=50\n",
+            "# broker\nnode.id=3\nlisteners=PLAINTEXT://127.0.0.1:29092\nlog.dirs=/tmp/a\nnum.partitions = 4\nlog.retention.hours=1\nfancy.key=1\nmirror.state.topic.num.partitions=50\n",
         )
         .expect("parses");
         let (c, unknown) = BrokerConfig::from_properties(&props).expect("valid");
@@ -478,8 +504,115 @@ mod tests {
             BrokerConfig::from_properties(&props),
             Err(ConfigError::Missing("listeners"))
         );
+        let props = parse_properties("listeners=PLAINTEXT://127.0.0.1:1\n").expect("parses");
+        assert_eq!(
+            BrokerConfig::from_properties(&props),
+            Err(ConfigError::Missing("log.dirs"))
+        );
         let props = parse_properties("listeners=SSL://h:1\nlog.dirs=/x\n").expect("parses");
         assert!(BrokerConfig::from_properties(&props).is_err());
         assert!(parse_properties("just words\n").is_err());
+    }
+
+    /// Issue 18 item 10: each key refuses a value outside its range, naming the key, and takes
+    /// the values at the ends of it.
+    #[test]
+    fn every_key_is_refused_outside_its_range_with_the_key_named() {
+        let base = "listeners=PLAINTEXT://127.0.0.1:1\nlog.dirs=/tmp/x\n";
+        let config = |extra: &str| {
+            let props = parse_properties(&format!("{base}{extra}")).expect("parses");
+            BrokerConfig::from_properties(&props)
+        };
+        for (key, bad) in [
+            ("node.id", "-1"),
+            ("node.id", "2147483648"),
+            ("listeners", "PLAINTEXT://127.0.0.1:65536"),
+            ("advertised.listeners", "PLAINTEXT://h:-1"),
+            ("num.partitions", "100001"),
+            ("socket.request.max.bytes", "0"),
+            ("socket.request.max.bytes", "2147483648"),
+            ("log.segment.bytes", "1"),
+            ("log.segment.bytes", "13"),
+            ("log.segment.bytes", "2147483648"),
+            ("log.roll.ms", "0"),
+            ("log.index.interval.bytes", "-1"),
+            ("log.index.interval.bytes", "2147483648"),
+            ("log.retention.bytes", "-2"),
+            ("log.retention.ms", "-2"),
+            ("log.retention.hours", "-2"),
+            ("log.retention.hours", "2147483648"),
+            ("log.flush.interval.messages", "0"),
+            ("log.flush.interval.ms", "0"),
+            ("log.retention.check.interval.ms", "0"),
+            ("log.open.files.max", "0"),
+            ("transaction.max.timeout.ms", "2147483648"),
+            (
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                "0",
+            ),
+            (
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+                "2147483648",
+            ),
+            ("allow.everyone.if.no.acl.found", "maybe"),
+            ("mirror.state.topic.num.partitions", "10001"),
+            ("mirror.supervision.stall.timeout.ms", "0"),
+            ("mirror.supervision.max.restarts", "-1"),
+            ("mirror.supervision.max.restarts", "4294967296"),
+            ("mirror.supervision.restart.window.ms", "0"),
+            ("mirror.metadata.refresh.interval.ms", "0"),
+            ("mirror.num.replica.fetchers", "0"),
+            ("mirror.num.replica.fetchers", "65"),
+            ("metrics.listener", "http://127.0.0.1:65536"),
+            ("kmirror.log.format", "xml"),
+        ] {
+            let err = config(&format!("{key}={bad}\n")).expect_err(key);
+            assert!(
+                err.to_string().starts_with(&format!("{key}=")),
+                "{key}: {err}"
+            );
+        }
+        let (c, unknown) = config(
+            "node.id=0\nlog.segment.bytes=14\nlog.index.interval.bytes=0\nlog.retention.hours=-1\n\
+             log.retention.bytes=-1\nmirror.supervision.max.restarts=0\nmirror.num.replica.fetchers=64\n\
+             mirror.supervision.max.restart=5\n",
+        )
+        .expect("the ends of the ranges are valid");
+        assert_eq!(c.node_id, 0);
+        assert_eq!(c.log.segment_bytes, 14);
+        assert_eq!(c.log.index_interval_bytes, 0);
+        assert_eq!((c.log.retention_ms, c.log.retention_bytes), (-1, -1));
+        assert_eq!(
+            unknown,
+            ["mirror.supervision.max.restart"],
+            "a misspelt mirror key is reported"
+        );
+    }
+
+    /// Issue 18 item 10: `log.dirs` names exactly one directory; an empty value (which was the
+    /// working directory) and a list (whose later entries were ignored) are refused.
+    #[test]
+    fn log_dirs_names_exactly_one_directory() {
+        let config = |dirs: &str| {
+            let props = parse_properties(&format!("listeners=PLAINTEXT://127.0.0.1:1\n{dirs}\n"))
+                .expect("parses");
+            BrokerConfig::from_properties(&props)
+        };
+        for (dirs, reason) in [
+            ("log.dirs=", "must name a directory"),
+            ("log.dirs= , ", "must name a directory"),
+            ("log.dir=", "must name a directory"),
+            ("log.dirs=/a,/b", "several log directories"),
+        ] {
+            let err = config(dirs).expect_err(dirs).to_string();
+            assert!(
+                err.starts_with(dirs.split('=').next().unwrap_or_default()) && err.contains(reason),
+                "{dirs}: {err}"
+            );
+        }
+        let (c, _) = config("log.dirs= /a , ").expect("one directory");
+        assert_eq!(c.log_dir, PathBuf::from("/a"));
+        let (c, _) = config("log.dir=/b").expect("log.dir");
+        assert_eq!(c.log_dir, PathBuf::from("/b"));
     }
 }

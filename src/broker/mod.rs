@@ -2,9 +2,12 @@
 //! so real Kafka clients produce to and consume from kmirror. `kmirror broker` is a single-node
 //! cluster; brokers embedded in one process can share a controller ([`cluster`]).
 //!
-//! Lifecycle: [`Broker::open`] replays the controller's metadata and opens every partition log
-//! it leads (recovering them); [`server::serve`] accepts connections until shutdown;
-//! [`Broker::close`] flushes and closes the logs.
+//! Lifecycle: [`Broker::open`] locks the log directory (its `.lock`, held until
+//! [`Broker::close`] or drop, so a second broker on the directory refuses to start), replays
+//! the controller's metadata, renames aside partition directories no topic owns (`-stray`,
+//! never deleted) and opens every partition log it leads (recovering them); [`server::serve`]
+//! accepts connections until shutdown; [`Broker::close`] flushes and closes the logs and
+//! releases the directory.
 //!
 //! Contracts: one replica per partition, so a partition's high watermark is its log end and
 //! `acks=all` is satisfied by the append itself; a partition's leader is the node the controller
@@ -25,8 +28,10 @@ mod cluster;
 pub mod config;
 mod durability;
 mod epoch_bumps;
+mod group_commit;
 mod handlers;
 mod internal_topics;
+pub mod network;
 pub mod server;
 mod transactions;
 
@@ -34,7 +39,7 @@ use crate::acl::{AclBinding, AclFilter, Operation, ResourceType, Session};
 use crate::controller::{Controller, ControllerError, MetadataDelta, TopicMeta};
 use crate::groups::GroupCoordinator;
 use crate::mirror::system::MirrorSystem;
-use crate::storage::{OpenFiles, PartitionLog, StorageError};
+use crate::storage::{LogDirLock, OpenFiles, PartitionLog, StorageError};
 use crate::txn::TransactionCoordinator;
 use actix::Addr;
 use config::BrokerConfig;
@@ -83,6 +88,9 @@ pub struct Broker {
     /// Held by [`Broker::reconcile`] (one at a time opens and removes logs): the count of
     /// metadata changes it last brought the logs in line with, `None` before the first.
     reconciled: Mutex<Option<u64>>,
+    /// The log directory's lock, from open until [`Broker::close`]: a broker closed in-process
+    /// frees the directory for the next open even while a finished task still holds it.
+    dir_lock: Mutex<Option<LogDirLock>>,
 }
 
 /// Whether a topic's configs make it a mirror topic (DECISIONS.md 2: `mirror.name` set and not
@@ -93,6 +101,25 @@ pub fn is_mirror_topic(configs: &BTreeMap<String, String>) -> bool {
         .is_some_and(|name| !name.is_empty())
 }
 
+/// Whether a log directory entry is a partition directory (`<topic>-<index>`, not internal)
+/// that no topic in `topics` owns.
+fn is_stray_partition_dir(name: &str, topics: &[(String, TopicMeta)]) -> bool {
+    if name.starts_with("__") {
+        return false;
+    }
+    // Only directories named as partition logs are ours to judge.
+    let Some((topic, index)) = name
+        .rsplit_once('-')
+        .and_then(|(t, i)| Some((t, i.parse::<usize>().ok()?)))
+        .filter(|(t, _)| crate::controller::valid_topic_name(t))
+    else {
+        return false;
+    };
+    !topics
+        .iter()
+        .any(|(owner, t)| owner == topic && index < t.partitions.len())
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -101,17 +128,20 @@ pub fn now_ms() -> i64 {
 }
 
 impl Broker {
-    /// Replays the metadata and opens every partition: a single-node cluster whose controller
-    /// lives under `log.dirs/__cluster_metadata`.
+    /// Locks the log directory, replays the metadata and opens every partition: a single-node
+    /// cluster whose controller lives under `log.dirs/__cluster_metadata`.
     pub fn open(config: BrokerConfig) -> Result<Broker, StorageError> {
+        let dir_lock = LogDirLock::acquire(&config.log_dir)?;
         let controller = Controller::open(&config.log_dir.join("__cluster_metadata"))?;
-        Broker::open_with(config, Arc::new(Mutex::new(controller)))
+        Broker::open_with(config, Arc::new(Mutex::new(controller)), dir_lock)
     }
 
-    /// Opens this node over `controller` (registering it there) and the partitions it leads.
+    /// Opens this node, holding its log directory, over `controller` (registering it there) and
+    /// the partitions it leads.
     fn open_with(
         config: BrokerConfig,
         controller: Arc<Mutex<Controller>>,
+        dir_lock: LogDirLock,
     ) -> Result<Broker, StorageError> {
         let groups = GroupCoordinator::open(&config.log_dir.join("__consumer_offsets"))?;
         let (transactions, unfinished) = TransactionCoordinator::open(
@@ -125,6 +155,7 @@ impl Broker {
             acls,
             engine: OnceLock::new(),
             reconciled: Mutex::new(None),
+            dir_lock: Mutex::new(Some(dir_lock)),
             controller,
             groups,
             transactions,
@@ -140,7 +171,7 @@ impl Broker {
         broker.with_controller(|c| c.resume_leadership(node_id))?;
         let topics: Vec<(String, TopicMeta)> =
             broker.with_controller(|c| c.topics().clone().into_iter().collect());
-        broker.remove_stray_logs(&topics)?;
+        broker.set_aside_stray_logs(&topics)?;
         // Offsets of a topic whose deletion crashed before they were forgotten.
         for stale in broker.groups.topics_with_offsets() {
             if !topics.iter().any(|(name, _)| *name == stale) {
@@ -163,35 +194,35 @@ impl Broker {
         f(&mut guard)
     }
 
-    /// Removes partition directories no topic owns: those of a deletion that crashed before
-    /// removing them (the controller's record is the truth), so a topic recreated under the same
-    /// name never sees the old data.
-    fn remove_stray_logs(&self, topics: &[(String, TopicMeta)]) -> Result<(), StorageError> {
+    /// Renames partition directories no topic owns aside, as Kafka does (`<name>.<id>-stray`),
+    /// and reports them in one warning. A deletion that crashed before removing its logs leaves
+    /// such directories, and so does metadata that lost a topic (a damaged tail cut off its
+    /// log): the metadata's silence does not prove the data unwanted, so deleting is left to the
+    /// operator, and a topic created again under the name starts empty.
+    fn set_aside_stray_logs(&self, topics: &[(String, TopicMeta)]) -> Result<(), StorageError> {
         let dir = &self.config.log_dir;
         let Ok(entries) = std::fs::read_dir(dir) else {
             return Ok(());
         };
+        let mut strays = Vec::new();
         for entry in entries.flatten() {
-            let file_name = entry.file_name().to_string_lossy().into_owned();
-            if file_name.starts_with("__") || !entry.path().is_dir() {
-                continue;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if entry.path().is_dir() && is_stray_partition_dir(&name, topics) {
+                let aside = dir.join(format!("{name}.{}-stray", Uuid::new_v4().simple()));
+                std::fs::rename(entry.path(), &aside)
+                    .map_err(crate::storage::error::io("rename", entry.path()))?;
+                strays.push(format!("{name} -> {}", aside.display()));
             }
-            // Only directories named as partition logs are ours to judge.
-            let Some((topic, index)) = file_name
-                .rsplit_once('-')
-                .and_then(|(t, i)| Some((t, i.parse::<usize>().ok()?)))
-                .filter(|(t, _)| crate::controller::valid_topic_name(t))
-            else {
-                continue;
-            };
-            let owned = topics
-                .iter()
-                .any(|(name, t)| name == topic && index < t.partitions.len());
-            if !owned {
-                tracing::warn!(directory = %entry.path().display(), "removing a partition directory no topic owns");
-                std::fs::remove_dir_all(entry.path())
-                    .map_err(crate::storage::error::io("remove", &entry.path()))?;
-            }
+        }
+        if !strays.is_empty() {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(crate::storage::error::io("fsync directory", dir))?;
+            tracing::warn!(
+                count = strays.len(),
+                directories = ?strays,
+                "partition directories no topic owns were renamed aside with their data (-stray); delete them once they are not needed"
+            );
         }
         Ok(())
     }
@@ -534,7 +565,7 @@ impl Broker {
         deleted
     }
 
-    /// Flushes and closes every log.
+    /// Flushes and closes every log, then releases the log directory.
     pub fn close(&self) -> Result<(), StorageError> {
         let partitions: Vec<Arc<Partition>> = self
             .partitions
@@ -558,6 +589,7 @@ impl Broker {
                     .flush(now_ms())?,
             }
         }
+        *self.dir_lock.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
     }
 }

@@ -6,20 +6,68 @@
 //! is answered UNSUPPORTED_VERSION (the error code after a v0 header) and the connection stays.
 //! ApiVersions at an unknown version is answered in the v0 format with UNSUPPORTED_VERSION and
 //! the supported ranges, as Kafka does, so newer clients can downgrade.
+//!
+//! Lifecycle of a connection (the limits and their keys are [`super::network`]'s): accepted
+//! while fewer than `max.connections` are open, closed at once beyond `max.connections.per.ip`;
+//! each frame reserves its declared size from the `queued.max.request.bytes` pool before its
+//! body is read, its buffer growing with the bytes that arrive, and gives it back once answered;
+//! a connection that completes no request within `connections.max.idle.ms`, or leaves a
+//! response untaken that long, is closed. While a Fetch waits, the connection reads on (at most
+//! one frame ahead), so a client that disconnects ends its Fetch and frees its descriptor at
+//! once. Other requests are never abandoned midway: their handlers are not written to be
+//! cancelled. Accept errors pause the accept loop instead of spinning on it.
 
 use super::Broker;
 use super::handlers::{self, Response};
+use super::network::{AcceptErrors, Connections, NetworkConfig};
+use crate::metrics::{ACCEPT_ERRORS, CONNECTIONS, CONNECTIONS_CLOSED};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
+use kmirror_protocol::frame::FrameBody;
 use kmirror_protocol::messages::MirrorApiKey;
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::Instant;
 
 const UNSUPPORTED_VERSION: i16 = 35;
+
+/// The `reason` labels of [`CONNECTIONS_CLOSED`].
+const CLOSED_PER_IP: &str = "max_connections_per_ip";
+const CLOSED_IDLE: &str = "idle";
+const CLOSED_CLIENT_GONE: &str = "client_gone_during_fetch";
+
+/// What the accept loop shares with its connections.
+struct Shared {
+    connections: Mutex<Connections>,
+    /// Notified when a connection closes (the accept loop waits on it at `max.connections`).
+    closed: Notify,
+    /// `queued.max.request.bytes` as permits of one byte; None: unbounded.
+    pool: Option<Arc<Semaphore>>,
+}
+
+fn lock(connections: &Mutex<Connections>) -> MutexGuard<'_, Connections> {
+    connections.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A connection counted against the limits; uncounted when dropped, however its task ends.
+struct Slot {
+    shared: Arc<Shared>,
+    ip: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        lock(&self.shared.connections).close(self.ip);
+        metrics::gauge!(CONNECTIONS).decrement(1.0);
+        self.shared.closed.notify_one();
+    }
+}
 
 /// Accepts connections until `shutdown` turns true.
 pub async fn serve(
@@ -27,59 +75,251 @@ pub async fn serve(
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let config: &NetworkConfig = &broker.config().network;
+    let shared = Arc::new(Shared {
+        connections: Mutex::new(Connections::new(config)),
+        closed: Notify::new(),
+        pool: config
+            .queued_max_request_bytes
+            .map(|bytes| Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS)))),
+    });
+    // Exported from the start, so scrapes show them (and rates start from 0) before any event.
+    metrics::gauge!(CONNECTIONS).increment(0.0);
+    metrics::counter!(ACCEPT_ERRORS).increment(0);
+    for reason in [CLOSED_PER_IP, CLOSED_IDLE, CLOSED_CLIENT_GONE] {
+        metrics::counter!(CONNECTIONS_CLOSED, "reason" => reason).increment(0);
+    }
+    let mut errors = AcceptErrors::default();
     loop {
-        tokio::select! {
-            accepted = listener.accept() => {
-                match accepted {
-                    Ok((stream, peer)) => {
-                        let broker = broker.clone();
-                        let shutdown = shutdown.clone();
-                        tokio::spawn(async move {
-                            if let Err(e) = connection(broker, stream, peer, shutdown).await {
-                                tracing::debug!(%peer, error = %e, "connection closed");
-                            }
-                        });
-                    }
-                    Err(e) => tracing::warn!(error = %e, "accept failed"),
+        // At max.connections nothing is accepted: new clients wait in the backlog.
+        while lock(&shared.connections).is_full() {
+            tokio::select! {
+                _ = shared.closed.notified() => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = shutdown.changed() => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => {
+                errors.accepted();
+                accepted
+            }
+            Err(e) => {
+                metrics::counter!(ACCEPT_ERRORS).increment(1);
+                let next = errors.failed(std::time::Instant::now());
+                if let Some(count) = next.report {
+                    tracing::warn!(
+                        error = %e,
+                        errors = count,
+                        pause_ms = next.pause.as_millis() as u64,
+                        "accept failed; the listener pauses (logged at most every 10 s)"
+                    );
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(next.pause) => continue,
+                    _ = shutdown.changed() => return,
                 }
             }
-            _ = shutdown.changed() => return,
+        };
+        if !lock(&shared.connections).admit(peer.ip()) {
+            metrics::counter!(CONNECTIONS_CLOSED, "reason" => CLOSED_PER_IP).increment(1);
+            tracing::debug!(%peer, "connection closed: max.connections.per.ip reached");
+            continue;
+        }
+        metrics::gauge!(CONNECTIONS).increment(1.0);
+        let slot = Slot {
+            shared: shared.clone(),
+            ip: peer.ip(),
+        };
+        let broker = broker.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let pool = slot.shared.pool.clone();
+            if let Err(e) = connection(broker, stream, peer, shutdown, pool).await {
+                tracing::debug!(%peer, error = %e, "connection closed");
+            }
+            drop(slot);
+        });
+    }
+}
+
+/// A whole request frame, holding its share of `queued.max.request.bytes` until dropped.
+struct Request {
+    frame: Bytes,
+    reserved: Option<OwnedSemaphorePermit>,
+}
+
+/// The next frame of a connection, assembled as its bytes arrive. [`Incoming::next`] is
+/// cancel-safe: what was read stays here for the next call.
+#[derive(Default)]
+struct Incoming {
+    size: [u8; 4],
+    filled: usize,
+    body: Option<(FrameBody, Option<OwnedSemaphorePermit>)>,
+}
+
+impl Incoming {
+    /// Reads until a frame is whole; None when the client closed between frames.
+    async fn next(
+        &mut self,
+        stream: &mut OwnedReadHalf,
+        max: usize,
+        pool: Option<&Arc<Semaphore>>,
+    ) -> std::io::Result<Option<Request>> {
+        loop {
+            if let Some((body, _)) = &mut self.body {
+                if !body.read_some(stream).await? {
+                    continue;
+                }
+                let Some((body, reserved)) = self.body.take() else {
+                    continue;
+                };
+                return Ok(Some(Request {
+                    frame: body.finish(),
+                    reserved,
+                }));
+            }
+            if self.filled < self.size.len() {
+                let n = stream.read(&mut self.size[self.filled..]).await?;
+                if n == 0 {
+                    if self.filled == 0 {
+                        return Ok(None);
+                    }
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "stream ended inside a frame's size",
+                    ));
+                }
+                self.filled += n;
+                continue;
+            }
+            let size = i32::from_be_bytes(self.size);
+            let len = usize::try_from(size)
+                .ok()
+                .filter(|s| *s >= 8 && *s <= max)
+                .ok_or_else(|| {
+                    std::io::Error::other(format!("request size {size} outside 8..={max}"))
+                })?;
+            // The whole declared size is reserved at once, so connections holding parts of the
+            // pool cannot starve each other; the pool is at least socket.request.max.bytes.
+            let reserved = match pool {
+                Some(pool) => Some(
+                    pool.clone()
+                        .acquire_many_owned(u32::try_from(len).unwrap_or(u32::MAX))
+                        .await
+                        .map_err(|_| std::io::Error::other("the request pool is closed"))?,
+                ),
+                None => None,
+            };
+            self.filled = 0;
+            self.body = Some((FrameBody::new(len), reserved));
         }
     }
 }
 
+/// Sleeps until `deadline`; forever without one.
+async fn expiry(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn idle_error(what: &str, idle: Duration) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!(
+            "{what} within connections.max.idle.ms ({} ms)",
+            idle.as_millis()
+        ),
+    )
+}
+
 async fn connection(
     broker: Arc<Broker>,
-    mut stream: TcpStream,
+    stream: TcpStream,
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
+    pool: Option<Arc<Semaphore>>,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     // As Kafka reports a member's host in DescribeGroups.
     let client_host = format!("/{}", peer.ip());
     let max = broker.config().max_request_bytes;
+    let idle = broker.config().network.connections_max_idle;
+    let (mut reader, mut writer) = stream.into_split();
+    let mut incoming = Incoming::default();
+    // A frame read while a Fetch waited.
+    let mut ahead: Option<Request> = None;
     loop {
-        let size = tokio::select! {
-            size = stream.read_i32() => size?,
-            _ = shutdown.changed() => return Ok(()),
+        let request = match ahead.take() {
+            Some(request) => request,
+            None => {
+                let deadline = idle.map(|idle| Instant::now() + idle);
+                tokio::select! {
+                    read = incoming.next(&mut reader, max, pool.as_ref()) => match read? {
+                        Some(request) => request,
+                        None => return Ok(()),
+                    },
+                    () = expiry(deadline) => {
+                        metrics::counter!(CONNECTIONS_CLOSED, "reason" => CLOSED_IDLE).increment(1);
+                        return Err(idle_error(
+                            "no request completed",
+                            idle.unwrap_or_default(),
+                        ));
+                    }
+                    _ = shutdown.changed() => return Ok(()),
+                }
+            }
         };
-        let size = usize::try_from(size)
-            .ok()
-            .filter(|s| *s >= 8 && *s <= max)
-            .ok_or_else(|| {
-                std::io::Error::other(format!("request size {size} outside 8..={max}"))
-            })?;
-        let frame = kmirror_protocol::frame::read_body(&mut stream, size).await?;
-        let Some(reply) = handle(&broker, &client_host, frame).await? else {
+        let Request { frame, reserved } = request;
+        let is_fetch = frame.get(..2) == Some(&(ApiKey::Fetch as i16).to_be_bytes()[..]);
+        let served = handle(&broker, &client_host, frame);
+        tokio::pin!(served);
+        let reply = if is_fetch {
+            // A Fetch may wait long: reading on notices the client leaving.
+            tokio::select! {
+                reply = &mut served => reply?,
+                next = incoming.next(&mut reader, max, pool.as_ref()) => match next? {
+                    Some(request) => {
+                        ahead = Some(request);
+                        served.await?
+                    }
+                    None => {
+                        metrics::counter!(CONNECTIONS_CLOSED, "reason" => CLOSED_CLIENT_GONE)
+                            .increment(1);
+                        return Ok(());
+                    }
+                },
+            }
+        } else {
+            served.await?
+        };
+        drop(reserved);
+        let Some(reply) = reply else {
             continue;
         };
-        // The body's pieces (record batches among them) go out as they are, not copied into
-        // one buffer behind the head.
-        stream.write_all(&reply.head).await?;
-        for piece in &reply.body {
-            stream.write_all(piece).await?;
+        let sent = write_reply(&mut writer, &reply);
+        match idle {
+            Some(idle) => tokio::time::timeout(idle, sent)
+                .await
+                .map_err(|_| idle_error("the response was not taken", idle))??,
+            None => sent.await?,
         }
     }
+}
+
+async fn write_reply(writer: &mut OwnedWriteHalf, reply: &ResponseFrame) -> std::io::Result<()> {
+    // The body's pieces (record batches among them) go out as they are, not copied into one
+    // buffer behind the head.
+    writer.write_all(&reply.head).await?;
+    for piece in &reply.body {
+        writer.write_all(piece).await?;
+    }
+    Ok(())
 }
 
 /// The APIs served, with their version ranges (what ApiVersions advertises).

@@ -1,8 +1,9 @@
 //! The controller of the single-node reference broker: cluster metadata as a durable, replayed
 //! record log under `log.dirs/__cluster_metadata/`.
 //!
-//! Lifecycle: [`Controller::open`] replays `metadata.log` (cutting a torn or corrupt tail), and
-//! writes the cluster id record the first time; every change is one record appended and fsynced
+//! Lifecycle: [`Controller::open`] replays `metadata.log` (cutting a damaged tail after the last
+//! intact record, refusing damage with intact records after it, see [`crate::record_log`]),
+//! and writes the cluster id record the first time; every change is one record appended and fsynced
 //! before it is applied, so a restart rebuilds exactly the state that was acknowledged.
 //! Records are framed by [`crate::record_log`].
 

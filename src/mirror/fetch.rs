@@ -162,18 +162,13 @@ async fn gone_topics(
     let Ok(metadata) = source.metadata(Some(&names)).await else {
         return gone;
     };
-    for ((topic, _), id) in unknown {
-        let reason = match metadata.topics.get(topic) {
-            None => format!("the source topic {topic} was deleted; the local copy is kept"),
-            Some(t) if !t.topic_id.is_nil() && !id.is_nil() && t.topic_id != id => format!(
-                "the source topic {topic} was deleted and created again (its id is {}, this \
-                 mirror copies {}); the local copy is kept",
-                kmirror_protocol::topic_id::to_kafka_string(&t.topic_id),
-                kmirror_protocol::topic_id::to_kafka_string(&id)
-            ),
-            Some(_) => continue,
-        };
-        gone.insert(topic.clone(), reason);
+    for ((topic, partition), id) in unknown {
+        // A source that still has this topic (its metadata propagating) is left to retry.
+        if let Err(cause) =
+            super::source_topic::check(metadata.topics.get(topic), topic, id, *partition)
+        {
+            gone.insert(topic.clone(), cause.message);
+        }
     }
     gone
 }
@@ -303,7 +298,16 @@ impl FetcherPorts for SourceFetcherPorts {
             FetchResponse::Records { high_watermark, .. } => Some(*high_watermark),
             _ => None,
         };
+        let topic_id = self.topic_id(&key.0);
         Box::pin(async move {
+            // An answer that truncates the log is taken only from the topic this mirror copies
+            // (a fetch by name, below Fetch v13, may have reached a topic created again).
+            if matches!(
+                response,
+                FetchResponse::OffsetOutOfRange { .. } | FetchResponse::Diverging { .. }
+            ) {
+                super::source_topic::check_now(&source, &key.0, topic_id, key.1).await?;
+            }
             // Both restart-at-the-source's-start cases need its log start, asked before the log
             // is locked.
             let needs_start = matches!(

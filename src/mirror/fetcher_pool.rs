@@ -244,6 +244,10 @@ impl Handler<LeaderMoved> for FetcherPool {
     }
 }
 
+/// A source topic's partition leaders and their epochs, or why the topic under that name is
+/// not the one mirrored.
+type SourceLeaders = Result<Vec<(i32, i32)>, Cause>;
+
 impl Handler<Attach> for FetcherPool {
     type Result = ResponseActFuture<Self, ()>;
 
@@ -260,17 +264,28 @@ impl Handler<Attach> for FetcherPool {
         self.next_attach += 1;
         self.attaching.insert(msg.key.clone(), generation);
         let source = self.source.clone();
+        let local_id = self
+            .broker
+            .topic(&topic)
+            .map(|t| t.topic_id)
+            .unwrap_or_default();
         Box::pin(
             async move {
                 let metadata = source.metadata(Some(&[topic.as_str()])).await;
-                // Err: the source did not answer; Ok(None): it has no such topic.
-                let leaders: Result<Option<Vec<(i32, i32)>>, _> = metadata.map(|m| {
-                    m.topics.get(&topic).map(|t| {
-                        t.partitions
-                            .iter()
-                            .map(|p| (p.leader, p.leader_epoch))
-                            .collect()
-                    })
+                // Err: the source did not answer; Ok(Err): the topic under that name is gone or
+                // is another one (checked before a fetch by name, below Fetch v13, could read
+                // another topic's log as this one's).
+                let leaders: Result<SourceLeaders, _> = metadata.map(|m| {
+                    let found = m.topics.get(&topic);
+                    super::source_topic::check(found, &topic, local_id, partition)?;
+                    Ok(found
+                        .map(|t| {
+                            t.partitions
+                                .iter()
+                                .map(|p| (p.leader, p.leader_epoch))
+                                .collect()
+                        })
+                        .unwrap_or_default())
                 });
                 (topic, leaders)
             }
@@ -282,25 +297,15 @@ impl Handler<Attach> for FetcherPool {
                 }
                 pool.attaching.remove(&msg.key);
                 let leader = match leaders {
-                    Ok(Some(leaders)) => {
-                        let Some(leader) = leaders.get(msg.key.1 as usize).copied() else {
-                            msg.progress.do_send(FetcherProgress::Failed(Cause::fatal(format!(
-                                "the source topic {topic} has no partition {}; the local copy is kept",
-                                msg.key.1
-                            ))));
-                            return;
-                        };
+                    Ok(Err(cause)) => {
+                        msg.progress.do_send(FetcherProgress::Failed(cause));
+                        return;
+                    }
+                    Ok(Ok(leaders)) => {
+                        let leader = leaders.get(msg.key.1 as usize).copied();
                         pool.leaders
                             .insert(topic, (tokio::time::Instant::now(), leaders));
-                        Some(leader)
-                    }
-                    // The fetch of a topic the source lost says whether it was deleted or
-                    // created again; without a fetcher, it is said here.
-                    Ok(None) => {
-                        msg.progress.do_send(FetcherProgress::Failed(Cause::fatal(format!(
-                            "the source has no topic {topic} (deleted?); the local copy is kept"
-                        ))));
-                        return;
+                        leader
                     }
                     Err(_) => None,
                 };

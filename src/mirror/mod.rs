@@ -32,6 +32,7 @@ pub mod partition;
 mod reactions;
 pub mod shard_route;
 pub mod shard_service;
+mod source_topic;
 pub mod state_topic;
 pub mod stats;
 mod sync;

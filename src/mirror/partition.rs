@@ -198,33 +198,8 @@ impl BrokerPartitionPorts {
     /// and aligning with it would discard that log. Not retried: an operator decides.
     async fn check_source_topic(&self) -> Result<(), Cause> {
         let site = &self.site;
-        let metadata = self
-            .source
-            .metadata(Some(&[site.topic.as_str()]))
+        super::source_topic::check_now(&self.source, &site.topic, site.topic_id, site.partition)
             .await
-            .map_err(|e| cause(&e))?;
-        let Some(topic) = metadata.topics.get(&site.topic) else {
-            return Err(Cause::fatal(format!(
-                "the source has no topic {} (deleted?); the local copy is kept",
-                site.topic
-            )));
-        };
-        if !topic.topic_id.is_nil() && topic.topic_id != site.topic_id {
-            return Err(Cause::fatal(format!(
-                "the source topic {} was deleted and created again (its id is {}, this mirror \
-                 copies {}); the local copy is kept",
-                site.topic,
-                kmirror_protocol::topic_id::to_kafka_string(&topic.topic_id),
-                kmirror_protocol::topic_id::to_kafka_string(&site.topic_id)
-            )));
-        }
-        if topic.partitions.len() <= site.partition as usize {
-            return Err(Cause::fatal(format!(
-                "the source topic {} has no partition {}; the local copy is kept",
-                site.topic, site.partition
-            )));
-        }
-        Ok(())
     }
 
     /// The source partition's log start (its leader's earliest offset).

@@ -422,9 +422,15 @@ impl Handler<DescribeMirror> for MirrorSystem {
             .filter(|r| r.unreachable.is_none())
             .map(|r| r.source.clone());
         // Why partitions waiting on the source make no progress: it does not answer (the
-        // probe or the sync found), or its fetches fail.
+        // probe or the sync found), or its fetches fail. Fetches usually fail first and the
+        // sync finds out later: the time counts from the first to fail.
         let unreachable = runtime
-            .and_then(|r| r.unreachable.clone().or_else(|| r.stats.failing()))
+            .and_then(|r| match (r.unreachable.clone(), r.stats.failing()) {
+                (Some((since, error)), Some((fetches_since, _))) => {
+                    Some((since.min(fetches_since), error))
+                }
+                (told, fetches) => told.or(fetches),
+            })
             .map(|(since, error)| {
                 let seconds = (crate::broker::now_ms() - since).max(0) / 1000;
                 format!("source unreachable for {seconds} s: {error}")

@@ -15,6 +15,23 @@ pub enum StorageError {
         #[source]
         source: std::io::Error,
     },
+    /// A record log is damaged where cutting it would drop records after the damage (see
+    /// [`crate::record_log`]); nothing was changed.
+    #[error(
+        "{path} is damaged at byte offset {offset} ({damage}){}; refusing to start rather than cut it there: restore the file, or cut it at {offset} by hand to start without the records from there",
+        intact_note(.intact_after)
+    )]
+    CorruptRecordLog {
+        path: PathBuf,
+        offset: u64,
+        damage: crate::record_log::Damage,
+        intact_after: Option<u64>,
+    },
+    /// Another broker (process or thread) holds the log directory's `.lock`.
+    #[error(
+        "log directory {dir} is in use: another broker holds {lock}; two brokers on one directory would overwrite each other's logs"
+    )]
+    LogDirLocked { dir: PathBuf, lock: PathBuf },
     /// Appended bytes are not valid v2 batches (Kafka: CORRUPT_MESSAGE / INVALID_RECORD).
     #[error("invalid batch: {0}")]
     InvalidBatch(#[from] BatchError),
@@ -99,6 +116,13 @@ pub enum StorageError {
     /// A batch could not be encoded.
     #[error("encoding a control batch: {0}")]
     Encode(#[from] kmirror_protocol::codec::CodecError),
+}
+
+/// How a [`StorageError::CorruptRecordLog`] message says what follows the damage.
+fn intact_note(intact_after: &Option<u64>) -> String {
+    intact_after.map_or_else(String::new, |at| {
+        format!(" and holds an intact record after it, at byte offset {at}")
+    })
 }
 
 /// Wraps an I/O error with the operation and the file it concerned.

@@ -890,8 +890,16 @@ impl PartitionLog {
     /// Drops every batch holding an offset at or after `offset`. A batch straddling `offset` is
     /// dropped whole, so afterwards the log end offset is at most `offset`; when that batch also
     /// holds the log start, the log restarts empty at `offset`.
+    ///
+    /// A truncation at or past the log end drops no batch, but an epoch that starts at the log
+    /// end (stamped by an election after which nothing was appended) goes, as in Kafka: kept,
+    /// a mirror would ask for that epoch, be told it diverged at the log end, truncate there
+    /// and ask again, forever.
     pub fn truncate_to(&mut self, offset: i64) -> Result<(), StorageError> {
         if offset >= self.log_end_offset() {
+            if self.epochs.truncate_from_end(self.log_end_offset()) {
+                self.write_epoch_checkpoint()?;
+            }
             return Ok(());
         }
         if offset < self.log_start_offset {

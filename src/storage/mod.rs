@@ -9,6 +9,7 @@
 
 mod checkpoint;
 pub mod config;
+pub mod dir_lock;
 pub mod dump;
 pub mod epoch_cache;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod producer_state;
 pub mod segment;
 
 pub use config::LogConfig;
+pub use dir_lock::LogDirLock;
 pub use epoch_cache::{EpochCache, EpochEntry};
 pub use error::StorageError;
 pub use log::{AppendInfo, GapPolicy, PartitionLog, ReadResult, RecoveryReport};

@@ -2,6 +2,8 @@
 
 use std::process::Command;
 
+mod data_dir;
+
 fn kmirror(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_kmirror"))
         .args(args)

@@ -209,6 +209,9 @@ impl<P: PartitionPorts> MirrorPartition<P> {
             retry: &self.retry,
         };
         let step = transition(&self.partition, &input, &env);
+        self.labels.span.in_scope(|| {
+            tracing::debug!(input = input.name(), outcome = ?step.outcome, effects = ?step.effects, phase = ?step.partition.phase(), "mirror partition took an input");
+        });
         match &step.outcome {
             Outcome::Applied => {
                 self.progress += 1;

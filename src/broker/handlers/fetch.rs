@@ -1,8 +1,12 @@
 //! Fetch (consumers and mirrors): whole batches up to the high watermark, or the LSO with the
 //! aborted transactions for READ_COMMITTED; `LastFetchedEpoch` answered with a DivergingEpoch
 //! when the caller's history left ours; `CurrentLeaderEpoch` fenced; long polling until
-//! `min_bytes` arrive or `max_wait_ms` passes. Fetch sessions are not granted (session id 0), so
-//! clients send full fetches. Each topic needs READ.
+//! `min_bytes` arrive or `max_wait_ms` passes, at most `fetch.max.wait.ms`. As Kafka's delayed
+//! fetch, a partition answered with an error (OFFSET_OUT_OF_RANGE for an offset past the log
+//! end among them) or a diverging epoch ends the wait at once: waiting cannot change that answer.
+//! The listener drops a waiting Fetch whose client disconnected (see [`crate::broker::server`]).
+//! Fetch sessions are not granted (session id 0), so clients send full fetches. Each topic needs
+//! READ.
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use super::fetch_response::{FetchAnswer, PartitionAnswer, TopicAnswer};
@@ -127,13 +131,30 @@ fn read_once(
     )
 }
 
+/// Whether `answer` (holding `bytes` record bytes) goes out without waiting for more data:
+/// `min_bytes` arrived, or a partition has an answer that waiting would not change.
+fn answer_now(answer: &FetchAnswer, bytes: usize, min_bytes: i32) -> bool {
+    bytes >= min_bytes.max(1) as usize
+        || answer
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .any(|p| p.error_code != 0 || p.diverging_epoch.is_some())
+}
+
+/// How long a Fetch may wait: its `max_wait_ms`, at most `cap` (`fetch.max.wait.ms`).
+fn wait_for(max_wait_ms: i32, cap: Duration) -> Duration {
+    Duration::from_millis(max_wait_ms.max(0) as u64).min(cap)
+}
+
 pub(super) async fn handle(
     broker: &Arc<Broker>,
     access: &Access<'_>,
     request: FetchRequest,
     version: i16,
 ) -> FetchAnswer {
-    let deadline = Instant::now() + Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let wait = wait_for(request.max_wait_ms, broker.config().network.fetch_max_wait);
+    let deadline = Instant::now() + wait;
     loop {
         // Registered before reading, so an append right after the read still wakes us.
         let appended = broker.appended();
@@ -141,12 +162,51 @@ pub(super) async fn handle(
         tokio::pin!(notified);
         notified.as_mut().enable();
         let (response, bytes) = read_once(broker, access, &request, version);
-        if bytes >= request.min_bytes.max(1) as usize || Instant::now() >= deadline {
+        if answer_now(&response, bytes, request.min_bytes) || Instant::now() >= deadline {
             return response;
         }
         tokio::select! {
             _ = &mut notified => {}
             _ = tokio::time::sleep_until(deadline) => return read_once(broker, access, &request, version).0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(partitions: Vec<PartitionAnswer>) -> FetchAnswer {
+        FetchAnswer {
+            topics: vec![TopicAnswer {
+                partitions,
+                ..TopicAnswer::default()
+            }],
+            ..FetchAnswer::default()
+        }
+    }
+
+    #[test]
+    fn an_error_or_a_divergence_is_answered_without_waiting() {
+        let empty = answer(vec![PartitionAnswer::new(0), PartitionAnswer::new(1)]);
+        assert!(!answer_now(&empty, 0, 1), "nothing yet: wait");
+        assert!(answer_now(&empty, 1, 1), "min_bytes arrived");
+        assert!(!answer_now(&empty, 10, 11));
+        let out_of_range = answer(vec![
+            PartitionAnswer::new(0),
+            PartitionAnswer::new(1).with_error(OFFSET_OUT_OF_RANGE),
+        ]);
+        assert!(answer_now(&out_of_range, 0, 1));
+        let mut diverged = PartitionAnswer::new(0);
+        diverged.diverging_epoch = Some((3, 10));
+        assert!(answer_now(&answer(vec![diverged]), 0, 1));
+    }
+
+    #[test]
+    fn the_wait_is_capped_by_fetch_max_wait_ms() {
+        let cap = Duration::from_secs(30);
+        assert_eq!(wait_for(i32::MAX, cap), cap);
+        assert_eq!(wait_for(500, cap), Duration::from_millis(500));
+        assert_eq!(wait_for(-1, cap), Duration::ZERO);
     }
 }

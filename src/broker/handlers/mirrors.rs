@@ -219,8 +219,12 @@ pub(super) async fn last_mirrored_epochs(
                                 out.error_code = 0;
                                 break;
                             }
-                            // Not known yet is not "none": the asking cluster asks again.
-                            Some(Err(code)) => out.error_code = code.0,
+                            // Not known yet is not "none": the asking cluster asks again
+                            // (a mirror asked later must not answer for this one).
+                            Some(Err(code)) => {
+                                out.error_code = code.0;
+                                break;
+                            }
                             _ => {}
                         }
                     }

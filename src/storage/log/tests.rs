@@ -765,3 +765,26 @@ fn a_clean_restart_rewrites_no_checkpoint_and_a_crash_with_unflushed_data_does()
         "{state}"
     );
 }
+
+/// An epoch stamped at the log end by an election, with nothing appended after it, goes with
+/// a truncation to the log end (Kafka's `truncateTo` does the same), durably.
+#[test]
+fn a_truncation_to_the_log_end_drops_an_epoch_stamped_there() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, _) = open(dir.path(), small_segments());
+    log.append_mirrored(sourced(0, 4, 0), GapPolicy::Contiguous, NOW)
+        .expect("appends");
+    log.assign_leader_epoch(1).expect("stamped");
+    assert_eq!(log.epoch_entries().len(), 2);
+    log.truncate_to(4).expect("truncated");
+    let epochs: Vec<(i32, i64)> = log
+        .epoch_entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect();
+    assert_eq!(epochs, vec![(0, 0)]);
+    assert_eq!(log.log_end_offset(), 4);
+    drop(log);
+    let (log, _) = open(dir.path(), small_segments());
+    assert_eq!(log.epoch_entries().len(), 1, "the checkpoint says so too");
+}
