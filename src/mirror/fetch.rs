@@ -39,7 +39,14 @@ pub struct SourceFetcherPorts {
     /// Told of a partition whose source leader moved: it finds the new one and moves the
     /// partition to that broker's fetcher.
     moved: Option<Recipient<LeaderMoved>>,
+    /// The source cluster id the mirror expects (once known): an answer from another cluster
+    /// fails with that reason, never as deleted topics.
+    source_cluster_id: SourceClusterId,
 }
+
+/// The cluster id a mirror's source must have: its `mirror.source.cluster.id`, or the one its
+/// source first answered with.
+pub type SourceClusterId = Arc<std::sync::OnceLock<String>>;
 
 /// The source leader epochs of a mirror's partitions, shared by its pool and fetchers.
 pub type SourceEpochs = Arc<DashMap<FetchKey, i32>>;
@@ -68,13 +75,21 @@ impl SourceFetcherPorts {
             settings,
             epochs: SourceEpochs::default(),
             moved: None,
+            source_cluster_id: SourceClusterId::default(),
         }
     }
 
-    /// These ports within a pool: its leader epochs, and where moved partitions go.
-    pub fn in_pool(mut self, epochs: SourceEpochs, moved: Recipient<LeaderMoved>) -> Self {
+    /// These ports within a pool: its leader epochs, where moved partitions go, and the source
+    /// cluster id its mirror expects.
+    pub fn in_pool(
+        mut self,
+        epochs: SourceEpochs,
+        moved: Recipient<LeaderMoved>,
+        source_cluster_id: SourceClusterId,
+    ) -> Self {
         self.epochs = epochs;
         self.moved = Some(moved);
+        self.source_cluster_id = source_cluster_id;
         self
     }
 
@@ -138,6 +153,7 @@ fn asked_for<'a>(asked: &'a [Asked], p: &FetchedPartition) -> Option<&'a Asked> 
 /// The reason, by topic, for each such topic; a topic the source still has is left to retry.
 async fn gone_topics(
     source: &SourceClient,
+    source_cluster_id: &std::sync::OnceLock<String>,
     fetched: &[FetchedPartition],
     asked: &[Asked],
 ) -> std::collections::HashMap<String, String> {
@@ -165,7 +181,7 @@ async fn gone_topics(
     for ((topic, partition), id) in unknown {
         // A source that still has this topic (its metadata propagating) is left to retry.
         if let Err(cause) =
-            super::source_topic::check(metadata.topics.get(topic), topic, id, *partition)
+            super::source_topic::check(&metadata, source_cluster_id, topic, id, *partition)
         {
             gone.insert(topic.clone(), cause.message);
         }
@@ -221,6 +237,7 @@ impl FetcherPorts for SourceFetcherPorts {
         let leader = self.leader;
         let stats = self.stats.clone();
         let moved = self.moved.clone();
+        let source_cluster_id = self.source_cluster_id.clone();
         Box::pin(async move {
             let fetched = match source.fetch(leader, &spec).await {
                 Ok(fetched) => fetched,
@@ -231,7 +248,7 @@ impl FetcherPorts for SourceFetcherPorts {
             };
             let bytes = fetched.iter().map(|p| p.records.len() as u64).sum();
             stats.fetched(bytes, now_ms());
-            let gone = gone_topics(&source, &fetched, &asked).await;
+            let gone = gone_topics(&source, &source_cluster_id, &fetched, &asked).await;
             let answers = fetched
                 .into_iter()
                 .filter_map(|p| {
@@ -299,6 +316,7 @@ impl FetcherPorts for SourceFetcherPorts {
             _ => None,
         };
         let topic_id = self.topic_id(&key.0);
+        let source_cluster_id = self.source_cluster_id.clone();
         Box::pin(async move {
             // An answer that truncates the log is taken only from the topic this mirror copies
             // (a fetch by name, below Fetch v13, may have reached a topic created again).
@@ -306,7 +324,14 @@ impl FetcherPorts for SourceFetcherPorts {
                 response,
                 FetchResponse::OffsetOutOfRange { .. } | FetchResponse::Diverging { .. }
             ) {
-                super::source_topic::check_now(&source, &key.0, topic_id, key.1).await?;
+                super::source_topic::check_now(
+                    &source,
+                    &source_cluster_id,
+                    &key.0,
+                    topic_id,
+                    key.1,
+                )
+                .await?;
             }
             // Both restart-at-the-source's-start cases need its log start, asked before the log
             // is locked.

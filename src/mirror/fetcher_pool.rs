@@ -10,7 +10,7 @@
 //! fetchers are alive; a dead one (a panicking handler closes its mailbox) is started again and
 //! its partitions attached again, so they fetch from their log ends.
 
-use super::fetch::{LeaderMoved, SourceEpochs, SourceFetcherPorts};
+use super::fetch::{LeaderMoved, SourceClusterId, SourceEpochs, SourceFetcherPorts};
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use crate::broker::Broker;
@@ -64,6 +64,8 @@ pub struct FetcherPool {
     fetch_source: Arc<SourceClient>,
     stats: Arc<MirrorStats>,
     settings: FetchSettings,
+    /// The source cluster id the mirror expects (checked with each topic lookup).
+    source_cluster_id: SourceClusterId,
     /// By (source broker, slot).
     fetchers: HashMap<(i32, usize), Addr<Fetcher<SourceFetcherPorts>>>,
     /// Every attached partition: its fetcher and its progress recipient.
@@ -99,6 +101,7 @@ impl FetcherPool {
         fetch_source: Arc<SourceClient>,
         stats: Arc<MirrorStats>,
         settings: FetchSettings,
+        source_cluster_id: SourceClusterId,
     ) -> Self {
         FetcherPool {
             broker,
@@ -106,6 +109,7 @@ impl FetcherPool {
             fetch_source,
             stats,
             settings,
+            source_cluster_id,
             fetchers: HashMap::new(),
             members: HashMap::new(),
             attaching: HashMap::new(),
@@ -161,13 +165,17 @@ impl FetcherPool {
             self.stats.clone(),
             self.settings,
         );
-        let (epochs, me) = (self.epochs.clone(), self.me.clone());
+        let (epochs, me, cluster) = (
+            self.epochs.clone(),
+            self.me.clone(),
+            self.source_cluster_id.clone(),
+        );
         self.fetchers
             .entry((leader, slot))
             .or_insert_with(|| {
                 let ports = SourceFetcherPorts::new(broker, source, leader, stats, settings);
                 let ports = match me {
-                    Some(me) => ports.in_pool(epochs, me.recipient()),
+                    Some(me) => ports.in_pool(epochs, me.recipient(), cluster),
                     None => ports,
                 };
                 Fetcher::new(
@@ -264,6 +272,7 @@ impl Handler<Attach> for FetcherPool {
         self.next_attach += 1;
         self.attaching.insert(msg.key.clone(), generation);
         let source = self.source.clone();
+        let cluster = self.source_cluster_id.clone();
         let local_id = self
             .broker
             .topic(&topic)
@@ -276,9 +285,9 @@ impl Handler<Attach> for FetcherPool {
                 // is another one (checked before a fetch by name, below Fetch v13, could read
                 // another topic's log as this one's).
                 let leaders: Result<SourceLeaders, _> = metadata.map(|m| {
-                    let found = m.topics.get(&topic);
-                    super::source_topic::check(found, &topic, local_id, partition)?;
-                    Ok(found
+                    super::source_topic::check(&m, &cluster, &topic, local_id, partition)?;
+                    Ok(m.topics
+                        .get(&topic)
                         .map(|t| {
                             t.partitions
                                 .iter()

@@ -198,8 +198,14 @@ impl BrokerPartitionPorts {
     /// and aligning with it would discard that log. Not retried: an operator decides.
     async fn check_source_topic(&self) -> Result<(), Cause> {
         let site = &self.site;
-        super::source_topic::check_now(&self.source, &site.topic, site.topic_id, site.partition)
-            .await
+        super::source_topic::check_now(
+            &self.source,
+            &site.source_cluster_id,
+            &site.topic,
+            site.topic_id,
+            site.partition,
+        )
+        .await
     }
 
     /// The source partition's log start (its leader's earliest offset).

@@ -7,22 +7,32 @@
 //! name, so what could change the local log (PREPARING's alignment, a fetcher attaching, a
 //! truncation a fetch answer asks for) checks the topic here first. Sources whose metadata has
 //! no topic ids (below Metadata v10) can only be checked by name.
+//!
+//! The cluster is checked before the topic: a source address that now reaches another cluster
+//! (its `cluster_id` not the mirror's `mirror.source.cluster.id`) has none of the mirror's
+//! topics, and the reason an operator must see is the wrong cluster, not deleted topics.
 
 use kmirror_actors::partition::Cause;
 use kmirror_protocol::client::SourceClient;
-use kmirror_protocol::client::source::TopicMetadata;
+use kmirror_protocol::client::source::ClusterMetadata;
+use std::sync::OnceLock;
 use uuid::Uuid;
 
-/// The verdict on the source's metadata for `topic` (`found`), which the mirror copies as
-/// topic `topic_id`, partition `partition`: fatal when the topic is gone, is another topic, or
-/// lost the partition.
+/// The verdict on the source's `metadata` for `topic`, which the mirror copies as topic
+/// `topic_id`, partition `partition`: fatal when the cluster is not `expected_cluster` (once
+/// known), or the topic is gone, is another topic, or lost the partition.
 pub(crate) fn check(
-    found: Option<&TopicMetadata>,
+    metadata: &ClusterMetadata,
+    expected_cluster: &OnceLock<String>,
     topic: &str,
     topic_id: Uuid,
     partition: i32,
 ) -> Result<(), Cause> {
-    let Some(found) = found else {
+    if let (Some(expected), Some(found)) = (expected_cluster.get(), metadata.cluster_id.as_deref())
+    {
+        super::sync_plan::check_source_cluster(expected, found).map_err(Cause::fatal)?;
+    }
+    let Some(found) = metadata.topics.get(topic) else {
         return Err(Cause::fatal(format!(
             "the source topic {topic} was deleted; the local copy is kept"
         )));
@@ -47,6 +57,7 @@ pub(crate) fn check(
 /// failure.
 pub(crate) async fn check_now(
     source: &SourceClient,
+    expected_cluster: &OnceLock<String>,
     topic: &str,
     topic_id: Uuid,
     partition: i32,
@@ -55,5 +66,5 @@ pub(crate) async fn check_now(
         .metadata(Some(&[topic]))
         .await
         .map_err(|e| super::cause(&e))?;
-    check(metadata.topics.get(topic), topic, topic_id, partition)
+    check(&metadata, expected_cluster, topic, topic_id, partition)
 }

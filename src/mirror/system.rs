@@ -308,6 +308,7 @@ impl MirrorSystem {
                     fetch_source,
                     stats.clone(),
                     settings,
+                    source_cluster_id.clone(),
                 )
                 .start(),
                 source,
