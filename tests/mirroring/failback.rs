@@ -5,8 +5,8 @@
 //! copies only what B wrote after the failover, so both logs end byte-identical.
 
 use super::process::{
-    create_mirror, free_port, kmirror_segment, mirrors_cli, produce, source_ends, spawn_broker,
-    wait_described,
+    BrokerProcess, create_mirror, free_port, kmirror_segment, mirrors_cli, produce, source_ends,
+    spawn_broker, wait_described,
 };
 use super::source_client;
 use kmirror_protocol::kafka_tools;
@@ -17,33 +17,70 @@ fn cli_ok(address: &str, args: &[&str]) {
     assert_eq!(code, Some(0), "kmirror mirrors {args:?}: {text}");
 }
 
-#[actix_rt::test]
-#[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
-async fn failback_truncates_after_the_last_mirrored_epoch_and_copies_only_the_delta() {
+/// Two `kmirror broker` processes, A and B, and a two-partition topic on A that B mirrors
+/// (mirror `dr`), caught up.
+struct MirroredPair {
+    dir_a: tempfile::TempDir,
+    dir_b: tempfile::TempDir,
+    port_a: u16,
+    a_address: String,
+    b_address: String,
+    topic: String,
+    a: BrokerProcess,
+    b: BrokerProcess,
+}
+
+/// [`MirroredPair`] with `records` written to A's topic (named `prefix-<pid>`) before B
+/// mirrors it.
+async fn mirrored_pair(prefix: &str, records: u32) -> MirroredPair {
     let (dir_a, dir_b) = (
         tempfile::tempdir().expect("temp dir"),
         tempfile::tempdir().expect("temp dir"),
     );
     let (port_a, port_b) = (free_port(), free_port());
     let (a_address, b_address) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
-    let topic = format!("failback-{}", std::process::id());
-    let mut a = spawn_broker(dir_a.path(), port_a);
+    let topic = format!("{prefix}-{}", std::process::id());
+    let a = spawn_broker(dir_a.path(), port_a);
     let b = spawn_broker(dir_b.path(), port_b);
     let a_topic = (a_address.clone(), topic.clone());
     tokio::task::spawn_blocking(move || kafka_tools::create_topic(&a_topic.0, &a_topic.1, 2, &[]))
         .await
         .expect("created");
-    produce(&a_address, &topic, 10_000).await;
-
-    // A -> B, and A restarts while B mirrors it: a new leader epoch on A for what follows.
+    produce(&a_address, &topic, records).await;
     create_mirror(dir_b.path(), &b_address, "dr", &a_address);
     cli_ok(
         &b_address,
         &["--start", "--mirror", "dr", "--topics", &topic],
     );
-    let source_a = source_client(&a_address).await;
-    let ends = source_ends(&source_a, &topic, 2).await;
+    let ends = source_ends(&*source_client(&a_address).await, &topic, 2).await;
     wait_described(&b_address, "dr", &topic, "MIRRORING", &ends).await;
+    MirroredPair {
+        dir_a,
+        dir_b,
+        port_a,
+        a_address,
+        b_address,
+        topic,
+        a,
+        b,
+    }
+}
+
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
+async fn failback_truncates_after_the_last_mirrored_epoch_and_copies_only_the_delta() {
+    // A -> B, and A restarts while B mirrors it: a new leader epoch on A for what follows.
+    let MirroredPair {
+        dir_a,
+        dir_b,
+        port_a,
+        a_address,
+        b_address,
+        topic,
+        mut a,
+        b,
+    } = mirrored_pair("failback", 10_000).await;
+    let source_a = source_client(&a_address).await;
     drop(a);
     a = spawn_broker(dir_a.path(), port_a);
     produce(&a_address, &topic, 5_000).await;
@@ -108,28 +145,17 @@ async fn failback_truncates_after_the_last_mirrored_epoch_and_copies_only_the_de
 #[actix_rt::test]
 #[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
 async fn failback_to_a_restarted_source_without_new_writes_catches_up() {
-    let (dir_a, dir_b) = (
-        tempfile::tempdir().expect("temp dir"),
-        tempfile::tempdir().expect("temp dir"),
-    );
-    let (port_a, port_b) = (free_port(), free_port());
-    let (a_address, b_address) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
-    let topic = format!("failback-quiet-{}", std::process::id());
-    let mut a = spawn_broker(dir_a.path(), port_a);
-    let b = spawn_broker(dir_b.path(), port_b);
-    let a_topic = (a_address.clone(), topic.clone());
-    tokio::task::spawn_blocking(move || kafka_tools::create_topic(&a_topic.0, &a_topic.1, 2, &[]))
-        .await
-        .expect("created");
-    produce(&a_address, &topic, 2_000).await;
-    create_mirror(dir_b.path(), &b_address, "dr", &a_address);
-    cli_ok(
-        &b_address,
-        &["--start", "--mirror", "dr", "--topics", &topic],
-    );
-    let source_a = source_client(&a_address).await;
-    let ends = source_ends(&source_a, &topic, 2).await;
-    wait_described(&b_address, "dr", &topic, "MIRRORING", &ends).await;
+    let MirroredPair {
+        dir_a,
+        dir_b,
+        port_a,
+        a_address,
+        b_address,
+        topic,
+        mut a,
+        b,
+    } = mirrored_pair("failback-quiet", 2_000).await;
+    let ends = source_ends(&*source_client(&a_address).await, &topic, 2).await;
 
     // The region of A goes (SIGKILL); B fails over and takes writes.
     drop(a);
