@@ -50,5 +50,10 @@ venv="${HOME}/.cache/kmirror/venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/broker/requirements.txt
 export KMIRROR_PYTHON="$venv/bin/python"
 
+echo "== the release broker, for the hostile-client suite (tests/hostile)"
+cargo build --release --locked --bin kmirror
+export KMIRROR_HOSTILE_BROKER="$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/kmirror"
+[ -x "$KMIRROR_HOSTILE_BROKER" ] || { echo "no release broker at $KMIRROR_HOSTILE_BROKER" >&2; exit 1; }
+
 echo "== cargo test"
 cargo test --workspace --locked -- --include-ignored

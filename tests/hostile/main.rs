@@ -5,6 +5,9 @@
 //! where the attack held resources, that the broker's descriptors (`/proc/PID/fd`) and memory
 //! (`VmRSS` of `/proc/PID/status`) came back near where they were before it. Brokers are killed
 //! when a test ends, passing or not.
+//!
+//! The broker is the binary `KMIRROR_HOSTILE_BROKER` names (`scripts/test.sh` builds the release
+//! binary an operator runs and names it), else this build's `kmirror`.
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -75,13 +78,17 @@ impl Broker {
         )
         .expect("server.properties written");
         let log = std::fs::File::create(dir.path().join("broker.log")).expect("broker.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        let binary = std::env::var_os("KMIRROR_HOSTILE_BROKER").map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_kmirror")),
+            PathBuf::from,
+        );
+        let child = Command::new(&binary)
             .args(["broker", "--config"])
             .arg(dir.path().join("server.properties"))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("kmirror broker starts");
+            .unwrap_or_else(|e| panic!("{} broker does not start: {e}", binary.display()));
         let mut broker = Broker {
             dir,
             port,
@@ -395,7 +402,9 @@ async fn fetch(address: &str, topic: &str, offset: i64, max_wait_ms: i32) -> (i1
     )
 }
 
-/// A producer and a consumer still work: a new topic takes 5 records and gives them back.
+/// A producer and a consumer still work: a new topic takes 5 records and gives them back;
+/// with `KMIRROR_PYTHON` set (`scripts/test.sh` sets it), a librdkafka producer and consumer
+/// group then do the same on another new topic.
 async fn assert_serves(broker: &Broker, topic: &str) {
     let address = broker.address();
     create_topic(&address, topic).await;
@@ -406,6 +415,27 @@ async fn assert_serves(broker: &Broker, topic: &str) {
         .map(|b| b.expect("a whole batch").records_count())
         .sum();
     assert_eq!(fetched, 5, "records read back from {topic}");
+    let Some(python) = std::env::var_os("KMIRROR_PYTHON") else {
+        return;
+    };
+    let real = format!("{topic}-librdkafka");
+    create_topic(&address, &real).await;
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hostile/librdkafka_serves.py");
+    let out = tokio::process::Command::new(python)
+        .arg(script)
+        .args([address.as_str(), real.as_str(), "100"])
+        .kill_on_drop(true)
+        .output();
+    let out = within("librdkafka's round trip", Duration::from_secs(120), out)
+        .await
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "librdkafka could not produce and consume {real}:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Issue 18, item 5: with its descriptors exhausted the broker neither spins on accept nor
