@@ -50,6 +50,13 @@ venv="${HOME}/.cache/kmirror/venv"
 "$venv/bin/pip" install --quiet --disable-pip-version-check -r tests/broker/requirements.txt
 export KMIRROR_PYTHON="$venv/bin/python"
 
+echo "== kcat (Debian's) for the client compatibility tests"
+if ! command -v kcat >/dev/null 2>&1; then
+  sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"
+  $sudo_ apt-get update -qq && $sudo_ apt-get install -y -qq kcat >/dev/null
+fi
+kcat -V | grep -m1 Version
+
 echo "== the release broker, for the hostile-client suite (tests/hostile)"
 cargo build --release --locked --bin kmirror
 export KMIRROR_HOSTILE_BROKER="$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/kmirror"

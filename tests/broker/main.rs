@@ -37,9 +37,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+mod kcat;
 mod mirror_guards;
 mod mirror_states;
 mod protections;
+mod versions;
 
 struct Running {
     broker: Arc<Broker>,

@@ -262,7 +262,11 @@ async fn tls_and_sasl_scram_plain_and_their_failures() {
     let tls = |bootstrap: &str, truststore: PathBuf| {
         let mut c = ClientConfig::plaintext(bootstrap);
         c.security_protocol = SecurityProtocol::Ssl;
-        c.truststore = Some(truststore);
+        c.truststore = Some(kmirror_protocol::client::stores::Truststore {
+            source: kmirror_protocol::client::stores::StoreSource::File(truststore),
+            store_type: None,
+            password: None,
+        });
         c.connect_timeout = Duration::from_secs(10);
         c
     };

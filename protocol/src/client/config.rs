@@ -1,9 +1,13 @@
-//! Client settings, read from a mirror's configuration (DECISIONS.md 9): `bootstrap.servers`,
-//! `security.protocol`, `sasl.mechanism`, `sasl.username`, `sasl.password`,
-//! `ssl.truststore.location` (PEM), `ssl.endpoint.identification.algorithm`,
-//! `mirror.socket.receive.buffer.bytes`, plus timeouts. The password is kept out of `Debug`.
+//! Client settings, read from a mirror's configuration with Kafka's own client keys, so an
+//! operator pastes the properties their Kafka clients or MirrorMaker 2 already use:
+//! `bootstrap.servers`, `security.protocol`, `sasl.mechanism` with `sasl.jaas.config` (or the
+//! `sasl.username` / `sasl.password` shorthand), the `ssl.truststore.*` and `ssl.keystore.*`
+//! stores (see [`super::stores`]), `ssl.endpoint.identification.algorithm`,
+//! `mirror.socket.receive.buffer.bytes`, plus timeouts. Secrets are kept out of `Debug`.
 
 use super::error::ClientError;
+use super::jaas::{self, LoginModule};
+use super::stores::{Keystore, Password, StoreSource, StoreType, Truststore};
 use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -116,8 +120,10 @@ pub struct ClientConfig {
     pub security_protocol: SecurityProtocol,
     /// SASL credentials, for SASL protocols.
     pub sasl: Option<SaslConfig>,
-    /// PEM file of trusted CA certificates (the system roots are not used).
-    pub truststore: Option<PathBuf>,
+    /// The trusted CA certificates (the system roots are not used).
+    pub truststore: Option<Truststore>,
+    /// The client certificate and key, for sources that require mutual TLS.
+    pub keystore: Option<Keystore>,
     /// Whether the server certificate must match the broker's host name or IP.
     pub verify_hostname: bool,
     /// The client id sent in request headers.
@@ -138,6 +144,7 @@ impl ClientConfig {
             security_protocol: SecurityProtocol::Plaintext,
             sasl: None,
             truststore: None,
+            keystore: None,
             verify_hostname: true,
             client_id: "kmirror".into(),
             connect_timeout: Duration::from_secs(10),
@@ -148,7 +155,7 @@ impl ClientConfig {
 
     /// Reads a mirror's configuration map.
     pub fn from_properties(props: &HashMap<String, String>) -> Result<ClientConfig, ClientError> {
-        let get = |k: &str| props.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let get = |k: &str| get(props, k);
         let bootstrap = get("bootstrap.servers")
             .ok_or_else(|| ClientError::Config("bootstrap.servers is required".into()))?;
         let mut config = ClientConfig::plaintext(bootstrap);
@@ -156,17 +163,10 @@ impl ClientConfig {
             config.security_protocol = SecurityProtocol::parse(p)?;
         }
         if config.security_protocol.uses_sasl() {
-            let mechanism = SaslMechanism::parse(get("sasl.mechanism").unwrap_or("PLAIN"))?;
-            let username = get("sasl.username")
-                .ok_or_else(|| ClientError::Config("sasl.username is required for SASL".into()))?;
-            let password = props.get("sasl.password").cloned().unwrap_or_default();
-            config.sasl = Some(SaslConfig {
-                mechanism,
-                username: username.to_string(),
-                password,
-            });
+            config.sasl = Some(sasl(props)?);
         }
-        config.truststore = get("ssl.truststore.location").map(PathBuf::from);
+        config.truststore = truststore(props)?;
+        config.keystore = keystore(props)?;
         if let Some(algorithm) = props.get("ssl.endpoint.identification.algorithm") {
             config.verify_hostname = !algorithm.trim().is_empty();
         }
@@ -195,11 +195,167 @@ impl ClientConfig {
         }
         if config.security_protocol.uses_tls() && config.truststore.is_none() {
             return Err(ClientError::Config(
-                "ssl.truststore.location (a PEM file of CA certificates) is required for TLS"
+                "TLS needs the source's CA certificates: ssl.truststore.location (a PEM or \
+                 PKCS12 file) or ssl.truststore.certificates (PEM text)"
                     .into(),
             ));
         }
         Ok(config)
+    }
+}
+
+/// A property's trimmed value, `None` when absent or blank.
+fn get<'a>(props: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
+    props.get(key).map(|v| v.trim()).filter(|v| !v.is_empty())
+}
+
+fn password(props: &HashMap<String, String>, key: &str) -> Option<Password> {
+    props
+        .get(key)
+        .filter(|v| !v.is_empty())
+        .map(|v| Password(v.clone()))
+}
+
+/// SASL credentials: `sasl.jaas.config` as Kafka clients write it, or the `sasl.username` /
+/// `sasl.password` shorthand; the login module must fit `sasl.mechanism`.
+fn sasl(props: &HashMap<String, String>) -> Result<SaslConfig, ClientError> {
+    let mechanism = get(props, "sasl.mechanism")
+        .map(SaslMechanism::parse)
+        .transpose()?;
+    let Some(text) = get(props, "sasl.jaas.config") else {
+        let username = get(props, "sasl.username").ok_or_else(|| {
+            ClientError::Config(
+                "SASL needs credentials: sasl.jaas.config (as Kafka clients write it) or \
+                 sasl.username and sasl.password"
+                    .into(),
+            )
+        })?;
+        return Ok(SaslConfig {
+            mechanism: mechanism.unwrap_or(SaslMechanism::Plain),
+            username: username.to_string(),
+            password: props.get("sasl.password").cloned().unwrap_or_default(),
+        });
+    };
+    let entry = jaas::parse(text)?;
+    let module = entry.module()?;
+    let mechanism = match (module, mechanism) {
+        (LoginModule::Plain, None | Some(SaslMechanism::Plain)) => SaslMechanism::Plain,
+        (
+            LoginModule::Scram,
+            Some(m @ (SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512)),
+        ) => m,
+        (LoginModule::Scram, None) => {
+            return Err(ClientError::Config(
+                "sasl.jaas.config uses ScramLoginModule: set sasl.mechanism to SCRAM-SHA-256 \
+                 or SCRAM-SHA-512"
+                    .into(),
+            ));
+        }
+        (LoginModule::OAuthBearer, _) => {
+            return Err(ClientError::Config(
+                "sasl.mechanism OAUTHBEARER (OAuthBearerLoginModule) is not supported yet".into(),
+            ));
+        }
+        (module, Some(mechanism)) => {
+            return Err(ClientError::Config(format!(
+                "sasl.jaas.config uses {module:?}LoginModule, which does not fit sasl.mechanism \
+                 {}",
+                mechanism.name()
+            )));
+        }
+    };
+    let option = |name: &str| {
+        entry.option(name).map(str::to_string).ok_or_else(|| {
+            ClientError::Config(format!(
+                "sasl.jaas.config has no {name}=\"...\" option, which {} needs",
+                mechanism.name()
+            ))
+        })
+    };
+    Ok(SaslConfig {
+        mechanism,
+        username: option("username")?,
+        password: option("password")?,
+    })
+}
+
+fn store_type(
+    props: &HashMap<String, String>,
+    key: &str,
+) -> Result<Option<StoreType>, ClientError> {
+    get(props, key)
+        .map(|t| StoreType::parse(key, t))
+        .transpose()
+}
+
+/// `ssl.truststore.location` or `ssl.truststore.certificates`, with its type and password.
+fn truststore(props: &HashMap<String, String>) -> Result<Option<Truststore>, ClientError> {
+    let store_type = store_type(props, "ssl.truststore.type")?;
+    let source = match (
+        get(props, "ssl.truststore.location"),
+        get(props, "ssl.truststore.certificates"),
+    ) {
+        (Some(_), Some(_)) => {
+            return Err(ClientError::Config(
+                "set ssl.truststore.location or ssl.truststore.certificates, not both".into(),
+            ));
+        }
+        (Some(path), None) => StoreSource::File(PathBuf::from(path)),
+        (None, Some(pem)) => {
+            if store_type.is_some_and(|t| t != StoreType::Pem) {
+                return Err(ClientError::Config(
+                    "ssl.truststore.certificates is PEM text: ssl.truststore.type must be PEM"
+                        .into(),
+                ));
+            }
+            StoreSource::Inline(pem.to_string())
+        }
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(Truststore {
+        source,
+        store_type,
+        password: password(props, "ssl.truststore.password"),
+    }))
+}
+
+/// `ssl.keystore.location` (with its type and passwords) or `ssl.keystore.certificate.chain`
+/// with `ssl.keystore.key`.
+fn keystore(props: &HashMap<String, String>) -> Result<Option<Keystore>, ClientError> {
+    let store_type = store_type(props, "ssl.keystore.type")?;
+    let key_password = password(props, "ssl.key.password");
+    let chain = get(props, "ssl.keystore.certificate.chain");
+    let key = password(props, "ssl.keystore.key");
+    match (get(props, "ssl.keystore.location"), chain, key) {
+        (Some(_), Some(_), _) | (Some(_), _, Some(_)) => Err(ClientError::Config(
+            "set ssl.keystore.location or ssl.keystore.certificate.chain and ssl.keystore.key, \
+             not both"
+                .into(),
+        )),
+        (Some(path), None, None) => Ok(Some(Keystore::File {
+            path: PathBuf::from(path),
+            store_type,
+            password: password(props, "ssl.keystore.password"),
+            key_password,
+        })),
+        (None, Some(chain), Some(key)) => {
+            if store_type.is_some_and(|t| t != StoreType::Pem) {
+                return Err(ClientError::Config(
+                    "ssl.keystore.certificate.chain and ssl.keystore.key are PEM text: \
+                     ssl.keystore.type must be PEM"
+                        .into(),
+                ));
+            }
+            Ok(Some(Keystore::Inline {
+                chain: chain.to_string(),
+                key,
+                key_password,
+            }))
+        }
+        (None, Some(_), None) | (None, None, Some(_)) => Err(ClientError::Config(
+            "ssl.keystore.certificate.chain and ssl.keystore.key go together".into(),
+        )),
+        (None, None, None) => Ok(None),
     }
 }
 

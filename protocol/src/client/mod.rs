@@ -7,8 +7,10 @@
 pub mod config;
 pub mod connection;
 pub mod error;
+pub mod jaas;
 pub mod sasl;
 pub mod source;
+pub mod stores;
 pub mod tls;
 
 pub use config::{ClientConfig, SaslConfig, SaslMechanism, SecurityProtocol};

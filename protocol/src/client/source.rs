@@ -311,10 +311,14 @@ impl SourceClient {
     /// whose source is down can still be loaded; only a bad configuration fails here.
     pub fn new(config: ClientConfig) -> Result<SourceClient, ClientError> {
         let tls = match (&config.truststore, config.security_protocol.uses_tls()) {
-            (Some(path), true) => Some(tls::client_config(path, config.verify_hostname)?),
+            (Some(truststore), true) => Some(tls::client_config(
+                truststore,
+                config.keystore.as_ref(),
+                config.verify_hostname,
+            )?),
             (None, true) => {
                 return Err(ClientError::Config(
-                    "TLS needs ssl.truststore.location".into(),
+                    "TLS needs ssl.truststore.location or ssl.truststore.certificates".into(),
                 ));
             }
             (_, false) => None,

@@ -1,42 +1,36 @@
 //! TLS for source connections: rustls with the ring provider, trusting only the CA certificates
-//! of a PEM file (`ssl.truststore.location`). Host name verification is on unless
+//! of the truststore (`ssl.truststore.*`), presenting the keystore's certificate when one is
+//! configured (mutual TLS, `ssl.keystore.*`). Host name verification is on unless
 //! `ssl.endpoint.identification.algorithm` is empty, in which case the chain is still verified.
 
 use super::error::ClientError;
+use super::stores::{Keystore, Truststore};
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
-use std::path::Path;
 use std::sync::Arc;
 
 /// Builds the rustls client configuration.
 pub fn client_config(
-    truststore: &Path,
+    truststore: &Truststore,
+    keystore: Option<&Keystore>,
     verify_hostname: bool,
 ) -> Result<Arc<rustls::ClientConfig>, ClientError> {
-    let bad = |what: String| {
-        ClientError::Config(format!(
-            "ssl.truststore.location {}: {what}",
-            truststore.display()
-        ))
-    };
     let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(truststore).map_err(|e| bad(e.to_string()))? {
-        let cert = cert.map_err(|e| bad(e.to_string()))?;
-        roots.add(cert).map_err(|e| bad(e.to_string()))?;
+    for cert in truststore.certificates()? {
+        roots.add(cert).map_err(|e| {
+            ClientError::Config(format!("a truststore certificate is not usable: {e}"))
+        })?;
     }
-    if roots.is_empty() {
-        return Err(bad("no certificate in the file".into()));
-    }
+    let identity = keystore.map(Keystore::identity).transpose()?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| ClientError::Config(e.to_string()))?;
     let roots = Arc::new(roots);
-    let config = if verify_hostname {
-        builder.with_root_certificates(roots).with_no_client_auth()
+    let builder = if verify_hostname {
+        builder.with_root_certificates(roots)
     } else {
         let inner = WebPkiServerVerifier::builder_with_provider(roots, provider)
             .build()
@@ -44,7 +38,14 @@ pub fn client_config(
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(ChainOnly(inner)))
-            .with_no_client_auth()
+    };
+    let config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => builder.with_client_auth_cert(chain, key).map_err(|e| {
+            ClientError::Config(format!(
+                "the keystore's certificate and private key do not make a client identity: {e}"
+            ))
+        })?,
     };
     Ok(Arc::new(config))
 }

@@ -1,5 +1,8 @@
 //! ListOffsets: earliest (-2), latest (-1: the high watermark, or the LSO for READ_COMMITTED),
 //! or the first batch reaching a timestamp.
+//!
+//! The leader epoch is answered from v4 on only: older versions have no such field, and an
+//! answer carrying one cannot be encoded at their version (kcat and librdkafka 2.0 ask v2).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
@@ -15,7 +18,9 @@ pub(super) fn handle(
     broker: &Broker,
     access: &Access,
     request: ListOffsetsRequest,
+    version: i16,
 ) -> ListOffsetsResponse {
+    let answers_epoch = version >= 4;
     let read_committed = request.isolation_level == 1;
     let mut topics = Vec::new();
     for topic in request.topics {
@@ -25,8 +30,7 @@ pub(super) fn handle(
             let mut out = ListOffsetsPartitionResponse::default()
                 .with_partition_index(p.partition_index)
                 .with_timestamp(-1)
-                .with_offset(-1)
-                .with_leader_epoch(-1);
+                .with_offset(-1);
             if !access.topic(Operation::Describe, &name) {
                 partitions.push(out.with_error_code(TOPIC_AUTHORIZATION_FAILED));
                 continue;
@@ -46,8 +50,10 @@ pub(super) fn handle(
                     };
                     match found {
                         Ok(Some(offset)) => {
-                            let epoch = log.latest_epoch().unwrap_or(-1);
-                            out = out.with_offset(offset).with_leader_epoch(epoch);
+                            out = out.with_offset(offset);
+                            if answers_epoch {
+                                out = out.with_leader_epoch(log.latest_epoch().unwrap_or(-1));
+                            }
                         }
                         Ok(None) => {}
                         Err(_) => out = out.with_error_code(KAFKA_STORAGE_ERROR),

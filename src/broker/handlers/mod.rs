@@ -271,7 +271,7 @@ pub(super) async fn dispatch(
             Ok(Response::Chunks(answer.encode(version)?))
         }
         ApiKey::ListOffsets => encode(
-            &list_offsets::handle(broker, access, Decodable::decode(body, version)?),
+            &list_offsets::handle(broker, access, Decodable::decode(body, version)?, version),
             version,
         ),
         ApiKey::OffsetForLeaderEpoch => encode(
