@@ -207,6 +207,9 @@ impl ErrorCode {
     /// Kafka's INVALID_RECORD: a produced batch that is well formed but breaks a rule of the
     /// log (record count, offset deltas, sequence, timestamps).
     pub const INVALID_RECORD: ErrorCode = ErrorCode(87);
+    /// Kafka's INVALID_TIMESTAMP: a produced record's create time further in the past or the
+    /// future than `log.message.timestamp.before.max.ms` / `after.max.ms` allow.
+    pub const INVALID_TIMESTAMP: ErrorCode = ErrorCode(32);
     /// Kafka's INVALID_REQUEST: a request the broker never serves, e.g. creating or deleting
     /// an internal topic.
     pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);

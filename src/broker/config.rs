@@ -82,6 +82,10 @@ pub struct BrokerConfig {
     /// `group.min.session.timeout.ms` (6000) and `group.max.session.timeout.ms` (1800000): the
     /// session timeouts a JoinGroup may ask for (INVALID_SESSION_TIMEOUT outside).
     pub group_session_timeout_ms: std::ops::RangeInclusive<i32>,
+    /// `log.message.timestamp.before.max.ms` (unbounded) and
+    /// `log.message.timestamp.after.max.ms` (3600000, Kafka 4's default): how far before or
+    /// after the broker's clock a produced record's create time may lie (INVALID_TIMESTAMP).
+    pub message_timestamp_max_ms: (i64, i64),
     /// The listener's protections: `connections.max.idle.ms`, `max.connections`,
     /// `max.connections.per.ip`, `queued.max.request.bytes`, `fetch.max.wait.ms`.
     pub network: NetworkConfig,
@@ -120,9 +124,6 @@ pub fn parse_properties(text: &str) -> Result<BTreeMap<String, String>, ConfigEr
     }
     Ok(out)
 }
-
-/// The smallest `log.segment.bytes` Kafka accepts: the overhead of one (v0) record.
-const MIN_SEGMENT_BYTES: i64 = 14;
 
 /// How a range is told to whoever set a value outside it.
 fn range_text(min: i64, max: i64) -> String {
@@ -240,10 +241,21 @@ impl BrokerConfig {
             segment_bytes: ranged(
                 "log.segment.bytes",
                 defaults.segment_bytes as i64,
-                MIN_SEGMENT_BYTES,
+                crate::storage::config::MIN_SEGMENT_BYTES,
                 int_max,
             )? as u64,
-            segment_ms: positive("log.roll.ms", defaults.segment_ms)?,
+            // As Kafka: log.roll.ms, else log.roll.hours.
+            segment_ms: match get("log.roll.ms") {
+                Some(_) => positive("log.roll.ms", defaults.segment_ms)?,
+                None => {
+                    ranged(
+                        "log.roll.hours",
+                        defaults.segment_ms / 3_600_000,
+                        1,
+                        int_max,
+                    )? * 3_600_000
+                }
+            },
             index_interval_bytes: ranged(
                 "log.index.interval.bytes",
                 defaults.index_interval_bytes as i64,
@@ -257,9 +269,14 @@ impl BrokerConfig {
                 -1,
                 i64::MAX,
             )?,
-            retention_ms: match get("log.retention.ms") {
-                Some(_) => ranged("log.retention.ms", defaults.retention_ms, -1, i64::MAX)?,
-                None => match ranged(
+            // As Kafka: log.retention.ms, else log.retention.minutes, else log.retention.hours.
+            retention_ms: match (get("log.retention.ms"), get("log.retention.minutes")) {
+                (Some(_), _) => ranged("log.retention.ms", defaults.retention_ms, -1, i64::MAX)?,
+                (None, Some(_)) => match ranged("log.retention.minutes", 0, -1, int_max)? {
+                    -1 => -1,
+                    minutes => minutes * 60_000,
+                },
+                (None, None) => match ranged(
                     "log.retention.hours",
                     defaults.retention_ms / 3_600_000,
                     -1,
@@ -336,6 +353,10 @@ impl BrokerConfig {
         let mirror_metadata_refresh_interval_ms =
             positive("mirror.metadata.refresh.interval.ms", 30_000)? as u64;
         let mirror_num_replica_fetchers = ranged("mirror.num.replica.fetchers", 1, 1, 64)?;
+        let message_timestamp_max_ms = (
+            ranged("log.message.timestamp.before.max.ms", i64::MAX, 0, i64::MAX)?,
+            ranged("log.message.timestamp.after.max.ms", 3_600_000, 0, i64::MAX)?,
+        );
         let group_min_session_timeout_ms = positive("group.min.session.timeout.ms", 6_000)?;
         let group_max_session_timeout_ms = positive("group.max.session.timeout.ms", 1_800_000)?;
         if group_max_session_timeout_ms > i64::from(i32::MAX) {
@@ -378,7 +399,9 @@ impl BrokerConfig {
             "log.index.interval.bytes",
             "log.retention.bytes",
             "log.retention.ms",
+            "log.retention.minutes",
             "log.retention.hours",
+            "log.roll.hours",
             "log.flush.interval.messages",
             "log.flush.interval.ms",
             "socket.request.max.bytes",
@@ -397,6 +420,8 @@ impl BrokerConfig {
             "allow.everyone.if.no.acl.found",
             "group.min.session.timeout.ms",
             "group.max.session.timeout.ms",
+            "log.message.timestamp.before.max.ms",
+            "log.message.timestamp.after.max.ms",
         ];
         let unknown = props
             .keys()
@@ -426,6 +451,7 @@ impl BrokerConfig {
                 log_open_files_max,
                 group_session_timeout_ms: group_min_session_timeout_ms as i32
                     ..=group_max_session_timeout_ms as i32,
+                message_timestamp_max_ms,
                 network,
                 metrics_listener,
                 log_json,
@@ -614,5 +640,27 @@ mod tests {
         assert_eq!(c.log_dir, PathBuf::from("/a"));
         let (c, _) = config("log.dir=/b").expect("log.dir");
         assert_eq!(c.log_dir, PathBuf::from("/b"));
+    }
+
+    /// Kafka's other units of the retention and roll keys are read, with Kafka's precedence
+    /// (ms, then minutes, then hours), not warned about and ignored.
+    #[test]
+    fn retention_and_roll_take_kafkas_minutes_and_hours_keys() {
+        let config = |lines: &str| {
+            let props = parse_properties(&format!(
+                "listeners=PLAINTEXT://127.0.0.1:1\nlog.dirs=/a\n{lines}\n"
+            ))
+            .expect("parses");
+            BrokerConfig::from_properties(&props).expect("valid").0.log
+        };
+        assert_eq!(config("log.retention.minutes=60").retention_ms, 3_600_000);
+        assert_eq!(config("log.retention.minutes=-1").retention_ms, -1);
+        let both = config("log.retention.minutes=60\nlog.retention.hours=1000");
+        assert_eq!(both.retention_ms, 3_600_000);
+        let all = config("log.retention.ms=5\nlog.retention.minutes=60");
+        assert_eq!(all.retention_ms, 5);
+        assert_eq!(config("log.roll.hours=2").segment_ms, 7_200_000);
+        assert_eq!(config("log.roll.hours=2\nlog.roll.ms=9").segment_ms, 9);
+        assert_eq!(config("").segment_ms, 7 * 24 * 3_600_000);
     }
 }

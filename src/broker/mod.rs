@@ -101,17 +101,18 @@ pub fn is_mirror_topic(configs: &BTreeMap<String, String>) -> bool {
         .is_some_and(|name| !name.is_empty())
 }
 
-/// Whether a log directory entry is a partition directory (`<topic>-<index>`, not internal)
-/// that no topic in `topics` owns.
+/// Whether a log directory entry is a partition directory (`<topic>-<index>`) that no topic in
+/// `topics` owns. Internal topics' directories are the broker's own state and are never set
+/// aside; a client's topic whose name merely starts with `__` is judged like any other (else a
+/// topic created again under its name would serve the old one's records).
 fn is_stray_partition_dir(name: &str, topics: &[(String, TopicMeta)]) -> bool {
-    if name.starts_with("__") {
-        return false;
-    }
     // Only directories named as partition logs are ours to judge.
     let Some((topic, index)) = name
         .rsplit_once('-')
         .and_then(|(t, i)| Some((t, i.parse::<usize>().ok()?)))
-        .filter(|(t, _)| crate::controller::valid_topic_name(t))
+        .filter(|(t, _)| {
+            crate::controller::valid_topic_name(t) && !internal_topics::is_internal(t)
+        })
     else {
         return false;
     };
@@ -591,5 +592,32 @@ impl Broker {
         }
         *self.dir_lock.lock().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_internal_topics_directories_are_exempt_from_being_set_aside() {
+        let owned = vec![(
+            "events".to_string(),
+            TopicMeta {
+                topic_id: Uuid::new_v4(),
+                partitions: vec![crate::controller::PartitionMeta {
+                    leader_epoch: 0,
+                    leader: 1,
+                }],
+                configs: BTreeMap::new(),
+            },
+        )];
+        assert!(!is_stray_partition_dir("events-0", &owned));
+        assert!(is_stray_partition_dir("events-1", &owned));
+        assert!(is_stray_partition_dir("__foo-0", &owned));
+        assert!(is_stray_partition_dir("__Mirror_State-0", &owned));
+        assert!(!is_stray_partition_dir("__mirror_state-0", &owned));
+        assert!(!is_stray_partition_dir("__consumer_offsets", &owned));
+        assert!(!is_stray_partition_dir(".lock", &owned));
     }
 }

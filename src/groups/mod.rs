@@ -25,6 +25,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+/// How often a JoinGroup waiting for the rebalance looks for members whose session passed.
+const JOIN_EXPIRY_CHECK: Duration = Duration::from_millis(500);
+
 /// Kafka error codes the coordinator answers with.
 pub mod codes {
     /// The member is not in the group's current generation.
@@ -165,9 +168,19 @@ impl Group {
         }
     }
 
-    /// Drops members whose session expired; a loss starts a rebalance.
+    /// Drops members whose session expired; a loss starts a rebalance. A member that rejoined
+    /// the rebalance under way is waiting in its JoinGroup and is alive, as Kafka keeps members
+    /// with a pending join alive; one that has not rejoined is dropped once its session passes,
+    /// so a member that left without a word holds the rebalance for its session timeout, not
+    /// for the longest rebalance timeout a client asked for.
     fn expire(&mut self, now: Instant) {
         let before = self.members.len();
+        let rebalancing = (self.state == GroupState::PreparingRebalance).then_some(self.generation);
+        for m in self.members.values_mut() {
+            if rebalancing.is_some() && m.joined_generation == rebalancing {
+                m.last_seen = now;
+            }
+        }
         self.members
             .retain(|_, m| now.saturating_duration_since(m.last_seen) <= m.session_timeout);
         if self.members.len() != before {
@@ -408,7 +421,9 @@ impl GroupCoordinator {
                 let Some(group) = groups.get_mut(&request.group) else {
                     return (Some(codes::UNKNOWN_MEMBER_ID), None);
                 };
-                group.maybe_complete_join(Instant::now());
+                let now = Instant::now();
+                group.expire(now);
+                group.maybe_complete_join(now);
                 if group.generation > joined_at {
                     return (None, None);
                 }
@@ -428,7 +443,10 @@ impl GroupCoordinator {
                     };
                 }
             }
-            let wait = deadline.unwrap_or_else(|| Instant::now() + Duration::from_millis(100));
+            // Woken by any change, and at least every half second to expire members that
+            // left without a word.
+            let poll = Instant::now() + JOIN_EXPIRY_CHECK;
+            let wait = deadline.map_or(poll, |d| d.min(poll));
             tokio::select! {
                 _ = &mut notified => {}
                 _ = tokio::time::sleep_until(wait) => {}

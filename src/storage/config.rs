@@ -36,7 +36,41 @@ impl Default for LogConfig {
     }
 }
 
+/// The smallest segment Kafka's validators accept: one record batch header.
+pub const MIN_SEGMENT_BYTES: i64 = 14;
+
 impl LogConfig {
+    /// The range Kafka's validators give a topic config of these settings (and the broker key
+    /// it overrides): `None` for other names.
+    pub fn range(name: &str) -> Option<(i64, i64)> {
+        let int_max = i64::from(i32::MAX);
+        Some(match name {
+            "segment.bytes" => (MIN_SEGMENT_BYTES, int_max),
+            "segment.ms" => (1, i64::MAX),
+            "index.interval.bytes" => (0, int_max),
+            // -1 is unlimited.
+            "retention.bytes" | "retention.ms" => (-1, i64::MAX),
+            "flush.messages" => (1, i64::MAX),
+            "flush.ms" => (0, i64::MAX),
+            _ => return None,
+        })
+    }
+
+    /// Whether `value` is a valid value of topic config `name` (one of [`LogConfig::NAMES`]);
+    /// the reason, naming both, when not.
+    pub fn check(name: &str, value: &str) -> Result<(), String> {
+        let Some((min, max)) = LogConfig::range(name) else {
+            return Err(format!("{name} is not a topic config this broker supports"));
+        };
+        match value.trim().parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(()),
+            Ok(n) => Err(format!(
+                "{name}={n} is out of range: it must be in [{min}, {max}]"
+            )),
+            Err(_) => Err(format!("{name}={value:?} is not a number")),
+        }
+    }
+
     /// The topic config names of these settings, in [`LogConfig::entries`] order.
     pub const NAMES: [&'static str; 7] = [
         "segment.bytes",

@@ -418,6 +418,40 @@ async fn a_join_with_a_session_timeout_out_of_bounds_is_refused_and_a_consumer_t
     shut(running).await;
 }
 
+/// A member with a valid session (6 s) and a rebalance timeout of 2^31-1 ms that goes silent
+/// holds a newcomer's JoinGroup for its session only: the silent member is dropped once its
+/// session passes and the newcomer's join completes, as Kafka expires it.
+#[tokio::test]
+async fn a_silent_member_holds_a_rebalance_for_its_session_timeout_only() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let silent = connection(&running.address).await;
+    let (_, first) = silent
+        .send("JoinGroup", &join_request("", 6_000, i32::MAX), 3)
+        .await
+        .expect("JoinGroup answers");
+    assert_eq!(first.error_code, 0);
+    drop(silent);
+    let newcomer = connection(&running.address).await;
+    let started = std::time::Instant::now();
+    let (_, joined) = tokio::time::timeout(
+        Duration::from_secs(20),
+        newcomer.send("JoinGroup", &join_request("", 10_000, 300_000), 3),
+    )
+    .await
+    .expect("the join completes once the silent member's session passed")
+    .expect("JoinGroup answers");
+    assert_eq!(joined.error_code, 0);
+    assert_eq!(joined.leader, joined.member_id, "the newcomer alone leads");
+    assert_eq!(joined.members.len(), 1, "the silent member was dropped");
+    assert!(
+        started.elapsed() < Duration::from_secs(12),
+        "{:?}",
+        started.elapsed()
+    );
+    shut(running).await;
+}
+
 /// Kafka's console consumer, in the group a JoinGroup asking for a 2^31-1 ms session (then
 /// disconnected) tried to join, gets its assignment and reads every record.
 #[tokio::test]
@@ -461,4 +495,175 @@ async fn kafkas_console_consumer_gets_its_assignment_after_an_unbounded_join_was
     let value = "v".repeat(16);
     assert_eq!(out.lines().filter(|l| *l == value).count(), 10, "{out}");
     stop_broker(broker);
+}
+
+/// A topic to create: name, partitions, configs.
+type NewTopic<'a> = (&'a str, i32, &'a [(&'a str, &'a str)]);
+
+/// CreateTopics answers for `topics`, in order.
+async fn create_many(running: &Running, topics: &[NewTopic<'_>]) -> Vec<(i16, String)> {
+    let request = CreateTopicsRequest::default().with_topics(
+        topics
+            .iter()
+            .map(|(topic, partitions, configs)| {
+                CreatableTopic::default()
+                    .with_name(TopicName(name(topic)))
+                    .with_num_partitions(*partitions)
+                    .with_replication_factor(1)
+                    .with_configs(
+                        configs
+                            .iter()
+                            .map(|(k, v)| {
+                                kafka_protocol::messages::create_topics_request::CreatableTopicConfig::default()
+                                    .with_name(name(k))
+                                    .with_value(Some(name(v)))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    );
+    let (_, answer) = connection(&running.address)
+        .await
+        .send("CreateTopics", &request, 7)
+        .await
+        .expect("CreateTopics answers");
+    answer
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.error_code,
+                t.error_message.as_deref().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A topic is never created with a config the broker would store and not enforce
+/// (`cleanup.policy=compact` would lose a compacted topic's data to delete retention), nor with
+/// a value outside Kafka's range; IncrementalAlterConfigs refuses the same values.
+#[tokio::test]
+async fn topic_configs_the_broker_does_not_enforce_or_out_of_range_are_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    for (key, value) in [
+        ("cleanup.policy", "compact"),
+        ("min.insync.replicas", "2"),
+        ("segment.bytes", "1"),
+        ("segment.ms", "0"),
+        ("retention.ms", "-5"),
+        ("flush.messages", "0"),
+        ("index.interval.bytes", "-1"),
+    ] {
+        let answer = create_many(&running, &[("configured", 1, &[(key, value)])]).await;
+        assert_eq!(
+            answer[0].0,
+            ErrorCode::INVALID_CONFIG.0,
+            "{key}={value}: {answer:?}"
+        );
+        assert!(answer[0].1.contains(key), "{answer:?}");
+    }
+    let answer = create_many(
+        &running,
+        &[(
+            "configured",
+            1,
+            &[("segment.bytes", "1048576"), ("retention.ms", "-1")],
+        )],
+    )
+    .await;
+    assert_eq!(answer[0].0, 0, "{answer:?}");
+    for (key, value) in [
+        ("segment.bytes", "0"),
+        ("segment.ms", "-3"),
+        ("flush.ms", "-1"),
+    ] {
+        assert_eq!(
+            alter_error(&running, "configured", key, value).await,
+            ErrorCode::INVALID_CONFIG.0,
+            "{key}={value}"
+        );
+    }
+    assert_eq!(
+        described(&running, "configured", "segment.bytes")
+            .await
+            .as_deref(),
+        Some("1048576")
+    );
+    shut(running).await;
+}
+
+/// One request creates at most 10,000 partitions, across its topics and in CreatePartitions
+/// (POLICY_VIOLATION, answered at once); the broker serves meanwhile and nothing is created.
+#[tokio::test]
+async fn one_request_creates_at_most_ten_thousand_partitions() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let started = std::time::Instant::now();
+    let answer = create_many(&running, &[("huge", 200_000, &[])]).await;
+    assert_eq!(answer[0].0, ErrorCode::POLICY_VIOLATION.0, "{answer:?}");
+    assert!(answer[0].1.contains("10000"), "{answer:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let answer = create_many(
+        &running,
+        &[("half", 6_000, &[]), ("other-half", 6_000, &[])],
+    )
+    .await;
+    assert_eq!(answer[0].0, 0, "{answer:?}");
+    assert_eq!(answer[1].0, ErrorCode::POLICY_VIOLATION.0, "{answer:?}");
+    let grow = CreatePartitionsRequest::default().with_topics(vec![
+        CreatePartitionsTopic::default()
+            .with_name(TopicName(name("half")))
+            .with_count(16_001),
+    ]);
+    let (_, grown) = connection(&running.address)
+        .await
+        .send("CreatePartitions", &grow, 3)
+        .await
+        .expect("CreatePartitions answers");
+    assert_eq!(grown.results[0].error_code, ErrorCode::POLICY_VIOLATION.0);
+    assert_eq!(
+        running.broker.topic("half").map(|t| t.partitions.len()),
+        Some(6_000)
+    );
+    assert!(running.broker.topic("other-half").is_none());
+    assert!(running.broker.topic("huge").is_none());
+    shut(running).await;
+}
+
+/// A record dated a century ahead (which would keep its segment from ever expiring) is refused
+/// with INVALID_TIMESTAMP under Kafka 4's default `log.message.timestamp.after.max.ms` (1 h),
+/// and appends nothing; one dated now is taken.
+#[tokio::test]
+async fn records_dated_beyond_the_timestamp_bounds_are_an_invalid_timestamp() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    assert_eq!(create(&running.address, "dated", 1).await, 0);
+    let now = kmirror::broker::now_ms();
+    for ahead in [2 * 3_600_000, 100 * 365 * 24 * 3_600_000] {
+        let batch = BatchSpec {
+            records: 3,
+            timestamp_ms: now + ahead,
+            ..BatchSpec::default()
+        }
+        .build();
+        let answer = produce(&running.address, "dated", 0, batch, -1).await;
+        assert_eq!(
+            answer.map(|(code, _)| code),
+            Some(ErrorCode::INVALID_TIMESTAMP.0),
+            "{ahead} ms ahead"
+        );
+    }
+    let batch = BatchSpec {
+        records: 3,
+        timestamp_ms: now,
+        ..BatchSpec::default()
+    }
+    .build();
+    assert_eq!(
+        produce(&running.address, "dated", 0, batch, -1).await,
+        Some((0, 0))
+    );
+    shut(running).await;
 }

@@ -19,13 +19,48 @@
 //!   header keys UTF-8, and its varints at most 5 (int) or 10 (long) bytes (INVALID_RECORD);
 //! - each record's timestamp (base timestamp + delta) fits in an int64 and, with create-time
 //!   timestamps, the header's max timestamp is the greatest of them, as Kafka stores it
-//!   (INVALID_RECORD).
+//!   (INVALID_RECORD);
+//! - with create-time timestamps, no record's timestamp (other than -1, none) lies more than
+//!   [`TimestampLimits::before_max_ms`] before the broker's clock or
+//!   [`TimestampLimits::after_max_ms`] after it (INVALID_TIMESTAMP): a record dated a century
+//!   ahead would keep its segment from ever expiring.
 
 use super::{BatchError, Compression, HEADER_SIZE, RecordBatch, RecordBatches, TimestampType};
 use crate::errors::ErrorCode;
 use bytes::Bytes;
 use std::io::{self, BufRead, BufReader, Read};
 use thiserror::Error;
+
+/// How far from the broker's clock a produced record's create time may lie: Kafka's
+/// `log.message.timestamp.before.max.ms` and `log.message.timestamp.after.max.ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampLimits {
+    /// The broker's clock, ms since the epoch.
+    pub now_ms: i64,
+    /// How far in the past a record may be dated.
+    pub before_max_ms: i64,
+    /// How far in the future a record may be dated.
+    pub after_max_ms: i64,
+}
+
+impl TimestampLimits {
+    /// No bound (the validation of tools that have no clock to compare with).
+    pub const NONE: TimestampLimits = TimestampLimits {
+        now_ms: 0,
+        before_max_ms: i64::MAX,
+        after_max_ms: i64::MAX,
+    };
+
+    /// Whether `timestamp` is no further in the past than allowed.
+    fn not_too_old(&self, timestamp: i64) -> bool {
+        timestamp >= self.now_ms.saturating_sub(self.before_max_ms)
+    }
+
+    /// Whether `timestamp` is no further in the future than allowed.
+    fn not_too_new(&self, timestamp: i64) -> bool {
+        timestamp <= self.now_ms.saturating_add(self.after_max_ms)
+    }
+}
 
 /// Why a produced batch is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -84,6 +119,18 @@ pub enum InvalidBatch {
         declared: i64,
         actual: i64,
     },
+    /// A record's create time is too far from the broker's clock.
+    #[error(
+        "batch at byte {position} holds a record dated {timestamp}, more than {limit_ms} ms \
+         {direction} the broker's clock ({now_ms})"
+    )]
+    Timestamp {
+        position: usize,
+        timestamp: i64,
+        now_ms: i64,
+        limit_ms: i64,
+        direction: &'static str,
+    },
 }
 
 impl InvalidBatch {
@@ -92,6 +139,7 @@ impl InvalidBatch {
         match self {
             InvalidBatch::Batch(BatchError::UnsupportedMagic { .. }) => ErrorCode::INVALID_RECORD,
             InvalidBatch::Batch(_) | InvalidBatch::Decompress { .. } => ErrorCode::CORRUPT_MESSAGE,
+            InvalidBatch::Timestamp { .. } => ErrorCode::INVALID_TIMESTAMP,
             _ => ErrorCode::INVALID_RECORD,
         }
     }
@@ -99,12 +147,12 @@ impl InvalidBatch {
 
 /// Validates every complete batch of one partition's produced records, in order (a partial
 /// trailing batch and an empty append are the append's to refuse).
-pub fn validate_produced(records: &Bytes) -> Result<(), InvalidBatch> {
+pub fn validate_produced(records: &Bytes, limits: &TimestampLimits) -> Result<(), InvalidBatch> {
     let mut position = 0;
     for batch in RecordBatches::new(records.clone()) {
         let batch = batch?;
         batch.verify_crc()?;
-        validate_batch(&batch, position)?;
+        validate_batch(&batch, position, limits)?;
         position += batch.size();
     }
     Ok(())
@@ -112,7 +160,11 @@ pub fn validate_produced(records: &Bytes) -> Result<(), InvalidBatch> {
 
 /// Validates one batch whose framing and CRC are checked; `position` is its byte position in
 /// the request, for the message.
-pub fn validate_batch(batch: &RecordBatch, position: usize) -> Result<(), InvalidBatch> {
+pub fn validate_batch(
+    batch: &RecordBatch,
+    position: usize,
+    limits: &TimestampLimits,
+) -> Result<(), InvalidBatch> {
     let count = batch.records_count();
     if count <= 0 {
         return Err(InvalidBatch::RecordCount { position, count });
@@ -163,7 +215,7 @@ pub fn validate_batch(batch: &RecordBatch, position: usize) -> Result<(), Invali
             Err(e) => Err((0, Stop::Fault(e.to_string()))),
         },
     };
-    let greatest = walked.map_err(|(record, stop)| match stop {
+    let (least, greatest) = walked.map_err(|(record, stop)| match stop {
         Stop::Fault(reason) => InvalidBatch::Decompress {
             position,
             codec: codec.name(),
@@ -180,15 +232,33 @@ pub fn validate_batch(batch: &RecordBatch, position: usize) -> Result<(), Invali
             found,
         },
     })?;
-    if batch.timestamp_type() == TimestampType::CreateTime && batch.max_timestamp() != greatest {
-        return Err(InvalidBatch::MaxTimestamp {
+    if batch.timestamp_type() == TimestampType::CreateTime {
+        if batch.max_timestamp() != greatest {
+            return Err(InvalidBatch::MaxTimestamp {
+                position,
+                declared: batch.max_timestamp(),
+                actual: greatest,
+            });
+        }
+        let refused = |timestamp: i64, limit_ms: i64, direction| InvalidBatch::Timestamp {
             position,
-            declared: batch.max_timestamp(),
-            actual: greatest,
-        });
+            timestamp,
+            now_ms: limits.now_ms,
+            limit_ms,
+            direction,
+        };
+        if let Some(least) = least.filter(|t| !limits.not_too_old(*t)) {
+            return Err(refused(least, limits.before_max_ms, "before"));
+        }
+        if greatest != NO_TIMESTAMP && !limits.not_too_new(greatest) {
+            return Err(refused(greatest, limits.after_max_ms, "after"));
+        }
     }
     Ok(())
 }
+
+/// A record's timestamp when it has none.
+const NO_TIMESTAMP: i64 = -1;
 
 /// Why walking the records stopped.
 enum Stop {
@@ -400,15 +470,25 @@ fn header_key<S: Source>(src: &mut S, end: u64) -> Result<(), Stop> {
     Ok(())
 }
 
-/// Walks `count` records and checks nothing follows them; returns the greatest timestamp, or
-/// the index of the record where it stopped and why.
-fn walk<S: Source>(src: &mut S, count: i32, base_timestamp: i64) -> Result<i64, (i32, Stop)> {
+/// Walks `count` records and checks nothing follows them; returns the least timestamp other than
+/// [`NO_TIMESTAMP`] (if any) and the greatest, or the index of the record where it stopped and
+/// why.
+fn walk<S: Source>(
+    src: &mut S,
+    count: i32,
+    base_timestamp: i64,
+) -> Result<(Option<i64>, i64), (i32, Stop)> {
     let mut greatest = i64::MIN;
+    let mut least: Option<i64> = None;
     for record in 0..count {
-        greatest = greatest.max(one_record(src, record, base_timestamp).map_err(|s| (record, s))?);
+        let timestamp = one_record(src, record, base_timestamp).map_err(|s| (record, s))?;
+        greatest = greatest.max(timestamp);
+        if timestamp != NO_TIMESTAMP {
+            least = Some(least.map_or(timestamp, |l| l.min(timestamp)));
+        }
     }
     match src.next_byte() {
-        Ok(None) => Ok(greatest),
+        Ok(None) => Ok((least, greatest)),
         Ok(Some(_)) => Err((
             count,
             Stop::Malformed("bytes follow the last declared record"),

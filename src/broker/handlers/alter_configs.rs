@@ -33,7 +33,7 @@ const SET: i8 = 0;
 type Change = (String, i8, Option<String>);
 
 /// The configs after `changes`, or why they are refused.
-fn apply(
+pub(super) fn apply(
     current: &BTreeMap<String, String>,
     changes: &[Change],
 ) -> Result<BTreeMap<String, String>, String> {
@@ -54,8 +54,8 @@ fn apply(
         };
         match *operation {
             0 => {
-                if known.contains(&name.as_str()) && value.trim().parse::<i64>().is_err() {
-                    return Err(format!("{name}={value:?} is not a number"));
+                if known.contains(&name.as_str()) {
+                    LogConfig::check(&name, &value)?;
                 }
                 out.insert(name, value);
             }

@@ -2,7 +2,8 @@
 //! ignored, every partition lives here). Needs ALTER on the topic. A mirror topic that is not
 //! stopped answers READ_ONLY_TOPIC, validate-only too: its partition count follows the source's
 //! (see [`super::mirror_guards`]). An internal topic keeps its partition count
-//! (POLICY_VIOLATION, see [`crate::broker::internal_topics`]).
+//! (POLICY_VIOLATION, see [`crate::broker::internal_topics`]). One request adds at most
+//! [`super::create_topics::MAX_PARTITIONS_PER_REQUEST`] partitions (POLICY_VIOLATION).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use super::mirror_guards;
@@ -18,6 +19,7 @@ pub(super) fn handle(
     access: &Access,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
+    let mut budget = 0;
     let results = request
         .topics
         .into_iter()
@@ -35,6 +37,13 @@ pub(super) fn handle(
             if let Some(why) = mirror_guards::create_partitions_refused(broker, &name) {
                 return result
                     .with_error_code(ErrorCode::READ_ONLY_TOPIC.0)
+                    .with_error_message(Some(StrBytes::from_string(why)));
+            }
+            let current = broker.topic(&name).map_or(0, |t| t.partitions.len() as i64);
+            let adding = i64::from(topic.count) - current;
+            if let Err(why) = super::create_topics::take_partitions(&mut budget, adding) {
+                return result
+                    .with_error_code(ErrorCode::POLICY_VIOLATION.0)
                     .with_error_message(Some(StrBytes::from_string(why)));
             }
             let outcome = if request.validate_only {

@@ -1,7 +1,10 @@
 //! CreateTopics: through the controller, then the partition logs. Needs CREATE on the cluster
 //! or on the topic. A topic created with `mirror.name` is refused (INVALID_CONFIG): only
 //! StartMirrorTopics makes mirror topics (see [`super::mirror_guards`]). An internal topic's name
-//! is refused (INVALID_REQUEST, see [`crate::broker::internal_topics`]).
+//! is refused (INVALID_REQUEST, see [`crate::broker::internal_topics`]). Configs are checked
+//! as IncrementalAlterConfigs checks them (only configs this broker enforces, within their
+//! ranges: INVALID_CONFIG), so a topic never silently lacks what it was created with. One
+//! request creates at most [`MAX_PARTITIONS_PER_REQUEST`] partitions (POLICY_VIOLATION).
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
 use super::mirror_guards;
@@ -13,12 +16,32 @@ use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
+/// The most partitions one CreateTopics or CreatePartitions request may create: Kafka's bound on
+/// the records one controller operation writes. Without it one request could make the broker
+/// open, and later delete, hundreds of thousands of logs while answering nothing else.
+pub(super) const MAX_PARTITIONS_PER_REQUEST: i64 = 10_000;
+
+/// Takes `adding` partitions from a request's budget (`used` so far); the refusal when they do
+/// not fit.
+pub(super) fn take_partitions(used: &mut i64, adding: i64) -> Result<(), String> {
+    if *used + adding.max(0) > MAX_PARTITIONS_PER_REQUEST {
+        return Err(format!(
+            "one request may create at most {MAX_PARTITIONS_PER_REQUEST} partitions; this one \
+             asks for {}",
+            *used + adding
+        ));
+    }
+    *used += adding.max(0);
+    Ok(())
+}
+
 pub(super) fn handle(
     broker: &Broker,
     access: &Access,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let mut results = Vec::new();
+    let mut budget = 0;
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let partitions = if topic.num_partitions == -1 {
@@ -59,6 +82,26 @@ pub(super) fn handle(
                     .with_error_message(Some(StrBytes::from_static_str(
                         mirror_guards::MIRROR_NAME_REFUSED,
                     ))),
+            );
+            continue;
+        }
+        let changes: Vec<_> = configs
+            .iter()
+            .map(|(k, v)| (k.clone(), 0, Some(v.clone())))
+            .collect();
+        if let Err(why) = super::alter_configs::apply(&BTreeMap::new(), &changes) {
+            results.push(
+                result
+                    .with_error_code(ErrorCode::INVALID_CONFIG.0)
+                    .with_error_message(Some(StrBytes::from_string(why))),
+            );
+            continue;
+        }
+        if let Err(why) = take_partitions(&mut budget, i64::from(partitions)) {
+            results.push(
+                result
+                    .with_error_code(ErrorCode::POLICY_VIOLATION.0)
+                    .with_error_message(Some(StrBytes::from_string(why))),
             );
             continue;
         }

@@ -18,7 +18,7 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::batch::RecordBatch;
-use kmirror_protocol::batch::validate::validate_produced;
+use kmirror_protocol::batch::validate::{TimestampLimits, validate_produced};
 use kmirror_protocol::errors::ErrorCode;
 use std::sync::atomic::Ordering;
 
@@ -102,7 +102,13 @@ pub(super) fn handle(
                 }
                 (Some(partition), Some(epoch)) => {
                     let records = data.records.unwrap_or_default();
-                    out = match validate_produced(&records) {
+                    let (before_max_ms, after_max_ms) = broker.config().message_timestamp_max_ms;
+                    let limits = TimestampLimits {
+                        now_ms: crate::broker::now_ms(),
+                        before_max_ms,
+                        after_max_ms,
+                    };
+                    out = match validate_produced(&records, &limits) {
                         Err(invalid) => out
                             .with_error_code(invalid.error_code().0)
                             .with_error_message(Some(StrBytes::from_string(invalid.to_string()))),

@@ -182,7 +182,9 @@ fn valid_records(count: i32) -> Vec<RawRecord> {
 }
 
 fn code(batch: &Bytes) -> Option<ErrorCode> {
-    validate_produced(batch).err().map(|e| e.error_code())
+    validate_produced(batch, &TimestampLimits::NONE)
+        .err()
+        .map(|e| e.error_code())
 }
 
 #[test]
@@ -192,7 +194,7 @@ fn batches_kafka_protocol_encodes_are_valid_with_every_codec() {
             for producer_id in [-1, 9] {
                 let batch = encoded(count, codec, producer_id);
                 assert_eq!(
-                    validate_produced(&batch),
+                    validate_produced(&batch, &TimestampLimits::NONE),
                     Ok(()),
                     "{codec:?}, {count} records"
                 );
@@ -201,13 +203,16 @@ fn batches_kafka_protocol_encodes_are_valid_with_every_codec() {
     }
     let mut two = BytesMut::from(&encoded(3, KpCompression::None, -1)[..]);
     two.extend_from_slice(&encoded(4, KpCompression::Lz4, -1));
-    assert_eq!(validate_produced(&two.freeze()), Ok(()));
+    assert_eq!(
+        validate_produced(&two.freeze(), &TimestampLimits::NONE),
+        Ok(())
+    );
 }
 
 #[test]
 fn the_hand_made_batch_is_valid() {
     let batch = Header::for_records(3).batch(&raw(&valid_records(3)));
-    assert_eq!(validate_produced(&batch), Ok(()));
+    assert_eq!(validate_produced(&batch, &TimestampLimits::NONE), Ok(()));
 }
 
 #[test]
@@ -219,11 +224,11 @@ fn a_record_count_that_is_not_the_records_is_an_invalid_record() {
     let batch = header.batch(&raw(&valid_records(1)));
     assert!(
         matches!(
-            validate_produced(&batch),
+            validate_produced(&batch, &TimestampLimits::NONE),
             Err(InvalidBatch::Record { record: 1, .. })
         ),
         "{:?}",
-        validate_produced(&batch)
+        validate_produced(&batch, &TimestampLimits::NONE)
     );
     assert_eq!(code(&batch), Some(ErrorCode::INVALID_RECORD));
     // Fewer declared than present.
@@ -234,7 +239,7 @@ fn a_record_count_that_is_not_the_records_is_an_invalid_record() {
         header.count = count;
         let batch = header.batch(&raw(&valid_records(1)));
         assert_eq!(
-            validate_produced(&batch),
+            validate_produced(&batch, &TimestampLimits::NONE),
             Err(InvalidBatch::RecordCount { position: 0, count })
         );
     }
@@ -247,7 +252,7 @@ fn a_last_offset_delta_that_is_not_the_count_minus_one_is_an_invalid_record() {
         header.last_offset_delta = delta;
         let batch = header.batch(&raw(&valid_records(2)));
         assert_eq!(
-            validate_produced(&batch),
+            validate_produced(&batch, &TimestampLimits::NONE),
             Err(InvalidBatch::OffsetRange {
                 position: 0,
                 count: 2,
@@ -264,7 +269,7 @@ fn offset_deltas_must_count_up_from_zero() {
     records.swap(1, 2);
     let batch = Header::for_records(3).batch(&raw(&records));
     assert_eq!(
-        validate_produced(&batch),
+        validate_produced(&batch, &TimestampLimits::NONE),
         Err(InvalidBatch::OffsetDelta {
             position: 0,
             record: 1,
@@ -295,11 +300,11 @@ fn compressed_garbage_is_a_corrupt_message_with_every_codec() {
         let batch = header.batch(b"\x1f\x8bthis is not what it claims to be, at all");
         assert!(
             matches!(
-                validate_produced(&batch),
+                validate_produced(&batch, &TimestampLimits::NONE),
                 Err(InvalidBatch::Decompress { .. })
             ),
             "codec {codec}: {:?}",
-            validate_produced(&batch)
+            validate_produced(&batch, &TimestampLimits::NONE)
         );
         assert_eq!(code(&batch), Some(ErrorCode::CORRUPT_MESSAGE));
     }
@@ -313,7 +318,7 @@ fn valid_compression_of_invalid_records_is_an_invalid_record() {
     header.attributes = 1;
     let batch = header.batch(&gzip(&raw(&records)));
     assert!(matches!(
-        validate_produced(&batch),
+        validate_produced(&batch, &TimestampLimits::NONE),
         Err(InvalidBatch::Record { record: 1, .. })
     ));
 }
@@ -337,7 +342,7 @@ fn lengths_out_of_bounds_are_invalid_records() {
         let mut records = valid_records(2);
         spoil(&mut records[0]);
         let batch = Header::for_records(2).batch(&raw(&records));
-        let result = validate_produced(&batch);
+        let result = validate_produced(&batch, &TimestampLimits::NONE);
         assert!(
             matches!(result, Err(InvalidBatch::Record { record: 0, .. })),
             "{what}: {result:?}"
@@ -369,7 +374,11 @@ fn header_keys_must_be_utf8_even_when_cut_across_decompressed_pieces() {
         let mut header = Header::for_records(1);
         header.attributes = 1;
         let batch = header.batch(&gzip(&raw(&[record])));
-        assert_eq!(validate_produced(&batch), Ok(()), "shift {shift}");
+        assert_eq!(
+            validate_produced(&batch, &TimestampLimits::NONE),
+            Ok(()),
+            "shift {shift}"
+        );
     }
     for key in [
         vec![0xff],
@@ -388,7 +397,7 @@ fn header_keys_must_be_utf8_even_when_cut_across_decompressed_pieces() {
                 records
             };
             assert!(matches!(
-                validate_produced(&header.batch(&records)),
+                validate_produced(&header.batch(&records), &TimestampLimits::NONE),
                 Err(InvalidBatch::Record {
                     reason: HEADER_KEY_NOT_UTF8,
                     ..
@@ -404,7 +413,7 @@ fn bytes_after_the_last_record_are_refused() {
     bytes.push(0);
     let batch = Header::for_records(1).batch(&bytes);
     assert!(matches!(
-        validate_produced(&batch),
+        validate_produced(&batch, &TimestampLimits::NONE),
         Err(InvalidBatch::Record { record: 1, .. })
     ));
 }
@@ -415,7 +424,7 @@ fn a_max_timestamp_that_is_not_the_records_greatest_is_refused() {
     header.max_timestamp = i64::MAX;
     let batch = header.batch(&raw(&valid_records(2)));
     assert_eq!(
-        validate_produced(&batch),
+        validate_produced(&batch, &TimestampLimits::NONE),
         Err(InvalidBatch::MaxTimestamp {
             position: 0,
             declared: i64::MAX,
@@ -426,7 +435,7 @@ fn a_max_timestamp_that_is_not_the_records_greatest_is_refused() {
     records[0].timestamp_delta = i64::MAX;
     let batch = Header::for_records(1).batch(&raw(&records));
     assert!(matches!(
-        validate_produced(&batch),
+        validate_produced(&batch, &TimestampLimits::NONE),
         Err(InvalidBatch::Record { record: 0, .. })
     ));
 }
@@ -439,7 +448,7 @@ fn an_idempotent_batch_needs_a_sequence() {
     assert_eq!(code(&batch), Some(ErrorCode::INVALID_RECORD));
     header.base_sequence = 0;
     let batch = header.batch(&raw(&valid_records(1)));
-    assert_eq!(validate_produced(&batch), Ok(()));
+    assert_eq!(validate_produced(&batch, &TimestampLimits::NONE), Ok(()));
 }
 
 #[test]
@@ -454,7 +463,7 @@ fn a_bad_crc_is_a_corrupt_message_and_a_later_bad_batch_is_found_at_its_position
     let mut both = BytesMut::from(&good[..]);
     both.extend_from_slice(&header.batch(&raw(&valid_records(1))));
     assert!(matches!(
-        validate_produced(&both.freeze()),
+        validate_produced(&both.freeze(), &TimestampLimits::NONE),
         Err(InvalidBatch::OffsetRange { position, .. }) if position == good.len()
     ));
 }
@@ -466,7 +475,7 @@ fn a_snappy_block_declaring_more_than_it_can_expand_to_is_refused_unallocated() 
     header.attributes = 2;
     let batch = header.batch(&[0xff, 0xff, 0xff, 0xff, 0x0f, 0x00]);
     assert!(matches!(
-        validate_produced(&batch),
+        validate_produced(&batch, &TimestampLimits::NONE),
         Err(InvalidBatch::Decompress { .. })
     ));
 }
@@ -478,6 +487,63 @@ proptest! {
         let mut header = Header::for_records(count.max(1));
         header.count = count;
         header.attributes = codec;
-        let _ = validate_produced(&header.batch(&records));
+        let _ = validate_produced(&header.batch(&records), &TimestampLimits::NONE);
     }
+}
+
+#[test]
+fn create_times_too_far_from_the_brokers_clock_are_an_invalid_timestamp() {
+    // Records dated BASE_TIMESTAMP and BASE_TIMESTAMP + 1.
+    let batch = Header::for_records(2).batch(&raw(&valid_records(2)));
+    let limits = |now_ms, before_max_ms, after_max_ms| TimestampLimits {
+        now_ms,
+        before_max_ms,
+        after_max_ms,
+    };
+    let hour = 3_600_000;
+    // Within an hour ahead, and a week back: accepted.
+    assert_eq!(
+        validate_produced(&batch, &limits(BASE_TIMESTAMP - hour + 1, i64::MAX, hour)),
+        Ok(())
+    );
+    assert_eq!(
+        validate_produced(
+            &batch,
+            &limits(BASE_TIMESTAMP + 7 * 24 * hour, i64::MAX, hour)
+        ),
+        Ok(())
+    );
+    // Two hours ahead of the clock (Kafka 4's default allows one).
+    let ahead = validate_produced(&batch, &limits(BASE_TIMESTAMP - 2 * hour, i64::MAX, hour));
+    assert!(
+        matches!(ahead, Err(InvalidBatch::Timestamp { timestamp, direction: "after", .. }) if timestamp == BASE_TIMESTAMP + 1),
+        "{ahead:?}"
+    );
+    assert_eq!(
+        ahead.err().map(|e| e.error_code()),
+        Some(ErrorCode::INVALID_TIMESTAMP)
+    );
+    // Older than log.message.timestamp.before.max.ms allows.
+    let behind = validate_produced(&batch, &limits(BASE_TIMESTAMP + 2 * hour, hour, hour));
+    assert!(
+        matches!(
+            behind,
+            Err(InvalidBatch::Timestamp {
+                timestamp: BASE_TIMESTAMP,
+                direction: "before",
+                ..
+            })
+        ),
+        "{behind:?}"
+    );
+    // A record without a timestamp (-1) is not dated.
+    let mut records = valid_records(1);
+    records[0].timestamp_delta = -1 - BASE_TIMESTAMP;
+    let mut header = Header::for_records(1);
+    header.max_timestamp = -1;
+    let undated = header.batch(&raw(&records));
+    assert_eq!(
+        validate_produced(&undated, &limits(BASE_TIMESTAMP, hour, hour)),
+        Ok(())
+    );
 }
