@@ -9,8 +9,12 @@
 #                                                   and a second plaintext listener, REMOTE, on
 #                                                   PORT+4 advertised as PORT+5, where benchmarks
 #                                                   put a delaying proxy (clients "in another
-#                                                   region"),
-#                                                   a CA and server certificate made with openssl;
+#                                                   region"), and MTLS (TLS requiring a client
+#                                                   certificate the CA signed) on PORT+6;
+#                                                   a CA, server and client certificates made with
+#                                                   openssl (clients' also as an encrypted PKCS#8
+#                                                   key and PKCS12 stores, the CA as a PKCS12
+#                                                   truststore made with keytool);
 #                                                   writes DATA_DIR/env (KMIRROR_KAFKA_* variables)
 #   scripts/kafka-local.sh restart DATA_DIR         stop it (if running) and start it again on its
 #                                                   data: leader epochs advance
@@ -19,7 +23,7 @@
 #                                                   runtime; default 4.3.1, KMIRROR_MM2_VERSION) into
 #                                                   ~/.cache/kmirror/mm2-VERSION; prints it
 #
-# Needs Java 17+, Maven and openssl. KMIRROR_KAFKA_VERSION overrides the version (default 4.4.0).
+# Needs Java 17+ (with keytool), Maven and openssl. KMIRROR_KAFKA_VERSION overrides the version (default 4.4.0).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 VERSION="${KMIRROR_KAFKA_VERSION:-4.4.0}"
@@ -64,11 +68,32 @@ certificates() {
     -days 2 -extfile "$dir/san.ext" -out "$dir/server.pem" 2>/dev/null
   openssl pkcs8 -topk8 -nocrypt -in "$dir/server.rsa.key" -out "$dir/server.key"
   cat "$dir/server.key" "$dir/server.pem" > "$dir/server.keystore.pem"
+  # Client identities for mutual TLS: "mirror" signed by the CA (PEM, PEM with an encrypted
+  # PKCS#8 key, PKCS12), "stranger" signed by the unrelated CA; the CA as a PKCS12 truststore.
+  local name ca
+  # Extensions make them X.509 v3 certificates (TLS libraries refuse v1 ones).
+  printf 'basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n' > "$dir/client.ext"
+  for name in mirror stranger; do
+    ca=ca; [ "$name" = stranger ] && ca=other-ca
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=$name" \
+      -keyout "$dir/$name.rsa.key" -out "$dir/$name.csr" 2>/dev/null
+    openssl x509 -req -in "$dir/$name.csr" -CA "$dir/$ca.pem" -CAkey "$dir/$ca.key" \
+      -CAcreateserial -days 2 -extfile "$dir/client.ext" -out "$dir/$name.pem" 2>/dev/null
+    openssl pkcs8 -topk8 -nocrypt -in "$dir/$name.rsa.key" -out "$dir/$name.key"
+  done
+  openssl pkcs8 -topk8 -v2 aes-256-cbc -passout pass:key-secret -in "$dir/mirror.rsa.key" \
+    -out "$dir/mirror.enc.key"
+  openssl pkcs12 -export -in "$dir/mirror.pem" -inkey "$dir/mirror.key" -certfile "$dir/ca.pem" \
+    -passout pass:store-secret -out "$dir/mirror.p12"
+  rm -f "$dir/truststore.p12"
+  keytool -importcert -noprompt -alias ca -file "$dir/ca.pem" -keystore "$dir/truststore.p12" \
+    -storetype PKCS12 -storepass trust-secret >/dev/null 2>&1
 }
 
 start() {
   local data="$1" port="${2:-19092}"
   local cport=$((port + 1)) sport=$((port + 2)) aport=$((port + 3)) rport=$((port + 4)) pport=$((port + 5))
+  local mport=$((port + 6))
   local dist; dist="$(fetch)"
   local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
   mkdir -p "$data/logs"
@@ -78,13 +103,16 @@ start() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$rport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$pport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$rport,MTLS://127.0.0.1:$mport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$pport,MTLS://127.0.0.1:$mport
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,REMOTE:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,REMOTE:PLAINTEXT,MTLS:SSL
 ssl.keystore.type=PEM
 ssl.keystore.location=$data/server.keystore.pem
+listener.name.mtls.ssl.client.auth=required
+listener.name.mtls.ssl.truststore.type=PEM
+listener.name.mtls.ssl.truststore.location=$data/ca.pem
 sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256,PLAIN
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
@@ -117,6 +145,7 @@ export KMIRROR_KAFKA_CLUSTER_ID=$cluster_id
 export KMIRROR_KAFKA_BOOTSTRAP=127.0.0.1:$port
 export KMIRROR_KAFKA_SSL=127.0.0.1:$sport
 export KMIRROR_KAFKA_SASL_SSL=127.0.0.1:$aport
+export KMIRROR_KAFKA_MTLS=127.0.0.1:$mport
 export KMIRROR_KAFKA_REMOTE_LISTENER=127.0.0.1:$rport
 export KMIRROR_KAFKA_REMOTE=127.0.0.1:$pport
 export KMIRROR_KAFKA_CA=$data/ca.pem
@@ -130,7 +159,7 @@ ENV
 launch() {
   local data="$1" dist; dist="$(fetch)"
   local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
-  local aport; aport="$(sed -n 's/^listeners=.*SASL_SSL:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$data/server.properties")"
+  local aport; aport="$(sed -n 's/^listeners=.*MTLS:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$data/server.properties")"
   nohup "$java" -Xms512m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="file:$dist/log4j2.properties" \
     -cp "$cp" kafka.Kafka "$data/server.properties" >>"$data/broker.log" 2>&1 &

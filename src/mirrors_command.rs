@@ -12,7 +12,7 @@
 use crate::mirror_table;
 use kmirror::broker::config::parse_properties;
 use kmirror_protocol::client::connection::Connection;
-use kmirror_protocol::client::{ClientConfig, SourceClient};
+use kmirror_protocol::client::{ClientConfig, ClientError, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorsRequest, DescribeMirrorsResponse,
@@ -238,6 +238,11 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
             match (props.get("mirror.source.cluster.id"), found) {
                 (None, Ok(id)) => {
                     props.insert("mirror.source.cluster.id".into(), id);
+                }
+                // A store or credential that cannot be read is the configuration's fault (exit
+                // 2), not the source's.
+                (_, Err(e @ ClientError::Config(_))) => {
+                    return Err(Failure::Usage(format!("{}: {e}", config.display())));
                 }
                 (None, Err(e)) => {
                     return Err(Failure::Unreachable(format!("the source cluster: {e}")));

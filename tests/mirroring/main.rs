@@ -38,6 +38,7 @@ mod disaster;
 mod failback;
 mod metadata;
 mod process;
+mod security;
 mod sync;
 
 /// Stands in for the partition actors: counts what the fetcher reports.

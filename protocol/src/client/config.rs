@@ -417,4 +417,101 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn kafkas_client_keys_are_read_and_inconsistent_ones_refused() {
+        let scram = ClientConfig::from_properties(&props(&[
+            ("bootstrap.servers", "a:9093"),
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-256"),
+            (
+                "sasl.jaas.config",
+                "org.apache.kafka.common.security.scram.ScramLoginModule required \
+                 username=\"alice\" password=\"s3cret\";",
+            ),
+            ("ssl.truststore.type", "PKCS12"),
+            ("ssl.truststore.location", "/etc/trust.p12"),
+            ("ssl.truststore.password", "trust-pass"),
+            ("ssl.keystore.location", "/etc/me.p12"),
+            ("ssl.keystore.password", "key-pass"),
+        ]))
+        .expect("valid");
+        let sasl = scram.sasl.as_ref().expect("SASL");
+        assert_eq!(
+            (
+                sasl.mechanism,
+                sasl.username.as_str(),
+                sasl.password.as_str()
+            ),
+            (SaslMechanism::ScramSha256, "alice", "s3cret")
+        );
+        assert!(matches!(
+            &scram.truststore,
+            Some(Truststore {
+                store_type: Some(StoreType::Pkcs12),
+                ..
+            })
+        ));
+        assert!(scram.keystore.is_some());
+        let shown = format!("{scram:?}");
+        for secret in ["s3cret", "trust-pass", "key-pass"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        let base = [
+            ("bootstrap.servers", "a:9093"),
+            ("security.protocol", "SASL_SSL"),
+            ("ssl.truststore.location", "/etc/ca.pem"),
+        ];
+        for (extra, reason) in [
+            (
+                vec![(
+                    "sasl.jaas.config",
+                    "x.ScramLoginModule required username=\"a\" password=\"b\";",
+                )],
+                "set sasl.mechanism to SCRAM",
+            ),
+            (
+                vec![
+                    ("sasl.mechanism", "PLAIN"),
+                    (
+                        "sasl.jaas.config",
+                        "x.ScramLoginModule required username=\"a\" password=\"b\";",
+                    ),
+                ],
+                "does not fit sasl.mechanism PLAIN",
+            ),
+            (
+                vec![(
+                    "sasl.jaas.config",
+                    "x.PlainLoginModule required username=\"a\";",
+                )],
+                "no password=",
+            ),
+            (
+                vec![
+                    ("sasl.username", "a"),
+                    ("ssl.truststore.certificates", "-----BEGIN CERTIFICATE-----"),
+                ],
+                "not both",
+            ),
+            (
+                vec![
+                    ("sasl.username", "a"),
+                    ("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----"),
+                ],
+                "go together",
+            ),
+            (
+                vec![("sasl.username", "a"), ("ssl.truststore.type", "JKS")],
+                "keytool",
+            ),
+        ] {
+            let mut all: Vec<(&str, &str)> = base.to_vec();
+            all.extend(extra);
+            let error = ClientConfig::from_properties(&props(&all))
+                .expect_err(reason)
+                .to_string();
+            assert!(error.contains(reason), "{reason}: {error}");
+        }
+    }
 }

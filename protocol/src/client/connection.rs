@@ -204,6 +204,7 @@ impl Connection {
             .map_err(|e| connection_error(e.to_string()))?;
         tcp.set_nodelay(true)
             .map_err(|e| connection_error(e.to_string()))?;
+        let tls_config_used = tls_config.is_some();
         let mut stream: Box<dyn Io> = match tls_config {
             None => Box::new(tcp),
             Some(tls_config) => {
@@ -215,13 +216,27 @@ impl Connection {
                     .await
                     .map_err(|e| ClientError::Tls {
                         broker: broker.to_string(),
-                        message: e.to_string(),
+                        message: tls::explain(&e.to_string(), config.keystore.is_some()),
                     })?;
                 Box::new(stream)
             }
         };
         let client_id = StrBytes::from_string(config.client_id.clone());
-        let versions = Connection::api_versions(&mut stream, broker, &client_id).await?;
+        // With TLS 1.3 the source judges the client certificate after the handshake: its
+        // refusal arrives as an alert on the first read.
+        let versions = Connection::api_versions(&mut stream, broker, &client_id)
+            .await
+            .map_err(|e| match e {
+                ClientError::Connection { broker, message }
+                    if tls_config_used && message.contains("alert") =>
+                {
+                    ClientError::Tls {
+                        message: tls::explain(&message, config.keystore.is_some()),
+                        broker,
+                    }
+                }
+                other => other,
+            })?;
         if let Some(sasl) = &config.sasl {
             Connection::authenticate(&mut stream, broker, &client_id, &versions, sasl).await?;
         }

@@ -50,6 +50,31 @@ pub fn client_config(
     Ok(Arc::new(config))
 }
 
+/// A TLS failure's message with what an operator can do about it: the source's alerts about
+/// the client certificate name the keys that configure one (`has_keystore`: one was given).
+pub fn explain(message: &str, has_keystore: bool) -> String {
+    let about_client_certificate = [
+        "CertificateRequired",
+        "BadCertificate",
+        "UnknownCA",
+        "CertificateUnknown",
+        "AccessDenied",
+    ]
+    .iter()
+    .any(|alert| message.contains(alert));
+    match (about_client_certificate, has_keystore) {
+        (true, false) => format!(
+            "{message}: the source requires a client certificate; set ssl.keystore.location \
+             (or ssl.keystore.certificate.chain and ssl.keystore.key)"
+        ),
+        (true, true) => format!(
+            "{message}: the source did not accept the keystore's client certificate (is it \
+             signed by a CA the source trusts, and still valid?)"
+        ),
+        (false, _) => message.to_string(),
+    }
+}
+
 /// The server name to verify for `host`.
 pub fn server_name(host: &str) -> Result<ServerName<'static>, ClientError> {
     ServerName::try_from(host.to_string()).map_err(|e| ClientError::Config(format!("{host}: {e}")))
