@@ -8,6 +8,7 @@ pub mod config;
 pub mod connection;
 pub mod error;
 pub mod jaas;
+pub mod oauthbearer;
 pub mod sasl;
 pub mod source;
 pub mod stores;
