@@ -277,6 +277,7 @@ async fn tls_and_sasl_scram_plain_and_their_failures() {
             mechanism,
             username: kafka_env("KMIRROR_KAFKA_USER"),
             password: password.to_string(),
+            oauthbearer: None,
         });
         c
     };

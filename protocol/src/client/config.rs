@@ -7,6 +7,7 @@
 
 use super::error::ClientError;
 use super::jaas::{self, LoginModule};
+use super::oauthbearer::TokenSource;
 use super::stores::{Keystore, Password, StoreSource, StoreType, Truststore};
 use std::collections::HashMap;
 use std::fmt;
@@ -64,6 +65,8 @@ pub enum SaslMechanism {
     ScramSha256,
     /// SCRAM-SHA-512.
     ScramSha512,
+    /// OAUTHBEARER (RFC 7628), with tokens from [`SaslConfig::oauthbearer`].
+    OAuthBearer,
 }
 
 impl SaslMechanism {
@@ -73,6 +76,7 @@ impl SaslMechanism {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
             SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -81,6 +85,7 @@ impl SaslMechanism {
             "PLAIN" => SaslMechanism::Plain,
             "SCRAM-SHA-256" => SaslMechanism::ScramSha256,
             "SCRAM-SHA-512" => SaslMechanism::ScramSha512,
+            "OAUTHBEARER" => SaslMechanism::OAuthBearer,
             other => {
                 return Err(ClientError::Config(format!(
                     "unknown sasl.mechanism {other:?}"
@@ -99,6 +104,8 @@ pub struct SaslConfig {
     pub username: String,
     /// The password (never printed).
     pub password: String,
+    /// Where OAUTHBEARER tokens come from (that mechanism only).
+    pub oauthbearer: Option<TokenSource>,
 }
 
 impl fmt::Debug for SaslConfig {
@@ -230,10 +237,18 @@ fn sasl(props: &HashMap<String, String>) -> Result<SaslConfig, ClientError> {
                     .into(),
             )
         })?;
+        let mechanism = mechanism.unwrap_or(SaslMechanism::Plain);
+        if mechanism == SaslMechanism::OAuthBearer {
+            return Err(ClientError::Config(
+                "sasl.mechanism OAUTHBEARER needs sasl.jaas.config with OAuthBearerLoginModule"
+                    .into(),
+            ));
+        }
         return Ok(SaslConfig {
-            mechanism: mechanism.unwrap_or(SaslMechanism::Plain),
+            mechanism,
             username: username.to_string(),
             password: props.get("sasl.password").cloned().unwrap_or_default(),
+            oauthbearer: None,
         });
     };
     let entry = jaas::parse(text)?;
@@ -251,10 +266,13 @@ fn sasl(props: &HashMap<String, String>) -> Result<SaslConfig, ClientError> {
                     .into(),
             ));
         }
-        (LoginModule::OAuthBearer, _) => {
-            return Err(ClientError::Config(
-                "sasl.mechanism OAUTHBEARER (OAuthBearerLoginModule) is not supported yet".into(),
-            ));
+        (LoginModule::OAuthBearer, None | Some(SaslMechanism::OAuthBearer)) => {
+            return Ok(SaslConfig {
+                mechanism: SaslMechanism::OAuthBearer,
+                username: String::new(),
+                password: String::new(),
+                oauthbearer: Some(token_source(props, &entry)?),
+            });
         }
         (module, Some(mechanism)) => {
             return Err(ClientError::Config(format!(
@@ -276,6 +294,59 @@ fn sasl(props: &HashMap<String, String>) -> Result<SaslConfig, ClientError> {
         mechanism,
         username: option("username")?,
         password: option("password")?,
+        oauthbearer: None,
+    })
+}
+
+/// OAUTHBEARER's token source: the client-credentials grant when
+/// `sasl.oauthbearer.token.endpoint.url` is set (`clientId`, `clientSecret`, `scope` from the
+/// JAAS entry), else an unsecured JWT for `unsecuredLoginStringClaim_sub`.
+/// (`sasl.login.callback.handler.class` names Kafka's Java handler for the former; it is
+/// accepted and implied by the endpoint.)
+fn token_source(
+    props: &HashMap<String, String>,
+    entry: &jaas::JaasEntry,
+) -> Result<TokenSource, ClientError> {
+    let required = |name: &str| {
+        entry.option(name).map(str::to_string).ok_or_else(|| {
+            ClientError::Config(format!(
+                "sasl.jaas.config has no {name}=\"...\" option, which the client-credentials \
+                 grant of sasl.oauthbearer.token.endpoint.url needs"
+            ))
+        })
+    };
+    if let Some(endpoint) = get(props, "sasl.oauthbearer.token.endpoint.url") {
+        return Ok(TokenSource::ClientCredentials {
+            endpoint: endpoint.to_string(),
+            client_id: required("clientId")?,
+            client_secret: required("clientSecret")?,
+            scope: entry.option("scope").map(str::to_string),
+        });
+    }
+    let principal = entry
+        .option("unsecuredLoginStringClaim_sub")
+        .ok_or_else(|| {
+            ClientError::Config(
+                "OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url (with clientId and \
+             clientSecret in sasl.jaas.config), or unsecuredLoginStringClaim_sub for a \
+             broker that accepts unsecured tokens"
+                    .into(),
+            )
+        })?;
+    let lifetime_seconds = match entry.option("unsecuredLoginLifetimeSeconds") {
+        None => 3600,
+        Some(v) => v.parse().map_err(|_| {
+            ClientError::Config(format!(
+                "unsecuredLoginLifetimeSeconds={v:?} in sasl.jaas.config is not a number"
+            ))
+        })?,
+    };
+    Ok(TokenSource::Unsecured {
+        principal: principal.to_string(),
+        lifetime_seconds,
+        scope: entry
+            .option("unsecuredLoginStringClaim_scope")
+            .map(str::to_string),
     })
 }
 

@@ -205,6 +205,8 @@ impl Connection {
         tcp.set_nodelay(true)
             .map_err(|e| connection_error(e.to_string()))?;
         let tls_config_used = tls_config.is_some();
+        // An https:// OAUTHBEARER token endpoint is trusted as the source is.
+        let tls_for_token = tls_config.clone();
         let mut stream: Box<dyn Io> = match tls_config {
             None => Box::new(tcp),
             Some(tls_config) => {
@@ -238,7 +240,15 @@ impl Connection {
                 other => other,
             })?;
         if let Some(sasl) = &config.sasl {
-            Connection::authenticate(&mut stream, broker, &client_id, &versions, sasl).await?;
+            Connection::authenticate(
+                &mut stream,
+                broker,
+                &client_id,
+                &versions,
+                sasl,
+                tls_for_token,
+            )
+            .await?;
         }
 
         let alive = Arc::new(AtomicBool::new(true));
@@ -355,6 +365,7 @@ impl Connection {
         client_id: &StrBytes,
         versions: &HashMap<i16, (i16, i16)>,
         sasl: &super::config::SaslConfig,
+        tls: Option<Arc<rustls::ClientConfig>>,
     ) -> Result<(), ClientError> {
         let auth_error = |message: String| ClientError::Authentication {
             broker: broker.to_string(),
@@ -389,6 +400,27 @@ impl Connection {
             SaslMechanism::Plain => {
                 let token = sasl::plain(&sasl.username, &sasl.password);
                 sasl_round(stream, broker, client_id, version, token).await?;
+            }
+            SaslMechanism::OAuthBearer => {
+                let source = sasl
+                    .oauthbearer
+                    .as_ref()
+                    .ok_or_else(|| auth_error("OAUTHBEARER without a token source".into()))?;
+                let now_ms = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                let token = source.token(now_ms, tls).await?;
+                let initial = super::oauthbearer::initial_response(&token);
+                let challenge = sasl_round(stream, broker, client_id, version, initial).await?;
+                if !challenge.is_empty() {
+                    // RFC 7628: the server's error JSON, which the client acknowledges with a
+                    // lone 0x01 before the server fails the authentication.
+                    let reason = String::from_utf8_lossy(&challenge).into_owned();
+                    let _ = sasl_round(stream, broker, client_id, version, vec![1]).await;
+                    return Err(auth_error(format!(
+                        "the source refused the token: {reason}"
+                    )));
+                }
             }
             SaslMechanism::ScramSha256 | SaslMechanism::ScramSha512 => {
                 let mut scram = sasl::Scram::new(sasl.mechanism, &sasl.username, &sasl.password);

@@ -142,7 +142,12 @@ impl Scram {
             SaslMechanism::ScramSha512 => {
                 proofs_sha512(&self.password, &salt, iterations, auth_message.as_bytes())
             }
-            SaslMechanism::Plain => return Err("PLAIN is not a SCRAM mechanism".into()),
+            SaslMechanism::Plain | SaslMechanism::OAuthBearer => {
+                return Err(format!(
+                    "{} is not a SCRAM mechanism",
+                    self.mechanism.name()
+                ));
+            }
         };
         self.expected_server_signature = Some(server_signature);
         Ok(format!("{without_proof},p={}", STANDARD.encode(proof)).into_bytes())
