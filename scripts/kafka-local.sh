@@ -10,7 +10,9 @@
 #                                                   PORT+4 advertised as PORT+5, where benchmarks
 #                                                   put a delaying proxy (clients "in another
 #                                                   region"), and MTLS (TLS requiring a client
-#                                                   certificate the CA signed) on PORT+6;
+#                                                   certificate the CA signed) on PORT+6, and
+#                                                   SASL_PLAINTEXT with OAUTHBEARER (Kafka's
+#                                                   unsecured token validator) on PORT+7;
 #                                                   a CA, server and client certificates made with
 #                                                   openssl (clients' also as an encrypted PKCS#8
 #                                                   key and PKCS12 stores, the CA as a PKCS12
@@ -93,7 +95,7 @@ certificates() {
 start() {
   local data="$1" port="${2:-19092}"
   local cport=$((port + 1)) sport=$((port + 2)) aport=$((port + 3)) rport=$((port + 4)) pport=$((port + 5))
-  local mport=$((port + 6))
+  local mport=$((port + 6)) oport=$((port + 7))
   local dist; dist="$(fetch)"
   local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
   mkdir -p "$data/logs"
@@ -103,11 +105,13 @@ start() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$rport,MTLS://127.0.0.1:$mport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$pport,MTLS://127.0.0.1:$mport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$rport,MTLS://127.0.0.1:$mport,OAUTH://127.0.0.1:$oport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$pport,MTLS://127.0.0.1:$mport,OAUTH://127.0.0.1:$oport
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,REMOTE:PLAINTEXT,MTLS:SSL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,REMOTE:PLAINTEXT,MTLS:SSL,OAUTH:SASL_PLAINTEXT
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="kafka";
 ssl.keystore.type=PEM
 ssl.keystore.location=$data/server.keystore.pem
 listener.name.mtls.ssl.client.auth=required
@@ -146,6 +150,7 @@ export KMIRROR_KAFKA_BOOTSTRAP=127.0.0.1:$port
 export KMIRROR_KAFKA_SSL=127.0.0.1:$sport
 export KMIRROR_KAFKA_SASL_SSL=127.0.0.1:$aport
 export KMIRROR_KAFKA_MTLS=127.0.0.1:$mport
+export KMIRROR_KAFKA_OAUTH=127.0.0.1:$oport
 export KMIRROR_KAFKA_REMOTE_LISTENER=127.0.0.1:$rport
 export KMIRROR_KAFKA_REMOTE=127.0.0.1:$pport
 export KMIRROR_KAFKA_CA=$data/ca.pem

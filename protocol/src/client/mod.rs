@@ -1,5 +1,5 @@
 //! The client side of the Kafka protocol that mirroring needs: connections to a source cluster
-//! (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL with PLAIN or SCRAM-SHA-256/512), ApiVersions
+//! (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL with PLAIN, SCRAM-SHA-256/512 or OAUTHBEARER; mutual TLS), ApiVersions
 //! negotiation, and typed calls (Metadata, DescribeCluster, consumer Fetch with
 //! `LastFetchedEpoch`, ListOffsets, OffsetForLeaderEpoch, DescribeConfigs, LastMirroredEpochs).
 //! Fetched records stay zero-copy slices of the response buffer.
