@@ -3,7 +3,9 @@
 //! naming the key. Every key has a range, Kafka's where Kafka has the key (its config
 //! validators), listed with the defaults in `docs/broker-configs.md`.
 
+use super::consumer_group_config;
 use super::network::{self, NetworkConfig};
+use crate::groups::consumer::ConsumerSettings;
 use crate::acl::AuthorizerConfig;
 use crate::storage::{LogConfig, OpenFiles};
 use kmirror_actors::liveness::LivenessPolicy;
@@ -82,6 +84,8 @@ pub struct BrokerConfig {
     /// `group.min.session.timeout.ms` (6000) and `group.max.session.timeout.ms` (1800000): the
     /// session timeouts a JoinGroup may ask for (INVALID_SESSION_TIMEOUT outside).
     pub group_session_timeout_ms: std::ops::RangeInclusive<i32>,
+    /// The `group.consumer.*` keys: KIP-848 consumer groups (`consumer_group_config`).
+    pub group_consumer: ConsumerSettings,
     /// `log.message.timestamp.before.max.ms` (unbounded) and
     /// `log.message.timestamp.after.max.ms` (3600000, Kafka 4's default): how far before or
     /// after the broker's clock a produced record's create time may lie (INVALID_TIMESTAMP).
@@ -428,6 +432,7 @@ impl BrokerConfig {
             .filter(|k| {
                 !known.contains(&k.as_str())
                     && !network::KEYS.contains(&k.as_str())
+                    && !consumer_group_config::KEYS.contains(&k.as_str())
                     && !ACCEPTED.contains(&k.as_str())
             })
             .cloned()
@@ -451,6 +456,7 @@ impl BrokerConfig {
                 log_open_files_max,
                 group_session_timeout_ms: group_min_session_timeout_ms as i32
                     ..=group_max_session_timeout_ms as i32,
+                group_consumer: consumer_group_config::from_properties(props)?,
                 message_timestamp_max_ms,
                 network,
                 metrics_listener,

@@ -26,6 +26,7 @@
 
 mod cluster;
 pub mod config;
+mod consumer_group_config;
 mod durability;
 mod epoch_bumps;
 mod group_commit;

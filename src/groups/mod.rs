@@ -10,9 +10,23 @@
 //!
 //! Committed offsets (with their leader epoch and metadata) are durable: each commit is a record
 //! of `log.dirs/__consumer_offsets/offsets.log` (fsynced before the answer) replayed at start.
-//! Membership is not persisted, as in Kafka: consumers rejoin after a restart.
+//! Classic membership is not persisted, as in Kafka: classic consumers rejoin after a restart.
+//!
+//! Consumer groups of KIP-848's protocol (`group.protocol=consumer`, ConsumerGroupHeartbeat)
+//! live in [`consumer`]: the broker assigns with the [`assignors`]; their membership is durable
+//! (a record of the same log on every change), so members keep their epochs and partitions
+//! across a restart. A group is of one protocol while it has members: the other protocol's
+//! members are refused (INCONSISTENT_GROUP_PROTOCOL for JoinGroup, GROUP_ID_NOT_FOUND for
+//! ConsumerGroupHeartbeat); an empty group goes to whichever protocol joins it.
+
+pub mod assignors;
+pub mod consumer;
 
 use crate::record_log::RecordLog;
+use consumer::{
+    ConsumerGroup, ConsumerGroupState, ConsumerSettings, Heartbeat, HeartbeatAnswer,
+    HeartbeatError, TopicsView,
+};
 use crate::storage::StorageError;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -46,6 +60,20 @@ pub mod codes {
     pub const MEMBER_ID_REQUIRED: i16 = 79;
     /// The offsets log could not be written.
     pub const KAFKA_STORAGE_ERROR: i16 = 56;
+    /// The coordinator cannot answer now: retry.
+    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
+    /// The request breaks the protocol.
+    pub const INVALID_REQUEST: i16 = 42;
+    /// `group.consumer.max.size` members already.
+    pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
+    /// The member epoch is not the group's: rejoin with epoch 0.
+    pub const FENCED_MEMBER_EPOCH: i16 = 110;
+    /// Another live member holds the `group.instance.id`.
+    pub const UNRELEASED_INSTANCE_ID: i16 = 111;
+    /// The assignor is not one the broker offers.
+    pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
+    /// The member epoch is older than the member's: retry after the next heartbeat.
+    pub const STALE_MEMBER_EPOCH: i16 = 113;
 }
 
 /// A group's state, named as ListGroups and DescribeGroups report it.
@@ -99,6 +127,11 @@ enum OffsetRecord {
     TopicDeleted {
         topic: String,
     },
+    /// A consumer group's membership and assignment after a change.
+    ConsumerGroup {
+        group: String,
+        state: ConsumerGroupState,
+    },
 }
 
 /// A member of a group.
@@ -135,6 +168,8 @@ pub struct Group {
     pub members: BTreeMap<String, Member>,
     /// Committed offsets.
     pub offsets: BTreeMap<(String, i32), Committed>,
+    /// The consumer-protocol group, when the group is one.
+    pub consumer: Option<ConsumerGroup>,
     rebalance_deadline: Option<Instant>,
 }
 
@@ -148,7 +183,32 @@ impl Group {
             leader: None,
             members: BTreeMap::new(),
             offsets: BTreeMap::new(),
+            consumer: None,
             rebalance_deadline: None,
+        }
+    }
+
+    /// Whether consumer-protocol members are in the group.
+    fn has_consumer_members(&self) -> bool {
+        self.consumer
+            .as_ref()
+            .is_some_and(|c| !c.state.members.is_empty())
+    }
+
+    /// The type ListGroups reports: "consumer" for a consumer-protocol group, else "classic".
+    pub fn group_type(&self) -> &'static str {
+        if self.consumer.is_some() && self.members.is_empty() {
+            "consumer"
+        } else {
+            "classic"
+        }
+    }
+
+    /// The state ListGroups and describes report.
+    pub fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(c) if self.members.is_empty() => c.state_name(),
+            _ => self.state.name(),
         }
     }
 
@@ -322,6 +382,10 @@ impl GroupCoordinator {
                     groups.remove(&group);
                 }
                 OffsetRecord::TopicDeleted { topic } => forget(&mut groups, &topic),
+                OffsetRecord::ConsumerGroup { group, state } => {
+                    groups.entry(group).or_insert_with(Group::new).consumer =
+                        Some(ConsumerGroup::from_state(state));
+                }
             }
         }
         Ok(GroupCoordinator {
@@ -363,6 +427,9 @@ impl GroupCoordinator {
                 .entry(request.group.clone())
                 .or_insert_with(Group::new);
             group.expire(now);
+            if group.has_consumer_members() {
+                return Err(codes::INCONSISTENT_GROUP_PROTOCOL);
+            }
             if !group.members.is_empty() && group.protocol_type != request.protocol_type {
                 return Err(codes::INCONSISTENT_GROUP_PROTOCOL);
             }
@@ -377,6 +444,8 @@ impl GroupCoordinator {
                 return Err(codes::INCONSISTENT_GROUP_PROTOCOL);
             }
             group.protocol_type = request.protocol_type.clone();
+            // An empty consumer-protocol group becomes a classic one.
+            group.consumer = None;
             let member = group
                 .members
                 .entry(member_id.clone())
@@ -642,6 +711,14 @@ impl GroupCoordinator {
             let group = groups
                 .entry(group_id.to_string())
                 .or_insert_with(Group::new);
+            if group.members.is_empty() {
+                if let Some(consumer) = &group.consumer {
+                    return match consumer.validate_offsets_access(member_id, generation) {
+                        Ok(()) => 0,
+                        Err(code) => code,
+                    };
+                }
+            }
             if generation < 0 && member_id.is_empty() {
                 return if group.members.is_empty() {
                     0
@@ -740,20 +817,120 @@ impl GroupCoordinator {
         })
     }
 
-    /// Every group: id, state, protocol type.
-    pub fn list(&self) -> Vec<(String, GroupState, String)> {
+    /// Every group, by id.
+    pub fn list(&self) -> Vec<GroupListing> {
         let now = Instant::now();
-        let mut out: Vec<(String, GroupState, String)> = self.with_groups(|groups| {
+        let mut out: Vec<GroupListing> = self.with_groups(|groups| {
             groups
                 .iter_mut()
                 .map(|(id, g)| {
                     g.expire(now);
-                    (id.clone(), g.state, g.protocol_type.clone())
+                    GroupListing {
+                        group_id: id.clone(),
+                        state: g.state_name(),
+                        protocol_type: if g.group_type() == "consumer" {
+                            "consumer".to_string()
+                        } else {
+                            g.protocol_type.clone()
+                        },
+                        group_type: g.group_type(),
+                    }
                 })
                 .collect()
         });
-        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         out
+    }
+
+    /// ConsumerGroupHeartbeat: the group's and the member's transition, made durable before
+    /// the answer when anything changed.
+    pub fn consumer_heartbeat(
+        &self,
+        group_id: &str,
+        heartbeat: Heartbeat,
+        topics: &TopicsView,
+        settings: &ConsumerSettings,
+    ) -> Result<HeartbeatAnswer, (i16, String)> {
+        let now = Instant::now();
+        self.with_groups(|groups| {
+            let group = groups
+                .entry(group_id.to_string())
+                .or_insert_with(Group::new);
+            group.expire(now);
+            if !group.members.is_empty() {
+                return Err((
+                    codes::GROUP_ID_NOT_FOUND,
+                    format!("Group {group_id} is not a consumer group"),
+                ));
+            }
+            let consumer = group.consumer.get_or_insert_with(ConsumerGroup::default);
+            let before = consumer.state.clone();
+            let answer = consumer
+                .heartbeat(heartbeat, topics, settings, now)
+                .map_err(|e: HeartbeatError| (e.code(), e.to_string()));
+            self.persist_consumer(group_id, consumer, before)?;
+            answer
+        })
+    }
+
+    /// Writes a consumer group's state when it changed; puts the old state back when the log
+    /// cannot be written (the client retries).
+    fn persist_consumer(
+        &self,
+        group_id: &str,
+        consumer: &mut ConsumerGroup,
+        before: ConsumerGroupState,
+    ) -> Result<(), (i16, String)> {
+        if consumer.state == before {
+            return Ok(());
+        }
+        let record = OffsetRecord::ConsumerGroup {
+            group: group_id.to_string(),
+            state: consumer.state.clone(),
+        };
+        let written = self
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .append(&record);
+        written.map_err(|e| {
+            tracing::error!(error = %e, group = group_id, "writing a consumer group");
+            consumer.state = before;
+            (
+                codes::COORDINATOR_NOT_AVAILABLE,
+                format!("the group could not be written: {e}"),
+            )
+        })
+    }
+
+    /// Expires the consumer-protocol members of every group whose session passed (durably),
+    /// so describes and the offset sync see them gone.
+    pub fn expire_consumer_members(&self, settings: &ConsumerSettings) {
+        let now = Instant::now();
+        self.with_groups(|groups| {
+            for (id, group) in groups.iter_mut() {
+                if let Some(consumer) = group.consumer.as_mut() {
+                    let before = consumer.state.clone();
+                    consumer.expire(now, settings);
+                    // A failed write keeps the members: the next pass expires them again.
+                    let _ = self.persist_consumer(id, consumer, before);
+                }
+            }
+        });
+    }
+
+    /// OffsetFetch v9+ with a member: the member and its epoch must be current in a consumer
+    /// group (STALE_MEMBER_EPOCH or UNKNOWN_MEMBER_ID otherwise).
+    pub fn validate_offset_fetch(&self, group_id: &str, member_id: &str, epoch: i32) -> i16 {
+        self.with_groups(|groups| {
+            match groups.get(group_id).and_then(|g| g.consumer.as_ref()) {
+                Some(consumer) => consumer
+                    .validate_offsets_access(member_id, epoch)
+                    .err()
+                    .unwrap_or(0),
+                None => 0,
+            }
+        })
     }
 
     /// Forgets every group's offsets of a deleted topic, durably (a topic created later under
@@ -789,7 +966,11 @@ impl GroupCoordinator {
 
     /// DeleteGroups for one group: only an empty group goes.
     pub fn delete(&self, group_id: &str) -> i16 {
-        let state = self.with_groups(|groups| groups.get(group_id).map(|g| g.members.is_empty()));
+        let state = self.with_groups(|groups| {
+            groups
+                .get(group_id)
+                .map(|g| g.members.is_empty() && !g.has_consumer_members())
+        });
         match state {
             None => codes::GROUP_ID_NOT_FOUND,
             Some(false) => codes::NON_EMPTY_GROUP,
@@ -812,6 +993,20 @@ impl GroupCoordinator {
             }
         }
     }
+}
+
+/// One group as ListGroups shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupListing {
+    /// The group id.
+    pub group_id: String,
+    /// Its state's name (classic: Empty, PreparingRebalance, ...; consumer: Empty,
+    /// Assigning, Reconciling, Stable).
+    pub state: &'static str,
+    /// The protocol type ("consumer" for consumer groups of either protocol).
+    pub protocol_type: String,
+    /// "classic" or "consumer".
+    pub group_type: &'static str,
 }
 
 /// Drops `topic`'s offsets from every group.

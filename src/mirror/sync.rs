@@ -20,7 +20,6 @@ use super::sync_plan::{self, DYNAMIC_TOPIC_CONFIG, DestinationLog, SyncFilters};
 use super::system::MirrorSystem;
 use crate::acl::{AclBinding, AclFilter};
 use crate::broker::Broker;
-use crate::groups::GroupState;
 use crate::metrics;
 use actix::{ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
 use kmirror_protocol::client::{ClientError, SourceClient};
@@ -310,12 +309,12 @@ async fn sync_groups(
         .list_groups()
         .await
         .map_err(|e| failed("listing the source's groups", e))?;
-    let local: HashMap<String, GroupState> = job
+    let local: HashMap<String, &'static str> = job
         .broker
         .groups()
         .list()
         .into_iter()
-        .map(|(id, state, _)| (id, state))
+        .map(|g| (g.group_id, g.state))
         .collect();
     let mut errors = Vec::new();
     for group in groups {
@@ -324,7 +323,7 @@ async fn sync_groups(
         if !consumer || !filters.group_included(id) {
             continue;
         }
-        if local.get(id).is_some_and(|s| *s != GroupState::Empty) {
+        if local.get(id).is_some_and(|s| *s != "Empty") {
             tracing::debug!(
                 mirror = job.mirror,
                 group = id,

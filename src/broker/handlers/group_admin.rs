@@ -5,6 +5,7 @@
 use super::access::{Access, GROUP_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
 use crate::broker::Broker;
+use crate::groups::codes;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -20,24 +21,27 @@ pub(super) fn list(
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
     let everything = access.cluster(Operation::Describe);
+    broker
+        .groups()
+        .expire_consumer_members(&broker.config().group_consumer);
     let groups = broker
         .groups()
         .list()
         .into_iter()
-        .filter(|(id, _, _)| everything || access.group(Operation::Describe, id))
-        .filter(|(_, state, _)| {
+        .filter(|g| everything || access.group(Operation::Describe, &g.group_id))
+        .filter(|g| {
             request.states_filter.is_empty()
                 || request
                     .states_filter
                     .iter()
-                    .any(|s| s.eq_ignore_ascii_case(state.name()))
+                    .any(|s| s.eq_ignore_ascii_case(g.state))
         })
-        .map(|(id, state, protocol_type)| {
+        .map(|g| {
             ListedGroup::default()
-                .with_group_id(GroupId(StrBytes::from_string(id)))
-                .with_protocol_type(StrBytes::from_string(protocol_type))
-                .with_group_state(StrBytes::from_static_str(state.name()))
-                .with_group_type(StrBytes::from_static_str("classic"))
+                .with_group_id(GroupId(StrBytes::from_string(g.group_id)))
+                .with_protocol_type(StrBytes::from_string(g.protocol_type))
+                .with_group_state(StrBytes::from_static_str(g.state))
+                .with_group_type(StrBytes::from_static_str(g.group_type))
         })
         .collect();
     ListGroupsResponse::default().with_groups(groups)
@@ -63,6 +67,15 @@ pub(super) fn describe(
                     .with_group_id(id)
                     .with_group_state(StrBytes::from_static_str("Dead"));
             };
+            if group.group_type() == "consumer" {
+                // As Kafka: DescribeGroups is for classic groups; admin tools describe a
+                // consumer group with ConsumerGroupDescribe.
+                let message = format!("Group {} is not a classic group", id.0);
+                return DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(codes::GROUP_ID_NOT_FOUND)
+                    .with_error_message(Some(StrBytes::from_string(message)));
+            }
             let protocol = group.protocol.clone().unwrap_or_default();
             let members = group
                 .members

@@ -2,6 +2,9 @@
 //! OffsetFetch with `RequireStable` answers UNSTABLE_OFFSET_COMMIT for a partition whose offset
 //! an ongoing transaction is committing. OffsetCommit needs READ on the group and each topic;
 //! OffsetFetch DESCRIBE on both (topics the principal may not see are left out of "all").
+//! In a KIP-848 consumer group a member commits and fetches with its current member epoch
+//! (OffsetCommit v9, OffsetFetch v9): a newer one is FENCED_MEMBER_EPOCH, an older one
+//! STALE_MEMBER_EPOCH; a commit without a member is only for an empty group.
 
 use super::access::{Access, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
@@ -11,7 +14,8 @@ use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponsePartition, OffsetFetchResponseTopic,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{
     OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
@@ -101,37 +105,58 @@ pub(super) fn commit(
     OffsetCommitResponse::default().with_topics(topics)
 }
 
-fn partition_answer(index: i32, committed: Option<&Committed>) -> OffsetFetchResponsePartition {
-    let answer = OffsetFetchResponsePartition::default().with_partition_index(index);
+/// One partition's answer to OffsetFetch, before it takes the shape of the request's version.
+struct Fetched {
+    index: i32,
+    offset: i64,
+    leader_epoch: i32,
+    metadata: Option<StrBytes>,
+    error: i16,
+}
+
+fn partition_answer(index: i32, committed: Option<&Committed>) -> Fetched {
     match committed {
-        Some(c) => answer
-            .with_committed_offset(c.offset)
-            .with_committed_leader_epoch(c.leader_epoch)
-            .with_metadata(Some(StrBytes::from_string(
-                c.metadata.clone().unwrap_or_default(),
-            ))),
+        Some(c) => Fetched {
+            index,
+            offset: c.offset,
+            leader_epoch: c.leader_epoch,
+            metadata: Some(StrBytes::from_string(c.metadata.clone().unwrap_or_default())),
+            error: 0,
+        },
         // Kafka's "no committed offset": -1 with no error.
-        None => answer
-            .with_committed_offset(-1)
-            .with_committed_leader_epoch(-1)
-            .with_metadata(Some(StrBytes::default())),
+        None => Fetched {
+            index,
+            offset: -1,
+            leader_epoch: -1,
+            metadata: Some(StrBytes::default()),
+            error: 0,
+        },
     }
 }
 
-pub(super) fn fetch(
+/// The committed offsets of one group: every one when `topics` is None. `member` (OffsetFetch
+/// v9+) must be a current member of a consumer group at that epoch.
+fn fetch_group(
     broker: &Broker,
     access: &Access,
-    request: OffsetFetchRequest,
-) -> OffsetFetchResponse {
-    let group = request.group_id.0.to_string();
-    if !access.group(Operation::Describe, &group) {
-        return OffsetFetchResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED);
+    group: &str,
+    topics: Option<Vec<(TopicName, Vec<i32>)>>,
+    require_stable: bool,
+    member: Option<(&str, i32)>,
+) -> (i16, Vec<(TopicName, Vec<Fetched>)>) {
+    if !access.group(Operation::Describe, group) {
+        return (GROUP_AUTHORIZATION_FAILED, Vec::new());
     }
-    let committed = broker.groups().committed(&group);
-    let topics = match request.topics {
-        // Every committed offset of the group.
+    if let Some((member_id, epoch)) = member {
+        let error = broker.groups().validate_offset_fetch(group, member_id, epoch);
+        if error != 0 {
+            return (error, Vec::new());
+        }
+    }
+    let committed = broker.groups().committed(group);
+    let topics = match topics {
         None => {
-            let mut by_topic: BTreeMap<String, Vec<OffsetFetchResponsePartition>> = BTreeMap::new();
+            let mut by_topic: BTreeMap<String, Vec<Fetched>> = BTreeMap::new();
             for ((topic, index), c) in committed
                 .iter()
                 .filter(|((topic, _), _)| access.topic(Operation::Describe, topic))
@@ -143,43 +168,134 @@ pub(super) fn fetch(
             }
             by_topic
                 .into_iter()
-                .map(|(name, partitions)| {
-                    OffsetFetchResponseTopic::default()
-                        .with_name(TopicName(StrBytes::from_string(name)))
-                        .with_partitions(partitions)
-                })
+                .map(|(name, partitions)| (TopicName(StrBytes::from_string(name)), partitions))
                 .collect()
         }
         Some(topics) => topics
             .into_iter()
-            .map(|t| {
-                let name = t.name.0.to_string();
-                let partitions = t
-                    .partition_indexes
+            .map(|(topic, indexes)| {
+                let name = topic.0.to_string();
+                let partitions = indexes
                     .iter()
                     .map(|i| {
                         if !access.topic(Operation::Describe, &name) {
-                            return OffsetFetchResponsePartition::default()
-                                .with_partition_index(*i)
-                                .with_committed_offset(-1)
-                                .with_error_code(TOPIC_AUTHORIZATION_FAILED);
+                            return Fetched {
+                                index: *i,
+                                offset: -1,
+                                leader_epoch: -1,
+                                metadata: None,
+                                error: TOPIC_AUTHORIZATION_FAILED,
+                            };
                         }
-                        let answer = partition_answer(*i, committed.get(&(name.clone(), *i)));
+                        let mut answer = partition_answer(*i, committed.get(&(name.clone(), *i)));
                         // A READ_COMMITTED consumer waits for a transaction's offsets to settle.
-                        if request.require_stable
-                            && broker.transactions().has_pending_offsets(&group, &name, *i)
+                        if require_stable
+                            && broker.transactions().has_pending_offsets(group, &name, *i)
                         {
-                            answer.with_error_code(UNSTABLE_OFFSET_COMMIT)
-                        } else {
-                            answer
+                            answer.error = UNSTABLE_OFFSET_COMMIT;
                         }
+                        answer
                     })
                     .collect();
-                OffsetFetchResponseTopic::default()
-                    .with_name(t.name)
-                    .with_partitions(partitions)
+                (topic, partitions)
             })
             .collect(),
     };
-    OffsetFetchResponse::default().with_topics(topics)
+    (0, topics)
+}
+
+/// OffsetFetch: one group at the top level before v8, a list of groups from v8 on.
+pub(super) fn fetch(
+    broker: &Broker,
+    access: &Access,
+    request: OffsetFetchRequest,
+    version: i16,
+) -> OffsetFetchResponse {
+    if version < 8 {
+        let topics = request.topics.map(|ts| {
+            ts.into_iter()
+                .map(|t| (t.name, t.partition_indexes))
+                .collect()
+        });
+        let (error, topics) = fetch_group(
+            broker,
+            access,
+            &request.group_id.0,
+            topics,
+            request.require_stable,
+            None,
+        );
+        let topics = topics
+            .into_iter()
+            .map(|(name, partitions)| {
+                OffsetFetchResponseTopic::default()
+                    .with_name(name)
+                    .with_partitions(
+                        partitions
+                            .into_iter()
+                            .map(|f| {
+                                OffsetFetchResponsePartition::default()
+                                    .with_partition_index(f.index)
+                                    .with_committed_offset(f.offset)
+                                    .with_committed_leader_epoch(f.leader_epoch)
+                                    .with_metadata(f.metadata)
+                                    .with_error_code(f.error)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        return OffsetFetchResponse::default()
+            .with_error_code(error)
+            .with_topics(topics);
+    }
+    let groups = request
+        .groups
+        .into_iter()
+        .map(|g| {
+            let topics = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name, t.partition_indexes))
+                    .collect()
+            });
+            let member_id = g.member_id.as_ref().map(|m| m.to_string());
+            let member = match (&member_id, g.member_epoch) {
+                (None, epoch) if epoch < 0 => None,
+                (id, epoch) => Some((id.as_deref().unwrap_or_default(), epoch)),
+            };
+            let (error, topics) = fetch_group(
+                broker,
+                access,
+                &g.group_id.0,
+                topics,
+                request.require_stable,
+                member,
+            );
+            let topics = topics
+                .into_iter()
+                .map(|(name, partitions)| {
+                    OffsetFetchResponseTopics::default()
+                        .with_name(name)
+                        .with_partitions(
+                            partitions
+                                .into_iter()
+                                .map(|f| {
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(f.index)
+                                        .with_committed_offset(f.offset)
+                                        .with_committed_leader_epoch(f.leader_epoch)
+                                        .with_metadata(f.metadata)
+                                        .with_error_code(f.error)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            OffsetFetchResponseGroup::default()
+                .with_group_id(g.group_id)
+                .with_error_code(error)
+                .with_topics(topics)
+        })
+        .collect();
+    OffsetFetchResponse::default().with_groups(groups)
 }

@@ -5,6 +5,7 @@ mod access;
 mod acls;
 mod alter_configs;
 mod api_versions;
+mod consumer_groups;
 mod create_partitions;
 mod create_topics;
 mod delete_topics;
@@ -73,8 +74,10 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
         ApiKey::SyncGroup => (0, 5),
         ApiKey::Heartbeat => (0, 4),
         ApiKey::LeaveGroup => (0, 5),
-        ApiKey::OffsetCommit => (2, 8),
-        ApiKey::OffsetFetch => (1, 7),
+        ApiKey::OffsetCommit => (2, 9),
+        ApiKey::OffsetFetch => (1, 9),
+        ApiKey::ConsumerGroupHeartbeat => (0, 1),
+        ApiKey::ConsumerGroupDescribe => (0, 1),
         ApiKey::ListGroups => (0, 4),
         ApiKey::DescribeGroups => (0, 5),
         ApiKey::DeleteGroups => (0, 2),
@@ -223,6 +226,8 @@ pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
         ApiKey::CreateAcls,
         ApiKey::DescribeAcls,
         ApiKey::DeleteAcls,
+        ApiKey::ConsumerGroupHeartbeat,
+        ApiKey::ConsumerGroupDescribe,
     ]
     .into_iter()
     .filter_map(|k| supported(k).map(|(min, max)| (k, min, max)))
@@ -356,7 +361,25 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::OffsetFetch => encode(
-            &group_offsets::fetch(broker, access, Decodable::decode(body, version)?),
+            &group_offsets::fetch(broker, access, Decodable::decode(body, version)?, version),
+            version,
+        ),
+        ApiKey::ConsumerGroupHeartbeat => {
+            let client_id = header.client_id.as_deref().unwrap_or_default();
+            encode(
+                &consumer_groups::heartbeat(
+                    broker,
+                    access,
+                    Decodable::decode(body, version)?,
+                    version,
+                    client_id,
+                    client_host,
+                ),
+                version,
+            )
+        }
+        ApiKey::ConsumerGroupDescribe => encode(
+            &consumer_groups::describe(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::ListGroups => encode(
