@@ -5,8 +5,8 @@
 
 use super::consumer_group_config;
 use super::network::{self, NetworkConfig};
-use crate::groups::consumer::ConsumerSettings;
 use crate::acl::AuthorizerConfig;
+use crate::groups::consumer::ConsumerSettings;
 use crate::storage::{LogConfig, OpenFiles};
 use kmirror_actors::liveness::LivenessPolicy;
 use std::collections::BTreeMap;

@@ -38,7 +38,9 @@ fn assignor(name: &str) -> Option<Assignor> {
 }
 
 /// Reads [`KEYS`]; absent keys take Kafka's defaults.
-pub(super) fn from_properties(props: &BTreeMap<String, String>) -> Result<ConsumerSettings, ConfigError> {
+pub(super) fn from_properties(
+    props: &BTreeMap<String, String>,
+) -> Result<ConsumerSettings, ConfigError> {
     let number = |key: &str, default: i64| -> Result<i64, ConfigError> {
         match props.get(key) {
             None => Ok(default),
@@ -54,7 +56,11 @@ pub(super) fn from_properties(props: &BTreeMap<String, String>) -> Result<Consum
         let min = number(min_key, bounds.0)?;
         let max = number(max_key, bounds.1)?;
         if min > max {
-            return Err(invalid(min_key, &min.to_string(), format!("must not exceed {max_key}")));
+            return Err(invalid(
+                min_key,
+                &min.to_string(),
+                format!("must not exceed {max_key}"),
+            ));
         }
         let value = number(key, default)?;
         if !(min..=max).contains(&value) {
@@ -105,7 +111,11 @@ pub(super) fn from_properties(props: &BTreeMap<String, String>) -> Result<Consum
                 }
             }
             if out.is_empty() {
-                return Err(invalid("group.consumer.assignors", list, "names no assignor"));
+                return Err(invalid(
+                    "group.consumer.assignors",
+                    list,
+                    "names no assignor",
+                ));
             }
             out
         }
@@ -141,7 +151,11 @@ mod tests {
     fn timing_outside_its_bounds_names_the_bounds() {
         let e = from_properties(&props(&[("group.consumer.session.timeout.ms", "6000")]))
             .expect_err("below the minimum");
-        assert!(e.to_string().contains("group.consumer.min.session.timeout.ms"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("group.consumer.min.session.timeout.ms"),
+            "{e}"
+        );
         let s = from_properties(&props(&[
             ("group.consumer.session.timeout.ms", "6000"),
             ("group.consumer.min.session.timeout.ms", "6000"),

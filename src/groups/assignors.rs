@@ -59,8 +59,10 @@ fn range(
     members: &BTreeMap<String, BTreeSet<String>>,
     topics: &BTreeMap<String, i32>,
 ) -> BTreeMap<String, Partitions> {
-    let mut out: BTreeMap<String, Partitions> =
-        members.keys().map(|m| (m.clone(), Partitions::new())).collect();
+    let mut out: BTreeMap<String, Partitions> = members
+        .keys()
+        .map(|m| (m.clone(), Partitions::new()))
+        .collect();
     for (topic, &count) in topics {
         let subscribers: Vec<&String> = members
             .iter()
@@ -75,13 +77,11 @@ fn range(
         let mut next = 0;
         for (i, member) in subscribers.into_iter().enumerate() {
             let take = base + i32::from((i as i32) < extra);
-            if take > 0 {
-                if let Some(assigned) = out.get_mut(member) {
-                    assigned
-                        .entry(topic.clone())
-                        .or_default()
-                        .extend(next..next + take);
-                }
+            if let Some(assigned) = out.get_mut(member).filter(|_| take > 0) {
+                assigned
+                    .entry(topic.clone())
+                    .or_default()
+                    .extend(next..next + take);
             }
             next += take;
         }
@@ -208,7 +208,10 @@ fn uniform_heterogeneous(
                 .take_while(|(_, lo_count)| lo_count + 1 < *hi_count)
                 .find_map(|(lo, _)| {
                     let subscribed = members.get(lo)?;
-                    let index = kept.get(hi)?.iter().position(|(t, _)| subscribed.contains(t))?;
+                    let index = kept
+                        .get(hi)?
+                        .iter()
+                        .position(|(t, _)| subscribed.contains(t))?;
                     Some((hi.clone(), lo.clone(), index))
                 })
         });
@@ -244,19 +247,29 @@ mod tests {
         let mut seen = BTreeSet::new();
         for (m, parts) in out {
             for (t, ps) in parts {
-                assert!(members[m].contains(t), "{m} got {t} it does not subscribe to");
+                assert!(
+                    members[m].contains(t),
+                    "{m} got {t} it does not subscribe to"
+                );
                 for p in ps {
                     assert!(seen.insert((t.clone(), *p)), "{t}-{p} assigned twice");
                 }
             }
         }
-        assert_eq!(seen, subscribed_partitions(members, topics).into_iter().collect());
+        assert_eq!(
+            seen,
+            subscribed_partitions(members, topics).into_iter().collect()
+        );
     }
 
     #[test]
     fn uniform_balances_and_keeps_what_it_can_when_a_member_leaves_and_one_joins() {
         let topics = BTreeMap::from([("a".to_string(), 6), ("b".to_string(), 5)]);
-        let three = subscriptions(&[("m1", &["a", "b"]), ("m2", &["a", "b"]), ("m3", &["a", "b"])]);
+        let three = subscriptions(&[
+            ("m1", &["a", "b"]),
+            ("m2", &["a", "b"]),
+            ("m3", &["a", "b"]),
+        ]);
         let first = Assignor::Uniform.assign(&three, &topics, &BTreeMap::new());
         assert_complete(&three, &topics, &first);
         let counts: Vec<usize> = first.values().map(count).collect();
@@ -271,7 +284,11 @@ mod tests {
             }
         }
         // m4 joins: it takes a share, the others give up only that much.
-        let again = subscriptions(&[("m1", &["a", "b"]), ("m2", &["a", "b"]), ("m4", &["a", "b"])]);
+        let again = subscriptions(&[
+            ("m1", &["a", "b"]),
+            ("m2", &["a", "b"]),
+            ("m4", &["a", "b"]),
+        ]);
         let third = Assignor::Uniform.assign(&again, &topics, &second);
         assert_complete(&again, &topics, &third);
         let moved: usize = ["m1", "m2"]
@@ -289,7 +306,10 @@ mod tests {
         let out = Assignor::Uniform.assign(&members, &topics, &BTreeMap::new());
         assert_complete(&members, &topics, &out);
         let counts: Vec<usize> = out.values().map(count).collect();
-        assert!(counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 1, "{counts:?}");
+        assert!(
+            counts.iter().max().expect("some") - counts.iter().min().expect("some") <= 1,
+            "{counts:?}"
+        );
     }
 
     #[test]

@@ -242,7 +242,8 @@ pub fn reconcile(
     let mut next = member.clone();
     match member.state {
         MemberState::UnrevokedPartitions => {
-            let revoked = reported.is_some_and(|r| is_empty(&intersect(r, &member.pending_revocation)));
+            let revoked =
+                reported.is_some_and(|r| is_empty(&intersect(r, &member.pending_revocation)));
             if !revoked {
                 return next;
             }
@@ -373,10 +374,12 @@ impl ConsumerGroup {
         if hb.member_epoch < 0 {
             return self.leave(hb);
         }
-        if let Some(assignor) = &hb.server_assignor {
-            if !settings.assignors.iter().any(|a| a.name() == assignor) {
-                return Err(HeartbeatError::UnsupportedAssignor(assignor.clone()));
-            }
+        if let Some(assignor) = hb
+            .server_assignor
+            .as_ref()
+            .filter(|a| !settings.assignors.iter().any(|known| known.name() == *a))
+        {
+            return Err(HeartbeatError::UnsupportedAssignor(assignor.clone()));
         }
         let mut subscription_changed = false;
         if hb.member_epoch == 0 {
@@ -514,7 +517,9 @@ impl ConsumerGroup {
         // A member rejoining under its id owns nothing any more: its partitions are free.
         self.remove(&hb.member_id);
         if self.state.members.len() >= settings.max_size {
-            return Err(HeartbeatError::GroupMaxSizeReached(self.state.members.len()));
+            return Err(HeartbeatError::GroupMaxSizeReached(
+                self.state.members.len(),
+            ));
         }
         self.state.members.insert(
             hb.member_id.clone(),
@@ -564,7 +569,10 @@ impl ConsumerGroup {
     }
 
     /// The topics members subscribe to (names and regexes), as they exist now.
-    fn subscribed_topics(&self, topics: &TopicsView) -> Result<BTreeMap<String, BTreeSet<String>>, HeartbeatError> {
+    fn subscribed_topics(
+        &self,
+        topics: &TopicsView,
+    ) -> Result<BTreeMap<String, BTreeSet<String>>, HeartbeatError> {
         let mut out = BTreeMap::new();
         for (id, member) in &self.state.members {
             let mut names: BTreeSet<String> = member.subscribed_topic_names.clone();
@@ -623,7 +631,11 @@ impl ConsumerGroup {
 
     /// The assignor most members ask for; the broker's default when none asks.
     fn chosen_assignor(&self, settings: &ConsumerSettings) -> Assignor {
-        let default = settings.assignors.first().copied().unwrap_or(Assignor::Uniform);
+        let default = settings
+            .assignors
+            .first()
+            .copied()
+            .unwrap_or(Assignor::Uniform);
         let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
         for m in self.state.members.values() {
             if let Some(a) = &m.server_assignor {

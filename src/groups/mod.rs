@@ -23,12 +23,12 @@ pub mod assignors;
 pub mod consumer;
 
 use crate::record_log::RecordLog;
+use crate::storage::StorageError;
+use bytes::Bytes;
 use consumer::{
     ConsumerGroup, ConsumerGroupState, ConsumerSettings, Heartbeat, HeartbeatAnswer,
     HeartbeatError, TopicsView,
 };
-use crate::storage::StorageError;
-use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -711,13 +711,11 @@ impl GroupCoordinator {
             let group = groups
                 .entry(group_id.to_string())
                 .or_insert_with(Group::new);
-            if group.members.is_empty() {
-                if let Some(consumer) = &group.consumer {
-                    return match consumer.validate_offsets_access(member_id, generation) {
-                        Ok(()) => 0,
-                        Err(code) => code,
-                    };
-                }
+            if let Some(consumer) = group.consumer.as_ref().filter(|_| group.members.is_empty()) {
+                return match consumer.validate_offsets_access(member_id, generation) {
+                    Ok(()) => 0,
+                    Err(code) => code,
+                };
             }
             if generation < 0 && member_id.is_empty() {
                 return if group.members.is_empty() {
@@ -922,15 +920,15 @@ impl GroupCoordinator {
     /// OffsetFetch v9+ with a member: the member and its epoch must be current in a consumer
     /// group (STALE_MEMBER_EPOCH or UNKNOWN_MEMBER_ID otherwise).
     pub fn validate_offset_fetch(&self, group_id: &str, member_id: &str, epoch: i32) -> i16 {
-        self.with_groups(|groups| {
-            match groups.get(group_id).and_then(|g| g.consumer.as_ref()) {
+        self.with_groups(
+            |groups| match groups.get(group_id).and_then(|g| g.consumer.as_ref()) {
                 Some(consumer) => consumer
                     .validate_offsets_access(member_id, epoch)
                     .err()
                     .unwrap_or(0),
                 None => 0,
-            }
-        })
+            },
+        )
     }
 
     /// Forgets every group's offsets of a deleted topic, durably (a topic created later under

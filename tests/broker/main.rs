@@ -37,6 +37,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+mod consumer_protocol;
 mod kcat;
 mod mirror_guards;
 mod mirror_states;
@@ -1236,12 +1237,21 @@ async fn spawn_broker(dir: &Path) -> (BrokerProcess, String) {
 
 /// [`spawn_broker`] with `extra` lines appended to its `server.properties`.
 async fn spawn_broker_with(dir: &Path, extra: &str) -> (BrokerProcess, String) {
-    let port = TcpListener::bind("127.0.0.1:0")
+    spawn_broker_on(dir, free_port().await, extra).await
+}
+
+/// A loopback port free at the time of asking.
+async fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
         .await
         .expect("binds")
         .local_addr()
         .expect("addr")
-        .port();
+        .port()
+}
+
+/// [`spawn_broker_with`] on `port` (a restart where clients wait for the same address).
+async fn spawn_broker_on(dir: &Path, port: u16, extra: &str) -> (BrokerProcess, String) {
     let config = dir.join("server.properties");
     std::fs::write(
         &config,

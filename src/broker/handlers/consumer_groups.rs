@@ -8,7 +8,7 @@
 
 use super::access::{Access, GROUP_AUTHORIZATION_FAILED};
 use crate::acl::Operation;
-use crate::broker::{internal_topics, Broker};
+use crate::broker::{Broker, internal_topics};
 use crate::groups::assignors::Partitions;
 use crate::groups::codes;
 use crate::groups::consumer::{Heartbeat, TopicsView};

@@ -120,7 +120,9 @@ fn partition_answer(index: i32, committed: Option<&Committed>) -> Fetched {
             index,
             offset: c.offset,
             leader_epoch: c.leader_epoch,
-            metadata: Some(StrBytes::from_string(c.metadata.clone().unwrap_or_default())),
+            metadata: Some(StrBytes::from_string(
+                c.metadata.clone().unwrap_or_default(),
+            )),
             error: 0,
         },
         // Kafka's "no committed offset": -1 with no error.
@@ -148,7 +150,9 @@ fn fetch_group(
         return (GROUP_AUTHORIZATION_FAILED, Vec::new());
     }
     if let Some((member_id, epoch)) = member {
-        let error = broker.groups().validate_offset_fetch(group, member_id, epoch);
+        let error = broker
+            .groups()
+            .validate_offset_fetch(group, member_id, epoch);
         if error != 0 {
             return (error, Vec::new());
         }

@@ -84,7 +84,10 @@ fn assert_exclusive(group: &ConsumerGroup, clients: &[Client]) {
     for c in clients {
         for (t, ps) in &c.owned {
             for p in ps {
-                assert!(seen.insert((t.clone(), *p)), "{t}-{p} owned by two clients: {clients:?}");
+                assert!(
+                    seen.insert((t.clone(), *p)),
+                    "{t}-{p} owned by two clients: {clients:?}"
+                );
             }
         }
     }
@@ -164,7 +167,9 @@ fn an_old_epoch_is_fenced_unless_it_is_a_retry_of_a_lost_answer() {
     assert!(moved.epoch > a.epoch);
     // a retries with its previous epoch and what it owns: accepted, same answer.
     let mut retry = a.clone();
-    retry.beat(&mut group, &view, now).expect("the retry of a lost answer");
+    retry
+        .beat(&mut group, &view, now)
+        .expect("the retry of a lost answer");
     assert_eq!((retry.epoch, &retry.owned), (moved.epoch, &moved.owned));
     // An older epoch claiming partitions it was never given is fenced.
     let mut stale = a.clone();
@@ -210,7 +215,12 @@ fn silent_members_expire_after_their_session_and_laggards_after_their_rebalance_
     let err = keep(later + Duration::from_secs(31)).expect_err("fenced after 30 s");
     assert!(matches!(err, HeartbeatError::UnknownMemberId(_)), "{err:?}");
     let mut clients = [c];
-    settle(&mut group, &mut clients, &view, later + Duration::from_secs(31));
+    settle(
+        &mut group,
+        &mut clients,
+        &view,
+        later + Duration::from_secs(31),
+    );
     assert_eq!(count(&clients[0].owned), 4, "c gets everything");
 }
 
@@ -240,7 +250,11 @@ fn new_partitions_and_regex_subscriptions_move_the_group_epoch() {
         )
         .expect("joins with a regex");
     assert_eq!(
-        answer.assignment.expect("assigned").keys().collect::<Vec<_>>(),
+        answer
+            .assignment
+            .expect("assigned")
+            .keys()
+            .collect::<Vec<_>>(),
         vec!["logs"]
     );
     let bad = group.heartbeat(
@@ -255,7 +269,10 @@ fn new_partitions_and_regex_subscriptions_move_the_group_epoch() {
         &settings(),
         now,
     );
-    assert!(matches!(bad, Err(HeartbeatError::InvalidRequest(_))), "{bad:?}");
+    assert!(
+        matches!(bad, Err(HeartbeatError::InvalidRequest(_))),
+        "{bad:?}"
+    );
 }
 
 #[test]
