@@ -431,6 +431,7 @@ async fn every_advertised_version_of_every_api_is_served() {
     classic_group_at_every_version(&address, &versions).await;
     transactions_at_every_version(&address, &versions).await;
     acls_at_every_version(&address, &versions).await;
+    consumer_group_at_every_version(&address, &versions).await;
 
     // No advertised Kafka API is left out above.
     let covered = [
@@ -465,6 +466,8 @@ async fn every_advertised_version_of_every_api_is_served() {
         ApiKey::CreateAcls,
         ApiKey::DescribeAcls,
         ApiKey::DeleteAcls,
+        ApiKey::ConsumerGroupHeartbeat,
+        ApiKey::ConsumerGroupDescribe,
     ]
     .map(|k| k as i16);
     let mirror: Vec<i16> = kmirror_protocol::messages::MirrorApiKey::ALL
@@ -895,4 +898,143 @@ async fn acls_at_every_version(address: &str, versions: &HashMap<i16, (i16, i16)
         },
     )
     .await;
+}
+
+/// ConsumerGroupHeartbeat at each version, each in a group of its own (v0: the broker names the
+/// member; v1: the client does), the member getting both partitions of `events`; then
+/// ConsumerGroupDescribe at each version shows it, and OffsetCommit / OffsetFetch v9 with its
+/// member epoch commit and read back offset 3.
+async fn consumer_group_at_every_version(address: &str, versions: &HashMap<i16, (i16, i16)>) {
+    let topic_id = {
+        let (_, metadata) = connection(address)
+            .await
+            .send(
+                "Metadata",
+                &MetadataRequest::default().with_topics(Some(vec![
+                    metadata_request::MetadataRequestTopic::default()
+                        .with_name(Some(topic("events"))),
+                ])),
+                12,
+            )
+            .await
+            .expect("Metadata answers");
+        metadata.topics[0].topic_id
+    };
+    let mut members: HashMap<i16, (String, i32)> = HashMap::new();
+    each_version(
+        address,
+        versions,
+        "ConsumerGroupHeartbeat",
+        |v| {
+            let member = if v == 0 {
+                String::new()
+            } else {
+                format!("member-v{v}")
+            };
+            ConsumerGroupHeartbeatRequest::default()
+                .with_group_id(group(&format!("new-protocol-v{v}")))
+                .with_member_id(s(&member))
+                .with_member_epoch(0)
+                .with_rebalance_timeout_ms(30_000)
+                .with_subscribed_topic_names(Some(vec![topic("events")]))
+                .with_topic_partitions(Some(Vec::new()))
+        },
+        |v, r| {
+            assert_eq!(
+                r.error_code, 0,
+                "ConsumerGroupHeartbeat v{v}: {:?}",
+                r.error_message
+            );
+            assert!(r.member_epoch > 0, "ConsumerGroupHeartbeat v{v}");
+            let member = r.member_id.as_deref().unwrap_or_default().to_string();
+            assert!(
+                !member.is_empty(),
+                "ConsumerGroupHeartbeat v{v} names the member"
+            );
+            if v >= 1 {
+                assert_eq!(member, format!("member-v{v}"), "v{v} keeps the client's id");
+            }
+            let assigned = r.assignment.expect("an assignment");
+            assert_eq!(assigned.topic_partitions.len(), 1, "v{v}");
+            assert_eq!(assigned.topic_partitions[0].topic_id, topic_id, "v{v}");
+            assert_eq!(assigned.topic_partitions[0].partitions, vec![0, 1], "v{v}");
+            members.insert(v, (member, r.member_epoch));
+        },
+    )
+    .await;
+    let (member, epoch) = members.values().next().cloned().expect("a member");
+    let group_id = members
+        .iter()
+        .find(|(_, (m, _))| *m == member)
+        .map(|(v, _)| format!("new-protocol-v{v}"))
+        .expect("its group");
+    each_version(
+        address,
+        versions,
+        "ConsumerGroupDescribe",
+        |_| ConsumerGroupDescribeRequest::default().with_group_ids(vec![group(&group_id)]),
+        |v, r| {
+            let g = &r.groups[0];
+            assert_eq!(
+                g.error_code, 0,
+                "ConsumerGroupDescribe v{v}: {:?}",
+                g.error_message
+            );
+            assert_eq!(&*g.group_state, "Stable", "ConsumerGroupDescribe v{v}");
+            assert_eq!(g.members.len(), 1, "ConsumerGroupDescribe v{v}");
+            assert_eq!(&*g.members[0].member_id, member.as_str());
+            assert_eq!(g.members[0].member_epoch, epoch);
+            assert_eq!(
+                g.members[0].assignment.topic_partitions[0].partitions,
+                vec![0, 1]
+            );
+        },
+    )
+    .await;
+    let conn = connection(address).await;
+    let commit = |member_epoch: i32| {
+        OffsetCommitRequest::default()
+            .with_group_id(group(&group_id))
+            .with_generation_id_or_member_epoch(member_epoch)
+            .with_member_id(s(&member))
+            .with_topics(vec![
+                offset_commit_request::OffsetCommitRequestTopic::default()
+                    .with_name(topic("events"))
+                    .with_partitions(vec![
+                        offset_commit_request::OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(3),
+                    ]),
+            ])
+    };
+    for (sent, expected) in [(epoch - 1, 113), (epoch + 1, 110), (epoch, 0)] {
+        let (_, r) = conn
+            .send("OffsetCommit", &commit(sent), 9)
+            .await
+            .expect("OffsetCommit v9 answers");
+        assert_eq!(
+            r.topics[0].partitions[0].error_code, expected,
+            "OffsetCommit v9 at member epoch {sent} (the member's is {epoch})"
+        );
+    }
+    let (_, r) = conn
+        .send(
+            "OffsetFetch",
+            &OffsetFetchRequest::default().with_groups(vec![
+                offset_fetch_request::OffsetFetchRequestGroup::default()
+                    .with_group_id(group(&group_id))
+                    .with_member_id(Some(s(&member)))
+                    .with_member_epoch(epoch)
+                    .with_topics(Some(vec![
+                        offset_fetch_request::OffsetFetchRequestTopics::default()
+                            .with_name(topic("events"))
+                            .with_partition_indexes(vec![0]),
+                    ])),
+            ]),
+            9,
+        )
+        .await
+        .expect("OffsetFetch v9 answers");
+    assert_eq!(r.groups[0].error_code, 0);
+    assert_eq!(r.groups[0].topics[0].partitions[0].committed_offset, 3);
 }
