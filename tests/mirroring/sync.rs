@@ -480,3 +480,115 @@ async fn http_get(address: &str) -> String {
     stream.read_to_string(&mut body).await.expect("response");
     body
 }
+
+/// A consumer group of KIP-848's protocol on the source (Kafka 4.4's ConsoleConsumer with
+/// `group.protocol=consumer` read 300 records and committed): the sync brings its offsets, and
+/// after `--stop` the same group, again with the new protocol and now on the `kmirror broker`,
+/// reads every remaining record exactly once.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn a_consumer_protocol_groups_offsets_are_synced_and_it_resumes_there_after_failover() {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let run = std::process::id();
+    let (topic, group) = (
+        format!("sync-kip848-{run}"),
+        format!("kip848-readers-{run}"),
+    );
+    kafka_tools::create_topic(&bootstrap, &topic, 2, &[]);
+    {
+        let (bootstrap, topic) = (bootstrap.clone(), topic.clone());
+        tokio::task::spawn_blocking(move || {
+            kafka_tools::produce(&bootstrap, &topic, 1_000, "zstd", &[])
+        })
+        .await
+        .expect("produced");
+    }
+    let consume = |address: &str, max: &'static str| {
+        tool(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            strings(&[
+                "--bootstrap-server",
+                address,
+                "--topic",
+                &topic,
+                "--group",
+                &group,
+                "--from-beginning",
+                "--consumer-property",
+                "group.protocol=consumer",
+                "--formatter-property",
+                "print.partition=true",
+                "--formatter-property",
+                "print.offset=true",
+                "--max-messages",
+                max,
+                "--timeout-ms",
+                "15000",
+            ]),
+        )
+    };
+    let record = regex::Regex::new(r"Partition:(\d+)\s+Offset:(\d+)").expect("regex");
+    let read = |text: &str| -> Vec<(i32, i64)> {
+        record
+            .captures_iter(text)
+            .map(|c| {
+                (
+                    c[1].parse().expect("partition"),
+                    c[2].parse().expect("offset"),
+                )
+            })
+            .collect()
+    };
+    let (_, text) = consume(&bootstrap, "300").await;
+    assert_eq!(read(&text).len(), 300, "{text}");
+    let source = source_client(&bootstrap).await;
+    let on_source = committed(&source, &group).await;
+    assert_eq!(on_source.values().sum::<i64>(), 300, "{on_source:?}");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let address = format!("127.0.0.1:{port}");
+    let _broker = spawn_broker_with(
+        dir.path(),
+        port,
+        "mirror.metadata.refresh.interval.ms=500\n",
+    );
+    create_mirror_with(
+        dir.path(),
+        &address,
+        "dr",
+        &format!("bootstrap.servers={bootstrap}\n"),
+    );
+    let (code, text) = mirrors_cli(&address, &["--start", "--mirror", "dr", "--topics", &topic]);
+    assert_eq!(code, Some(0), "{text}");
+    let ends = source_ends(&source, &topic, 2).await;
+    wait_described(&address, "dr", &topic, "MIRRORING", &ends).await;
+    let destination = source_client(&address).await;
+    eventually(
+        "the consumer-protocol group's offsets on the destination",
+        || committed(&destination, &group),
+        |c| *c == on_source,
+    )
+    .await;
+
+    let (code, text) = mirrors_cli(&address, &["--stop", "--mirror", "dr", "--topics", &topic]);
+    assert_eq!(code, Some(0), "{text}");
+    let after_barrier: Vec<i64> = ends.iter().map(|e| e + 1).collect();
+    wait_described(&address, "dr", &topic, "STOPPED", &after_barrier).await;
+    let (_, text) = consume(&address, "700").await;
+    let mut seen = read(&text);
+    let count = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen.len(), count, "no record read twice");
+    let expected: Vec<(i32, i64)> = (0..2)
+        .flat_map(|p| {
+            let from = on_source.get(&p).copied().unwrap_or(0);
+            (from..ends[p as usize]).map(move |o| (p, o))
+        })
+        .collect();
+    assert_eq!(
+        seen, expected,
+        "every record after the synced offsets, once"
+    );
+}
