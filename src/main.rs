@@ -65,7 +65,8 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("action").required(true).args([
-    "create", "list", "delete", "start", "stop", "pause", "resume", "describe"
+    "create", "list", "delete", "start", "stop", "pause", "resume", "describe", "alter",
+    "describe_configs"
 ])))]
 struct MirrorsArgs {
     /// A broker of the destination cluster, host:port.
@@ -95,6 +96,17 @@ struct MirrorsArgs {
     /// Describe mirrors and their partitions (all, or --mirror).
     #[arg(long)]
     describe: bool,
+    /// Change a mirror's configs (needs --mirror, and --mirror-config with the keys to set
+    /// and/or --delete-config): new credentials or certificates are used from the next
+    /// connection to the source, without a restart.
+    #[arg(long)]
+    alter: bool,
+    /// With --alter: keys to remove from the mirror's configs, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    delete_config: Vec<String>,
+    /// Show a mirror's configs, secrets hidden (needs --mirror).
+    #[arg(long)]
+    describe_configs: bool,
     /// Topics, comma-separated, or a regular expression over whole topic names (the source's
     /// for --start, the mirror's otherwise).
     #[arg(long, value_delimiter = ',')]
@@ -157,6 +169,22 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         match args.mirror {
             Some(mirror) => MirrorsAction::Delete { mirror },
             None => return usage("--delete needs --mirror"),
+        }
+    } else if args.alter {
+        match args.mirror {
+            Some(mirror) if args.mirror_config.is_some() || !args.delete_config.is_empty() => {
+                MirrorsAction::Alter {
+                    mirror,
+                    set: args.mirror_config,
+                    delete: args.delete_config,
+                }
+            }
+            _ => return usage("--alter needs --mirror and --mirror-config and/or --delete-config"),
+        }
+    } else if args.describe_configs {
+        match args.mirror {
+            Some(mirror) => MirrorsAction::DescribeConfigs { mirror },
+            None => return usage("--describe-configs needs --mirror"),
         }
     } else if args.describe && args.watch.is_some() {
         let seconds = args.watch.unwrap_or(2).max(1);

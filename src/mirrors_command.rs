@@ -6,10 +6,16 @@
 //!
 //! `--create` reads the mirror's configs from a properties file (`bootstrap.servers` and the
 //! source client's security settings), asks the source for its cluster id and stores it as
-//! `mirror.source.cluster.id`. Exit codes: 0 done, 1 refused by the broker (its error code and
+//! `mirror.source.cluster.id`. `--alter` changes a mirror's configs (IncrementalAlterConfigs on
+//! the mirror's config resource); `--describe-configs` shows them, secrets hidden. Exit codes: 0 done, 1 refused by the broker (its error code and
 //! message are printed), 2 bad usage or configuration, 3 a cluster could not be reached.
 
 use crate::mirror_table;
+use kafka_protocol::messages::{
+    DescribeConfigsRequest, IncrementalAlterConfigsRequest, describe_configs_request,
+    incremental_alter_configs_request,
+};
+use kafka_protocol::protocol::StrBytes;
 use kmirror::broker::config::parse_properties;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::{ClientConfig, ClientError, SourceClient};
@@ -23,6 +29,9 @@ use kmirror_protocol::messages::{
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
+
+/// The config resource type of a cluster mirror (KIP-1279's CLUSTER_MIRROR).
+const CLUSTER_MIRROR_RESOURCE: i8 = 64;
 use std::process::ExitCode;
 
 /// What `kmirror mirrors` was asked to do.
@@ -34,6 +43,15 @@ pub(crate) enum MirrorsAction {
     List { json: bool },
     /// `--delete --mirror M`.
     Delete { mirror: String },
+    /// `--alter --mirror M [--mirror-config FILE] [--delete-config k,...]`: the file's keys are
+    /// set, the listed ones removed.
+    Alter {
+        mirror: String,
+        set: Option<PathBuf>,
+        delete: Vec<String>,
+    },
+    /// `--describe-configs --mirror M`.
+    DescribeConfigs { mirror: String },
     /// `--start|--stop|--pause|--resume --mirror M --topics a,b|REGEX`.
     Topics {
         change: TopicChange,
@@ -279,6 +297,80 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                 return Err(refused(answer.error_code, answer.error_message));
             }
             println!("Created mirror {mirror}.");
+        }
+        MirrorsAction::Alter {
+            mirror,
+            set,
+            delete,
+        } => {
+            let mut changes = Vec::new();
+            if let Some(path) = set {
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+                let props = parse_properties(&text)
+                    .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+                changes.extend(props.into_iter().map(|(k, v)| (k, 0, Some(v))));
+            }
+            changes.extend(delete.into_iter().map(|k| (k, 1, None)));
+            let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                incremental_alter_configs_request::AlterConfigsResource::default()
+                    .with_resource_type(CLUSTER_MIRROR_RESOURCE)
+                    .with_resource_name(StrBytes::from_string(mirror.clone()))
+                    .with_configs(
+                        changes
+                            .into_iter()
+                            .map(|(name, operation, value)| {
+                                incremental_alter_configs_request::AlterableConfig::default()
+                                    .with_name(StrBytes::from_string(name))
+                                    .with_config_operation(operation)
+                                    .with_value(value.map(StrBytes::from_string))
+                            })
+                            .collect(),
+                    ),
+            ]);
+            let (_, answer) = connection
+                .send("IncrementalAlterConfigs", &request, 1)
+                .await
+                .map_err(unreachable)?;
+            if let Some(r) = answer.responses.iter().find(|r| r.error_code != 0) {
+                return Err(refused(
+                    r.error_code,
+                    r.error_message.as_ref().map(|m| m.to_string()),
+                ));
+            }
+            println!(
+                "Altered the configs of mirror {mirror}: the next connection to its source uses them."
+            );
+        }
+        MirrorsAction::DescribeConfigs { mirror } => {
+            let request = DescribeConfigsRequest::default().with_resources(vec![
+                describe_configs_request::DescribeConfigsResource::default()
+                    .with_resource_type(CLUSTER_MIRROR_RESOURCE)
+                    .with_resource_name(StrBytes::from_string(mirror.clone()))
+                    .with_configuration_keys(None),
+            ]);
+            let (_, answer) = connection
+                .send("DescribeConfigs", &request, 4)
+                .await
+                .map_err(unreachable)?;
+            let result = answer
+                .results
+                .first()
+                .ok_or_else(|| Failure::Refused("DescribeConfigs answered nothing".into()))?;
+            if result.error_code != 0 {
+                return Err(refused(
+                    result.error_code,
+                    result.error_message.as_ref().map(|m| m.to_string()),
+                ));
+            }
+            println!("Configs of mirror {mirror}:");
+            for c in &result.configs {
+                let value = match &c.value {
+                    Some(v) if !c.is_sensitive => v.to_string(),
+                    _ => "(sensitive, hidden)".to_string(),
+                };
+                println!("  {}={value}", c.name);
+            }
         }
         MirrorsAction::List { json } => {
             let request = ListMirrorsRequest {

@@ -526,6 +526,16 @@ impl Broker {
         self.with_controller(|c| c.create_mirror(name, configs))
     }
 
+    /// A mirror's new configs (all of them, already checked), durably; every broker's engine
+    /// takes them on the next connection to the source.
+    pub fn set_mirror_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        self.with_controller(|c| c.set_mirror_configs(name, configs))
+    }
+
     /// DeleteMirror, durably (only a mirror without topics).
     pub fn delete_mirror(&self, name: &str) -> Result<(), ControllerError> {
         self.with_controller(|c| c.delete_mirror(name))

@@ -36,6 +36,7 @@ impl Touched {
             | MetadataRecord::BrokerRegistered { .. }
             | MetadataRecord::MirrorCreated { .. }
             | MetadataRecord::MirrorDeleted { .. }
+            | MetadataRecord::MirrorConfigs { .. }
             | MetadataRecord::AclCreated { .. }
             | MetadataRecord::AclDeleted { .. } => Touched::Cluster,
             MetadataRecord::Topic { name, .. } | MetadataRecord::TopicDeleted { name } => {

@@ -76,6 +76,11 @@ pub enum MetadataRecord {
     },
     /// A mirror was deleted.
     MirrorDeleted { name: String },
+    /// A mirror's configs, all of them, after an IncrementalAlterConfigs.
+    MirrorConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
     /// An ACL was created.
     AclCreated { binding: AclBinding },
     /// An ACL was deleted.
@@ -317,7 +322,8 @@ impl Controller {
                     t.configs = configs.clone();
                 }
             }
-            MetadataRecord::MirrorCreated { name, configs } => {
+            MetadataRecord::MirrorCreated { name, configs }
+            | MetadataRecord::MirrorConfigs { name, configs } => {
                 self.mirrors.insert(name.clone(), configs.clone());
             }
             MetadataRecord::MirrorDeleted { name } => {
@@ -450,6 +456,22 @@ impl Controller {
             return Err(ControllerError::MirrorExists(name.to_string()));
         }
         self.append(MetadataRecord::MirrorCreated {
+            name: name.to_string(),
+            configs,
+        })?;
+        Ok(())
+    }
+
+    /// A mirror's new configs (all of them), checked by the caller.
+    pub fn set_mirror_configs(
+        &mut self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> Result<(), ControllerError> {
+        if !self.mirrors.contains_key(name) {
+            return Err(ControllerError::UnknownMirror(name.to_string()));
+        }
+        self.append(MetadataRecord::MirrorConfigs {
             name: name.to_string(),
             configs,
         })?;

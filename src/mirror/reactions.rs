@@ -43,6 +43,7 @@ impl Handler<MetadataChanged> for MirrorSystem {
         self.followed = Some(version);
         if delta.cluster {
             self.drop_deleted_mirrors();
+            self.take_changed_configs();
         }
         if delta.cluster || delta.topics.iter().any(|t| !topics.contains_key(t)) {
             self.forget_the_dead();
@@ -106,6 +107,44 @@ impl MirrorSystem {
         for mirror in deleted {
             tracing::info!(mirror, "mirror deleted");
             self.mirrors.remove(&mirror);
+        }
+    }
+
+    /// A mirror whose configs changed (IncrementalAlterConfigs on the mirror): its source
+    /// clients take the new connection and security keys; connections open now are dropped,
+    /// so the next request connects with them; its FAILED partitions retry (a wrong password
+    /// fails them for good, the operator's fix is this change). Filters are read by each sync
+    /// round anyway.
+    fn take_changed_configs(&mut self) {
+        let mirrors = self.broker.mirrors();
+        let fetchers = self.broker.config().mirror_num_replica_fetchers;
+        for (name, runtime) in &mut self.mirrors {
+            let Some(configs) = mirrors.get(name).filter(|c| **c != runtime.configs) else {
+                continue;
+            };
+            runtime.configs = configs.clone();
+            let client = match super::mirror_configs::validate(configs, fetchers) {
+                Ok(settings) => settings.client,
+                Err(e) => {
+                    tracing::error!(mirror = name, error = %e, "the mirror's new configs");
+                    continue;
+                }
+            };
+            tracing::info!(mirror = name, "the mirror's configs changed: reconnecting");
+            for source in [&runtime.source, &runtime.fetch_source] {
+                if let Err(e) = source.reconfigure(client.clone()) {
+                    tracing::error!(mirror = name, error = %e, "taking the mirror's new configs");
+                }
+            }
+            if runtime.halted.is_none() {
+                for partition in runtime
+                    .topics
+                    .values_mut()
+                    .flat_map(|t| t.partitions.values_mut())
+                {
+                    partition.retry();
+                }
+            }
         }
     }
 

@@ -67,8 +67,12 @@ impl MirrorError {
 
 /// A loaded mirror: its source and what runs for it here.
 pub(super) struct MirrorRuntime {
+    /// The configs it runs with (a change is taken by [`MirrorSystem::take_changed_configs`]).
+    pub(super) configs: BTreeMap<String, String>,
     /// The source for control requests: metadata, offsets, LastMirroredEpochs.
     pub(super) source: Arc<SourceClient>,
+    /// The fetchers' source client (its own connections).
+    pub(super) fetch_source: Arc<SourceClient>,
     /// The source cluster's id: `mirror.source.cluster.id`, or what the source first answered.
     pub(super) source_cluster_id: Arc<std::sync::OnceLock<String>>,
     /// The mirror's fetchers (their Fetch requests on their own connections: a broker serves
@@ -302,6 +306,8 @@ impl MirrorSystem {
         self.mirrors.insert(
             name.clone(),
             MirrorRuntime {
+                configs,
+                fetch_source: fetch_source.clone(),
                 pool: FetcherPool::new(
                     self.broker.clone(),
                     source.clone(),

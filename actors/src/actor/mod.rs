@@ -35,7 +35,7 @@ pub use fetcher::{
 };
 pub use partition::{
     BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, FetcherProgress, GiveUp,
-    LoseLeadership, MirrorPartition, PartitionLabels, PartitionSnapshot, Restart,
+    LoseLeadership, MirrorPartition, PartitionLabels, PartitionSnapshot, Restart, RetryFailed,
 };
 pub use ports::{PartitionPorts, PortFuture};
 pub use supervision::SupervisedPartition;

@@ -51,6 +51,11 @@ pub struct ChangeLeaderEpoch(pub i32);
 #[rtype(result = "Result<(), Rejection>")]
 pub struct LoseLeadership;
 
+/// The mirror's configs changed: a FAILED partition retries at once ([`Input::Retry`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), Rejection>")]
+pub struct RetryFailed;
+
 /// `mirror.name` changed (StartMirrorTopics, Pause/Resume, StopMirrorTopics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
 #[rtype(result = "Result<(), Rejection>")]
@@ -472,6 +477,14 @@ impl<P: PartitionPorts> Handler<Restart> for MirrorPartition<P> {
     fn handle(&mut self, _: Restart, ctx: &mut Context<Self>) {
         use actix::ActorContext;
         ctx.stop();
+    }
+}
+
+impl<P: PartitionPorts> Handler<RetryFailed> for MirrorPartition<P> {
+    type Result = Result<(), Rejection>;
+
+    fn handle(&mut self, _: RetryFailed, ctx: &mut Context<Self>) -> Self::Result {
+        self.command(Input::Retry, ctx)
     }
 }
 

@@ -11,7 +11,7 @@
 
 use super::partition::{
     BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, GiveUp, LoseLeadership,
-    MirrorPartition, PartitionLabels, Restart,
+    MirrorPartition, PartitionLabels, Restart, RetryFailed,
 };
 use super::ports::PartitionPorts;
 use crate::liveness::{Liveness, LivenessPolicy, Observation, Verdict};
@@ -100,6 +100,13 @@ impl<P: PartitionPorts + Clone> SupervisedPartition<P> {
     ) -> impl Future<Output = Result<Result<(), crate::partition::Rejection>, MailboxError>> + use<P>
     {
         self.addr.send(GiveUp(reason))
+    }
+
+    /// The mirror's configs changed: a FAILED partition retries now, with a fresh restart
+    /// budget (what failed it may be what the operator just fixed).
+    pub fn retry(&mut self) {
+        self.liveness = Liveness::default();
+        self.addr.do_send(RetryFailed);
     }
 
     fn count_restarts(&self, reason: &'static str, restarts: u64) {

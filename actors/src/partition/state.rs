@@ -266,6 +266,7 @@ impl Input {
             Input::PidResetAppended { .. } => "PidResetAppended",
             Input::TimerFired { .. } => "TimerFired",
             Input::GaveUp(_) => "GaveUp",
+            Input::Retry => "Retry",
         }
     }
 }
@@ -324,6 +325,10 @@ pub enum Input {
     /// Command: the supervisor restarted the partition as often as its budget allows and it
     /// still makes no progress; the reason becomes the FAILED partition's error.
     GaveUp(String),
+    /// Command: the operator changed what a failure may have come from (the mirror's configs:
+    /// credentials, certificates, bootstrap servers): a FAILED partition retries at once, into
+    /// the state it failed in, whether or not its failure was retryable.
+    Retry,
 }
 
 /// What the shell must do.

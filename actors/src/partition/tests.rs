@@ -413,6 +413,23 @@ fn non_retryable_failures_wait_for_stop_then_start() {
 }
 
 #[test]
+fn a_config_change_retries_a_partition_failed_for_good_into_the_state_it_failed_in() {
+    let mut h = Harness::new();
+    h.start_mirroring();
+    h.send(Input::FetchFailed(Cause::fatal("authentication failed")));
+    h.persist_ok(MirrorState::Failed);
+    h.pending.clear();
+    // The operator fixed the mirror's password: it mirrors again, without a stop.
+    let step = h.send(Input::Retry);
+    assert!(!step.effects.is_empty(), "a retry starts at once");
+    h.persist_ok(MirrorState::Mirroring);
+    // A retry of a partition that has not failed does nothing.
+    h.pending.clear();
+    let step = h.send(Input::Retry);
+    assert!(step.effects.is_empty(), "{:?}", step.effects);
+}
+
+#[test]
 fn backoff_doubles_caps_and_jitters() {
     let policy = RetryPolicy::default();
     assert_eq!(policy.backoff_ms(1, 0.5), 1000);

@@ -12,7 +12,8 @@
 //!   that arrives while busy is remembered and applied when the partition settles, except a
 //!   stop, which preempts PREPARING and PAUSING at once.
 //! - Failures record the state they happened in and retry into it after an exponential backoff
-//!   with jitter; non-retryable ones wait for an operator.
+//!   with jitter; non-retryable ones wait for an operator: a stop, or a change of the mirror's
+//!   configs ([`Input::Retry`]).
 //! - A completion whose operation id the current phase does not wait for is stale: ignored.
 
 use super::state::{
@@ -438,6 +439,16 @@ impl Partition {
                 self.begin(target, fx);
                 Applied
             }
+            (Input::Retry, Phase::Failed { failure, .. }) => {
+                if self.leader_epoch < 0 {
+                    return Outcome::Rejected(Rejection::NotLeader);
+                }
+                let target = self.resume_target(failure.previous);
+                self.begin(target, fx);
+                Applied
+            }
+            // Only a FAILED partition has something to retry.
+            (Input::Retry, _) => Stale,
             (Input::GaveUp(reason), _) => {
                 if self.leader_epoch < 0 {
                     return Outcome::Rejected(Rejection::NotLeader);

@@ -263,12 +263,43 @@ struct Backoff {
     until: Instant,
 }
 
+/// What a new connection is made with: the config and the TLS setup built from it.
+#[derive(Debug)]
+struct Setup {
+    config: ClientConfig,
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Setup {
+    fn new(config: ClientConfig) -> Result<Setup, ClientError> {
+        let tls = match (&config.truststore, config.security_protocol.uses_tls()) {
+            (Some(truststore), true) => Some(tls::client_config(
+                truststore,
+                config.keystore.as_ref(),
+                config.verify_hostname,
+            )?),
+            (None, true) => {
+                return Err(ClientError::Config(
+                    "TLS needs ssl.truststore.location or ssl.truststore.certificates".into(),
+                ));
+            }
+            (_, false) => None,
+        };
+        Ok(Setup { config, tls })
+    }
+}
+
+/// An open connection and the setup it was made with.
+type MadeWith = (Arc<Setup>, Arc<Connection>);
+
 /// A client of one source cluster.
 #[derive(Debug)]
 pub struct SourceClient {
-    config: ClientConfig,
-    tls: Option<Arc<rustls::ClientConfig>>,
-    connections: Mutex<HashMap<String, Arc<Connection>>>,
+    /// Swapped whole by [`SourceClient::reconfigure`]; each connection reads it once.
+    setup: std::sync::RwLock<Arc<Setup>>,
+    /// Open connections by address, each with the [`Setup`] it was made with (one made with
+    /// a replaced setup is not used again).
+    connections: Mutex<HashMap<String, MadeWith>>,
     backoff: std::sync::Mutex<HashMap<String, Backoff>>,
     brokers: std::sync::Mutex<HashMap<i32, String>>,
     sessions: std::sync::Mutex<HashMap<i32, FetchSession>>,
@@ -310,22 +341,8 @@ impl SourceClient {
     /// A client that connects on first use (and reconnects with backoff after), so a mirror
     /// whose source is down can still be loaded; only a bad configuration fails here.
     pub fn new(config: ClientConfig) -> Result<SourceClient, ClientError> {
-        let tls = match (&config.truststore, config.security_protocol.uses_tls()) {
-            (Some(truststore), true) => Some(tls::client_config(
-                truststore,
-                config.keystore.as_ref(),
-                config.verify_hostname,
-            )?),
-            (None, true) => {
-                return Err(ClientError::Config(
-                    "TLS needs ssl.truststore.location or ssl.truststore.certificates".into(),
-                ));
-            }
-            (_, false) => None,
-        };
         let client = SourceClient {
-            config,
-            tls,
+            setup: std::sync::RwLock::new(Arc::new(Setup::new(config)?)),
             connections: Mutex::new(HashMap::new()),
             backoff: std::sync::Mutex::new(HashMap::new()),
             brokers: std::sync::Mutex::new(HashMap::new()),
@@ -335,12 +352,40 @@ impl SourceClient {
         Ok(client)
     }
 
+    fn setup(&self) -> Arc<Setup> {
+        self.setup.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Takes a changed config (new credentials, certificates, bootstrap servers) at once:
+    /// connections open now are not used again, so the next request connects with it.
+    /// Requests under way finish on the connections they hold. A config that cannot be set up
+    /// changes nothing.
+    pub fn reconfigure(&self, config: ClientConfig) -> Result<(), ClientError> {
+        let setup = Arc::new(Setup::new(config)?);
+        *self.setup.write().unwrap_or_else(|e| e.into_inner()) = setup;
+        self.backoff
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.brokers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        Ok(())
+    }
+
     /// The connection to `address`, reconnecting when it broke (with exponential backoff between
     /// failed attempts).
     async fn connection(&self, address: &str) -> Result<Arc<Connection>, ClientError> {
+        let setup = self.setup();
         let mut connections = self.connections.lock().await;
-        if let Some(c) = connections.get(address)
+        if let Some((made_with, c)) = connections.get(address)
             && c.is_alive()
+            && Arc::ptr_eq(made_with, &setup)
         {
             return Ok(c.clone());
         }
@@ -352,10 +397,10 @@ impl SourceClient {
         if let Some(wait) = wait.filter(|w| !w.is_zero()) {
             tokio::time::sleep(wait).await;
         }
-        match Connection::connect(address, &self.config, self.tls.clone()).await {
+        match Connection::connect(address, &setup.config, setup.tls.clone()).await {
             Ok(c) => {
                 let c = Arc::new(c);
-                connections.insert(address.to_string(), c.clone());
+                connections.insert(address.to_string(), (setup.clone(), c.clone()));
                 if let Ok(mut b) = self.backoff.lock() {
                     b.remove(address);
                 }
@@ -384,7 +429,7 @@ impl SourceClient {
             .lock()
             .map(|b| b.values().cloned().collect())
             .unwrap_or_default();
-        candidates.extend(self.config.bootstrap_servers.iter().cloned());
+        candidates.extend(self.setup().config.bootstrap_servers.iter().cloned());
         let mut last = None;
         for address in candidates {
             match self.connection(&address).await {

@@ -8,9 +8,11 @@
 //! whole (see [`super::mirror_guards`]), validate-only requests too; so are changes of an
 //! internal topic's retention or cleanup policy (POLICY_VIOLATION, see
 //! [`crate::broker::internal_topics`]). Broker configs are static.
-//! Needs ALTER_CONFIGS on the topic.
+//! Needs ALTER_CONFIGS on the topic. A mirror's configs (resource type 64) change through
+//! [`super::mirror_configs`].
 
 use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::mirror_configs;
 use super::mirror_guards;
 use crate::acl::Operation;
 use crate::broker::{Broker, internal_topics};
@@ -32,18 +34,35 @@ const SET: i8 = 0;
 /// One requested change: name, operation (IncrementalAlterConfigs numbering), value.
 type Change = (String, i8, Option<String>);
 
-/// The configs after `changes`, or why they are refused.
+/// The topic configs after `changes`, or why they are refused.
 pub(super) fn apply(
     current: &BTreeMap<String, String>,
     changes: &[Change],
 ) -> Result<BTreeMap<String, String>, String> {
     let known = LogConfig::NAMES;
-    let mut out = current.clone();
     for (name, operation, value) in changes {
-        let name = name.clone();
         if !known.contains(&name.as_str()) && !name.starts_with("mirror.") {
             return Err(format!("{name} is not a topic config this broker supports"));
         }
+        if known.contains(&name.as_str()) {
+            match *operation {
+                SET => LogConfig::check(name, value.as_deref().unwrap_or_default())?,
+                2 | 3 => return Err(format!("{name} is not a list config")),
+                _ => {}
+            }
+        }
+    }
+    apply_operations(current, changes)
+}
+
+/// `changes` applied in order: SET, DELETE, APPEND and SUBTRACT (on comma-separated lists).
+pub(super) fn apply_operations(
+    current: &BTreeMap<String, String>,
+    changes: &[Change],
+) -> Result<BTreeMap<String, String>, String> {
+    let mut out = current.clone();
+    for (name, operation, value) in changes {
+        let name = name.clone();
         let value = value.clone().unwrap_or_default();
         let list = |v: &str| -> Vec<String> {
             v.split(',')
@@ -53,17 +72,11 @@ pub(super) fn apply(
                 .collect()
         };
         match *operation {
-            0 => {
-                if known.contains(&name.as_str()) {
-                    LogConfig::check(&name, &value)?;
-                }
+            SET => {
                 out.insert(name, value);
             }
             1 => {
                 out.remove(&name);
-            }
-            2 | 3 if known.contains(&name.as_str()) => {
-                return Err(format!("{name} is not a list config"));
             }
             2 => {
                 let mut items = list(out.get(&name).map_or("", String::as_str));
@@ -98,10 +111,18 @@ fn alter(
     validate_only: bool,
     changes: impl FnOnce(&BTreeMap<String, String>) -> (BTreeMap<String, String>, Vec<Change>),
 ) -> Result<(), (i16, String)> {
+    if resource_type == mirror_configs::CLUSTER_MIRROR {
+        return mirror_configs::alter(broker, access, name, validate_only, |current| {
+            let (base, changes) = changes(current);
+            apply_operations(&base, &changes)
+        });
+    }
     if resource_type != TOPIC {
         return Err((
             INVALID_REQUEST,
-            "only topic configs can change; broker configs come from server.properties".to_string(),
+            "only topic and mirror configs can change; broker configs come from \
+             server.properties"
+                .to_string(),
         ));
     }
     if !access.topic(Operation::AlterConfigs, name) {

@@ -1,9 +1,11 @@
 //! DescribeConfigs: a topic's effective log settings (its overrides, else the broker's) and its
 //! other stored configs; `mirror.*` configs are internal and never shown. The broker resource
 //! shows the broker's log defaults. Needs DESCRIBE_CONFIGS on the topic, or on the cluster for
-//! the broker resource.
+//! the broker resource. A mirror's configs (resource type 64) are described by
+//! [`super::mirror_configs`], secrets hidden.
 
 use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
+use super::mirror_configs;
 use crate::acl::Operation;
 use crate::broker::{Broker, internal_topics};
 use crate::storage::LogConfig;
@@ -104,6 +106,16 @@ pub(super) fn handle(
                     .into_iter()
                     .map(|(name, value)| entry(broker_key(name), value, STATIC_BROKER_CONFIG, true))
                     .collect(),
+                mirror_configs::CLUSTER_MIRROR => {
+                    match mirror_configs::describe(broker, access, &resource.resource_name) {
+                        Ok(configs) => configs,
+                        Err((code, message)) => {
+                            return result
+                                .with_error_code(code)
+                                .with_error_message(Some(StrBytes::from_string(message)));
+                        }
+                    }
+                }
                 _ => return result.with_error_code(INVALID_REQUEST),
             };
             result.with_configs(

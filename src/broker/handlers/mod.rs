@@ -20,6 +20,7 @@ mod group_offsets;
 mod init_producer_id;
 mod list_offsets;
 mod metadata;
+mod mirror_configs;
 mod mirror_guards;
 mod mirror_states;
 mod mirror_topics;

@@ -1,0 +1,102 @@
+//! DescribeConfigs and IncrementalAlterConfigs (and the legacy AlterConfigs) on a mirror: the
+//! KIP's CLUSTER_MIRROR config resource (type 64, named by the mirror). Describing needs
+//! DESCRIBE_CONFIGS on the ClusterMirror resource and never shows a secret (passwords,
+//! `sasl.jaas.config`, private keys: flagged sensitive, value null, as Kafka shows PASSWORD
+//! configs). Altering needs ALTER_CONFIGS; the result is checked as a whole by
+//! [`crate::mirror::mirror_configs::validate`] (INVALID_CONFIG naming the key), then written by
+//! the controller; every broker's engine then drops the mirror's source connections, so the
+//! next one uses the new credentials, certificates or bootstrap servers, without a restart.
+//! `mirror.source.cluster.id` cannot change: it is what the mirror's cluster-id guard checks.
+
+use super::access::Access;
+use crate::acl::Operation;
+use crate::broker::Broker;
+use crate::mirror::mirror_configs;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResourceResult;
+use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
+use std::collections::BTreeMap;
+
+/// Kafka's config resource type of a cluster mirror.
+pub(super) const CLUSTER_MIRROR: i8 = 64;
+/// Config source of a mirror's keys, as Kafka numbers dynamic configs of other resources.
+const DYNAMIC_CONFIG: i8 = 1;
+
+/// Whether a key holds a secret.
+fn sensitive(key: &str) -> bool {
+    key.contains("password")
+        || key.contains("secret")
+        || key == "sasl.jaas.config"
+        || key == "ssl.keystore.key"
+}
+
+/// The configs of mirror `name`, secrets hidden; `Err` is the error code and message.
+pub(super) fn describe(
+    broker: &Broker,
+    access: &Access,
+    name: &str,
+) -> Result<Vec<DescribeConfigsResourceResult>, (i16, String)> {
+    if !access.mirror(Operation::DescribeConfigs, name) {
+        return Err((
+            ErrorCode::MIRROR_AUTHORIZATION_FAILED.0,
+            format!("not authorized to describe the configs of mirror {name}"),
+        ));
+    }
+    let configs = broker.mirrors().remove(name).ok_or_else(|| {
+        (
+            ErrorCode::UNKNOWN_MIRROR.0,
+            format!("no mirror named {name}"),
+        )
+    })?;
+    Ok(configs
+        .into_iter()
+        .map(|(key, value)| {
+            let secret = sensitive(&key);
+            DescribeConfigsResourceResult::default()
+                .with_name(StrBytes::from_string(key))
+                .with_value((!secret).then(|| StrBytes::from_string(value)))
+                .with_is_sensitive(secret)
+                .with_config_source(DYNAMIC_CONFIG)
+                .with_read_only(false)
+        })
+        .collect())
+}
+
+/// Alters mirror `name` to `change(current configs)`; `Err` is the error code and message.
+pub(super) fn alter(
+    broker: &Broker,
+    access: &Access,
+    name: &str,
+    validate_only: bool,
+    change: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, String>,
+) -> Result<(), (i16, String)> {
+    if !access.mirror(Operation::AlterConfigs, name) {
+        return Err((
+            ErrorCode::MIRROR_AUTHORIZATION_FAILED.0,
+            format!("not authorized to alter the configs of mirror {name}"),
+        ));
+    }
+    let current = broker.mirrors().remove(name).ok_or_else(|| {
+        (
+            ErrorCode::UNKNOWN_MIRROR.0,
+            format!("no mirror named {name}"),
+        )
+    })?;
+    let invalid = |why: String| (ErrorCode::INVALID_CONFIG.0, why);
+    let next = change(&current).map_err(invalid)?;
+    let id = "mirror.source.cluster.id";
+    if next.get(id) != current.get(id) {
+        return Err(invalid(format!(
+            "{id} cannot change: it names the cluster this mirror copies (create another mirror \
+             for another cluster)"
+        )));
+    }
+    mirror_configs::validate(&next, broker.config().mirror_num_replica_fetchers)
+        .map_err(|e| invalid(e.to_string()))?;
+    if validate_only || next == current {
+        return Ok(());
+    }
+    broker
+        .set_mirror_configs(name, next)
+        .map_err(|e| (e.error_code(), e.to_string()))
+}
