@@ -12,7 +12,11 @@
 #                                                   region"), and MTLS (TLS requiring a client
 #                                                   certificate the CA signed) on PORT+6, and
 #                                                   SASL_PLAINTEXT with OAUTHBEARER (Kafka's
-#                                                   unsecured token validator) on PORT+7;
+#                                                   unsecured token validator) on PORT+7, and
+#                                                   OAUTHBEARER validated by Kafka's OIDC handler
+#                                                   (JWKS, issuer, audience) on PORT+8 against
+#                                                   a local identity provider on PORT+9
+#                                                   (scripts/kafka/oidc_provider.py);
 #                                                   a CA, server and client certificates made with
 #                                                   openssl (clients' also as an encrypted PKCS#8
 #                                                   key and PKCS12 stores, the CA as a PKCS12
@@ -85,6 +89,8 @@ certificates() {
   done
   openssl pkcs8 -topk8 -v2 aes-256-cbc -passout pass:key-secret -in "$dir/mirror.rsa.key" \
     -out "$dir/mirror.enc.key"
+  # The identity provider's token signing key.
+  openssl genrsa -out "$dir/idp.key" 2048 2>/dev/null
   openssl pkcs12 -export -in "$dir/mirror.pem" -inkey "$dir/mirror.key" -certfile "$dir/ca.pem" \
     -passout pass:store-secret -out "$dir/mirror.p12"
   rm -f "$dir/truststore.p12"
@@ -95,7 +101,7 @@ certificates() {
 start() {
   local data="$1" port="${2:-19092}"
   local cport=$((port + 1)) sport=$((port + 2)) aport=$((port + 3)) rport=$((port + 4)) pport=$((port + 5))
-  local mport=$((port + 6)) oport=$((port + 7))
+  local mport=$((port + 6)) oport=$((port + 7)) iport=$((port + 8)) jport=$((port + 9))
   local dist; dist="$(fetch)"
   local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
   mkdir -p "$data/logs"
@@ -105,11 +111,17 @@ start() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$rport,MTLS://127.0.0.1:$mport,OAUTH://127.0.0.1:$oport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$pport,MTLS://127.0.0.1:$mport,OAUTH://127.0.0.1:$oport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$rport,MTLS://127.0.0.1:$mport,OAUTH://127.0.0.1:$oport,OIDC://127.0.0.1:$iport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport,REMOTE://127.0.0.1:$pport,MTLS://127.0.0.1:$mport,OAUTH://127.0.0.1:$oport,OIDC://127.0.0.1:$iport
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,REMOTE:PLAINTEXT,MTLS:SSL,OAUTH:SASL_PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,REMOTE:PLAINTEXT,MTLS:SSL,OAUTH:SASL_PLAINTEXT,OIDC:SASL_PLAINTEXT
+listener.name.oidc.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oidc.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.oidc.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+sasl.oauthbearer.jwks.endpoint.url=http://127.0.0.1:$jport/jwks
+sasl.oauthbearer.expected.issuer=http://127.0.0.1:$jport
+sasl.oauthbearer.expected.audience=kafka
 listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
 listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="kafka";
 ssl.keystore.type=PEM
@@ -151,6 +163,8 @@ export KMIRROR_KAFKA_SSL=127.0.0.1:$sport
 export KMIRROR_KAFKA_SASL_SSL=127.0.0.1:$aport
 export KMIRROR_KAFKA_MTLS=127.0.0.1:$mport
 export KMIRROR_KAFKA_OAUTH=127.0.0.1:$oport
+export KMIRROR_KAFKA_OIDC=127.0.0.1:$iport
+export KMIRROR_KAFKA_OIDC_TOKEN_URL=http://127.0.0.1:$jport/token
 export KMIRROR_KAFKA_REMOTE_LISTENER=127.0.0.1:$rport
 export KMIRROR_KAFKA_REMOTE=127.0.0.1:$pport
 export KMIRROR_KAFKA_CA=$data/ca.pem
@@ -165,7 +179,19 @@ launch() {
   local data="$1" dist; dist="$(fetch)"
   local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
   local aport; aport="$(sed -n 's/^listeners=.*MTLS:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$data/server.properties")"
+  # The identity provider first: Kafka fetches its keys when the OIDC listener starts.
+  local jwks; jwks="$(sed -n 's/^sasl.oauthbearer.jwks.endpoint.url=//p' "$data/server.properties")"
+  local jport="${jwks##*:}"; jport="${jport%%/*}"
+  if ! { [ -f "$data/idp.pid" ] && kill -0 "$(cat "$data/idp.pid")" 2>/dev/null; }; then
+    nohup python3 "$HERE/kafka/oidc_provider.py" "$jport" "$data/idp.key" >>"$data/idp.log" 2>&1 &
+    echo $! > "$data/idp.pid"
+    for _ in $(seq 1 100); do
+      (echo >/dev/tcp/127.0.0.1/"$jport") 2>/dev/null && break
+      sleep 0.1
+    done
+  fi
   nohup "$java" -Xms512m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="$jwks" \
     -Dlog4j2.configurationFile="file:$dist/log4j2.properties" \
     -cp "$cp" kafka.Kafka "$data/server.properties" >>"$data/broker.log" 2>&1 &
   local pid=$!
@@ -189,11 +215,20 @@ stop() {
   rm -f "$data/pid"
 }
 
+# Kafka and its identity provider.
+stop_all() {
+  local data="$1"
+  stop "$data"
+  [ -f "$data/idp.pid" ] || return 0
+  kill "$(cat "$data/idp.pid")" 2>/dev/null || true
+  rm -f "$data/idp.pid"
+}
+
 case "${1:-}" in
   fetch) fetch "${2:-}" ;;
   fetch-mm2) fetch_mm2 "${2:-}" ;;
   start) start "${2:?data directory}" "${3:-19092}" ;;
   restart) stop "${2:?data directory}"; launch "$2" ;;
-  stop) stop "${2:?data directory}" ;;
+  stop) stop_all "${2:?data directory}" ;;
   *) sed -n '2,22p' "$0"; exit 2 ;;
 esac

@@ -20,14 +20,14 @@ echo "== Apache Kafka for the interop tests"
 kafka_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-kafka.XXXXXX")"
 trap 'scripts/kafka-local.sh stop "$kafka_data"' EXIT
 # shellcheck disable=SC1090
-# A base port with the eight after it free (something else may hold 19092).
+# A base port with the nine after it free (something else may hold 19092).
 free_ports() {
   python3 - <<'PY'
 import socket
 for base in range(19092, 60000, 10):
     try:
         held = []
-        for p in range(base, base + 8):
+        for p in range(base, base + 10):
             s = socket.socket()
             s.bind(("127.0.0.1", p))
             held.append(s)

@@ -1,6 +1,8 @@
 //! Mirroring from Apache Kafka's secured listeners with the client keys operators already use
 //! (issue 22): SASL_SSL with `sasl.jaas.config` (SCRAM-SHA-512) trusting a PKCS12 truststore,
-//! and mutual TLS with a PEM keystore (plain and encrypted key) and a PKCS12 keystore. Each
+//! mutual TLS with a PEM keystore (plain and encrypted key) and a PKCS12 keystore, and
+//! OAUTHBEARER (Kafka's OIDC validation against a local identity provider, and unsecured
+//! tokens). Each
 //! mirror copies a topic byte for byte; each wrong credential is refused by
 //! `kmirror mirrors --create` with its own reason, and no secret is ever printed. The stores
 //! are the ones `scripts/kafka-local.sh` makes (client "mirror" signed by the test CA,
@@ -360,61 +362,20 @@ async fn a_mirrors_credentials_changed_while_it_runs_are_used_from_the_next_conn
     );
 }
 
-/// A token endpoint on loopback for the client-credentials grant: for client `mirror` with
-/// secret `s3cret` it issues an unsecured JWT (which the test Kafka's OAUTHBEARER listener, on
-/// Kafka's unsecured validator, accepts); anyone else gets `invalid_client`. Its URL.
-async fn token_endpoint() -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("binds");
-    let port = listener.local_addr().expect("address").port();
-    tokio::spawn(async move {
-        // base64("mirror:s3cret")
-        let expected = "Authorization: Basic bWlycm9yOnMzY3JldA==";
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let mut request = vec![0; 8192];
-            let n = socket.read(&mut request).await.unwrap_or(0);
-            let request = String::from_utf8_lossy(&request[..n]).into_owned();
-            let (status, body) = if request.contains(expected) {
-                let now_ms = kmirror::broker::now_ms();
-                let token = kmirror_protocol::client::oauthbearer::unsecured_jwt(
-                    "mirror", None, now_ms, 300,
-                );
-                (
-                    "200 OK",
-                    format!(r#"{{"access_token":"{token}","token_type":"Bearer"}}"#),
-                )
-            } else {
-                (
-                    "401 Unauthorized",
-                    r#"{"error":"invalid_client"}"#.to_string(),
-                )
-            };
-            let answer = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
-                 Connection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = socket.write_all(answer.as_bytes()).await;
-        }
-    });
-    format!("http://127.0.0.1:{port}/oauth2/token")
-}
-
-/// OAUTHBEARER to Kafka's OAUTHBEARER listener: tokens from a token endpoint (the
-/// client-credentials grant, with Kafka's handler class named as Kafka clients name it) and an
-/// unsecured JWT; each mirrors a topic byte for byte. A wrong client secret and an expired
-/// token are refused at `--create`, each with its own message.
-// (Multi-threaded: the token endpoint answers while the test waits on `kmirror mirrors`.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// OAUTHBEARER to Apache Kafka: against its OIDC listener (Kafka's
+/// OAuthBearerValidatorCallbackHandler checking the RS256 signature against the identity
+/// provider's JWKS, the issuer and the audience), with tokens from the provider's token endpoint
+/// (the client-credentials grant, Kafka's handler class named as Kafka clients name it); and
+/// against its unsecured-token listener with an unsecured JWT. Each mirrors a topic byte for
+/// byte. A wrong client secret, a signed token for another audience and an expired unsecured
+/// token are refused at `--create`, each with its own message; no secret is printed or logged.
+#[tokio::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn mirrors_over_oauthbearer_and_refuses_bad_tokens() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let endpoint = token_endpoint().await;
-    let oauth = |jaas_options: &str, with_endpoint: bool| {
+    let oauth = |listener: &str, jaas_options: &str, with_endpoint: bool| {
         let mut configs: Configs = vec![
-            ("bootstrap.servers", kafka_env("KMIRROR_KAFKA_OAUTH")),
+            ("bootstrap.servers", kafka_env(listener)),
             ("security.protocol", "SASL_PLAINTEXT".into()),
             ("sasl.mechanism", "OAUTHBEARER".into()),
             (
@@ -426,7 +387,10 @@ async fn mirrors_over_oauthbearer_and_refuses_bad_tokens() {
             ),
         ];
         if with_endpoint {
-            configs.push(("sasl.oauthbearer.token.endpoint.url", endpoint.clone()));
+            configs.push((
+                "sasl.oauthbearer.token.endpoint.url",
+                kafka_env("KMIRROR_KAFKA_OIDC_TOKEN_URL"),
+            ));
             configs.push((
                 "sasl.login.callback.handler.class",
                 "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
@@ -435,6 +399,8 @@ async fn mirrors_over_oauthbearer_and_refuses_bad_tokens() {
         }
         configs
     };
+    let oidc = |options: &str| oauth("KMIRROR_KAFKA_OIDC", options, true);
+    let unsecured = |options: &str| oauth("KMIRROR_KAFKA_OAUTH", options, false);
     let port = free_port();
     let address = format!("127.0.0.1:{port}");
     let _broker = spawn_broker(dir.path(), port);
@@ -442,14 +408,18 @@ async fn mirrors_over_oauthbearer_and_refuses_bad_tokens() {
     let refusals: Vec<Refusal> = vec![
         (
             "wrong-client-secret",
-            oauth(r#"clientId="mirror" clientSecret="not-the-secret""#, true),
+            oidc(r#"clientId="mirror" clientSecret="not-the-secret" scope="kafka""#),
             "refused the client credentials: invalid_client",
         ),
         (
+            "another-audience",
+            oidc(r#"clientId="outsider" clientSecret="outsider-secret" scope="kafka""#),
+            "the source refused the token",
+        ),
+        (
             "expired-token",
-            oauth(
+            unsecured(
                 r#"unsecuredLoginStringClaim_sub="alice" unsecuredLoginLifetimeSeconds="-100""#,
-                false,
             ),
             "the source refused the token",
         ),
@@ -458,25 +428,21 @@ async fn mirrors_over_oauthbearer_and_refuses_bad_tokens() {
         let (code, text) = create(dir.path(), &address, mirror, configs);
         assert_ne!(code, Some(0), "{mirror} was created: {text}");
         assert!(text.contains(reason), "{mirror}: {text}");
-        assert!(
-            !text.contains("not-the-secret"),
-            "{mirror} printed a secret: {text}"
-        );
+        for secret in ["not-the-secret", "outsider-secret"] {
+            assert!(!text.contains(secret), "{mirror} printed a secret: {text}");
+        }
     }
 
     let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let source = source_client(&bootstrap).await;
     let mirrors = [
         (
-            "oauth-client-credentials",
-            oauth(
-                r#"clientId="mirror" clientSecret="s3cret" scope="kafka""#,
-                true,
-            ),
+            "oauth-oidc",
+            oidc(r#"clientId="mirror" clientSecret="oidc-secret" scope="kafka""#),
         ),
         (
             "oauth-unsecured",
-            oauth(r#"unsecuredLoginStringClaim_sub="alice""#, false),
+            unsecured(r#"unsecuredLoginStringClaim_sub="alice""#),
         ),
     ];
     for (mirror, configs) in &mirrors {
@@ -498,5 +464,5 @@ async fn mirrors_over_oauthbearer_and_refuses_bad_tokens() {
         );
     }
     let log = std::fs::read_to_string(dir.path().join("broker.log")).unwrap_or_default();
-    assert!(!log.contains("s3cret"), "the broker logged a secret");
+    assert!(!log.contains("oidc-secret"), "the broker logged a secret");
 }
