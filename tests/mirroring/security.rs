@@ -12,6 +12,7 @@ use super::process::{
     described, free_port, kmirror_segment, mirrors_cli, source_ends, spawn_broker, wait_described,
 };
 use super::{segment, source_client};
+use kmirror_protocol::client::SourceClient;
 use kmirror_protocol::kafka_tools::{self, kafka_env};
 use std::path::{Path, PathBuf};
 
@@ -45,6 +46,34 @@ fn create(
         address,
         &["--create", "--mirror", mirror, "--mirror-config", path],
     )
+}
+
+/// Creates `mirror` with `configs`, starts a fresh topic of 2,000 records through it and checks
+/// the mirrored segment is the source's, byte for byte.
+async fn mirrors_byte_for_byte(
+    dir: &Path,
+    address: &str,
+    source: &SourceClient,
+    mirror: &str,
+    configs: &[(&str, String)],
+) {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let topic = format!("secured-{mirror}-{}", std::process::id());
+    kafka_tools::create_topic(&bootstrap, &topic, 1, &[]);
+    kafka_tools::produce(&bootstrap, &topic, 2_000, "lz4", &[]);
+    let (code, text) = create(dir, address, mirror, configs);
+    assert_eq!(code, Some(0), "{mirror}: {text}");
+    let (code, text) = mirrors_cli(
+        address,
+        &["--start", "--mirror", mirror, "--topics", &topic],
+    );
+    assert_eq!(code, Some(0), "{mirror}: {text}");
+    let ends = source_ends(source, &topic, 1).await;
+    wait_described(address, mirror, &topic, "MIRRORING", &ends).await;
+    assert!(
+        kmirror_segment(dir, &topic, 0) == segment(&topic, 0),
+        "{mirror}: the mirrored segment differs from the source's"
+    );
 }
 
 /// SASL_SSL with SCRAM-SHA-512 in `sasl.jaas.config` and the CA in a PKCS12 truststore.
@@ -210,22 +239,7 @@ async fn mirrors_over_sasl_jaas_config_and_mutual_tls_and_refuses_each_bad_crede
         ("mtls-pkcs12", mtls(&p12("store-secret"))),
     ];
     for (mirror, configs) in &mirrors {
-        let topic = format!("secured-{mirror}-{}", std::process::id());
-        kafka_tools::create_topic(&bootstrap, &topic, 1, &[]);
-        kafka_tools::produce(&bootstrap, &topic, 2_000, "lz4", &[]);
-        let (code, text) = create(dir.path(), &address, mirror, configs);
-        assert_eq!(code, Some(0), "{mirror}: {text}");
-        let (code, text) = mirrors_cli(
-            &address,
-            &["--start", "--mirror", mirror, "--topics", &topic],
-        );
-        assert_eq!(code, Some(0), "{mirror}: {text}");
-        let ends = source_ends(&source, &topic, 1).await;
-        wait_described(&address, mirror, &topic, "MIRRORING", &ends).await;
-        assert!(
-            kmirror_segment(dir.path(), &topic, 0) == segment(&topic, 0),
-            "{mirror}: the mirrored segment differs from the source's"
-        );
+        mirrors_byte_for_byte(dir.path(), &address, &source, mirror, configs).await;
     }
     let log = std::fs::read_to_string(dir.path().join("broker.log")).unwrap_or_default();
     for secret in ["alice-secret", "store-secret", "trust-secret", "key-secret"] {
@@ -446,22 +460,7 @@ async fn mirrors_over_oauthbearer_and_refuses_bad_tokens() {
         ),
     ];
     for (mirror, configs) in &mirrors {
-        let topic = format!("secured-{mirror}-{}", std::process::id());
-        kafka_tools::create_topic(&bootstrap, &topic, 1, &[]);
-        kafka_tools::produce(&bootstrap, &topic, 2_000, "lz4", &[]);
-        let (code, text) = create(dir.path(), &address, mirror, configs);
-        assert_eq!(code, Some(0), "{mirror}: {text}");
-        let (code, text) = mirrors_cli(
-            &address,
-            &["--start", "--mirror", mirror, "--topics", &topic],
-        );
-        assert_eq!(code, Some(0), "{mirror}: {text}");
-        let ends = source_ends(&source, &topic, 1).await;
-        wait_described(&address, mirror, &topic, "MIRRORING", &ends).await;
-        assert!(
-            kmirror_segment(dir.path(), &topic, 0) == segment(&topic, 0),
-            "{mirror}: the mirrored segment differs from the source's"
-        );
+        mirrors_byte_for_byte(dir.path(), &address, &source, mirror, configs).await;
     }
     let log = std::fs::read_to_string(dir.path().join("broker.log")).unwrap_or_default();
     assert!(!log.contains("oidc-secret"), "the broker logged a secret");
