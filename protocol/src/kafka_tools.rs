@@ -12,19 +12,24 @@ pub fn kafka_env(name: &str) -> String {
     })
 }
 
-/// Runs one tool class with the distribution's jars and quiet logging; returns its output.
-pub fn kafka_tool_output(class: &str, args: &[&str]) -> Output {
+/// The command running one tool class with the distribution's jars and quiet logging.
+pub fn kafka_tool_command(class: &str, args: &[&str]) -> Command {
     let dist = kafka_env("KMIRROR_KAFKA_DIST");
-    Command::new("java")
+    let mut command = Command::new("java");
+    command
         .arg("-cp")
         .arg(format!("{dist}/libs/*"))
         .arg(format!(
             "-Dlog4j2.configurationFile=file:{dist}/log4j2.properties"
         ))
         .arg(class)
-        .args(args)
-        .output()
-        .expect("java runs")
+        .args(args);
+    command
+}
+
+/// Runs one tool class with the distribution's jars and quiet logging; returns its output.
+pub fn kafka_tool_output(class: &str, args: &[&str]) -> Output {
+    kafka_tool_command(class, args).output().expect("java runs")
 }
 
 /// Runs one tool class, asserts it succeeded, and returns its stdout and stderr together.

@@ -4,7 +4,7 @@
 //! reads every record exactly once across a broker killed with SIGKILL and restarted.
 
 use super::{create_with_kafka_tools, described_offsets, spawn_broker_on, stop_broker};
-use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool};
+use kmirror_protocol::kafka_tools::{kafka_tool, kafka_tool_command};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -18,16 +18,8 @@ struct Tool(Child);
 
 impl Tool {
     fn spawn(class: &str, args: &[&str], stdout: &Path) -> Tool {
-        let dist = kafka_env("KMIRROR_KAFKA_DIST");
         let out = std::fs::File::create(stdout).expect("creates the output file");
-        let child = Command::new("java")
-            .arg("-cp")
-            .arg(format!("{dist}/libs/*"))
-            .arg(format!(
-                "-Dlog4j2.configurationFile=file:{dist}/log4j2.properties"
-            ))
-            .arg(class)
-            .args(args)
+        let child = kafka_tool_command(class, args)
             .stdout(out)
             .stderr(Stdio::null())
             .spawn()

@@ -299,20 +299,19 @@ async fn a_mirrors_credentials_changed_while_it_runs_are_used_from_the_next_conn
         "{text}"
     );
 
-    let alter = |jaas_password: &str| {
-        let file = dir.path().join("rotation.properties");
-        let jaas = &scram(jaas_password, "trust-secret")[3].1;
-        std::fs::write(&file, format!("sasl.jaas.config={jaas}\n")).expect("written");
+    // `kmirror mirrors --alter` with these properties.
+    let alter_with = |properties: &str| {
+        let file = dir.path().join("alter.properties");
+        std::fs::write(&file, properties).expect("written");
+        let path = file.to_str().expect("UTF-8");
         mirrors_cli(
             &address,
-            &[
-                "--alter",
-                "--mirror",
-                "rotating",
-                "--mirror-config",
-                file.to_str().expect("UTF-8"),
-            ],
+            &["--alter", "--mirror", "rotating", "--mirror-config", path],
         )
+    };
+    let alter = |jaas_password: &str| {
+        let jaas = &scram(jaas_password, "trust-secret")[3].1;
+        alter_with(&format!("sasl.jaas.config={jaas}\n"))
     };
     let (code, text) = alter("not-the-password");
     assert_eq!(code, Some(0), "{text}");
@@ -352,18 +351,7 @@ async fn a_mirrors_credentials_changed_while_it_runs_are_used_from_the_next_conn
         text.contains("INVALID_CONFIG") && text.contains("bootstrap.servers"),
         "{text}"
     );
-    let file = dir.path().join("other-cluster.properties");
-    std::fs::write(&file, "mirror.source.cluster.id=another-cluster\n").expect("written");
-    let (code, text) = mirrors_cli(
-        &address,
-        &[
-            "--alter",
-            "--mirror",
-            "rotating",
-            "--mirror-config",
-            file.to_str().expect("UTF-8"),
-        ],
-    );
+    let (code, text) = alter_with("mirror.source.cluster.id=another-cluster\n");
     assert_eq!(code, Some(1), "{text}");
     assert!(
         text.contains("mirror.source.cluster.id cannot change"),

@@ -105,6 +105,20 @@ pub(super) fn commit(
     OffsetCommitResponse::default().with_topics(topics)
 }
 
+/// A [`Fetched`] as one of OffsetFetch's two partition types (before v8, and from v8 on),
+/// which have the same fields.
+macro_rules! fetched_as {
+    ($partition:ty, $f:expr) => {{
+        let f: Fetched = $f;
+        <$partition>::default()
+            .with_partition_index(f.index)
+            .with_committed_offset(f.offset)
+            .with_committed_leader_epoch(f.leader_epoch)
+            .with_metadata(f.metadata)
+            .with_error_code(f.error)
+    }};
+}
+
 /// One partition's answer to OffsetFetch, before it takes the shape of the request's version.
 struct Fetched {
     index: i32,
@@ -237,14 +251,7 @@ pub(super) fn fetch(
                     .with_partitions(
                         partitions
                             .into_iter()
-                            .map(|f| {
-                                OffsetFetchResponsePartition::default()
-                                    .with_partition_index(f.index)
-                                    .with_committed_offset(f.offset)
-                                    .with_committed_leader_epoch(f.leader_epoch)
-                                    .with_metadata(f.metadata)
-                                    .with_error_code(f.error)
-                            })
+                            .map(|f| fetched_as!(OffsetFetchResponsePartition, f))
                             .collect(),
                     )
             })
@@ -283,14 +290,7 @@ pub(super) fn fetch(
                         .with_partitions(
                             partitions
                                 .into_iter()
-                                .map(|f| {
-                                    OffsetFetchResponsePartitions::default()
-                                        .with_partition_index(f.index)
-                                        .with_committed_offset(f.offset)
-                                        .with_committed_leader_epoch(f.leader_epoch)
-                                        .with_metadata(f.metadata)
-                                        .with_error_code(f.error)
-                                })
+                                .map(|f| fetched_as!(OffsetFetchResponsePartitions, f))
                                 .collect(),
                         )
                 })

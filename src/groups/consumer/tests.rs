@@ -74,6 +74,18 @@ impl Client {
     }
 }
 
+/// Member `id` leaves the group (epoch -1).
+fn leave(group: &mut ConsumerGroup, id: &str, view: &TopicsView, now: Instant) -> HeartbeatAnswer {
+    let leaving = Heartbeat {
+        member_id: id.to_string(),
+        member_epoch: -1,
+        ..Heartbeat::default()
+    };
+    group
+        .heartbeat(leaving, view, &settings(), now)
+        .expect("leaves")
+}
+
 fn count(p: &Partitions) -> usize {
     p.values().map(BTreeSet::len).sum()
 }
@@ -128,19 +140,7 @@ fn members_share_the_partitions_and_take_over_those_of_one_that_leaves() {
     }
     assert_eq!(group.state_name(), "Stable");
     // b leaves: a and c take its partitions.
-    let left = group
-        .heartbeat(
-            Heartbeat {
-                member_id: "b".into(),
-                member_epoch: -1,
-                ..Heartbeat::default()
-            },
-            &view,
-            &settings(),
-            now,
-        )
-        .expect("leaves");
-    assert_eq!(left.member_epoch, -1);
+    assert_eq!(leave(&mut group, "b", &view, now).member_epoch, -1);
     clients.remove(1);
     settle(&mut group, &mut clients, &view, now);
     assert_eq!(clients.iter().map(|c| count(&c.owned)).sum::<usize>(), 6);
@@ -358,18 +358,7 @@ fn random_membership_changes_never_give_a_partition_two_owners() {
                 }
                 2 if !clients.is_empty() => {
                     let gone = clients.remove(rng.gen_range(0..clients.len()));
-                    group
-                        .heartbeat(
-                            Heartbeat {
-                                member_id: gone.id,
-                                member_epoch: -1,
-                                ..Heartbeat::default()
-                            },
-                            &view,
-                            &settings(),
-                            now,
-                        )
-                        .expect("leaves");
+                    leave(&mut group, &gone.id, &view, now);
                 }
                 _ if !clients.is_empty() => {
                     let i = rng.gen_range(0..clients.len());
