@@ -32,8 +32,9 @@ fn kcat(args: &[&str], input: &str) -> Vec<String> {
         .collect()
 }
 
-/// kcat produces with every codec (acks=all), consumes everything alone, lists offsets, and
-/// consumes in a group whose committed offsets a second run resumes from.
+/// kcat produces with every codec (acks=all; the stored batches carry each codec), consumes
+/// everything alone, lists offsets, and consumes in a group whose committed offsets a second
+/// run resumes from.
 #[tokio::test]
 #[ignore = "needs kcat: run scripts/test.sh"]
 async fn kcat_produces_with_every_codec_and_consumes_alone_and_in_a_group() {
@@ -50,6 +51,31 @@ async fn kcat_produces_with_every_codec_and_consumes_alone_and_in_a_group() {
         kcat(&args, &input);
         produced.extend(lines);
     }
+
+    // Each codec's batches are stored compressed with it: librdkafka 2.0 compresses only for a
+    // broker advertising Produce from v0, as Kafka 4 does, and sends uncompressed otherwise.
+    let codecs: BTreeSet<String> = (0..3)
+        .flat_map(|p| {
+            let out = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+                .arg("dump-log")
+                .arg(dir.path().join("data").join(format!("kcat-{p}")))
+                .output()
+                .expect("kmirror dump-log runs");
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| l.split("compression: ").nth(1))
+                .filter_map(|c| c.split_whitespace().next())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(
+        codecs,
+        ["gzip", "lz4", "none", "snappy", "zstd"]
+            .map(str::to_string)
+            .into(),
+        "the stored batches' codecs"
+    );
 
     let consumed: BTreeSet<String> = kcat(
         &[

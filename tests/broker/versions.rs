@@ -49,9 +49,16 @@ async fn each_version<R: Request + Message>(
     build: impl Fn(i16) -> R,
     mut check: impl FnMut(i16, R::Response),
 ) {
-    let (min, max) = *versions
+    let (advertised_min, max) = *versions
         .get(&R::KEY)
         .unwrap_or_else(|| panic!("{api} is not advertised"));
+    // Produce alone is advertised from v0, as Kafka 4 advertises it (see
+    // `produce_v0_to_v2_are_advertised_and_answered_unsupported_version`).
+    let min = if R::KEY == ProduceRequest::KEY {
+        advertised_min.max(3)
+    } else {
+        advertised_min
+    };
     assert!(
         min >= R::VERSIONS.min && max <= R::VERSIONS.max,
         "{api} advertised as v{min}-v{max}, beyond what the protocol layer knows"
@@ -69,6 +76,50 @@ async fn each_version<R: Request + Message>(
             .await
             .unwrap_or_else(|e| panic!("after {api} v{version}: {e}"));
     }
+}
+
+/// Produce is advertised from v0 as Apache Kafka 4 does (KAFKA-18659: librdkafka up to 2.11
+/// compresses only for a broker whose Produce range starts at 0); a v0-v2 request itself is
+/// answered UNSUPPORTED_VERSION and the connection keeps serving.
+#[tokio::test]
+async fn produce_v0_to_v2_are_advertised_and_answered_unsupported_version() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let versions = advertised(&connection(&running.address).await).await;
+    assert_eq!(
+        versions[&ProduceRequest::KEY].0,
+        0,
+        "Produce advertised from v0"
+    );
+    for version in 0..3i16 {
+        let mut stream = tokio::net::TcpStream::connect(&running.address)
+            .await
+            .expect("connects");
+        // Header v1 (key, version, correlation id, null client id), then a v0 body: acks,
+        // timeout, no topics.
+        let mut body = Vec::new();
+        body.extend_from_slice(&0i16.to_be_bytes());
+        body.extend_from_slice(&version.to_be_bytes());
+        body.extend_from_slice(&77i32.to_be_bytes());
+        body.extend_from_slice(&(-1i16).to_be_bytes());
+        body.extend_from_slice(&(-1i16).to_be_bytes());
+        body.extend_from_slice(&5000i32.to_be_bytes());
+        body.extend_from_slice(&0i32.to_be_bytes());
+        let mut frame = (body.len() as i32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        stream.write_all(&frame).await.expect("sends");
+        let size = stream.read_i32().await.expect("an answer");
+        let mut answer = vec![0; usize::try_from(size).expect("a size")];
+        stream.read_exact(&mut answer).await.expect("the answer");
+        assert_eq!(&answer[..4], &77i32.to_be_bytes(), "Produce v{version}");
+        assert_eq!(
+            &answer[4..6],
+            &35i16.to_be_bytes(),
+            "Produce v{version}: UNSUPPORTED_VERSION"
+        );
+    }
+    shut(running).await;
 }
 
 #[tokio::test]

@@ -193,7 +193,20 @@ pub(super) async fn dispatch_mirror(
     Ok(out.freeze())
 }
 
-/// Every API served, for ApiVersions.
+/// What ApiVersions advertises of `api`: the versions served, except Produce, advertised from
+/// v0 as Apache Kafka 4 does (KAFKA-18659): librdkafka up to 2.11 (kcat 1.7, confluent-kafka
+/// 2.0) compresses only for a broker whose Produce range starts at v0, while no client it
+/// negotiates with sends below v3. Produce v0-v2 requests are answered UNSUPPORTED_VERSION.
+fn advertised(api: ApiKey) -> Option<(i16, i16)> {
+    let (min, max) = supported(api)?;
+    Some(if api == ApiKey::Produce {
+        (0, max)
+    } else {
+        (min, max)
+    })
+}
+
+/// Every API, with the versions ApiVersions advertises.
 pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
     [
         ApiKey::Produce,
@@ -231,7 +244,7 @@ pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
         ApiKey::ConsumerGroupDescribe,
     ]
     .into_iter()
-    .filter_map(|k| supported(k).map(|(min, max)| (k, min, max)))
+    .filter_map(|k| advertised(k).map(|(min, max)| (k, min, max)))
     .collect()
 }
 
