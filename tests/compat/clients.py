@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 HERE = os.path.dirname(os.path.abspath(__file__))
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 JAVA_VERSIONS = ["2.0.1", "2.8.2", "3.9.2", "4.4.0"]
-SARAMA_VERSIONS = {"0.11": "0.11.0.0", "2.0": "2.0.0.0", "3.6": "3.6.0.0"}
+# config.Version as sarama.ParseKafkaVersion spells V0_11_0_0, V2_0_0_0 and V3_6_0_0.
+SARAMA_VERSIONS = {"0.11": "0.11.0.0", "2.0": "2.0.0", "3.6": "3.6.0"}
 
 
 @dataclass

@@ -47,7 +47,7 @@ def value(prefix, i):
     return f"value {i} of {prefix} " + "x" * 100
 
 
-def invoke(client, *args, timeout=120):
+def invoke(client, *args, timeout=75):
     """Runs one operation of the client; its JSON answer, or CellFailed with its stderr tail."""
     env = dict(os.environ, **client.env)
     try:
@@ -92,8 +92,8 @@ class Suite:
             try:
                 getattr(self, "cell_" + cell.split("-")[0])(client, topic, group, cell)
                 results[cell] = {"status": "pass"}
-            except (CellFailed, RuntimeError, subprocess.TimeoutExpired) as e:
-                results[cell] = {"status": "fail", "reason": getattr(e, "reason", str(e)),
+            except Exception as e:  # noqa: BLE001 -- a cell fails alone, the run goes on
+                results[cell] = {"status": "fail", "reason": getattr(e, "reason", f"{type(e).__name__}: {e}"),
                                  "stderr": "\n".join(getattr(e, "stderr", "").splitlines()[-15:])}
                 if cell == "create" and not cluster.partitions(self.broker.address, topic):
                     cluster.create_topic(self.kafka_dist, self.broker.address, topic, PARTITIONS)
@@ -140,7 +140,7 @@ class Suite:
 
     def consume_exactly(self, client, topic, group, want):
         answer = invoke(client, "consume", self.broker.address, topic, group, len(want))
-        got = tuples(answer["records"])
+        got = tuples(answer.get("records") or [])
         if got != want:
             raise CellFailed(f"consumed {len(got)} records, expected {len(want)}: {diff(got, want)}"
                              + (" (duplicates)" if len(set(got)) != len(got) else ""))

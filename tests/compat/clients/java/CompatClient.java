@@ -24,7 +24,6 @@ import org.apache.kafka.common.PartitionInfo;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
-import org.apache.kafka.common.utils.AppInfoParser;
 
 public final class CompatClient {
     private static final long CONSUME_TIMEOUT_MS = 40_000;
@@ -41,7 +40,7 @@ public final class CompatClient {
     }
 
     private static String run(String[] a) throws Exception {
-        if (a.length == 1 && a[0].equals("version")) return "{\"version\":" + quote(AppInfoParser.getVersion()) + "}";
+        if (a.length == 1 && a[0].equals("version")) return "{\"version\":" + quote(version()) + "}";
         if (a.length < 3) throw new IllegalArgumentException("usage: OP BOOTSTRAP TOPIC ARGS...");
         Properties props = new Properties();
         props.put("bootstrap.servers", a[1]);
@@ -129,6 +128,15 @@ public final class CompatClient {
             consumer.endOffsets(partitions).forEach((tp, o) -> latest.put(tp.partition(), o));
             return "{\"earliest\":" + object(earliest) + ",\"latest\":" + object(latest) + "}";
         }
+    }
+
+    /** The version kafka-clients' jar records in kafka/kafka-version.properties. */
+    private static String version() throws java.io.IOException {
+        Properties p = new Properties();
+        try (java.io.InputStream in = KafkaProducer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+            p.load(in);
+        }
+        return p.getProperty("version");
     }
 
     private static String key(String prefix, int i) { return prefix + "-" + i; }

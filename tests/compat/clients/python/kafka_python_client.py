@@ -44,7 +44,7 @@ def consume(bootstrap, topic, group, count):
 def committed(bootstrap, topic, group):
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        answer = admin.list_consumer_group_offsets(group)
+        answer = admin.list_group_offsets({group: None})[group]
     finally:
         admin.close()
     return {"committed": {tp.partition: o.offset for tp, o in answer.items() if tp.topic == topic}}

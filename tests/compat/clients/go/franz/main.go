@@ -45,7 +45,7 @@ func main() {
 				Key: []byte(compat.Key(prefix, i)), Value: []byte(compat.Value(prefix, i))})
 		}
 		compat.Check(cl.ProduceSync(ctx, records...).FirstErr(), "ProduceSync")
-		var acked []compat.Record
+		acked := []compat.Record{}
 		for _, r := range records {
 			acked = append(acked, compat.Record{Partition: r.Partition, Offset: r.Offset,
 				Key: string(r.Key), Value: string(r.Value)})
@@ -96,7 +96,7 @@ func consume(opts []kgo.Opt, cmd compat.Command) {
 	want := compat.Int(cmd.Args[1])
 	ctx, cancel := context.WithTimeout(context.Background(), compat.ConsumeTimeout)
 	defer cancel()
-	var records []compat.Record
+	records := []compat.Record{}
 	for len(records) < want && ctx.Err() == nil {
 		fetches := cl.PollFetches(ctx)
 		fetches.EachError(func(t string, p int32, err error) {

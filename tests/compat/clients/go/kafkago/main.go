@@ -88,7 +88,7 @@ func produce(ctx context.Context, cmd compat.Command) {
 		compat.Fail(fmt.Errorf("unknown codec %s", cmd.Args[0]))
 	}
 	var mu sync.Mutex
-	var acked []compat.Record
+	acked := []compat.Record{}
 	w := &kafka.Writer{Addr: kafka.TCP(cmd.Bootstrap), Topic: cmd.Topic, RequiredAcks: kafka.RequireAll,
 		Compression: codec, Balancer: &kafka.Hash{}, BatchTimeout: 10 * time.Millisecond,
 		Completion: func(messages []kafka.Message, err error) {
@@ -122,7 +122,7 @@ func consume(cmd compat.Command) {
 	ctx, cancel := context.WithTimeout(context.Background(), compat.ConsumeTimeout)
 	defer cancel()
 	var read []kafka.Message
-	var records []compat.Record
+	records := []compat.Record{}
 	for len(records) < want {
 		m, err := r.FetchMessage(ctx)
 		if err != nil {

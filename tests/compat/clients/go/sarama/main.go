@@ -105,7 +105,7 @@ func produce(cfg *sarama.Config, addrs []string, cmd compat.Command) {
 	}
 	compat.Check(producer.SendMessages(msgs), "SendMessages")
 	compat.Check(producer.Close(), "close")
-	var acked []compat.Record
+	acked := []compat.Record{}
 	for i, m := range msgs {
 		acked = append(acked, compat.Record{Partition: m.Partition, Offset: m.Offset,
 			Key: compat.Key(prefix, i), Value: compat.Value(prefix, i)})
@@ -155,7 +155,7 @@ func consume(cfg *sarama.Config, addrs []string, cmd compat.Command) {
 	compat.Check(err, "consumer group")
 	ctx, cancel := context.WithTimeout(context.Background(), compat.ConsumeTimeout)
 	defer cancel()
-	r := &reader{want: compat.Int(cmd.Args[1]), done: cancel}
+	r := &reader{records: []compat.Record{}, want: compat.Int(cmd.Args[1]), done: cancel}
 	go func() {
 		for err := range group.Errors() {
 			fmt.Fprintln(os.Stderr, "consumer group error:", err)
