@@ -119,6 +119,8 @@ async function main() {
   }
   const kafka = new Kafka({ clientId: 'compat-kafkajs', brokers: [bootstrap], logLevel: logLevel.WARN });
   console.log(JSON.stringify(await OPERATIONS[op](kafka, topic, ...args)));
+  // kafkajs may keep retry timers alive after a failed fetch; the answer is out, so end here.
+  process.exit(0);
 }
 
 main().catch((e) => {

@@ -117,7 +117,10 @@ func produce(ctx context.Context, cmd compat.Command) {
 // one), commits synchronously what it read, and leaves the group.
 func consume(cmd compat.Command) {
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{cmd.Bootstrap}, GroupID: cmd.Args[0],
-		Topic: cmd.Topic, StartOffset: kafka.FirstOffset, MaxWait: 500 * time.Millisecond})
+		Topic: cmd.Topic, StartOffset: kafka.FirstOffset, MaxWait: 500 * time.Millisecond,
+		ErrorLogger: kafka.LoggerFunc(func(msg string, args ...interface{}) {
+			fmt.Fprintf(os.Stderr, msg+"\n", args...)
+		})})
 	want := compat.Int(cmd.Args[1])
 	ctx, cancel := context.WithTimeout(context.Background(), compat.ConsumeTimeout)
 	defer cancel()
