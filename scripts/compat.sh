@@ -85,8 +85,10 @@ broker="${KMIRROR_HOSTILE_BROKER:-$ROOT/target/release/kmirror}"
 [ -x "$broker" ] || fail "no kmirror binary at $broker (set KMIRROR_HOSTILE_BROKER)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-compat.XXXXXX")"
 cleanup() {
-  [ -n "${own_kafka:-}" ] && scripts/kafka-local.sh stop "$own_kafka"
-  return 0
+  if [ -n "${own_kafka:-}" ]; then
+    scripts/kafka-local.sh stop "$own_kafka"
+    rm -rf "$own_kafka"
+  fi
 }
 trap cleanup EXIT
 if [ -z "${KMIRROR_KAFKA_BOOTSTRAP:-}" ]; then

@@ -10,6 +10,7 @@ import argparse
 import concurrent.futures
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -69,8 +70,11 @@ def tuples(records):
 
 
 def diff(got, want):
+    """How two record lists differ, with examples as (partition, offset, key)."""
     got, want = set(got), set(want)
-    return f"{len(want - got)} missing (e.g. {sorted(want - got)[:2]}), {len(got - want)} unexpected (e.g. {sorted(got - want)[:2]})"
+    example = lambda records: [r[:3] for r in sorted(records)[:2]]
+    return (f"{len(want - got)} missing (e.g. {example(want - got)}), "
+            f"{len(got - want)} unexpected (e.g. {example(got - want)})")
 
 
 class Suite:
@@ -230,7 +234,9 @@ def main():
     print(f"{passed} passed, {len(failed)} failed")
     if failed:
         print(f"kmirror broker log: {broker.log_path}", file=sys.stderr)
-    return 1 if failed else 0
+        return 1
+    shutil.rmtree(broker.dir)
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,9 +1,17 @@
 """docs/client-compatibility.md from the runner's results."""
+import re
 
 TITLES = {"create": "create topic", "produce-none": "produce acks=all, idempotent",
           "produce-gzip": "gzip", "produce-snappy": "snappy", "produce-lz4": "lz4",
           "produce-zstd": "zstd", "offsets": "list offsets", "consume": "group consume + commit",
           "committed": "committed offsets", "resume": "group resumes", "mirror": "read a mirror topic"}
+
+
+def stable(reason):
+    """A failure's first line, short, without what changes from run to run (ports, topic ids)."""
+    reason = re.sub(r"127\.0\.0\.1:\d+", "BROKER", reason.splitlines()[0])
+    reason = re.sub(r"compat-source-[0-9a-f]+", "compat-source-*", reason)
+    return reason if len(reason) <= 200 else reason[:200] + "..."
 
 
 def markdown(report):
@@ -38,7 +46,7 @@ def markdown(report):
     client_notes = [f"- {c['name']}: {c['note']}" for c in report["clients"] if c["note"]]
     if client_notes:
         lines += ["", "Notes:", ""] + client_notes
-    failures = [f"- {c['name']}, {TITLES[cell]}: {r['reason']}" for c in report["clients"]
+    failures = [f"- {c['name']}, {TITLES[cell]}: {stable(r['reason'])}" for c in report["clients"]
                 for cell, r in c["results"].items() if r["status"] == "fail"]
     if failures:
         lines += ["", "Failures:", ""] + failures

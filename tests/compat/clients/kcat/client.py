@@ -48,7 +48,8 @@ def offsets(bootstrap, topic):
 
 def version():
     out = subprocess.run(["kcat", "-V"], capture_output=True, text=True).stdout
-    return " ".join(line.strip() for line in out.splitlines() if "ersion" in line)
+    kcat_version = out.split("Version ")[1].split()[0]
+    return f"{kcat_version} (librdkafka {out.split('librdkafka ')[1].split()[0]})"
 
 
 run({"version": version, "produce": produce, "consume": consume, "offsets": offsets})
