@@ -64,3 +64,4 @@ export KMIRROR_HOSTILE_BROKER="$(cargo metadata --format-version 1 --no-deps --l
 
 echo "== cargo test"
 cargo test --workspace --locked -- --include-ignored
+scripts/compat.sh  # the client compatibility suite, against the release broker and the Kafka above
