@@ -98,7 +98,7 @@ import socket
 for base in range(20092, 60000, 10):
     held = []
     try:
-        for p in range(base, base + 8):
+        for p in range(base, base + 10):
             s = socket.socket()
             s.bind(("127.0.0.1", p))
             held.append(s)
