@@ -57,4 +57,10 @@ def catalogue(cache):
         clients.append(Client(f"java-{version.replace('.', '-')}", f"Java kafka-clients {version}",
                               ["java", "-cp", f"{jar_dir}/classes:{jar_dir}/libs/*", "CompatClient"],
                               no_zstd_before_2_1 if version.startswith("2.0") else {}))
+    newest = os.path.join(cache, "java", JAVA_VERSIONS[-1])
+    clients.append(Client("java-kip848", f"Java kafka-clients {JAVA_VERSIONS[-1]}, group.protocol=consumer",
+                          ["java", "-Dcompat.group.protocol=consumer", "-cp",
+                           f"{newest}/classes:{newest}/libs/*", "CompatClient"],
+                          note="its groups use KIP-848's protocol (ConsumerGroupHeartbeat, "
+                               "OffsetCommit/OffsetFetch v9 with member epochs)"))
     return clients

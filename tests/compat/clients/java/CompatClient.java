@@ -87,6 +87,9 @@ public final class CompatClient {
 
     private static String consume(Properties props, String topic, String group, int count) {
         props.put("group.id", group);
+        // -Dcompat.group.protocol=consumer: KIP-848's protocol (kafka-clients 3.7 and later).
+        String protocol = System.getProperty("compat.group.protocol");
+        if (protocol != null) props.put("group.protocol", protocol);
         props.put("auto.offset.reset", "earliest");
         props.put("enable.auto.commit", "false");
         props.put("key.deserializer", StringDeserializer.class.getName());
