@@ -7,6 +7,8 @@
 #   KMIRROR_KAFKA_BOOTSTRAP  the source Apache Kafka (scripts/kafka-local.sh's env file); unset,
 #                            this script starts one on free ports and stops it on exit
 #   COMPAT_ONLY              comma-separated client slugs to run (tests/compat/clients.py)
+#   COMPAT_CAPTURE           a folder: keep each client's requests there (tests/compat/capture.py;
+#                            tests/broker/captured/ was made with it and is replayed by cargo test)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -122,6 +124,7 @@ echo "== compat: the suite (broker $broker, source $KMIRROR_KAFKA_BOOTSTRAP)"
 status=0
 python3 tests/compat/run.py --kmirror "$broker" --source "$KMIRROR_KAFKA_BOOTSTRAP" \
   --kafka-dist "$kafka_dist" --cache "$CACHE" --results "$work/results.json" \
-  --table docs/client-compatibility.md ${COMPAT_ONLY:+--only "$COMPAT_ONLY"} || status=$?
+  --table docs/client-compatibility.md ${COMPAT_ONLY:+--only "$COMPAT_ONLY"} \
+  ${COMPAT_CAPTURE:+--capture "$COMPAT_CAPTURE"} || status=$?
 echo "   results: $work/results.json; table: docs/client-compatibility.md; $((SECONDS - started)) s in all"
 [ "$status" = 0 ] || fail "client compatibility cells failed (see FAILED lines above)"

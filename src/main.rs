@@ -327,6 +327,10 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
             }
         },
     );
+    // KIP-848 members whose session passed leave their group even when nobody else asks.
+    let consumer_groups = every(&broker, 1_000, |broker, _| {
+        broker.groups().expire_consumer_members()
+    });
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;
     tokio::select! {
@@ -337,6 +341,7 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     let _ = stop.send(true);
     retention.abort();
     transactions.abort();
+    consumer_groups.abort();
     let _ = server.await;
     engine.stop();
     broker.close().map_err(|e| e.to_string())?;

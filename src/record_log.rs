@@ -245,6 +245,16 @@ impl<T: Serialize + DeserializeOwned> RecordLog<T> {
         })
     }
 
+    /// The log's length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the log holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// Appends one record durably.
     pub fn append(&mut self, record: &T) -> Result<(), StorageError> {
         self.append_all(std::slice::from_ref(record))

@@ -145,7 +145,8 @@ impl Broker {
         controller: Arc<Mutex<Controller>>,
         dir_lock: LogDirLock,
     ) -> Result<Broker, StorageError> {
-        let groups = GroupCoordinator::open(&config.log_dir.join("__consumer_offsets"))?;
+        let groups = GroupCoordinator::open(&config.log_dir.join("__consumer_offsets"))?
+            .with_consumer_settings(config.group_consumer.clone());
         let (transactions, unfinished) = TransactionCoordinator::open(
             &config.log_dir.join("__transaction_state"),
             config.transaction_max_timeout_ms,

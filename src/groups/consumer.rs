@@ -99,6 +99,18 @@ pub struct ConsumerSettings {
     pub assignors: Vec<Assignor>,
 }
 
+impl Default for ConsumerSettings {
+    /// Apache Kafka 4's defaults.
+    fn default() -> ConsumerSettings {
+        ConsumerSettings {
+            session_timeout: Duration::from_secs(45),
+            heartbeat_interval_ms: 5_000,
+            max_size: i32::MAX as usize,
+            assignors: vec![Assignor::Uniform, Assignor::Range],
+        }
+    }
+}
+
 /// One ConsumerGroupHeartbeat, decoded, with topics by name.
 #[derive(Debug, Clone, Default)]
 pub struct Heartbeat {
@@ -126,8 +138,31 @@ pub struct Heartbeat {
     pub client_host: String,
 }
 
-/// Every topic of the broker: name -> (topic id as text, partition count, internal).
+/// Every topic of the broker: name -> (topic id as text, partition count, whether a regex
+/// subscription of the asking member may match it: not internal, and DESCRIBE allowed to its
+/// principal). Named subscriptions see every topic, so members with different rights agree on
+/// the group's topics.
 pub type TopicsView = BTreeMap<String, (String, i32, bool)>;
+
+/// The longest SubscribedTopicRegex taken (Kafka sets none; a regex this long is no topic
+/// filter, and compiling it costs every member of the broker).
+pub const MAX_REGEX_BYTES: usize = 4096;
+
+/// Compiles a subscription regex as Kafka's RE2J matches it against whole topic names. Topic
+/// names are ASCII, so classes like `\w` are ASCII too (smaller automata than Unicode ones;
+/// a bytes regex, which may then match any byte).
+pub fn compile_regex(pattern: &str) -> Result<regex::bytes::Regex, HeartbeatError> {
+    if pattern.len() > MAX_REGEX_BYTES {
+        return Err(HeartbeatError::InvalidRegularExpression(format!(
+            "SubscribedTopicRegex is {} bytes, more than {MAX_REGEX_BYTES}",
+            pattern.len()
+        )));
+    }
+    regex::bytes::RegexBuilder::new(&format!("^(?:{pattern})$"))
+        .unicode(false)
+        .build()
+        .map_err(|e| HeartbeatError::InvalidRegularExpression(format!("{pattern}: {e}")))
+}
 
 /// What a heartbeat is answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,6 +201,9 @@ pub enum HeartbeatError {
     /// The request breaks the protocol.
     #[error("INVALID_REQUEST: {0}")]
     InvalidRequest(String),
+    /// SubscribedTopicRegex does not compile (or is beyond [`MAX_REGEX_BYTES`]).
+    #[error("INVALID_REGULAR_EXPRESSION: {0}")]
+    InvalidRegularExpression(String),
 }
 
 impl HeartbeatError {
@@ -178,6 +216,7 @@ impl HeartbeatError {
             HeartbeatError::UnsupportedAssignor(_) => super::codes::UNSUPPORTED_ASSIGNOR,
             HeartbeatError::GroupMaxSizeReached(_) => super::codes::GROUP_MAX_SIZE_REACHED,
             HeartbeatError::InvalidRequest(_) => super::codes::INVALID_REQUEST,
+            HeartbeatError::InvalidRegularExpression(_) => super::codes::INVALID_REGULAR_EXPRESSION,
         }
     }
 }
@@ -188,12 +227,15 @@ struct Timers {
     revocation: Option<Instant>,
 }
 
-/// A consumer group: its durable state and its members' timers.
+/// A consumer group: its durable state, its members' timers and its compiled regexes.
 #[derive(Debug, Clone, Default)]
 pub struct ConsumerGroup {
     /// What is written and replayed.
     pub state: ConsumerGroupState,
     timers: HashMap<String, Timers>,
+    /// Each subscription regex, compiled once (a pattern that no longer compiles matches
+    /// nothing).
+    regexes: HashMap<String, Option<regex::bytes::Regex>>,
 }
 
 fn union(a: &Partitions, b: &Partitions) -> Partitions {
@@ -286,6 +328,7 @@ impl ConsumerGroup {
         ConsumerGroup {
             state,
             timers: HashMap::new(),
+            regexes: HashMap::new(),
         }
     }
 
@@ -381,6 +424,16 @@ impl ConsumerGroup {
         {
             return Err(HeartbeatError::UnsupportedAssignor(assignor.clone()));
         }
+        // Checked before anything changes: a regex that cannot be used is this member's
+        // error alone, and is never stored.
+        if let Some(pattern) = hb
+            .subscribed_topic_regex
+            .as_ref()
+            .filter(|p| !p.is_empty() && !self.regexes.contains_key(*p))
+        {
+            let regex = compile_regex(pattern)?;
+            self.regexes.insert(pattern.clone(), Some(regex));
+        }
         let mut subscription_changed = false;
         if hb.member_epoch == 0 {
             self.join(&hb, settings)?;
@@ -428,10 +481,11 @@ impl ConsumerGroup {
             member.server_assignor = hb.server_assignor.clone();
             subscription_changed = true;
         }
-        if subscription_changed {
+        let topics_changed = self.refresh_topics(topics);
+        if subscription_changed || topics_changed {
             self.bump();
         }
-        self.refresh_target(topics, settings)?;
+        self.refresh_target(topics, settings);
         let member_id = hb.member_id.clone();
         let owned_elsewhere = self
             .state
@@ -568,38 +622,35 @@ impl ConsumerGroup {
         })
     }
 
-    /// The topics members subscribe to (names and regexes), as they exist now.
-    fn subscribed_topics(
-        &self,
-        topics: &TopicsView,
-    ) -> Result<BTreeMap<String, BTreeSet<String>>, HeartbeatError> {
+    /// The topics each member subscribes to (names, and the visible topics its regex
+    /// matches), as they exist now.
+    fn subscribed_topics(&mut self, topics: &TopicsView) -> BTreeMap<String, BTreeSet<String>> {
         let mut out = BTreeMap::new();
         for (id, member) in &self.state.members {
             let mut names: BTreeSet<String> = member.subscribed_topic_names.clone();
             if let Some(pattern) = &member.subscribed_topic_regex {
-                let regex = regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
-                    HeartbeatError::InvalidRequest(format!("SubscribedTopicRegex {pattern}: {e}"))
-                })?;
-                names.extend(
-                    topics
-                        .iter()
-                        .filter(|(name, (_, _, internal))| !internal && regex.is_match(name))
-                        .map(|(name, _)| name.clone()),
-                );
+                let regex = self
+                    .regexes
+                    .entry(pattern.clone())
+                    .or_insert_with(|| compile_regex(pattern).ok());
+                if let Some(regex) = regex {
+                    names.extend(
+                        topics
+                            .iter()
+                            .filter(|(name, (_, _, visible))| *visible && regex.is_match(name.as_bytes()))
+                            .map(|(name, _)| name.clone()),
+                    );
+                }
             }
             out.insert(id.clone(), names);
         }
-        Ok(out)
+        out
     }
 
-    /// Bumps the group epoch when a subscribed topic appeared, vanished or grew, and computes
-    /// the target assignment when the group epoch moved past it.
-    fn refresh_target(
-        &mut self,
-        topics: &TopicsView,
-        settings: &ConsumerSettings,
-    ) -> Result<(), HeartbeatError> {
-        let subscriptions = self.subscribed_topics(topics)?;
+    /// Records the subscribed topics as they exist now (name, id, partition count); whether
+    /// any appeared, vanished or grew since the target was computed.
+    fn refresh_topics(&mut self, topics: &TopicsView) -> bool {
+        let subscriptions = self.subscribed_topics(topics);
         let seen: BTreeMap<String, (String, i32)> = subscriptions
             .values()
             .flatten()
@@ -609,13 +660,19 @@ impl ConsumerGroup {
                     .map(|(id, count, _)| (t.clone(), (id.clone(), *count)))
             })
             .collect();
-        if seen != self.state.topics_seen {
-            self.state.topics_seen = seen;
-            self.bump();
+        if seen == self.state.topics_seen {
+            return false;
         }
+        self.state.topics_seen = seen;
+        true
+    }
+
+    /// Computes the target assignment when the group epoch moved past it.
+    fn refresh_target(&mut self, topics: &TopicsView, settings: &ConsumerSettings) {
         if self.state.group_epoch <= self.state.assignment_epoch {
-            return Ok(());
+            return;
         }
+        let subscriptions = self.subscribed_topics(topics);
         let assignor = self.chosen_assignor(settings);
         let counts: BTreeMap<String, i32> = self
             .state
@@ -626,7 +683,6 @@ impl ConsumerGroup {
         self.state.target = assignor.assign(&subscriptions, &counts, &self.state.target);
         self.state.assignor = assignor.name().to_string();
         self.state.assignment_epoch = self.state.group_epoch;
-        Ok(())
     }
 
     /// The assignor most members ask for; the broker's default when none asks.

@@ -24,10 +24,11 @@ pub mod consumer;
 
 use crate::record_log::RecordLog;
 use crate::storage::StorageError;
+use assignors::Partitions;
 use bytes::Bytes;
 use consumer::{
-    ConsumerGroup, ConsumerGroupState, ConsumerSettings, Heartbeat, HeartbeatAnswer,
-    HeartbeatError, TopicsView,
+    ConsumerGroup, ConsumerGroupState, ConsumerMember, ConsumerSettings, Heartbeat,
+    HeartbeatAnswer, HeartbeatError, TopicsView,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -74,6 +75,8 @@ pub mod codes {
     pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
     /// The member epoch is older than the member's: retry after the next heartbeat.
     pub const STALE_MEMBER_EPOCH: i16 = 113;
+    /// SubscribedTopicRegex does not compile.
+    pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
 }
 
 /// A group's state, named as ListGroups and DescribeGroups report it.
@@ -127,10 +130,30 @@ enum OffsetRecord {
     TopicDeleted {
         topic: String,
     },
-    /// A consumer group's membership and assignment after a change.
+    /// A consumer group's whole state (written by compaction).
     ConsumerGroup {
         group: String,
         state: ConsumerGroupState,
+    },
+    /// A consumer group's epochs, subscribed topics and assignor after a change.
+    ConsumerGroupMeta {
+        group: String,
+        group_epoch: i32,
+        assignment_epoch: i32,
+        topics_seen: BTreeMap<String, (String, i32)>,
+        assignor: String,
+    },
+    /// A consumer group member after a change (None: it left).
+    ConsumerMember {
+        group: String,
+        member_id: String,
+        member: Option<ConsumerMember>,
+    },
+    /// A member's target assignment after a change (None: it has none any more).
+    ConsumerTarget {
+        group: String,
+        member_id: String,
+        target: Option<Partitions>,
     },
 }
 
@@ -355,14 +378,39 @@ pub struct JoinRequest {
 pub struct GroupCoordinator {
     groups: Mutex<HashMap<String, Group>>,
     log: Mutex<RecordLog<OffsetRecord>>,
+    log_path: std::path::PathBuf,
+    /// The log's length after its last compaction: it is compacted again at twice that (and at
+    /// least `compact_min_bytes`), so it stays within a few times the live state.
+    compacted_len: std::sync::atomic::AtomicU64,
+    compact_min_bytes: u64,
+    consumer_settings: ConsumerSettings,
     changed: Notify,
     next_member: std::sync::atomic::AtomicU64,
 }
 
+/// The offsets log is never compacted below this size.
+const COMPACT_MIN_BYTES: u64 = 16 * 1024 * 1024;
+
 impl GroupCoordinator {
-    /// Opens the offsets log under `dir` and replays it.
+    /// Opens the offsets log under `dir` and replays it; consumer groups run with Kafka's
+    /// default settings until [`GroupCoordinator::with_consumer_settings`].
     pub fn open(dir: &Path) -> Result<GroupCoordinator, StorageError> {
-        let (log, records) = RecordLog::open(&dir.join("offsets.log"))?;
+        Self::open_compacting_at(dir, COMPACT_MIN_BYTES)
+    }
+
+    /// The `group.consumer.*` settings consumer groups run with.
+    pub fn with_consumer_settings(mut self, settings: ConsumerSettings) -> GroupCoordinator {
+        self.consumer_settings = settings;
+        self
+    }
+
+    /// [`GroupCoordinator::open`], compacting the log from `compact_min_bytes` on.
+    pub fn open_compacting_at(
+        dir: &Path,
+        compact_min_bytes: u64,
+    ) -> Result<GroupCoordinator, StorageError> {
+        let log_path = dir.join("offsets.log");
+        let (log, records) = RecordLog::open(&log_path)?;
         let mut groups: HashMap<String, Group> = HashMap::new();
         for record in records {
             match record {
@@ -386,11 +434,51 @@ impl GroupCoordinator {
                     groups.entry(group).or_insert_with(Group::new).consumer =
                         Some(ConsumerGroup::from_state(state));
                 }
+                OffsetRecord::ConsumerGroupMeta {
+                    group,
+                    group_epoch,
+                    assignment_epoch,
+                    topics_seen,
+                    assignor,
+                } => {
+                    let state = consumer_state(&mut groups, group);
+                    state.group_epoch = group_epoch;
+                    state.assignment_epoch = assignment_epoch;
+                    state.topics_seen = topics_seen;
+                    state.assignor = assignor;
+                }
+                OffsetRecord::ConsumerMember {
+                    group,
+                    member_id,
+                    member,
+                } => {
+                    let state = consumer_state(&mut groups, group);
+                    match member {
+                        Some(m) => state.members.insert(member_id, m),
+                        None => state.members.remove(&member_id),
+                    };
+                }
+                OffsetRecord::ConsumerTarget {
+                    group,
+                    member_id,
+                    target,
+                } => {
+                    let state = consumer_state(&mut groups, group);
+                    match target {
+                        Some(t) => state.target.insert(member_id, t),
+                        None => state.target.remove(&member_id),
+                    };
+                }
             }
         }
+        let compacted_len = std::sync::atomic::AtomicU64::new(log.len());
         Ok(GroupCoordinator {
             groups: Mutex::new(groups),
             log: Mutex::new(log),
+            log_path,
+            compacted_len,
+            compact_min_bytes,
+            consumer_settings: ConsumerSettings::default(),
             changed: Notify::new(),
             next_member: std::sync::atomic::AtomicU64::new(1),
         })
@@ -711,6 +799,7 @@ impl GroupCoordinator {
             let group = groups
                 .entry(group_id.to_string())
                 .or_insert_with(Group::new);
+            self.expire_consumer_group(group_id, group, Instant::now());
             if let Some(consumer) = group.consumer.as_ref().filter(|_| group.members.is_empty()) {
                 return match consumer.validate_offsets_access(member_id, generation) {
                     Ok(()) => 0,
@@ -768,7 +857,8 @@ impl GroupCoordinator {
             .collect()
     }
 
-    /// Makes one committed offset durable, then current.
+    /// Makes one committed offset durable, then current (under the groups' lock, so a
+    /// compaction sees either neither or both).
     fn write_offset(
         &self,
         group_id: &str,
@@ -782,17 +872,19 @@ impl GroupCoordinator {
             partition,
             committed: committed.clone(),
         };
-        self.log
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .append(&record)?;
         self.with_groups(|groups| {
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .append(&record)?;
             groups
                 .entry(group_id.to_string())
                 .or_insert_with(Group::new)
                 .offsets
-                .insert((topic, partition), committed)
-        });
+                .insert((topic, partition), committed);
+            Ok::<(), StorageError>(())
+        })?;
+        self.compact_if_large();
         Ok(())
     }
 
@@ -847,10 +939,10 @@ impl GroupCoordinator {
         group_id: &str,
         heartbeat: Heartbeat,
         topics: &TopicsView,
-        settings: &ConsumerSettings,
     ) -> Result<HeartbeatAnswer, (i16, String)> {
         let now = Instant::now();
-        self.with_groups(|groups| {
+        let settings = &self.consumer_settings;
+        let answer = self.with_groups(|groups| {
             let group = groups
                 .entry(group_id.to_string())
                 .or_insert_with(Group::new);
@@ -868,29 +960,34 @@ impl GroupCoordinator {
                 .map_err(|e: HeartbeatError| (e.code(), e.to_string()));
             self.persist_consumer(group_id, consumer, before)?;
             answer
-        })
+        });
+        self.compact_if_large();
+        answer
     }
 
-    /// Writes a consumer group's state when it changed; puts the old state back when the log
-    /// cannot be written (the client retries).
+    /// The heartbeat interval consumer-protocol members are told.
+    pub fn consumer_heartbeat_interval_ms(&self) -> i32 {
+        self.consumer_settings.heartbeat_interval_ms
+    }
+
+    /// Writes what changed in a consumer group (its epochs and topics, each changed member,
+    /// each changed target); puts the old state back when the log cannot be written (the
+    /// client retries).
     fn persist_consumer(
         &self,
         group_id: &str,
         consumer: &mut ConsumerGroup,
         before: ConsumerGroupState,
     ) -> Result<(), (i16, String)> {
-        if consumer.state == before {
+        let records = consumer_changes(group_id, &before, &consumer.state);
+        if records.is_empty() {
             return Ok(());
         }
-        let record = OffsetRecord::ConsumerGroup {
-            group: group_id.to_string(),
-            state: consumer.state.clone(),
-        };
         let written = self
             .log
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .append(&record);
+            .append_all(&records);
         written.map_err(|e| {
             tracing::error!(error = %e, group = group_id, "writing a consumer group");
             consumer.state = before;
@@ -901,20 +998,69 @@ impl GroupCoordinator {
         })
     }
 
-    /// Expires the consumer-protocol members of every group whose session passed (durably),
-    /// so describes and the offset sync see them gone.
-    pub fn expire_consumer_members(&self, settings: &ConsumerSettings) {
+    /// Expires the consumer-protocol members of every group whose session passed (durably);
+    /// the broker calls it every second, so a group whose members all went silent empties.
+    pub fn expire_consumer_members(&self) {
         let now = Instant::now();
         self.with_groups(|groups| {
             for (id, group) in groups.iter_mut() {
-                if let Some(consumer) = group.consumer.as_mut() {
-                    let before = consumer.state.clone();
-                    consumer.expire(now, settings);
-                    // A failed write keeps the members: the next pass expires them again.
-                    let _ = self.persist_consumer(id, consumer, before);
-                }
+                self.expire_consumer_group(id, group, now);
             }
         });
+        self.compact_if_large();
+    }
+
+    /// Expires one group's silent consumer-protocol members, durably.
+    fn expire_consumer_group(&self, id: &str, group: &mut Group, now: Instant) {
+        if let Some(consumer) = group.consumer.as_mut() {
+            let before = consumer.state.clone();
+            consumer.expire(now, &self.consumer_settings);
+            // A failed write keeps the members: the next pass expires them again.
+            let _ = self.persist_consumer(id, consumer, before);
+        }
+    }
+
+    /// Rewrites the offsets log with the live state (every committed offset, every consumer
+    /// group) once it has grown to twice its size after the last compaction.
+    fn compact_if_large(&self) {
+        use std::sync::atomic::Ordering;
+        let threshold =
+            (2 * self.compacted_len.load(Ordering::Relaxed)).max(self.compact_min_bytes);
+        let groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        if log.len() < threshold {
+            return;
+        }
+        let mut live = Vec::new();
+        for (id, group) in groups.iter() {
+            for ((topic, partition), committed) in &group.offsets {
+                live.push(OffsetRecord::Commit {
+                    group: id.clone(),
+                    topic: topic.clone(),
+                    partition: *partition,
+                    committed: committed.clone(),
+                });
+            }
+            if let Some(consumer) = &group.consumer {
+                live.push(OffsetRecord::ConsumerGroup {
+                    group: id.clone(),
+                    state: consumer.state.clone(),
+                });
+            }
+        }
+        match RecordLog::rewrite(&self.log_path, &live) {
+            Ok(compacted) => {
+                tracing::info!(
+                    before = log.len(),
+                    after = compacted.len(),
+                    "compacted the consumer offsets log"
+                );
+                self.compacted_len.store(compacted.len(), Ordering::Relaxed);
+                *log = compacted;
+            }
+            // The old log stays whole; the next append tries again.
+            Err(e) => tracing::error!(error = %e, "compacting the consumer offsets log"),
+        }
     }
 
     /// OffsetFetch v9+ with a member: the member and its epoch must be current in a consumer
@@ -934,22 +1080,21 @@ impl GroupCoordinator {
     /// Forgets every group's offsets of a deleted topic, durably (a topic created later under
     /// the same name starts without them).
     pub fn forget_topic(&self, topic: &str) -> Result<(), StorageError> {
-        let known = self.with_groups(|groups| {
-            groups
+        self.with_groups(|groups| {
+            let known = groups
                 .values()
-                .any(|g| g.offsets.keys().any(|(t, _)| t == topic))
-        });
-        if !known {
-            return Ok(());
-        }
-        self.log
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .append(&OffsetRecord::TopicDeleted {
-                topic: topic.to_string(),
-            })?;
-        self.with_groups(|groups| forget(groups, topic));
-        Ok(())
+                .any(|g| g.offsets.keys().any(|(t, _)| t == topic));
+            if !known {
+                return Ok(());
+            }
+            self.log.lock().unwrap_or_else(|e| e.into_inner()).append(
+                &OffsetRecord::TopicDeleted {
+                    topic: topic.to_string(),
+                },
+            )?;
+            forget(groups, topic);
+            Ok(())
+        })
     }
 
     /// Topics some group has offsets for.
@@ -964,33 +1109,91 @@ impl GroupCoordinator {
 
     /// DeleteGroups for one group: only an empty group goes.
     pub fn delete(&self, group_id: &str) -> i16 {
-        let state = self.with_groups(|groups| {
-            groups
-                .get(group_id)
-                .map(|g| g.members.is_empty() && !g.has_consumer_members())
-        });
-        match state {
-            None => codes::GROUP_ID_NOT_FOUND,
-            Some(false) => codes::NON_EMPTY_GROUP,
-            Some(true) => {
-                let record = OffsetRecord::DeleteGroup {
-                    group: group_id.to_string(),
-                };
-                match self
-                    .log
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .append(&record)
-                {
-                    Ok(()) => {
-                        self.with_groups(|groups| groups.remove(group_id));
-                        0
-                    }
-                    Err(_) => codes::KAFKA_STORAGE_ERROR,
-                }
+        self.with_groups(|groups| {
+            let Some(group) = groups.get_mut(group_id) else {
+                return codes::GROUP_ID_NOT_FOUND;
+            };
+            self.expire_consumer_group(group_id, group, Instant::now());
+            if !group.members.is_empty() || group.has_consumer_members() {
+                return codes::NON_EMPTY_GROUP;
             }
+            let record = OffsetRecord::DeleteGroup {
+                group: group_id.to_string(),
+            };
+            let written = self
+                .log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .append(&record);
+            match written {
+                Ok(()) => {
+                    groups.remove(group_id);
+                    0
+                }
+                Err(_) => codes::KAFKA_STORAGE_ERROR,
+            }
+        })
+    }
+}
+
+/// The consumer-protocol state of `group`, made when absent (replay).
+fn consumer_state(groups: &mut HashMap<String, Group>, group: String) -> &mut ConsumerGroupState {
+    &mut groups
+        .entry(group)
+        .or_insert_with(Group::new)
+        .consumer
+        .get_or_insert_with(ConsumerGroup::default)
+        .state
+}
+
+/// The records that take a consumer group from `before` to `after`: its epochs and topics
+/// when they changed, each member and each target that changed.
+fn consumer_changes(
+    group: &str,
+    before: &ConsumerGroupState,
+    after: &ConsumerGroupState,
+) -> Vec<OffsetRecord> {
+    let mut records = Vec::new();
+    if (
+        before.group_epoch,
+        before.assignment_epoch,
+        &before.topics_seen,
+        &before.assignor,
+    ) != (
+        after.group_epoch,
+        after.assignment_epoch,
+        &after.topics_seen,
+        &after.assignor,
+    ) {
+        records.push(OffsetRecord::ConsumerGroupMeta {
+            group: group.to_string(),
+            group_epoch: after.group_epoch,
+            assignment_epoch: after.assignment_epoch,
+            topics_seen: after.topics_seen.clone(),
+            assignor: after.assignor.clone(),
+        });
+    }
+    let ids: BTreeSet<&String> = before.members.keys().chain(after.members.keys()).collect();
+    for id in ids {
+        if before.members.get(id) != after.members.get(id) {
+            records.push(OffsetRecord::ConsumerMember {
+                group: group.to_string(),
+                member_id: id.clone(),
+                member: after.members.get(id).cloned(),
+            });
         }
     }
+    let ids: BTreeSet<&String> = before.target.keys().chain(after.target.keys()).collect();
+    for id in ids {
+        if before.target.get(id) != after.target.get(id) {
+            records.push(OffsetRecord::ConsumerTarget {
+                group: group.to_string(),
+                member_id: id.clone(),
+                target: after.target.get(id).cloned(),
+            });
+        }
+    }
+    records
 }
 
 /// One group as ListGroups shows it.

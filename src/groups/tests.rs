@@ -238,3 +238,72 @@ fn a_deleted_topics_offsets_are_forgotten_durably() {
         assert_eq!(offsets[&("kept".to_string(), 0)].offset, 7);
     }
 }
+
+/// A KIP-848 join of `member` to `group` subscribing to `t` (2 partitions in `view`).
+fn consumer_join(coordinator: &GroupCoordinator, group: &str, member: &str) -> HeartbeatAnswer {
+    let view: TopicsView = BTreeMap::from([("t".to_string(), ("id-t".to_string(), 2, true))]);
+    coordinator
+        .consumer_heartbeat(
+            group,
+            Heartbeat {
+                member_id: member.to_string(),
+                member_epoch: 0,
+                rebalance_timeout_ms: 30_000,
+                subscribed_topic_names: Some(vec!["t".to_string()]),
+                ..Heartbeat::default()
+            },
+            &view,
+        )
+        .expect("joins")
+}
+
+/// Consumer groups are written as what changed, replayed whole, and the log is compacted to
+/// the live state when it grows: 300 joins and leaves and 300 commits later, the log is a few
+/// KiB, and a reopened coordinator has the same members, epochs, targets and offsets.
+#[tokio::test]
+async fn consumer_groups_replay_after_compaction_and_the_log_stays_small() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let before = {
+        let coordinator =
+            GroupCoordinator::open_compacting_at(dir.path(), 8 * 1024).expect("opens");
+        for i in 0..300 {
+            consumer_join(&coordinator, "c", &format!("m{}", i % 5));
+            let offsets = vec![("t".to_string(), i % 2, committed(i64::from(i)))];
+            assert_eq!(coordinator.commit("plain", -1, "", offsets), vec![0]);
+        }
+        let c = coordinator.describe("c").expect("exists");
+        (
+            c.consumer.expect("a consumer group").state,
+            coordinator.committed("plain"),
+        )
+    };
+    let size = std::fs::metadata(dir.path().join("offsets.log"))
+        .expect("the log")
+        .len();
+    assert!(size < 32 * 1024, "the log is {size} bytes");
+    let coordinator = GroupCoordinator::open(dir.path()).expect("reopens");
+    let after = coordinator.describe("c").expect("exists");
+    assert_eq!(after.consumer.expect("a consumer group").state, before.0);
+    assert_eq!(coordinator.committed("plain"), before.1);
+    assert_eq!(before.0.members.len(), 5);
+}
+
+/// A consumer-protocol member that went silent no longer holds its group: once its session
+/// passed, DeleteGroups deletes the group and an admin commit goes through.
+#[tokio::test(start_paused = true)]
+async fn a_silent_consumer_member_does_not_hold_its_group_after_its_session() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let coordinator = GroupCoordinator::open(dir.path()).expect("opens");
+    consumer_join(&coordinator, "gz", "silent");
+    assert_eq!(coordinator.delete("gz"), codes::NON_EMPTY_GROUP);
+    assert_eq!(
+        coordinator.commit("gz", -1, "", vec![("t".into(), 0, committed(1))]),
+        vec![codes::UNKNOWN_MEMBER_ID]
+    );
+    tokio::time::advance(Duration::from_secs(46)).await;
+    assert_eq!(
+        coordinator.commit("gz", -1, "", vec![("t".into(), 0, committed(1))]),
+        vec![0]
+    );
+    assert_eq!(coordinator.delete("gz"), 0);
+}

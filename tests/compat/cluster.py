@@ -10,6 +10,8 @@ import subprocess
 import tempfile
 import time
 
+import capture as recording
+
 
 def free_port():
     with socket.socket() as s:
@@ -20,14 +22,22 @@ def free_port():
 class Broker:
     """A `kmirror broker` on a free port over a temporary folder; stop() ends it."""
 
-    def __init__(self, binary, workdir):
+    def __init__(self, binary, workdir, capture=None):
         self.binary, self.dir = binary, workdir
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.data = os.path.join(workdir, "data")
+        self.recorder = None
+        advertised = ""
+        if capture:
+            # Clients reach the broker through a recording proxy it advertises.
+            self.recorder = recording.Recorder(self.port, capture)
+            self.address = f"127.0.0.1:{self.recorder.port}"
+            advertised = f"advertised.listeners=PLAINTEXT://{self.address}\n"
         config = os.path.join(workdir, "server.properties")
         with open(config, "w") as f:
-            f.write(f"node.id=1\nlisteners=PLAINTEXT://{self.address}\nlog.dirs={self.data}\n"
+            f.write(f"node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{self.port}\n{advertised}"
+                    f"log.dirs={self.data}\n"
                     "num.partitions=1\nauto.create.topics.enable=false\n"
                     "mirror.state.topic.num.partitions=4\n")
         self.log_path = os.path.join(workdir, "broker.log")
@@ -57,6 +67,8 @@ class Broker:
                 self.process.kill()
                 self.process.wait()
         self.log.close()
+        if self.recorder:
+            self.recorder.close()
 
     def stored_codecs(self, topic, partition):
         """[(base offset, last offset, codec)] of the partition's stored batches."""

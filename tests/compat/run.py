@@ -196,13 +196,14 @@ def main():
     parser.add_argument("--table", help="the Markdown table to write")
     parser.add_argument("--only", help="comma-separated client slugs to run")
     parser.add_argument("--jobs", type=int, default=3, help="clients run at once")
+    parser.add_argument("--capture", help="keep each client's requests here (see capture.py)")
     args = parser.parse_args()
 
     clients = catalogue(args.cache)
     if args.only:
         clients = [c for c in clients if c.slug in args.only.split(",")]
     started = time.monotonic()
-    broker = cluster.Broker(args.kmirror, cluster.workdir())
+    broker = cluster.Broker(args.kmirror, cluster.workdir(), args.capture)
     say(f"kmirror broker on {broker.address} (log: {broker.log_path})")
     try:
         suite = Suite(broker, args.kafka_dist, mirror_source_topic(broker, args.source, args.kafka_dist))

@@ -357,6 +357,17 @@ async fn a_mirrors_credentials_changed_while_it_runs_are_used_from_the_next_conn
         text.contains("mirror.source.cluster.id cannot change"),
         "{text}"
     );
+    // A store the client cannot open is refused at --alter, as at --create, naming it.
+    let (code, text) = alter_with("ssl.truststore.password=not-the-trust-secret\n");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("INVALID_CONFIG") && text.contains("ssl.truststore.password"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("not-the-trust-secret"),
+        "a secret was printed: {text}"
+    );
     let log = std::fs::read_to_string(dir.path().join("broker.log")).unwrap_or_default();
     assert!(
         !log.contains(&password) && !log.contains("not-the-password"),

@@ -24,16 +24,18 @@ use kafka_protocol::protocol::StrBytes;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-/// Every topic the principal may see: name -> (id, partitions, internal).
+/// Every topic: name -> (id, partitions, whether the principal's regex may match it: not
+/// internal, DESCRIBE allowed). Named subscriptions see all topics, so members with different
+/// rights agree on the group's topics (the fetch and commit checks guard the data).
 fn topics_view(broker: &Broker, access: &Access) -> TopicsView {
     broker
         .topics()
         .into_iter()
-        .filter(|(name, _)| access.topic(Operation::Describe, name))
         .map(|(name, meta)| {
-            let internal = internal_topics::is_internal(&name);
+            let visible =
+                !internal_topics::is_internal(&name) && access.topic(Operation::Describe, &name);
             let id = meta.topic_id.to_string();
-            (name, (id, meta.partitions.len() as i32, internal))
+            (name, (id, meta.partitions.len() as i32, visible))
         })
         .collect()
 }
@@ -102,11 +104,7 @@ pub(super) fn heartbeat(
         client_id: client_id.to_string(),
         client_host: client_host.to_string(),
     };
-    let settings = &broker.config().group_consumer;
-    match broker
-        .groups()
-        .consumer_heartbeat(&group, input, &view, settings)
-    {
+    match broker.groups().consumer_heartbeat(&group, input, &view) {
         Err((code, message)) => heartbeat_error(code, message),
         Ok(answer) => {
             let ids = ids_of(&view);
@@ -126,7 +124,7 @@ pub(super) fn heartbeat(
             ConsumerGroupHeartbeatResponse::default()
                 .with_member_id(Some(StrBytes::from_string(answer.member_id)))
                 .with_member_epoch(answer.member_epoch)
-                .with_heartbeat_interval_ms(settings.heartbeat_interval_ms)
+                .with_heartbeat_interval_ms(broker.groups().consumer_heartbeat_interval_ms())
                 .with_assignment(assignment)
         }
     }
@@ -152,8 +150,7 @@ pub(super) fn describe(
     access: &Access,
     request: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
-    let settings = &broker.config().group_consumer;
-    broker.groups().expire_consumer_members(settings);
+    broker.groups().expire_consumer_members();
     let view = topics_view(broker, access);
     let ids = ids_of(&view);
     let groups = request

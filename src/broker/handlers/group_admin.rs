@@ -21,9 +21,7 @@ pub(super) fn list(
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
     let everything = access.cluster(Operation::Describe);
-    broker
-        .groups()
-        .expire_consumer_members(&broker.config().group_consumer);
+    broker.groups().expire_consumer_members();
     let groups = broker
         .groups()
         .list()

@@ -3,7 +3,8 @@
 //! DESCRIBE_CONFIGS on the ClusterMirror resource and never shows a secret (passwords,
 //! `sasl.jaas.config`, private keys: flagged sensitive, value null, as Kafka shows PASSWORD
 //! configs). Altering needs ALTER_CONFIGS; the result is checked as a whole by
-//! [`crate::mirror::mirror_configs::validate`] (INVALID_CONFIG naming the key), then written by
+//! [`crate::mirror::mirror_configs::validate`] and by building the source client from it
+//! (stores read, keys decrypted: INVALID_CONFIG naming what is wrong), then written by
 //! the controller; every broker's engine then drops the mirror's source connections, so the
 //! next one uses the new credentials, certificates or bootstrap servers, without a restart.
 //! `mirror.source.cluster.id` cannot change: it is what the mirror's cluster-id guard checks.
@@ -91,7 +92,11 @@ pub(super) fn alter(
              for another cluster)"
         )));
     }
-    mirror_configs::validate(&next, broker.config().mirror_num_replica_fetchers)
+    let settings = mirror_configs::validate(&next, broker.config().mirror_num_replica_fetchers)
+        .map_err(|e| invalid(e.to_string()))?;
+    // The client is built as the engine will build it (stores read, keys decrypted), so a
+    // config it could not use is refused here rather than logged there.
+    kmirror_protocol::client::SourceClient::new(settings.client)
         .map_err(|e| invalid(e.to_string()))?;
     if validate_only || next == current {
         return Ok(());

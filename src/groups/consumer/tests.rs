@@ -12,7 +12,7 @@ fn settings() -> ConsumerSettings {
 fn topics(spec: &[(&str, i32)]) -> TopicsView {
     spec.iter()
         .enumerate()
-        .map(|(i, (name, count))| (name.to_string(), (format!("id-{i}"), *count, false)))
+        .map(|(i, (name, count))| (name.to_string(), (format!("id-{i}"), *count, true)))
         .collect()
 }
 
@@ -270,9 +270,34 @@ fn new_partitions_and_regex_subscriptions_move_the_group_epoch() {
         now,
     );
     assert!(
-        matches!(bad, Err(HeartbeatError::InvalidRequest(_))),
+        matches!(bad, Err(HeartbeatError::InvalidRegularExpression(_))),
         "{bad:?}"
     );
+    // The bad regex is that member's error alone: it is not in the group, the others go on.
+    assert!(!group.state.members.contains_key("s"));
+    a.beat(&mut group, &view, now)
+        .expect("the others still heartbeat");
+    // A regex no topic filter needs, beyond the cap, is refused the same way.
+    let huge = group.heartbeat(
+        Heartbeat {
+            member_id: "h".into(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 1000,
+            subscribed_topic_regex: Some("a".repeat(MAX_REGEX_BYTES + 1)),
+            ..Heartbeat::default()
+        },
+        &view,
+        &settings(),
+        now,
+    );
+    assert!(
+        matches!(huge, Err(HeartbeatError::InvalidRegularExpression(_))),
+        "{huge:?}"
+    );
+    // Regexes Kafka's RE2J takes compile here too (ASCII classes, topic names being ASCII).
+    for pattern in [r"\w{300}", r"(\w{1,50}){1,10}", r"(?i)\w{200}x\w{200}"] {
+        compile_regex(pattern).unwrap_or_else(|e| panic!("{pattern}: {e}"));
+    }
 }
 
 #[test]
