@@ -637,7 +637,9 @@ impl ConsumerGroup {
                     names.extend(
                         topics
                             .iter()
-                            .filter(|(name, (_, _, visible))| *visible && regex.is_match(name.as_bytes()))
+                            .filter(|(name, (_, _, visible))| {
+                                *visible && regex.is_match(name.as_bytes())
+                            })
                             .map(|(name, _)| name.clone()),
                     );
                 }

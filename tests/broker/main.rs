@@ -37,6 +37,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
+mod captured;
 mod consumer_protocol;
 mod kcat;
 mod mirror_guards;
