@@ -95,24 +95,7 @@ cleanup() {
 trap cleanup EXIT
 if [ -z "${KMIRROR_KAFKA_BOOTSTRAP:-}" ]; then
   echo "== compat: Apache Kafka (the mirror's source)"
-  port="$(python3 - <<'PY'
-import socket
-for base in range(20092, 60000, 10):
-    held = []
-    try:
-        for p in range(base, base + 10):
-            s = socket.socket()
-            s.bind(("127.0.0.1", p))
-            held.append(s)
-        print(base)
-        break
-    except OSError:
-        pass
-    finally:
-        for s in held:
-            s.close()
-PY
-)"
+  port="$(scripts/kafka-local.sh free-port 20092)"
   own_kafka="$work/kafka"
   mkdir -p "$own_kafka"
   # shellcheck disable=SC1090

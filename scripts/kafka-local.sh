@@ -22,6 +22,8 @@
 #                                                   key and PKCS12 stores, the CA as a PKCS12
 #                                                   truststore made with keytool);
 #                                                   writes DATA_DIR/env (KMIRROR_KAFKA_* variables)
+#   scripts/kafka-local.sh free-port [FROM]         print a base port from FROM (default 19092) on
+#                                                   with the ten ports `start` uses free
 #   scripts/kafka-local.sh restart DATA_DIR         stop it (if running) and start it again on its
 #                                                   data: leader epochs advance
 #   scripts/kafka-local.sh stop DATA_DIR            stop it (DATA_DIR/pid holds the process id)
@@ -224,11 +226,34 @@ stop_all() {
   rm -f "$data/idp.pid"
 }
 
+# A base port from $1 on with PORT..PORT+9 free (something else may hold 19092).
+free_port() {
+  python3 - "$1" <<'PY'
+import socket
+import sys
+for base in range(int(sys.argv[1]), 60000, 10):
+    held = []
+    try:
+        for p in range(base, base + 10):
+            s = socket.socket()
+            s.bind(("127.0.0.1", p))
+            held.append(s)
+        print(base)
+        break
+    except OSError:
+        pass
+    finally:
+        for s in held:
+            s.close()
+PY
+}
+
 case "${1:-}" in
   fetch) fetch "${2:-}" ;;
+  free-port) free_port "${2:-19092}" ;;
   fetch-mm2) fetch_mm2 "${2:-}" ;;
   start) start "${2:?data directory}" "${3:-19092}" ;;
   restart) stop "${2:?data directory}"; launch "$2" ;;
   stop) stop_all "${2:?data directory}" ;;
-  *) sed -n '2,22p' "$0"; exit 2 ;;
+  *) sed -n '2,34p' "$0"; exit 2 ;;
 esac

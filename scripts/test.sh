@@ -19,29 +19,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== Apache Kafka for the interop tests"
 kafka_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-kafka.XXXXXX")"
 trap 'scripts/kafka-local.sh stop "$kafka_data"' EXIT
-# shellcheck disable=SC1090
-# A base port with the nine after it free (something else may hold 19092).
-free_ports() {
-  python3 - <<'PY'
-import socket
-for base in range(19092, 60000, 10):
-    try:
-        held = []
-        for p in range(base, base + 10):
-            s = socket.socket()
-            s.bind(("127.0.0.1", p))
-            held.append(s)
-        print(base)
-        break
-    except OSError:
-        pass
-    finally:
-        for s in held:
-            s.close()
-PY
-}
-kafka_port="${KMIRROR_KAFKA_PORT:-$(free_ports)}"
+kafka_port="${KMIRROR_KAFKA_PORT:-$(scripts/kafka-local.sh free-port)}"
 echo "   on port $kafka_port"
+# shellcheck disable=SC1090
 source "$(scripts/kafka-local.sh start "$kafka_data" "$kafka_port")"
 
 echo "== confluent-kafka for the librdkafka interop test"

@@ -48,11 +48,7 @@ class Recorder:
         except (OSError, EOFError):
             pass
         finally:
-            for s in (client, upstream):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            shut(client, upstream)
 
     def keep(self, frame):
         if len(frame) < 10:
@@ -92,8 +88,13 @@ def pipe(source, target):
     except OSError:
         pass
     finally:
-        for s in (source, target):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut(source, target)
+
+
+def shut(*sockets):
+    """Ends both directions of each socket (the other thread then sees the end)."""
+    for s in sockets:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
