@@ -58,6 +58,10 @@ pub struct ConsumerMember {
     pub subscribed_topic_names: BTreeSet<String>,
     /// The regular expression it subscribes with, if any.
     pub subscribed_topic_regex: Option<String>,
+    /// The topics its regex matched at its last heartbeat, resolved with its own principal's
+    /// rights (so members with different rights never undo each other's resolution).
+    #[serde(default)]
+    pub regex_topics: BTreeSet<String>,
     /// The assignor it asked for.
     pub server_assignor: Option<String>,
     /// How long it may take to revoke partitions.
@@ -148,20 +152,43 @@ pub type TopicsView = BTreeMap<String, (String, i32, bool)>;
 /// filter, and compiling it costs every member of the broker).
 pub const MAX_REGEX_BYTES: usize = 4096;
 
+/// The most memory one compiled subscription regex may take (its program and its lazy DFA).
+const REGEX_SIZE_LIMIT: usize = 1 << 20;
+
 /// Compiles a subscription regex as Kafka's RE2J matches it against whole topic names. Topic
-/// names are ASCII, so classes like `\w` are ASCII too (smaller automata than Unicode ones;
-/// a bytes regex, which may then match any byte).
+/// names are ASCII, so classes like `\w` are ASCII too, and Unicode mode (`(?u)`) is refused:
+/// smaller automata, each within [`REGEX_SIZE_LIMIT`] (a bytes regex, which may then match any
+/// byte).
 pub fn compile_regex(pattern: &str) -> Result<regex::bytes::Regex, HeartbeatError> {
+    let invalid = |why: String| HeartbeatError::InvalidRegularExpression(why);
     if pattern.len() > MAX_REGEX_BYTES {
-        return Err(HeartbeatError::InvalidRegularExpression(format!(
+        return Err(invalid(format!(
             "SubscribedTopicRegex is {} bytes, more than {MAX_REGEX_BYTES}",
             pattern.len()
         )));
     }
+    if enables_unicode(pattern) {
+        return Err(invalid(format!(
+            "{pattern}: Unicode mode (?u) is not available: topic names are ASCII"
+        )));
+    }
     regex::bytes::RegexBuilder::new(&format!("^(?:{pattern})$"))
         .unicode(false)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_SIZE_LIMIT)
         .build()
-        .map_err(|e| HeartbeatError::InvalidRegularExpression(format!("{pattern}: {e}")))
+        .map_err(|e| invalid(format!("{pattern}: {e}")))
+}
+
+/// Whether an inline flag group (`(?u)`, `(?iu:...)`) turns Unicode mode on.
+fn enables_unicode(pattern: &str) -> bool {
+    pattern.match_indices("(?").any(|(at, _)| {
+        pattern[at + 2..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphabetic() || *c == '-')
+            .take_while(|c| *c != '-')
+            .any(|c| c == 'u')
+    })
 }
 
 /// What a heartbeat is answered.
@@ -233,9 +260,8 @@ pub struct ConsumerGroup {
     /// What is written and replayed.
     pub state: ConsumerGroupState,
     timers: HashMap<String, Timers>,
-    /// Each subscription regex, compiled once (a pattern that no longer compiles matches
-    /// nothing).
-    regexes: HashMap<String, Option<regex::bytes::Regex>>,
+    /// The subscription regexes of current members, compiled once.
+    regexes: HashMap<String, regex::bytes::Regex>,
 }
 
 fn union(a: &Partitions, b: &Partitions) -> Partitions {
@@ -358,6 +384,7 @@ impl ConsumerGroup {
         if self.state.members.remove(member_id).is_some() {
             self.state.target.remove(member_id);
             self.timers.remove(member_id);
+            self.forget_unused_regexes();
             self.bump();
         }
     }
@@ -424,21 +451,8 @@ impl ConsumerGroup {
         {
             return Err(HeartbeatError::UnsupportedAssignor(assignor.clone()));
         }
-        // Checked before anything changes: a regex that cannot be used is this member's
-        // error alone, and is never stored.
-        if let Some(pattern) = hb
-            .subscribed_topic_regex
-            .as_ref()
-            .filter(|p| !p.is_empty() && !self.regexes.contains_key(*p))
-        {
-            let regex = compile_regex(pattern)?;
-            self.regexes.insert(pattern.clone(), Some(regex));
-        }
         let mut subscription_changed = false;
-        if hb.member_epoch == 0 {
-            self.join(&hb, settings)?;
-            subscription_changed = true;
-        } else {
+        if hb.member_epoch != 0 {
             let member = self
                 .state
                 .members
@@ -455,6 +469,15 @@ impl ConsumerGroup {
                     expected: member.member_epoch,
                 });
             }
+        }
+        // Checked before anything changes: a regex that cannot be used is this member's
+        // error alone, and is never stored.
+        if let Some(pattern) = hb.subscribed_topic_regex.as_ref().filter(|p| !p.is_empty()) {
+            self.regex(pattern)?;
+        }
+        if hb.member_epoch == 0 {
+            self.join(&hb, settings)?;
+            subscription_changed = true;
         }
         let Some(member) = self.state.members.get_mut(&hb.member_id) else {
             return Err(HeartbeatError::UnknownMemberId(hb.member_id));
@@ -481,11 +504,27 @@ impl ConsumerGroup {
             member.server_assignor = hb.server_assignor.clone();
             subscription_changed = true;
         }
+        let pattern = member.subscribed_topic_regex.clone();
+        // (A stored pattern was checked when it was sent; one that no longer compiles
+        // matches nothing.)
+        let matched = match pattern.map(|p| self.regex(&p)) {
+            Some(Ok(regex)) => topics
+                .iter()
+                .filter(|(name, (_, _, visible))| *visible && regex.is_match(name.as_bytes()))
+                .map(|(name, _)| name.clone())
+                .collect(),
+            Some(Err(_)) | None => BTreeSet::new(),
+        };
+        if let Some(member) = self.state.members.get_mut(&hb.member_id) {
+            subscription_changed |= matched != member.regex_topics;
+            member.regex_topics = matched;
+        }
+        self.forget_unused_regexes();
         let topics_changed = self.refresh_topics(topics);
         if subscription_changed || topics_changed {
             self.bump();
         }
-        self.refresh_target(topics, settings);
+        self.refresh_target(settings);
         let member_id = hb.member_id.clone();
         let owned_elsewhere = self
             .state
@@ -587,6 +626,7 @@ impl ConsumerGroup {
                 client_host: String::new(),
                 subscribed_topic_names: BTreeSet::new(),
                 subscribed_topic_regex: None,
+                regex_topics: BTreeSet::new(),
                 server_assignor: None,
                 rebalance_timeout_ms: hb.rebalance_timeout_ms,
                 assigned: Partitions::new(),
@@ -622,37 +662,47 @@ impl ConsumerGroup {
         })
     }
 
-    /// The topics each member subscribes to (names, and the visible topics its regex
-    /// matches), as they exist now.
-    fn subscribed_topics(&mut self, topics: &TopicsView) -> BTreeMap<String, BTreeSet<String>> {
-        let mut out = BTreeMap::new();
-        for (id, member) in &self.state.members {
-            let mut names: BTreeSet<String> = member.subscribed_topic_names.clone();
-            if let Some(pattern) = &member.subscribed_topic_regex {
-                let regex = self
-                    .regexes
-                    .entry(pattern.clone())
-                    .or_insert_with(|| compile_regex(pattern).ok());
-                if let Some(regex) = regex {
-                    names.extend(
-                        topics
-                            .iter()
-                            .filter(|(name, (_, _, visible))| {
-                                *visible && regex.is_match(name.as_bytes())
-                            })
-                            .map(|(name, _)| name.clone()),
-                    );
-                }
-            }
-            out.insert(id.clone(), names);
+    /// The compiled `pattern`, compiled now if no current member uses it yet.
+    fn regex(&mut self, pattern: &str) -> Result<regex::bytes::Regex, HeartbeatError> {
+        if let Some(regex) = self.regexes.get(pattern) {
+            return Ok(regex.clone());
         }
-        out
+        let regex = compile_regex(pattern)?;
+        self.regexes.insert(pattern.to_string(), regex.clone());
+        Ok(regex)
+    }
+
+    /// Keeps compiled only the regexes current members subscribe with.
+    fn forget_unused_regexes(&mut self) {
+        let members = &self.state.members;
+        self.regexes.retain(|pattern, _| {
+            members
+                .values()
+                .any(|m| m.subscribed_topic_regex.as_deref() == Some(pattern))
+        });
+    }
+
+    /// The topics each member subscribes to: its names, and what its regex matched at its last
+    /// heartbeat.
+    fn subscribed_topics(&self) -> BTreeMap<String, BTreeSet<String>> {
+        self.state
+            .members
+            .iter()
+            .map(|(id, m)| {
+                let topics = m
+                    .subscribed_topic_names
+                    .union(&m.regex_topics)
+                    .cloned()
+                    .collect();
+                (id.clone(), topics)
+            })
+            .collect()
     }
 
     /// Records the subscribed topics as they exist now (name, id, partition count); whether
     /// any appeared, vanished or grew since the target was computed.
     fn refresh_topics(&mut self, topics: &TopicsView) -> bool {
-        let subscriptions = self.subscribed_topics(topics);
+        let subscriptions = self.subscribed_topics();
         let seen: BTreeMap<String, (String, i32)> = subscriptions
             .values()
             .flatten()
@@ -670,11 +720,11 @@ impl ConsumerGroup {
     }
 
     /// Computes the target assignment when the group epoch moved past it.
-    fn refresh_target(&mut self, topics: &TopicsView, settings: &ConsumerSettings) {
+    fn refresh_target(&mut self, settings: &ConsumerSettings) {
         if self.state.group_epoch <= self.state.assignment_epoch {
             return;
         }
-        let subscriptions = self.subscribed_topics(topics);
+        let subscriptions = self.subscribed_topics();
         let assignor = self.chosen_assignor(settings);
         let counts: BTreeMap<String, i32> = self
             .state

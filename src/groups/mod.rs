@@ -471,7 +471,9 @@ impl GroupCoordinator {
                 }
             }
         }
-        let compacted_len = std::sync::atomic::AtomicU64::new(log.len());
+        // Unknown until the first compaction: a log that grew large before this start is
+        // compacted at its first append.
+        let compacted_len = std::sync::atomic::AtomicU64::new(0);
         Ok(GroupCoordinator {
             groups: Mutex::new(groups),
             log: Mutex::new(log),
@@ -835,53 +837,47 @@ impl GroupCoordinator {
         group_id: &str,
         offsets: Vec<(String, i32, Committed)>,
     ) -> Result<(), StorageError> {
-        offsets
-            .into_iter()
-            .try_for_each(|(topic, partition, committed)| {
-                self.write_offset(group_id, topic, partition, committed)
-            })
+        self.write_offsets_durably(group_id, offsets)
     }
 
     fn write_offsets(&self, group_id: &str, offsets: Vec<(String, i32, Committed)>) -> Vec<i16> {
-        offsets
-            .into_iter()
-            .map(|(topic, partition, committed)| {
-                match self.write_offset(group_id, topic, partition, committed) {
-                    Ok(()) => 0,
-                    Err(e) => {
-                        tracing::error!(error = %e, "committing an offset");
-                        codes::KAFKA_STORAGE_ERROR
-                    }
-                }
-            })
-            .collect()
+        let count = offsets.len();
+        match self.write_offsets_durably(group_id, offsets) {
+            Ok(()) => vec![0; count],
+            Err(e) => {
+                tracing::error!(error = %e, "committing offsets");
+                vec![codes::KAFKA_STORAGE_ERROR; count]
+            }
+        }
     }
 
-    /// Makes one committed offset durable, then current (under the groups' lock, so a
-    /// compaction sees either neither or both).
-    fn write_offset(
+    /// Makes committed offsets durable (one write, one fsync), then current; under the
+    /// groups' lock, so a compaction sees either neither or both.
+    fn write_offsets_durably(
         &self,
         group_id: &str,
-        topic: String,
-        partition: i32,
-        committed: Committed,
+        offsets: Vec<(String, i32, Committed)>,
     ) -> Result<(), StorageError> {
-        let record = OffsetRecord::Commit {
-            group: group_id.to_string(),
-            topic: topic.clone(),
-            partition,
-            committed: committed.clone(),
-        };
+        let records: Vec<OffsetRecord> = offsets
+            .iter()
+            .map(|(topic, partition, committed)| OffsetRecord::Commit {
+                group: group_id.to_string(),
+                topic: topic.clone(),
+                partition: *partition,
+                committed: committed.clone(),
+            })
+            .collect();
         self.with_groups(|groups| {
             self.log
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .append(&record)?;
-            groups
+                .append_all(&records)?;
+            let group = groups
                 .entry(group_id.to_string())
-                .or_insert_with(Group::new)
-                .offsets
-                .insert((topic, partition), committed);
+                .or_insert_with(Group::new);
+            for (topic, partition, committed) in offsets {
+                group.offsets.insert((topic, partition), committed);
+            }
             Ok::<(), StorageError>(())
         })?;
         self.compact_if_large();
@@ -1058,8 +1054,15 @@ impl GroupCoordinator {
                 self.compacted_len.store(compacted.len(), Ordering::Relaxed);
                 *log = compacted;
             }
-            // The old log stays whole; the next append tries again.
-            Err(e) => tracing::error!(error = %e, "compacting the consumer offsets log"),
+            Err(e) => {
+                // The rename may have happened (a later step failed): appends must go to the
+                // file the path now names, so it is opened again; the next append retries.
+                tracing::error!(error = %e, "compacting the consumer offsets log");
+                match RecordLog::open(&self.log_path) {
+                    Ok((reopened, _)) => *log = reopened,
+                    Err(e) => tracing::error!(error = %e, "reopening the consumer offsets log"),
+                }
+            }
         }
     }
 

@@ -307,3 +307,35 @@ async fn a_silent_consumer_member_does_not_hold_its_group_after_its_session() {
     );
     assert_eq!(coordinator.delete("gz"), 0);
 }
+
+/// A log that grew large before a start (compaction off, then on) is compacted at the first
+/// append after it.
+#[tokio::test]
+async fn a_large_log_from_before_a_start_is_compacted_at_the_first_append() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    {
+        let coordinator =
+            GroupCoordinator::open_compacting_at(dir.path(), u64::MAX).expect("opens");
+        for i in 0..200 {
+            let offsets = vec![("t".to_string(), 0, committed(i))];
+            assert_eq!(coordinator.commit("g", -1, "", offsets), vec![0]);
+        }
+    }
+    let log = dir.path().join("offsets.log");
+    let grown = std::fs::metadata(&log).expect("the log").len();
+    let coordinator = GroupCoordinator::open_compacting_at(dir.path(), 4 * 1024).expect("reopens");
+    assert!(grown > 4 * 1024, "{grown}");
+    assert_eq!(
+        coordinator.commit("g", -1, "", vec![("t".to_string(), 1, committed(1))]),
+        vec![0]
+    );
+    let compacted = std::fs::metadata(&log).expect("the log").len();
+    assert!(compacted < grown / 10, "{grown} -> {compacted}");
+    drop(coordinator);
+    let coordinator = GroupCoordinator::open(dir.path()).expect("reopens");
+    assert_eq!(
+        coordinator.committed("g")[&("t".to_string(), 0)].offset,
+        199
+    );
+    assert_eq!(coordinator.committed("g").len(), 2);
+}

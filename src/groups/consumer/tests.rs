@@ -401,3 +401,102 @@ fn random_membership_changes_never_give_a_partition_two_owners() {
         }
     }
 }
+
+/// Each member's regex is resolved with its own rights: a member that may see `t2` and one that
+/// may not, heartbeating in turn, settle on one group epoch; the limited member's regex never
+/// brings it `t2`.
+#[test]
+fn members_with_different_rights_do_not_undo_each_others_regex() {
+    let now = Instant::now();
+    let all = topics(&[("t1", 2), ("t2", 2)]);
+    let mut limited = all.clone();
+    limited.get_mut("t2").expect("t2").2 = false;
+    let mut group = ConsumerGroup::default();
+    let join = |group: &mut ConsumerGroup, id: &str, view: &TopicsView| {
+        let answer = group
+            .heartbeat(
+                Heartbeat {
+                    member_id: id.to_string(),
+                    member_epoch: 0,
+                    rebalance_timeout_ms: 30_000,
+                    subscribed_topic_regex: Some("t.*".into()),
+                    ..Heartbeat::default()
+                },
+                view,
+                &settings(),
+                now,
+            )
+            .expect("joins");
+        Client {
+            id: id.to_string(),
+            epoch: answer.member_epoch,
+            owned: answer.assignment.unwrap_or_default(),
+        }
+    };
+    let mut x = join(&mut group, "x", &all);
+    let mut y = join(&mut group, "y", &limited);
+    for _ in 0..4 {
+        x.beat(&mut group, &all, now).expect("x");
+        y.beat(&mut group, &limited, now).expect("y");
+    }
+    let settled = group.state.group_epoch;
+    for _ in 0..4 {
+        x.beat(&mut group, &all, now).expect("x");
+        y.beat(&mut group, &limited, now).expect("y");
+    }
+    assert_eq!(group.state.group_epoch, settled, "no epoch flapping");
+    assert_eq!(
+        group.state.members["y"].regex_topics,
+        BTreeSet::from(["t1".to_string()])
+    );
+    assert!(!y.owned.contains_key("t2"), "{y:?}");
+}
+
+/// Regexes are compiled for members only: a heartbeat of an unknown member is refused before
+/// its regex is looked at, Unicode mode is refused, and a member's regex is forgotten with it.
+#[test]
+fn regexes_are_compiled_for_members_only_and_forgotten_with_them() {
+    let view = topics(&[("t", 2)]);
+    let now = Instant::now();
+    let mut group = ConsumerGroup::default();
+    let ghost = group.heartbeat(
+        Heartbeat {
+            member_id: "ghost".into(),
+            member_epoch: 5,
+            subscribed_topic_regex: Some("t.*".into()),
+            ..Heartbeat::default()
+        },
+        &view,
+        &settings(),
+        now,
+    );
+    assert!(matches!(ghost, Err(HeartbeatError::UnknownMemberId(_))));
+    assert!(group.regexes.is_empty());
+    for unicode in [r"(?u)\w{90}", r"(?iu:\w)+", r"(?u)."] {
+        assert!(
+            matches!(
+                compile_regex(unicode),
+                Err(HeartbeatError::InvalidRegularExpression(_))
+            ),
+            "{unicode}"
+        );
+    }
+    assert!(compile_regex(r"(?i)T.*").is_ok());
+    let _r = group
+        .heartbeat(
+            Heartbeat {
+                member_id: "r".into(),
+                member_epoch: 0,
+                rebalance_timeout_ms: 1000,
+                subscribed_topic_regex: Some("t.*".into()),
+                ..Heartbeat::default()
+            },
+            &view,
+            &settings(),
+            now,
+        )
+        .expect("joins");
+    assert_eq!(group.regexes.len(), 1);
+    leave(&mut group, "r", &view, now);
+    assert!(group.regexes.is_empty(), "forgotten with its member");
+}
