@@ -1,12 +1,11 @@
 //! Mirroring from Apache Kafka's secured listeners with the client keys operators already use
-//! (issue 22): SASL_SSL with `sasl.jaas.config` (SCRAM-SHA-512) trusting a PKCS12 truststore,
-//! mutual TLS with a PEM keystore (plain and encrypted key) and a PKCS12 keystore, and
-//! OAUTHBEARER (Kafka's OIDC validation against a local identity provider, and unsecured
-//! tokens). Each
-//! mirror copies a topic byte for byte; each wrong credential is refused by
-//! `kmirror mirrors --create` with its own reason, and no secret is ever printed. The stores
-//! are the ones `scripts/kafka-local.sh` makes (client "mirror" signed by the test CA,
-//! "stranger" by an unrelated one).
+//! (issue 22): SASL_SSL with `sasl.jaas.config` (SCRAM-SHA-512 trusting a PKCS12 truststore,
+//! PLAIN trusting a PEM one), mutual TLS with a PEM keystore (plain and encrypted key) and a
+//! PKCS12 keystore, and OAUTHBEARER (Kafka's OIDC validation against a local identity
+//! provider, and unsecured tokens). Each mirror copies a topic byte for byte; each wrong
+//! credential is refused by `kmirror mirrors --create` with its own reason, and no secret is
+//! ever printed. The stores are the ones `scripts/kafka-local.sh` makes (client "mirror"
+//! signed by the test CA, "stranger" by an unrelated one).
 
 use super::process::{
     described, free_port, kmirror_segment, mirrors_cli, source_ends, spawn_broker, wait_described,
@@ -232,8 +231,25 @@ async fn mirrors_over_sasl_jaas_config_and_mutual_tls_and_refuses_each_bad_crede
     let source = source_client(&bootstrap).await;
     let mut encrypted_right = pem(&encrypted);
     encrypted_right.push(("ssl.key.password", "key-secret".into()));
+    // SASL/PLAIN in sasl.jaas.config, trusting the CA as a PEM truststore.
+    let plain_jaas: Configs = vec![
+        ("bootstrap.servers", kafka_env("KMIRROR_KAFKA_SASL_SSL")),
+        ("security.protocol", "SASL_SSL".into()),
+        ("sasl.mechanism", "PLAIN".into()),
+        (
+            "sasl.jaas.config",
+            format!(
+                "org.apache.kafka.common.security.plain.PlainLoginModule required \
+                 username=\"{}\" password=\"{password}\";",
+                kafka_env("KMIRROR_KAFKA_USER")
+            ),
+        ),
+        ("ssl.truststore.type", "PEM".into()),
+        ("ssl.truststore.location", kafka_env("KMIRROR_KAFKA_CA")),
+    ];
     let mirrors = [
         ("scram", scram(&password, "trust-secret")),
+        ("plain", plain_jaas),
         ("mtls-pem", mtls(&pem(&plain))),
         ("mtls-encrypted-pem", mtls(&encrypted_right)),
         ("mtls-pkcs12", mtls(&p12("store-secret"))),
