@@ -26,23 +26,30 @@ struct Client {
 
 impl Client {
     fn join(group: &mut ConsumerGroup, id: &str, view: &TopicsView, now: Instant) -> Client {
+        let joining = Heartbeat {
+            member_id: id.to_string(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_names: Some(vec!["t".to_string()]),
+            owned: Some(Partitions::new()),
+            ..Heartbeat::default()
+        };
+        Client::join_with(group, joining, view, now)
+    }
+
+    /// Joins with `joining` (epoch 0) and takes what it is answered.
+    fn join_with(
+        group: &mut ConsumerGroup,
+        joining: Heartbeat,
+        view: &TopicsView,
+        now: Instant,
+    ) -> Client {
+        let id = joining.member_id.clone();
         let answer = group
-            .heartbeat(
-                Heartbeat {
-                    member_id: id.to_string(),
-                    member_epoch: 0,
-                    rebalance_timeout_ms: 30_000,
-                    subscribed_topic_names: Some(vec!["t".to_string()]),
-                    owned: Some(Partitions::new()),
-                    ..Heartbeat::default()
-                },
-                view,
-                &settings(),
-                now,
-            )
+            .heartbeat(joining, view, &settings(), now)
             .expect("joins");
         Client {
-            id: id.to_string(),
+            id,
             epoch: answer.member_epoch,
             owned: answer.assignment.unwrap_or_default(),
         }
@@ -413,25 +420,14 @@ fn members_with_different_rights_do_not_undo_each_others_regex() {
     limited.get_mut("t2").expect("t2").2 = false;
     let mut group = ConsumerGroup::default();
     let join = |group: &mut ConsumerGroup, id: &str, view: &TopicsView| {
-        let answer = group
-            .heartbeat(
-                Heartbeat {
-                    member_id: id.to_string(),
-                    member_epoch: 0,
-                    rebalance_timeout_ms: 30_000,
-                    subscribed_topic_regex: Some("t.*".into()),
-                    ..Heartbeat::default()
-                },
-                view,
-                &settings(),
-                now,
-            )
-            .expect("joins");
-        Client {
-            id: id.to_string(),
-            epoch: answer.member_epoch,
-            owned: answer.assignment.unwrap_or_default(),
-        }
+        let joining = Heartbeat {
+            member_id: id.to_string(),
+            member_epoch: 0,
+            rebalance_timeout_ms: 30_000,
+            subscribed_topic_regex: Some("t.*".into()),
+            ..Heartbeat::default()
+        };
+        Client::join_with(group, joining, view, now)
     };
     let mut x = join(&mut group, "x", &all);
     let mut y = join(&mut group, "y", &limited);
