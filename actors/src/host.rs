@@ -1,74 +1,328 @@
-//! The ports: what the engine needs from the broker that embeds it, as traits, plus the few
-//! procedures every host runs the same way on top of them.
+//! The host interface: everything the engine needs from the broker that embeds it, and nothing
+//! else. A broker implements three traits:
 //!
-//! A broker implements [`MirrorLog`] over its partition log, [`SourceCluster`] over its client of
-//! the source cluster, [`Controller`] over its metadata controller and [`CoordinatorLog`] over the
-//! `__mirror_state` topic. `memory` (feature `test-util`) implements all of them in memory for
-//! simulations and actor tests: a log of real record batches with epochs and producer state, a
-//! source with scripted leader changes, unclean truncations and errors, a controller, a
-//! coordinator log.
+//! - [`Host`]: its cluster as the engine sees it: the local metadata image and its changes,
+//!   metadata writes through its controller, its partition logs (leased one call at a time
+//!   through [`MirrorLog`]), consumer group offsets and ACLs for the metadata sync, a clock,
+//!   and a factory of [`Source`] connections to a mirror's source cluster;
+//! - [`MirrorLog`]: one partition's log while leased: read its range, epochs and batches,
+//!   truncate it, append the source's batches unchanged, append the batches this cluster
+//!   writes itself (the MIRROR_PID_RESET barrier, `__mirror_state` records);
+//! - [`Source`]: a client of the source cluster (the engine implements it for
+//!   [`kmirror_protocol::client::SourceClient`], so most hosts only build one).
+//!
+//! Errors are one type, [`Cause`]: retryable (the engine tries again after its backoff: a
+//! partition stays in its state, a fetch is sent again) or fatal (the partition goes FAILED
+//! with the message, an operator decides).
+//!
+//! The engine's own procedures over a leased log live here too ([`next_fetch`],
+//! [`apply_fetch`], [`truncate_to_lso`], [`latest_mirrored_epoch`], [`ends_with_barrier`],
+//! [`written_since_failover`]): the broker's adapter, the in-memory host and the simulation run
+//! the same code. docs/design.md "The host interface" describes the contracts as a whole;
+//! `examples/embed.rs` is a complete host in one file.
 
-use crate::epoch::{self, Alignment, EpochStart};
+use crate::epoch::{self, EpochStart};
+pub use crate::partition::Cause;
 use bytes::Bytes;
-use kmirror_protocol::batch::CheckedBatches;
-use kmirror_protocol::records::CoordinatorRecord;
-use thiserror::Error;
+use kmirror_protocol::acl::AclBinding;
+use kmirror_protocol::batch::{CheckedBatches, RecordBatch};
+use kmirror_protocol::client::source::{
+    AclBinding as AclDescription, ClusterMetadata, CommittedOffset, ConfigEntry, GroupListing,
+};
+use kmirror_protocol::client::{ClientConfig, ClientError, FetchSpec, FetchedPartition, Isolation};
+use kmirror_protocol::records::ControlRecord;
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::pin::Pin;
+use uuid::Uuid;
 
-/// A failed host operation, classified once.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{message}")]
-pub struct HostError {
-    /// Whether retrying can help.
-    pub retryable: bool,
-    /// What happened.
-    pub message: String,
+/// A host call in flight (it need not be `Send`: the engine awaits it on its own arbiter).
+pub type HostFuture<T> = Pin<Box<dyn Future<Output = T>>>;
+
+/// A partition of the destination cluster, as the metadata image has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionMeta {
+    /// Its leader epoch.
+    pub leader_epoch: i32,
+    /// The node that leads it ([`ANY_NODE`]: whichever node opens it, in a single-node
+    /// cluster).
+    pub leader: i32,
 }
 
-impl HostError {
-    /// A transient failure.
-    pub fn retryable(message: impl Into<String>) -> HostError {
-        HostError {
-            retryable: true,
-            message: message.into(),
+/// The leader of partitions placed before the cluster had brokers: the single node.
+pub const ANY_NODE: i32 = -1;
+
+/// A topic of the destination cluster, as the metadata image has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicMeta {
+    /// The topic id (a mirror topic has its source topic's).
+    pub topic_id: Uuid,
+    /// Its partitions, by index.
+    pub partitions: Vec<PartitionMeta>,
+    /// Its dynamic configs (`mirror.name` among them).
+    pub configs: BTreeMap<String, String>,
+}
+
+/// What changed in the metadata between two versions of the image.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataDelta {
+    /// Look at everything: the reader is further behind than the host remembers, or a change
+    /// touched every topic.
+    pub everything: bool,
+    /// The cluster's brokers, mirrors (or their configs) or ACLs changed.
+    pub cluster: bool,
+    /// Topics created, deleted, grown or reconfigured.
+    pub topics: BTreeSet<String>,
+    /// Topics of which only partitions' leader epochs changed (not in `topics`).
+    pub leader_epochs: BTreeSet<String>,
+}
+
+impl MetadataDelta {
+    /// The delta of a reader that has to look at everything.
+    pub fn everything() -> MetadataDelta {
+        MetadataDelta {
+            everything: true,
+            cluster: true,
+            ..MetadataDelta::default()
         }
     }
 
-    /// A failure retrying cannot fix.
-    pub fn fatal(message: impl Into<String>) -> HostError {
-        HostError {
-            retryable: false,
-            message: message.into(),
-        }
+    /// Whether anything about `topic` changed (its epochs included).
+    pub fn touches(&self, topic: &str) -> bool {
+        self.everything || self.topics.contains(topic) || self.leader_epochs.contains(topic)
     }
 }
 
-/// The destination partition's log.
+/// The broker-wide settings the engine runs with (Kafka-style broker keys; see
+/// docs/broker-configs.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EngineSettings {
+    /// `mirror.state.topic.num.partitions`: partitions of `__mirror_state` when the engine
+    /// creates it.
+    pub state_partitions: i32,
+    /// `mirror.metadata.refresh.interval.ms`: how often each mirror's metadata sync runs.
+    pub metadata_refresh_interval_ms: u64,
+    /// `mirror.num.replica.fetchers`: fetchers per source broker, unless a mirror sets its own.
+    pub num_replica_fetchers: usize,
+    /// `mirror.supervision.*`: when a partition actor is restarted, and when given up on.
+    pub liveness: crate::liveness::LivenessPolicy,
+}
+
+/// A consumer group's committed offset of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupOffset {
+    /// The offset.
+    pub offset: i64,
+    /// The leader epoch of the record before it, or -1.
+    pub leader_epoch: i32,
+    /// The client's metadata string.
+    pub metadata: Option<String>,
+}
+
+/// One partition's log while the engine holds its lease (one [`Host::with_log`] call). Every
+/// method runs on the host's thread of that call; a change is in the log when the method
+/// returns (durability is [`Host::make_durable`]'s).
 pub trait MirrorLog {
     /// The first offset in the log.
     fn log_start_offset(&self) -> i64;
     /// The offset the next batch gets.
     fn log_end_offset(&self) -> i64;
-    /// The last stable offset.
+    /// The last stable offset (below the first open transaction).
     fn last_stable_offset(&self) -> i64;
-    /// The leader-epoch history, oldest first.
+    /// The leader-epoch history: each epoch and its first offset, oldest first.
     fn epoch_history(&self) -> Vec<EpochStart>;
-    /// The newest epoch among the batches that came from the source: every batch except the
-    /// MIRROR_PID_RESET barriers this cluster wrote itself (a STOPPING interrupted after its
-    /// barrier runs again, and its LME must not be the barrier's destination epoch). -1 if none.
-    fn latest_mirrored_epoch(&self) -> i32;
+    /// Visits the batches from the one holding `from`, in order, until `stop` says so: that
+    /// batch, or `None` when none did.
+    fn find_batch(
+        &self,
+        from: i64,
+        stop: &mut dyn FnMut(&RecordBatch) -> bool,
+    ) -> Result<Option<RecordBatch>, Cause>;
     /// Drops every batch holding an offset at or after `offset`.
-    fn truncate_to(&mut self, offset: i64) -> Result<(), HostError>;
+    fn truncate_to(&mut self, offset: i64) -> Result<(), Cause>;
     /// Empties the log and restarts it at `offset`.
-    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), HostError>;
-    /// Appends the source's whole batches unchanged ([`apply_fetch`] checked their framing and
-    /// CRC; the log checks where they go: at its end, epochs not lowered).
-    fn append_mirrored(&mut self, batches: CheckedBatches) -> Result<(), HostError>;
-    /// Appends the MIRROR_PID_RESET barrier stamped with `leader_epoch`.
-    fn append_pid_reset(
-        &mut self,
-        leader_epoch: i32,
-        source_cluster_id: &str,
-    ) -> Result<(), HostError>;
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Cause>;
+    /// Appends the source's whole batches unchanged (framing and CRC checked by
+    /// [`apply_fetch`]; the log checks where they go: at or after its end where the source
+    /// left gaps, epochs never lowered). A mirror partition has one replica's worth of
+    /// commitment: what is appended is committed (the high watermark follows).
+    fn append_mirrored(&mut self, batches: CheckedBatches) -> Result<(), Cause>;
+    /// Appends the MIRROR_PID_RESET control batch stamped with `leader_epoch`, naming the
+    /// source cluster whose producer ids it fences.
+    fn append_pid_reset(&mut self, leader_epoch: i32, source_cluster_id: &str)
+    -> Result<(), Cause>;
+    /// Appends a batch this cluster writes as the partition's leader (`__mirror_state`
+    /// records), at the log end, with `leader_epoch`.
+    fn append_as_leader(&mut self, batch: Bytes, leader_epoch: i32) -> Result<(), Cause>;
+}
+
+/// A client of a mirror's source cluster. Every method may fail with a [`ClientError`]; the
+/// engine classifies it with [`ClientError::is_retriable`].
+pub trait Source: Send + Sync + 'static {
+    /// The source cluster's id.
+    fn cluster_id(&self) -> impl Future<Output = Result<String, ClientError>>;
+    /// Metadata of `topics` (every topic when `None`).
+    fn metadata(
+        &self,
+        topics: Option<&[&str]>,
+    ) -> impl Future<Output = Result<ClusterMetadata, ClientError>>;
+    /// ListOffsets at broker `leader`: the offset for `timestamp` (`EARLIEST`, `LATEST`) and
+    /// its leader epoch.
+    fn list_offsets(
+        &self,
+        leader: i32,
+        topic: &str,
+        partition: i32,
+        timestamp: i64,
+        isolation: Isolation,
+    ) -> impl Future<Output = Result<(i64, i32), ClientError>>;
+    /// One consumer Fetch at broker `leader`.
+    fn fetch(
+        &self,
+        leader: i32,
+        spec: &FetchSpec,
+    ) -> impl Future<Output = Result<Vec<FetchedPartition>, ClientError>>;
+    /// LastMirroredEpochs: what the source recorded for these partitions when it stopped
+    /// mirroring from `cluster_id` (-1: nothing).
+    fn last_mirrored_epochs(
+        &self,
+        cluster_id: &str,
+        topic: &str,
+        topic_id: Uuid,
+        partitions: &[i32],
+    ) -> impl Future<Output = Result<Vec<i32>, ClientError>>;
+    /// A topic's configs (DescribeConfigs).
+    fn describe_topic_configs(
+        &self,
+        topic: &str,
+    ) -> impl Future<Output = Result<Vec<ConfigEntry>, ClientError>>;
+    /// Every consumer group (ListGroups).
+    fn list_groups(&self) -> impl Future<Output = Result<Vec<GroupListing>, ClientError>>;
+    /// A group's committed offsets (OffsetFetch).
+    fn committed_offsets(
+        &self,
+        group: &str,
+    ) -> impl Future<Output = Result<Vec<CommittedOffset>, ClientError>>;
+    /// Every ACL binding (DescribeAcls).
+    fn describe_acls(&self) -> impl Future<Output = Result<Vec<AclDescription>, ClientError>>;
+    /// Takes new connection and security settings: connections open now are dropped, the next
+    /// request connects with them.
+    fn reconfigure(&self, config: ClientConfig) -> Result<(), ClientError>;
+}
+
+/// The broker that embeds the engine. Methods that read answer from the local metadata image
+/// at once; methods that change the cluster return a future that resolves once the change is
+/// durable in the controller (and, for metadata, visible in the image).
+pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
+    /// A connection to a mirror's source cluster.
+    type Source: Source;
+
+    /// This cluster's id.
+    fn cluster_id(&self) -> String;
+    /// The broker-wide settings of the engine.
+    fn settings(&self) -> EngineSettings;
+    /// Milliseconds since the Unix epoch (record timestamps, "unreachable since").
+    fn now_ms(&self) -> i64;
+
+    /// Bumped on every metadata change; the engine reacts to each wake-up once.
+    fn metadata_changes(&self) -> tokio::sync::watch::Receiver<u64>;
+    /// Opens the logs of partitions the metadata gives this broker (before the engine starts
+    /// their mirror partitions), then answers the image's version, what changed since
+    /// `followed` (everything when `None`), and the touched topics as they are now (a touched
+    /// topic missing was deleted).
+    fn metadata_since(
+        &self,
+        followed: Option<u64>,
+    ) -> (u64, MetadataDelta, BTreeMap<String, TopicMeta>);
+    /// One topic.
+    fn topic(&self, name: &str) -> Option<TopicMeta>;
+    /// Every topic.
+    fn topics(&self) -> BTreeMap<String, TopicMeta>;
+    /// Every mirror with its configs (CreateMirror / IncrementalAlterConfigs on the mirror).
+    fn mirrors(&self) -> BTreeMap<String, BTreeMap<String, String>>;
+    /// Whether this broker leads `partition`.
+    fn leads(&self, partition: &PartitionMeta) -> bool;
+    /// `host:port` of a node of this cluster (where its `__mirror_state` shards are asked).
+    fn node_address(&self, node_id: i32) -> Option<String>;
+
+    /// Creates a topic (with `topic_id` when given: a mirror topic has its source's).
+    fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        topic_id: Option<Uuid>,
+    ) -> HostFuture<Result<(), HostRefusal>>;
+    /// Replaces a topic's dynamic configs.
+    fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> HostFuture<Result<(), HostRefusal>>;
+    /// Grows a topic to `count` partitions.
+    fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostRefusal>>;
+    /// BumpLeaderEpochs for one partition: its leader epoch afterwards, at least
+    /// `min_leader_epoch` and above the one before (`None`: the partition is gone).
+    fn bump_leader_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        min_leader_epoch: i32,
+    ) -> HostFuture<Result<Option<i32>, Cause>>;
+    /// Refuses (true) or accepts (false) produce requests to a partition.
+    fn set_read_only(&self, topic: &str, partition: i32, read_only: bool);
+
+    /// Runs `f` on the partition's log now, on the calling thread, with the log locked
+    /// (retryable error: the partition is not open here). The engine uses it for the state
+    /// machine's log changes, which must happen within one poll of their future.
+    fn with_log<T>(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause>,
+    ) -> Result<T, Cause>;
+    /// Runs `f` on the partition's log where the host says (the broker: its blocking pool),
+    /// and wakes its fetch waiters when the log changed. The fetchers apply their answers
+    /// through it: one call per answer, the batches handed over once.
+    fn spawn_with_log<T: Send + 'static>(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause> + Send + 'static,
+    ) -> HostFuture<Result<T, Cause>>;
+    /// Resolves once everything appended to the partition so far is durable (fsynced).
+    fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), Cause>>;
+
+    /// Whether a consumer group has members on this cluster (its offsets are its own then).
+    fn group_is_active(&self, group: &str) -> bool;
+    /// A group's committed offsets here.
+    fn committed_offsets(&self, group: &str) -> BTreeMap<(String, i32), GroupOffset>;
+    /// Commits offsets for a group (as an admin: no member, no generation).
+    fn commit_offsets(
+        &self,
+        group: &str,
+        offsets: Vec<(String, i32, GroupOffset)>,
+    ) -> Result<(), String>;
+    /// Every ACL binding of this cluster.
+    fn acls(&self) -> Vec<AclBinding>;
+    /// Creates bindings; one result per binding.
+    fn create_acls(&self, bindings: Vec<AclBinding>) -> Vec<Result<(), String>>;
+    /// Deletes exactly these bindings; one result per binding.
+    fn delete_acls(&self, bindings: &[AclBinding]) -> Vec<Result<(), String>>;
+
+    /// A client of a mirror's source cluster with these settings (from the mirror's configs).
+    /// The engine makes two per mirror: one for control requests, one for its fetchers.
+    fn connect_source(&self, config: ClientConfig) -> Result<Self::Source, ClientError>;
+}
+
+/// A metadata change the host's controller refused: Kafka's error code and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HostRefusal {
+    /// Kafka's error code (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, ...).
+    pub code: kmirror_protocol::errors::ErrorCode,
+    /// For the operator.
+    pub message: String,
 }
 
 /// Where a mirror fetcher reads from.
@@ -100,44 +354,6 @@ pub enum FetchResponse {
     OffsetOutOfRange { log_start_offset: i64 },
 }
 
-/// The source cluster, as the destination's client sees it.
-pub trait SourceCluster {
-    /// The source's cluster id.
-    fn cluster_id(&self) -> String;
-    /// LastMirroredEpochs: the LME the source recorded for this partition when it stopped
-    /// mirroring from `asking_cluster_id`, or -1.
-    fn last_mirrored_epoch(&self, asking_cluster_id: &str) -> Result<i32, HostError>;
-    /// The source partition's log start offset.
-    fn log_start_offset(&self) -> Result<i64, HostError>;
-    /// A consumer fetch with `LastFetchedEpoch`.
-    fn fetch(&self, request: &FetchRequest) -> Result<FetchResponse, HostError>;
-}
-
-/// The destination cluster's controller.
-pub trait Controller {
-    /// BumpLeaderEpochs for one partition: returns the partition's leader epoch afterwards.
-    fn bump_leader_epoch(&mut self, min_leader_epoch: i32) -> Result<i32, HostError>;
-}
-
-/// The `__mirror_state` partition of one shard.
-pub trait CoordinatorLog {
-    /// Appends records durably; they are replayed into the shard only after this succeeds.
-    fn append(&mut self, records: &[CoordinatorRecord]) -> Result<(), HostError>;
-}
-
-/// PREPARING's truncation for an LME (DECISIONS.md 3).
-pub fn align_for_lme(
-    log: &mut impl MirrorLog,
-    source: &impl SourceCluster,
-    lme: i32,
-) -> Result<(), HostError> {
-    match epoch::alignment_for_lme(lme, &log.epoch_history(), log.log_end_offset()) {
-        Alignment::TruncateFully => log.truncate_fully_and_start_at(source.log_start_offset()?),
-        Alignment::TruncateTo(offset) => log.truncate_to(offset),
-        Alignment::KeepAll => Ok(()),
-    }
-}
-
 /// What one fetch round did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FetchProgress {
@@ -153,9 +369,9 @@ pub enum FetchProgress {
     Truncated,
 }
 
-/// The fetch a mirror fetcher sends for one partition (DECISIONS.md 4): at the log end, with the
-/// epoch of the last local batch.
-pub fn next_fetch(log: &impl MirrorLog, max_bytes: usize) -> FetchRequest {
+/// The fetch a mirror fetcher sends for one partition (docs/design.md §4): at the log end, with
+/// the epoch of the last local batch.
+pub fn next_fetch(log: &dyn MirrorLog, max_bytes: usize) -> FetchRequest {
     FetchRequest {
         offset: log.log_end_offset(),
         last_fetched_epoch: log.epoch_history().last().map_or(-1, |(e, _)| *e),
@@ -165,14 +381,15 @@ pub fn next_fetch(log: &impl MirrorLog, max_bytes: usize) -> FetchRequest {
 
 /// Applies the source's answer to `request`: truncate on divergence or out-of-range, append the
 /// batches whose epoch does not exceed the destination leader epoch (whole, unchanged, CRC
-/// checked).
+/// checked). `source_log_start` is the source's log start, where asked for (a divergence with
+/// no common epoch restarts the log there).
 pub fn apply_fetch(
-    log: &mut impl MirrorLog,
-    source_log_start: impl FnOnce() -> Result<i64, HostError>,
+    log: &mut dyn MirrorLog,
+    source_log_start: Option<i64>,
     request: &FetchRequest,
     response: FetchResponse,
     destination_leader_epoch: i32,
-) -> Result<FetchProgress, HostError> {
+) -> Result<FetchProgress, Cause> {
     // An answer to a fetch from another log end is stale: the log was truncated or appended to
     // while it was in flight (a stop, a PREPARING truncation, another fetcher for a moment
     // after a leader move). Applied, it would truncate what is no longer there or, the log
@@ -180,9 +397,11 @@ pub fn apply_fetch(
     if request.offset != log.log_end_offset() {
         return Ok(FetchProgress::Idle);
     }
+    let source_start =
+        || source_log_start.ok_or_else(|| Cause::retryable("the source's log start is not known"));
     match response {
         FetchResponse::Diverging { epoch, .. } if epoch < 0 => {
-            log.truncate_fully_and_start_at(source_log_start()?)?;
+            log.truncate_fully_and_start_at(source_start()?)?;
             Ok(FetchProgress::Truncated)
         }
         FetchResponse::Diverging { epoch, end_offset } => {
@@ -201,7 +420,7 @@ pub fn apply_fetch(
             ..
         } => {
             let mut checked = CheckedBatches::check(records)
-                .map_err(|e| HostError::fatal(format!("corrupt batch from the source: {e}")))?;
+                .map_err(|e| Cause::fatal(format!("corrupt batch from the source: {e}")))?;
             let mut keep = 0;
             let mut max_epoch = -1;
             for batch in checked.batches() {
@@ -236,30 +455,72 @@ pub fn apply_fetch(
     }
 }
 
-/// One fetch round of a mirror fetcher for one partition: [`next_fetch`], the source's answer,
-/// [`apply_fetch`].
-pub fn fetch_round(
-    log: &mut impl MirrorLog,
-    source: &impl SourceCluster,
-    destination_leader_epoch: i32,
-    max_bytes: usize,
-) -> Result<FetchProgress, HostError> {
-    let request = next_fetch(log, max_bytes);
-    let response = source.fetch(&request)?;
-    apply_fetch(
-        log,
-        || source.log_start_offset(),
-        &request,
-        response,
-        destination_leader_epoch,
-    )
+/// Whether `batch` is a MIRROR_PID_RESET barrier (written by this cluster when it stopped).
+pub fn is_barrier(batch: &RecordBatch) -> bool {
+    batch.is_control()
+        && matches!(
+            ControlRecord::parse(batch),
+            Ok(ControlRecord::MirrorPidReset { .. })
+        )
+}
+
+/// The newest epoch among the batches that came from the source: every batch except the
+/// MIRROR_PID_RESET barriers this cluster wrote itself (a STOPPING interrupted after its barrier
+/// runs again, and its LME must not be the barrier's destination epoch). -1 if none. A batch
+/// that cannot be read counts its epoch as mirrored: the conservative answer for an LME.
+pub fn latest_mirrored_epoch(log: &dyn MirrorLog) -> i32 {
+    let history = log.epoch_history();
+    for (i, (epoch, start)) in history.iter().enumerate().rev() {
+        let end = history
+            .get(i + 1)
+            .map_or(log.log_end_offset(), |(_, next)| *next);
+        let found = log.find_batch(*start, &mut |b| b.base_offset() >= end || !is_barrier(b));
+        match found {
+            Ok(Some(batch)) if batch.base_offset() < end => return *epoch,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e.message, "reading the log for its last mirrored epoch");
+                return *epoch;
+            }
+        }
+    }
+    -1
 }
 
 /// STOPPING's truncate-to-LSO branch: returns the newest mirrored epoch left in the log (the
 /// LME).
-pub fn truncate_to_lso(log: &mut impl MirrorLog) -> Result<i32, HostError> {
+pub fn truncate_to_lso(log: &mut dyn MirrorLog) -> Result<i32, Cause> {
     log.truncate_to(log.last_stable_offset())?;
-    Ok(log.latest_mirrored_epoch())
+    Ok(latest_mirrored_epoch(log))
+}
+
+/// Whether the log's last batch is a MIRROR_PID_RESET barrier: a STOPPING run again (after a
+/// crash between its barrier and STOPPED) finds its own barrier there and appends no second
+/// one, so the log stays the source's up to exactly one barrier.
+pub fn ends_with_barrier(log: &dyn MirrorLog) -> Result<bool, Cause> {
+    let end = log.log_end_offset();
+    if end <= log.log_start_offset() {
+        return Ok(false);
+    }
+    let last = log.find_batch(end - 1, &mut |b| b.last_offset() >= end - 1)?;
+    Ok(last.is_some_and(|b| is_barrier(&b)))
+}
+
+/// How many offsets this cluster wrote to a partition since it last failed over: those after
+/// the newest MIRROR_PID_RESET barrier (0 if it never failed over here). Restarting the mirror
+/// of a stopped topic discards them. Only the epochs after the barrier are read: the barrier
+/// opens the epoch the stop bumped to, above every mirrored one.
+pub fn written_since_failover(log: &dyn MirrorLog) -> Result<i64, Cause> {
+    let history = log.epoch_history();
+    let log_end = log.log_end_offset();
+    for (i, (_, start)) in history.iter().enumerate().rev() {
+        let end = history.get(i + 1).map_or(log_end, |(_, next)| *next);
+        let found = log.find_batch(*start, &mut |b| b.base_offset() >= end || is_barrier(b))?;
+        if let Some(barrier) = found.filter(|b| b.base_offset() < end) {
+            return Ok(log_end - (barrier.last_offset() + 1));
+        }
+    }
+    Ok(0)
 }
 
 #[cfg(feature = "test-util")]

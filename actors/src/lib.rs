@@ -15,6 +15,7 @@
 
 pub mod actor;
 pub mod coordinator;
+pub mod engine;
 pub mod epoch;
 pub mod host;
 pub mod liveness;

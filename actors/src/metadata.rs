@@ -8,7 +8,9 @@
 //! and reacts: a new desired state, a higher leader epoch, or the topic gone from the mirror
 //! (deleted, or `mirror.name` naming something else), whose partitions are released.
 
+use crate::host::TopicMeta;
 use crate::partition::Desired;
+use std::collections::BTreeMap;
 
 /// What `mirror.name` asks of a topic of `mirror`; `None` when the value is not one of the
 /// mirror's three spellings.
@@ -30,6 +32,20 @@ pub fn mirror_of(value: &str) -> Option<(&str, Desired)> {
         None => (value, Desired::Mirroring),
     };
     (!mirror.is_empty()).then_some((mirror, desired))
+}
+
+/// The topics of `mirror` among `topics`: those whose `mirror.name` names it, whatever it asks.
+pub fn mirror_topics(topics: &BTreeMap<String, TopicMeta>, mirror: &str) -> Vec<String> {
+    topics
+        .iter()
+        .filter(|(_, t)| {
+            t.configs
+                .get("mirror.name")
+                .and_then(|value| mirror_of(value))
+                .is_some_and(|(m, _)| m == mirror)
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// The `mirror.name` value that asks `desired` of a topic of `mirror`.

@@ -41,6 +41,27 @@ pub const COORDINATOR_WRITES: &str = "kmirror_coordinator_writes_total";
 /// How long a coordinator shard's write took, from request to durable.
 pub const COORDINATOR_WRITE_LATENCY: &str = "kmirror_coordinator_write_latency_seconds";
 
+/// Fetch requests sent to the source, per mirror.
+pub const FETCH_REQUESTS: &str = "kmirror_fetcher_requests_total";
+/// Record bytes fetched from the source, per mirror.
+pub const FETCH_BYTES: &str = "kmirror_fetcher_fetched_bytes_total";
+/// Fetch requests that failed (the source unreachable or answering an error), per mirror.
+pub const FETCH_ERRORS: &str = "kmirror_fetcher_errors_total";
+/// Seconds since the mirror's last successful fetch.
+pub const FETCH_AGE: &str = "kmirror_fetcher_last_success_age_seconds";
+/// Records a mirror partition is behind its source (source high watermark minus local log end).
+pub const PARTITION_LAG: &str = "kmirror_mirror_partition_lag_records";
+/// The greatest partition lag of a mirror on this broker.
+pub const MAX_LAG: &str = "kmirror_mirror_max_lag_records";
+/// Fetched batches refused because they would break the log's invariants (corrupt, not at the
+/// log end, lowering the leader epoch), per mirror.
+pub const INVARIANT_VIOLATIONS: &str = "kmirror_mirror_invariant_violations_total";
+/// Metadata sync steps run, per mirror and kind.
+pub const SYNC_RUNS: &str = "kmirror_sync_runs_total";
+/// Metadata sync steps that failed, per mirror and kind.
+pub const SYNC_ERRORS: &str = "kmirror_sync_errors_total";
+/// 1 while a mirror's sync is halted because its source is another cluster, else 0.
+pub const SYNC_HALTED: &str = "kmirror_sync_cluster_id_mismatch_mirrors";
 /// The engine's metrics.
 pub const CATALOGUE: &[MetricDef] = &[
     MetricDef {
@@ -72,6 +93,66 @@ pub const CATALOGUE: &[MetricDef] = &[
         kind: MetricKind::Histogram,
         labels: &[],
         help: "Seconds from a __mirror_state write request to its record being durable.",
+    },
+    MetricDef {
+        name: FETCH_REQUESTS,
+        kind: MetricKind::Counter,
+        labels: &["mirror"],
+        help: "Fetch requests sent to the source cluster.",
+    },
+    MetricDef {
+        name: FETCH_BYTES,
+        kind: MetricKind::Counter,
+        labels: &["mirror"],
+        help: "Record bytes fetched from the source cluster.",
+    },
+    MetricDef {
+        name: FETCH_ERRORS,
+        kind: MetricKind::Counter,
+        labels: &["mirror"],
+        help: "Fetch requests to the source cluster that failed.",
+    },
+    MetricDef {
+        name: FETCH_AGE,
+        kind: MetricKind::Gauge,
+        labels: &["mirror"],
+        help: "Seconds since the mirror's last successful fetch.",
+    },
+    MetricDef {
+        name: PARTITION_LAG,
+        kind: MetricKind::Gauge,
+        labels: &["mirror", "topic", "partition"],
+        help: "Records a mirror partition is behind the source's high watermark.",
+    },
+    MetricDef {
+        name: MAX_LAG,
+        kind: MetricKind::Gauge,
+        labels: &["mirror"],
+        help: "The greatest lag in records of the mirror's partitions on this broker.",
+    },
+    MetricDef {
+        name: INVARIANT_VIOLATIONS,
+        kind: MetricKind::Counter,
+        labels: &["mirror"],
+        help: "Fetched data refused because it would break the log's invariants.",
+    },
+    MetricDef {
+        name: SYNC_RUNS,
+        kind: MetricKind::Counter,
+        labels: &["mirror", "kind"],
+        help: "Metadata sync steps run (cluster_id, partitions, configs, groups, acls).",
+    },
+    MetricDef {
+        name: SYNC_ERRORS,
+        kind: MetricKind::Counter,
+        labels: &["mirror", "kind"],
+        help: "Metadata sync steps that failed.",
+    },
+    MetricDef {
+        name: SYNC_HALTED,
+        kind: MetricKind::Gauge,
+        labels: &["mirror"],
+        help: "1 while the mirror's sync is halted: its source answers with another cluster id.",
     },
 ];
 

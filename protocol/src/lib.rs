@@ -11,6 +11,7 @@
 //! - [`state`]: the mirror partition states' wire values and names.
 //! - [`topic_id`]: Kafka's text form of topic ids.
 
+pub mod acl;
 pub mod batch;
 pub mod client;
 pub mod codec;

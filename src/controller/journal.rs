@@ -7,7 +7,7 @@
 //! [`JOURNAL_CAPACITY`] changes), or a reader that never followed, gets
 //! [`MetadataDelta::everything`], and the reader looks at all of it as before.
 
-use super::MetadataRecord;
+use super::{MetadataDelta, MetadataRecord};
 use std::collections::{BTreeSet, VecDeque};
 
 /// The changes the journal remembers; a reader further behind looks at everything.
@@ -47,36 +47,6 @@ impl Touched {
             MetadataRecord::LeaderEpoch { topic, .. } => Touched::LeaderEpochs(topic.clone()),
             MetadataRecord::LeadershipResumed { .. } => Touched::Everything,
         }
-    }
-}
-
-/// What changed in the metadata between two versions.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MetadataDelta {
-    /// Look at everything: the reader is further behind than the journal goes, or a change
-    /// touched every topic.
-    pub everything: bool,
-    /// The cluster's brokers, mirrors or ACLs changed.
-    pub cluster: bool,
-    /// Topics created, deleted, grown or reconfigured.
-    pub topics: BTreeSet<String>,
-    /// Topics of which only partitions' leader epochs changed (not in `topics`).
-    pub leader_epochs: BTreeSet<String>,
-}
-
-impl MetadataDelta {
-    /// The delta of a reader that has to look at everything.
-    pub fn everything() -> MetadataDelta {
-        MetadataDelta {
-            everything: true,
-            cluster: true,
-            ..MetadataDelta::default()
-        }
-    }
-
-    /// Whether anything about `topic` changed (its epochs included).
-    pub fn touches(&self, topic: &str) -> bool {
-        self.everything || self.topics.contains(topic) || self.leader_epochs.contains(topic)
     }
 }
 

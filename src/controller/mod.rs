@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 mod journal;
 
-pub use journal::MetadataDelta;
+pub use kmirror_actors::host::{ANY_NODE, MetadataDelta, PartitionMeta, TopicMeta};
 
 /// One metadata change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,19 +87,6 @@ pub enum MetadataRecord {
     AclDeleted { binding: AclBinding },
 }
 
-/// A partition's metadata.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionMeta {
-    /// The leader epoch.
-    pub leader_epoch: i32,
-    /// The broker that leads it (one replica per partition); [`ANY_NODE`] in a log written
-    /// before brokers were placed, where the single node leads everything.
-    pub leader: i32,
-}
-
-/// The leader of partitions created before brokers were placed: whichever node opens the log.
-pub const ANY_NODE: i32 = -1;
-
 /// A broker of the cluster as clients reach it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerEndpoint {
@@ -109,17 +96,6 @@ pub struct BrokerEndpoint {
     pub host: String,
     /// The advertised port.
     pub port: u16,
-}
-
-/// A topic's metadata.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicMeta {
-    /// The topic id.
-    pub topic_id: Uuid,
-    /// Its partitions, by index.
-    pub partitions: Vec<PartitionMeta>,
-    /// Its dynamic configs.
-    pub configs: BTreeMap<String, String>,
 }
 
 /// Why a metadata change was refused.
@@ -428,19 +404,7 @@ impl Controller {
     /// The topics of a mirror: those whose `mirror.name` is the mirror's name, with or without
     /// the `.paused` / `.removed` suffix.
     pub fn mirror_topics(&self, mirror: &str) -> Vec<String> {
-        self.topics
-            .iter()
-            .filter(|(_, t)| {
-                t.configs.get("mirror.name").is_some_and(|value| {
-                    let base = value
-                        .strip_suffix(".paused")
-                        .or_else(|| value.strip_suffix(".removed"))
-                        .unwrap_or(value);
-                    base == mirror
-                })
-            })
-            .map(|(name, _)| name.clone())
-            .collect()
+        kmirror_actors::metadata::mirror_topics(&self.topics, mirror)
     }
 
     /// CreateMirror.

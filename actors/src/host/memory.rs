@@ -2,7 +2,7 @@
 //! `test-util`). The logs hold real v2 record batches (encoded by kafka-protocol), so "the
 //! destination equals the source" is a comparison of bytes.
 
-use super::{CoordinatorLog, FetchRequest, FetchResponse, HostError, MirrorLog, SourceCluster};
+use super::{Cause, FetchRequest, FetchResponse, MirrorLog};
 use crate::epoch::{self, EpochStart};
 use bytes::Bytes;
 use kmirror_protocol::batch::{CheckedBatches, RecordBatch, RecordBatches};
@@ -54,9 +54,9 @@ impl MemoryLog {
         }
     }
 
-    /// Appends a data batch as a leader would: the next offsets, `leader_epoch`, and the given
-    /// producer (`transactional` opens or continues its transaction).
-    pub fn append_as_leader(
+    /// Appends a data batch as a producer's leader would: the next offsets, `leader_epoch`,
+    /// and the given producer (`transactional` opens or continues its transaction).
+    pub fn produce(
         &mut self,
         records: usize,
         leader_epoch: i32,
@@ -154,44 +154,43 @@ impl MirrorLog for MemoryLog {
         history
     }
 
-    fn latest_mirrored_epoch(&self) -> i32 {
-        self.batches
+    fn find_batch(
+        &self,
+        from: i64,
+        stop: &mut dyn FnMut(&RecordBatch) -> bool,
+    ) -> Result<Option<RecordBatch>, Cause> {
+        Ok(self
+            .batches
             .iter()
-            .rev()
-            .find(|b| {
-                !(b.is_control()
-                    && matches!(
-                        ControlRecord::parse(b),
-                        Ok(ControlRecord::MirrorPidReset { .. })
-                    ))
-            })
-            .map_or(-1, RecordBatch::partition_leader_epoch)
+            .filter(|b| b.last_offset() >= from)
+            .find(|b| stop(b))
+            .cloned())
     }
 
-    fn truncate_to(&mut self, offset: i64) -> Result<(), HostError> {
+    fn truncate_to(&mut self, offset: i64) -> Result<(), Cause> {
         self.batches.retain(|b| b.last_offset() < offset);
         Ok(())
     }
 
-    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), HostError> {
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Cause> {
         self.batches.clear();
         self.start = offset;
         Ok(())
     }
 
-    fn append_mirrored(&mut self, checked: CheckedBatches) -> Result<(), HostError> {
+    fn append_mirrored(&mut self, checked: CheckedBatches) -> Result<(), Cause> {
         let mut expected = self.log_end_offset();
         let mut latest = self.epoch_history().last().map_or(-1, |(e, _)| *e);
         let mut batches = Vec::new();
         for b in checked.into_parts().1 {
             if b.base_offset() != expected {
-                return Err(HostError::fatal(format!(
+                return Err(Cause::fatal(format!(
                     "mirrored batch at {} does not start at the log end {expected}",
                     b.base_offset()
                 )));
             }
             if b.partition_leader_epoch() < latest {
-                return Err(HostError::fatal("mirrored batch lowers the leader epoch"));
+                return Err(Cause::fatal("mirrored batch lowers the leader epoch"));
             }
             latest = b.partition_leader_epoch();
             expected = b.next_offset();
@@ -201,11 +200,26 @@ impl MirrorLog for MemoryLog {
         Ok(())
     }
 
+    fn append_as_leader(&mut self, batch: Bytes, leader_epoch: i32) -> Result<(), Cause> {
+        let mut buf = batch.to_vec();
+        let mut next = self.log_end_offset();
+        kmirror_protocol::batch::rewrite_batches(&mut buf, |b| {
+            b.set_base_offset(next);
+            b.set_partition_leader_epoch(leader_epoch);
+            next += i64::from(b.last_offset_delta()) + 1;
+        })
+        .map_err(|e| Cause::fatal(e.to_string()))?;
+        let checked = CheckedBatches::check(Bytes::from(buf))
+            .map_err(|e| Cause::fatal(e.to_string()))?;
+        self.batches.extend(checked.into_parts().1);
+        Ok(())
+    }
+
     fn append_pid_reset(
         &mut self,
         leader_epoch: i32,
         source_cluster_id: &str,
-    ) -> Result<(), HostError> {
+    ) -> Result<(), Cause> {
         let header = ControlBatchHeader::without_producer(
             self.log_end_offset(),
             leader_epoch,
@@ -216,7 +230,7 @@ impl MirrorLog for MemoryLog {
         };
         let bytes = record
             .to_batch(&header)
-            .map_err(|e| HostError::fatal(e.to_string()))?;
+            .map_err(|e| Cause::fatal(e.to_string()))?;
         self.push(bytes);
         Ok(())
     }
@@ -236,30 +250,31 @@ pub struct MemorySource<'a> {
 }
 
 impl MemorySource<'_> {
-    fn log(&self) -> Result<&MemoryLog, HostError> {
+    fn log(&self) -> Result<&MemoryLog, Cause> {
         if let Some(why) = &self.unreachable {
-            return Err(HostError::retryable(why.clone()));
+            return Err(Cause::retryable(why.clone()));
         }
         self.log
-            .ok_or_else(|| HostError::fatal("source topic does not exist"))
+            .ok_or_else(|| Cause::fatal("source topic does not exist"))
     }
 }
 
-impl SourceCluster for MemorySource<'_> {
-    fn cluster_id(&self) -> String {
-        self.cluster_id.clone()
-    }
-
-    fn last_mirrored_epoch(&self, asking_cluster_id: &str) -> Result<i32, HostError> {
+impl MemorySource<'_> {
+    /// LastMirroredEpochs: the LME the source recorded for this partition when it stopped
+    /// mirroring from `asking_cluster_id`, or -1.
+    pub fn last_mirrored_epoch(&self, asking_cluster_id: &str) -> Result<i32, Cause> {
         self.log()?;
         Ok(self.lmes.get(asking_cluster_id).copied().unwrap_or(-1))
     }
 
-    fn log_start_offset(&self) -> Result<i64, HostError> {
+    /// The source partition's log start offset.
+    pub fn log_start_offset(&self) -> Result<i64, Cause> {
         Ok(self.log()?.log_start_offset())
     }
 
-    fn fetch(&self, request: &FetchRequest) -> Result<FetchResponse, HostError> {
+    /// A consumer fetch (READ_COMMITTED) with `LastFetchedEpoch`, answered as a Kafka leader
+    /// would: out of range, diverging, or whole batches below the LSO.
+    pub fn fetch(&self, request: &FetchRequest) -> Result<FetchResponse, Cause> {
         let log = self.log()?;
         // Beyond the end with a last fetched epoch is a divergence question, answered below.
         let beyond_end = request.offset > log.log_end_offset() && request.last_fetched_epoch < 0;
@@ -302,8 +317,9 @@ pub struct MemoryController {
     pub leader_epoch: i32,
 }
 
-impl super::Controller for MemoryController {
-    fn bump_leader_epoch(&mut self, min_leader_epoch: i32) -> Result<i32, HostError> {
+impl MemoryController {
+    /// BumpLeaderEpochs for the partition: its leader epoch afterwards.
+    pub fn bump_leader_epoch(&mut self, min_leader_epoch: i32) -> Result<i32, Cause> {
         self.leader_epoch = epoch::bumped_epoch(self.leader_epoch, min_leader_epoch);
         Ok(self.leader_epoch)
     }
@@ -318,10 +334,11 @@ pub struct MemoryCoordinatorLog {
     pub failing: bool,
 }
 
-impl CoordinatorLog for MemoryCoordinatorLog {
-    fn append(&mut self, records: &[CoordinatorRecord]) -> Result<(), HostError> {
+impl MemoryCoordinatorLog {
+    /// Appends records durably, unless appends fail.
+    pub fn append(&mut self, records: &[CoordinatorRecord]) -> Result<(), Cause> {
         if self.failing {
-            return Err(HostError::retryable("the __mirror_state append timed out"));
+            return Err(Cause::retryable("the __mirror_state append timed out"));
         }
         self.records.extend_from_slice(records);
         Ok(())

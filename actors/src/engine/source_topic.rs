@@ -12,8 +12,8 @@
 //! (its `cluster_id` not the mirror's `mirror.source.cluster.id`) has none of the mirror's
 //! topics, and the reason an operator must see is the wrong cluster, not deleted topics.
 
-use kmirror_actors::partition::Cause;
-use kmirror_protocol::client::SourceClient;
+use crate::host::Source;
+use crate::partition::Cause;
 use kmirror_protocol::client::source::ClusterMetadata;
 use std::sync::OnceLock;
 use uuid::Uuid;
@@ -56,7 +56,7 @@ pub(crate) fn check(
 /// [`check`] on the source's metadata now; a source that does not answer is a retryable
 /// failure.
 pub(crate) async fn check_now(
-    source: &SourceClient,
+    source: &impl Source,
     expected_cluster: &OnceLock<String>,
     topic: &str,
     topic_id: Uuid,

@@ -9,25 +9,25 @@
 //! the way. The partitions this broker leads start at once; the other brokers start theirs
 //! when they see the metadata.
 
-use super::partition::{BrokerPartitionPorts, MirrorPartitionSite};
+use super::partition_ports::{EnginePartitionPorts, MirrorPartitionSite};
 use super::reactions::log_rejection;
 use super::system::{MirrorError, MirrorSystem, MirroredTopic, rand_unit};
-use actix::{ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture};
-use kmirror_actors::actor::{
+use crate::actor::{
     BecomeLeader, DescribePartition, MirrorPartition, PartitionLabels, PartitionSnapshot,
     SupervisedPartition,
 };
-use kmirror_actors::metadata::{KnownTopic, mirror_name_value, mirror_of};
-use kmirror_actors::partition::Desired;
+use crate::host::{Host, HostRefusal, Source};
+use crate::metadata::{KnownTopic, mirror_name_value, mirror_of};
+use crate::partition::Desired;
+use actix::{ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture};
 use kmirror_protocol::client::source::TopicMetadata;
-use kmirror_protocol::client::{ClientError, ClusterMetadata, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::sharding::mirror_partition_shard;
 use kmirror_protocol::state::MirrorState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-type PartitionAddr = Addr<MirrorPartition<BrokerPartitionPorts>>;
+type PartitionAddr<H> = Addr<MirrorPartition<EnginePartitionPorts<H>>>;
 
 /// StartMirrorTopics for one topic of the mirror's source.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
@@ -56,7 +56,7 @@ pub struct ChangeTopic {
 #[rtype(result = "Result<Vec<String>, MirrorError>")]
 pub struct SourceTopics(pub String);
 
-impl Handler<SourceTopics> for MirrorSystem {
+impl<H: Host> Handler<SourceTopics> for MirrorSystem<H> {
     type Result = ResponseActFuture<Self, Result<Vec<String>, MirrorError>>;
 
     fn handle(&mut self, msg: SourceTopics, _: &mut Context<Self>) -> Self::Result {
@@ -87,65 +87,77 @@ pub struct DescribeTopic {
     pub topic: String,
 }
 
-/// Asks the mirror's source for `topic`, then runs `then` on the system with the answer.
-fn with_source_topic(
-    system: &mut MirrorSystem,
-    mirror: &str,
-    topic: String,
-    then: impl FnOnce(&mut MirrorSystem, TopicMetadata) -> Result<(), MirrorError> + 'static,
-) -> ResponseActFuture<MirrorSystem, Result<(), MirrorError>> {
-    let Some(runtime) = system.mirrors.get(mirror) else {
-        let unknown = MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror");
-        return Box::pin(async move { Err(unknown) }.into_actor(system));
-    };
-    let source = runtime.source.clone();
-    Box::pin(
-        async move {
-            let metadata: Result<ClusterMetadata, ClientError> =
-                source.metadata(Some(&[topic.as_str()])).await;
-            let metadata = metadata
-                .map_err(|e| MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}")))?;
-            metadata.topics.get(&topic).cloned().ok_or_else(|| {
-                MirrorError::new(ErrorCode(3), format!("the source has no topic {topic}"))
-            })
-        }
-        .into_actor(system)
-        .map(move |source_topic, system, _| then(system, source_topic?)),
-    )
+/// A metadata change the host refused, as the mirror request's error.
+fn refused(e: HostRefusal) -> MirrorError {
+    MirrorError::new(e.code, e.message)
 }
 
-impl Handler<StartTopic> for MirrorSystem {
+impl<H: Host> Handler<StartTopic> for MirrorSystem<H> {
     type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
 
     fn handle(&mut self, msg: StartTopic, _: &mut Context<Self>) -> Self::Result {
+        let Some(runtime) = self.mirrors.get(&msg.mirror) else {
+            let unknown = MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror");
+            return Box::pin(async move { Err(unknown) }.into_actor(self));
+        };
+        let source = runtime.source.clone();
         let topic = msg.topic.clone();
-        with_source_topic(
-            self,
-            &msg.mirror.clone(),
-            topic,
-            move |system, source_topic| system.start_topic(&msg.mirror, &msg.topic, &source_topic),
+        let asked = async move {
+            let metadata = source
+                .metadata(Some(&[topic.as_str()]))
+                .await
+                .map_err(|e| {
+                    MirrorError::new(
+                        ErrorCode(-1),
+                        format!("the source cluster: {e}"),
+                    )
+                })?;
+            metadata.topics.get(&topic).cloned().ok_or_else(|| {
+                MirrorError::new(
+                    ErrorCode(3),
+                    format!("the source has no topic {topic}"),
+                )
+            })
+        };
+        let (mirror, topic) = (msg.mirror, msg.topic);
+        Box::pin(
+            asked
+                .into_actor(self)
+                .then(move |source_topic, system, _| {
+                    let placed = source_topic.and_then(|source_topic| {
+                        system.place_topic(&mirror, &topic, &source_topic)
+                    });
+                    async move { placed?.await.map_err(refused).map(|()| (mirror, topic)) }
+                        .into_actor(system)
+                })
+                .map(|placed, system, ctx| {
+                    let (mirror, topic) = placed?;
+                    system.start_partitions(&mirror, &topic, ctx)
+                }),
         )
     }
 }
 
-impl MirrorSystem {
-    fn start_topic(
+impl<H: Host> MirrorSystem<H> {
+    /// The metadata change that puts `topic` into `mirror`: the destination topic created with
+    /// the source topic's id and partition count, or an existing topic of that id (plain, or
+    /// stopped in this mirror) joined to it. Any other topic of that name is in the way.
+    fn place_topic(
         &mut self,
         mirror: &str,
         topic: &str,
         source_topic: &TopicMetadata,
-    ) -> Result<(), MirrorError> {
-        let broker = self.broker.clone();
-        let controller_error = |e: crate::controller::ControllerError| {
-            MirrorError::new(ErrorCode(e.error_code()), e.to_string())
-        };
-        match broker.topic(topic) {
+    ) -> Result<crate::host::HostFuture<Result<(), HostRefusal>>, MirrorError> {
+        match self.host.topic(topic) {
             None => {
                 let configs = BTreeMap::from([("mirror.name".to_string(), mirror.to_string())]);
                 let partitions = source_topic.partitions.len() as i32;
-                broker
-                    .create_topic(topic, partitions, configs, Some(source_topic.topic_id))
-                    .map_err(controller_error)?;
+                Ok(self.host.create_topic(
+                    topic,
+                    partitions,
+                    configs,
+                    Some(source_topic.topic_id),
+                ))
             }
             Some(existing) => {
                 let value = existing
@@ -169,12 +181,9 @@ impl MirrorSystem {
                 }
                 let mut configs = existing.configs.clone();
                 configs.insert("mirror.name".to_string(), mirror.to_string());
-                broker
-                    .set_topic_configs(topic, configs)
-                    .map_err(controller_error)?;
+                Ok(self.host.set_topic_configs(topic, configs))
             }
         }
-        self.start_partitions(mirror, topic)
     }
 
     /// Starts the partitions this broker leads of `topic` that do not run yet, with what its
@@ -184,9 +193,10 @@ impl MirrorSystem {
         &mut self,
         mirror: &str,
         topic: &str,
+        ctx: &mut Context<Self>,
     ) -> Result<(), MirrorError> {
-        let broker = self.broker.clone();
-        let Some(meta) = broker.topic(topic) else {
+        let host = self.host.clone();
+        let Some(meta) = host.topic(topic) else {
             return Ok(());
         };
         let Some((_, desired)) = meta
@@ -197,7 +207,7 @@ impl MirrorSystem {
         else {
             return Ok(());
         };
-        self.ensure_shards()?;
+        self.ensure_shards(ctx)?;
         let topic_id = meta.topic_id;
         let indexes = 0..meta.partitions.len() as i32;
         let arbiters: BTreeMap<i32, actix::ArbiterHandle> = indexes
@@ -206,16 +216,17 @@ impl MirrorSystem {
             .collect();
         let shards = self.shards.clone();
         let retry = self.retry;
-        let cluster_id = broker.cluster_id();
+        let cluster_id = host.cluster_id();
         let runtime = self
             .mirrors
             .get_mut(mirror)
             .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
-        let (source, pool, source_cluster_id, halted) = (
+        let (source, pool, source_cluster_id, halted, destination_epochs) = (
             runtime.source.clone(),
             runtime.pool.clone(),
             runtime.source_cluster_id.clone(),
             runtime.halted.clone(),
+            runtime.destination_epochs.clone(),
         );
         let mirrored = runtime
             .topics
@@ -229,16 +240,21 @@ impl MirrorSystem {
                 },
             });
         for (partition, local) in indexes.zip(&meta.partitions) {
-            if !broker.leads(local) || mirrored.partitions.contains_key(&partition) {
+            if !host.leads(local) || mirrored.partitions.contains_key(&partition) {
                 continue;
             }
+            super::fetch::raise_epoch(
+                &destination_epochs,
+                (topic.to_string(), partition),
+                local.leader_epoch,
+            );
             let shard_index =
                 mirror_partition_shard(mirror, &topic_id, partition, shards.len() as i32);
             let shard = shards
                 .get(shard_index as usize)
                 .cloned()
                 .ok_or_else(|| MirrorError::new(ErrorCode(-1), "__mirror_state is not loaded"))?;
-            let ports = BrokerPartitionPorts::new(
+            let ports = EnginePartitionPorts::new(
                 MirrorPartitionSite {
                     mirror: mirror.to_string(),
                     topic: topic.to_string(),
@@ -247,10 +263,11 @@ impl MirrorSystem {
                     cluster_id: cluster_id.clone(),
                     source_cluster_id: source_cluster_id.clone(),
                 },
-                broker.clone(),
+                host.clone(),
                 source.clone(),
                 shard,
                 pool.clone(),
+                destination_epochs.clone(),
             );
             let span = tracing::info_span!(
                 "mirror_partition",
@@ -291,7 +308,7 @@ impl MirrorSystem {
         &mut self,
         mirror: &str,
         topic: &str,
-    ) -> Result<&mut MirroredTopic, MirrorError> {
+    ) -> Result<&mut MirroredTopic<H>, MirrorError> {
         let runtime = self
             .mirrors
             .get_mut(mirror)
@@ -305,55 +322,50 @@ impl MirrorSystem {
     }
 }
 
-impl Handler<ChangeTopic> for MirrorSystem {
+impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
     type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
 
     fn handle(&mut self, msg: ChangeTopic, _: &mut Context<Self>) -> Self::Result {
-        let in_mirror = self.broker.topic(&msg.topic).is_some_and(|t| {
-            t.configs
+        let configs = self.host.topic(&msg.topic).and_then(|t| {
+            let in_mirror = t
+                .configs
                 .get("mirror.name")
                 .and_then(|v| mirror_of(v))
-                .is_some_and(|(m, _)| m == msg.mirror)
+                .is_some_and(|(m, _)| m == msg.mirror);
+            in_mirror.then_some(t.configs)
         });
-        let prepared = if in_mirror {
-            let mut configs = self
-                .broker
-                .topic(&msg.topic)
-                .map(|t| t.configs)
-                .unwrap_or_default();
-            configs.insert(
-                "mirror.name".to_string(),
-                mirror_name_value(&msg.mirror, msg.desired),
-            );
-            // `mirror.name` stays set (`<mirror>.removed` for a stop), so the topic stays
-            // read-only until its partition actors reach STOPPED.
-            self.broker
-                .set_topic_configs(&msg.topic, configs)
-                .map_err(|e| MirrorError::new(ErrorCode(e.error_code()), e.to_string()))
-                .map(|_| {
-                    // The partitions here are told at once, so a refusal reaches the caller;
-                    // the other brokers' see the metadata.
-                    match self.mirrored_topic(&msg.mirror, &msg.topic) {
-                        Ok(mirrored) => {
-                            mirrored.known.desired = msg.desired;
-                            mirrored
-                                .partitions
-                                .values_mut()
-                                .map(|p| p.change_desired(msg.desired))
-                                .collect()
-                        }
-                        Err(_) => Vec::new(),
-                    }
-                })
-        } else {
-            Err(MirrorError::new(
+        let Some(mut configs) = configs else {
+            let refused = MirrorError::new(
                 ErrorCode::TOPIC_NOT_IN_MIRROR,
                 "the topic is not in the mirror",
-            ))
+            );
+            return Box::pin(async move { Err(refused) }.into_actor(self));
         };
-        Box::pin(
+        configs.insert(
+            "mirror.name".to_string(),
+            mirror_name_value(&msg.mirror, msg.desired),
+        );
+        // `mirror.name` stays set (`<mirror>.removed` for a stop), so the topic stays read-only
+        // until its partition actors reach STOPPED.
+        let changed = self.host.set_topic_configs(&msg.topic, configs);
+        Box::pin(changed.into_actor(self).then(move |changed, system, _| {
+            // The partitions here are told at once, so a refusal reaches the caller; the other
+            // brokers' see the metadata.
+            let told: Result<Vec<_>, MirrorError> = changed.map_err(refused).map(|()| {
+                match system.mirrored_topic(&msg.mirror, &msg.topic) {
+                    Ok(mirrored) => {
+                        mirrored.known.desired = msg.desired;
+                        mirrored
+                            .partitions
+                            .values_mut()
+                            .map(|p| p.change_desired(msg.desired))
+                            .collect()
+                    }
+                    Err(_) => Vec::new(),
+                }
+            });
             async move {
-                for change in prepared? {
+                for change in told? {
                     change
                         .await
                         .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?
@@ -363,16 +375,16 @@ impl Handler<ChangeTopic> for MirrorSystem {
                 }
                 Ok(())
             }
-            .into_actor(self),
-        )
+            .into_actor(system)
+        }))
     }
 }
 
-impl Handler<DescribeTopic> for MirrorSystem {
+impl<H: Host> Handler<DescribeTopic> for MirrorSystem<H> {
     type Result = ResponseActFuture<Self, Result<Vec<PartitionSnapshot>, MirrorError>>;
 
     fn handle(&mut self, msg: DescribeTopic, _: &mut Context<Self>) -> Self::Result {
-        let actors: Result<Vec<PartitionAddr>, MirrorError> = self
+        let actors: Result<Vec<PartitionAddr<H>>, MirrorError> = self
             .mirrored_topic(&msg.mirror, &msg.topic)
             .map(|t| t.partitions.values().map(|p| p.addr().clone()).collect());
         Box::pin(
@@ -410,11 +422,12 @@ pub struct TopicSnapshot {
 #[rtype(result = "Result<Vec<TopicSnapshot>, MirrorError>")]
 pub struct DescribeMirror(pub String);
 
-impl Handler<DescribeMirror> for MirrorSystem {
+impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
     type Result = ResponseActFuture<Self, Result<Vec<TopicSnapshot>, MirrorError>>;
 
     fn handle(&mut self, msg: DescribeMirror, _: &mut Context<Self>) -> Self::Result {
-        type Described = (String, uuid::Uuid, Vec<(i32, PartitionAddr)>);
+        type Described<H> = (String, uuid::Uuid, Vec<(i32, PartitionAddr<H>)>);
+        let now_ms = self.host.now_ms();
         let runtime = self.mirrors.get(&msg.0);
         // A source known not to answer is not asked (a frozen one would hold the describe for
         // the client's whole request timeout); the partitions it holds up say why instead.
@@ -432,10 +445,10 @@ impl Handler<DescribeMirror> for MirrorSystem {
                 (told, fetches) => told.or(fetches),
             })
             .map(|(since, error)| {
-                let seconds = (crate::broker::now_ms() - since).max(0) / 1000;
+                let seconds = (now_ms - since).max(0) / 1000;
                 format!("source unreachable for {seconds} s: {error}")
             });
-        let topics: Result<Vec<Described>, MirrorError> = runtime
+        let topics: Result<Vec<Described<H>>, MirrorError> = runtime
             .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))
             .map(|runtime| {
                 runtime
@@ -476,7 +489,7 @@ impl Handler<DescribeMirror> for MirrorSystem {
                     if let Some(source) = source.as_ref().filter(|_| !asked.is_empty()) {
                         let offsets = tokio::time::timeout_at(
                             deadline,
-                            source_offsets(source, &topic, &asked),
+                            source_offsets(&**source, &topic, &asked),
                         )
                         .await
                         .unwrap_or_default();
@@ -515,7 +528,7 @@ fn waits_for_source(state: MirrorState) -> bool {
 }
 
 /// The source's last stable offsets of `topic`'s partitions `indexes` (-1 where unknown).
-async fn source_offsets(source: &SourceClient, topic: &str, indexes: &[i32]) -> Vec<i64> {
+async fn source_offsets(source: &impl Source, topic: &str, indexes: &[i32]) -> Vec<i64> {
     let leaders: Vec<i32> = match source.metadata(Some(&[topic])).await {
         Ok(metadata) => metadata
             .topics
@@ -542,4 +555,55 @@ async fn source_offsets(source: &SourceClient, topic: &str, indexes: &[i32]) -> 
         offsets.push(offset);
     }
     offsets
+}
+
+/// For each partition here of the topics named that are stopped in `mirror`: how many offsets
+/// this cluster wrote since the failover ([`crate::host::written_since_failover`]), which
+/// starting the mirror again would discard. Partitions with none are left out.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<Vec<(String, i32, i64)>, MirrorError>")]
+pub struct WrittenSinceFailover {
+    /// The mirror.
+    pub mirror: String,
+    /// The topics.
+    pub topics: Vec<String>,
+}
+
+impl<H: Host> Handler<WrittenSinceFailover> for MirrorSystem<H> {
+    type Result = Result<Vec<(String, i32, i64)>, MirrorError>;
+
+    fn handle(&mut self, msg: WrittenSinceFailover, _: &mut Context<Self>) -> Self::Result {
+        let mut written = Vec::new();
+        for name in &msg.topics {
+            let Some(topic) = self.host.topic(name) else {
+                continue;
+            };
+            let stopped = topic
+                .configs
+                .get("mirror.name")
+                .and_then(|v| mirror_of(v))
+                == Some((msg.mirror.as_str(), Desired::Stopped));
+            if !stopped {
+                continue;
+            }
+            for (index, partition) in (0..).zip(&topic.partitions) {
+                if !self.host.leads(partition) {
+                    continue;
+                }
+                let count = self
+                    .host
+                    .with_log(name, index, |log| crate::host::written_since_failover(log))
+                    .map_err(|e| {
+                        MirrorError::new(
+                            ErrorCode::KAFKA_STORAGE_ERROR,
+                            format!("reading {name}-{index}: {}", e.message),
+                        )
+                    })?;
+                if count > 0 {
+                    written.push((name.clone(), index, count));
+                }
+            }
+        }
+        Ok(written)
+    }
 }

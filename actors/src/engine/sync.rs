@@ -18,11 +18,12 @@ use super::reactions::log_rejection;
 use super::shard_route::ShardRoute;
 use super::sync_plan::{self, DYNAMIC_TOPIC_CONFIG, DestinationLog, SyncFilters};
 use super::system::MirrorSystem;
-use crate::acl::{AclBinding, AclFilter};
-use crate::broker::Broker;
+use crate::host::{Host, Source};
+use crate::metadata::mirror_topics;
 use crate::metrics;
 use actix::{ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
-use kmirror_protocol::client::{ClientError, SourceClient};
+use kmirror_protocol::acl::AclBinding;
+use kmirror_protocol::client::ClientError;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::sharding::mirror_shard;
 use std::collections::{BTreeMap, HashMap};
@@ -44,30 +45,30 @@ const ACLS: &str = "acls";
 const SECURITY_DISABLED: ErrorCode = ErrorCode(54);
 
 /// One mirror's sync, with what it needs from the system.
-struct SyncJob {
+struct SyncJob<H: Host> {
     mirror: String,
     configs: BTreeMap<String, String>,
-    source: Arc<SourceClient>,
+    source: Arc<H::Source>,
     /// `None` until the source first answered, for a mirror created without
     /// `mirror.source.cluster.id`.
     expected_cluster_id: Option<String>,
     own_cluster_id: String,
     /// This broker leads the mirror's coordinator shard.
     coordinator: bool,
-    broker: Arc<Broker>,
+    host: H,
 }
 
-impl Handler<SyncMetadata> for MirrorSystem {
+impl<H: Host> Handler<SyncMetadata> for MirrorSystem<H> {
     type Result = ();
 
     fn handle(&mut self, _: SyncMetadata, ctx: &mut Context<Self>) {
         if self.syncing {
             return;
         }
-        let mirrors = self.broker.mirrors();
+        let mirrors = self.host.mirrors();
         let mut jobs = Vec::new();
         for (mirror, configs) in &mirrors {
-            let coordinator = self.coordinates(mirror);
+            let coordinator = self.coordinates(mirror, ctx);
             match self.mirrors.get(mirror) {
                 Some(runtime) if runtime.halted.is_none() => jobs.push(SyncJob {
                     mirror: mirror.clone(),
@@ -78,13 +79,13 @@ impl Handler<SyncMetadata> for MirrorSystem {
                         .filter(|id| !id.is_empty())
                         .or_else(|| runtime.source_cluster_id.get())
                         .cloned(),
-                    own_cluster_id: self.broker.cluster_id(),
+                    own_cluster_id: self.host.cluster_id(),
                     coordinator,
-                    broker: self.broker.clone(),
+                    host: self.host.clone(),
                 }),
                 Some(_) => {}
                 // The coordinator syncs a mirror with topics even where none of them is led.
-                None if coordinator && !self.broker.mirror_topics(mirror).is_empty() => {
+                None if coordinator && !mirror_topics(&self.host.topics(), mirror).is_empty() => {
                     // Loading needs nothing of the source: it is done here, synced next time.
                     if let Err(e) = self.load_mirror(mirror, ctx) {
                         tracing::warn!(mirror, error = %e, "loading a mirror to sync it");
@@ -114,12 +115,12 @@ impl Handler<SyncMetadata> for MirrorSystem {
     }
 }
 
-impl MirrorSystem {
+impl<H: Host> MirrorSystem<H> {
     /// Whether this broker leads the mirror's coordinator shard.
-    fn coordinates(&mut self, mirror: &str) -> bool {
+    fn coordinates(&mut self, mirror: &str, ctx: &mut Context<Self>) -> bool {
         // The shards are loaded with the first mirror loaded here; a coordinator that runs none
         // of the mirror's partitions loads them now.
-        if let Err(e) = self.ensure_shards() {
+        if let Err(e) = self.ensure_shards(ctx) {
             tracing::warn!(mirror, error = %e, "loading __mirror_state to sync a mirror");
             return false;
         }
@@ -139,7 +140,7 @@ impl MirrorSystem {
             let mirroring = runtime
                 .topics
                 .values()
-                .filter(|t| t.known.desired == kmirror_actors::partition::Desired::Mirroring);
+                .filter(|t| t.known.desired == crate::partition::Desired::Mirroring);
             for topic in mirroring {
                 for partition in topic.partitions.values() {
                     log_rejection(partition.fail(reason.clone()));
@@ -168,7 +169,7 @@ fn count(mirror: &str, kind: &'static str, result: Result<(), String>) {
 /// Runs one mirror's sync; what the source answered for its cluster id (the system halts the
 /// mirror when it is the wrong cluster, and shows since when it does not answer). A source
 /// that does not answer or is the wrong cluster is not synced further.
-async fn sync_mirror(job: &SyncJob) -> Result<String, String> {
+async fn sync_mirror<H: Host>(job: &SyncJob<H>) -> Result<String, String> {
     let mirror = job.mirror.as_str();
     let halted = ::metrics::gauge!(metrics::SYNC_HALTED, "mirror" => mirror.to_string());
     let found = match job.source.cluster_id().await {
@@ -202,13 +203,12 @@ async fn sync_mirror(job: &SyncJob) -> Result<String, String> {
         }
     };
     // Paused and stopped topics carry a suffix and are left alone.
-    let active: Vec<String> = job
-        .broker
-        .mirror_topics(mirror)
+    let topics = job.host.topics();
+    let active: Vec<String> = mirror_topics(&topics, mirror)
         .into_iter()
         .filter(|t| {
-            job.broker
-                .topic(t)
+            topics
+                .get(t)
                 .is_some_and(|m| m.configs.get("mirror.name").map(String::as_str) == Some(mirror))
         })
         .collect();
@@ -224,7 +224,7 @@ fn failed(what: &str, e: impl std::fmt::Display) -> String {
 }
 
 /// Grows destination topics to the source's partition count.
-async fn sync_partitions(job: &SyncJob, active: &[String]) -> Result<(), String> {
+async fn sync_partitions<H: Host>(job: &SyncJob<H>, active: &[String]) -> Result<(), String> {
     if active.is_empty() {
         return Ok(());
     }
@@ -236,7 +236,7 @@ async fn sync_partitions(job: &SyncJob, active: &[String]) -> Result<(), String>
         .map_err(|e| failed("the source's metadata", e))?;
     let mut errors = Vec::new();
     for topic in active {
-        let (Some(source_topic), Some(local)) = (source.topics.get(topic), job.broker.topic(topic))
+        let (Some(source_topic), Some(local)) = (source.topics.get(topic), job.host.topic(topic))
         else {
             continue;
         };
@@ -249,7 +249,7 @@ async fn sync_partitions(job: &SyncJob, active: &[String]) -> Result<(), String>
                 to = count,
                 "the source topic has more partitions"
             );
-            if let Err(e) = job.broker.create_partitions(topic, count as i32) {
+            if let Err(e) = job.host.create_partitions(topic, count as i32).await {
                 errors.push(failed(topic, e));
             }
         }
@@ -258,8 +258,8 @@ async fn sync_partitions(job: &SyncJob, active: &[String]) -> Result<(), String>
 }
 
 /// Copies the source topics' dynamic overrides the filters let through.
-async fn sync_configs(
-    job: &SyncJob,
+async fn sync_configs<H: Host>(
+    job: &SyncJob<H>,
     active: &[String],
     filters: &SyncFilters,
 ) -> Result<(), String> {
@@ -277,7 +277,7 @@ async fn sync_configs(
             .filter(|e| e.source == DYNAMIC_TOPIC_CONFIG && !e.sensitive)
             .filter_map(|e| Some((e.name, e.value?)))
             .collect();
-        let Some(current) = job.broker.topic(topic).map(|t| t.configs) else {
+        let Some(current) = job.host.topic(topic).map(|t| t.configs) else {
             continue;
         };
         if let Some(next) = sync_plan::config_updates(&overrides, &current, filters) {
@@ -286,7 +286,7 @@ async fn sync_configs(
                 topic,
                 "topic configs changed on the source"
             );
-            if let Err(e) = job.broker.set_topic_configs(topic, next) {
+            if let Err(e) = job.host.set_topic_configs(topic, next).await {
                 errors.push(failed(topic, e));
             }
         }
@@ -296,8 +296,8 @@ async fn sync_configs(
 
 /// Commits the source groups' offsets of the active topics on this broker's coordinator, for
 /// groups with no members here.
-async fn sync_groups(
-    job: &SyncJob,
+async fn sync_groups<H: Host>(
+    job: &SyncJob<H>,
     active: &[String],
     filters: &SyncFilters,
 ) -> Result<(), String> {
@@ -309,13 +309,6 @@ async fn sync_groups(
         .list_groups()
         .await
         .map_err(|e| failed("listing the source's groups", e))?;
-    let local: HashMap<String, &'static str> = job
-        .broker
-        .groups()
-        .list()
-        .into_iter()
-        .map(|g| (g.group_id, g.state))
-        .collect();
     let mut errors = Vec::new();
     for group in groups {
         let id = group.group_id.as_str();
@@ -323,7 +316,7 @@ async fn sync_groups(
         if !consumer || !filters.group_included(id) {
             continue;
         }
-        if local.get(id).is_some_and(|s| *s != "Empty") {
+        if job.host.group_is_active(id) {
             tracing::debug!(
                 mirror = job.mirror,
                 group = id,
@@ -338,23 +331,22 @@ async fn sync_groups(
                 continue;
             }
         };
-        let logs = destination_logs(&job.broker, active, &offsets);
+        let logs = destination_logs(&job.host, active, &offsets);
         let commits =
-            sync_plan::offsets_to_commit(&offsets, &job.broker.groups().committed(id), &logs);
+            sync_plan::offsets_to_commit(&offsets, &job.host.committed_offsets(id), &logs);
         if commits.is_empty() {
             continue;
         }
         let count = commits.len();
-        let codes = job.broker.groups().commit(id, -1, "", commits);
-        match codes.iter().find(|c| **c != 0) {
-            None => tracing::info!(
+        match job.host.commit_offsets(id, commits) {
+            Ok(()) => tracing::info!(
                 mirror = job.mirror,
                 group = id,
                 offsets = count,
                 "group offsets synced"
             ),
             // A member joined meanwhile: its own commits win; next round decides again.
-            Some(code) => errors.push(format!("{id}: committing answered error {code}")),
+            Err(e) => errors.push(format!("{id}: committing: {e}")),
         }
     }
     joined(errors)
@@ -362,7 +354,7 @@ async fn sync_groups(
 
 /// The logs here of the active partitions `offsets` name.
 fn destination_logs(
-    broker: &Broker,
+    host: &impl Host,
     active: &[String],
     offsets: &[kmirror_protocol::client::source::CommittedOffset],
 ) -> HashMap<(String, i32), DestinationLog> {
@@ -370,22 +362,22 @@ fn destination_logs(
         .iter()
         .filter(|c| active.contains(&c.topic))
         .filter_map(|c| {
-            let partition = broker.partition(&c.topic, c.partition)?;
-            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-            Some((
-                (c.topic.clone(), c.partition),
-                DestinationLog {
-                    log_start: log.log_start_offset(),
-                    log_end: log.log_end_offset(),
-                    epochs: log.epoch_entries().to_vec(),
-                },
-            ))
+            let log = host
+                .with_log(&c.topic, c.partition, |log| {
+                    Ok(DestinationLog {
+                        log_start: log.log_start_offset(),
+                        log_end: log.log_end_offset(),
+                        epochs: log.epoch_history(),
+                    })
+                })
+                .ok()?;
+            Some(((c.topic.clone(), c.partition), log))
         })
         .collect()
 }
 
 /// Creates the source's bindings in the mirror's scope, deletes those gone from it.
-async fn sync_acls(job: &SyncJob, filters: &SyncFilters) -> Result<(), String> {
+async fn sync_acls<H: Host>(job: &SyncJob<H>, filters: &SyncFilters) -> Result<(), String> {
     let source = match job.source.describe_acls().await {
         Ok(bindings) => bindings,
         Err(ClientError::Broker { code, .. }) if code == SECURITY_DISABLED => return Ok(()),
@@ -406,7 +398,7 @@ async fn sync_acls(job: &SyncJob, filters: &SyncFilters) -> Result<(), String> {
             .ok()
         })
         .collect();
-    let destination = job.broker.acls();
+    let destination = job.host.acls();
     let changes = sync_plan::acl_changes(&source, &destination, filters);
     let mut errors = Vec::new();
     if !changes.create.is_empty() {
@@ -415,7 +407,7 @@ async fn sync_acls(job: &SyncJob, filters: &SyncFilters) -> Result<(), String> {
             bindings = changes.create.len(),
             "creating ACLs from the source"
         );
-        for result in job.broker.create_acls(changes.create) {
+        for result in job.host.create_acls(changes.create) {
             if let Err(e) = result {
                 errors.push(failed("creating an ACL", e));
             }
@@ -427,8 +419,7 @@ async fn sync_acls(job: &SyncJob, filters: &SyncFilters) -> Result<(), String> {
             bindings = changes.delete.len(),
             "deleting ACLs gone from the source"
         );
-        let exact: Vec<AclFilter> = changes.delete.iter().map(AclFilter::exactly).collect();
-        for result in job.broker.delete_acls(&exact) {
+        for result in job.host.delete_acls(&changes.delete) {
             if let Err(e) = result {
                 errors.push(failed("deleting an ACL", e));
             }

@@ -10,19 +10,20 @@
 //! fetchers are alive; a dead one (a panicking handler closes its mailbox) is started again and
 //! its partitions attached again, so they fetch from their log ends.
 
-use super::fetch::{LeaderMoved, SourceClusterId, SourceEpochs, SourceFetcherPorts};
+use super::fetch::{
+    DestinationEpochs, EngineFetcherPorts, LeaderMoved, SourceClusterId, SourceEpochs,
+};
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
-use crate::broker::Broker;
+use crate::actor::{
+    AttachPartition, DetachPartition, FetchKey, Fetcher, FetcherConfig, FetcherProgress,
+};
+use crate::host::{Host, Source};
+use crate::partition::Cause;
 use actix::{
     Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, Recipient,
     ResponseActFuture, WrapFuture,
 };
-use kmirror_actors::actor::{
-    AttachPartition, DetachPartition, FetchKey, Fetcher, FetcherConfig, FetcherProgress,
-};
-use kmirror_actors::partition::Cause;
-use kmirror_protocol::client::SourceClient;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,18 +57,18 @@ pub struct Attach {
 pub struct Detach(pub FetchKey);
 
 /// The fetchers of one mirror.
-pub struct FetcherPool {
-    broker: Arc<Broker>,
+pub struct FetcherPool<H: Host> {
+    host: H,
     /// The source, for leader lookups.
-    source: Arc<SourceClient>,
+    source: Arc<H::Source>,
     /// The source for Fetch requests (their own connections).
-    fetch_source: Arc<SourceClient>,
+    fetch_source: Arc<H::Source>,
     stats: Arc<MirrorStats>,
     settings: FetchSettings,
     /// The source cluster id the mirror expects (checked with each topic lookup).
     source_cluster_id: SourceClusterId,
     /// By (source broker, slot).
-    fetchers: HashMap<(i32, usize), Addr<Fetcher<SourceFetcherPorts>>>,
+    fetchers: HashMap<(i32, usize), Addr<Fetcher<EngineFetcherPorts<H>>>>,
     /// Every attached partition: its fetcher and its progress recipient.
     members: HashMap<FetchKey, ((i32, usize), Recipient<FetcherProgress>)>,
     /// Attaches waiting for the source's leaders, by generation (a detach cancels them).
@@ -77,13 +78,15 @@ pub struct FetcherPool {
     leaders: HashMap<String, (tokio::time::Instant, Vec<(i32, i32)>)>,
     /// The source leader epoch each partition is fetched at (shared with the fetchers).
     epochs: SourceEpochs,
+    /// The destination leader epoch of each partition (shared with its partition ports).
+    destination_epochs: DestinationEpochs,
     /// Partitions whose leader moved, waiting out the backoff before their next lookup.
     moving: HashSet<FetchKey>,
     /// This pool, for its fetchers to report moved leaders to.
-    me: Option<Addr<FetcherPool>>,
+    me: Option<Addr<FetcherPool<H>>>,
 }
 
-impl std::fmt::Debug for FetcherPool {
+impl<H: Host> std::fmt::Debug for FetcherPool<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FetcherPool")
             .field("fetchers", &self.fetchers.keys().collect::<Vec<_>>())
@@ -92,19 +95,20 @@ impl std::fmt::Debug for FetcherPool {
     }
 }
 
-impl FetcherPool {
+impl<H: Host> FetcherPool<H> {
     /// The pool of a mirror whose source is `source` (control) and `fetch_source` (fetches); its
-    /// fetchers keep `stats` and fetch as `settings` say.
+    /// fetchers keep `stats` and fetch as `settings` say, up to `destination_epochs`.
     pub fn new(
-        broker: Arc<Broker>,
-        source: Arc<SourceClient>,
-        fetch_source: Arc<SourceClient>,
+        host: H,
+        source: Arc<H::Source>,
+        fetch_source: Arc<H::Source>,
         stats: Arc<MirrorStats>,
         settings: FetchSettings,
         source_cluster_id: SourceClusterId,
+        destination_epochs: DestinationEpochs,
     ) -> Self {
         FetcherPool {
-            broker,
+            host,
             source,
             fetch_source,
             stats,
@@ -116,6 +120,7 @@ impl FetcherPool {
             next_attach: 0,
             leaders: HashMap::new(),
             epochs: SourceEpochs::default(),
+            destination_epochs,
             moving: HashSet::new(),
             me: None,
         }
@@ -158,12 +163,13 @@ impl FetcherPool {
             .do_send(AttachPartition { key, progress });
     }
 
-    fn fetcher(&mut self, (leader, slot): (i32, usize)) -> Addr<Fetcher<SourceFetcherPorts>> {
-        let (broker, source, stats, settings) = (
-            self.broker.clone(),
+    fn fetcher(&mut self, (leader, slot): (i32, usize)) -> Addr<Fetcher<EngineFetcherPorts<H>>> {
+        let (host, source, stats, settings, destination_epochs) = (
+            self.host.clone(),
             self.fetch_source.clone(),
             self.stats.clone(),
             self.settings,
+            self.destination_epochs.clone(),
         );
         let (epochs, me, cluster) = (
             self.epochs.clone(),
@@ -173,7 +179,14 @@ impl FetcherPool {
         self.fetchers
             .entry((leader, slot))
             .or_insert_with(|| {
-                let ports = SourceFetcherPorts::new(broker, source, leader, stats, settings);
+                let ports = EngineFetcherPorts::new(
+                    host,
+                    source,
+                    leader,
+                    stats,
+                    settings,
+                    destination_epochs,
+                );
                 let ports = match me {
                     Some(me) => ports.in_pool(epochs, me.recipient(), cluster),
                     None => ports,
@@ -216,7 +229,7 @@ impl FetcherPool {
     }
 }
 
-impl Actor for FetcherPool {
+impl<H: Host> Actor for FetcherPool<H> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
@@ -225,7 +238,7 @@ impl Actor for FetcherPool {
     }
 }
 
-impl Handler<LeaderMoved> for FetcherPool {
+impl<H: Host> Handler<LeaderMoved> for FetcherPool<H> {
     type Result = ();
 
     /// Looks the partition's leader up again after a backoff (its old answer is stale) and
@@ -246,7 +259,7 @@ impl Handler<LeaderMoved> for FetcherPool {
                 key,
                 progress: progress.clone(),
             };
-            let attached = <FetcherPool as Handler<Attach>>::handle(pool, attach, ctx);
+            let attached = <FetcherPool<H> as Handler<Attach>>::handle(pool, attach, ctx);
             ctx.spawn(attached);
         });
     }
@@ -256,7 +269,7 @@ impl Handler<LeaderMoved> for FetcherPool {
 /// not the one mirrored.
 type SourceLeaders = Result<Vec<(i32, i32)>, Cause>;
 
-impl Handler<Attach> for FetcherPool {
+impl<H: Host> Handler<Attach> for FetcherPool<H> {
     type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, msg: Attach, _: &mut Context<Self>) -> Self::Result {
@@ -274,7 +287,7 @@ impl Handler<Attach> for FetcherPool {
         let source = self.source.clone();
         let cluster = self.source_cluster_id.clone();
         let local_id = self
-            .broker
+            .host
             .topic(&topic)
             .map(|t| t.topic_id)
             .unwrap_or_default();
@@ -324,7 +337,7 @@ impl Handler<Attach> for FetcherPool {
     }
 }
 
-impl Handler<Detach> for FetcherPool {
+impl<H: Host> Handler<Detach> for FetcherPool<H> {
     type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, msg: Detach, _: &mut Context<Self>) -> Self::Result {

@@ -8,7 +8,7 @@
 use crate::metrics;
 use ::metrics::{Counter, Gauge};
 use dashmap::DashMap;
-use kmirror_actors::actor::FetchKey;
+use crate::actor::FetchKey;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// One mirror's figures.

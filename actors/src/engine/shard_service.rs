@@ -5,8 +5,9 @@
 
 use super::shard_route::ShardRoute;
 use super::system::{MirrorError, MirrorSystem};
+use crate::actor::{ReadMirrorStates, WriteMirrorStates};
+use crate::host::Host;
 use actix::{Context, Handler, Message, ResponseActFuture, WrapFuture};
-use kmirror_actors::actor::{ReadMirrorStates, WriteMirrorStates};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
@@ -29,7 +30,7 @@ pub struct ServeReadMirrorStates(pub ReadMirrorStatesRequest);
 #[rtype(result = "Result<WriteMirrorStatesResponse, MirrorError>")]
 pub struct ServeWriteMirrorStates(pub WriteMirrorStatesRequest);
 
-impl MirrorSystem {
+impl<H: Host> MirrorSystem<H> {
     fn shard_of(&self, mirror: &str, topic_id: &uuid::Uuid, partition: i32) -> usize {
         mirror_partition_shard(mirror, topic_id, partition, self.shards.len() as i32) as usize
     }
@@ -45,11 +46,11 @@ macro_rules! serve_by_shard {
         $response_mod:ident,
         $shard_message:ident
     ) => {
-        impl Handler<$serve> for MirrorSystem {
+        impl<H: Host> Handler<$serve> for MirrorSystem<H> {
             type Result = ResponseActFuture<Self, Result<$response, MirrorError>>;
 
-            fn handle(&mut self, msg: $serve, _: &mut Context<Self>) -> Self::Result {
-                let split = self.ensure_shards().map(|()| {
+            fn handle(&mut self, msg: $serve, ctx: &mut Context<Self>) -> Self::Result {
+                let split = self.ensure_shards(ctx).map(|()| {
                     let request = msg.0;
                     let mut by_shard: BTreeMap<usize, $request> = BTreeMap::new();
                     for topic in request.topics {
@@ -173,11 +174,11 @@ pub struct ReadLastMirroredEpochs {
     pub topics: Vec<(String, uuid::Uuid, Vec<i32>)>,
 }
 
-impl Handler<ReadLastMirroredEpochs> for MirrorSystem {
+impl<H: Host> Handler<ReadLastMirroredEpochs> for MirrorSystem<H> {
     type Result = ResponseActFuture<Self, Result<Vec<(TopicPartition, LmeAnswer)>, MirrorError>>;
 
-    fn handle(&mut self, msg: ReadLastMirroredEpochs, _: &mut Context<Self>) -> Self::Result {
-        let asked = self.ensure_shards().map(|()| {
+    fn handle(&mut self, msg: ReadLastMirroredEpochs, ctx: &mut Context<Self>) -> Self::Result {
+        let asked = self.ensure_shards(ctx).map(|()| {
             let mut by_shard: BTreeMap<usize, ReadMirrorStatesRequest> = BTreeMap::new();
             for (name, topic_id, partitions) in &msg.topics {
                 for &partition in partitions {
@@ -232,7 +233,7 @@ impl Handler<ReadLastMirroredEpochs> for MirrorSystem {
                         if a.error_code == 0 {
                             Ok(a)
                         } else {
-                            Err(kmirror_actors::partition::Cause::retryable(format!(
+                            Err(crate::partition::Cause::retryable(format!(
                                 "the coordinator answered {}",
                                 ErrorCode(a.error_code)
                             )))

@@ -5,7 +5,7 @@
 //! deleted, the `__mirror_state` shards this broker leads forget the records of what is gone
 //! (every broker sweeps its own shards, so no shard keeps records that would resurface for a
 //! topic or mirror created again); each running topic the change touched gets
-//! [`kmirror_actors::metadata::react`]'s reactions (a new desired state, a higher leader epoch,
+//! [`crate::metadata::react`]'s reactions (a new desired state, a higher leader epoch,
 //! or release when deleted or moved to another mirror); and the partitions this broker leads
 //! of every touched topic whose `mirror.name` names a mirror, but which do not run yet, are
 //! started (loading the mirror first when needed): another broker's StartMirrorTopics, or this
@@ -14,13 +14,13 @@
 //! not what the broker holds.
 
 use super::system::MirrorSystem;
-use crate::controller::{MetadataDelta, TopicMeta};
+use crate::actor::ForgetAllBut;
+use crate::coordinator::LiveTopics;
+use crate::host::{Host, MetadataDelta, Source, TopicMeta};
+use crate::liveness::Observation;
+use crate::metadata::{Reaction, TopicView, mirror_of, react};
+use crate::partition::Rejection;
 use actix::{ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
-use kmirror_actors::actor::ForgetAllBut;
-use kmirror_actors::coordinator::LiveTopics;
-use kmirror_actors::liveness::Observation;
-use kmirror_actors::metadata::{Reaction, TopicView, mirror_of, react};
-use kmirror_actors::partition::Rejection;
 use std::collections::BTreeMap;
 
 /// How often a sweep asks a shard that is still loading.
@@ -31,15 +31,13 @@ const FORGET_ATTEMPTS: u32 = 30;
 #[rtype(result = "()")]
 pub(super) struct MetadataChanged;
 
-impl Handler<MetadataChanged> for MirrorSystem {
+impl<H: Host> Handler<MetadataChanged> for MirrorSystem<H> {
     type Result = ();
 
     fn handle(&mut self, _: MetadataChanged, ctx: &mut Context<Self>) {
-        // The broker's logs follow the same change; they must be open before partitions start.
-        if let Err(e) = self.broker.reconcile() {
-            tracing::error!(error = %e, "opening the partitions of a metadata change");
-        }
-        let (version, delta, topics) = self.broker.metadata_since(self.followed);
+        // The host opens the logs of the same change before it answers: they must be open
+        // before partitions start.
+        let (version, delta, topics) = self.host.metadata_since(self.followed);
         self.followed = Some(version);
         if delta.cluster {
             self.drop_deleted_mirrors();
@@ -53,7 +51,7 @@ impl Handler<MetadataChanged> for MirrorSystem {
     }
 }
 
-impl MirrorSystem {
+impl<H: Host> MirrorSystem<H> {
     /// A deleted mirror, topic, or a topic out of its mirror: the shards this broker leads
     /// forget their records (every broker does this for its own shards, so the shards of
     /// partitions led elsewhere forget too; a topic created again under the same id, or a
@@ -64,12 +62,12 @@ impl MirrorSystem {
             return;
         }
         let mut live: LiveTopics = self
-            .broker
+            .host
             .mirrors()
             .into_keys()
             .map(|m| (m, BTreeMap::new()))
             .collect();
-        for (name, topic) in self.broker.topics() {
+        for (name, topic) in self.host.topics() {
             let Some((mirror, _)) = topic.configs.get("mirror.name").and_then(|v| mirror_of(v))
             else {
                 continue;
@@ -97,7 +95,7 @@ impl MirrorSystem {
 
     /// A deleted mirror: its fetchers go with its runtime.
     fn drop_deleted_mirrors(&mut self) {
-        let mirrors = self.broker.mirrors();
+        let mirrors = self.host.mirrors();
         let deleted: Vec<String> = self
             .mirrors
             .keys()
@@ -116,8 +114,8 @@ impl MirrorSystem {
     /// fails them for good, the operator's fix is this change). Filters are read by each sync
     /// round anyway.
     fn take_changed_configs(&mut self) {
-        let mirrors = self.broker.mirrors();
-        let fetchers = self.broker.config().mirror_num_replica_fetchers;
+        let mirrors = self.host.mirrors();
+        let fetchers = self.host.settings().num_replica_fetchers;
         for (name, runtime) in &mut self.mirrors {
             let Some(configs) = mirrors.get(name).filter(|c| **c != runtime.configs) else {
                 continue;
@@ -131,7 +129,7 @@ impl MirrorSystem {
                 }
             };
             tracing::info!(mirror = name, "the mirror's configs changed: reconnecting");
-            for source in [&runtime.source, &runtime.fetch_source] {
+            for source in [&*runtime.source, &*runtime.fetch_source] {
                 if let Err(e) = source.reconfigure(client.clone()) {
                     tracing::error!(mirror = name, error = %e, "taking the mirror's new configs");
                 }
@@ -184,12 +182,20 @@ impl MirrorSystem {
                                 *told = leader_epoch;
                             }
                             if let Some(p) = mirrored.partitions.get_mut(&partition) {
+                                super::fetch::raise_epoch(
+                                    &runtime.destination_epochs,
+                                    (name.clone(), partition),
+                                    leader_epoch,
+                                );
                                 log_rejection(p.change_leader_epoch(leader_epoch));
                             }
                         }
                         Reaction::Release => {
-                            for p in mirrored.partitions.values_mut() {
+                            for (index, p) in mirrored.partitions.iter_mut() {
                                 log_rejection(p.lose_leadership());
+                                // A topic created again under this name starts from its own
+                                // epochs.
+                                runtime.destination_epochs.remove(&(name.clone(), *index));
                             }
                             released.push(name.clone());
                         }
@@ -212,14 +218,14 @@ impl MirrorSystem {
         ctx: &mut Context<Self>,
     ) {
         if delta.cluster && !delta.everything {
-            topics = self.broker.topics();
+            topics = self.host.topics();
         }
         for name in std::mem::take(&mut self.start_failed) {
-            if let Some(topic) = self.broker.topic(&name) {
+            if let Some(topic) = self.host.topic(&name) {
                 topics.insert(name, topic);
             }
         }
-        let mirrors = self.broker.mirrors();
+        let mirrors = self.host.mirrors();
         for (name, topic) in topics {
             let Some((mirror, _)) = topic
                 .configs
@@ -240,14 +246,14 @@ impl MirrorSystem {
             let led = topic
                 .partitions
                 .iter()
-                .filter(|p| self.broker.leads(p))
+                .filter(|p| self.host.leads(p))
                 .count();
             if led == running {
                 continue;
             }
             let started = self
                 .load_mirror(mirror, ctx)
-                .and_then(|()| self.start_partitions(mirror, &name));
+                .and_then(|()| self.start_partitions(mirror, &name, ctx));
             if let Err(e) = started {
                 tracing::error!(mirror, topic = name, error = %e, "starting mirror partitions");
                 // Tried again on the next metadata change.
@@ -259,9 +265,7 @@ impl MirrorSystem {
     /// The shards this broker leads.
     fn local_shards(
         &self,
-    ) -> Vec<
-        actix::Addr<kmirror_actors::actor::CoordinatorShard<super::state_topic::StateTopicPorts>>,
-    > {
+    ) -> Vec<actix::Addr<crate::actor::CoordinatorShard<super::state_log::StateLogPorts<H>>>> {
         self.shards
             .iter()
             .filter_map(|s| match s {

@@ -14,9 +14,9 @@
 #[cfg(test)]
 mod tests;
 
-use crate::acl::{AclBinding, Operation, Permission, ResourceType};
-use crate::groups::Committed;
-use crate::storage::epoch_cache::EpochEntry;
+use crate::epoch::EpochStart;
+use crate::host::GroupOffset;
+use kmirror_protocol::acl::{AclBinding, Operation, Permission, ResourceType};
 use kmirror_protocol::client::source::CommittedOffset;
 use regex::Regex;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -274,7 +274,7 @@ pub struct DestinationLog {
     /// The log end offset.
     pub log_end: i64,
     /// The leader epoch history.
-    pub epochs: Vec<EpochEntry>,
+    pub epochs: Vec<EpochStart>,
 }
 
 impl DestinationLog {
@@ -284,8 +284,8 @@ impl DestinationLog {
         self.epochs
             .iter()
             .rev()
-            .find(|e| e.start_offset < offset)
-            .map_or(-1, |e| e.epoch)
+            .find(|(_, start)| *start < offset)
+            .map_or(-1, |(epoch, _)| *epoch)
     }
 }
 
@@ -295,9 +295,9 @@ impl DestinationLog {
 /// destination's epoch of the record before), left out when the destination has it already.
 pub fn offsets_to_commit(
     source: &[CommittedOffset],
-    current: &BTreeMap<(String, i32), Committed>,
+    current: &BTreeMap<(String, i32), GroupOffset>,
     logs: &HashMap<(String, i32), DestinationLog>,
-) -> Vec<(String, i32, Committed)> {
+) -> Vec<(String, i32, GroupOffset)> {
     source
         .iter()
         .filter_map(|c| {
@@ -311,7 +311,7 @@ pub fn offsets_to_commit(
             } else {
                 log.epoch_before(offset)
             };
-            let committed = Committed {
+            let committed = GroupOffset {
                 offset,
                 leader_epoch,
                 metadata: c.metadata.clone(),

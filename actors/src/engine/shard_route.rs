@@ -6,10 +6,11 @@
 //! request connects again; every failure is retryable for the partition (its state machine
 //! tries again after its backoff).
 
-use super::state_topic::StateTopicPorts;
+use super::state_log::StateLogPorts;
+use crate::actor::{CoordinatorShard, ReadMirrorStates, WriteMirrorStates};
+use crate::host::Host;
+use crate::partition::Cause;
 use actix::Addr;
-use kmirror_actors::actor::{CoordinatorShard, ReadMirrorStates, WriteMirrorStates};
-use kmirror_actors::partition::Cause;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::{ClientConfig, ClientError};
 use kmirror_protocol::messages::{
@@ -19,15 +20,23 @@ use kmirror_protocol::messages::{
 use std::sync::Arc;
 
 /// One shard, local or remote.
-#[derive(Clone)]
-pub enum ShardRoute {
+pub enum ShardRoute<H: Host> {
     /// The shard's actor on this broker.
-    Local(Addr<CoordinatorShard<StateTopicPorts>>),
+    Local(Addr<CoordinatorShard<StateLogPorts<H>>>),
     /// The broker that leads the shard.
     Remote(Arc<RemoteShard>),
 }
 
-impl std::fmt::Debug for ShardRoute {
+impl<H: Host> Clone for ShardRoute<H> {
+    fn clone(&self) -> Self {
+        match self {
+            ShardRoute::Local(addr) => ShardRoute::Local(addr.clone()),
+            ShardRoute::Remote(remote) => ShardRoute::Remote(remote.clone()),
+        }
+    }
+}
+
+impl<H: Host> std::fmt::Debug for ShardRoute<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ShardRoute::Local(_) => f.write_str("Local"),
@@ -92,7 +101,7 @@ impl RemoteShard {
     }
 }
 
-impl ShardRoute {
+impl<H: Host> ShardRoute<H> {
     /// ReadMirrorStates on the shard.
     pub async fn read(
         &self,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::acl::PatternType;
+use kmirror_protocol::acl::PatternType;
 
 fn configs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -90,16 +90,7 @@ fn offsets_are_kept_or_clamped_into_the_destination_log() {
     let log = DestinationLog {
         log_start: 10,
         log_end: 100,
-        epochs: vec![
-            EpochEntry {
-                epoch: 1,
-                start_offset: 0,
-            },
-            EpochEntry {
-                epoch: 4,
-                start_offset: 50,
-            },
-        ],
+        epochs: vec![(1, 0), (4, 50)],
     };
     let logs = HashMap::from([
         (("t".to_string(), 0), log.clone()),
@@ -119,7 +110,7 @@ fn offsets_are_kept_or_clamped_into_the_destination_log() {
         .collect();
     // Within range: the source's epoch; clamped: the epoch of the destination record before.
     assert_eq!(got, vec![(0, 60, 7), (1, 10, 1), (2, 100, 4)]);
-    let current: BTreeMap<(String, i32), Committed> =
+    let current: BTreeMap<(String, i32), GroupOffset> =
         commits.into_iter().map(|(t, p, c)| ((t, p), c)).collect();
     assert!(offsets_to_commit(&source, &current, &logs).is_empty());
 }

@@ -25,22 +25,22 @@
 
 use super::fetcher_pool::FetcherPool;
 use super::mirror_configs::{self, MirrorConfigError, MirrorSettings};
-use super::partition::BrokerPartitionPorts;
+use super::partition_ports::EnginePartitionPorts;
 use super::reactions::MetadataChanged;
 use super::shard_route::{RemoteShard, ShardRoute};
-use super::state_topic::{self, MIRROR_STATE_TOPIC, StateTopicPorts};
+use super::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use super::stats::MirrorStats;
 use super::sync::SyncMetadata;
-use crate::broker::Broker;
+use crate::actor::{CoordinatorShard, SupervisedPartition};
+use crate::host::{Host, Source};
+use crate::liveness::LivenessPolicy;
+use crate::metadata::KnownTopic;
+use crate::partition::RetryPolicy;
 use actix::{
     Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, ResponseActFuture,
     WrapFuture,
 };
-use kmirror_actors::actor::{CoordinatorShard, SupervisedPartition};
-use kmirror_actors::liveness::LivenessPolicy;
-use kmirror_actors::metadata::KnownTopic;
-use kmirror_actors::partition::RetryPolicy;
-use kmirror_protocol::client::{ClientConfig, SourceClient};
+use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::state::MirrorState;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -57,7 +57,8 @@ pub struct MirrorError {
 }
 
 impl MirrorError {
-    pub(super) fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+    /// A refusal with `code`, explained by `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         MirrorError {
             code,
             message: message.into(),
@@ -66,22 +67,24 @@ impl MirrorError {
 }
 
 /// A loaded mirror: its source and what runs for it here.
-pub(super) struct MirrorRuntime {
+pub(super) struct MirrorRuntime<H: Host> {
     /// The configs it runs with (a change is taken by [`MirrorSystem::take_changed_configs`]).
     pub(super) configs: BTreeMap<String, String>,
     /// The source for control requests: metadata, offsets, LastMirroredEpochs.
-    pub(super) source: Arc<SourceClient>,
+    pub(super) source: Arc<H::Source>,
     /// The fetchers' source client (its own connections).
-    pub(super) fetch_source: Arc<SourceClient>,
+    pub(super) fetch_source: Arc<H::Source>,
     /// The source cluster's id: `mirror.source.cluster.id`, or what the source first answered.
     pub(super) source_cluster_id: Arc<std::sync::OnceLock<String>>,
     /// The mirror's fetchers (their Fetch requests on their own connections: a broker serves
     /// one request of a connection at a time, so a long-polling fetch would hold up control
     /// requests queued behind it).
-    pub(super) pool: Addr<FetcherPool>,
-    pub(super) topics: BTreeMap<String, MirroredTopic>,
+    pub(super) pool: Addr<FetcherPool<H>>,
+    pub(super) topics: BTreeMap<String, MirroredTopic<H>>,
     /// Its fetch figures and lags.
     pub(super) stats: Arc<MirrorStats>,
+    /// The destination leader epochs of its partitions here.
+    pub(super) destination_epochs: super::fetch::DestinationEpochs,
     /// Why its metadata sync halted (the source is another cluster); its partitions then fail.
     pub(super) halted: Option<String>,
     /// Since when (ms since the epoch) the source has not answered, and its last error.
@@ -89,18 +92,18 @@ pub(super) struct MirrorRuntime {
 }
 
 /// A topic's partition actors on this broker (by partition) and what they were last told.
-pub(super) struct MirroredTopic {
+pub(super) struct MirroredTopic<H: Host> {
     pub(super) topic_id: uuid::Uuid,
-    pub(super) partitions: BTreeMap<i32, SupervisedPartition<BrokerPartitionPorts>>,
+    pub(super) partitions: BTreeMap<i32, SupervisedPartition<EnginePartitionPorts<H>>>,
     pub(super) known: KnownTopic,
 }
 
 /// The engine on one broker.
-pub struct MirrorSystem {
-    pub(super) broker: Arc<Broker>,
+pub struct MirrorSystem<H: Host> {
+    pub(super) host: H,
     /// Every shard of `__mirror_state`, by partition: an actor here or a route to its broker.
-    pub(super) shards: Vec<ShardRoute>,
-    pub(super) mirrors: HashMap<String, MirrorRuntime>,
+    pub(super) shards: Vec<ShardRoute<H>>,
+    pub(super) mirrors: HashMap<String, MirrorRuntime<H>>,
     pub(super) retry: RetryPolicy,
     pub(super) liveness: LivenessPolicy,
     /// The supervisor's clock: milliseconds since this instant (actix time, so tests pause it).
@@ -119,7 +122,7 @@ pub struct MirrorSystem {
     pub(super) arbiters: Vec<actix::Arbiter>,
 }
 
-impl std::fmt::Debug for MirrorSystem {
+impl<H: Host> std::fmt::Debug for MirrorSystem<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MirrorSystem")
             .field("mirrors", &self.mirrors.keys().collect::<Vec<_>>())
@@ -127,13 +130,13 @@ impl std::fmt::Debug for MirrorSystem {
     }
 }
 
-impl MirrorSystem {
-    /// The engine of `broker` (its actors start with the system); partitions are supervised
-    /// as the broker's `mirror.supervision.*` configs say.
-    pub fn new(broker: Arc<Broker>, retry: RetryPolicy) -> Self {
-        let liveness = broker.config().mirror_liveness;
+impl<H: Host> MirrorSystem<H> {
+    /// The engine of `host` (its actors start with the system); partitions are supervised
+    /// as the host's [`crate::host::EngineSettings::liveness`] says.
+    pub fn new(host: H, retry: RetryPolicy) -> Self {
+        let liveness = host.settings().liveness;
         MirrorSystem {
-            broker,
+            host,
             shards: Vec::new(),
             mirrors: HashMap::new(),
             retry,
@@ -168,48 +171,74 @@ impl MirrorSystem {
             .map(actix::Arbiter::handle)
     }
 
-    /// Creates `__mirror_state` (the first time a mirror is used) and starts the shards this
-    /// broker leads; the others are reached at their brokers.
-    pub(super) fn ensure_shards(&mut self) -> Result<(), MirrorError> {
+    /// Starts the shards of `__mirror_state` this broker leads and routes to the others, once
+    /// the topic exists. Until then it answers COORDINATOR_NOT_AVAILABLE and creates the topic
+    /// (the first time a mirror is used; [`Self::state_topic_created`] says when it is there),
+    /// and the metadata change that brings it runs the reactions again.
+    pub(super) fn ensure_shards(&mut self, ctx: &mut Context<Self>) -> Result<(), MirrorError> {
         if !self.shards.is_empty() {
             return Ok(());
         }
-        state_topic::ensure_topic(&self.broker)
-            .map_err(|e| MirrorError::new(ErrorCode(e.error_code()), e.to_string()))?;
-        let topic = self.broker.topic(MIRROR_STATE_TOPIC).ok_or_else(|| {
-            MirrorError::new(ErrorCode(15), "__mirror_state was deleted meanwhile")
-        })?;
+        let Some(topic) = self.host.topic(MIRROR_STATE_TOPIC) else {
+            let created = self.state_topic_created();
+            ctx.spawn(created.into_actor(self).map(|created, _, ctx| {
+                if let Err(e) = created {
+                    tracing::error!(error = %e, "creating __mirror_state");
+                }
+                ctx.notify(MetadataChanged);
+            }));
+            return Err(MirrorError::new(
+                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                "__mirror_state is being created",
+            ));
+        };
         let count = topic.partitions.len() as i32;
-        let brokers = self.broker.brokers();
         self.shards = topic
             .partitions
             .iter()
             .enumerate()
             .map(|(index, p)| {
                 let index = index as i32;
-                if self.broker.leads(p) {
+                if self.host.leads(p) {
                     return ShardRoute::Local(
                         CoordinatorShard::new(
                             index,
                             count,
-                            StateTopicPorts::new(self.broker.clone(), index),
+                            StateLogPorts::new(self.host.clone(), index),
                         )
                         .start(),
                     );
                 }
-                let address = brokers
-                    .iter()
-                    .find(|b| b.node_id == p.leader)
-                    .map(|b| format!("{}:{}", b.host, b.port))
-                    .unwrap_or_default();
+                let address = self.host.node_address(p.leader).unwrap_or_default();
                 ShardRoute::Remote(Arc::new(RemoteShard::new(address)))
             })
             .collect();
         Ok(())
     }
+
+    /// Creates `__mirror_state` unless it exists; resolves once it does.
+    pub(super) fn state_topic_created(
+        &self,
+    ) -> impl std::future::Future<Output = Result<(), MirrorError>> + 'static {
+        let host = self.host.clone();
+        async move {
+            if host.topic(MIRROR_STATE_TOPIC).is_some() {
+                return Ok(());
+            }
+            let partitions = host.settings().state_partitions;
+            match host
+                .create_topic(MIRROR_STATE_TOPIC, partitions, BTreeMap::new(), None)
+                .await
+            {
+                Ok(()) => Ok(()),
+                Err(e) if e.code == ErrorCode(36) => Ok(()),
+                Err(e) => Err(MirrorError::new(e.code, e.message)),
+            }
+        }
+    }
 }
 
-impl Actor for MirrorSystem {
+impl<H: Host> Actor for MirrorSystem<H> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
@@ -217,19 +246,19 @@ impl Actor for MirrorSystem {
         self.arbiters = (0..cores).map(|_| actix::Arbiter::new()).collect();
         let interval = std::time::Duration::from_millis(self.liveness.check_interval_ms());
         ctx.run_interval(interval, |system, ctx| system.check_liveness(ctx));
-        let refresh = self.broker.config().mirror_metadata_refresh_interval_ms;
+        let refresh = self.host.settings().metadata_refresh_interval_ms;
         ctx.run_interval(std::time::Duration::from_millis(refresh), |_, ctx| {
             ctx.notify(SyncMetadata)
         });
         ctx.run_interval(std::time::Duration::from_secs(1), |system, _| {
-            let now = crate::broker::now_ms();
+            let now = system.host.now_ms();
             for runtime in system.mirrors.values() {
                 runtime.stats.publish(now);
             }
         });
         // React to metadata changes, whoever made them (coalesced: one reaction per wake-up),
         // and to the metadata as it is now (what a restart resumes).
-        let mut changes = self.broker.metadata_changes();
+        let mut changes = self.host.metadata_changes();
         let me = ctx.address();
         actix::spawn(async move {
             while changes.changed().await.is_ok() {
@@ -257,27 +286,34 @@ impl Actor for MirrorSystem {
 #[rtype(result = "Result<(), MirrorError>")]
 pub struct LoadMirror(pub String);
 
-impl Handler<LoadMirror> for MirrorSystem {
-    type Result = Result<(), MirrorError>;
+impl<H: Host> Handler<LoadMirror> for MirrorSystem<H> {
+    type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
 
-    fn handle(&mut self, msg: LoadMirror, ctx: &mut Context<Self>) -> Self::Result {
-        self.load_mirror(&msg.0, ctx)
+    fn handle(&mut self, msg: LoadMirror, _: &mut Context<Self>) -> Self::Result {
+        Box::pin(
+            self.state_topic_created()
+                .into_actor(self)
+                .map(move |created, system, ctx| {
+                    created?;
+                    system.load_mirror(&msg.0, ctx)
+                }),
+        )
     }
 }
 
-impl MirrorSystem {
+impl<H: Host> MirrorSystem<H> {
     /// [`LoadMirror`]'s work.
     pub(super) fn load_mirror(
         &mut self,
         name: &str,
         ctx: &mut Context<Self>,
     ) -> Result<(), MirrorError> {
-        self.ensure_shards()?;
+        self.ensure_shards(ctx)?;
         if self.mirrors.contains_key(name) {
             return Ok(());
         }
         let name = name.to_string();
-        let configs = self.broker.mirrors().get(&name).cloned().ok_or_else(|| {
+        let configs = self.host.mirrors().get(&name).cloned().ok_or_else(|| {
             MirrorError::new(ErrorCode::UNKNOWN_MIRROR, format!("no mirror {name}"))
         })?;
         let invalid =
@@ -286,7 +322,7 @@ impl MirrorSystem {
             fetch: settings,
             client: config,
             ..
-        } = mirror_configs::validate(&configs, self.broker.config().mirror_num_replica_fetchers)
+        } = mirror_configs::validate(&configs, self.host.settings().num_replica_fetchers)
             .map_err(invalid)?;
         let source_cluster_id = Arc::new(std::sync::OnceLock::new());
         if let Some(id) = configs
@@ -296,31 +332,35 @@ impl MirrorSystem {
             let _ = source_cluster_id.set(id.clone());
         }
         let client = |config: ClientConfig| {
-            SourceClient::new(config)
+            self.host
+                .connect_source(config)
                 .map(Arc::new)
                 .map_err(|e| MirrorError::new(ErrorCode::INVALID_CONFIG, e.to_string()))
         };
         let source = client(config.clone())?;
         let fetch_source = client(config)?;
         let stats = Arc::new(MirrorStats::new(&name));
+        let destination_epochs = super::fetch::DestinationEpochs::default();
         self.mirrors.insert(
             name.clone(),
             MirrorRuntime {
                 configs,
                 fetch_source: fetch_source.clone(),
                 pool: FetcherPool::new(
-                    self.broker.clone(),
+                    self.host.clone(),
                     source.clone(),
                     fetch_source,
                     stats.clone(),
                     settings,
                     source_cluster_id.clone(),
+                    destination_epochs.clone(),
                 )
                 .start(),
                 source,
                 source_cluster_id,
                 topics: BTreeMap::new(),
                 stats,
+                destination_epochs,
                 halted: None,
                 unreachable: None,
             },
@@ -338,7 +378,7 @@ const PROBE_MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(30
 /// the probe for the client's whole request timeout).
 const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-impl MirrorSystem {
+impl<H: Host> MirrorSystem<H> {
     /// Asks the mirror's source for its cluster id in the background; while it does not answer,
     /// asks again after `backoff` (doubling). Stops once it answered or the mirror is gone.
     fn probe_source(
@@ -376,7 +416,7 @@ impl MirrorSystem {
     /// id (learned here when the mirror's configs do not name it; another cluster than the
     /// one named halts the mirror).
     pub(super) fn source_answered(&mut self, mirror: &str, answer: Result<String, String>) {
-        let own_cluster_id = self.broker.cluster_id();
+        let own_cluster_id = self.host.cluster_id();
         let Some(runtime) = self.mirrors.get_mut(mirror) else {
             return;
         };
@@ -399,7 +439,7 @@ impl MirrorSystem {
                 let since = runtime
                     .unreachable
                     .as_ref()
-                    .map_or_else(crate::broker::now_ms, |(since, _)| *since);
+                    .map_or_else(|| self.host.now_ms(), |(since, _)| *since);
                 if runtime.unreachable.is_none() {
                     tracing::warn!(mirror, %error, "the source cluster does not answer");
                 }
@@ -420,7 +460,7 @@ pub struct Settle {
     pub timeout: std::time::Duration,
 }
 
-impl Handler<Settle> for MirrorSystem {
+impl<H: Host> Handler<Settle> for MirrorSystem<H> {
     type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, msg: Settle, ctx: &mut Context<Self>) -> Self::Result {
@@ -438,7 +478,7 @@ impl Handler<Settle> for MirrorSystem {
             async move {
                 for actor in actors {
                     while tokio::time::Instant::now() < deadline {
-                        match actor.send(kmirror_actors::actor::DescribePartition).await {
+                        match actor.send(crate::actor::DescribePartition).await {
                             Ok(s) if s.busy && s.state == MirrorState::Unknown => {
                                 tokio::time::sleep(std::time::Duration::from_millis(5)).await
                             }
@@ -455,49 +495,4 @@ impl Handler<Settle> for MirrorSystem {
 /// A uniform draw in `[0, 1)` for retry jitter.
 pub(super) fn rand_unit() -> f64 {
     rand::random::<f64>()
-}
-
-/// The engine running on its own actix system thread, for a broker whose listener runs on
-/// tokio: its address is `Send`, so handlers anywhere can message it.
-#[derive(Debug)]
-pub struct EngineHandle {
-    /// The MirrorSystem.
-    pub addr: Addr<MirrorSystem>,
-    system: actix::System,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl EngineHandle {
-    /// Starts the engine of `broker` on a new thread.
-    pub fn start(broker: Arc<Broker>) -> std::io::Result<EngineHandle> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("kmirror-engine".into())
-            .spawn(move || {
-                let runner = actix::System::new();
-                let started = runner.block_on(async move {
-                    let addr = MirrorSystem::new(broker, RetryPolicy::default()).start();
-                    (addr, actix::System::current())
-                });
-                if tx.send(started).is_ok() {
-                    let _ = runner.run();
-                }
-            })?;
-        let (addr, system) = rx
-            .recv()
-            .map_err(|_| std::io::Error::other("the mirroring engine did not start"))?;
-        Ok(EngineHandle {
-            addr,
-            system,
-            thread: Some(thread),
-        })
-    }
-
-    /// Stops the engine and waits for its thread.
-    pub fn stop(mut self) {
-        self.system.stop();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }

@@ -1,21 +1,21 @@
-//! A mirror partition actor's ports over this broker: its coordinator shard (`__mirror_state`),
-//! its fetcher, this broker's controller and partition log, and the source cluster.
+//! A mirror partition actor's ports over the host: its coordinator shard (`__mirror_state`),
+//! its fetcher, the host's controller and partition log, and the source cluster.
 //!
 //! The partition's shard is an actor here or another broker of the cluster (see
 //! [`ShardRoute`]); reads and writes go to it as ReadMirrorStates / WriteMirrorStates.
 //! Writing the LME rewrites the partition's stored state with the LME added, as one record.
 
 use super::cause;
+use super::fetch::{DestinationEpochs, raise_epoch};
 use super::fetcher_pool::{Attach, Detach, FetcherPool};
 use super::shard_route::ShardRoute;
-use crate::broker::Broker;
+use crate::actor::{FetcherProgress, PartitionPorts, PortFuture};
+use crate::epoch::{self, Alignment};
+use crate::host::{self, Host, MirrorLog, Source};
+use crate::partition::{Cause, StoredState};
 use actix::Addr;
-use kmirror_actors::actor::{FetcherProgress, PartitionPorts, PortFuture};
-use kmirror_actors::epoch::{self, Alignment};
-use kmirror_actors::host::{self, MirrorLog};
-use kmirror_actors::partition::{Cause, StoredState};
+use kmirror_protocol::client::Isolation;
 use kmirror_protocol::client::source::EARLIEST;
-use kmirror_protocol::client::{Isolation, SourceClient};
 use kmirror_protocol::messages::{
     ReadMirrorStatesRequest, WriteMirrorStatesRequest, read_mirror_states_request,
     write_mirror_states_request,
@@ -24,7 +24,7 @@ use kmirror_protocol::state::MirrorState;
 use std::sync::Arc;
 use uuid::Uuid;
 
-const FENCED_LEADER_EPOCH: i16 = 74;
+const FENCED_LEADER_EPOCH: i16 = kmirror_protocol::errors::ErrorCode::FENCED_LEADER_EPOCH.0;
 
 /// Which mirror partition, and where things live for it.
 #[derive(Debug, Clone)]
@@ -45,59 +45,63 @@ pub struct MirrorPartitionSite {
 }
 
 /// The ports of one mirror partition.
-#[derive(Clone)]
-pub struct BrokerPartitionPorts {
+pub struct EnginePartitionPorts<H: Host> {
     site: Arc<MirrorPartitionSite>,
-    broker: Arc<Broker>,
-    source: Arc<SourceClient>,
-    shard: ShardRoute,
-    fetchers: Addr<FetcherPool>,
+    host: H,
+    source: Arc<H::Source>,
+    shard: ShardRoute<H>,
+    fetchers: Addr<FetcherPool<H>>,
+    destination_epochs: DestinationEpochs,
 }
 
-impl std::fmt::Debug for BrokerPartitionPorts {
+impl<H: Host> Clone for EnginePartitionPorts<H> {
+    fn clone(&self) -> Self {
+        EnginePartitionPorts {
+            site: self.site.clone(),
+            host: self.host.clone(),
+            source: self.source.clone(),
+            shard: self.shard.clone(),
+            fetchers: self.fetchers.clone(),
+            destination_epochs: self.destination_epochs.clone(),
+        }
+    }
+}
+
+impl<H: Host> std::fmt::Debug for EnginePartitionPorts<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BrokerPartitionPorts")
+        f.debug_struct("EnginePartitionPorts")
             .field("site", &self.site)
             .finish_non_exhaustive()
     }
 }
 
-impl BrokerPartitionPorts {
+impl<H: Host> EnginePartitionPorts<H> {
     /// Ports for the partition at `site`.
     pub fn new(
         site: MirrorPartitionSite,
-        broker: Arc<Broker>,
-        source: Arc<SourceClient>,
-        shard: ShardRoute,
-        fetchers: Addr<FetcherPool>,
+        host: H,
+        source: Arc<H::Source>,
+        shard: ShardRoute<H>,
+        fetchers: Addr<FetcherPool<H>>,
+        destination_epochs: DestinationEpochs,
     ) -> Self {
-        BrokerPartitionPorts {
+        EnginePartitionPorts {
             site: Arc::new(site),
-            broker,
+            host,
             source,
             shard,
             fetchers,
+            destination_epochs,
         }
     }
 
-    /// Runs `f` on the partition's log.
+    /// Runs `f` on the partition's log now (a log change of the state machine happens within
+    /// one poll of its future).
     fn with_log<T>(
         &self,
-        f: impl FnOnce(&mut crate::storage::PartitionLog) -> Result<T, Cause>,
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause>,
     ) -> Result<T, Cause> {
-        let partition = self
-            .broker
-            .partition(&self.site.topic, self.site.partition)
-            .ok_or_else(|| {
-                // Not open (yet): the broker opens what the metadata gives it, and a deleted
-                // topic's partition is released by the metadata reaction.
-                Cause::retryable(format!(
-                    "{}-{} is not a partition of this broker",
-                    self.site.topic, self.site.partition
-                ))
-            })?;
-        let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut log)
+        self.host.with_log(&self.site.topic, self.site.partition, f)
     }
 
     fn read_request(&self) -> ReadMirrorStatesRequest {
@@ -171,7 +175,7 @@ impl BrokerPartitionPorts {
             .map(|p| p.error_code)
         {
             Some(0) => Ok(()),
-            Some(FENCED_LEADER_EPOCH) => Err(Cause::fatal(
+            Some(code) if code == FENCED_LEADER_EPOCH => Err(Cause::fatal(
                 "a newer leader wrote this partition's mirror state",
             )),
             Some(code) => Err(Cause::retryable(format!(
@@ -199,7 +203,7 @@ impl BrokerPartitionPorts {
     async fn check_source_topic(&self) -> Result<(), Cause> {
         let site = &self.site;
         super::source_topic::check_now(
-            &self.source,
+            &*self.source,
             &site.source_cluster_id,
             &site.topic,
             site.topic_id,
@@ -236,15 +240,7 @@ impl BrokerPartitionPorts {
     }
 }
 
-fn host_cause(e: kmirror_actors::host::HostError) -> Cause {
-    if e.retryable {
-        Cause::retryable(e.message)
-    } else {
-        Cause::fatal(e.message)
-    }
-}
-
-impl PartitionPorts for BrokerPartitionPorts {
+impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
     fn load_state(&self) -> PortFuture<Result<Option<StoredState>, Cause>> {
         let ports = self.clone();
         Box::pin(async move { ports.load().await })
@@ -286,22 +282,18 @@ impl PartitionPorts for BrokerPartitionPorts {
             let alignment = ports.with_log(|log| {
                 Ok(epoch::alignment_for_lme(
                     lme,
-                    &MirrorLog::epoch_history(log),
-                    MirrorLog::log_end_offset(log),
+                    &log.epoch_history(),
+                    log.log_end_offset(),
                 ))
             })?;
             let site = &ports.site;
             tracing::info!(mirror = %site.mirror, topic = %site.topic, partition = site.partition, last_mirrored_epoch = lme, ?alignment, "aligning the log to the last mirrored epoch");
             match alignment {
                 Alignment::KeepAll => Ok(()),
-                Alignment::TruncateTo(offset) => {
-                    ports.with_log(|log| MirrorLog::truncate_to(log, offset).map_err(host_cause))
-                }
+                Alignment::TruncateTo(offset) => ports.with_log(|log| log.truncate_to(offset)),
                 Alignment::TruncateFully => {
                     let start = ports.source_log_start().await?;
-                    ports.with_log(|log| {
-                        MirrorLog::truncate_fully_and_start_at(log, start).map_err(host_cause)
-                    })
+                    ports.with_log(|log| log.truncate_fully_and_start_at(start))
                 }
             }
         })
@@ -336,22 +328,27 @@ impl PartitionPorts for BrokerPartitionPorts {
         Box::pin(async move {
             let min = match min_leader_epoch {
                 Some(min) => min,
-                None => ports.with_log(|log| Ok(log.latest_epoch().unwrap_or(-1)))?,
+                None => ports.with_log(|log| {
+                    Ok(log.epoch_history().last().map_or(-1, |(epoch, _)| *epoch))
+                })?,
             };
-            ports
-                .broker
-                .bump_leader_epoch_grouped(&ports.site.topic, ports.site.partition, min)
-                .await
-                .map_err(Cause::retryable)?
-                .ok_or_else(|| Cause::fatal("the partition is gone"))
+            let bumped = ports
+                .host
+                .bump_leader_epoch(&ports.site.topic, ports.site.partition, min)
+                .await?
+                .ok_or_else(|| Cause::fatal("the partition is gone"))?;
+            raise_epoch(
+                &ports.destination_epochs,
+                (ports.site.topic.clone(), ports.site.partition),
+                bumped,
+            );
+            Ok(bumped)
         })
     }
 
     fn truncate_to_lso(&self) -> PortFuture<Result<i32, Cause>> {
         let ports = self.clone();
-        Box::pin(
-            async move { ports.with_log(|log| host::truncate_to_lso(log).map_err(host_cause)) },
-        )
+        Box::pin(async move { ports.with_log(host::truncate_to_lso) })
     }
 
     fn persist_lme(&self, lme: i32) -> PortFuture<Result<(), Cause>> {
@@ -369,9 +366,10 @@ impl PartitionPorts for BrokerPartitionPorts {
         let ports = self.clone();
         Box::pin(async move {
             let epoch = ports
-                .broker
-                .leader_epoch(&ports.site.topic, ports.site.partition)
-                .ok_or_else(|| Cause::fatal("the partition is gone"))?;
+                .destination_epochs
+                .get(&(ports.site.topic.clone(), ports.site.partition))
+                .map(|e| *e)
+                .ok_or_else(|| Cause::retryable("the partition is not led here"))?;
             let source = ports
                 .site
                 .source_cluster_id
@@ -379,29 +377,22 @@ impl PartitionPorts for BrokerPartitionPorts {
                 .cloned()
                 .unwrap_or_default();
             ports.with_log(|log| {
-                if super::log::ends_with_barrier(log)
-                    .map_err(|e| Cause::retryable(e.to_string()))?
-                {
+                if host::ends_with_barrier(log)? {
                     return Ok(());
                 }
-                MirrorLog::append_pid_reset(log, epoch, &source).map_err(host_cause)
+                log.append_pid_reset(epoch, &source)
             })?;
             // The barrier fences the source's producer ids for the writes STOPPED lets in: it
             // must be on disk before them.
-            let partition = ports
-                .broker
-                .partition(&ports.site.topic, ports.site.partition)
-                .ok_or_else(|| Cause::fatal("the partition is gone"))?;
             ports
-                .broker
-                .make_durable(partition)
+                .host
+                .make_durable(&ports.site.topic, ports.site.partition)
                 .await
-                .map_err(Cause::retryable)
         })
     }
 
     fn set_read_only(&self, read_only: bool) {
-        self.broker
+        self.host
             .set_read_only(&self.site.topic, self.site.partition, read_only);
     }
 }

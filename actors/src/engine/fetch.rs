@@ -1,23 +1,28 @@
-//! The fetcher's ports over this broker and a source client: one consumer Fetch to a source
+//! The fetchers' ports over the host and a source connection: one consumer Fetch to a source
 //! broker covering many partitions (READ_COMMITTED, so data stops at the source LSO, with each
 //! partition's `LastFetchedEpoch` so a diverged history is answered with a DivergingEpoch), and
-//! each answer applied to the local partition log by [`kmirror_actors::host::apply_fetch`].
+//! each answer applied to the local partition log by [`crate::host::apply_fetch`] in one
+//! [`Host::spawn_with_log`] call.
+//!
+//! Kafka's fetch error table lives here ([`leader_moved`], [`gone_topics`], the answer
+//! mapping in `fetch`): an answer for a partition whose leader moved sends it to its new
+//! leader's fetcher, an unknown topic is looked up before it fails the partition, a fatal
+//! code fails it, anything else is retried.
 //!
 //! A mirror partition is the local partition with the source topic's name. The destination
-//! leader epoch of the DLE >= SLE rule is read from this broker's controller at apply time.
+//! leader epoch of the DLE >= SLE rule is the engine's own ([`DestinationEpochs`]): set when a
+//! partition starts, raised by every leader epoch change and bump; never read from the host.
 
 use super::cause;
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
-use crate::broker::{Broker, now_ms};
+use crate::actor::{FetchAnswers, FetchKey, FetcherPorts, PortFuture};
+use crate::host::{self, FetchProgress, FetchRequest, FetchResponse, Host, Source};
+use crate::partition::Cause;
 use actix::{Message, Recipient};
 use dashmap::DashMap;
-use kmirror_actors::actor::{FetchAnswers, FetchKey, FetcherPorts, PortFuture};
-use kmirror_actors::host::{self, FetchProgress, FetchRequest, FetchResponse, HostError};
-use kmirror_actors::partition::Cause;
-use kmirror_protocol::client::FetchedPartition;
 use kmirror_protocol::client::source::EARLIEST;
-use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, Isolation, SourceClient};
+use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, FetchedPartition, Isolation};
 use kmirror_protocol::errors::{ErrorClass, ErrorCode};
 use std::sync::Arc;
 use uuid::Uuid;
@@ -25,10 +30,9 @@ use uuid::Uuid;
 const OFFSET_OUT_OF_RANGE: ErrorCode = ErrorCode(1);
 
 /// The ports of one fetcher: a source broker and this broker's logs.
-#[derive(Debug, Clone)]
-pub struct SourceFetcherPorts {
-    broker: Arc<Broker>,
-    source: Arc<SourceClient>,
+pub struct EngineFetcherPorts<H: Host> {
+    host: H,
+    source: Arc<H::Source>,
     /// The source broker this fetcher reads from.
     leader: i32,
     stats: Arc<MirrorStats>,
@@ -42,6 +46,16 @@ pub struct SourceFetcherPorts {
     /// The source cluster id the mirror expects (once known): an answer from another cluster
     /// fails with that reason, never as deleted topics.
     source_cluster_id: SourceClusterId,
+    /// The destination leader epoch of each partition.
+    destination_epochs: DestinationEpochs,
+}
+
+impl<H: Host> std::fmt::Debug for EngineFetcherPorts<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineFetcherPorts")
+            .field("leader", &self.leader)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The cluster id a mirror's source must have: its `mirror.source.cluster.id`, or the one its
@@ -51,24 +65,37 @@ pub type SourceClusterId = Arc<std::sync::OnceLock<String>>;
 /// The source leader epochs of a mirror's partitions, shared by its pool and fetchers.
 pub type SourceEpochs = Arc<DashMap<FetchKey, i32>>;
 
+/// The destination leader epochs of a mirror's partitions on this broker, shared by their
+/// partition ports (which raise them) and the fetchers (which hold back batches above them).
+pub type DestinationEpochs = Arc<DashMap<FetchKey, i32>>;
+
+/// Raises a partition's destination leader epoch to `epoch` (epochs only grow: a late report
+/// of an older one changes nothing).
+pub fn raise_epoch(epochs: &DestinationEpochs, key: FetchKey, epoch: i32) {
+    epochs
+        .entry(key)
+        .and_modify(|known| *known = (*known).max(epoch))
+        .or_insert(epoch);
+}
+
 /// A partition's source leader moved (or is not known to be where it was fetched from).
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
 pub struct LeaderMoved(pub FetchKey);
 
-impl SourceFetcherPorts {
-    /// Ports fetching from source broker `leader` into `broker`'s logs as `settings` say,
-    /// counting in `stats`; `epochs` holds the source leader epochs, and `moved` hears of
-    /// partitions whose leader moved.
+impl<H: Host> EngineFetcherPorts<H> {
+    /// Ports fetching from source broker `leader` into `host`'s logs as `settings` say,
+    /// counting in `stats`, holding back batches above `destination_epochs`.
     pub fn new(
-        broker: Arc<Broker>,
-        source: Arc<SourceClient>,
+        host: H,
+        source: Arc<H::Source>,
         leader: i32,
         stats: Arc<MirrorStats>,
         settings: FetchSettings,
+        destination_epochs: DestinationEpochs,
     ) -> Self {
-        SourceFetcherPorts {
-            broker,
+        EngineFetcherPorts {
+            host,
             source,
             leader,
             stats,
@@ -76,6 +103,7 @@ impl SourceFetcherPorts {
             epochs: SourceEpochs::default(),
             moved: None,
             source_cluster_id: SourceClusterId::default(),
+            destination_epochs,
         }
     }
 
@@ -94,27 +122,13 @@ impl SourceFetcherPorts {
     }
 
     fn topic_id(&self, topic: &str) -> Uuid {
-        self.broker
+        self.host
             .topic(topic)
             .map(|t| t.topic_id)
             .unwrap_or_default()
     }
 }
 
-fn unknown(key: &FetchKey) -> Cause {
-    Cause::fatal(format!(
-        "{}-{} is not a partition of this broker",
-        key.0, key.1
-    ))
-}
-
-fn from_host(e: HostError) -> Cause {
-    if e.retryable {
-        Cause::retryable(e.message)
-    } else {
-        Cause::fatal(e.message)
-    }
-}
 
 /// Errors that say the partition is not (or no longer) led by the broker fetched from, or not
 /// at the leader epoch asked: a leader lookup heals them.
@@ -152,7 +166,7 @@ fn asked_for<'a>(asked: &'a [Asked], p: &FetchedPartition) -> Option<&'a Asked> 
 /// another id under its name (deleted and created again), means the topic is gone for good.
 /// The reason, by topic, for each such topic; a topic the source still has is left to retry.
 async fn gone_topics(
-    source: &SourceClient,
+    source: &impl Source,
     source_cluster_id: &std::sync::OnceLock<String>,
     fetched: &[FetchedPartition],
     asked: &[Asked],
@@ -189,14 +203,10 @@ async fn gone_topics(
     gone
 }
 
-impl FetcherPorts for SourceFetcherPorts {
+impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
     fn next_fetch(&self, key: &FetchKey) -> Result<FetchRequest, Cause> {
-        let partition = self
-            .broker
-            .partition(&key.0, key.1)
-            .ok_or_else(|| unknown(key))?;
-        let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(host::next_fetch(&*log, 0))
+        self.host
+            .with_log(&key.0, key.1, |log| Ok(host::next_fetch(log, 0)))
     }
 
     fn fetch(
@@ -238,17 +248,18 @@ impl FetcherPorts for SourceFetcherPorts {
         let stats = self.stats.clone();
         let moved = self.moved.clone();
         let source_cluster_id = self.source_cluster_id.clone();
+        let host = self.host.clone();
         Box::pin(async move {
             let fetched = match source.fetch(leader, &spec).await {
                 Ok(fetched) => fetched,
                 Err(e) => {
-                    stats.fetch_failed(&e.to_string(), now_ms());
+                    stats.fetch_failed(&e.to_string(), host.now_ms());
                     return Err(cause(&e));
                 }
             };
             let bytes = fetched.iter().map(|p| p.records.len() as u64).sum();
-            stats.fetched(bytes, now_ms());
-            let gone = gone_topics(&source, &source_cluster_id, &fetched, &asked).await;
+            stats.fetched(bytes, host.now_ms());
+            let gone = gone_topics(&*source, &source_cluster_id, &fetched, &asked).await;
             let answers = fetched
                 .into_iter()
                 .filter_map(|p| {
@@ -306,7 +317,7 @@ impl FetcherPorts for SourceFetcherPorts {
         request: FetchRequest,
         response: FetchResponse,
     ) -> PortFuture<Result<FetchProgress, Cause>> {
-        let broker = self.broker.clone();
+        let host = self.host.clone();
         let source = self.source.clone();
         let leader = self.leader;
         let key = key.clone();
@@ -317,7 +328,14 @@ impl FetcherPorts for SourceFetcherPorts {
         };
         let topic_id = self.topic_id(&key.0);
         let source_cluster_id = self.source_cluster_id.clone();
+        let destination_epoch = self.destination_epochs.get(&key).map(|e| *e);
         Box::pin(async move {
+            let Some(destination_epoch) = destination_epoch else {
+                return Err(Cause::retryable(format!(
+                    "{}-{} is not led here",
+                    key.0, key.1
+                )));
+            };
             // An answer that truncates the log is taken only from the topic this mirror copies
             // (a fetch by name, below Fetch v13, may have reached a topic created again).
             if matches!(
@@ -325,7 +343,7 @@ impl FetcherPorts for SourceFetcherPorts {
                 FetchResponse::OffsetOutOfRange { .. } | FetchResponse::Diverging { .. }
             ) {
                 super::source_topic::check_now(
-                    &source,
+                    &*source,
                     &source_cluster_id,
                     &key.0,
                     topic_id,
@@ -334,7 +352,7 @@ impl FetcherPorts for SourceFetcherPorts {
                 .await?;
             }
             // Both restart-at-the-source's-start cases need its log start, asked before the log
-            // is locked.
+            // is leased.
             let needs_start = matches!(
                 response,
                 FetchResponse::OffsetOutOfRange { .. }
@@ -355,40 +373,18 @@ impl FetcherPorts for SourceFetcherPorts {
                 },
                 other => other,
             };
-            let (partition, epoch) = broker
-                .partition(&key.0, key.1)
-                .zip(broker.leader_epoch(&key.0, key.1))
-                .ok_or_else(|| unknown(&key))?;
-            let progress = {
-                let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-                let progress = host::apply_fetch(
-                    &mut *log,
-                    || {
-                        source_start.ok_or_else(|| {
-                            HostError::retryable("the source's log start is not known")
-                        })
-                    },
-                    &request,
-                    response,
-                    epoch,
-                )
-                .inspect_err(|e| {
-                    if !e.retryable {
-                        stats.invariant_violated();
-                    }
-                })
-                .map_err(from_host)?;
-                if let Some(high_watermark) = high_watermark {
-                    stats.lag(&key, high_watermark - log.log_end_offset());
+            let applied = host.spawn_with_log(&key.0, key.1, move |log| {
+                let progress =
+                    host::apply_fetch(log, source_start, &request, response, destination_epoch)?;
+                Ok((progress, log.log_end_offset()))
+            });
+            let (progress, log_end) = applied.await.inspect_err(|e| {
+                if !e.retryable {
+                    stats.invariant_violated();
                 }
-                progress
-            };
-            // Fetches waiting on this broker for new data care only when the log changed.
-            if matches!(
-                progress,
-                FetchProgress::Appended { .. } | FetchProgress::Truncated
-            ) {
-                broker.notify_appended();
+            })?;
+            if let Some(high_watermark) = high_watermark {
+                stats.lag(&key, high_watermark - log_end);
             }
             Ok(progress)
         })

@@ -1,0 +1,140 @@
+//! The engine as its host sees it: [`EngineRuntime`] runs a [`MirrorSystem`] on its own actix
+//! thread, and [`Engine`] is the handle the host's request handlers hold (plain `Send` message
+//! recipients, no type of the host in it, so handlers need nothing but this module).
+//!
+//! Every request is an [`EngineRequest`] answered by [`Engine::ask`]: the engine's answer, or
+//! COORDINATOR_NOT_AVAILABLE when the engine has stopped.
+
+use super::shard_service::{ReadLastMirroredEpochs, ServeReadMirrorStates, ServeWriteMirrorStates};
+use super::system::{LoadMirror, MirrorError, MirrorSystem, Settle};
+use super::topics::{ChangeTopic, DescribeMirror, SourceTopics, StartTopic, WrittenSinceFailover};
+use crate::host::Host;
+use crate::partition::RetryPolicy;
+use actix::{Actor, Message, Recipient};
+use kmirror_protocol::errors::ErrorCode;
+
+/// A request the engine answers with `Ok(Answer)` or a [`MirrorError`].
+pub trait EngineRequest: Sized + Message<Result = Result<Self::Answer, MirrorError>> + Send + 'static {
+    /// What a successful request answers.
+    type Answer: Send + 'static;
+    /// Where the engine takes it.
+    fn recipient(engine: &Engine) -> &Recipient<Self>;
+}
+
+macro_rules! requests {
+    ($($message:ty => $field:ident: $answer:ty,)+) => {
+        /// The engine's requests, as its host's handlers send them.
+        #[derive(Clone)]
+        pub struct Engine {
+            $($field: Recipient<$message>,)+
+            settle: Recipient<Settle>,
+        }
+
+        impl Engine {
+            fn of<H: Host>(addr: &actix::Addr<MirrorSystem<H>>) -> Engine {
+                Engine {
+                    $($field: addr.clone().recipient(),)+
+                    settle: addr.clone().recipient(),
+                }
+            }
+        }
+
+        $(impl EngineRequest for $message {
+            type Answer = $answer;
+            fn recipient(engine: &Engine) -> &Recipient<Self> {
+                &engine.$field
+            }
+        })+
+    };
+}
+
+requests! {
+    LoadMirror => load_mirror: (),
+    StartTopic => start_topic: (),
+    ChangeTopic => change_topic: (),
+    SourceTopics => source_topics: Vec<String>,
+    DescribeMirror => describe_mirror: Vec<super::topics::TopicSnapshot>,
+    ServeReadMirrorStates => read_states: kmirror_protocol::messages::ReadMirrorStatesResponse,
+    ServeWriteMirrorStates => write_states: kmirror_protocol::messages::WriteMirrorStatesResponse,
+    WrittenSinceFailover => written_since_failover: Vec<(String, i32, i64)>,
+    ReadLastMirroredEpochs => read_lmes: Vec<(super::shard_service::TopicPartition, super::shard_service::LmeAnswer)>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// Sends `request` and waits for the engine's answer.
+    pub async fn ask<M: EngineRequest>(&self, request: M) -> Result<M::Answer, MirrorError> {
+        M::recipient(self).send(request).await.map_err(|e| {
+            MirrorError::new(
+                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                format!("the mirroring engine: {e}"),
+            )
+        })?
+    }
+
+    /// Resolves once every mirror partition this broker leads has read its state from
+    /// `__mirror_state` and entered it, or after `timeout` ([`Settle`]); an error when the
+    /// engine has stopped.
+    pub async fn settle(&self, timeout: std::time::Duration) -> Result<(), MirrorError> {
+        self.settle.send(Settle { timeout }).await.map_err(|e| {
+            MirrorError::new(
+                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                format!("the mirroring engine: {e}"),
+            )
+        })
+    }
+}
+
+/// The engine running on its own actix system thread, for a host whose listener runs on tokio.
+#[derive(Debug)]
+pub struct EngineRuntime {
+    engine: Engine,
+    system: actix::System,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl EngineRuntime {
+    /// Starts the engine of `host` on a new thread; it resumes the mirrors the host's metadata
+    /// names.
+    pub fn start<H: Host>(host: H) -> std::io::Result<EngineRuntime> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("kmirror-engine".into())
+            .spawn(move || {
+                let runner = actix::System::new();
+                let started = runner.block_on(async move {
+                    let addr = MirrorSystem::new(host, RetryPolicy::default()).start();
+                    (Engine::of(&addr), actix::System::current())
+                });
+                if tx.send(started).is_ok() {
+                    let _ = runner.run();
+                }
+            })?;
+        let (engine, system) = rx
+            .recv()
+            .map_err(|_| std::io::Error::other("the mirroring engine did not start"))?;
+        Ok(EngineRuntime {
+            engine,
+            system,
+            thread: Some(thread),
+        })
+    }
+
+    /// The handle the host's request handlers use.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Stops the engine and waits for its thread.
+    pub fn stop(mut self) {
+        self.system.stop();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}

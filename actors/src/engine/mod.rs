@@ -1,0 +1,53 @@
+//! The engine assembled: everything that runs mirroring on a broker, over the [`Host`] it is
+//! embedded in.
+//!
+//! - [`system`]: the MirrorSystem actor (shards, fetcher pools, partition actors), the
+//!   supervisor of its partitions, and its reactions to metadata changes ([`reactions`]);
+//! - [`topics`]: StartMirrorTopics' work, pause/resume/stop, what DescribeMirrors shows;
+//! - [`fetcher_pool`] and [`fetch`]: a mirror's fetchers, each partition on a fetcher of its
+//!   source leader, and Kafka's fetch error table;
+//! - [`partition_ports`]: a partition actor's effects carried out over the host;
+//! - [`state_log`], [`shard_route`], [`shard_service`]: `__mirror_state` (its shards here,
+//!   routes to the brokers that lead the others, and requests from them);
+//! - [`sync`] and [`sync_plan`]: the periodic metadata sync (source cluster id, partition
+//!   counts, topic configs, group offsets, ACLs) and its pure decisions;
+//! - [`mirror_configs`], [`fetch_settings`]: a mirror's configs checked as a whole;
+//! - [`stats`]: a mirror's fetch figures and lags, published as metrics;
+//! - [`handle`]: the engine as a host's request handlers and its process see it.
+//!
+//! A mirror topic has the source topic's name and id; each broker runs the partitions it leads.
+//!
+//! [`Host`]: crate::host::Host
+
+pub mod fetch;
+pub mod fetch_settings;
+pub mod fetcher_pool;
+pub mod handle;
+pub mod mirror_configs;
+pub mod partition_ports;
+mod reactions;
+pub mod shard_route;
+pub mod shard_service;
+mod source_client;
+mod source_topic;
+pub mod state_log;
+pub mod stats;
+mod sync;
+pub mod sync_plan;
+pub mod system;
+pub mod topics;
+
+pub use handle::{Engine, EngineRequest, EngineRuntime};
+pub use system::{MirrorError, MirrorSystem};
+
+use crate::partition::Cause;
+use kmirror_protocol::client::ClientError;
+
+/// The engine's classification of a client failure.
+pub(crate) fn cause(e: &ClientError) -> Cause {
+    if e.is_retriable() {
+        Cause::retryable(e.to_string())
+    } else {
+        Cause::fatal(e.to_string())
+    }
+}

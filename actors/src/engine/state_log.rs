@@ -1,0 +1,92 @@
+//! `__mirror_state` as a topic of the host: one partition per coordinator shard, holding
+//! uncompressed batches of coordinator records; and the shard actor's ports over it.
+//!
+//! The engine creates the topic the first time a mirror needs it, with
+//! [`crate::host::EngineSettings::state_partitions`] partitions. A shard loads by reading its
+//! partition from the start and appends each write as one batch stamped with the partition's
+//! leader epoch; the host keeps the high watermark at the log end (one replica), so what is
+//! appended is what the next leader replays.
+
+use crate::actor::{PortFuture, ShardLogPorts};
+use crate::host::Host;
+use crate::partition::Cause;
+use kmirror_protocol::records::{CoordinatorRecord, coordinator_batch, coordinator_records};
+use kmirror_protocol::state::MirrorState;
+
+/// The internal topic's name.
+pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
+
+/// The ports of the shard on `__mirror_state` partition `partition`.
+#[derive(Debug, Clone)]
+pub struct StateLogPorts<H: Host> {
+    host: H,
+    partition: i32,
+}
+
+impl<H: Host> StateLogPorts<H> {
+    /// Ports over the host's `__mirror_state` partition `partition`.
+    pub fn new(host: H, partition: i32) -> Self {
+        StateLogPorts { host, partition }
+    }
+
+    fn read(&self) -> Result<Vec<CoordinatorRecord>, Cause> {
+        let mut records = Vec::new();
+        self.host.with_log(MIRROR_STATE_TOPIC, self.partition, |log| {
+            log.find_batch(log.log_start_offset(), &mut |batch| {
+                match coordinator_records(batch) {
+                    Ok(mut decoded) => records.append(&mut decoded),
+                    // A record this build cannot read is skipped, loudly: the rest of the shard
+                    // still loads.
+                    Err(e) => tracing::error!(offset = batch.base_offset(), error = %e, "unreadable __mirror_state batch"),
+                }
+                false
+            })
+            .map(|_| ())
+        })?;
+        Ok(records)
+    }
+
+    fn write(&self, records: &[CoordinatorRecord]) -> Result<(), Cause> {
+        let epoch = self
+            .host
+            .topic(MIRROR_STATE_TOPIC)
+            .and_then(|t| t.partitions.get(self.partition as usize).cloned())
+            .map(|p| p.leader_epoch)
+            .ok_or_else(|| Cause::retryable("__mirror_state does not exist yet"))?;
+        let batch = coordinator_batch(records, epoch, self.host.now_ms())
+            .map_err(|e| Cause::fatal(format!("encoding __mirror_state records: {e}")))?;
+        self.host.with_log(MIRROR_STATE_TOPIC, self.partition, |log| {
+            log.append_as_leader(batch, epoch)
+        })
+    }
+}
+
+/// Whether `records` make a partition STOPPED: its topic takes writes once they are answered,
+/// so they (and the LME written before them) must survive a crash first (a lost STOPPED would
+/// run STOPPING again after a restart, over writes already acknowledged).
+fn stops(records: &[CoordinatorRecord]) -> bool {
+    records.iter().any(|r| {
+        matches!(
+            r,
+            CoordinatorRecord::MirrorPartitionState { value: Some(v), .. }
+                if v.state == MirrorState::Stopped.wire_value()
+        )
+    })
+}
+
+impl<H: Host> ShardLogPorts for StateLogPorts<H> {
+    fn read_all(&self) -> PortFuture<Result<Vec<CoordinatorRecord>, Cause>> {
+        Box::pin(std::future::ready(self.read()))
+    }
+
+    fn append(
+        &self,
+        records: Vec<CoordinatorRecord>,
+    ) -> Result<PortFuture<Result<(), Cause>>, Cause> {
+        self.write(&records)?;
+        if !stops(&records) {
+            return Ok(Box::pin(std::future::ready(Ok(()))));
+        }
+        Ok(self.host.make_durable(MIRROR_STATE_TOPIC, self.partition))
+    }
+}

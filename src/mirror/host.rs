@@ -1,0 +1,286 @@
+//! [`BrokerHost`]: the engine's [`Host`] over this broker.
+//!
+//! Metadata reads answer from the controller's image; metadata writes go through the
+//! controller (durable in its log before they return) and open or close the logs they touch;
+//! a leased log is the partition's [`PartitionLog`] under its lock; fetch answers are applied
+//! on tokio's blocking pool, and a log that changed wakes the fetches waiting on it; BumpLeaderEpochs
+//! and the durability of `__mirror_state` and of the MIRROR_PID_RESET barrier go through the
+//! broker's group commits.
+
+use super::log::Lease;
+use crate::acl::AclFilter;
+use crate::broker::{Broker, now_ms};
+use crate::controller::ControllerError;
+use crate::groups::Committed;
+use crate::storage::PartitionLog;
+use kmirror_actors::host::{
+    Cause, EngineSettings, GroupOffset, Host, HostFuture, HostRefusal, MetadataDelta, MirrorLog,
+    PartitionMeta, TopicMeta,
+};
+use kmirror_protocol::acl::AclBinding;
+use kmirror_protocol::client::{ClientConfig, ClientError, SourceClient};
+use kmirror_protocol::errors::ErrorCode;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// The broker, as the engine's host.
+#[derive(Debug, Clone)]
+pub struct BrokerHost(pub Arc<Broker>);
+
+fn refused(e: ControllerError) -> HostRefusal {
+    HostRefusal {
+        code: ErrorCode(e.error_code()),
+        message: e.to_string(),
+    }
+}
+
+fn ready<T: 'static>(value: T) -> HostFuture<T> {
+    Box::pin(std::future::ready(value))
+}
+
+impl BrokerHost {
+    /// Runs `f` on the partition's log, locked.
+    fn lease<T>(
+        broker: &Broker,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause>,
+    ) -> Result<T, Cause> {
+        let opened = broker.partition(topic, partition).ok_or_else(|| {
+            // Not open (yet): the broker opens what the metadata gives it, and a deleted
+            // topic's partition is released by the engine's metadata reaction.
+            Cause::retryable(format!("{topic}-{partition} is not a partition of this broker"))
+        })?;
+        let mut log = opened.log.lock().unwrap_or_else(|e| e.into_inner());
+        let log: &mut PartitionLog = &mut log;
+        f(&mut Lease(log))
+    }
+}
+
+impl Host for BrokerHost {
+    type Source = SourceClient;
+
+    fn cluster_id(&self) -> String {
+        self.0.cluster_id()
+    }
+
+    fn settings(&self) -> EngineSettings {
+        let config = self.0.config();
+        EngineSettings {
+            state_partitions: config.mirror_state_partitions,
+            metadata_refresh_interval_ms: config.mirror_metadata_refresh_interval_ms,
+            num_replica_fetchers: config.mirror_num_replica_fetchers,
+            liveness: config.mirror_liveness,
+        }
+    }
+
+    fn now_ms(&self) -> i64 {
+        now_ms()
+    }
+
+    fn metadata_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.metadata_changes()
+    }
+
+    fn metadata_since(
+        &self,
+        followed: Option<u64>,
+    ) -> (u64, MetadataDelta, BTreeMap<String, TopicMeta>) {
+        // The logs follow the same change; they must be open before partitions start.
+        if let Err(e) = self.0.reconcile() {
+            tracing::error!(error = %e, "opening the partitions of a metadata change");
+        }
+        self.0.metadata_since(followed)
+    }
+
+    fn topic(&self, name: &str) -> Option<TopicMeta> {
+        self.0.topic(name)
+    }
+
+    fn topics(&self) -> BTreeMap<String, TopicMeta> {
+        self.0.topics()
+    }
+
+    fn mirrors(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.0.mirrors()
+    }
+
+    fn leads(&self, partition: &PartitionMeta) -> bool {
+        self.0.leads(partition)
+    }
+
+    fn node_address(&self, node_id: i32) -> Option<String> {
+        self.0
+            .brokers()
+            .into_iter()
+            .find(|b| b.node_id == node_id)
+            .map(|b| format!("{}:{}", b.host, b.port))
+    }
+
+    fn create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        topic_id: Option<Uuid>,
+    ) -> HostFuture<Result<(), HostRefusal>> {
+        let created = self.0.create_topic(name, partitions, configs, topic_id);
+        ready(created.map(|_| ()).map_err(refused))
+    }
+
+    fn set_topic_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+    ) -> HostFuture<Result<(), HostRefusal>> {
+        let set = self.0.set_topic_configs(name, configs);
+        ready(set.map(|_| ()).map_err(refused))
+    }
+
+    fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostRefusal>> {
+        let created = self.0.create_partitions(name, count);
+        ready(created.map(|_| ()).map_err(refused))
+    }
+
+    fn bump_leader_epoch(
+        &self,
+        topic: &str,
+        partition: i32,
+        min_leader_epoch: i32,
+    ) -> HostFuture<Result<Option<i32>, Cause>> {
+        let broker = self.0.clone();
+        let topic = topic.to_string();
+        Box::pin(async move {
+            broker
+                .bump_leader_epoch_grouped(&topic, partition, min_leader_epoch)
+                .await
+                .map_err(Cause::retryable)
+        })
+    }
+
+    fn set_read_only(&self, topic: &str, partition: i32, read_only: bool) {
+        self.0.set_read_only(topic, partition, read_only);
+    }
+
+    fn with_log<T>(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause>,
+    ) -> Result<T, Cause> {
+        let (changed, result) = {
+            let mut changed = false;
+            let result = BrokerHost::lease(&self.0, topic, partition, |log| {
+                let before = (log.log_start_offset(), log.log_end_offset());
+                let result = f(log);
+                changed = before != (log.log_start_offset(), log.log_end_offset());
+                result
+            });
+            (changed, result)
+        };
+        if changed {
+            self.0.notify_appended();
+        }
+        result
+    }
+
+    fn spawn_with_log<T: Send + 'static>(
+        &self,
+        topic: &str,
+        partition: i32,
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause> + Send + 'static,
+    ) -> HostFuture<Result<T, Cause>> {
+        let host = self.clone();
+        let topic = topic.to_string();
+        let applied = tokio::task::spawn_blocking(move || host.with_log(&topic, partition, f));
+        Box::pin(async move {
+            applied
+                .await
+                .map_err(|e| Cause::retryable(format!("applying to the log: {e}")))?
+        })
+    }
+
+    fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), Cause>> {
+        let broker = self.0.clone();
+        let opened = broker.partition(topic, partition);
+        let name = format!("{topic}-{partition}");
+        Box::pin(async move {
+            let opened = opened
+                .ok_or_else(|| Cause::retryable(format!("{name} is not a partition of this broker")))?;
+            broker.make_durable(opened).await.map_err(Cause::retryable)
+        })
+    }
+
+    fn group_is_active(&self, group: &str) -> bool {
+        self.0
+            .groups()
+            .list()
+            .iter()
+            .any(|g| g.group_id == group && g.state != "Empty")
+    }
+
+    fn committed_offsets(&self, group: &str) -> BTreeMap<(String, i32), GroupOffset> {
+        self.0
+            .groups()
+            .committed(group)
+            .into_iter()
+            .map(|(key, c)| {
+                let offset = GroupOffset {
+                    offset: c.offset,
+                    leader_epoch: c.leader_epoch,
+                    metadata: c.metadata,
+                };
+                (key, offset)
+            })
+            .collect()
+    }
+
+    fn commit_offsets(
+        &self,
+        group: &str,
+        offsets: Vec<(String, i32, GroupOffset)>,
+    ) -> Result<(), String> {
+        let commits = offsets
+            .into_iter()
+            .map(|(topic, partition, o)| {
+                let committed = Committed {
+                    offset: o.offset,
+                    leader_epoch: o.leader_epoch,
+                    metadata: o.metadata,
+                };
+                (topic, partition, committed)
+            })
+            .collect();
+        let codes = self.0.groups().commit(group, -1, "", commits);
+        match codes.into_iter().find(|c| *c != 0) {
+            None => Ok(()),
+            Some(code) => Err(format!("answered {}", ErrorCode(code))),
+        }
+    }
+
+    fn acls(&self) -> Vec<AclBinding> {
+        self.0.acls().to_vec()
+    }
+
+    fn create_acls(&self, bindings: Vec<AclBinding>) -> Vec<Result<(), String>> {
+        self.0
+            .create_acls(bindings)
+            .into_iter()
+            .map(|r| r.map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    fn delete_acls(&self, bindings: &[AclBinding]) -> Vec<Result<(), String>> {
+        let exact: Vec<AclFilter> = bindings.iter().map(AclFilter::exactly).collect();
+        self.0
+            .delete_acls(&exact)
+            .into_iter()
+            .map(|r| r.map(|_| ()).map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    fn connect_source(&self, config: ClientConfig) -> Result<SourceClient, ClientError> {
+        SourceClient::new(config)
+    }
+}
