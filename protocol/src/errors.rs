@@ -144,8 +144,126 @@ const FENCED: [i16; 9] = [
 ];
 
 impl ErrorCode {
+    /// Kafka's UNKNOWN_SERVER_ERROR: an unexpected error on the broker.
+    pub const UNKNOWN_SERVER_ERROR: ErrorCode = ErrorCode(-1);
     /// Success.
     pub const NONE: ErrorCode = ErrorCode(0);
+    /// Kafka's OFFSET_OUT_OF_RANGE: the offset asked is outside the log.
+    pub const OFFSET_OUT_OF_RANGE: ErrorCode = ErrorCode(1);
+    /// Kafka's CORRUPT_MESSAGE: a produced batch whose bytes do not hold what they declare
+    /// (CRC, framing, codec, record fields).
+    pub const CORRUPT_MESSAGE: ErrorCode = ErrorCode(2);
+    /// Kafka's UNKNOWN_TOPIC_OR_PARTITION.
+    pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = ErrorCode(3);
+    /// Kafka's LEADER_NOT_AVAILABLE: a leader election is under way.
+    pub const LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode(5);
+    /// Kafka's NOT_LEADER_OR_FOLLOWER: the broker asked does not lead the partition.
+    pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode(6);
+    /// Kafka's REPLICA_NOT_AVAILABLE.
+    pub const REPLICA_NOT_AVAILABLE: ErrorCode = ErrorCode(9);
+    /// Kafka's COORDINATOR_LOAD_IN_PROGRESS: the coordinator is still loading; ask again.
+    pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode(14);
+    /// Kafka's COORDINATOR_NOT_AVAILABLE: the coordinator (a `__mirror_state` shard) cannot
+    /// answer now; ask again.
+    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode(15);
+    /// Kafka's NOT_COORDINATOR: the broker asked is not the coordinator.
+    pub const NOT_COORDINATOR: ErrorCode = ErrorCode(16);
+    /// Kafka's INVALID_TOPIC_EXCEPTION: a topic name that is not legal.
+    pub const INVALID_TOPIC_EXCEPTION: ErrorCode = ErrorCode(17);
+    /// Kafka's ILLEGAL_GENERATION: the member is not in the group's current generation.
+    pub const ILLEGAL_GENERATION: ErrorCode = ErrorCode(22);
+    /// Kafka's INCONSISTENT_GROUP_PROTOCOL: no protocol in common, or another protocol type.
+    pub const INCONSISTENT_GROUP_PROTOCOL: ErrorCode = ErrorCode(23);
+    /// Kafka's UNKNOWN_MEMBER_ID: the group does not know the member id.
+    pub const UNKNOWN_MEMBER_ID: ErrorCode = ErrorCode(25);
+    /// Kafka's INVALID_SESSION_TIMEOUT: a JoinGroup session timeout outside
+    /// `group.min.session.timeout.ms` .. `group.max.session.timeout.ms`.
+    pub const INVALID_SESSION_TIMEOUT: ErrorCode = ErrorCode(26);
+    /// Kafka's REBALANCE_IN_PROGRESS: the group is rebalancing: rejoin.
+    pub const REBALANCE_IN_PROGRESS: ErrorCode = ErrorCode(27);
+    /// Kafka's TOPIC_AUTHORIZATION_FAILED: ACLs deny the operation on the topic.
+    pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(29);
+    /// Kafka's GROUP_AUTHORIZATION_FAILED: ACLs deny the operation on the group.
+    pub const GROUP_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(30);
+    /// Kafka's CLUSTER_AUTHORIZATION_FAILED: ACLs deny the operation on the cluster.
+    pub const CLUSTER_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(31);
+    /// Kafka's INVALID_TIMESTAMP: a produced record's create time further in the past or the
+    /// future than `log.message.timestamp.before.max.ms` / `after.max.ms` allow.
+    pub const INVALID_TIMESTAMP: ErrorCode = ErrorCode(32);
+    /// Kafka's UNSUPPORTED_VERSION: an API version the broker does not serve.
+    pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode(35);
+    /// Kafka's TOPIC_ALREADY_EXISTS: create of a topic that exists.
+    pub const TOPIC_ALREADY_EXISTS: ErrorCode = ErrorCode(36);
+    /// Kafka's INVALID_PARTITIONS: a partition count that cannot be used.
+    pub const INVALID_PARTITIONS: ErrorCode = ErrorCode(37);
+    /// Kafka's INVALID_CONFIG: a config value (of a topic or a mirror) that cannot be used, or
+    /// `mirror.name` named by a client.
+    pub const INVALID_CONFIG: ErrorCode = ErrorCode(40);
+    /// Kafka's INVALID_REQUEST: a request the broker never serves, e.g. creating or deleting
+    /// an internal topic.
+    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
+    /// Kafka's POLICY_VIOLATION: a change a mirror topic does not take until it is stopped, or
+    /// a restart of a stopped topic that would discard writes the operator did not confirm.
+    pub const POLICY_VIOLATION: ErrorCode = ErrorCode(44);
+    /// Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER: a produced batch's sequence is not the next one.
+    pub const OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode = ErrorCode(45);
+    /// Kafka's INVALID_PRODUCER_EPOCH: the producer epoch is older than the producer's.
+    pub const INVALID_PRODUCER_EPOCH: ErrorCode = ErrorCode(47);
+    /// Kafka's INVALID_TXN_STATE: the request does not fit the transaction's state.
+    pub const INVALID_TXN_STATE: ErrorCode = ErrorCode(48);
+    /// Kafka's INVALID_PRODUCER_ID_MAPPING: not the transactional id's producer id.
+    pub const INVALID_PRODUCER_ID_MAPPING: ErrorCode = ErrorCode(49);
+    /// Kafka's INVALID_TRANSACTION_TIMEOUT: a transaction timeout out of range.
+    pub const INVALID_TRANSACTION_TIMEOUT: ErrorCode = ErrorCode(50);
+    /// Kafka's CONCURRENT_TRANSACTIONS: the previous transaction is still completing; retry.
+    pub const CONCURRENT_TRANSACTIONS: ErrorCode = ErrorCode(51);
+    /// Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ACLs deny the transactional id.
+    pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
+    /// Kafka's SECURITY_DISABLED: a security feature that is not enabled.
+    pub const SECURITY_DISABLED: ErrorCode = ErrorCode(54);
+    /// Kafka's OPERATION_NOT_ATTEMPTED: the rest of an all-or-nothing request one part of
+    /// which was refused.
+    pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
+    /// Kafka's KAFKA_STORAGE_ERROR: a log could not be read or written.
+    pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
+    /// Kafka's NON_EMPTY_GROUP: delete of a group that still has members.
+    pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
+    /// Kafka's GROUP_ID_NOT_FOUND: no group has the id.
+    pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);
+    /// Kafka's FETCH_SESSION_ID_NOT_FOUND: the broker does not know the fetch session.
+    pub const FETCH_SESSION_ID_NOT_FOUND: ErrorCode = ErrorCode(70);
+    /// Kafka's INVALID_FETCH_SESSION_EPOCH: the fetch session epoch is not the next one.
+    pub const INVALID_FETCH_SESSION_EPOCH: ErrorCode = ErrorCode(71);
+    /// Kafka's FENCED_LEADER_EPOCH: the leader epoch asked is older than the leader's.
+    pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
+    /// Kafka's UNKNOWN_LEADER_EPOCH: the leader epoch asked is newer than the broker knows.
+    pub const UNKNOWN_LEADER_EPOCH: ErrorCode = ErrorCode(75);
+    /// Kafka's MEMBER_ID_REQUIRED: JoinGroup v4+: rejoin with the member id in the answer.
+    pub const MEMBER_ID_REQUIRED: ErrorCode = ErrorCode(79);
+    /// Kafka's GROUP_MAX_SIZE_REACHED: the group has as many members as it may.
+    pub const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);
+    /// Kafka's INVALID_RECORD: a produced batch that is well formed but breaks a rule of the
+    /// log (record count, offset deltas, sequence, timestamps).
+    pub const INVALID_RECORD: ErrorCode = ErrorCode(87);
+    /// Kafka's UNSTABLE_OFFSET_COMMIT: a transaction's offsets for the partition are pending.
+    pub const UNSTABLE_OFFSET_COMMIT: ErrorCode = ErrorCode(88);
+    /// Kafka's PRODUCER_FENCED: a newer producer has the transactional id.
+    pub const PRODUCER_FENCED: ErrorCode = ErrorCode(90);
+    /// Kafka's UNKNOWN_TOPIC_ID: no topic has the id.
+    pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
+    /// Kafka's INCONSISTENT_TOPIC_ID: Start on a topic that exists here with another id than
+    /// the source topic's.
+    pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
+    /// Kafka's FENCED_MEMBER_EPOCH: the member epoch is not the group's: rejoin with epoch 0.
+    pub const FENCED_MEMBER_EPOCH: ErrorCode = ErrorCode(110);
+    /// Kafka's UNRELEASED_INSTANCE_ID: another live member holds the group instance id.
+    pub const UNRELEASED_INSTANCE_ID: ErrorCode = ErrorCode(111);
+    /// Kafka's UNSUPPORTED_ASSIGNOR: an assignor the broker does not offer.
+    pub const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
+    /// Kafka's STALE_MEMBER_EPOCH: the member epoch is older than the member's.
+    pub const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);
+    /// Kafka's INVALID_REGULAR_EXPRESSION: a subscription regex that does not compile.
+    pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(128);
     /// Produce to a mirror partition that is not STOPPED.
     pub const READ_ONLY_TOPIC: ErrorCode = ErrorCode(134);
     /// A mirror name breaks the naming rules.
@@ -170,52 +288,6 @@ impl ErrorCode {
     pub const MIRROR_ALREADY_EXISTS: ErrorCode = ErrorCode(144);
     /// Concurrent or illegal mirror state change.
     pub const INVALID_MIRROR_STATES: ErrorCode = ErrorCode(145);
-    /// Kafka's INCONSISTENT_TOPIC_ID: Start on a topic that exists here with another id than
-    /// the source topic's.
-    pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
-    /// Kafka's INVALID_CONFIG: a config value (of a topic or a mirror) that cannot be used, or
-    /// `mirror.name` named by a client.
-    pub const INVALID_CONFIG: ErrorCode = ErrorCode(40);
-    /// Kafka's POLICY_VIOLATION: a change a mirror topic does not take until it is stopped, or
-    /// a restart of a stopped topic that would discard writes the operator did not confirm.
-    pub const POLICY_VIOLATION: ErrorCode = ErrorCode(44);
-    /// Kafka's KAFKA_STORAGE_ERROR: a log could not be read or written.
-    pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
-    /// Kafka's UNKNOWN_TOPIC_ID: no topic has the id.
-    pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
-    /// Kafka's UNKNOWN_TOPIC_OR_PARTITION.
-    pub const UNKNOWN_TOPIC_OR_PARTITION: ErrorCode = ErrorCode(3);
-    /// Kafka's LEADER_NOT_AVAILABLE: a leader election is under way.
-    pub const LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode(5);
-    /// Kafka's NOT_LEADER_OR_FOLLOWER: the broker asked does not lead the partition.
-    pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode(6);
-    /// Kafka's REPLICA_NOT_AVAILABLE.
-    pub const REPLICA_NOT_AVAILABLE: ErrorCode = ErrorCode(9);
-    /// Kafka's FENCED_LEADER_EPOCH: the leader epoch asked is older than the leader's.
-    pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
-    /// Kafka's UNKNOWN_LEADER_EPOCH: the leader epoch asked is newer than the broker knows.
-    pub const UNKNOWN_LEADER_EPOCH: ErrorCode = ErrorCode(75);
-    /// Kafka's COORDINATOR_NOT_AVAILABLE: the coordinator (a `__mirror_state` shard) cannot
-    /// answer now; ask again.
-    pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode(15);
-    /// Kafka's OPERATION_NOT_ATTEMPTED: the rest of an all-or-nothing request one part of
-    /// which was refused.
-    pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
-    /// Kafka's CORRUPT_MESSAGE: a produced batch whose bytes do not hold what they declare
-    /// (CRC, framing, codec, record fields).
-    pub const CORRUPT_MESSAGE: ErrorCode = ErrorCode(2);
-    /// Kafka's INVALID_RECORD: a produced batch that is well formed but breaks a rule of the
-    /// log (record count, offset deltas, sequence, timestamps).
-    pub const INVALID_RECORD: ErrorCode = ErrorCode(87);
-    /// Kafka's INVALID_TIMESTAMP: a produced record's create time further in the past or the
-    /// future than `log.message.timestamp.before.max.ms` / `after.max.ms` allow.
-    pub const INVALID_TIMESTAMP: ErrorCode = ErrorCode(32);
-    /// Kafka's INVALID_REQUEST: a request the broker never serves, e.g. creating or deleting
-    /// an internal topic.
-    pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
-    /// Kafka's INVALID_SESSION_TIMEOUT: a JoinGroup session timeout outside
-    /// `group.min.session.timeout.ms` .. `group.max.session.timeout.ms`.
-    pub const INVALID_SESSION_TIMEOUT: ErrorCode = ErrorCode(26);
 
     /// Whether the code means success.
     pub fn is_ok(self) -> bool {
@@ -341,6 +413,84 @@ mod tests {
         for code in FENCED {
             assert_eq!(ErrorCode(code).class(), Some(ErrorClass::Fenced), "{code}");
         }
+    }
+
+    #[test]
+    fn named_codes_carry_the_tables_names() {
+        macro_rules! named {
+            ($($name:ident),* $(,)?) => {
+                $(assert_eq!(ErrorCode::$name.name(), stringify!($name));)*
+            };
+        }
+        named!(
+            UNKNOWN_SERVER_ERROR,
+            NONE,
+            OFFSET_OUT_OF_RANGE,
+            CORRUPT_MESSAGE,
+            UNKNOWN_TOPIC_OR_PARTITION,
+            LEADER_NOT_AVAILABLE,
+            NOT_LEADER_OR_FOLLOWER,
+            REPLICA_NOT_AVAILABLE,
+            COORDINATOR_LOAD_IN_PROGRESS,
+            COORDINATOR_NOT_AVAILABLE,
+            NOT_COORDINATOR,
+            INVALID_TOPIC_EXCEPTION,
+            ILLEGAL_GENERATION,
+            INCONSISTENT_GROUP_PROTOCOL,
+            UNKNOWN_MEMBER_ID,
+            INVALID_SESSION_TIMEOUT,
+            REBALANCE_IN_PROGRESS,
+            TOPIC_AUTHORIZATION_FAILED,
+            GROUP_AUTHORIZATION_FAILED,
+            CLUSTER_AUTHORIZATION_FAILED,
+            INVALID_TIMESTAMP,
+            UNSUPPORTED_VERSION,
+            TOPIC_ALREADY_EXISTS,
+            INVALID_PARTITIONS,
+            INVALID_CONFIG,
+            INVALID_REQUEST,
+            POLICY_VIOLATION,
+            OUT_OF_ORDER_SEQUENCE_NUMBER,
+            INVALID_PRODUCER_EPOCH,
+            INVALID_TXN_STATE,
+            INVALID_PRODUCER_ID_MAPPING,
+            INVALID_TRANSACTION_TIMEOUT,
+            CONCURRENT_TRANSACTIONS,
+            TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            SECURITY_DISABLED,
+            OPERATION_NOT_ATTEMPTED,
+            KAFKA_STORAGE_ERROR,
+            NON_EMPTY_GROUP,
+            GROUP_ID_NOT_FOUND,
+            FETCH_SESSION_ID_NOT_FOUND,
+            INVALID_FETCH_SESSION_EPOCH,
+            FENCED_LEADER_EPOCH,
+            UNKNOWN_LEADER_EPOCH,
+            MEMBER_ID_REQUIRED,
+            GROUP_MAX_SIZE_REACHED,
+            INVALID_RECORD,
+            UNSTABLE_OFFSET_COMMIT,
+            PRODUCER_FENCED,
+            UNKNOWN_TOPIC_ID,
+            INCONSISTENT_TOPIC_ID,
+            FENCED_MEMBER_EPOCH,
+            UNRELEASED_INSTANCE_ID,
+            UNSUPPORTED_ASSIGNOR,
+            STALE_MEMBER_EPOCH,
+            INVALID_REGULAR_EXPRESSION,
+            READ_ONLY_TOPIC,
+            INVALID_MIRROR_NAME,
+            UNKNOWN_MIRROR,
+            TOPIC_ALREADY_IN_MIRROR,
+            TOPIC_NOT_IN_MIRROR,
+            MIRROR_TOPIC_ALREADY_PAUSED,
+            MIRROR_TOPIC_NOT_PAUSED,
+            MIRROR_TOPIC_BEING_STOPPED,
+            MIRROR_NOT_EMPTY,
+            MIRROR_AUTHORIZATION_FAILED,
+            MIRROR_ALREADY_EXISTS,
+            INVALID_MIRROR_STATES,
+        );
     }
 
     #[test]

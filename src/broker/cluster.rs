@@ -16,6 +16,7 @@
 use super::{Broker, Partition, internal_topics, is_mirror_topic};
 use crate::controller::{ANY_NODE, BrokerEndpoint, Controller, PartitionMeta, TopicMeta};
 use crate::storage::StorageError;
+use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -77,8 +78,8 @@ impl Broker {
     /// (NOT_LEADER_OR_FOLLOWER), or it does not exist (UNKNOWN_TOPIC_OR_PARTITION).
     pub fn missing_partition_error(&self, topic: &str, index: i32) -> i16 {
         match self.leader_of(topic, index) {
-            Some(leader) if leader != self.config.node_id => 6,
-            _ => 3,
+            Some(leader) if leader != self.config.node_id => ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
+            _ => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
         }
     }
 

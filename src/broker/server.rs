@@ -24,6 +24,7 @@ use crate::metrics::{ACCEPT_ERRORS, CONNECTIONS, CONNECTIONS_CLOSED};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::frame::FrameBody;
 use kmirror_protocol::messages::MirrorApiKey;
 use std::net::{IpAddr, SocketAddr};
@@ -34,8 +35,6 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
-
-const UNSUPPORTED_VERSION: i16 = 35;
 
 /// The `reason` labels of [`CONNECTIONS_CLOSED`].
 const CLOSED_PER_IP: &str = "max_connections_per_ip";
@@ -447,7 +446,9 @@ fn unsupported_version(correlation_id: i32) -> ResponseFrame {
     head.extend_from_slice(&correlation_id.to_be_bytes());
     ResponseFrame {
         head,
-        body: vec![Bytes::copy_from_slice(&UNSUPPORTED_VERSION.to_be_bytes())],
+        body: vec![Bytes::copy_from_slice(
+            &ErrorCode::UNSUPPORTED_VERSION.0.to_be_bytes(),
+        )],
     }
 }
 

@@ -134,15 +134,15 @@ impl ControllerError {
     /// The Kafka error code a client gets for it.
     pub fn error_code(&self) -> i16 {
         match self {
-            ControllerError::TopicExists(_) => 36,
-            ControllerError::InvalidName(_) => 17,
-            ControllerError::InvalidPartitions(_) => 37,
-            ControllerError::UnknownTopic(_) => 3,
+            ControllerError::TopicExists(_) => ErrorCode::TOPIC_ALREADY_EXISTS.0,
+            ControllerError::InvalidName(_) => ErrorCode::INVALID_TOPIC_EXCEPTION.0,
+            ControllerError::InvalidPartitions(_) => ErrorCode::INVALID_PARTITIONS.0,
+            ControllerError::UnknownTopic(_) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
             ControllerError::MirrorExists(_) => ErrorCode::MIRROR_ALREADY_EXISTS.0,
             ControllerError::InvalidMirrorName(_) => ErrorCode::INVALID_MIRROR_NAME.0,
             ControllerError::UnknownMirror(_) => ErrorCode::UNKNOWN_MIRROR.0,
             ControllerError::MirrorNotEmpty(_) => ErrorCode::MIRROR_NOT_EMPTY.0,
-            ControllerError::Storage(_) => 56,
+            ControllerError::Storage(_) => ErrorCode::KAFKA_STORAGE_ERROR.0,
         }
     }
 }

@@ -21,6 +21,7 @@
 //! timers are not (they restart from the load).
 
 use super::assignors::{Assignor, Partitions};
+use kmirror_protocol::errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -237,13 +238,13 @@ impl HeartbeatError {
     /// Kafka's error code.
     pub fn code(&self) -> i16 {
         match self {
-            HeartbeatError::UnknownMemberId(_) => super::codes::UNKNOWN_MEMBER_ID,
-            HeartbeatError::FencedMemberEpoch { .. } => super::codes::FENCED_MEMBER_EPOCH,
-            HeartbeatError::UnreleasedInstanceId(_) => super::codes::UNRELEASED_INSTANCE_ID,
-            HeartbeatError::UnsupportedAssignor(_) => super::codes::UNSUPPORTED_ASSIGNOR,
-            HeartbeatError::GroupMaxSizeReached(_) => super::codes::GROUP_MAX_SIZE_REACHED,
-            HeartbeatError::InvalidRequest(_) => super::codes::INVALID_REQUEST,
-            HeartbeatError::InvalidRegularExpression(_) => super::codes::INVALID_REGULAR_EXPRESSION,
+            HeartbeatError::UnknownMemberId(_) => ErrorCode::UNKNOWN_MEMBER_ID.0,
+            HeartbeatError::FencedMemberEpoch { .. } => ErrorCode::FENCED_MEMBER_EPOCH.0,
+            HeartbeatError::UnreleasedInstanceId(_) => ErrorCode::UNRELEASED_INSTANCE_ID.0,
+            HeartbeatError::UnsupportedAssignor(_) => ErrorCode::UNSUPPORTED_ASSIGNOR.0,
+            HeartbeatError::GroupMaxSizeReached(_) => ErrorCode::GROUP_MAX_SIZE_REACHED.0,
+            HeartbeatError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST.0,
+            HeartbeatError::InvalidRegularExpression(_) => ErrorCode::INVALID_REGULAR_EXPRESSION.0,
         }
     }
 }
@@ -417,17 +418,17 @@ impl ConsumerGroup {
             return if self.state.members.is_empty() {
                 Ok(())
             } else {
-                Err(super::codes::UNKNOWN_MEMBER_ID)
+                Err(ErrorCode::UNKNOWN_MEMBER_ID.0)
             };
         }
         let member = self
             .state
             .members
             .get(member_id)
-            .ok_or(super::codes::UNKNOWN_MEMBER_ID)?;
+            .ok_or(ErrorCode::UNKNOWN_MEMBER_ID.0)?;
         match epoch.cmp(&member.member_epoch) {
-            std::cmp::Ordering::Greater => Err(super::codes::FENCED_MEMBER_EPOCH),
-            std::cmp::Ordering::Less => Err(super::codes::STALE_MEMBER_EPOCH),
+            std::cmp::Ordering::Greater => Err(ErrorCode::FENCED_MEMBER_EPOCH.0),
+            std::cmp::Ordering::Less => Err(ErrorCode::STALE_MEMBER_EPOCH.0),
             std::cmp::Ordering::Equal => Ok(()),
         }
     }

@@ -30,6 +30,7 @@ use consumer::{
     ConsumerGroup, ConsumerGroupState, ConsumerMember, ConsumerSettings, Heartbeat,
     HeartbeatAnswer, HeartbeatError, TopicsView,
 };
+use kmirror_protocol::errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -42,42 +43,6 @@ use tokio::time::Instant;
 
 /// How often a JoinGroup waiting for the rebalance looks for members whose session passed.
 const JOIN_EXPIRY_CHECK: Duration = Duration::from_millis(500);
-
-/// Kafka error codes the coordinator answers with.
-pub mod codes {
-    /// The member is not in the group's current generation.
-    pub const ILLEGAL_GENERATION: i16 = 22;
-    /// No common protocol, or another protocol type.
-    pub const INCONSISTENT_GROUP_PROTOCOL: i16 = 23;
-    /// The member id is not known.
-    pub const UNKNOWN_MEMBER_ID: i16 = 25;
-    /// A rebalance is running: rejoin.
-    pub const REBALANCE_IN_PROGRESS: i16 = 27;
-    /// The group still has members.
-    pub const NON_EMPTY_GROUP: i16 = 68;
-    /// The group does not exist.
-    pub const GROUP_ID_NOT_FOUND: i16 = 69;
-    /// JoinGroup v4+: rejoin with the member id in this answer.
-    pub const MEMBER_ID_REQUIRED: i16 = 79;
-    /// The offsets log could not be written.
-    pub const KAFKA_STORAGE_ERROR: i16 = 56;
-    /// The coordinator cannot answer now: retry.
-    pub const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-    /// The request breaks the protocol.
-    pub const INVALID_REQUEST: i16 = 42;
-    /// `group.consumer.max.size` members already.
-    pub const GROUP_MAX_SIZE_REACHED: i16 = 81;
-    /// The member epoch is not the group's: rejoin with epoch 0.
-    pub const FENCED_MEMBER_EPOCH: i16 = 110;
-    /// Another live member holds the `group.instance.id`.
-    pub const UNRELEASED_INSTANCE_ID: i16 = 111;
-    /// The assignor is not one the broker offers.
-    pub const UNSUPPORTED_ASSIGNOR: i16 = 112;
-    /// The member epoch is older than the member's: retry after the next heartbeat.
-    pub const STALE_MEMBER_EPOCH: i16 = 113;
-    /// SubscribedTopicRegex does not compile.
-    pub const INVALID_REGULAR_EXPRESSION: i16 = 128;
-}
 
 /// A group's state, named as ListGroups and DescribeGroups report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -506,7 +471,7 @@ impl GroupCoordinator {
             );
             if request.require_known_member_id {
                 return JoinResult {
-                    error: codes::MEMBER_ID_REQUIRED,
+                    error: ErrorCode::MEMBER_ID_REQUIRED.0,
                     member_id,
                     ..JoinResult::default()
                 };
@@ -518,10 +483,10 @@ impl GroupCoordinator {
                 .or_insert_with(Group::new);
             group.expire(now);
             if group.has_consumer_members() {
-                return Err(codes::INCONSISTENT_GROUP_PROTOCOL);
+                return Err(ErrorCode::INCONSISTENT_GROUP_PROTOCOL.0);
             }
             if !group.members.is_empty() && group.protocol_type != request.protocol_type {
-                return Err(codes::INCONSISTENT_GROUP_PROTOCOL);
+                return Err(ErrorCode::INCONSISTENT_GROUP_PROTOCOL.0);
             }
             if !group.members.is_empty()
                 && !request.protocols.iter().any(|(n, _)| {
@@ -531,7 +496,7 @@ impl GroupCoordinator {
                         .all(|m| m.protocols.iter().any(|(p, _)| p == n))
                 })
             {
-                return Err(codes::INCONSISTENT_GROUP_PROTOCOL);
+                return Err(ErrorCode::INCONSISTENT_GROUP_PROTOCOL.0);
             }
             group.protocol_type = request.protocol_type.clone();
             // An empty consumer-protocol group becomes a classic one.
@@ -578,7 +543,7 @@ impl GroupCoordinator {
             notified.as_mut().enable();
             let (result, deadline) = self.with_groups(|groups| {
                 let Some(group) = groups.get_mut(&request.group) else {
-                    return (Some(codes::UNKNOWN_MEMBER_ID), None);
+                    return (Some(ErrorCode::UNKNOWN_MEMBER_ID.0), None);
                 };
                 let now = Instant::now();
                 group.expire(now);
@@ -587,7 +552,7 @@ impl GroupCoordinator {
                     return (None, None);
                 }
                 if !group.members.contains_key(&member_id) {
-                    return (Some(codes::UNKNOWN_MEMBER_ID), None);
+                    return (Some(ErrorCode::UNKNOWN_MEMBER_ID.0), None);
                 }
                 (Some(0), group.rebalance_deadline)
             });
@@ -615,14 +580,14 @@ impl GroupCoordinator {
         self.with_groups(|groups| {
             let Some(group) = groups.get(&request.group) else {
                 return JoinResult {
-                    error: codes::UNKNOWN_MEMBER_ID,
+                    error: ErrorCode::UNKNOWN_MEMBER_ID.0,
                     member_id: member_id.clone(),
                     ..JoinResult::default()
                 };
             };
             if !group.members.contains_key(&member_id) {
                 return JoinResult {
-                    error: codes::UNKNOWN_MEMBER_ID,
+                    error: ErrorCode::UNKNOWN_MEMBER_ID.0,
                     member_id: member_id.clone(),
                     ..JoinResult::default()
                 };
@@ -670,17 +635,17 @@ impl GroupCoordinator {
         let deadline = Instant::now() + timeout;
         let check = self.with_groups(|groups| {
             let Some(group) = groups.get_mut(group_id) else {
-                return Err(codes::UNKNOWN_MEMBER_ID);
+                return Err(ErrorCode::UNKNOWN_MEMBER_ID.0);
             };
             let Some(member) = group.members.get_mut(member_id) else {
-                return Err(codes::UNKNOWN_MEMBER_ID);
+                return Err(ErrorCode::UNKNOWN_MEMBER_ID.0);
             };
             member.last_seen = Instant::now();
             if generation != group.generation {
-                return Err(codes::ILLEGAL_GENERATION);
+                return Err(ErrorCode::ILLEGAL_GENERATION.0);
             }
             if group.state == GroupState::PreparingRebalance {
-                return Err(codes::REBALANCE_IN_PROGRESS);
+                return Err(ErrorCode::REBALANCE_IN_PROGRESS.0);
             }
             if group.leader.as_deref() == Some(member_id)
                 && group.state == GroupState::CompletingRebalance
@@ -705,19 +670,19 @@ impl GroupCoordinator {
             let state = self.with_groups(|groups| {
                 let group = groups.get(group_id)?;
                 if group.generation != generation || !group.members.contains_key(member_id) {
-                    return Some(Err(codes::REBALANCE_IN_PROGRESS));
+                    return Some(Err(ErrorCode::REBALANCE_IN_PROGRESS.0));
                 }
                 match group.state {
                     GroupState::Stable => Some(Ok(group.members[member_id].assignment.clone())),
                     GroupState::CompletingRebalance => None,
-                    _ => Some(Err(codes::REBALANCE_IN_PROGRESS)),
+                    _ => Some(Err(ErrorCode::REBALANCE_IN_PROGRESS.0)),
                 }
             });
             match state {
                 Some(Ok(assignment)) => return (0, assignment),
                 Some(Err(error)) => return (error, Bytes::new()),
                 None if Instant::now() >= deadline => {
-                    return (codes::REBALANCE_IN_PROGRESS, Bytes::new());
+                    return (ErrorCode::REBALANCE_IN_PROGRESS.0, Bytes::new());
                 }
                 None => {}
             }
@@ -743,18 +708,18 @@ impl GroupCoordinator {
         let now = Instant::now();
         let error = self.with_groups(|groups| {
             let Some(group) = groups.get_mut(group_id) else {
-                return codes::UNKNOWN_MEMBER_ID;
+                return ErrorCode::UNKNOWN_MEMBER_ID.0;
             };
             group.expire(now);
             let Some(member) = group.members.get_mut(member_id) else {
-                return codes::UNKNOWN_MEMBER_ID;
+                return ErrorCode::UNKNOWN_MEMBER_ID.0;
             };
             member.last_seen = now;
             if generation != group.generation {
-                return codes::ILLEGAL_GENERATION;
+                return ErrorCode::ILLEGAL_GENERATION.0;
             }
             if group.state == GroupState::PreparingRebalance {
-                return codes::REBALANCE_IN_PROGRESS;
+                return ErrorCode::REBALANCE_IN_PROGRESS.0;
             }
             group.maybe_complete_join(now);
             0
@@ -768,7 +733,7 @@ impl GroupCoordinator {
         let now = Instant::now();
         let errors = self.with_groups(|groups| {
             let Some(group) = groups.get_mut(group_id) else {
-                return vec![codes::UNKNOWN_MEMBER_ID; members.len()];
+                return vec![ErrorCode::UNKNOWN_MEMBER_ID.0; members.len()];
             };
             let errors = members
                 .iter()
@@ -776,7 +741,7 @@ impl GroupCoordinator {
                     if group.members.remove(m).is_some() {
                         0
                     } else {
-                        codes::UNKNOWN_MEMBER_ID
+                        ErrorCode::UNKNOWN_MEMBER_ID.0
                     }
                 })
                 .collect();
@@ -812,12 +777,12 @@ impl GroupCoordinator {
                 return if group.members.is_empty() {
                     0
                 } else {
-                    codes::UNKNOWN_MEMBER_ID
+                    ErrorCode::UNKNOWN_MEMBER_ID.0
                 };
             }
             match group.members.get_mut(member_id) {
-                None => codes::UNKNOWN_MEMBER_ID,
-                Some(_) if generation != group.generation => codes::ILLEGAL_GENERATION,
+                None => ErrorCode::UNKNOWN_MEMBER_ID.0,
+                Some(_) if generation != group.generation => ErrorCode::ILLEGAL_GENERATION.0,
                 Some(m) => {
                     m.last_seen = Instant::now();
                     0
@@ -846,7 +811,7 @@ impl GroupCoordinator {
             Ok(()) => vec![0; count],
             Err(e) => {
                 tracing::error!(error = %e, "committing offsets");
-                vec![codes::KAFKA_STORAGE_ERROR; count]
+                vec![ErrorCode::KAFKA_STORAGE_ERROR.0; count]
             }
         }
     }
@@ -945,7 +910,7 @@ impl GroupCoordinator {
             group.expire(now);
             if !group.members.is_empty() {
                 return Err((
-                    codes::GROUP_ID_NOT_FOUND,
+                    ErrorCode::GROUP_ID_NOT_FOUND.0,
                     format!("Group {group_id} is not a consumer group"),
                 ));
             }
@@ -988,7 +953,7 @@ impl GroupCoordinator {
             tracing::error!(error = %e, group = group_id, "writing a consumer group");
             consumer.state = before;
             (
-                codes::COORDINATOR_NOT_AVAILABLE,
+                ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
                 format!("the group could not be written: {e}"),
             )
         })
@@ -1114,11 +1079,11 @@ impl GroupCoordinator {
     pub fn delete(&self, group_id: &str) -> i16 {
         self.with_groups(|groups| {
             let Some(group) = groups.get_mut(group_id) else {
-                return codes::GROUP_ID_NOT_FOUND;
+                return ErrorCode::GROUP_ID_NOT_FOUND.0;
             };
             self.expire_consumer_group(group_id, group, Instant::now());
             if !group.members.is_empty() || group.has_consumer_members() {
-                return codes::NON_EMPTY_GROUP;
+                return ErrorCode::NON_EMPTY_GROUP.0;
             }
             let record = OffsetRecord::DeleteGroup {
                 group: group_id.to_string(),
@@ -1133,7 +1098,7 @@ impl GroupCoordinator {
                     groups.remove(group_id);
                     0
                 }
-                Err(_) => codes::KAFKA_STORAGE_ERROR,
+                Err(_) => ErrorCode::KAFKA_STORAGE_ERROR.0,
             }
         })
     }

@@ -20,7 +20,7 @@ fn join_request(group: &str, member_id: &str, protocols: &[&str]) -> JoinRequest
 /// A new member first gets MEMBER_ID_REQUIRED, then joins with that id.
 async fn join_new(coordinator: &GroupCoordinator, group: &str, protocols: &[&str]) -> JoinResult {
     let first = coordinator.join(join_request(group, "", protocols)).await;
-    assert_eq!(first.error, codes::MEMBER_ID_REQUIRED);
+    assert_eq!(first.error, ErrorCode::MEMBER_ID_REQUIRED.0);
     coordinator
         .join(join_request(group, &first.member_id, protocols))
         .await
@@ -54,7 +54,7 @@ async fn a_lone_member_becomes_leader_and_gets_its_assignment() {
     assert_eq!(coordinator.heartbeat("g", 1, &me), 0);
     assert_eq!(
         coordinator.heartbeat("g", 0, &me),
-        codes::ILLEGAL_GENERATION
+        ErrorCode::ILLEGAL_GENERATION.0
     );
 }
 
@@ -82,12 +82,12 @@ async fn a_second_member_triggers_a_rebalance_both_rejoin_and_share_one_generati
     let mut heartbeat = 0;
     for _ in 0..100 {
         heartbeat = coordinator.heartbeat("g", a.generation, &a.member_id);
-        if heartbeat == codes::REBALANCE_IN_PROGRESS {
+        if heartbeat == ErrorCode::REBALANCE_IN_PROGRESS.0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(heartbeat, codes::REBALANCE_IN_PROGRESS);
+    assert_eq!(heartbeat, ErrorCode::REBALANCE_IN_PROGRESS.0);
     let a2 = coordinator
         .join(join_request(
             "g",
@@ -133,10 +133,10 @@ async fn a_second_member_triggers_a_rebalance_both_rejoin_and_share_one_generati
     );
     assert_eq!(
         coordinator.heartbeat("g", 2, &a.member_id),
-        codes::REBALANCE_IN_PROGRESS
+        ErrorCode::REBALANCE_IN_PROGRESS.0
     );
     let refused = coordinator.commit("g", 2, &b.member_id, vec![("t".into(), 0, committed(5))]);
-    assert_eq!(refused, vec![codes::UNKNOWN_MEMBER_ID]);
+    assert_eq!(refused, vec![ErrorCode::UNKNOWN_MEMBER_ID.0]);
 }
 
 fn committed(offset: i64) -> Committed {
@@ -170,8 +170,8 @@ async fn committed_offsets_survive_a_restart_and_delete_removes_them() {
             &joined.member_id,
             vec![("t".into(), 0, committed(99))],
         );
-        assert_eq!(fenced, vec![codes::ILLEGAL_GENERATION]);
-        assert_eq!(coordinator.delete("g"), codes::NON_EMPTY_GROUP);
+        assert_eq!(fenced, vec![ErrorCode::ILLEGAL_GENERATION.0]);
+        assert_eq!(coordinator.delete("g"), ErrorCode::NON_EMPTY_GROUP.0);
         // An admin commit (no member) to an empty group is accepted.
         assert_eq!(
             coordinator.commit("h", -1, "", vec![("t".into(), 0, committed(7))]),
@@ -188,7 +188,7 @@ async fn committed_offsets_survive_a_restart_and_delete_removes_them() {
         "members rejoin after a restart"
     );
     assert_eq!(coordinator.delete("h"), 0);
-    assert_eq!(coordinator.delete("h"), codes::GROUP_ID_NOT_FOUND);
+    assert_eq!(coordinator.delete("h"), ErrorCode::GROUP_ID_NOT_FOUND.0);
     drop(coordinator);
     let coordinator = GroupCoordinator::open(dir.path()).expect("reopens");
     assert!(
@@ -206,7 +206,7 @@ async fn a_member_whose_session_expires_is_removed() {
     tokio::time::advance(Duration::from_secs(11)).await;
     assert_eq!(
         coordinator.heartbeat("g", joined.generation, &joined.member_id),
-        codes::UNKNOWN_MEMBER_ID
+        ErrorCode::UNKNOWN_MEMBER_ID.0
     );
     let group = coordinator.describe("g").expect("exists");
     assert_eq!(group.state, GroupState::Empty);
@@ -295,10 +295,10 @@ async fn a_silent_consumer_member_does_not_hold_its_group_after_its_session() {
     let dir = tempfile::tempdir().expect("temp dir");
     let coordinator = GroupCoordinator::open(dir.path()).expect("opens");
     consumer_join(&coordinator, "gz", "silent");
-    assert_eq!(coordinator.delete("gz"), codes::NON_EMPTY_GROUP);
+    assert_eq!(coordinator.delete("gz"), ErrorCode::NON_EMPTY_GROUP.0);
     assert_eq!(
         coordinator.commit("gz", -1, "", vec![("t".into(), 0, committed(1))]),
-        vec![codes::UNKNOWN_MEMBER_ID]
+        vec![ErrorCode::UNKNOWN_MEMBER_ID.0]
     );
     tokio::time::advance(Duration::from_secs(46)).await;
     assert_eq!(

@@ -6,6 +6,7 @@
 //! `CompleteCommit`/`CompleteAbort` after. A producer epoch older than the current one is fenced.
 
 use crate::groups::Committed;
+use kmirror_protocol::errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -60,12 +61,12 @@ impl TxnError {
     /// Kafka's error code.
     pub fn code(self) -> i16 {
         match self {
-            TxnError::InvalidProducerIdMapping => 49,
-            TxnError::ProducerFenced => 90,
-            TxnError::ConcurrentTransactions => 51,
-            TxnError::InvalidTxnState => 48,
-            TxnError::InvalidTransactionTimeout => 50,
-            TxnError::Storage => 56,
+            TxnError::InvalidProducerIdMapping => ErrorCode::INVALID_PRODUCER_ID_MAPPING.0,
+            TxnError::ProducerFenced => ErrorCode::PRODUCER_FENCED.0,
+            TxnError::ConcurrentTransactions => ErrorCode::CONCURRENT_TRANSACTIONS.0,
+            TxnError::InvalidTxnState => ErrorCode::INVALID_TXN_STATE.0,
+            TxnError::InvalidTransactionTimeout => ErrorCode::INVALID_TRANSACTION_TIMEOUT.0,
+            TxnError::Storage => ErrorCode::KAFKA_STORAGE_ERROR.0,
         }
     }
 }

@@ -13,6 +13,7 @@ use super::{shut, start};
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Message};
+use kmirror_protocol::errors::ErrorCode;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -132,7 +133,11 @@ async fn every_request_real_clients_sent_is_answered_at_its_version() {
             );
             if newer_api_versions {
                 let answer = ApiVersionsResponse::decode(&mut body, 0)?;
-                anyhow::ensure!(answer.error_code == 35, "error {}", answer.error_code);
+                anyhow::ensure!(
+                    answer.error_code == ErrorCode::UNSUPPORTED_VERSION.0,
+                    "error {}",
+                    answer.error_code
+                );
                 anyhow::ensure!(!answer.api_keys.is_empty(), "no ranges");
             } else {
                 decodes(api, version, &mut body)?;

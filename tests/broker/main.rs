@@ -198,13 +198,11 @@ async fn produce_fetch_offsets_and_restart() {
     assert_eq!(create(&address, "orders", 2).await, 0);
     assert_eq!(
         create(&address, "orders", 2).await,
-        36,
-        "TOPIC_ALREADY_EXISTS"
+        ErrorCode::TOPIC_ALREADY_EXISTS.0
     );
     assert_eq!(
         create(&address, "bad name", 1).await,
-        17,
-        "INVALID_TOPIC_EXCEPTION"
+        ErrorCode::INVALID_TOPIC_EXCEPTION.0
     );
 
     let mut sent = Vec::new();
@@ -386,7 +384,7 @@ async fn mirror_topics_are_read_only_until_opened() {
         .build()
     };
     let refused = produce(&running.address, "mirrored", 0, records(), -1).await;
-    assert_eq!(refused, Some((134, -1)), "READ_ONLY_TOPIC");
+    assert_eq!(refused, Some((ErrorCode::READ_ONLY_TOPIC.0, -1)));
     let end = running
         .broker
         .partition("mirrored", 0)
@@ -404,7 +402,7 @@ async fn mirror_topics_are_read_only_until_opened() {
     );
     assert_eq!(
         produce(&running.address, "mirrored", 1, records(), -1).await,
-        Some((134, -1)),
+        Some((ErrorCode::READ_ONLY_TOPIC.0, -1)),
         "the flag is per partition"
     );
     let describe = DescribeConfigsRequest::default().with_resources(vec![
@@ -456,7 +454,10 @@ async fn mirror_topics_are_read_only_until_opened() {
         .send("AlterConfigs", &alter(vec![("retention.ms", "60000")]), 2)
         .await
         .expect("answers");
-    assert_eq!(refused.responses[0].error_code, 44, "POLICY_VIOLATION");
+    assert_eq!(
+        refused.responses[0].error_code,
+        ErrorCode::POLICY_VIOLATION.0
+    );
     let (_, refused) = client
         .send(
             "AlterConfigs",
@@ -465,20 +466,20 @@ async fn mirror_topics_are_read_only_until_opened() {
         )
         .await
         .expect("answers");
-    assert_eq!(refused.responses[0].error_code, 40, "INVALID_CONFIG");
+    assert_eq!(refused.responses[0].error_code, ErrorCode::INVALID_CONFIG.0);
     let configs = running.broker.topics()["mirrored"].configs.clone();
     assert_eq!(configs.get("flush.ms").map(String::as_str), Some("60000"));
     assert_eq!(configs.get("retention.ms"), None);
     assert_eq!(configs.get("mirror.name").map(String::as_str), Some("dr"));
     assert_eq!(
         produce(&running.address, "mirrored", 1, records(), -1).await,
-        Some((134, -1)),
+        Some((ErrorCode::READ_ONLY_TOPIC.0, -1)),
         "still a mirror topic"
     );
     kmirror::mirror::state_topic::ensure_topic(&running.broker).expect("created");
     assert_eq!(
         produce(&running.address, "__mirror_state", 0, records(), -1).await,
-        Some((17, -1)),
+        Some((ErrorCode::INVALID_TOPIC_EXCEPTION.0, -1)),
         "only the coordinator writes __mirror_state"
     );
     shut(running).await;
@@ -685,7 +686,7 @@ async fn malformed_input_closes_only_that_connection_and_unknown_apis_are_answer
         s.read_exact(&mut answer).await.expect("answered");
         let mut expected = 6i32.to_be_bytes().to_vec();
         expected.extend_from_slice(&correlation_id.to_be_bytes());
-        expected.extend_from_slice(&35i16.to_be_bytes());
+        expected.extend_from_slice(&ErrorCode::UNSUPPORTED_VERSION.0.to_be_bytes());
         assert_eq!(answer.to_vec(), expected, "UNSUPPORTED_VERSION");
     }
     s.write_all(&[0, 0, 0, 12, 0, 0, 0, 9, 0, 0, 0, 3, 0xff, 0xff, 0xde, 0xad])
@@ -731,7 +732,11 @@ async fn malformed_input_closes_only_that_connection_and_unknown_apis_are_answer
     let mut body = vec![0u8; len];
     s.read_exact(&mut body).await.expect("reads");
     assert_eq!(&body[..4], &5i32.to_be_bytes(), "correlation id");
-    assert_eq!(&body[4..6], &35i16.to_be_bytes(), "UNSUPPORTED_VERSION");
+    assert_eq!(
+        &body[4..6],
+        &ErrorCode::UNSUPPORTED_VERSION.0.to_be_bytes(),
+        "UNSUPPORTED_VERSION"
+    );
     // The broker still serves everyone else.
     assert_eq!(create(&running.address, "still-fine", 1).await, 0);
     shut(running).await;
@@ -747,7 +752,11 @@ async fn the_authorizer_enforces_acls_per_api() {
     let running = start_with(dir.path(), strict).await;
     let address = running.address.clone();
     let client = connection(&address).await;
-    assert_eq!(create(&address, "ledger", 1).await, 29, "CREATE refused");
+    assert_eq!(
+        create(&address, "ledger", 1).await,
+        ErrorCode::TOPIC_AUTHORIZATION_FAILED.0,
+        "CREATE refused"
+    );
     running
         .broker
         .create_topic("ledger", 1, Default::default(), None)
@@ -757,8 +766,7 @@ async fn the_authorizer_enforces_acls_per_api() {
         produce(&address, "ledger", 0, batch.clone(), -1)
             .await
             .map(|r| r.0),
-        Some(29),
-        "TOPIC_AUTHORIZATION_FAILED"
+        Some(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
     );
     let (_, meta) = client
         .send(
@@ -787,8 +795,8 @@ async fn the_authorizer_enforces_acls_per_api() {
         .await
         .expect("CreateAcls answers");
     assert_eq!(
-        created.results[0].error_code, 31,
-        "CLUSTER_AUTHORIZATION_FAILED"
+        created.results[0].error_code,
+        ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0
     );
     let grant = |name: &str, host: &str, operation| {
         AclBinding::from_wire(2, name, 4, "User:ANONYMOUS", host, operation, 3).expect("valid")
@@ -848,7 +856,8 @@ async fn the_authorizer_enforces_acls_per_api() {
         .await
         .expect("fetch answers");
     assert_eq!(
-        answer[0].error.0, 29,
+        answer[0].error,
+        ErrorCode::TOPIC_AUTHORIZATION_FAILED,
         "READ is granted only to another host"
     );
     shut(running).await;
@@ -904,11 +913,17 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     let client = connection(&running.address).await;
     for (request, code) in [
         (create_mirror("m1", &source_configs), 0),
-        (create_mirror("m1", &source_configs), 144),
-        (create_mirror("bad.name", &source_configs), 135),
+        (
+            create_mirror("m1", &source_configs),
+            ErrorCode::MIRROR_ALREADY_EXISTS.0,
+        ),
+        (
+            create_mirror("bad.name", &source_configs),
+            ErrorCode::INVALID_MIRROR_NAME.0,
+        ),
         (
             create_mirror("m2", &[("mirror.source.cluster.id", "X")]),
-            40,
+            ErrorCode::INVALID_CONFIG.0,
         ),
     ] {
         let (_, answer) = client
@@ -965,7 +980,7 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
         .send("DeleteMirror", &delete, 0)
         .await
         .expect("DeleteMirror answers");
-    assert_eq!(refused.error_code, 142, "MIRROR_NOT_EMPTY");
+    assert_eq!(refused.error_code, ErrorCode::MIRROR_NOT_EMPTY.0);
     running.broker.delete_topic("orders").expect("deleted");
     let (_, deleted) = client
         .send("DeleteMirror", &delete, 0)
@@ -1097,7 +1112,7 @@ async fn lmes_once_loaded(
         {
             Ok(lmes) => return lmes,
             Err(ClientError::Broker {
-                code: ErrorCode(14),
+                code: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
                 ..
             }) => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1153,8 +1168,8 @@ async fn a_commit_decided_before_a_crash_is_finished_at_restart() {
     .build();
     assert_eq!(
         produce(&address, "payments", 0, batch.clone(), -1).await,
-        Some((48, -1)),
-        "INVALID_TXN_STATE before the partition is added"
+        Some((ErrorCode::INVALID_TXN_STATE.0, -1)),
+        "before the partition is added"
     );
     let (_, added) = client
         .send(

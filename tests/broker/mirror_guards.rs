@@ -26,14 +26,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::batch::RecordBatch;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{CreateMirrorRequest, create_mirror_request};
 use kmirror_protocol::testing::BatchSpec;
 use std::collections::BTreeMap;
-
-const READ_ONLY_TOPIC: i16 = 134;
-const INVALID_CONFIG: i16 = 40;
-const POLICY_VIOLATION: i16 = 44;
-const OPERATION_NOT_ATTEMPTED: i16 = 55;
 
 fn name(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
@@ -164,8 +160,12 @@ async fn add_partitions_to_txn_refuses_a_read_only_mirror_partition() {
             )
         })
         .collect();
-    assert_eq!(codes["mirrored"], READ_ONLY_TOPIC, "{codes:?}");
-    assert_eq!(codes["plain"], OPERATION_NOT_ATTEMPTED, "{codes:?}");
+    assert_eq!(codes["mirrored"], ErrorCode::READ_ONLY_TOPIC.0, "{codes:?}");
+    assert_eq!(
+        codes["plain"],
+        ErrorCode::OPERATION_NOT_ATTEMPTED.0,
+        "{codes:?}"
+    );
     end_transaction(&running, "tx", producer).await;
     let batches = read(&running, "mirrored").await;
     assert_eq!(batches.len(), 1, "only the mirrored batch: {batches:?}");
@@ -237,7 +237,8 @@ async fn create_partitions_is_refused_for_a_mirror_topic() {
                 .await
                 .expect("CreatePartitions answers");
             assert_eq!(
-                answer.results[0].error_code, READ_ONLY_TOPIC,
+                answer.results[0].error_code,
+                ErrorCode::READ_ONLY_TOPIC.0,
                 "{state} {answer:?}"
             );
         }
@@ -271,7 +272,11 @@ async fn deleting_a_mirroring_or_paused_topic_is_refused_until_it_is_stopped() {
             .await
             .expect("DeleteTopics answers");
         let result = &answer.responses[0];
-        assert_eq!(result.error_code, READ_ONLY_TOPIC, "{state} {answer:?}");
+        assert_eq!(
+            result.error_code,
+            ErrorCode::READ_ONLY_TOPIC.0,
+            "{state} {answer:?}"
+        );
         let message = result.error_message.as_deref().unwrap_or_default();
         assert!(message.contains("--stop"), "{message}");
         assert_eq!(read(&running, "mirrored").await.len(), 2, "every record");
@@ -361,7 +366,7 @@ async fn clients_cannot_set_change_or_delete_mirror_name() {
     topic_with_records(&running, "mirrored", 1).await;
     set_mirror_name(&running, "mirrored", "dr");
     let refused = |(code, message): (i16, String)| {
-        assert_eq!(code, INVALID_CONFIG, "{message}");
+        assert_eq!(code, ErrorCode::INVALID_CONFIG.0, "{message}");
         assert!(
             message.contains("mirror.name") && message.contains("kmirror mirrors"),
             "{message}"
@@ -373,7 +378,7 @@ async fn clients_cannot_set_change_or_delete_mirror_name() {
     refused(alter_one(&running, "mirrored", "mirror.name", SET, Some("dr.removed")).await);
     assert_eq!(
         alter_legacy(&running, "plain", &[("mirror.name", "dr")]).await,
-        INVALID_CONFIG
+        ErrorCode::INVALID_CONFIG.0
     );
     let request = CreateTopicsRequest::default().with_topics(vec![
         CreatableTopic::default()
@@ -391,7 +396,7 @@ async fn clients_cannot_set_change_or_delete_mirror_name() {
         .send("CreateTopics", &request, 7)
         .await
         .expect("CreateTopics answers");
-    assert_eq!(created.topics[0].error_code, INVALID_CONFIG);
+    assert_eq!(created.topics[0].error_code, ErrorCode::INVALID_CONFIG.0);
     assert!(running.broker.topic("born-mirrored").is_none());
 
     assert_eq!(read(&running, "plain").await.len(), 2, "every record");
@@ -402,7 +407,7 @@ async fn clients_cannot_set_change_or_delete_mirror_name() {
     );
     assert_eq!(
         produce(&running.address, "mirrored", 0, records(1), -1).await,
-        Some((READ_ONLY_TOPIC, -1)),
+        Some((ErrorCode::READ_ONLY_TOPIC.0, -1)),
         "still a mirror topic"
     );
     shut(running).await;
@@ -446,12 +451,16 @@ async fn mirrored_topic_configs_are_refused_until_the_topic_is_stopped() {
             ("retention.ms", DELETE, None),
         ] {
             let (code, message) = alter_one(&running, "mirrored", key, operation, value).await;
-            assert_eq!(code, POLICY_VIOLATION, "{state} {key}: {message}");
+            assert_eq!(
+                code,
+                ErrorCode::POLICY_VIOLATION.0,
+                "{state} {key}: {message}"
+            );
             assert!(message.contains(key), "{message}");
         }
         assert_eq!(
             alter_legacy(&running, "mirrored", &[("retention.bytes", "1")]).await,
-            POLICY_VIOLATION
+            ErrorCode::POLICY_VIOLATION.0
         );
     }
     // The mirror leaves flush settings to the destination.
@@ -511,7 +520,7 @@ async fn create_mirror_refuses_this_cluster_as_its_source() {
         ],
     )
     .await;
-    assert_eq!(code, INVALID_CONFIG, "{message}");
+    assert_eq!(code, ErrorCode::INVALID_CONFIG.0, "{message}");
     assert!(message.contains("this cluster"), "{message}");
     assert!(running.broker.mirrors().is_empty());
     shut(running).await;
@@ -556,7 +565,11 @@ async fn create_mirror_validates_every_config_naming_the_key() {
         }
         let configs: Vec<(&str, &str)> = configs.into_iter().collect();
         let (code, message) = create_mirror(&running, &format!("m{i}"), &configs).await;
-        assert_eq!(code, INVALID_CONFIG, "{key}={value}: {message}");
+        assert_eq!(
+            code,
+            ErrorCode::INVALID_CONFIG.0,
+            "{key}={value}: {message}"
+        );
         assert!(message.contains(key), "{key}={value}: {message}");
     }
     assert!(running.broker.mirrors().is_empty(), "none was created");

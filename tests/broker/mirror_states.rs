@@ -5,6 +5,7 @@
 
 use super::{connection, create, spawn_broker, spawn_broker_with, stop_broker};
 use kmirror_protocol::client::{ClientConfig, SourceClient};
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     BumpLeaderEpochsRequest, ReadMirrorStatesRequest, WriteMirrorStatesRequest,
     bump_leader_epochs_request, read_mirror_states_request, write_mirror_states_request,
@@ -104,7 +105,7 @@ async fn mirror_states_and_leader_epochs_over_tcp_between_brokers() {
             .await
             .expect("WriteMirrorStates answers");
         let mut partitions = written.topics.iter().flat_map(|t| t.partitions.iter());
-        if !partitions.any(|p| p.error_code == 14) {
+        if !partitions.any(|p| p.error_code == ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.0) {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -127,8 +128,9 @@ async fn mirror_states_and_leader_epochs_over_tcp_between_brokers() {
         .await
         .expect("WriteMirrorStates answers");
     assert_eq!(
-        fenced.topics[0].partitions[0].error_code, 74,
-        "an older leader is fenced (FENCED_LEADER_EPOCH)"
+        fenced.topics[0].partitions[0].error_code,
+        ErrorCode::FENCED_LEADER_EPOCH.0,
+        "an older leader is fenced"
     );
 
     // Durable: a restarted broker's shards replay them.
@@ -142,7 +144,7 @@ async fn mirror_states_and_leader_epochs_over_tcp_between_brokers() {
             .await
             .expect("ReadMirrorStates answers");
         let mut partitions = states.topics.iter().flat_map(|t| t.partitions.iter());
-        if !partitions.any(|p| p.error_code == 14) {
+        if !partitions.any(|p| p.error_code == ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.0) {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
@@ -187,8 +189,8 @@ async fn mirror_states_and_leader_epochs_over_tcp_between_brokers() {
         .await
         .expect("BumpLeaderEpochs answers");
     assert_eq!(
-        unknown.topics[0].partitions[0].error_code, 100,
-        "UNKNOWN_TOPIC_ID"
+        unknown.topics[0].partitions[0].error_code,
+        ErrorCode::UNKNOWN_TOPIC_ID.0
     );
     let metadata = source.metadata(Some(&["bumped"])).await.expect("metadata");
     assert_eq!(metadata.topics["bumped"].partitions[0].leader_epoch, 8);
@@ -215,10 +217,10 @@ async fn mirror_states_and_leader_epochs_over_tcp_between_brokers() {
         .send("BumpLeaderEpochs", &bump(topic_id, &[(0, 1)]), 0)
         .await
         .expect("answers");
+    let denied = ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0;
     assert_eq!(
         (w.error_code, r.error_code, b.error_code),
-        (31, 31, 31),
-        "CLUSTER_AUTHORIZATION_FAILED"
+        (denied, denied, denied)
     );
     stop_broker(broker);
 }

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Message, Request, StrBytes};
 use kmirror_protocol::client::connection::Connection;
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::testing::BatchSpec;
 use std::collections::HashMap;
 
@@ -115,7 +116,7 @@ async fn produce_v0_to_v2_are_advertised_and_answered_unsupported_version() {
         assert_eq!(&answer[..4], &77i32.to_be_bytes(), "Produce v{version}");
         assert_eq!(
             &answer[4..6],
-            &35i16.to_be_bytes(),
+            &ErrorCode::UNSUPPORTED_VERSION.0.to_be_bytes(),
             "Produce v{version}: UNSUPPORTED_VERSION"
         );
     }
@@ -564,7 +565,7 @@ async fn classic_group_at_every_version(address: &str, versions: &HashMap<i16, (
             .send("JoinGroup", &join(&group_id, ""), version)
             .await
             .unwrap_or_else(|e| panic!("JoinGroup v{version}: {e}"));
-        let answer = if first.error_code == 79 {
+        let answer = if first.error_code == ErrorCode::MEMBER_ID_REQUIRED.0 {
             assert!(version >= 4, "MEMBER_ID_REQUIRED at JoinGroup v{version}");
             conn.send("JoinGroup", &join(&group_id, &first.member_id), version)
                 .await
@@ -738,7 +739,10 @@ async fn classic_group_at_every_version(address: &str, versions: &HashMap<i16, (
         },
         |v, r| {
             assert!(
-                matches!(r.error_code, 0 | 25),
+                matches!(
+                    ErrorCode(r.error_code),
+                    ErrorCode::NONE | ErrorCode::UNKNOWN_MEMBER_ID
+                ),
                 "LeaveGroup v{v}: {}",
                 r.error_code
             )
@@ -755,7 +759,10 @@ async fn classic_group_at_every_version(address: &str, versions: &HashMap<i16, (
         },
         |v, r| {
             assert!(
-                matches!(r.results[0].error_code, 0 | 69),
+                matches!(
+                    ErrorCode(r.results[0].error_code),
+                    ErrorCode::NONE | ErrorCode::GROUP_ID_NOT_FOUND
+                ),
                 "DeleteGroups v{v}"
             )
         },

@@ -20,6 +20,7 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use kmirror_protocol::batch::RecordBatches;
 use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::testing::BatchSpec;
 use std::future::Future;
 use std::io::{Read, Write};
@@ -29,8 +30,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
-
-const OFFSET_OUT_OF_RANGE: i16 = 1;
 
 /// A port nothing listens on now.
 fn free_port() -> u16 {
@@ -667,7 +666,7 @@ async fn a_fetch_past_the_log_end_is_answered_out_of_range_at_once() {
     let started = Instant::now();
     let (error, _) = fetch(&broker.address(), "events", 1_000, 60_000).await;
     let took = started.elapsed();
-    assert_eq!(error, OFFSET_OUT_OF_RANGE);
+    assert_eq!(error, ErrorCode::OFFSET_OUT_OF_RANGE.0);
     assert!(took < Duration::from_secs(3), "answered after {took:?}");
     assert_serves(&broker, "after-out-of-range").await;
 }

@@ -24,9 +24,6 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
-/// Kafka's READ_ONLY_TOPIC: a produce to a mirror topic not yet STOPPED.
-pub(crate) const READ_ONLY_TOPIC: i16 = 134;
-
 /// How long any one request may take before its outcome counts as unknown.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -27,9 +27,10 @@ mod process;
 mod proxy;
 
 use bytes::Bytes;
-use client::{Acked, Outcome, Producer, READ_ONLY_TOPIC, Sent};
+use client::{Acked, Outcome, Producer, Sent};
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use kmirror_protocol::batch::{RecordBatch, RecordBatches};
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::kafka_tools::kafka_env;
 use kmirror_protocol::records::ControlRecord;
 use process::{Broker, described, free_port, mirrors_cli, scrape};
@@ -306,7 +307,8 @@ impl World {
             Outcome::Acked(acked) => {
                 self.violation(format!(
                     "the destination accepted a produce to mirror topic {topic} before STOPPED \
-                     (expected READ_ONLY_TOPIC {READ_ONLY_TOPIC}): written at {acked:?}"
+                     (expected READ_ONLY_TOPIC {}): written at {acked:?}",
+                    ErrorCode::READ_ONLY_TOPIC.0
                 ));
                 "accepted".to_string()
             }

@@ -209,9 +209,6 @@ pub struct AclBinding {
     pub permission_type: i8,
 }
 
-const FETCH_SESSION_ID_NOT_FOUND: ErrorCode = ErrorCode(70);
-const INVALID_FETCH_SESSION_EPOCH: ErrorCode = ErrorCode(71);
-
 /// A partition of a fetch session: (topic id, topic name, partition).
 type SessionKey = (Uuid, String, i32);
 
@@ -590,7 +587,8 @@ impl SourceClient {
         let mut fetched = match self.fetch_in_session(leader, &spec).await {
             // The broker evicted or lost the session: start a new one with a full fetch.
             Err(ClientError::Broker { code, .. })
-                if code == FETCH_SESSION_ID_NOT_FOUND || code == INVALID_FETCH_SESSION_EPOCH =>
+                if code == ErrorCode::FETCH_SESSION_ID_NOT_FOUND
+                    || code == ErrorCode::INVALID_FETCH_SESSION_EPOCH =>
             {
                 self.fetch_in_session(leader, &spec).await
             }

@@ -1,14 +1,9 @@
-//! Who is asking: the session every handler authorizes against, and Kafka's error codes for a
-//! denied request. On a PLAINTEXT listener every client is `User:ANONYMOUS`, told apart by host.
+//! Who is asking: the session every handler authorizes against (a denied request is answered
+//! with the resource's `ErrorCode::*_AUTHORIZATION_FAILED`). On a PLAINTEXT listener every
+//! client is `User:ANONYMOUS`, told apart by host.
 
 use crate::acl::{Operation, ResourceType, Session};
 use crate::broker::Broker;
-
-/// A resource the principal may not touch, per resource type.
-pub(super) const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-pub(super) const GROUP_AUTHORIZATION_FAILED: i16 = 30;
-pub(super) const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
-pub(super) const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: i16 = 53;
 
 /// The name of the one cluster resource.
 const CLUSTER: &str = "kafka-cluster";

@@ -2,7 +2,7 @@
 //! controller's log. Creating and deleting need ALTER on the cluster, describing DESCRIBE; they
 //! work whether or not the authorizer is enabled, so ACLs can be set up before turning it on.
 
-use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::{AclBinding, AclFilter, Operation};
 use crate::broker::Broker;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
@@ -15,10 +15,8 @@ use kafka_protocol::messages::{
     DescribeAclsRequest, DescribeAclsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
-
-const INVALID_REQUEST: i16 = 42;
-const KAFKA_STORAGE_ERROR: i16 = 56;
 
 fn text(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
@@ -41,7 +39,7 @@ pub(super) fn create(
             .iter()
             .map(|_| {
                 AclCreationResult::default()
-                    .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                    .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0)
                     .with_error_message(denied())
             })
             .collect();
@@ -68,14 +66,16 @@ pub(super) fn create(
         .into_iter()
         .map(|p| match p {
             Err(e) => AclCreationResult::default()
-                .with_error_code(INVALID_REQUEST)
+                .with_error_code(ErrorCode::INVALID_REQUEST.0)
                 .with_error_message(Some(StrBytes::from_string(e.to_string()))),
             Ok(_) => match stored.next() {
                 Some(Ok(())) => AclCreationResult::default(),
                 Some(Err(e)) => AclCreationResult::default()
-                    .with_error_code(KAFKA_STORAGE_ERROR)
+                    .with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.0)
                     .with_error_message(Some(StrBytes::from_string(e.to_string()))),
-                None => AclCreationResult::default().with_error_code(KAFKA_STORAGE_ERROR),
+                None => {
+                    AclCreationResult::default().with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.0)
+                }
             },
         })
         .collect();
@@ -89,7 +89,7 @@ pub(super) fn describe(
 ) -> DescribeAclsResponse {
     if !access.cluster(Operation::Describe) {
         return DescribeAclsResponse::default()
-            .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0)
             .with_error_message(Some(StrBytes::from_static_str(
                 "DESCRIBE on the cluster is needed to list ACLs",
             )));
@@ -106,7 +106,7 @@ pub(super) fn describe(
         Ok(filter) => filter,
         Err(e) => {
             return DescribeAclsResponse::default()
-                .with_error_code(INVALID_REQUEST)
+                .with_error_code(ErrorCode::INVALID_REQUEST.0)
                 .with_error_message(Some(StrBytes::from_string(e.to_string())));
         }
     };
@@ -151,7 +151,7 @@ pub(super) fn delete(
             .iter()
             .map(|_| {
                 DeleteAclsFilterResult::default()
-                    .with_error_code(CLUSTER_AUTHORIZATION_FAILED)
+                    .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0)
                     .with_error_message(denied())
             })
             .collect();
@@ -178,7 +178,7 @@ pub(super) fn delete(
         .into_iter()
         .map(|p| match p {
             Err(e) => DeleteAclsFilterResult::default()
-                .with_error_code(INVALID_REQUEST)
+                .with_error_code(ErrorCode::INVALID_REQUEST.0)
                 .with_error_message(Some(StrBytes::from_string(e.to_string()))),
             Ok(_) => match deleted.next() {
                 Some(Ok(bindings)) => DeleteAclsFilterResult::default().with_matching_acls(
@@ -197,9 +197,10 @@ pub(super) fn delete(
                         .collect(),
                 ),
                 Some(Err(e)) => DeleteAclsFilterResult::default()
-                    .with_error_code(KAFKA_STORAGE_ERROR)
+                    .with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.0)
                     .with_error_message(Some(StrBytes::from_string(e.to_string()))),
-                None => DeleteAclsFilterResult::default().with_error_code(KAFKA_STORAGE_ERROR),
+                None => DeleteAclsFilterResult::default()
+                    .with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.0),
             },
         })
         .collect();

@@ -11,7 +11,7 @@
 //! Needs ALTER_CONFIGS on the topic. A mirror's configs (resource type 64) change through
 //! [`super::mirror_configs`].
 
-use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::access::Access;
 use super::mirror_configs;
 use super::mirror_guards;
 use crate::acl::Operation;
@@ -26,9 +26,6 @@ use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
 const TOPIC: i8 = 2;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const INVALID_CONFIG: i16 = ErrorCode::INVALID_CONFIG.0;
-const INVALID_REQUEST: i16 = 42;
 const SET: i8 = 0;
 
 /// One requested change: name, operation (IncrementalAlterConfigs numbering), value.
@@ -119,7 +116,7 @@ fn alter(
     }
     if resource_type != TOPIC {
         return Err((
-            INVALID_REQUEST,
+            ErrorCode::INVALID_REQUEST.0,
             "only topic and mirror configs can change; broker configs come from \
              server.properties"
                 .to_string(),
@@ -127,12 +124,15 @@ fn alter(
     }
     if !access.topic(Operation::AlterConfigs, name) {
         return Err((
-            TOPIC_AUTHORIZATION_FAILED,
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED.0,
             format!("not authorized to alter the configs of {name}"),
         ));
     }
     let Some(topic) = broker.topic(name) else {
-        return Err((UNKNOWN_TOPIC_OR_PARTITION, format!("unknown topic {name}")));
+        return Err((
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+            format!("unknown topic {name}"),
+        ));
     };
     let (base, changes) = changes(&topic.configs);
     let named: Vec<&str> = changes.iter().map(|(name, _, _)| name.as_str()).collect();
@@ -142,7 +142,7 @@ fn alter(
             mirror_guards::MIRROR_NAME_REFUSED.to_string(),
         ));
     }
-    let configs = apply(&base, &changes).map_err(|why| (INVALID_CONFIG, why))?;
+    let configs = apply(&base, &changes).map_err(|why| (ErrorCode::INVALID_CONFIG.0, why))?;
     if let Some(why) = internal_topics::config_change_refused(name, &topic.configs, &configs) {
         return Err((ErrorCode::POLICY_VIOLATION.0, why));
     }

@@ -2,6 +2,7 @@
 
 use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::MirrorApiKey;
 
 fn versions() -> Vec<ApiVersion> {
@@ -30,7 +31,7 @@ pub(super) fn handle(_request: &ApiVersionsRequest) -> ApiVersionsResponse {
 pub(in crate::broker) fn unsupported() -> Vec<u8> {
     use kafka_protocol::protocol::Encodable;
     let response = ApiVersionsResponse::default()
-        .with_error_code(35)
+        .with_error_code(ErrorCode::UNSUPPORTED_VERSION.0)
         .with_api_keys(versions());
     let mut out = bytes::BytesMut::new();
     // Encoding a default-shaped v0 response cannot fail.

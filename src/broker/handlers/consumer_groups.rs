@@ -6,11 +6,10 @@
 //! DESCRIBE on each group and answers GROUP_ID_NOT_FOUND for classic groups, as Kafka does, so
 //! admin tools fall back to DescribeGroups.
 
-use super::access::{Access, GROUP_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::{Broker, internal_topics};
 use crate::groups::assignors::Partitions;
-use crate::groups::codes;
 use crate::groups::consumer::{Heartbeat, TopicsView};
 use kafka_protocol::messages::consumer_group_describe_response::{
     self as describe_response, DescribedGroup, Member,
@@ -21,6 +20,7 @@ use kafka_protocol::messages::{
     ConsumerGroupHeartbeatResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
@@ -62,15 +62,24 @@ pub(super) fn heartbeat(
 ) -> ConsumerGroupHeartbeatResponse {
     let group = request.group_id.0.to_string();
     if group.is_empty() {
-        return heartbeat_error(codes::INVALID_REQUEST, "GroupId can't be empty".into());
+        return heartbeat_error(
+            ErrorCode::INVALID_REQUEST.0,
+            "GroupId can't be empty".into(),
+        );
     }
     if !access.group(Operation::Read, &group) {
-        return heartbeat_error(GROUP_AUTHORIZATION_FAILED, format!("group {group}"));
+        return heartbeat_error(
+            ErrorCode::GROUP_AUTHORIZATION_FAILED.0,
+            format!("group {group}"),
+        );
     }
     let mut member_id = request.member_id.to_string();
     if member_id.is_empty() {
         if version >= 1 || request.member_epoch != 0 {
-            return heartbeat_error(codes::INVALID_REQUEST, "MemberId can't be empty".into());
+            return heartbeat_error(
+                ErrorCode::INVALID_REQUEST.0,
+                "MemberId can't be empty".into(),
+            );
         }
         member_id = Uuid::new_v4().to_string();
     }
@@ -160,7 +169,7 @@ pub(super) fn describe(
             if !access.group(Operation::Describe, &id.0) {
                 return DescribedGroup::default()
                     .with_group_id(id)
-                    .with_error_code(GROUP_AUTHORIZATION_FAILED);
+                    .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
             }
             let group = broker.groups().describe(&id.0);
             let Some((group, consumer)) = group.and_then(|g| {
@@ -170,7 +179,7 @@ pub(super) fn describe(
                 let message = format!("Group {} is not a consumer group", id.0);
                 return DescribedGroup::default()
                     .with_group_id(id)
-                    .with_error_code(codes::GROUP_ID_NOT_FOUND)
+                    .with_error_code(ErrorCode::GROUP_ID_NOT_FOUND.0)
                     .with_error_message(Some(StrBytes::from_string(message)));
             };
             let state = &consumer.state;

@@ -5,7 +5,7 @@
 //! (POLICY_VIOLATION, see [`crate::broker::internal_topics`]). One request adds at most
 //! [`super::create_topics::MAX_PARTITIONS_PER_REQUEST`] partitions (POLICY_VIOLATION).
 
-use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::access::Access;
 use super::mirror_guards;
 use crate::acl::Operation;
 use crate::broker::{Broker, internal_topics};
@@ -27,7 +27,7 @@ pub(super) fn handle(
             let name = topic.name.0.to_string();
             let result = CreatePartitionsTopicResult::default().with_name(topic.name);
             if !access.topic(Operation::Alter, &name) {
-                return result.with_error_code(TOPIC_AUTHORIZATION_FAILED);
+                return result.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0);
             }
             if let Some(why) = internal_topics::create_partitions_refused(&name) {
                 return result

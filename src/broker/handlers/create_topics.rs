@@ -6,7 +6,7 @@
 //! ranges: INVALID_CONFIG), so a topic never silently lacks what it was created with. One
 //! request creates at most [`MAX_PARTITIONS_PER_REQUEST`] partitions (POLICY_VIOLATION).
 
-use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::access::Access;
 use super::mirror_guards;
 use crate::acl::Operation;
 use crate::broker::{Broker, internal_topics};
@@ -60,7 +60,7 @@ pub(super) fn handle(
             .collect();
         let mut result = CreatableTopicResult::default().with_name(topic.name.clone());
         if !access.cluster(Operation::Create) && !access.topic(Operation::Create, &name) {
-            results.push(result.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+            results.push(result.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0));
             continue;
         }
         if let Some(why) = internal_topics::creation_refused(&name) {

@@ -3,7 +3,7 @@
 //! a stopped one (`<mirror>.removed`) is deleted like any topic (see [`super::mirror_guards`]).
 //! An internal topic is never deleted (INVALID_REQUEST, see [`crate::broker::internal_topics`]).
 
-use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::access::Access;
 use super::mirror_guards;
 use crate::acl::Operation;
 use crate::broker::{Broker, internal_topics};
@@ -11,8 +11,6 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::errors::ErrorCode;
-
-const UNKNOWN_TOPIC_ID: i16 = 100;
 
 pub(super) fn handle(
     broker: &Broker,
@@ -42,14 +40,14 @@ pub(super) fn handle(
             let Some(name) = name else {
                 return DeletableTopicResult::default()
                     .with_topic_id(id)
-                    .with_error_code(UNKNOWN_TOPIC_ID);
+                    .with_error_code(ErrorCode::UNKNOWN_TOPIC_ID.0);
             };
             let result = DeletableTopicResult::default()
                 .with_name(Some(TopicName(StrBytes::from_string(name.clone()))));
             if !access.topic(Operation::Delete, &name) {
                 return result
                     .with_topic_id(id)
-                    .with_error_code(TOPIC_AUTHORIZATION_FAILED);
+                    .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0);
             }
             if let Some(why) = internal_topics::deletion_refused(&name) {
                 return result

@@ -1,15 +1,17 @@
 //! DescribeCluster: the cluster id and its brokers. Needs DESCRIBE on the cluster.
 
-use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{BrokerId, DescribeClusterResponse};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 
 pub(super) fn handle(broker: &Broker, access: &Access) -> DescribeClusterResponse {
     if !access.cluster(Operation::Describe) {
-        return DescribeClusterResponse::default().with_error_code(CLUSTER_AUTHORIZATION_FAILED);
+        return DescribeClusterResponse::default()
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0);
     }
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_string(broker.cluster_id()))

@@ -4,7 +4,7 @@
 //! the broker resource. A mirror's configs (resource type 64) are described by
 //! [`super::mirror_configs`], secrets hidden.
 
-use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
+use super::access::Access;
 use super::mirror_configs;
 use crate::acl::Operation;
 use crate::broker::{Broker, internal_topics};
@@ -14,11 +14,10 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const INVALID_REQUEST: i16 = 42;
 /// Config sources, as Kafka numbers them.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 const STATIC_BROKER_CONFIG: i8 = 4;
@@ -65,14 +64,14 @@ pub(super) fn handle(
                 .with_resource_name(resource.resource_name.clone());
             let configs: Vec<DescribeConfigsResourceResult> = match resource.resource_type {
                 TOPIC if !access.topic(Operation::DescribeConfigs, &resource.resource_name) => {
-                    return result.with_error_code(TOPIC_AUTHORIZATION_FAILED);
+                    return result.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0);
                 }
                 BROKER if !access.cluster(Operation::DescribeConfigs) => {
-                    return result.with_error_code(CLUSTER_AUTHORIZATION_FAILED);
+                    return result.with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0);
                 }
                 TOPIC => {
                     let Some(topic) = broker.topic(&resource.resource_name) else {
-                        return result.with_error_code(UNKNOWN_TOPIC_OR_PARTITION);
+                        return result.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0);
                     };
                     let effective = internal_topics::log_config(
                         &broker.config().log,
@@ -116,7 +115,7 @@ pub(super) fn handle(
                         }
                     }
                 }
-                _ => return result.with_error_code(INVALID_REQUEST),
+                _ => return result.with_error_code(ErrorCode::INVALID_REQUEST.0),
             };
             result.with_configs(
                 configs

@@ -8,22 +8,17 @@
 //! Fetch sessions are not granted (session id 0), so clients send full fetches. Each topic needs
 //! READ.
 
-use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::access::Access;
 use super::fetch_response::{FetchAnswer, PartitionAnswer, TopicAnswer};
 use super::offset_for_leader_epoch::epoch_error;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::storage::StorageError;
 use kafka_protocol::messages::FetchRequest;
+use kmirror_protocol::errors::ErrorCode;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
-
-const OFFSET_OUT_OF_RANGE: i16 = 1;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const NOT_LEADER_OR_FOLLOWER: i16 = 6;
-const KAFKA_STORAGE_ERROR: i16 = 56;
-const UNKNOWN_TOPIC_ID: i16 = 100;
 
 /// One pass over the requested partitions; returns the response and the record bytes in it.
 fn read_once(
@@ -54,7 +49,7 @@ fn read_once(
                 .as_deref()
                 .is_some_and(|n| !access.topic(Operation::Read, n))
             {
-                partitions.push(out.with_error(TOPIC_AUTHORIZATION_FAILED));
+                partitions.push(out.with_error(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0));
                 continue;
             }
             let Some((partition, ours)) = found else {
@@ -62,9 +57,9 @@ fn read_once(
                     .as_deref()
                     .map(|n| broker.missing_partition_error(n, p.partition));
                 let code = match missing {
-                    Some(NOT_LEADER_OR_FOLLOWER) => NOT_LEADER_OR_FOLLOWER,
-                    _ if version >= 13 => UNKNOWN_TOPIC_ID,
-                    _ => UNKNOWN_TOPIC_OR_PARTITION,
+                    Some(code) if code == ErrorCode::NOT_LEADER_OR_FOLLOWER.0 => code,
+                    _ if version >= 13 => ErrorCode::UNKNOWN_TOPIC_ID.0,
+                    _ => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
                 };
                 partitions.push(out.with_error(code));
                 continue;
@@ -107,11 +102,11 @@ fn read_once(
                     out.records = Some(read.records);
                 }
                 Err(StorageError::OffsetOutOfRange { .. }) => {
-                    out = out.with_error(OFFSET_OUT_OF_RANGE)
+                    out = out.with_error(ErrorCode::OFFSET_OUT_OF_RANGE.0)
                 }
                 Err(e) => {
                     tracing::error!(topic = ?name, partition = p.partition, error = %e, "fetch read");
-                    out = out.with_error(KAFKA_STORAGE_ERROR);
+                    out = out.with_error(ErrorCode::KAFKA_STORAGE_ERROR.0);
                 }
             }
             partitions.push(out);
@@ -194,7 +189,7 @@ mod tests {
         assert!(!answer_now(&empty, 10, 11));
         let out_of_range = answer(vec![
             PartitionAnswer::new(0),
-            PartitionAnswer::new(1).with_error(OFFSET_OUT_OF_RANGE),
+            PartitionAnswer::new(1).with_error(ErrorCode::OFFSET_OUT_OF_RANGE.0),
         ]);
         assert!(answer_now(&out_of_range, 0, 1));
         let mut diverged = PartitionAnswer::new(0);

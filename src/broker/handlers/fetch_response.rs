@@ -190,6 +190,7 @@ mod tests {
     };
     use kafka_protocol::messages::{BrokerId, FetchResponse, ProducerId, TopicName};
     use kafka_protocol::protocol::{Encodable, StrBytes};
+    use kmirror_protocol::errors::ErrorCode;
     use proptest::prelude::*;
 
     /// The same response as kafka-protocol's type.
@@ -248,7 +249,14 @@ mod tests {
 
     fn partition() -> impl Strategy<Value = PartitionAnswer> {
         (
-            (0..100i32, prop_oneof![Just(0i16), Just(1), Just(29)]),
+            (
+                0..100i32,
+                prop_oneof![
+                    Just(0i16),
+                    Just(ErrorCode::OFFSET_OUT_OF_RANGE.0),
+                    Just(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
+                ],
+            ),
             (-1..1_000_000i64, -1..1_000_000i64, -1..1_000i64),
             proptest::option::of((0..50i32, 0..100_000i64)),
             proptest::option::of(proptest::collection::vec((0..9i64, 0..99i64), 0..3)),
@@ -282,7 +290,7 @@ mod tests {
                 partitions,
             });
         (
-            prop_oneof![Just(0i16), Just(70)],
+            prop_oneof![Just(0i16), Just(ErrorCode::FETCH_SESSION_ID_NOT_FOUND.0)],
             0..3i32,
             proptest::collection::vec(topic, 0..3),
         )

@@ -2,14 +2,14 @@
 //! types (share groups) get COORDINATOR_NOT_AVAILABLE, so those clients fail clearly. Needs
 //! DESCRIBE on the group or transactional id.
 
-use super::access::{Access, GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
 const GROUP_KEY_TYPE: i8 = 0;
 const TRANSACTION_KEY_TYPE: i8 = 1;
 
@@ -31,10 +31,10 @@ pub(super) fn handle(
         let mut c = Coordinator::default().with_key(key.clone());
         let denied = match request.key_type {
             GROUP_KEY_TYPE if !access.group(Operation::Describe, &key) => {
-                Some(GROUP_AUTHORIZATION_FAILED)
+                Some(ErrorCode::GROUP_AUTHORIZATION_FAILED.0)
             }
             TRANSACTION_KEY_TYPE if !access.transactional_id(Operation::Describe, &key) => {
-                Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0)
             }
             _ => None,
         };
@@ -52,7 +52,7 @@ pub(super) fn handle(
             c = c
                 .with_node_id(BrokerId(-1))
                 .with_port(-1)
-                .with_error_code(COORDINATOR_NOT_AVAILABLE)
+                .with_error_code(ErrorCode::COORDINATOR_NOT_AVAILABLE.0)
                 .with_error_message(Some(StrBytes::from_static_str(
                     "this broker coordinates groups and transactions only",
                 )));

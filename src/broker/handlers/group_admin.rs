@@ -2,10 +2,9 @@
 //! ListGroups shows the groups the principal may DESCRIBE (all of them with DESCRIBE on the
 //! cluster); DescribeGroups needs DESCRIBE and DeleteGroups DELETE on each group.
 
-use super::access::{Access, GROUP_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
-use crate::groups::codes;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -14,6 +13,7 @@ use kafka_protocol::messages::{
     GroupId, ListGroupsRequest, ListGroupsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 
 pub(super) fn list(
     broker: &Broker,
@@ -57,7 +57,7 @@ pub(super) fn describe(
             if !access.group(Operation::Describe, &id.0) {
                 return DescribedGroup::default()
                     .with_group_id(id)
-                    .with_error_code(GROUP_AUTHORIZATION_FAILED);
+                    .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
             }
             let Some(group) = broker.groups().describe(&id.0) else {
                 // Kafka describes an unknown group as Dead with no members.
@@ -71,7 +71,7 @@ pub(super) fn describe(
                 let message = format!("Group {} is not a classic group", id.0);
                 return DescribedGroup::default()
                     .with_group_id(id)
-                    .with_error_code(codes::GROUP_ID_NOT_FOUND)
+                    .with_error_code(ErrorCode::GROUP_ID_NOT_FOUND.0)
                     .with_error_message(Some(StrBytes::from_string(message)));
             }
             let protocol = group.protocol.clone().unwrap_or_default();
@@ -117,7 +117,7 @@ pub(super) fn delete(
             let error = if access.group(Operation::Delete, &id.0) {
                 broker.groups().delete(&id.0)
             } else {
-                GROUP_AUTHORIZATION_FAILED
+                ErrorCode::GROUP_AUTHORIZATION_FAILED.0
             };
             DeletableGroupResult::default()
                 .with_group_id(id)

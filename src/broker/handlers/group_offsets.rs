@@ -6,7 +6,7 @@
 //! (OffsetCommit v9, OffsetFetch v9): a newer one is FENCED_MEMBER_EPOCH, an older one
 //! STALE_MEMBER_EPOCH; a commit without a member is only for an empty group.
 
-use super::access::{Access, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::groups::Committed;
@@ -21,10 +21,8 @@ use kafka_protocol::messages::{
     OffsetCommitRequest, OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const UNSTABLE_OFFSET_COMMIT: i16 = 88;
 
 pub(super) fn commit(
     broker: &Broker,
@@ -37,9 +35,9 @@ pub(super) fn commit(
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let denied = if !group_allowed {
-            Some(GROUP_AUTHORIZATION_FAILED)
+            Some(ErrorCode::GROUP_AUTHORIZATION_FAILED.0)
         } else if !access.topic(Operation::Read, &name) {
-            Some(TOPIC_AUTHORIZATION_FAILED)
+            Some(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
         } else {
             None
         };
@@ -88,7 +86,7 @@ pub(super) fn commit(
             .chain(
                 unknown
                     .iter()
-                    .map(|p| (p.partition_index, UNKNOWN_TOPIC_OR_PARTITION)),
+                    .map(|p| (p.partition_index, ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0)),
             )
             .map(|(index, error)| {
                 OffsetCommitResponsePartition::default()
@@ -161,7 +159,7 @@ fn fetch_group(
     member: Option<(&str, i32)>,
 ) -> (i16, Vec<(TopicName, Vec<Fetched>)>) {
     if !access.group(Operation::Describe, group) {
-        return (GROUP_AUTHORIZATION_FAILED, Vec::new());
+        return (ErrorCode::GROUP_AUTHORIZATION_FAILED.0, Vec::new());
     }
     if let Some((member_id, epoch)) = member {
         let error = broker
@@ -202,7 +200,7 @@ fn fetch_group(
                                 offset: -1,
                                 leader_epoch: -1,
                                 metadata: None,
-                                error: TOPIC_AUTHORIZATION_FAILED,
+                                error: ErrorCode::TOPIC_AUTHORIZATION_FAILED.0,
                             };
                         }
                         let mut answer = partition_answer(*i, committed.get(&(name.clone(), *i)));
@@ -210,7 +208,7 @@ fn fetch_group(
                         if require_stable
                             && broker.transactions().has_pending_offsets(group, &name, *i)
                         {
-                            answer.error = UNSTABLE_OFFSET_COMMIT;
+                            answer.error = ErrorCode::UNSTABLE_OFFSET_COMMIT.0;
                         }
                         answer
                     })

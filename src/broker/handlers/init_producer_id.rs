@@ -3,13 +3,12 @@
 //! the previous producer left open. A transactional id needs WRITE on it; an idempotent producer
 //! IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
 
-use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::{Broker, now_ms};
 use crate::txn::{InitOutcome, TxnError};
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
-
-const KAFKA_STORAGE_ERROR: i16 = 56;
+use kmirror_protocol::errors::ErrorCode;
 
 fn answer(producer_id: i64, producer_epoch: i16, error: i16) -> InitProducerIdResponse {
     InitProducerIdResponse::default()
@@ -30,18 +29,18 @@ pub(super) fn handle(
                 .keys()
                 .any(|t| access.topic(Operation::Write, t));
         if !may_write {
-            return answer(-1, -1, CLUSTER_AUTHORIZATION_FAILED);
+            return answer(-1, -1, ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0);
         }
         return match broker.allocate_producer_id() {
             Ok(id) => answer(id, 0, 0),
             Err(e) => {
                 tracing::error!(error = %e, "allocating a producer id");
-                answer(-1, -1, KAFKA_STORAGE_ERROR)
+                answer(-1, -1, ErrorCode::KAFKA_STORAGE_ERROR.0)
             }
         };
     };
     if !access.transactional_id(Operation::Write, transactional_id) {
-        return answer(-1, -1, TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+        return answer(-1, -1, ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0);
     }
     let expected =
         (request.producer_id.0 >= 0).then_some((request.producer_id.0, request.producer_epoch));

@@ -4,15 +4,14 @@
 //! The leader epoch is answered from v4 on only: older versions have no such field, and an
 //! answer carrying one cannot be encoded at their version (kcat and librdkafka 2.0 ask v2).
 
-use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
-
-const KAFKA_STORAGE_ERROR: i16 = 56;
+use kmirror_protocol::errors::ErrorCode;
 
 pub(super) fn handle(
     broker: &Broker,
@@ -32,7 +31,7 @@ pub(super) fn handle(
                 .with_timestamp(-1)
                 .with_offset(-1);
             if !access.topic(Operation::Describe, &name) {
-                partitions.push(out.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+                partitions.push(out.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0));
                 continue;
             }
             match broker.partition(&name, p.partition_index) {
@@ -56,7 +55,7 @@ pub(super) fn handle(
                             }
                         }
                         Ok(None) => {}
-                        Err(_) => out = out.with_error_code(KAFKA_STORAGE_ERROR),
+                        Err(_) => out = out.with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.0),
                     }
                 }
             }

@@ -5,7 +5,7 @@
 //! auto-created: named while it does not exist, it is answered INVALID_REQUEST (see
 //! [`crate::broker::internal_topics`]).
 
-use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::{Broker, internal_topics};
 use crate::controller::{ANY_NODE, TopicMeta};
@@ -16,9 +16,6 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const INVALID_TOPIC_EXCEPTION: i16 = 17;
 
 fn topic_entry(name: &str, topic: &TopicMeta, node: i32) -> MetadataResponseTopic {
     let leader = |p: &crate::controller::PartitionMeta| {
@@ -81,7 +78,7 @@ pub(super) fn handle(
                     answer.push(
                         MetadataResponseTopic::default()
                             .with_name(Some(TopicName(StrBytes::from_string(name))))
-                            .with_error_code(TOPIC_AUTHORIZATION_FAILED),
+                            .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0),
                     );
                     continue;
                 }
@@ -112,9 +109,9 @@ pub(super) fn handle(
                     Some(t) => answer.push(topic_entry(&name, &t, node)),
                     None => {
                         let code = if crate::controller::valid_topic_name(&name) {
-                            UNKNOWN_TOPIC_OR_PARTITION
+                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
                         } else {
-                            INVALID_TOPIC_EXCEPTION
+                            ErrorCode::INVALID_TOPIC_EXCEPTION.0
                         };
                         answer.push(
                             MetadataResponseTopic::default()

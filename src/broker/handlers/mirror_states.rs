@@ -8,21 +8,17 @@
 //! BumpLeaderEpochs raises each partition's leader epoch to at least `MinLeaderEpoch + 1`
 //! durably in the controller's log and answers the epoch afterwards.
 
-use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::mirror::shard_service::{ServeReadMirrorStates, ServeWriteMirrorStates};
 use crate::mirror::system::MirrorError;
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     BumpLeaderEpochsRequest, BumpLeaderEpochsResponse, ReadMirrorStatesRequest,
     ReadMirrorStatesResponse, WriteMirrorStatesRequest, WriteMirrorStatesResponse,
     bump_leader_epochs_response,
 };
-
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const KAFKA_STORAGE_ERROR: i16 = 56;
-const UNKNOWN_TOPIC_ID: i16 = 100;
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 
 /// The engine's answer, or the top-level error that stands for it.
 async fn engine_answer<M, R>(broker: &Broker, message: M) -> Result<R, (i16, String)>
@@ -33,14 +29,14 @@ where
 {
     let engine = broker.mirror_engine().ok_or_else(|| {
         (
-            COORDINATOR_NOT_AVAILABLE,
+            ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
             "the mirroring engine is not running".to_string(),
         )
     })?;
     engine
         .send(message)
         .await
-        .map_err(|e| (COORDINATOR_NOT_AVAILABLE, e.to_string()))?
+        .map_err(|e| (ErrorCode::COORDINATOR_NOT_AVAILABLE.0, e.to_string()))?
         .map_err(|e| (e.code.0, e.message))
 }
 
@@ -51,7 +47,7 @@ pub(super) async fn read_states(
 ) -> ReadMirrorStatesResponse {
     if !access.cluster(Operation::ClusterAction) {
         return ReadMirrorStatesResponse {
-            error_code: CLUSTER_AUTHORIZATION_FAILED,
+            error_code: ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0,
             error_message: Some("CLUSTER_ACTION on the cluster is needed".into()),
             ..Default::default()
         };
@@ -72,7 +68,7 @@ pub(super) async fn write_states(
 ) -> WriteMirrorStatesResponse {
     if !access.cluster(Operation::ClusterAction) {
         return WriteMirrorStatesResponse {
-            error_code: CLUSTER_AUTHORIZATION_FAILED,
+            error_code: ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0,
             error_message: Some("CLUSTER_ACTION on the cluster is needed".into()),
             ..Default::default()
         };
@@ -93,7 +89,7 @@ pub(super) fn bump_leader_epochs(
 ) -> BumpLeaderEpochsResponse {
     if !access.cluster(Operation::ClusterAction) {
         return BumpLeaderEpochsResponse {
-            error_code: CLUSTER_AUTHORIZATION_FAILED,
+            error_code: ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0,
             error_message: Some("CLUSTER_ACTION on the cluster is needed".into()),
             ..Default::default()
         };
@@ -108,13 +104,19 @@ pub(super) fn bump_leader_epochs(
                 .into_iter()
                 .map(|p| {
                     let outcome = match &name {
-                        None => Err((UNKNOWN_TOPIC_ID, "no topic has this id".to_string())),
+                        None => Err((
+                            ErrorCode::UNKNOWN_TOPIC_ID.0,
+                            "no topic has this id".to_string(),
+                        )),
                         Some(name) => broker
                             .bump_leader_epoch(name, p.partition_index, p.min_leader_epoch)
-                            .map_err(|e| (KAFKA_STORAGE_ERROR, e.to_string()))
+                            .map_err(|e| (ErrorCode::KAFKA_STORAGE_ERROR.0, e.to_string()))
                             .and_then(|epoch| {
                                 epoch.ok_or_else(|| {
-                                    (UNKNOWN_TOPIC_OR_PARTITION, "no such partition".to_string())
+                                    (
+                                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+                                        "no such partition".to_string(),
+                                    )
                                 })
                             }),
                     };

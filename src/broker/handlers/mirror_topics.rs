@@ -30,10 +30,6 @@ use kmirror_protocol::messages::{
     resume_mirror_topics_response, start_mirror_topics_response, stop_mirror_topics_response,
 };
 
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const INVALID_REQUEST: i16 = 42;
-const TOPIC_AUTHORIZATION_FAILED: i16 = 29;
-
 /// A top-level answer and one per topic: (topic, error code, message).
 struct Outcome {
     error: (i16, Option<String>),
@@ -63,7 +59,7 @@ async fn prepare(broker: &Broker, access: &Access<'_>, mirror: &str) -> Result<(
     }
     let engine = broker.mirror_engine().ok_or_else(|| {
         Outcome::refused(
-            COORDINATOR_NOT_AVAILABLE,
+            ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
             "the mirroring engine is not running",
         )
     })?;
@@ -76,7 +72,10 @@ async fn prepare(broker: &Broker, access: &Access<'_>, mirror: &str) -> Result<(
                 topics: Vec::new(),
             })
         }
-        Err(e) => Err(Outcome::refused(COORDINATOR_NOT_AVAILABLE, e.to_string())),
+        Err(e) => Err(Outcome::refused(
+            ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
+            e.to_string(),
+        )),
     }
 }
 
@@ -93,21 +92,25 @@ async fn matching_source_topics(
         patterns
             .iter()
             .map(|p| {
-                regex::Regex::new(&format!("^(?:{p})$"))
-                    .map_err(|e| (INVALID_REQUEST, Some(format!("pattern {p:?}: {e}"))))
+                regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| {
+                    (
+                        ErrorCode::INVALID_REQUEST.0,
+                        Some(format!("pattern {p:?}: {e}")),
+                    )
+                })
             })
             .collect()
     };
     let include = compile(&request.include_patterns)?;
     let exclude = compile(&request.exclude_patterns)?;
     let engine = broker.mirror_engine().ok_or((
-        COORDINATOR_NOT_AVAILABLE,
+        ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
         Some("the mirroring engine is not running".to_string()),
     ))?;
     let names = engine
         .send(SourceTopics(request.mirror_name.clone()))
         .await
-        .map_err(|e| (COORDINATOR_NOT_AVAILABLE, Some(e.to_string())))?
+        .map_err(|e| (ErrorCode::COORDINATOR_NOT_AVAILABLE.0, Some(e.to_string())))?
         .map_err(from_error)?;
     Ok(names
         .into_iter()
@@ -148,11 +151,11 @@ async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsR
     let mut topics = Vec::new();
     for name in names {
         if !access.topic(Operation::AlterConfigs, &name) {
-            topics.push((name, TOPIC_AUTHORIZATION_FAILED, None));
+            topics.push((name, ErrorCode::TOPIC_AUTHORIZATION_FAILED.0, None));
             continue;
         }
         let Some(engine) = broker.mirror_engine() else {
-            topics.push((name, COORDINATOR_NOT_AVAILABLE, None));
+            topics.push((name, ErrorCode::COORDINATOR_NOT_AVAILABLE.0, None));
             continue;
         };
         let started = engine
@@ -164,7 +167,7 @@ async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsR
         let (code, message) = match started {
             Ok(Ok(())) => (0, None),
             Ok(Err(e)) => from_error(e),
-            Err(e) => (COORDINATOR_NOT_AVAILABLE, Some(e.to_string())),
+            Err(e) => (ErrorCode::COORDINATOR_NOT_AVAILABLE.0, Some(e.to_string())),
         };
         topics.push((name, code, message));
     }
@@ -253,7 +256,7 @@ async fn change(
     let mut topics = Vec::new();
     for name in names {
         if !access.topic(Operation::AlterConfigs, &name) {
-            topics.push((name, TOPIC_AUTHORIZATION_FAILED, None));
+            topics.push((name, ErrorCode::TOPIC_AUTHORIZATION_FAILED.0, None));
             continue;
         }
         if let Some(code) = refuse_change(broker, &mirror, &name, desired) {
@@ -261,7 +264,7 @@ async fn change(
             continue;
         }
         let Some(engine) = broker.mirror_engine() else {
-            topics.push((name, COORDINATOR_NOT_AVAILABLE, None));
+            topics.push((name, ErrorCode::COORDINATOR_NOT_AVAILABLE.0, None));
             continue;
         };
         let changed = engine
@@ -274,7 +277,7 @@ async fn change(
         let (code, message) = match changed {
             Ok(Ok(())) => (0, None),
             Ok(Err(e)) => from_error(e),
-            Err(e) => (COORDINATOR_NOT_AVAILABLE, Some(e.to_string())),
+            Err(e) => (ErrorCode::COORDINATOR_NOT_AVAILABLE.0, Some(e.to_string())),
         };
         topics.push((name, code, message));
     }
@@ -371,7 +374,7 @@ pub(super) async fn describe(
 ) -> DescribeMirrorsResponse {
     let Some(engine) = broker.mirror_engine() else {
         return DescribeMirrorsResponse {
-            error_code: COORDINATOR_NOT_AVAILABLE,
+            error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
             error_message: Some("the mirroring engine is not running".into()),
             ..Default::default()
         };
@@ -443,7 +446,7 @@ pub(super) async fn describe(
                 described.error_message = Some(e.message);
             }
             Err(e) => {
-                described.error_code = COORDINATOR_NOT_AVAILABLE;
+                described.error_code = ErrorCode::COORDINATOR_NOT_AVAILABLE.0;
                 described.error_message = Some(e.to_string());
             }
         }

@@ -17,7 +17,7 @@
 //! no such mirror (or no record) answers -1, and a shard that cannot answer yet (loading,
 //! moved) answers its error, never -1, since -1 makes the asking cluster copy everything again.
 
-use super::access::{Access, CLUSTER_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use crate::mirror::mirror_configs;
@@ -141,7 +141,7 @@ pub(super) async fn last_mirrored_epochs(
 ) -> LastMirroredEpochsResponse {
     if !access.cluster(Operation::ClusterAction) {
         return LastMirroredEpochsResponse {
-            error_code: CLUSTER_AUTHORIZATION_FAILED,
+            error_code: ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0,
             ..Default::default()
         };
     }

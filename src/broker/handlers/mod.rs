@@ -31,13 +31,14 @@ mod transactions;
 
 use super::Broker;
 use crate::acl::Operation;
-use access::{Access, GROUP_AUTHORIZATION_FAILED};
+use access::Access;
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{
     ApiKey, HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
     LeaveGroupRequest, LeaveGroupResponse, RequestHeader, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::MirrorApiKey;
 use std::sync::Arc;
 
@@ -330,7 +331,8 @@ pub(super) async fn dispatch(
             let request: JoinGroupRequest = Decodable::decode(body, version)?;
             if group_denied(&request.group_id) {
                 return encode(
-                    &JoinGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+                    &JoinGroupResponse::default()
+                        .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0),
                     version,
                 );
             }
@@ -344,7 +346,8 @@ pub(super) async fn dispatch(
             let request: SyncGroupRequest = Decodable::decode(body, version)?;
             if group_denied(&request.group_id) {
                 return encode(
-                    &SyncGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+                    &SyncGroupResponse::default()
+                        .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0),
                     version,
                 );
             }
@@ -354,7 +357,8 @@ pub(super) async fn dispatch(
             let request: HeartbeatRequest = Decodable::decode(body, version)?;
             if group_denied(&request.group_id) {
                 return encode(
-                    &HeartbeatResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+                    &HeartbeatResponse::default()
+                        .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0),
                     version,
                 );
             }
@@ -364,7 +368,8 @@ pub(super) async fn dispatch(
             let request: LeaveGroupRequest = Decodable::decode(body, version)?;
             if group_denied(&request.group_id) {
                 return encode(
-                    &LeaveGroupResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED),
+                    &LeaveGroupResponse::default()
+                        .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0),
                     version,
                 );
             }

@@ -1,23 +1,21 @@
 //! OffsetForLeaderEpoch: where an epoch ends in this log (Kafka's endOffsetFor), after the
 //! usual leader-epoch fencing of the caller's current epoch.
 
-use super::access::{Access, TOPIC_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
 use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
-
-const FENCED_LEADER_EPOCH: i16 = 74;
-const UNKNOWN_LEADER_EPOCH: i16 = 75;
+use kmirror_protocol::errors::ErrorCode;
 
 /// Kafka's check of a client's view of the leader epoch (-1: the client does not say).
 pub(super) fn epoch_error(current: i32, ours: i32) -> i16 {
     match current {
         -1 => 0,
-        c if c < ours => FENCED_LEADER_EPOCH,
-        c if c > ours => UNKNOWN_LEADER_EPOCH,
+        c if c < ours => ErrorCode::FENCED_LEADER_EPOCH.0,
+        c if c > ours => ErrorCode::UNKNOWN_LEADER_EPOCH.0,
         _ => 0,
     }
 }
@@ -37,7 +35,7 @@ pub(super) fn handle(
                 .with_leader_epoch(-1)
                 .with_end_offset(-1);
             if !access.topic(Operation::Describe, &name) {
-                partitions.push(out.with_error_code(TOPIC_AUTHORIZATION_FAILED));
+                partitions.push(out.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0));
                 continue;
             }
             match (

@@ -8,7 +8,7 @@
 //! Kafka's LogValidator does (see [`kmirror_protocol::batch::validate`]) before its log is
 //! locked: an invalid one answers CORRUPT_MESSAGE or INVALID_RECORD and nothing is appended.
 
-use super::access::{Access, TOPIC_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::{Broker, Partition, now_ms};
 use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
@@ -22,28 +22,19 @@ use kmirror_protocol::batch::validate::{TimestampLimits, validate_produced};
 use kmirror_protocol::errors::ErrorCode;
 use std::sync::atomic::Ordering;
 
-const CORRUPT_MESSAGE: i16 = ErrorCode::CORRUPT_MESSAGE.0;
-const INVALID_TOPIC_EXCEPTION: i16 = 17;
-const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-const INVALID_PRODUCER_EPOCH: i16 = 47;
-const INVALID_TXN_STATE: i16 = 48;
-const KAFKA_STORAGE_ERROR: i16 = 56;
-const INVALID_RECORD: i16 = ErrorCode::INVALID_RECORD.0;
-const READ_ONLY_TOPIC: i16 = ErrorCode::READ_ONLY_TOPIC.0;
-
 /// Kafka's error code for an append failure.
 pub(super) fn error_code(e: &StorageError) -> i16 {
     match e {
         StorageError::InvalidBatch(_)
         | StorageError::PartialBatch(_)
         | StorageError::EmptyAppend
-        | StorageError::InvalidControl(_) => CORRUPT_MESSAGE,
+        | StorageError::InvalidControl(_) => ErrorCode::CORRUPT_MESSAGE.0,
         StorageError::ControlBatchProduced | StorageError::MultipleProducerBatches(_) => {
-            INVALID_RECORD
+            ErrorCode::INVALID_RECORD.0
         }
-        StorageError::OutOfOrderSequence { .. } => OUT_OF_ORDER_SEQUENCE_NUMBER,
-        StorageError::InvalidProducerEpoch { .. } => INVALID_PRODUCER_EPOCH,
-        _ => KAFKA_STORAGE_ERROR,
+        StorageError::OutOfOrderSequence { .. } => ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER.0,
+        StorageError::InvalidProducerEpoch { .. } => ErrorCode::INVALID_PRODUCER_EPOCH.0,
+        _ => ErrorCode::KAFKA_STORAGE_ERROR.0,
     }
 }
 
@@ -61,11 +52,11 @@ pub(super) fn handle(
         let name = topic.name.0.to_string();
         let denied = if name == MIRROR_STATE_TOPIC {
             // Only the coordinator writes it.
-            Some(INVALID_TOPIC_EXCEPTION)
+            Some(ErrorCode::INVALID_TOPIC_EXCEPTION.0)
         } else if !id_allowed {
-            Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0)
         } else if !access.topic(Operation::Write, &name) {
-            Some(TOPIC_AUTHORIZATION_FAILED)
+            Some(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
         } else {
             None
         };
@@ -86,7 +77,7 @@ pub(super) fn handle(
             ) {
                 (Some(partition), Some(_)) if partition.read_only.load(Ordering::SeqCst) => {
                     out = out
-                        .with_error_code(READ_ONLY_TOPIC)
+                        .with_error_code(ErrorCode::READ_ONLY_TOPIC.0)
                         .with_error_message(Some(StrBytes::from_static_str(
                             "a mirror topic is read-only until its mirror partition is STOPPED",
                         )));
@@ -95,7 +86,7 @@ pub(super) fn handle(
                     if !in_transaction(broker, &name, data.index, data.records.as_ref()) =>
                 {
                     out = out
-                        .with_error_code(INVALID_TXN_STATE)
+                        .with_error_code(ErrorCode::INVALID_TXN_STATE.0)
                         .with_error_message(Some(StrBytes::from_static_str(
                             "the partition is not in an ongoing transaction of this producer",
                         )));

@@ -7,10 +7,7 @@
 //! the transactional id; adding partitions WRITE on their topics; offsets READ on the group (and
 //! on the topics, for TxnOffsetCommit).
 
-use super::access::{
-    Access, GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED,
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-};
+use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::{Broker, now_ms};
 use crate::groups::Committed;
@@ -28,10 +25,6 @@ use kafka_protocol::messages::{
 };
 use kmirror_protocol::errors::ErrorCode;
 use std::sync::atomic::Ordering;
-
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const OPERATION_NOT_ATTEMPTED: i16 = ErrorCode::OPERATION_NOT_ATTEMPTED.0;
-const READ_ONLY_TOPIC: i16 = ErrorCode::READ_ONLY_TOPIC.0;
 
 fn code(result: Result<(), TxnError>) -> i16 {
     result.err().map_or(0, TxnError::code)
@@ -68,7 +61,7 @@ pub(super) fn add_partitions(
         .collect();
     // Kafka adds all or nothing: one refused partition leaves the others not attempted.
     let outcome = if !id_allowed {
-        TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0
     } else if unknown.is_empty() && denied.is_empty() && read_only.is_empty() {
         code(broker.transactions().add(
             &request.v3_and_below_transactional_id.0,
@@ -81,7 +74,7 @@ pub(super) fn add_partitions(
             now_ms(),
         ))
     } else {
-        OPERATION_NOT_ATTEMPTED
+        ErrorCode::OPERATION_NOT_ATTEMPTED.0
     };
     let results = topics
         .into_iter()
@@ -94,11 +87,11 @@ pub(super) fn add_partitions(
                     let error = if !id_allowed {
                         outcome
                     } else if denied.contains(&&name) {
-                        TOPIC_AUTHORIZATION_FAILED
+                        ErrorCode::TOPIC_AUTHORIZATION_FAILED.0
                     } else if unknown.contains(&&(name.clone(), *index)) {
-                        UNKNOWN_TOPIC_OR_PARTITION
+                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
                     } else if read_only.contains(&&(name.clone(), *index)) {
-                        READ_ONLY_TOPIC
+                        ErrorCode::READ_ONLY_TOPIC.0
                     } else {
                         outcome
                     };
@@ -122,10 +115,11 @@ pub(super) fn add_offsets(
 ) -> AddOffsetsToTxnResponse {
     if !access.transactional_id(Operation::Write, &request.transactional_id) {
         return AddOffsetsToTxnResponse::default()
-            .with_error_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
+            .with_error_code(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0);
     }
     if !access.group(Operation::Read, &request.group_id) {
-        return AddOffsetsToTxnResponse::default().with_error_code(GROUP_AUTHORIZATION_FAILED);
+        return AddOffsetsToTxnResponse::default()
+            .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
     }
     let result = broker.transactions().add(
         &request.transactional_id.0,
@@ -143,9 +137,9 @@ pub(super) fn commit_offsets(
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let refused = if !access.transactional_id(Operation::Write, &request.transactional_id) {
-        Some(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0)
     } else if !access.group(Operation::Read, &request.group_id) {
-        Some(GROUP_AUTHORIZATION_FAILED)
+        Some(ErrorCode::GROUP_AUTHORIZATION_FAILED.0)
     } else {
         None
     };
@@ -169,7 +163,9 @@ pub(super) fn commit_offsets(
     let denied = |topic: &str| !access.topic(Operation::Read, topic);
     let outcome = match refused {
         Some(code) => code,
-        None if known.iter().any(|(topic, _, _)| denied(topic)) => OPERATION_NOT_ATTEMPTED,
+        None if known.iter().any(|(topic, _, _)| denied(topic)) => {
+            ErrorCode::OPERATION_NOT_ATTEMPTED.0
+        }
         None => code(broker.transactions().commit_offsets(
             &request.transactional_id.0,
             (request.producer_id.0, request.producer_epoch),
@@ -193,9 +189,9 @@ pub(super) fn commit_offsets(
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
                         .with_error_code(if refused.is_none() && denied(&name) {
-                            TOPIC_AUTHORIZATION_FAILED
+                            ErrorCode::TOPIC_AUTHORIZATION_FAILED.0
                         } else if is_unknown {
-                            UNKNOWN_TOPIC_OR_PARTITION
+                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
                         } else {
                             outcome
                         })
@@ -213,7 +209,7 @@ pub(super) fn end(broker: &Broker, access: &Access, request: EndTxnRequest) -> E
     let producer = (request.producer_id.0, request.producer_epoch);
     if !access.transactional_id(Operation::Write, &request.transactional_id) {
         return EndTxnResponse::default()
-            .with_error_code(TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            .with_error_code(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0)
             .with_producer_id(request.producer_id)
             .with_producer_epoch(request.producer_epoch);
     }

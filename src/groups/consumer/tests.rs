@@ -323,11 +323,11 @@ fn joins_that_break_the_protocol_are_refused_by_name() {
     let e = group
         .heartbeat(join(Some("sticky"), 1000), &view, &settings(), now)
         .expect_err("unknown assignor");
-    assert_eq!(e.code(), super::super::codes::UNSUPPORTED_ASSIGNOR);
+    assert_eq!(e.code(), ErrorCode::UNSUPPORTED_ASSIGNOR.0);
     let e = group
         .heartbeat(join(None, -1), &view, &settings(), now)
         .expect_err("no rebalance timeout");
-    assert_eq!(e.code(), super::super::codes::INVALID_REQUEST);
+    assert_eq!(e.code(), ErrorCode::INVALID_REQUEST.0);
     group
         .heartbeat(join(Some("range"), 1000), &view, &settings(), now)
         .expect("range");
@@ -345,7 +345,7 @@ fn joins_that_break_the_protocol_are_refused_by_name() {
             now,
         )
         .expect_err("full");
-    assert_eq!(e.code(), super::super::codes::GROUP_MAX_SIZE_REACHED);
+    assert_eq!(e.code(), ErrorCode::GROUP_MAX_SIZE_REACHED.0);
 }
 
 #[test]
@@ -357,15 +357,15 @@ fn commits_need_the_current_member_epoch() {
     assert_eq!(group.validate_offsets_access("a", a.epoch), Ok(()));
     assert_eq!(
         group.validate_offsets_access("a", a.epoch - 1),
-        Err(super::super::codes::STALE_MEMBER_EPOCH)
+        Err(ErrorCode::STALE_MEMBER_EPOCH.0)
     );
     assert_eq!(
         group.validate_offsets_access("a", a.epoch + 1),
-        Err(super::super::codes::FENCED_MEMBER_EPOCH)
+        Err(ErrorCode::FENCED_MEMBER_EPOCH.0)
     );
     assert_eq!(
         group.validate_offsets_access("", -1),
-        Err(super::super::codes::UNKNOWN_MEMBER_ID),
+        Err(ErrorCode::UNKNOWN_MEMBER_ID.0),
         "an admin commit waits for an empty group"
     );
 }
