@@ -1,5 +1,5 @@
 //! One table of error codes: Kafka's (through kafka-protocol's `ResponseError`, codes -1 to 133)
-//! and KIP-1279's (134 to 145, DECISIONS.md 7), each with its name, a message and a class.
+//! and KIP-1279's (134 to 145, docs/design.md §7), each with its name, a message and a class.
 //!
 //! The class is decided here once, so every layer reacts the same way:
 //! - [`ErrorClass::Retriable`]: try again, perhaps after refreshing metadata;

@@ -1,7 +1,7 @@
 //! Records kmirror reads and writes inside logs: `__mirror_state` coordinator records, and the
 //! control records of partition logs (transaction markers and `MIRROR_PID_RESET`).
 //!
-//! Coordinator record framing (DECISIONS.md 8, as Kafka's coordinators frame theirs):
+//! Coordinator record framing (docs/design.md §8, as Kafka's coordinators frame theirs):
 //! key = `[int16 record type][key fields at version 0]`, value = `[int16 version][value fields,
 //! flexible]`, and a null value is a tombstone.
 //!

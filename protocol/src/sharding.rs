@@ -1,4 +1,4 @@
-//! Routing to `__mirror_state` coordinator shards (DECISIONS.md section 8).
+//! Routing to `__mirror_state` coordinator shards (docs/design.md §8).
 //!
 //! Java brokers and kmirror must agree on every shard, so the hash is Java's `String.hashCode`
 //! (over UTF-16 code units, wrapping `i32` arithmetic) and the absolute value is Kafka's

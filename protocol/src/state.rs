@@ -1,11 +1,11 @@
-//! The mirror partition states of DECISIONS.md section 2 as they appear on the wire: an `int8` in
+//! The mirror partition states of docs/design.md §2 as they appear on the wire: an `int8` in
 //! `MirrorPartitionStateValue`, `ReadMirrorStates` and `WriteMirrorStates`, and the name in
 //! `DescribeMirrors`. The engine's state machine carries richer per-state data; this is only the
 //! persisted and transmitted tag.
 
 use std::fmt;
 
-/// A mirror partition state's wire value (the excerpt's G2 set).
+/// A mirror partition state's wire value (KIP-1279's set, docs/design.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(i8)]
 pub enum MirrorState {

@@ -94,7 +94,7 @@ pub struct Broker {
     dir_lock: Mutex<Option<LogDirLock>>,
 }
 
-/// Whether a topic's configs make it a mirror topic (DECISIONS.md 2: `mirror.name` set and not
+/// Whether a topic's configs make it a mirror topic (docs/design.md §2: `mirror.name` set and not
 /// empty).
 pub fn is_mirror_topic(configs: &BTreeMap<String, String>) -> bool {
     configs
@@ -246,7 +246,7 @@ impl Broker {
         // One replica: everything in the log is committed.
         let end = log.log_end_offset();
         log.update_high_watermark(end);
-        // A mirror partition's epoch cache holds the source's epochs (DECISIONS.md 4).
+        // A mirror partition's epoch cache holds the source's epochs (docs/design.md §4).
         if !is_mirror_topic(&topic.configs) {
             let epoch = topic.partitions[index as usize].leader_epoch;
             log.assign_leader_epoch(epoch)?;

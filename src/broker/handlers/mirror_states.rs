@@ -2,7 +2,7 @@
 //! asking the broker that leads its `__mirror_state` shard) and BumpLeaderEpochs (a partition
 //! leader asking the controller to raise leader epochs).
 //!
-//! All three need CLUSTER_ACTION on the cluster (DECISIONS.md 7): brokers call them, clients do
+//! All three need CLUSTER_ACTION on the cluster (docs/design.md §7): brokers call them, clients do
 //! not. Read and write go to this broker's shards through the mirroring engine, split by the
 //! shard that owns each partition; a write is answered once it is durable in `__mirror_state`.
 //! BumpLeaderEpochs raises each partition's leader epoch to at least `MinLeaderEpoch + 1`

@@ -6,7 +6,7 @@
 //! the source when the request arrives.
 //!
 //! Each needs ALTER on the mirror (DESCRIBE for DescribeMirrors) and, for the topic changes,
-//! ALTER_CONFIGS on each topic (DECISIONS.md 7). A mirror the engine has not loaded yet (created
+//! ALTER_CONFIGS on each topic (docs/design.md §7). A mirror the engine has not loaded yet (created
 //! since the broker started) is loaded first, connecting to its source. Pause of a paused
 //! topic answers MIRROR_TOPIC_ALREADY_PAUSED, resume of one that is not paused
 //! MIRROR_TOPIC_NOT_PAUSED, either on a stopped one MIRROR_TOPIC_BEING_STOPPED.
