@@ -17,10 +17,11 @@
 mod support;
 
 use actix::Actor;
-use kmirror::mirror::fetch::SourceFetcherPorts;
-use kmirror::mirror::fetch_settings::FetchSettings;
-use kmirror::mirror::stats::MirrorStats;
+use kmirror::mirror::BrokerHost;
 use kmirror_actors::actor::{AttachPartition, Fetcher, FetcherConfig, FetcherProgress};
+use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, raise_epoch};
+use kmirror_actors::engine::fetch_settings::FetchSettings;
+use kmirror_actors::engine::stats::MirrorStats;
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
 use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
@@ -166,15 +167,22 @@ fn main() {
                 .expect("lso");
             targets.push((p, lso));
         }
+        // The destination leader epochs the engine knows when it starts these partitions.
+        let epochs = DestinationEpochs::default();
+        for p in 0..PARTITIONS {
+            let epoch = broker.leader_epoch(&topic, p).expect("led");
+            raise_epoch(&epochs, (topic.clone(), p), epoch);
+        }
         let sink = Sink.start().recipient();
         let started = Instant::now();
         let fetcher = Fetcher::new(
-            SourceFetcherPorts::new(
-                broker.clone(),
+            EngineFetcherPorts::new(
+                BrokerHost(broker.clone()),
                 source.clone(),
                 leader,
                 Arc::new(MirrorStats::new("bench")),
                 FetchSettings::default(),
+                epochs,
             ),
             FetcherConfig::default(),
         )

@@ -25,9 +25,10 @@ use actix::Actor;
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kmirror::mirror::system::{LoadMirror, MirrorSystem};
-use kmirror::mirror::topics::{ChangeTopic, DescribeTopic, StartTopic};
+use kmirror::mirror::BrokerHost;
 use kmirror_actors::actor::{BecomeLeader, DescribePartition, SupervisedPartition};
+use kmirror_actors::engine::system::{LoadMirror, MirrorSystem};
+use kmirror_actors::engine::topics::{ChangeTopic, DescribeTopic, StartTopic};
 use kmirror_actors::partition::{Desired, RetryPolicy};
 use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
@@ -185,7 +186,7 @@ fn broker(count: usize, stop: usize) -> Figures {
     let system = actix::System::new();
     let mut figures = system.block_on(async {
         create_topics(&source_address, &topics, PER_TOPIC as i32).await;
-        let engine = MirrorSystem::new(destination.clone(), RetryPolicy::default()).start();
+        let engine = MirrorSystem::new(BrokerHost(destination.clone()), RetryPolicy::default()).start();
         engine
             .send(LoadMirror("scale".into()))
             .await
@@ -298,7 +299,7 @@ fn print_medians(title: &str, labels: &[&str], runs: &[Figures]) {
 }
 
 async fn all_in(
-    engine: &actix::Addr<MirrorSystem>,
+    engine: &actix::Addr<MirrorSystem<BrokerHost>>,
     topics: &[String],
     per_topic: usize,
     wanted: MirrorState,

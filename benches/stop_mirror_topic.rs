@@ -13,8 +13,9 @@
 mod support;
 
 use actix::Actor;
-use kmirror::mirror::system::{LoadMirror, MirrorSystem};
-use kmirror::mirror::topics::{ChangeTopic, DescribeTopic, StartTopic};
+use kmirror::mirror::BrokerHost;
+use kmirror_actors::engine::system::{LoadMirror, MirrorSystem};
+use kmirror_actors::engine::topics::{ChangeTopic, DescribeTopic, StartTopic};
 use kmirror_actors::partition::{Desired, RetryPolicy};
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
@@ -44,7 +45,7 @@ fn main() {
 
     let system = actix::System::new();
     let (to_mirroring, to_stopped) = system.block_on(async {
-        let engine = MirrorSystem::new(broker.clone(), RetryPolicy::default()).start();
+        let engine = MirrorSystem::new(BrokerHost(broker.clone()), RetryPolicy::default()).start();
         engine
             .send(LoadMirror("bench".into()))
             .await

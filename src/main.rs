@@ -13,7 +13,9 @@ mod quickstart_command;
 use clap::{Parser, Subcommand};
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
+use kmirror::mirror::BrokerHost;
 use kmirror::storage::dump;
+use kmirror_actors::engine::EngineRuntime;
 use kmirror_protocol::errors;
 use kmirror_protocol::messages::MirrorApiKey;
 use mirrors_command::{MirrorsAction, TopicChange, TopicSelection};
@@ -283,16 +285,16 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     }
     let broker = Arc::new(Broker::open(config).map_err(|e| e.to_string())?);
     // The mirroring engine on its own actix thread; it resumes the mirrors it finds.
-    let engine = kmirror::mirror::system::EngineHandle::start(broker.clone())
+    let engine = EngineRuntime::start(BrokerHost(broker.clone()))
         .map_err(|e| format!("starting the mirroring engine: {e}"))?;
-    broker.set_mirror_engine(engine.addr.clone());
     // Mirror partitions resume from `__mirror_state` before clients come: a topic stopped
     // (failed over) before this start takes writes from the first request.
-    let settle = kmirror::mirror::system::Settle {
-        timeout: std::time::Duration::from_secs(10),
-    };
-    if engine.addr.send(settle).await.is_err() {
-        return Err("the mirroring engine stopped while starting".into());
+    if let Err(e) = engine
+        .engine()
+        .settle(std::time::Duration::from_secs(10))
+        .await
+    {
+        return Err(format!("the mirroring engine stopped while starting: {e}"));
     }
     let listener = tokio::net::TcpListener::bind(address)
         .await
@@ -301,6 +303,7 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(kmirror::broker::server::serve(
         broker.clone(),
+        Some(engine.engine().clone()),
         listener,
         stopped,
     ));

@@ -363,7 +363,10 @@ async fn fetched_bytes(metrics: &str) -> Option<f64> {
         .ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).await.ok()?;
-    let prefix = format!("{}{{mirror=\"{MIRROR}\"}} ", kmirror_actors::metrics::FETCH_BYTES);
+    let prefix = format!(
+        "{}{{mirror=\"{MIRROR}\"}} ",
+        kmirror_actors::metrics::FETCH_BYTES
+    );
     text.lines()
         .find_map(|line| line.strip_prefix(&prefix))
         .and_then(|value| value.trim().parse().ok())

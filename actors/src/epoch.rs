@@ -1,4 +1,4 @@
-//! The leader-epoch arithmetic of mirroring (DECISIONS.md 3 and 4), pure.
+//! The leader-epoch arithmetic of mirroring (docs/design.md §3 and §4), pure.
 //!
 //! A destination log holds the source's batches with the source's leader epochs, so its epoch
 //! history (a list of `(epoch, start offset)`, oldest first, strictly increasing) is a prefix of

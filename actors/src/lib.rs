@@ -11,7 +11,7 @@
 //! - [`metrics`]: the catalogue of the metrics the engine records (through the `metrics` facade).
 //!
 //! [`actor`] runs them with actix: the mirror partition, fetcher and coordinator shard actors,
-//! and the supervised partition handle (ARCHITECTURE.md "The engine's actors").
+//! and the supervised partition handle (docs/design.md §11).
 
 pub mod actor;
 pub mod coordinator;

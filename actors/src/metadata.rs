@@ -1,7 +1,7 @@
 //! The metadata manager's decisions, in pure code: what a change of the cluster metadata means
 //! for a mirrored topic whose partitions this broker runs.
 //!
-//! The broker's metadata is the truth (DECISIONS.md 2): `mirror.name` says what the topic should
+//! The broker's metadata is the truth (docs/design.md §2): `mirror.name` says what the topic should
 //! do (`<mirror>`, `<mirror>.paused`, `<mirror>.removed`), the controller says each partition's
 //! leader epoch. Whatever changed them (the KIP's RPCs, an operator's `kafka-configs`, a
 //! BumpLeaderEpochs), the engine compares the metadata with what it last told the partitions

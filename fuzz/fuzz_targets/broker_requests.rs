@@ -54,5 +54,5 @@ fuzz_target!(|data: &[u8]| {
     let t = target();
     let _ = t
         .runtime
-        .block_on(handle(&t.broker, "/fuzz", Bytes::from(frame)));
+        .block_on(handle(&t.broker, None, "/fuzz", Bytes::from(frame)));
 });

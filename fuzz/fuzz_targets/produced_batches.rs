@@ -146,7 +146,7 @@ fn call<R: Request>(t: &Target, request: &R, version: i16) -> R::Response {
     request.encode(&mut frame, version).expect("encodes");
     let answer = t
         .runtime
-        .block_on(handle(&t.broker, "/fuzz", frame.freeze()))
+        .block_on(handle(&t.broker, None, "/fuzz", frame.freeze()))
         .expect("the connection stays")
         .expect("an answer");
     let mut body = BytesMut::new();

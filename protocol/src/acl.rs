@@ -195,7 +195,7 @@ impl AclBinding {
     }
 
     /// Whether this binding's pattern covers the resource `name`.
-    fn covers(&self, name: &str) -> bool {
+    pub fn covers(&self, name: &str) -> bool {
         match self.pattern_type {
             PatternType::Literal => self.resource_name == name || self.resource_name == "*",
             PatternType::Prefixed => name.starts_with(&self.resource_name),

@@ -1,5 +1,5 @@
 //! The internal topics: the `__*` names the broker owns. `__mirror_state` is a topic of this
-//! broker (the engine's coordinator shards, see [`crate::mirror::state_topic`]);
+//! broker (the engine's coordinator shards, see [`kmirror_actors::engine::state_log`]);
 //! `__consumer_offsets`, `__transaction_state` and `__cluster_metadata` are the names of its
 //! other state (record logs under `log.dirs`, see [`crate::record_log`]), reserved as Kafka
 //! reserves them.
@@ -17,8 +17,8 @@
 //! segment would lose mirror partition states; [`log_config`] fixes both retention settings to
 //! unlimited.
 
-use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
 use crate::storage::LogConfig;
+use kmirror_actors::engine::state_log::MIRROR_STATE_TOPIC;
 use std::collections::BTreeMap;
 
 /// The names the broker owns.

@@ -39,14 +39,12 @@ mod transactions;
 use crate::acl::{AclBinding, AclFilter, Operation, ResourceType, Session};
 use crate::controller::{Controller, ControllerError, MetadataDelta, TopicMeta};
 use crate::groups::GroupCoordinator;
-use crate::mirror::system::MirrorSystem;
 use crate::storage::{LogDirLock, OpenFiles, PartitionLog, StorageError};
 use crate::txn::TransactionCoordinator;
-use actix::Addr;
 use config::BrokerConfig;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
@@ -84,8 +82,6 @@ pub struct Broker {
     transactions: TransactionCoordinator,
     /// The controller's ACLs, copied for lock-free authorization on every request.
     acls: RwLock<Arc<Vec<AclBinding>>>,
-    /// The mirroring engine, once started (the KIP-1279 topic RPCs need it).
-    engine: OnceLock<Addr<MirrorSystem>>,
     /// Held by [`Broker::reconcile`] (one at a time opens and removes logs): the count of
     /// metadata changes it last brought the logs in line with, `None` before the first.
     reconciled: Mutex<Option<u64>>,
@@ -156,7 +152,6 @@ impl Broker {
         ));
         let broker = Broker {
             acls,
-            engine: OnceLock::new(),
             reconciled: Mutex::new(None),
             dir_lock: Mutex::new(Some(dir_lock)),
             controller,
@@ -496,16 +491,6 @@ impl Broker {
             };
             (version, delta, topics)
         })
-    }
-
-    /// Hands the broker its mirroring engine (once).
-    pub fn set_mirror_engine(&self, engine: Addr<MirrorSystem>) {
-        let _ = self.engine.set(engine);
-    }
-
-    /// The mirroring engine, if it runs.
-    pub fn mirror_engine(&self) -> Option<&Addr<MirrorSystem>> {
-        self.engine.get()
     }
 
     /// Every mirror, with its configs.

@@ -24,6 +24,7 @@ use crate::metrics::{ACCEPT_ERRORS, CONNECTIONS, CONNECTIONS_CLOSED};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
+use kmirror_actors::engine::Engine;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::frame::FrameBody;
 use kmirror_protocol::messages::MirrorApiKey;
@@ -71,6 +72,7 @@ impl Drop for Slot {
 /// Accepts connections until `shutdown` turns true.
 pub async fn serve(
     broker: Arc<Broker>,
+    engine: Option<Engine>,
     listener: TcpListener,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -134,10 +136,11 @@ pub async fn serve(
             ip: peer.ip(),
         };
         let broker = broker.clone();
+        let engine = engine.clone();
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
             let pool = slot.shared.pool.clone();
-            if let Err(e) = connection(broker, stream, peer, shutdown, pool).await {
+            if let Err(e) = connection(broker, engine, stream, peer, shutdown, pool).await {
                 tracing::debug!(%peer, error = %e, "connection closed");
             }
             drop(slot);
@@ -239,6 +242,7 @@ fn idle_error(what: &str, idle: Duration) -> std::io::Error {
 
 async fn connection(
     broker: Arc<Broker>,
+    engine: Option<Engine>,
     stream: TcpStream,
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
@@ -276,7 +280,7 @@ async fn connection(
         };
         let Request { frame, reserved } = request;
         let is_fetch = frame.get(..2) == Some(&(ApiKey::Fetch as i16).to_be_bytes()[..]);
-        let served = handle(&broker, &client_host, frame);
+        let served = handle(&broker, engine.as_ref(), &client_host, frame);
         tokio::pin!(served);
         let reply = if is_fetch {
             // A Fetch may wait long: reading on notices the client leaving.
@@ -341,6 +345,7 @@ pub struct ResponseFrame {
 /// Each is counted and timed per API ([`crate::metrics::REQUESTS`]).
 pub async fn handle(
     broker: &Arc<Broker>,
+    engine: Option<&Engine>,
     client_host: &str,
     frame: Bytes,
 ) -> std::io::Result<Option<ResponseFrame>> {
@@ -348,7 +353,7 @@ pub async fn handle(
     let key = frame
         .get(..2)
         .map_or(-1, |k| i16::from_be_bytes([k[0], k[1]]));
-    let answer = answer(broker, client_host, frame).await;
+    let answer = answer(broker, engine, client_host, frame).await;
     let api = api_name(key);
     metrics::counter!(crate::metrics::REQUESTS, "api" => api).increment(1);
     metrics::histogram!(crate::metrics::REQUEST_LATENCY, "api" => api)
@@ -377,6 +382,7 @@ fn api_name(key: i16) -> &'static str {
 
 async fn answer(
     broker: &Arc<Broker>,
+    engine: Option<&Engine>,
     client_host: &str,
     mut frame: Bytes,
 ) -> std::io::Result<Option<ResponseFrame>> {
@@ -404,9 +410,10 @@ async fn answer(
         // KIP-1279's APIs: flexible versions only (request header v2, response header v1).
         let header = RequestHeader::decode(&mut frame, 2)
             .map_err(|e| bad(format!("bad {mirror_api:?} header: {e}")))?;
-        let body = handlers::dispatch_mirror(broker, mirror_api, version, client_host, &mut frame)
-            .await
-            .map_err(|e| bad(format!("bad {mirror_api:?} v{version} request: {e}")))?;
+        let body =
+            handlers::dispatch_mirror(broker, engine, mirror_api, version, client_host, &mut frame)
+                .await
+                .map_err(|e| bad(format!("bad {mirror_api:?} v{version} request: {e}")))?;
         return Ok(Some(frame_response(1, header.correlation_id, vec![body])?));
     }
     let api = match (api, supported) {

@@ -8,7 +8,7 @@
 //! [`MetadataDelta::everything`], and the reader looks at all of it as before.
 
 use super::{MetadataDelta, MetadataRecord};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 /// The changes the journal remembers; a reader further behind looks at everything.
 pub(super) const JOURNAL_CAPACITY: usize = 1 << 16;
@@ -106,6 +106,7 @@ impl ChangeJournal {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     fn configs(topic: &str) -> MetadataRecord {
         MetadataRecord::TopicConfigs {

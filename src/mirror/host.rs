@@ -50,7 +50,9 @@ impl BrokerHost {
         let opened = broker.partition(topic, partition).ok_or_else(|| {
             // Not open (yet): the broker opens what the metadata gives it, and a deleted
             // topic's partition is released by the engine's metadata reaction.
-            Cause::retryable(format!("{topic}-{partition} is not a partition of this broker"))
+            Cause::retryable(format!(
+                "{topic}-{partition} is not a partition of this broker"
+            ))
         })?;
         let mut log = opened.log.lock().unwrap_or_else(|e| e.into_inner());
         let log: &mut PartitionLog = &mut log;
@@ -206,8 +208,9 @@ impl Host for BrokerHost {
         let opened = broker.partition(topic, partition);
         let name = format!("{topic}-{partition}");
         Box::pin(async move {
-            let opened = opened
-                .ok_or_else(|| Cause::retryable(format!("{name} is not a partition of this broker")))?;
+            let opened = opened.ok_or_else(|| {
+                Cause::retryable(format!("{name} is not a partition of this broker"))
+            })?;
             broker.make_durable(opened).await.map_err(Cause::retryable)
         })
     }

@@ -20,6 +20,9 @@ use kafka_protocol::protocol::{Encodable, StrBytes};
 use kmirror::acl::AclBinding;
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
+use kmirror::mirror::BrokerHost;
+use kmirror_actors::engine::EngineRuntime;
+use kmirror_actors::engine::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use kmirror_protocol::batch::{RecordBatch, RecordBatches};
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::source::LATEST;
@@ -50,6 +53,8 @@ struct Running {
     address: String,
     stop: watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
+    /// The mirroring engine, when it runs ([`start_mirroring`]).
+    engine: Option<EngineRuntime>,
 }
 
 async fn start(dir: &Path) -> Running {
@@ -58,6 +63,15 @@ async fn start(dir: &Path) -> Running {
 
 /// [`start`] with `extra` lines in the broker's properties.
 async fn start_with(dir: &Path, extra: &str) -> Running {
+    start_broker(dir, extra, false).await
+}
+
+/// [`start_with`], with the mirroring engine as `kmirror broker` runs it.
+async fn start_mirroring(dir: &Path, extra: &str) -> Running {
+    start_broker(dir, extra, true).await
+}
+
+async fn start_broker(dir: &Path, extra: &str, mirroring: bool) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
     let port = listener.local_addr().expect("address").port();
     let props = parse_properties(&format!(
@@ -67,9 +81,12 @@ async fn start_with(dir: &Path, extra: &str) -> Running {
     .expect("parses");
     let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
     let broker = Arc::new(Broker::open(config).expect("opens"));
+    let engine =
+        mirroring.then(|| EngineRuntime::start(BrokerHost(broker.clone())).expect("engine"));
     let (stop, stopped) = watch::channel(false);
     let server = tokio::spawn(kmirror::broker::server::serve(
         broker.clone(),
+        engine.as_ref().map(|e| e.engine().clone()),
         listener,
         stopped,
     ));
@@ -78,13 +95,32 @@ async fn start_with(dir: &Path, extra: &str) -> Running {
         address: format!("127.0.0.1:{port}"),
         stop,
         server,
+        engine,
     }
 }
 
 async fn shut(running: Running) {
     let _ = running.stop.send(true);
     let _ = running.server.await;
+    if let Some(engine) = running.engine {
+        engine.stop();
+    }
     running.broker.close().expect("closes");
+}
+
+/// Creates `__mirror_state` as the engine does the first time a mirror needs it.
+fn ensure_state_topic(broker: &Broker) {
+    if broker.topic(MIRROR_STATE_TOPIC).is_none() {
+        let partitions = broker.config().mirror_state_partitions;
+        broker
+            .create_topic(
+                MIRROR_STATE_TOPIC,
+                partitions,
+                std::collections::BTreeMap::new(),
+                None,
+            )
+            .expect("__mirror_state");
+    }
 }
 
 async fn connection(address: &str) -> Connection {
@@ -476,7 +512,7 @@ async fn mirror_topics_are_read_only_until_opened() {
         Some((ErrorCode::READ_ONLY_TOPIC.0, -1)),
         "still a mirror topic"
     );
-    kmirror::mirror::state_topic::ensure_topic(&running.broker).expect("created");
+    ensure_state_topic(&running.broker);
     assert_eq!(
         produce(&running.address, "__mirror_state", 0, records(), -1).await,
         Some((ErrorCode::INVALID_TOPIC_EXCEPTION.0, -1)),
@@ -876,7 +912,7 @@ async fn impossible_array_lengths_are_refused_without_reserving_them() {
         0, 32, 0, 4, 0, 0, 0, 8, 0xff, 0xff, 0, 0xfe, 0xff, 0xff, 0xff, 0x0f,
     ]);
     for frame in [classic, flexible] {
-        let answer = kmirror::broker::server::handle(&running.broker, "/test", frame).await;
+        let answer = kmirror::broker::server::handle(&running.broker, None, "/test", frame).await;
         assert!(answer.is_err(), "refused: {answer:?}");
     }
     assert_eq!(create(&running.address, "after-bad-arrays", 1).await, 0);
@@ -962,7 +998,9 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     stopped_topic(&running.broker, "m1", "orders", topic_id);
     write_stopped_lme(&running.broker, "m1", "orders", topic_id, 5).await;
     // The engine's shards load it and answer.
-    let engine = engine(&running.broker);
+    shut(running).await;
+    let running = start_mirroring(dir.path(), "").await;
+    let client = connection(&running.address).await;
     let source = SourceClient::connect(ClientConfig::plaintext(&running.address))
         .await
         .expect("connects");
@@ -970,7 +1008,6 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     assert_eq!(lmes, vec![5, -1]);
     let none = lmes_once_loaded(&source, "ANOTHER", "orders", topic_id, &[0]).await;
     assert_eq!(none, vec![-1], "no mirror from that cluster");
-    engine.stop();
 
     let delete = DeleteMirrorRequest {
         mirror_name: "m1".into(),
@@ -1021,7 +1058,7 @@ async fn write_stopped_lme(
     use kmirror_protocol::messages::{WriteMirrorStatesRequest, write_mirror_states_request};
     use kmirror_protocol::sharding::mirror_partition_shard;
     use kmirror_protocol::state::MirrorState;
-    kmirror::mirror::state_topic::ensure_topic(broker).expect("__mirror_state");
+    ensure_state_topic(broker);
     let count = broker.config().mirror_state_partitions;
     let index = mirror_partition_shard(mirror, &topic_id, 0, count);
     let mut shard = Shard::new(index, count);
@@ -1043,7 +1080,7 @@ async fn write_stopped_lme(
         }],
         ..Default::default()
     });
-    kmirror::mirror::state_topic::StateTopicPorts::new(broker.clone(), index)
+    StateLogPorts::new(BrokerHost(broker.clone()), index)
         .append(records)
         .expect("appended")
         .await
@@ -1076,8 +1113,7 @@ async fn last_mirrored_epochs_answer_from_every_mirror_of_the_asking_cluster() {
     write_stopped_lme(&running.broker, "m2", "items", items, 7).await;
     shut(running).await;
     // Restarted with another partition count for the (existing) state topic.
-    let running = start_with(dir.path(), "mirror.state.topic.num.partitions=7\n").await;
-    let engine = engine(&running.broker);
+    let running = start_mirroring(dir.path(), "mirror.state.topic.num.partitions=7\n").await;
     let source = SourceClient::connect(ClientConfig::plaintext(&running.address))
         .await
         .expect("connects");
@@ -1085,15 +1121,7 @@ async fn last_mirrored_epochs_answer_from_every_mirror_of_the_asking_cluster() {
         let lmes = lmes_once_loaded(&source, "SRC-ID", topic, topic_id, &[0]).await;
         assert_eq!(lmes, vec![lme], "{topic}");
     }
-    engine.stop();
     shut(running).await;
-}
-
-/// The mirroring engine of `broker`, as `kmirror broker` runs it.
-fn engine(broker: &Arc<Broker>) -> kmirror::mirror::system::EngineHandle {
-    let engine = kmirror::mirror::system::EngineHandle::start(broker.clone()).expect("engine");
-    broker.set_mirror_engine(engine.addr.clone());
-    engine
 }
 
 /// LastMirroredEpochs, asked again while the shards load (COORDINATOR_LOAD_IN_PROGRESS): the

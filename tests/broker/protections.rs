@@ -24,7 +24,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
-use kmirror::mirror::state_topic::{MIRROR_STATE_TOPIC, ensure_topic};
+use kmirror_actors::engine::state_log::MIRROR_STATE_TOPIC;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
 use kmirror_protocol::codec::{write_varint, write_varlong};
 use kmirror_protocol::errors::ErrorCode;
@@ -273,7 +273,7 @@ async fn internal_topics_refuse_clients_and_keep_their_records_whatever_retentio
     }
 
     // The engine's own creation goes on; clients cannot change what keeps its records.
-    ensure_topic(&running.broker).expect("the broker creates __mirror_state");
+    super::ensure_state_topic(&running.broker);
     assert_eq!(
         alter_error(&running, MIRROR_STATE_TOPIC, "retention.ms", "1000").await,
         ErrorCode::POLICY_VIOLATION.0

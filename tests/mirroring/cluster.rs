@@ -13,9 +13,10 @@ use super::{segment, source_client};
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::controller::Controller;
-use kmirror::mirror::state_topic::MIRROR_STATE_TOPIC;
-use kmirror::mirror::system::EngineHandle;
+use kmirror::mirror::BrokerHost;
 use kmirror_actors::coordinator::{PartitionKey, Shard};
+use kmirror_actors::engine::EngineRuntime;
+use kmirror_actors::engine::state_log::MIRROR_STATE_TOPIC;
 use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
 use kmirror_protocol::records::coordinator_records;
 use kmirror_protocol::sharding::mirror_partition_shard;
@@ -33,7 +34,7 @@ struct Member {
     node_id: i32,
     broker: Arc<Broker>,
     address: String,
-    engine: Option<EngineHandle>,
+    engine: Option<EngineRuntime>,
     stop: tokio::sync::watch::Sender<bool>,
 }
 
@@ -59,14 +60,14 @@ async fn start_member(root: &Path, node_id: i32, controller: Arc<Mutex<Controlle
     let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
     let broker = Arc::new(Broker::open_member(config, controller).expect("opens"));
     broker.follow_metadata();
+    let engine = EngineRuntime::start(BrokerHost(broker.clone())).expect("engine");
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(kmirror::broker::server::serve(
         broker.clone(),
+        Some(engine.engine().clone()),
         listener,
         stopped,
     ));
-    let engine = EngineHandle::start(broker.clone()).expect("engine");
-    broker.set_mirror_engine(engine.addr.clone());
     Member {
         node_id,
         broker,

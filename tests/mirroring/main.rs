@@ -15,14 +15,15 @@
 use actix::{Actor, Context, Handler};
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
-use kmirror::mirror::fetch::SourceFetcherPorts;
-use kmirror::mirror::state_topic::{self, MIRROR_STATE_TOPIC, StateTopicPorts};
+use kmirror::mirror::BrokerHost;
 use kmirror_actors::actor::{
     AttachPartition, DescribeFetcher, Fetcher, FetcherConfig, FetcherProgress,
 };
 use kmirror_actors::actor::{
     CoordinatorShard, LastMirroredEpoch, ReadMirrorStates, WriteMirrorStates,
 };
+use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, raise_epoch};
+use kmirror_actors::engine::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
 use kmirror_protocol::kafka_tools::{self, kafka_env};
@@ -65,6 +66,16 @@ fn segment(topic: &str, partition: i32) -> Vec<u8> {
 }
 
 /// A client of the source cluster, patient with a loaded machine.
+/// Creates `__mirror_state` as the engine does the first time a mirror needs it.
+fn ensure_state_topic(broker: &Broker) {
+    if broker.topic(MIRROR_STATE_TOPIC).is_none() {
+        let partitions = broker.config().mirror_state_partitions;
+        broker
+            .create_topic(MIRROR_STATE_TOPIC, partitions, BTreeMap::new(), None)
+            .expect("__mirror_state");
+    }
+}
+
 async fn source_client(bootstrap: &str) -> Arc<SourceClient> {
     let mut config = ClientConfig::plaintext(bootstrap);
     config.request_timeout = Duration::from_secs(15);
@@ -123,15 +134,22 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
             partitions.push((topic.clone(), p.partition));
         }
     }
+    // The destination leader epochs the engine knows when it starts these partitions.
+    let epochs = DestinationEpochs::default();
+    for (topic, partition) in &partitions {
+        let epoch = broker.leader_epoch(topic, *partition).expect("led");
+        raise_epoch(&epochs, (topic.clone(), *partition), epoch);
+    }
 
     let reports = Rc::new(RefCell::new(Vec::new()));
     let fetcher = Fetcher::new(
-        SourceFetcherPorts::new(
-            broker.clone(),
+        EngineFetcherPorts::new(
+            BrokerHost(broker.clone()),
             source.clone(),
             leader,
-            Arc::new(kmirror::mirror::stats::MirrorStats::new("interop")),
-            kmirror::mirror::fetch_settings::FetchSettings::default(),
+            Arc::new(kmirror_actors::engine::stats::MirrorStats::new("interop")),
+            kmirror_actors::engine::fetch_settings::FetchSettings::default(),
+            epochs,
         ),
         FetcherConfig {
             partition_max_bytes: 64 * 1024,
@@ -255,10 +273,14 @@ async fn mirror_states_live_in_the_brokers_mirror_state_topic_across_a_restart()
     };
     {
         let broker = open_broker(dir.path());
-        state_topic::ensure_topic(&broker).expect("created");
+        ensure_state_topic(&broker);
         assert_eq!(broker.topics()[MIRROR_STATE_TOPIC].partitions.len(), 4);
-        let actor =
-            CoordinatorShard::new(shard, 4, StateTopicPorts::new(broker.clone(), shard)).start();
+        let actor = CoordinatorShard::new(
+            shard,
+            4,
+            StateLogPorts::new(BrokerHost(broker.clone()), shard),
+        )
+        .start();
         tokio::time::sleep(Duration::from_millis(20)).await;
         let answer = actor.send(WriteMirrorStates(write)).await.expect("alive");
         assert_eq!(answer.topics[0].partitions[0].error_code, 0);
@@ -274,9 +296,13 @@ async fn mirror_states_live_in_the_brokers_mirror_state_topic_across_a_restart()
         broker.close().expect("closes");
     }
     let broker = open_broker(dir.path());
-    state_topic::ensure_topic(&broker).expect("exists");
-    let actor =
-        CoordinatorShard::new(shard, 4, StateTopicPorts::new(broker.clone(), shard)).start();
+    ensure_state_topic(&broker);
+    let actor = CoordinatorShard::new(
+        shard,
+        4,
+        StateLogPorts::new(BrokerHost(broker.clone()), shard),
+    )
+    .start();
     tokio::time::sleep(Duration::from_millis(20)).await;
     let read = ReadMirrorStatesRequest {
         mirror_name: "dr".into(),
@@ -310,8 +336,8 @@ async fn mirror_states_live_in_the_brokers_mirror_state_topic_across_a_restart()
 #[actix_rt::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_writes() {
-    use kmirror::mirror::system::{LoadMirror, MirrorSystem};
-    use kmirror::mirror::topics::{ChangeTopic, DescribeTopic, StartTopic};
+    use kmirror_actors::engine::system::{LoadMirror, MirrorSystem};
+    use kmirror_actors::engine::topics::{ChangeTopic, DescribeTopic, StartTopic};
     use kmirror_actors::partition::{Desired, RetryPolicy};
     use kmirror_protocol::records::ControlRecord;
     use kmirror_protocol::sharding::mirror_partition_shard;
@@ -339,6 +365,7 @@ async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_w
     let (stop_server, stopped) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(kmirror::broker::server::serve(
         broker.clone(),
+        None,
         listener,
         stopped,
     ));
@@ -349,7 +376,7 @@ async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_w
             BTreeMap::from([("bootstrap.servers".to_string(), bootstrap.clone())]),
         )
         .expect("mirror created");
-    let system = MirrorSystem::new(broker.clone(), RetryPolicy::default()).start();
+    let system = MirrorSystem::new(BrokerHost(broker.clone()), RetryPolicy::default()).start();
     system
         .send(LoadMirror("dr".into()))
         .await
@@ -518,7 +545,7 @@ async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_w
     let replayed = CoordinatorShard::new(
         shard_index,
         broker.config().mirror_state_partitions,
-        StateTopicPorts::new(broker.clone(), shard_index),
+        StateLogPorts::new(BrokerHost(broker.clone()), shard_index),
     )
     .start();
     tokio::time::sleep(Duration::from_millis(20)).await;

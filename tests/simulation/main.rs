@@ -25,10 +25,7 @@ use kmirror_actors::epoch;
 use kmirror_actors::host::memory::{
     MemoryController, MemoryCoordinatorLog, MemoryLog, MemorySource,
 };
-use kmirror_actors::host::{
-    self, Controller, CoordinatorLog, FetchProgress, FetchResponse, HostError, MirrorLog,
-    SourceCluster,
-};
+use kmirror_actors::host::{self, FetchProgress, FetchResponse, MirrorLog};
 use kmirror_actors::partition::{
     Cause, Desired, Effect, Env, Input, Outcome, Partition, Phase, RetryPolicy, StoredState,
     transition,
@@ -60,6 +57,43 @@ impl Rng {
     fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
+}
+
+/// PREPARING's truncation for an LME (docs/design.md §3), as the engine's partition ports do
+/// it: the alignment the engine decides, the source's log start asked only for a full
+/// truncation.
+fn align_for_lme(log: &mut MemoryLog, source: &MemorySource<'_>, lme: i32) -> Result<(), Cause> {
+    match epoch::alignment_for_lme(lme, &log.epoch_history(), log.log_end_offset()) {
+        epoch::Alignment::TruncateFully => {
+            log.truncate_fully_and_start_at(source.log_start_offset()?)
+        }
+        epoch::Alignment::TruncateTo(offset) => log.truncate_to(offset),
+        epoch::Alignment::KeepAll => Ok(()),
+    }
+}
+
+/// One fetch round of a mirror fetcher for one partition, as the engine's fetcher runs it: the
+/// fetch it plans, the source's answer, the answer applied (the source's log start asked where
+/// a truncation needs it).
+fn fetch_round(
+    log: &mut MemoryLog,
+    source: &MemorySource<'_>,
+    destination_leader_epoch: i32,
+    max_bytes: usize,
+) -> Result<FetchProgress, Cause> {
+    let request = host::next_fetch(log, max_bytes);
+    let response = source.fetch(&request)?;
+    let source_start = match response {
+        FetchResponse::Diverging { epoch, .. } if epoch < 0 => Some(source.log_start_offset()?),
+        _ => None,
+    };
+    host::apply_fetch(
+        log,
+        source_start,
+        &request,
+        response,
+        destination_leader_epoch,
+    )
 }
 
 enum Pending {
@@ -156,18 +190,11 @@ impl Cluster {
                 "coordinator answered error {code}"
             )));
         }
-        self.coordinator.append(&records).map_err(cause)?;
+        self.coordinator.append(&records)?;
         for r in &records {
             self.shard.replay(r);
         }
         Ok(())
-    }
-}
-
-fn cause(e: HostError) -> Cause {
-    Cause {
-        retryable: e.retryable,
-        message: e.message,
     }
 }
 
@@ -305,7 +332,7 @@ impl Sim {
             Effect::AwaitIsr { op } => Input::IsrCaughtUp { op },
             Effect::TruncateForLme { op, lme } => {
                 mirror.lme = Some(lme);
-                let result = host::align_for_lme(&mut c.log, &src, lme).map_err(cause);
+                let result = align_for_lme(&mut c.log, &src, lme);
                 if result.is_ok() && lme >= 0 {
                     let above: Vec<i32> = c
                         .log
@@ -323,14 +350,13 @@ impl Sim {
             }
             Effect::TruncateToLso { op } => Input::TruncatedToLso {
                 op,
-                result: host::truncate_to_lso(&mut c.log).map_err(cause),
+                result: host::truncate_to_lso(&mut c.log),
             },
             Effect::AppendPidReset { op } => Input::PidResetAppended {
                 op,
                 result: c
                     .log
-                    .append_pid_reset(c.controller.leader_epoch, &src.cluster_id)
-                    .map_err(cause),
+                    .append_pid_reset(c.controller.leader_epoch, &src.cluster_id),
             },
             remote => return Err(remote),
         }))
@@ -364,7 +390,7 @@ impl Sim {
             },
             Effect::LookUpLme { op } => Input::LmeLookedUp {
                 op,
-                result: src.last_mirrored_epoch(&c.id).map_err(cause),
+                result: src.last_mirrored_epoch(&c.id),
             },
             Effect::BumpLeaderEpoch {
                 op,
@@ -374,7 +400,7 @@ impl Sim {
                     .unwrap_or_else(|| c.log.epoch_history().last().map_or(-1, |(e, _)| *e));
                 Input::EpochBumped {
                     op,
-                    result: c.controller.bump_leader_epoch(min).map_err(cause),
+                    result: c.controller.bump_leader_epoch(min),
                 }
             }
             Effect::PersistLme { op, lme } => {
@@ -404,7 +430,7 @@ impl Sim {
         let dle = c.controller.leader_epoch;
         let src = source_of(source, &c.id, unreachable);
         let before = c.log.log_end_offset();
-        let progress = host::fetch_round(&mut c.log, &src, dle, 600);
+        let progress = fetch_round(&mut c.log, &src, dle, 600);
         if self.trace {
             eprintln!(
                 "[{}] {} fetch at {before} (dle {dle}, epochs {:?}) from {} (end {}, lso {}, epochs {:?}): {progress:?}",
@@ -432,7 +458,7 @@ impl Sim {
             }
             Ok(FetchProgress::HeldBack { source_epoch }) => Input::SourceEpochSeen { source_epoch },
             Ok(FetchProgress::Idle | FetchProgress::Truncated) => return,
-            Err(e) => Input::FetchFailed(cause(e)),
+            Err(e) => Input::FetchFailed(e),
         };
         self.input(m, input);
     }
@@ -443,14 +469,10 @@ impl Sim {
         let open = c.log.open_transactions();
         let pid = self.rng.below(3) as i64;
         match self.rng.below(10) {
-            0..=5 => c
-                .log
-                .append_as_leader(1 + self.rng.below(4), epoch, -1, false),
-            6 | 7 => c
-                .log
-                .append_as_leader(1 + self.rng.below(3), epoch, pid, true),
+            0..=5 => c.log.produce(1 + self.rng.below(4), epoch, -1, false),
+            6 | 7 => c.log.produce(1 + self.rng.below(3), epoch, pid, true),
             _ if open.contains_key(&pid) => c.log.append_marker(pid, self.rng.chance(50), epoch),
-            _ => c.log.append_as_leader(1, epoch, -1, false),
+            _ => c.log.produce(1, epoch, -1, false),
         }
     }
 
@@ -743,7 +765,7 @@ fn mirroring_survives_random_faults_and_interleavings() {
 fn a_stale_fetch_answer_changes_nothing() {
     let mut source = MemoryLog::default();
     for _ in 0..6 {
-        source.append_as_leader(3, 1, -1, false);
+        source.produce(3, 1, -1, false);
     }
     let memory = MemorySource {
         cluster_id: "a".into(),
@@ -754,7 +776,7 @@ fn a_stale_fetch_answer_changes_nothing() {
     let mut destination = MemoryLog::default();
     for _ in 0..2 {
         // One batch a round.
-        host::fetch_round(&mut destination, &memory, 10, 1).expect("a round");
+        fetch_round(&mut destination, &memory, 10, 1).expect("a round");
     }
     assert_eq!(destination.log_end_offset(), 6);
     let planned = host::next_fetch(&destination, 1 << 20);
@@ -763,7 +785,7 @@ fn a_stale_fetch_answer_changes_nothing() {
     destination.truncate_to(3).expect("truncated");
     let before = destination.bytes();
     let progress =
-        host::apply_fetch(&mut destination, || Ok(0), &planned, answer, 10).expect("applied");
+        host::apply_fetch(&mut destination, Some(0), &planned, answer, 10).expect("applied");
     assert_eq!(progress, FetchProgress::Idle);
     assert_eq!(
         destination.bytes(),
@@ -780,7 +802,7 @@ fn a_stale_fetch_answer_changes_nothing() {
 fn the_source_leader_epoch_drives_the_epoch_bump() {
     let mut source = MemoryLog::default();
     for _ in 0..3 {
-        source.append_as_leader(2, 1, -1, false);
+        source.produce(2, 1, -1, false);
     }
     let answer = |records: bytes::Bytes, source_leader_epoch| FetchResponse::Records {
         records,
@@ -791,7 +813,7 @@ fn the_source_leader_epoch_drives_the_epoch_bump() {
     let planned = host::next_fetch(&destination, 1 << 20);
     let progress = host::apply_fetch(
         &mut destination,
-        || Ok(0),
+        Some(0),
         &planned,
         answer(bytes::Bytes::from(source.bytes()), 8),
         10,
@@ -802,7 +824,7 @@ fn the_source_leader_epoch_drives_the_epoch_bump() {
     let idle = |sle| {
         host::apply_fetch(
             &mut destination.clone(),
-            || Ok(0),
+            Some(0),
             &planned,
             answer(bytes::Bytes::new(), sle),
             10,

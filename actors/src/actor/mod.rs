@@ -1,4 +1,4 @@
-//! The engine's actors (ARCHITECTURE.md "The engine's actors"): the shells that run the pure
+//! The engine's actors (docs/design.md §11): the shells that run the pure
 //! decisions of [`crate::partition`] with actix.
 //!
 //! - [`partition::MirrorPartition`]: one per mirror partition this broker leads; owns the state

@@ -220,7 +220,7 @@ impl<P: PartitionPorts> MirrorPartition<P> {
         match &step.outcome {
             Outcome::Applied => {
                 self.progress += 1;
-                // A state is entered when the coordinator has it (DECISIONS.md 2).
+                // A state is entered when the coordinator has it (docs/design.md §2).
                 let (from, to) = (self.partition.persisted(), step.partition.persisted());
                 if from != to {
                     let error = match step.partition.phase() {

@@ -1,4 +1,4 @@
-//! One `__mirror_state` coordinator shard, pure (DECISIONS.md 8).
+//! One `__mirror_state` coordinator shard, pure (docs/design.md §8).
 //!
 //! Lifecycle: a broker that becomes leader of a `__mirror_state` partition creates a [`Shard`] in
 //! the loading state, feeds it every record of that partition through [`Shard::replay`], then

@@ -129,7 +129,6 @@ impl<H: Host> EngineFetcherPorts<H> {
     }
 }
 
-
 /// Errors that say the partition is not (or no longer) led by the broker fetched from, or not
 /// at the leader epoch asked: a leader lookup heals them.
 fn leader_moved(code: ErrorCode) -> bool {

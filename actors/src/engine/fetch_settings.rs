@@ -1,5 +1,5 @@
-//! A mirror's fetch settings, from its configs (DECISIONS.md 9): how much one Fetch to the source
-//! asks for and how long it may wait, and how many fetchers share each source broker's
+//! A mirror's fetch settings, from its configs (docs/design.md §9): how much one Fetch to the
+//! source asks for and how long it may wait, and how many fetchers share each source broker's
 //! partitions. More bytes per Fetch and more fetchers in flight are what a distant source needs:
 //! one fetcher has one Fetch in flight, so it moves at most a response per round trip.
 

@@ -14,7 +14,9 @@ use actix::{Actor, Message, Recipient};
 use kmirror_protocol::errors::ErrorCode;
 
 /// A request the engine answers with `Ok(Answer)` or a [`MirrorError`].
-pub trait EngineRequest: Sized + Message<Result = Result<Self::Answer, MirrorError>> + Send + 'static {
+pub trait EngineRequest:
+    Sized + Message<Result = Result<Self::Answer, MirrorError>> + Send + 'static
+{
     /// What a successful request answers.
     type Answer: Send + 'static;
     /// Where the engine takes it.

@@ -1,4 +1,4 @@
-//! The MirrorSystem's reactions: to metadata changes (the metadata manager, DECISIONS.md 2) and
+//! The MirrorSystem's reactions: to metadata changes (the metadata manager, docs/design.md §6) and
 //! to its partition actors' liveness (supervision).
 //!
 //! On every metadata change: a deleted mirror's runtime goes; when a mirror or a topic was

@@ -40,6 +40,7 @@ impl<H: Host> MirrorSystem<H> {
 macro_rules! serve_by_shard {
     (
         $serve:ident,
+        $serve_fn:ident,
         $request:ident,
         $response:ident,
         $request_mod:ident,
@@ -49,7 +50,17 @@ macro_rules! serve_by_shard {
         impl<H: Host> Handler<$serve> for MirrorSystem<H> {
             type Result = ResponseActFuture<Self, Result<$response, MirrorError>>;
 
-            fn handle(&mut self, msg: $serve, ctx: &mut Context<Self>) -> Self::Result {
+            fn handle(&mut self, msg: $serve, _: &mut Context<Self>) -> Self::Result {
+                self.after_state_topic(move |system, ctx| system.$serve_fn(msg, ctx))
+            }
+        }
+
+        impl<H: Host> MirrorSystem<H> {
+            fn $serve_fn(
+                &mut self,
+                msg: $serve,
+                ctx: &mut Context<Self>,
+            ) -> ResponseActFuture<Self, Result<$response, MirrorError>> {
                 let split = self.ensure_shards(ctx).map(|()| {
                     let request = msg.0;
                     let mut by_shard: BTreeMap<usize, $request> = BTreeMap::new();
@@ -139,6 +150,7 @@ macro_rules! serve_by_shard {
 
 serve_by_shard!(
     ServeReadMirrorStates,
+    serve_read,
     ReadMirrorStatesRequest,
     ReadMirrorStatesResponse,
     read_mirror_states_request,
@@ -147,6 +159,7 @@ serve_by_shard!(
 );
 serve_by_shard!(
     ServeWriteMirrorStates,
+    serve_write,
     WriteMirrorStatesRequest,
     WriteMirrorStatesResponse,
     write_mirror_states_request,
@@ -177,7 +190,17 @@ pub struct ReadLastMirroredEpochs {
 impl<H: Host> Handler<ReadLastMirroredEpochs> for MirrorSystem<H> {
     type Result = ResponseActFuture<Self, Result<Vec<(TopicPartition, LmeAnswer)>, MirrorError>>;
 
-    fn handle(&mut self, msg: ReadLastMirroredEpochs, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, msg: ReadLastMirroredEpochs, _: &mut Context<Self>) -> Self::Result {
+        self.after_state_topic(move |system, ctx| system.read_lmes(msg, ctx))
+    }
+}
+
+impl<H: Host> MirrorSystem<H> {
+    fn read_lmes(
+        &mut self,
+        msg: ReadLastMirroredEpochs,
+        ctx: &mut Context<Self>,
+    ) -> ResponseActFuture<Self, Result<Vec<(TopicPartition, LmeAnswer)>, MirrorError>> {
         let asked = self.ensure_shards(ctx).map(|()| {
             let mut by_shard: BTreeMap<usize, ReadMirrorStatesRequest> = BTreeMap::new();
             for (name, topic_id, partitions) in &msg.topics {

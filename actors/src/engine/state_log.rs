@@ -55,9 +55,10 @@ impl<H: Host> StateLogPorts<H> {
             .ok_or_else(|| Cause::retryable("__mirror_state does not exist yet"))?;
         let batch = coordinator_batch(records, epoch, self.host.now_ms())
             .map_err(|e| Cause::fatal(format!("encoding __mirror_state records: {e}")))?;
-        self.host.with_log(MIRROR_STATE_TOPIC, self.partition, |log| {
-            log.append_as_leader(batch, epoch)
-        })
+        self.host
+            .with_log(MIRROR_STATE_TOPIC, self.partition, |log| {
+                log.append_as_leader(batch, epoch)
+            })
     }
 }
 

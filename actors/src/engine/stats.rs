@@ -5,10 +5,10 @@
 //! A partition's lag is the source's high watermark in its last fetch answer minus the local
 //! log end after that answer was applied; it is forgotten when the partition leaves its fetcher.
 
+use crate::actor::FetchKey;
 use crate::metrics;
 use ::metrics::{Counter, Gauge};
 use dashmap::DashMap;
-use crate::actor::FetchKey;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// One mirror's figures.

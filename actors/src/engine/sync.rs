@@ -1,4 +1,4 @@
-//! The MirrorMetadataManager's periodic sync (DECISIONS.md 6), every
+//! The MirrorMetadataManager's periodic sync (docs/design.md §6), every
 //! `mirror.metadata.refresh.interval.ms`: reads the source and this broker, lets
 //! [`super::sync_plan`] decide, and applies the result through the broker's controller.
 //!

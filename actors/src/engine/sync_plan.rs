@@ -1,4 +1,4 @@
-//! What the metadata sync (DECISIONS.md 6) changes on the destination, decided from what it read
+//! What the metadata sync (docs/design.md §6) changes on the destination, decided from what it read
 //! on both sides: pure functions, no I/O, so every rule is tested without a cluster.
 //!
 //! - [`check_source_cluster`]: the source must still be the cluster the mirror was created for;

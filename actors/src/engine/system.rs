@@ -3,7 +3,7 @@
 //! (mirror, source broker), and one supervised partition actor per mirrored partition this
 //! broker leads.
 //!
-//! Driven by metadata (DECISIONS.md 2): `mirror.name` on a topic says which mirror it belongs
+//! Driven by metadata (docs/design.md §2): `mirror.name` on a topic says which mirror it belongs
 //! to and what it should do. StartMirrorTopics ([`super::topics`]) validates and sets it (and
 //! creates the destination topic with the source topic's id and partition count); every broker
 //! of the cluster then starts the partitions it leads ([`super::reactions`]), and later changes
@@ -214,6 +214,26 @@ impl<H: Host> MirrorSystem<H> {
             })
             .collect();
         Ok(())
+    }
+
+    /// Runs `then` once `__mirror_state` exists (creating it first when needed), so a request
+    /// that needs the shards is not refused while the first mirror creates it.
+    pub(super) fn after_state_topic<T: 'static>(
+        &mut self,
+        then: impl FnOnce(
+            &mut Self,
+            &mut Context<Self>,
+        ) -> ResponseActFuture<Self, Result<T, MirrorError>>
+        + 'static,
+    ) -> ResponseActFuture<Self, Result<T, MirrorError>> {
+        Box::pin(
+            self.state_topic_created()
+                .into_actor(self)
+                .then(move |created, system, ctx| match created {
+                    Ok(()) => then(system, ctx),
+                    Err(e) => Box::pin(async move { Err(e) }.into_actor(system)),
+                }),
+        )
     }
 
     /// Creates `__mirror_state` unless it exists; resolves once it does.

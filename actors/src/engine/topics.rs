@@ -106,17 +106,9 @@ impl<H: Host> Handler<StartTopic> for MirrorSystem<H> {
             let metadata = source
                 .metadata(Some(&[topic.as_str()]))
                 .await
-                .map_err(|e| {
-                    MirrorError::new(
-                        ErrorCode(-1),
-                        format!("the source cluster: {e}"),
-                    )
-                })?;
+                .map_err(|e| MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}")))?;
             metadata.topics.get(&topic).cloned().ok_or_else(|| {
-                MirrorError::new(
-                    ErrorCode(3),
-                    format!("the source has no topic {topic}"),
-                )
+                MirrorError::new(ErrorCode(3), format!("the source has no topic {topic}"))
             })
         };
         let (mirror, topic) = (msg.mirror, msg.topic);
@@ -152,12 +144,9 @@ impl<H: Host> MirrorSystem<H> {
             None => {
                 let configs = BTreeMap::from([("mirror.name".to_string(), mirror.to_string())]);
                 let partitions = source_topic.partitions.len() as i32;
-                Ok(self.host.create_topic(
-                    topic,
-                    partitions,
-                    configs,
-                    Some(source_topic.topic_id),
-                ))
+                Ok(self
+                    .host
+                    .create_topic(topic, partitions, configs, Some(source_topic.topic_id)))
             }
             Some(existing) => {
                 let value = existing
@@ -351,18 +340,18 @@ impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
         Box::pin(changed.into_actor(self).then(move |changed, system, _| {
             // The partitions here are told at once, so a refusal reaches the caller; the other
             // brokers' see the metadata.
-            let told: Result<Vec<_>, MirrorError> = changed.map_err(refused).map(|()| {
-                match system.mirrored_topic(&msg.mirror, &msg.topic) {
-                    Ok(mirrored) => {
-                        mirrored.known.desired = msg.desired;
-                        mirrored
-                            .partitions
-                            .values_mut()
-                            .map(|p| p.change_desired(msg.desired))
-                            .collect()
-                    }
-                    Err(_) => Vec::new(),
+            let told: Result<Vec<_>, MirrorError> = changed.map_err(refused).map(|()| match system
+                .mirrored_topic(&msg.mirror, &msg.topic)
+            {
+                Ok(mirrored) => {
+                    mirrored.known.desired = msg.desired;
+                    mirrored
+                        .partitions
+                        .values_mut()
+                        .map(|p| p.change_desired(msg.desired))
+                        .collect()
                 }
+                Err(_) => Vec::new(),
             });
             async move {
                 for change in told? {
@@ -578,10 +567,7 @@ impl<H: Host> Handler<WrittenSinceFailover> for MirrorSystem<H> {
             let Some(topic) = self.host.topic(name) else {
                 continue;
             };
-            let stopped = topic
-                .configs
-                .get("mirror.name")
-                .and_then(|v| mirror_of(v))
+            let stopped = topic.configs.get("mirror.name").and_then(|v| mirror_of(v))
                 == Some((msg.mirror.as_str(), Desired::Stopped));
             if !stopped {
                 continue;

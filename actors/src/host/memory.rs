@@ -209,8 +209,8 @@ impl MirrorLog for MemoryLog {
             next += i64::from(b.last_offset_delta()) + 1;
         })
         .map_err(|e| Cause::fatal(e.to_string()))?;
-        let checked = CheckedBatches::check(Bytes::from(buf))
-            .map_err(|e| Cause::fatal(e.to_string()))?;
+        let checked =
+            CheckedBatches::check(Bytes::from(buf)).map_err(|e| Cause::fatal(e.to_string()))?;
         self.batches.extend(checked.into_parts().1);
         Ok(())
     }

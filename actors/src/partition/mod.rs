@@ -1,4 +1,4 @@
-//! A mirror partition: the state machine of DECISIONS.md 2-5, as pure code ([`transition`]), and
+//! A mirror partition: the state machine of docs/design.md §2-5, as pure code ([`transition`]), and
 //! the data it works on ([`state`]). The actor that runs it arrives with the engine issue; the
 //! deterministic simulation in the workspace's `tests/simulation` drives it with a fake host.
 

@@ -11,7 +11,7 @@ use kmirror_protocol::state::MirrorState;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OpId(pub u64);
 
-/// What the topic config `mirror.name` asks of the partition (DECISIONS.md 2).
+/// What the topic config `mirror.name` asks of the partition (docs/design.md §2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Desired {
     /// `<mirror>`: mirror it.
@@ -140,7 +140,7 @@ pub enum LsoBranch {
     Done,
 }
 
-/// The steps of STOPPING (the excerpt's failover).
+/// The steps of STOPPING (docs/design.md §5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stopping {
     /// 1. Removing the fetcher.

@@ -10,7 +10,7 @@ fn env(policy: &RetryPolicy) -> Env<'_> {
     }
 }
 
-/// DECISIONS.md 2: target <- allowed sources; same -> same is always legal.
+/// docs/design.md §2: target <- allowed sources; same -> same is always legal.
 fn legal(from: MirrorState, to: MirrorState) -> bool {
     use MirrorState::*;
     from == to
@@ -649,7 +649,7 @@ fn phase_kind(phase: &Phase) -> String {
 }
 
 /// Explores every state reachable within a bounded number of inputs and applies every input to
-/// each: observed state writes are legal DECISIONS.md transitions, commands are applied or
+/// each: observed state writes are legal docs/design.md §2 transitions, commands are applied or
 /// rejected with a typed reason (never dropped), stale completions change nothing.
 #[test]
 fn every_state_and_input_pair_obeys_the_transition_table() {

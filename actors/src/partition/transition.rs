@@ -2,10 +2,10 @@
 //! effects)`, pure. No clock, no I/O, no actix: time arrives as inputs (`TimerFired`), randomness
 //! as `Env::random`.
 //!
-//! Rules it follows (DECISIONS.md 2 and 5):
+//! Rules it follows (docs/design.md §2 and §5):
 //! - A new state is written to the coordinator first ([`Effect::PersistState`]); its side effects
 //!   start only when [`Input::StatePersisted`] confirms the write.
-//! - The next state on leadership gain and on a desired-state change follows the DECISIONS.md 2
+//! - The next state on leadership gain and on a desired-state change follows the docs/design.md §2
 //!   rule, with one reading made explicit: a FAILED partition stays FAILED (its retries decide),
 //!   except that a stop request takes it to STOPPING, which is how an operator clears a failure.
 //! - A state is settled (MIRRORING, PAUSED, STOPPED, FAILED) or busy; a desired-state change
@@ -699,7 +699,7 @@ impl Partition {
         self.phase = Phase::Failed { failure, retry };
     }
 
-    /// The coordinator's record arrived after leadership gain: DECISIONS.md 2's next state.
+    /// The coordinator's record arrived after leadership gain: docs/design.md §2's next state.
     fn on_loaded(&mut self, stored: Option<&StoredState>, fx: &mut Vec<Effect>) {
         let current = stored.map_or(MirrorState::Unknown, |s| s.state);
         let previous = stored.map_or(MirrorState::Unknown, |s| s.previous);

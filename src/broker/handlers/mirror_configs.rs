@@ -3,7 +3,7 @@
 //! DESCRIBE_CONFIGS on the ClusterMirror resource and never shows a secret (passwords,
 //! `sasl.jaas.config`, private keys: flagged sensitive, value null, as Kafka shows PASSWORD
 //! configs). Altering needs ALTER_CONFIGS; the result is checked as a whole by
-//! [`crate::mirror::mirror_configs::validate`] and by building the source client from it
+//! [`kmirror_actors::engine::mirror_configs::validate`] and by building the source client from it
 //! (stores read, keys decrypted: INVALID_CONFIG naming what is wrong), then written by
 //! the controller; every broker's engine then drops the mirror's source connections, so the
 //! next one uses the new credentials, certificates or bootstrap servers, without a restart.
@@ -12,9 +12,9 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
-use crate::mirror::mirror_configs;
 use kafka_protocol::messages::describe_configs_response::DescribeConfigsResourceResult;
 use kafka_protocol::protocol::StrBytes;
+use kmirror_actors::engine::mirror_configs;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 

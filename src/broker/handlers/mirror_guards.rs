@@ -14,7 +14,7 @@
 //! broker, not these handlers, so its own sync is unaffected.
 
 use crate::broker::Broker;
-use crate::mirror::sync_plan::SyncFilters;
+use kmirror_actors::engine::sync_plan::SyncFilters;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 

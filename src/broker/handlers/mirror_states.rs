@@ -11,8 +11,8 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
-use crate::mirror::shard_service::{ServeReadMirrorStates, ServeWriteMirrorStates};
-use crate::mirror::system::MirrorError;
+use kmirror_actors::engine::shard_service::{ServeReadMirrorStates, ServeWriteMirrorStates};
+use kmirror_actors::engine::{Engine, EngineRequest};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     BumpLeaderEpochsRequest, BumpLeaderEpochsResponse, ReadMirrorStatesRequest,
@@ -21,27 +21,21 @@ use kmirror_protocol::messages::{
 };
 
 /// The engine's answer, or the top-level error that stands for it.
-async fn engine_answer<M, R>(broker: &Broker, message: M) -> Result<R, (i16, String)>
-where
-    M: actix::Message<Result = Result<R, MirrorError>> + Send + 'static,
-    R: Send + 'static,
-    crate::mirror::system::MirrorSystem: actix::Handler<M>,
-{
-    let engine = broker.mirror_engine().ok_or_else(|| {
+async fn engine_answer<M: EngineRequest>(
+    engine: Option<&Engine>,
+    message: M,
+) -> Result<M::Answer, (i16, String)> {
+    let engine = engine.ok_or_else(|| {
         (
             ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
             "the mirroring engine is not running".to_string(),
         )
     })?;
-    engine
-        .send(message)
-        .await
-        .map_err(|e| (ErrorCode::COORDINATOR_NOT_AVAILABLE.0, e.to_string()))?
-        .map_err(|e| (e.code.0, e.message))
+    engine.ask(message).await.map_err(|e| (e.code.0, e.message))
 }
 
 pub(super) async fn read_states(
-    broker: &Broker,
+    engine: Option<&Engine>,
     access: &Access<'_>,
     request: ReadMirrorStatesRequest,
 ) -> ReadMirrorStatesResponse {
@@ -52,7 +46,7 @@ pub(super) async fn read_states(
             ..Default::default()
         };
     }
-    engine_answer(broker, ServeReadMirrorStates(request))
+    engine_answer(engine, ServeReadMirrorStates(request))
         .await
         .unwrap_or_else(|(error_code, message)| ReadMirrorStatesResponse {
             error_code,
@@ -62,7 +56,7 @@ pub(super) async fn read_states(
 }
 
 pub(super) async fn write_states(
-    broker: &Broker,
+    engine: Option<&Engine>,
     access: &Access<'_>,
     request: WriteMirrorStatesRequest,
 ) -> WriteMirrorStatesResponse {
@@ -73,7 +67,7 @@ pub(super) async fn write_states(
             ..Default::default()
         };
     }
-    engine_answer(broker, ServeWriteMirrorStates(request))
+    engine_answer(engine, ServeWriteMirrorStates(request))
         .await
         .unwrap_or_else(|(error_code, message)| WriteMirrorStatesResponse {
             error_code,

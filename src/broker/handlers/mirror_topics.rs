@@ -18,8 +18,12 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
-use crate::mirror::system::{LoadMirror, MirrorError};
-use crate::mirror::topics::{ChangeTopic, DescribeMirror, SourceTopics, StartTopic};
+use kmirror_actors::engine::system::LoadMirror;
+use kmirror_actors::engine::topics::{
+    ChangeTopic, DescribeMirror, SourceTopics, StartTopic, WrittenSinceFailover,
+};
+use kmirror_actors::engine::{Engine, MirrorError};
+use kmirror_actors::metadata::mirror_of;
 use kmirror_actors::partition::Desired;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
@@ -49,40 +53,45 @@ fn from_error(e: MirrorError) -> (i16, Option<String>) {
     (e.code.0, Some(e.message))
 }
 
+/// The engine, or COORDINATOR_NOT_AVAILABLE when it does not run.
+fn running(engine: Option<&Engine>) -> Result<&Engine, MirrorError> {
+    engine.ok_or_else(|| {
+        MirrorError::new(
+            ErrorCode::COORDINATOR_NOT_AVAILABLE,
+            "the mirroring engine is not running",
+        )
+    })
+}
+
 /// Checks the mirror and loads it into the engine.
-async fn prepare(broker: &Broker, access: &Access<'_>, mirror: &str) -> Result<(), Outcome> {
+async fn prepare<'a>(
+    engine: Option<&'a Engine>,
+    access: &Access<'_>,
+    mirror: &str,
+) -> Result<&'a Engine, Outcome> {
     if !access.mirror(Operation::Alter, mirror) {
         return Err(Outcome::refused(
             ErrorCode::MIRROR_AUTHORIZATION_FAILED.0,
             "ALTER on the mirror is needed",
         ));
     }
-    let engine = broker.mirror_engine().ok_or_else(|| {
-        Outcome::refused(
-            ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
-            "the mirroring engine is not running",
-        )
-    })?;
-    match engine.send(LoadMirror(mirror.to_string())).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => {
-            let (code, message) = from_error(e);
-            Err(Outcome {
-                error: (code, message),
-                topics: Vec::new(),
-            })
-        }
-        Err(e) => Err(Outcome::refused(
-            ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
-            e.to_string(),
-        )),
-    }
+    let loaded = match running(engine) {
+        Ok(engine) => engine
+            .ask(LoadMirror(mirror.to_string()))
+            .await
+            .map(|()| engine),
+        Err(e) => Err(e),
+    };
+    loaded.map_err(|e| Outcome {
+        error: from_error(e),
+        topics: Vec::new(),
+    })
 }
 
 /// The source topics IncludePatterns select and ExcludePatterns do not (whole-name matches,
 /// internal `__` topics never), or why the patterns cannot be used.
 async fn matching_source_topics(
-    broker: &Broker,
+    engine: &Engine,
     request: &StartMirrorTopicsRequest,
 ) -> Result<Vec<String>, (i16, Option<String>)> {
     if request.include_patterns.is_empty() {
@@ -103,14 +112,9 @@ async fn matching_source_topics(
     };
     let include = compile(&request.include_patterns)?;
     let exclude = compile(&request.exclude_patterns)?;
-    let engine = broker.mirror_engine().ok_or((
-        ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
-        Some("the mirroring engine is not running".to_string()),
-    ))?;
     let names = engine
-        .send(SourceTopics(request.mirror_name.clone()))
+        .ask(SourceTopics(request.mirror_name.clone()))
         .await
-        .map_err(|e| (ErrorCode::COORDINATOR_NOT_AVAILABLE.0, Some(e.to_string())))?
         .map_err(from_error)?;
     Ok(names
         .into_iter()
@@ -120,11 +124,16 @@ async fn matching_source_topics(
         .collect())
 }
 
-async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsRequest) -> Outcome {
-    if let Err(refused) = prepare(broker, access, &request.mirror_name).await {
-        return refused;
-    }
-    let matched = match matching_source_topics(broker, &request).await {
+async fn start(
+    engine: Option<&Engine>,
+    access: &Access<'_>,
+    request: StartMirrorTopicsRequest,
+) -> Outcome {
+    let engine = match prepare(engine, access, &request.mirror_name).await {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
+    let matched = match matching_source_topics(engine, &request).await {
         Ok(matched) => matched,
         Err(error) => {
             return Outcome {
@@ -141,11 +150,13 @@ async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsR
             .collect::<Vec<_>>(),
     );
     if let Err(refused) = confirm_discarded_writes(
-        broker,
+        engine,
         &request.mirror_name,
         &names,
         request.discard_local_records,
-    ) {
+    )
+    .await
+    {
         return refused;
     }
     let mut topics = Vec::new();
@@ -154,20 +165,15 @@ async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsR
             topics.push((name, ErrorCode::TOPIC_AUTHORIZATION_FAILED.0, None));
             continue;
         }
-        let Some(engine) = broker.mirror_engine() else {
-            topics.push((name, ErrorCode::COORDINATOR_NOT_AVAILABLE.0, None));
-            continue;
-        };
         let started = engine
-            .send(StartTopic {
+            .ask(StartTopic {
                 mirror: request.mirror_name.clone(),
                 topic: name.clone(),
             })
             .await;
         let (code, message) = match started {
-            Ok(Ok(())) => (0, None),
-            Ok(Err(e)) => from_error(e),
-            Err(e) => (ErrorCode::COORDINATOR_NOT_AVAILABLE.0, Some(e.to_string())),
+            Ok(()) => (0, None),
+            Err(e) => from_error(e),
         };
         topics.push((name, code, message));
     }
@@ -180,39 +186,27 @@ async fn start(broker: &Broker, access: &Access<'_>, request: StartMirrorTopicsR
 /// Restarting the mirror of a stopped topic cuts its log back to where it failed over,
 /// discarding what this cluster wrote since. The engine never does that unasked: the start is
 /// refused, naming how many records would go, unless `confirmed` is exactly that many.
-fn confirm_discarded_writes(
-    broker: &Broker,
+async fn confirm_discarded_writes(
+    engine: &Engine,
     mirror: &str,
     names: &[String],
     confirmed: i64,
 ) -> Result<(), Outcome> {
-    let stopped = format!("{mirror}.removed");
-    let mut total = 0i64;
-    let mut details = Vec::new();
-    for name in names {
-        let Some(topic) = broker.topic(name) else {
-            continue;
-        };
-        if topic.configs.get("mirror.name") != Some(&stopped) {
-            continue;
-        }
-        for index in 0..topic.partitions.len() as i32 {
-            let Some(partition) = broker.partition(name, index) else {
-                continue;
-            };
-            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-            let written = crate::mirror::log::written_since_failover(&log).map_err(|e| {
-                Outcome::refused(
-                    ErrorCode::KAFKA_STORAGE_ERROR.0,
-                    format!("reading {name}-{index}: {e}"),
-                )
-            })?;
-            if written > 0 {
-                total += written;
-                details.push(format!("{name}-{index}: {written}"));
-            }
-        }
-    }
+    let written = engine
+        .ask(WrittenSinceFailover {
+            mirror: mirror.to_string(),
+            topics: names.to_vec(),
+        })
+        .await
+        .map_err(|e| Outcome {
+            error: from_error(e),
+            topics: Vec::new(),
+        })?;
+    let total: i64 = written.iter().map(|(_, _, count)| count).sum();
+    let details: Vec<String> = written
+        .iter()
+        .map(|(name, index, count)| format!("{name}-{index}: {count}"))
+        .collect();
     if total == 0 || confirmed == total {
         return Ok(());
     }
@@ -232,8 +226,11 @@ fn refuse_change(broker: &Broker, mirror: &str, topic: &str, desired: Desired) -
     let value = broker
         .topic(topic)
         .and_then(|t| t.configs.get("mirror.name").cloned())?;
-    let paused = value == format!("{mirror}.paused");
-    let stopped = value == format!("{mirror}.removed");
+    let asked = mirror_of(&value)
+        .filter(|(m, _)| *m == mirror)
+        .map(|(_, d)| d);
+    let paused = asked == Some(Desired::Paused);
+    let stopped = asked == Some(Desired::Stopped);
     match desired {
         Desired::Paused if stopped => Some(ErrorCode::MIRROR_TOPIC_BEING_STOPPED.0),
         Desired::Paused if paused => Some(ErrorCode::MIRROR_TOPIC_ALREADY_PAUSED.0),
@@ -245,14 +242,16 @@ fn refuse_change(broker: &Broker, mirror: &str, topic: &str, desired: Desired) -
 
 async fn change(
     broker: &Broker,
+    engine: Option<&Engine>,
     access: &Access<'_>,
     mirror: String,
     names: Vec<String>,
     desired: Desired,
 ) -> Outcome {
-    if let Err(refused) = prepare(broker, access, &mirror).await {
-        return refused;
-    }
+    let engine = match prepare(engine, access, &mirror).await {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
     let mut topics = Vec::new();
     for name in names {
         if !access.topic(Operation::AlterConfigs, &name) {
@@ -263,21 +262,16 @@ async fn change(
             topics.push((name, code, None));
             continue;
         }
-        let Some(engine) = broker.mirror_engine() else {
-            topics.push((name, ErrorCode::COORDINATOR_NOT_AVAILABLE.0, None));
-            continue;
-        };
         let changed = engine
-            .send(ChangeTopic {
+            .ask(ChangeTopic {
                 mirror: mirror.clone(),
                 topic: name.clone(),
                 desired,
             })
             .await;
         let (code, message) = match changed {
-            Ok(Ok(())) => (0, None),
-            Ok(Err(e)) => from_error(e),
-            Err(e) => (ErrorCode::COORDINATOR_NOT_AVAILABLE.0, Some(e.to_string())),
+            Ok(()) => (0, None),
+            Err(e) => from_error(e),
         };
         topics.push((name, code, message));
     }
@@ -310,19 +304,20 @@ macro_rules! topic_response {
 }
 
 pub(super) async fn start_topics(
-    broker: &Broker,
+    engine: Option<&Engine>,
     access: &Access<'_>,
     request: StartMirrorTopicsRequest,
 ) -> StartMirrorTopicsResponse {
     topic_response!(
         StartMirrorTopicsResponse,
         start_mirror_topics_response,
-        start(broker, access, request).await
+        start(engine, access, request).await
     )
 }
 
 pub(super) async fn stop_topics(
     broker: &Broker,
+    engine: Option<&Engine>,
     access: &Access<'_>,
     request: StopMirrorTopicsRequest,
 ) -> StopMirrorTopicsResponse {
@@ -330,12 +325,21 @@ pub(super) async fn stop_topics(
     topic_response!(
         StopMirrorTopicsResponse,
         stop_mirror_topics_response,
-        change(broker, access, request.mirror_name, names, Desired::Stopped).await
+        change(
+            broker,
+            engine,
+            access,
+            request.mirror_name,
+            names,
+            Desired::Stopped
+        )
+        .await
     )
 }
 
 pub(super) async fn pause_topics(
     broker: &Broker,
+    engine: Option<&Engine>,
     access: &Access<'_>,
     request: PauseMirrorTopicsRequest,
 ) -> PauseMirrorTopicsResponse {
@@ -343,12 +347,21 @@ pub(super) async fn pause_topics(
     topic_response!(
         PauseMirrorTopicsResponse,
         pause_mirror_topics_response,
-        change(broker, access, request.mirror_name, names, Desired::Paused).await
+        change(
+            broker,
+            engine,
+            access,
+            request.mirror_name,
+            names,
+            Desired::Paused
+        )
+        .await
     )
 }
 
 pub(super) async fn resume_topics(
     broker: &Broker,
+    engine: Option<&Engine>,
     access: &Access<'_>,
     request: ResumeMirrorTopicsRequest,
 ) -> ResumeMirrorTopicsResponse {
@@ -358,6 +371,7 @@ pub(super) async fn resume_topics(
         resume_mirror_topics_response,
         change(
             broker,
+            engine,
             access,
             request.mirror_name,
             names,
@@ -369,10 +383,11 @@ pub(super) async fn resume_topics(
 
 pub(super) async fn describe(
     broker: &Broker,
+    engine: Option<&Engine>,
     access: &Access<'_>,
     request: DescribeMirrorsRequest,
 ) -> DescribeMirrorsResponse {
-    let Some(engine) = broker.mirror_engine() else {
+    let Some(engine) = engine else {
         return DescribeMirrorsResponse {
             error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
             error_message: Some("the mirroring engine is not running".into()),
@@ -395,13 +410,12 @@ pub(super) async fn describe(
             mirrors.push(described);
             continue;
         }
-        let loaded = match engine.send(LoadMirror(name.clone())).await {
-            Ok(Ok(())) => engine.send(DescribeMirror(name.clone())).await,
-            Ok(Err(e)) => Ok(Err(e)),
+        let loaded = match engine.ask(LoadMirror(name.clone())).await {
+            Ok(()) => engine.ask(DescribeMirror(name.clone())).await,
             Err(e) => Err(e),
         };
         match loaded {
-            Ok(Ok(topics)) => {
+            Ok(topics) => {
                 described.topics = topics
                     .into_iter()
                     .map(|t| {
@@ -441,13 +455,9 @@ pub(super) async fn describe(
                     })
                     .collect();
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 described.error_code = e.code.0;
                 described.error_message = Some(e.message);
-            }
-            Err(e) => {
-                described.error_code = ErrorCode::COORDINATOR_NOT_AVAILABLE.0;
-                described.error_message = Some(e.to_string());
             }
         }
         mirrors.push(described);

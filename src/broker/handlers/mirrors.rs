@@ -3,7 +3,7 @@
 //! LastMirroredEpochs (answered from this cluster's `__mirror_state`).
 //!
 //! CreateMirror checks every config the mirror will run with
-//! ([`crate::mirror::mirror_configs::validate`]: INVALID_CONFIG naming the key) and refuses a
+//! ([`kmirror_actors::engine::mirror_configs::validate`]: INVALID_CONFIG naming the key) and refuses a
 //! `mirror.source.cluster.id` that is this cluster's own id (`kmirror mirrors --create` fills it
 //! from the cluster `bootstrap.servers` reach); secrets in the configs (`sasl.password`) are
 //! stored but never shown. Authorization: CREATE on the ClusterMirror
@@ -20,8 +20,9 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
-use crate::mirror::mirror_configs;
-use crate::mirror::shard_service::{LmeAnswer, ReadLastMirroredEpochs, TopicPartition};
+use kmirror_actors::engine::Engine;
+use kmirror_actors::engine::mirror_configs;
+use kmirror_actors::engine::shard_service::{LmeAnswer, ReadLastMirroredEpochs, TopicPartition};
 use kmirror_actors::metadata::mirror_of;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
@@ -136,6 +137,7 @@ pub(super) fn delete(
 
 pub(super) async fn last_mirrored_epochs(
     broker: &Broker,
+    engine: Option<&Engine>,
     access: &Access<'_>,
     request: LastMirroredEpochsRequest,
 ) -> LastMirroredEpochsResponse {
@@ -159,7 +161,7 @@ pub(super) async fn last_mirrored_epochs(
     // Every mirror of the asking cluster may hold a topic; each mirror's answers by partition.
     let mut answers: Vec<(String, HashMap<TopicPartition, LmeAnswer>)> = Vec::new();
     if !mirrors.is_empty() {
-        let Some(engine) = broker.mirror_engine() else {
+        let Some(engine) = engine else {
             return LastMirroredEpochsResponse {
                 error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
                 error_message: Some("the mirroring engine is not running".into()),
@@ -168,24 +170,17 @@ pub(super) async fn last_mirrored_epochs(
         };
         for mirror in mirrors {
             let read = engine
-                .send(ReadLastMirroredEpochs {
+                .ask(ReadLastMirroredEpochs {
                     mirror: mirror.clone(),
                     topics: topics.clone(),
                 })
                 .await;
             match read {
-                Ok(Ok(lmes)) => answers.push((mirror, lmes.into_iter().collect())),
-                Ok(Err(e)) => {
+                Ok(lmes) => answers.push((mirror, lmes.into_iter().collect())),
+                Err(e) => {
                     return LastMirroredEpochsResponse {
                         error_code: e.code.0,
                         error_message: Some(e.message),
-                        ..Default::default()
-                    };
-                }
-                Err(e) => {
-                    return LastMirroredEpochsResponse {
-                        error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
-                        error_message: Some(e.to_string()),
                         ..Default::default()
                     };
                 }

@@ -38,6 +38,7 @@ use kafka_protocol::messages::{
     LeaveGroupRequest, LeaveGroupResponse, RequestHeader, SyncGroupRequest, SyncGroupResponse,
 };
 use kafka_protocol::protocol::{Decodable, Encodable};
+use kmirror_actors::engine::Engine;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::MirrorApiKey;
 use std::sync::Arc;
@@ -118,6 +119,7 @@ pub(super) fn supported_mirror(api: MirrorApiKey) -> Option<(i16, i16)> {
 /// Decodes a KIP-1279 request, runs its handler, encodes the response.
 pub(super) async fn dispatch_mirror(
     broker: &Arc<Broker>,
+    engine: Option<&Engine>,
     api: MirrorApiKey,
     version: i16,
     client_host: &str,
@@ -140,49 +142,49 @@ pub(super) async fn dispatch_mirror(
         }
         MirrorApiKey::LastMirroredEpochs => {
             let request = Decodable::decode(body, version)?;
-            mirrors::last_mirrored_epochs(broker, access, request)
+            mirrors::last_mirrored_epochs(broker, engine, access, request)
                 .await
                 .encode(&mut out, version)?
         }
         MirrorApiKey::StartMirrorTopics => {
             let request = Decodable::decode(body, version)?;
-            mirror_topics::start_topics(broker, access, request)
+            mirror_topics::start_topics(engine, access, request)
                 .await
                 .encode(&mut out, version)?
         }
         MirrorApiKey::StopMirrorTopics => {
             let request = Decodable::decode(body, version)?;
-            mirror_topics::stop_topics(broker, access, request)
+            mirror_topics::stop_topics(broker, engine, access, request)
                 .await
                 .encode(&mut out, version)?
         }
         MirrorApiKey::PauseMirrorTopics => {
             let request = Decodable::decode(body, version)?;
-            mirror_topics::pause_topics(broker, access, request)
+            mirror_topics::pause_topics(broker, engine, access, request)
                 .await
                 .encode(&mut out, version)?
         }
         MirrorApiKey::ResumeMirrorTopics => {
             let request = Decodable::decode(body, version)?;
-            mirror_topics::resume_topics(broker, access, request)
+            mirror_topics::resume_topics(broker, engine, access, request)
                 .await
                 .encode(&mut out, version)?
         }
         MirrorApiKey::DescribeMirrors => {
             let request = Decodable::decode(body, version)?;
-            mirror_topics::describe(broker, access, request)
+            mirror_topics::describe(broker, engine, access, request)
                 .await
                 .encode(&mut out, version)?
         }
         MirrorApiKey::ReadMirrorStates => {
             let request = Decodable::decode(body, version)?;
-            mirror_states::read_states(broker, access, request)
+            mirror_states::read_states(engine, access, request)
                 .await
                 .encode(&mut out, version)?
         }
         MirrorApiKey::WriteMirrorStates => {
             let request = Decodable::decode(body, version)?;
-            mirror_states::write_states(broker, access, request)
+            mirror_states::write_states(engine, access, request)
                 .await
                 .encode(&mut out, version)?
         }

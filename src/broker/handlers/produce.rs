@@ -11,12 +11,12 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::{Broker, Partition, now_ms};
-use crate::mirror::state_topic::MIRROR_STATE_TOPIC;
 use crate::storage::StorageError;
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_actors::engine::state_log::MIRROR_STATE_TOPIC;
 use kmirror_protocol::batch::RecordBatch;
 use kmirror_protocol::batch::validate::{TimestampLimits, validate_produced};
 use kmirror_protocol::errors::ErrorCode;
