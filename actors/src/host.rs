@@ -522,6 +522,3 @@ pub fn written_since_failover(log: &dyn MirrorLog) -> Result<i64, Cause> {
     }
     Ok(0)
 }
-
-#[cfg(feature = "test-util")]
-pub mod memory;

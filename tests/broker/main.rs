@@ -1054,8 +1054,8 @@ async fn write_stopped_lme(
     lme: i32,
 ) {
     use kmirror_actors::actor::ShardLogPorts;
-    use kmirror_actors::coordinator::Shard;
-    use kmirror_protocol::messages::{WriteMirrorStatesRequest, write_mirror_states_request};
+    use kmirror_actors::coordinator::{Shard, StateWrite};
+    use kmirror_actors::partition::StoredState;
     use kmirror_protocol::sharding::mirror_partition_shard;
     use kmirror_protocol::state::MirrorState;
     ensure_state_topic(broker);
@@ -1063,23 +1063,22 @@ async fn write_stopped_lme(
     let index = mirror_partition_shard(mirror, &topic_id, 0, count);
     let mut shard = Shard::new(index, count);
     shard.loaded();
-    let (records, _) = shard.write_states(&WriteMirrorStatesRequest {
-        mirror_name: mirror.into(),
-        topics: vec![write_mirror_states_request::Topic {
+    let (records, _) = shard.write(
+        mirror,
+        &[StateWrite {
+            topic: topic.into(),
             topic_id,
-            name: topic.into(),
-            partitions: vec![write_mirror_states_request::Partition {
-                partition_index: 0,
+            partition: 0,
+            stored: StoredState {
+                state: MirrorState::Stopped,
+                previous: MirrorState::Stopping,
+                retry_attempt: 0,
+                error: None,
                 leader_epoch: 9,
-                state: MirrorState::Stopped.wire_value(),
-                previous_state: MirrorState::Stopping.wire_value(),
-                last_mirror_epoch: lme,
-                ..Default::default()
-            }],
-            ..Default::default()
+            },
+            lme: Some(lme),
         }],
-        ..Default::default()
-    });
+    );
     StateLogPorts::new(BrokerHost(broker.clone()), index)
         .append(records)
         .expect("appended")

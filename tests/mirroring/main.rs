@@ -39,6 +39,7 @@ mod disaster;
 mod failback;
 mod metadata;
 mod process;
+mod scenarios;
 mod security;
 mod sync;
 

@@ -20,18 +20,15 @@
 //! A final quiet phase (no faults) must bring the mirror back in line with its source.
 //! `SIM_SEEDS=<n>` sets how many seeds run (default 2,000); `SIM_SEED=<n>` replays one.
 
-use kmirror_actors::coordinator::{PartitionKey, Shard};
+use kmirror_actors::coordinator::{PartitionKey, Shard, StateWrite};
 use kmirror_actors::epoch;
-use kmirror_actors::host::memory::{
-    MemoryController, MemoryCoordinatorLog, MemoryLog, MemorySource,
-};
 use kmirror_actors::host::{self, FetchProgress, FetchResponse, MirrorLog};
+use kmirror_actors::memory::{MemoryController, MemoryCoordinatorLog, MemoryLog, MemorySource};
 use kmirror_actors::partition::{
     Cause, Desired, Effect, Env, Input, Outcome, Partition, Phase, RetryPolicy, StoredState,
     transition,
 };
 use kmirror_protocol::batch::RecordBatch;
-use kmirror_protocol::messages::{WriteMirrorStatesRequest, write_mirror_states_request};
 use kmirror_protocol::state::MirrorState;
 use uuid::Uuid;
 
@@ -164,31 +161,16 @@ impl Cluster {
     }
 
     fn write_state(&mut self, mirror: &str, stored: &StoredState, lme: i32) -> Result<(), Cause> {
-        let request = WriteMirrorStatesRequest {
-            mirror_name: mirror.into(),
-            topics: vec![write_mirror_states_request::Topic {
-                topic_id: Uuid::from_u128(0x5eed),
-                name: TOPIC.into(),
-                partitions: vec![write_mirror_states_request::Partition {
-                    partition_index: 0,
-                    leader_epoch: stored.leader_epoch,
-                    state: stored.state.wire_value(),
-                    previous_state: stored.previous.wire_value(),
-                    retry_attempt: stored.retry_attempt,
-                    error_message: stored.error.clone(),
-                    last_mirror_epoch: lme,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
+        let write = StateWrite {
+            topic: TOPIC.into(),
+            topic_id: Uuid::from_u128(0x5eed),
+            partition: 0,
+            stored: stored.clone(),
+            lme: (lme >= 0).then_some(lme),
         };
-        let (records, response) = self.shard.write_states(&request);
-        let code = response.topics[0].partitions[0].error_code;
-        if code != 0 {
-            return Err(Cause::retryable(format!(
-                "coordinator answered error {code}"
-            )));
+        let (records, codes) = self.shard.write(mirror, &[write]);
+        if let Some(code) = codes.into_iter().find(|c| !c.is_ok()) {
+            return Err(Cause::retryable(format!("coordinator answered {code}")));
         }
         self.coordinator.append(&records)?;
         for r in &records {

@@ -16,19 +16,18 @@
 //! writer, told it failed, writes again).
 
 use super::ports::PortFuture;
-use crate::coordinator::Shard;
+use crate::coordinator::{PartitionKey, Shard, StateRead, StateWrite};
 use crate::partition::Cause;
 use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, ResponseFuture, WrapFuture,
 };
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
     WriteMirrorStatesResponse,
 };
 use kmirror_protocol::records::CoordinatorRecord;
 use std::rc::Rc;
-
-const KAFKA_STORAGE_ERROR: i16 = 56;
 
 /// The shard's `__mirror_state` partition, as the broker reads and writes it.
 pub trait ShardLogPorts: 'static {
@@ -40,6 +39,28 @@ pub trait ShardLogPorts: 'static {
         &self,
         records: Vec<CoordinatorRecord>,
     ) -> Result<PortFuture<Result<(), Cause>>, Cause>;
+}
+
+/// A broker's own partition states to write (its partition actors' writes: no wire request);
+/// answered each write's error code once durable (KAFKA_STORAGE_ERROR when the append or the
+/// sync failed).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Vec<ErrorCode>")]
+pub struct WriteStates {
+    /// The mirror.
+    pub mirror: String,
+    /// The writes.
+    pub writes: Vec<StateWrite>,
+}
+
+/// A partition's stored state and LME, or why this shard cannot answer.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Result<StateRead, ErrorCode>")]
+pub struct ReadState {
+    /// The partition.
+    pub key: PartitionKey,
+    /// Its topic's name.
+    pub topic: String,
 }
 
 /// WriteMirrorStates for keys of this shard.
@@ -125,35 +146,36 @@ impl<P: ShardLogPorts> Handler<WriteMirrorStates> for CoordinatorShard<P> {
 
     fn handle(&mut self, msg: WriteMirrorStates, _: &mut Context<Self>) -> Self::Result {
         let (records, response) = self.shard.write_states(&msg.0);
-        if records.is_empty() {
-            return Box::pin(async move { response });
-        }
-        let count = records.len() as u64;
-        let asked = std::time::Instant::now();
-        let durable = match self.append_and_replay(records) {
-            Ok(durable) => durable,
-            Err(cause) => {
-                metrics::counter!(crate::metrics::COORDINATOR_WRITES, "result" => "error")
-                    .increment(count);
-                return Box::pin(async move { storage_error(response, &cause) });
-            }
+        Box::pin(self.write_durably(records, response, storage_error))
+    }
+}
+
+impl<P: ShardLogPorts> Handler<WriteStates> for CoordinatorShard<P> {
+    type Result = ResponseFuture<Vec<ErrorCode>>;
+
+    fn handle(&mut self, msg: WriteStates, _: &mut Context<Self>) -> Self::Result {
+        let (records, codes) = self.shard.write(&msg.mirror, &msg.writes);
+        let failed = |codes: Vec<ErrorCode>, _: &Cause| {
+            codes
+                .into_iter()
+                .map(|c| {
+                    if c.is_ok() {
+                        ErrorCode::KAFKA_STORAGE_ERROR
+                    } else {
+                        c
+                    }
+                })
+                .collect()
         };
-        Box::pin(async move {
-            match durable.await {
-                Ok(()) => {
-                    metrics::histogram!(crate::metrics::COORDINATOR_WRITE_LATENCY)
-                        .record(asked.elapsed().as_secs_f64());
-                    metrics::counter!(crate::metrics::COORDINATOR_WRITES, "result" => "ok")
-                        .increment(count);
-                    response
-                }
-                Err(cause) => {
-                    metrics::counter!(crate::metrics::COORDINATOR_WRITES, "result" => "error")
-                        .increment(count);
-                    storage_error(response, &cause)
-                }
-            }
-        })
+        Box::pin(self.write_durably(records, codes, failed))
+    }
+}
+
+impl<P: ShardLogPorts> Handler<ReadState> for CoordinatorShard<P> {
+    type Result = Result<StateRead, ErrorCode>;
+
+    fn handle(&mut self, msg: ReadState, _: &mut Context<Self>) -> Self::Result {
+        self.shard.read(&msg.key, &msg.topic)
     }
 }
 
@@ -168,7 +190,7 @@ fn storage_error(
         .flat_map(|t| t.partitions.iter_mut())
     {
         if p.error_code == 0 {
-            p.error_code = KAFKA_STORAGE_ERROR;
+            p.error_code = kmirror_protocol::errors::ErrorCode::KAFKA_STORAGE_ERROR.0;
             p.error_message = Some(cause.message.clone());
         }
     }
@@ -214,6 +236,46 @@ impl<P: ShardLogPorts> Handler<ForgetAllBut> for CoordinatorShard<P> {
 }
 
 impl<P: ShardLogPorts> CoordinatorShard<P> {
+    /// Appends `records` and replays them now; the answer once they are durable, or
+    /// `failed(answer, cause)` when the append or the sync failed (records appended but not
+    /// durable stay in the log and in memory, as in Kafka's page cache; the writer, told it
+    /// failed, writes again).
+    fn write_durably<T: 'static>(
+        &mut self,
+        records: Vec<CoordinatorRecord>,
+        answer: T,
+        failed: impl FnOnce(T, &Cause) -> T + 'static,
+    ) -> impl std::future::Future<Output = T> + 'static {
+        let count = records.len() as u64;
+        let asked = std::time::Instant::now();
+        let durable = if records.is_empty() {
+            Ok(None)
+        } else {
+            self.append_and_replay(records).map(Some)
+        };
+        async move {
+            let durable = match durable {
+                Ok(None) => return answer,
+                Ok(Some(durable)) => durable.await,
+                Err(cause) => Err(cause),
+            };
+            match durable {
+                Ok(()) => {
+                    metrics::histogram!(crate::metrics::COORDINATOR_WRITE_LATENCY)
+                        .record(asked.elapsed().as_secs_f64());
+                    metrics::counter!(crate::metrics::COORDINATOR_WRITES, "result" => "ok")
+                        .increment(count);
+                    answer
+                }
+                Err(cause) => {
+                    metrics::counter!(crate::metrics::COORDINATOR_WRITES, "result" => "error")
+                        .increment(count);
+                    failed(answer, &cause)
+                }
+            }
+        }
+    }
+
     /// Appends `records` and replays them; the future says when they are durable.
     fn append_and_replay(
         &mut self,

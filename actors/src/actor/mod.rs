@@ -26,8 +26,8 @@ mod partition_tests;
 mod supervision_tests;
 
 pub use coordinator::{
-    CoordinatorShard, ForgetAllBut, LastMirroredEpoch, ReadMirrorStates, ShardLogPorts,
-    WriteMirrorStates,
+    CoordinatorShard, ForgetAllBut, LastMirroredEpoch, ReadMirrorStates, ReadState, ShardLogPorts,
+    WriteMirrorStates, WriteStates,
 };
 pub use fetcher::{
     AttachPartition, DescribeFetcher, DetachPartition, FetchAnswers, FetchKey, Fetcher,

@@ -2,4 +2,4 @@
 
 pub mod shard;
 
-pub use shard::{LiveTopics, LmeMap, PartitionKey, Shard};
+pub use shard::{LiveTopics, LmeMap, PartitionKey, Shard, StateRead, StateWrite};

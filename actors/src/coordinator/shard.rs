@@ -2,15 +2,17 @@
 //!
 //! Lifecycle: a broker that becomes leader of a `__mirror_state` partition creates a [`Shard`] in
 //! the loading state, feeds it every record of that partition through [`Shard::replay`], then
-//! calls [`Shard::loaded`]. From then on a write is two steps: [`Shard::write_states`] validates
-//! the request and returns the records to append together with the response; the caller appends
+//! calls [`Shard::loaded`]. From then on a write is two steps: [`Shard::write`] validates the
+//! writes and returns the records to append together with each write's answer (a broker's own
+//! partitions write this way; [`Shard::write_states`] is the same for a WriteMirrorStates
+//! request from another broker); the caller appends
 //! the records to the partition and replays them, and only then answers. The shard's state
 //! therefore changes only by replaying records, so a restarted or new leader rebuilds exactly
 //! the same state from the log.
 //!
-//! Rules: a shard answers only for keys that hash to it (`NOT_COORDINATOR` otherwise), nothing
-//! while loading (`COORDINATOR_LOAD_IN_PROGRESS`); a write carrying a destination leader epoch
-//! below the stored one is fenced (`FENCED_LEADER_EPOCH`); states must be real states
+//! Rules: a shard answers only for keys that hash to it (`ErrorCode::NOT_COORDINATOR` otherwise), nothing
+//! while loading (`ErrorCode::COORDINATOR_LOAD_IN_PROGRESS`); a write carrying a destination leader epoch
+//! below the stored one is fenced (`ErrorCode::FENCED_LEADER_EPOCH`); states must be real states
 //! (`INVALID_MIRROR_STATES`). The LME of a mirror's partitions lives in one
 //! `LastMirrorEpochs` record per mirror and shard, rewritten whole when one partition changes.
 //! Deleting a mirror writes tombstones for all its records.
@@ -29,10 +31,6 @@ use kmirror_protocol::state::MirrorState;
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
-const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode(14);
-const NOT_COORDINATOR: ErrorCode = ErrorCode(16);
-const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
-
 /// A mirror partition: (mirror name, topic id, partition).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PartitionKey {
@@ -42,6 +40,30 @@ pub struct PartitionKey {
     pub topic_id: Uuid,
     /// The partition index.
     pub partition: i32,
+}
+
+/// One partition's state to write (with its topic's name, under which its LME is kept).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateWrite {
+    /// The topic's name.
+    pub topic: String,
+    /// The topic's id.
+    pub topic_id: Uuid,
+    /// The partition.
+    pub partition: i32,
+    /// The state record.
+    pub stored: StoredState,
+    /// The LME to record with it (`None`: the one recorded stays).
+    pub lme: Option<i32>,
+}
+
+/// A partition's stored state (`None`: never written) and its LME (-1: none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateRead {
+    /// The state record.
+    pub stored: Option<StoredState>,
+    /// The LME recorded.
+    pub lme: i32,
 }
 
 /// A mirror's LMEs in this shard, by (topic name, partition).
@@ -185,121 +207,182 @@ impl Shard {
             == self.index
     }
 
-    /// Validates a WriteMirrorStates request: the records to append (then replay) and the
-    /// response to send once they are durable.
+    /// Validates writes of `mirror`'s partition states: the records to append (then replay),
+    /// and each write's error code (NONE for those written). One `LastMirrorEpochs` record
+    /// carries every LME the writes change.
+    pub fn write(
+        &self,
+        mirror: &str,
+        writes: &[StateWrite],
+    ) -> (Vec<CoordinatorRecord>, Vec<ErrorCode>) {
+        let mut records = Vec::new();
+        let mut lmes = self.lmes.get(mirror).cloned().unwrap_or_default();
+        let mut lme_changed = false;
+        let mut codes = Vec::with_capacity(writes.len());
+        for write in writes {
+            let key = PartitionKey {
+                mirror: mirror.to_string(),
+                topic_id: write.topic_id,
+                partition: write.partition,
+            };
+            let stored_epoch = self.states.get(&key).map_or(-1, |s| s.leader_epoch);
+            let error = if self.loading {
+                ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+            } else if !self.owns(&key) {
+                ErrorCode::NOT_COORDINATOR
+            } else if write.stored.state == MirrorState::Unknown {
+                ErrorCode::INVALID_MIRROR_STATES
+            } else if write.stored.leader_epoch < stored_epoch {
+                ErrorCode::FENCED_LEADER_EPOCH
+            } else {
+                ErrorCode::NONE
+            };
+            if error.is_ok() {
+                records.push(CoordinatorRecord::MirrorPartitionState {
+                    key: MirrorPartitionStateKey {
+                        mirror_name: key.mirror.clone(),
+                        topic_id: key.topic_id,
+                        partition: key.partition,
+                    },
+                    value: Some(MirrorPartitionStateValue {
+                        state: write.stored.state.wire_value(),
+                        previous_state: write.stored.previous.wire_value(),
+                        retry_attempt: write.stored.retry_attempt,
+                        error_message: write.stored.error.clone(),
+                        leader_epoch: write.stored.leader_epoch,
+                        ..Default::default()
+                    }),
+                });
+                if let Some(lme) = write.lme {
+                    lmes.insert((write.topic.clone(), write.partition), lme);
+                    lme_changed = true;
+                }
+            }
+            codes.push(error);
+        }
+        if lme_changed {
+            records.push(lme_record(mirror, &lmes));
+        }
+        (records, codes)
+    }
+
+    /// A partition's stored state and LME, or why this shard cannot answer for it.
+    pub fn read(&self, key: &PartitionKey, topic: &str) -> Result<StateRead, ErrorCode> {
+        if self.loading {
+            return Err(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS);
+        }
+        if !self.owns(key) {
+            return Err(ErrorCode::NOT_COORDINATOR);
+        }
+        Ok(StateRead {
+            stored: self.states.get(key).cloned(),
+            lme: self.last_mirrored_epoch(&key.mirror, topic, key.partition),
+        })
+    }
+
+    /// WriteMirrorStates from another broker: [`Shard::write`] over the request's partitions
+    /// (a state that is not a real state is INVALID_MIRROR_STATES), as its response.
     pub fn write_states(
         &self,
         request: &WriteMirrorStatesRequest,
     ) -> (Vec<CoordinatorRecord>, WriteMirrorStatesResponse) {
-        let mut records = Vec::new();
-        let mut lmes = self
-            .lmes
-            .get(&request.mirror_name)
-            .cloned()
-            .unwrap_or_default();
-        let mut lme_changed = false;
-        let mut response = WriteMirrorStatesResponse::default();
+        let mut writes = Vec::new();
+        let mut invalid = Vec::new();
         for topic in &request.topics {
-            let mut out_topic = write_mirror_states_response::Topic {
-                topic_id: topic.topic_id,
-                name: topic.name.clone(),
-                ..Default::default()
-            };
             for p in &topic.partitions {
-                let key = PartitionKey {
-                    mirror: request.mirror_name.clone(),
-                    topic_id: topic.topic_id,
-                    partition: p.partition_index,
-                };
                 let state = MirrorState::from_wire(p.state);
                 let previous = MirrorState::from_wire(p.previous_state);
-                let stored_epoch = self.states.get(&key).map_or(-1, |s| s.leader_epoch);
-                let error = if self.loading {
-                    COORDINATOR_LOAD_IN_PROGRESS
-                } else if !self.owns(&key) {
-                    NOT_COORDINATOR
-                } else if state.is_none_or(|s| s == MirrorState::Unknown) || previous.is_none() {
-                    ErrorCode::INVALID_MIRROR_STATES
-                } else if p.leader_epoch < stored_epoch {
-                    FENCED_LEADER_EPOCH
-                } else {
-                    ErrorCode::NONE
+                let (Some(state), Some(previous)) = (state, previous) else {
+                    invalid.push((topic.topic_id, p.partition_index));
+                    continue;
                 };
-                if error.is_ok() {
-                    records.push(CoordinatorRecord::MirrorPartitionState {
-                        key: MirrorPartitionStateKey {
-                            mirror_name: key.mirror.clone(),
-                            topic_id: key.topic_id,
-                            partition: key.partition,
-                        },
-                        value: Some(MirrorPartitionStateValue {
-                            state: p.state,
-                            previous_state: p.previous_state,
-                            retry_attempt: p.retry_attempt,
-                            error_message: p.error_message.clone(),
-                            leader_epoch: p.leader_epoch,
-                            ..Default::default()
-                        }),
-                    });
-                    if p.last_mirror_epoch >= 0 {
-                        lmes.insert((topic.name.clone(), p.partition_index), p.last_mirror_epoch);
-                        lme_changed = true;
-                    }
-                }
-                out_topic
-                    .partitions
-                    .push(write_mirror_states_response::Partition {
+                writes.push(StateWrite {
+                    topic: topic.name.clone(),
+                    topic_id: topic.topic_id,
+                    partition: p.partition_index,
+                    stored: StoredState {
+                        state,
+                        previous,
+                        retry_attempt: p.retry_attempt,
+                        error: p.error_message.clone(),
+                        leader_epoch: p.leader_epoch,
+                    },
+                    lme: (p.last_mirror_epoch >= 0).then_some(p.last_mirror_epoch),
+                });
+            }
+        }
+        let (records, codes) = self.write(&request.mirror_name, &writes);
+        let mut answered = writes.iter().zip(codes);
+        let mut response = WriteMirrorStatesResponse::default();
+        for topic in &request.topics {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let error = if invalid.contains(&(topic.topic_id, p.partition_index)) {
+                        ErrorCode::INVALID_MIRROR_STATES
+                    } else {
+                        answered
+                            .next()
+                            .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |(_, e)| e)
+                    };
+                    write_mirror_states_response::Partition {
                         partition_index: p.partition_index,
                         error_code: error.0,
                         error_message: (!error.is_ok()).then(|| error.name().to_string()),
                         ..Default::default()
-                    });
-            }
-            response.topics.push(out_topic);
-        }
-        if lme_changed {
-            records.push(lme_record(&request.mirror_name, &lmes));
+                    }
+                })
+                .collect();
+            response.topics.push(write_mirror_states_response::Topic {
+                topic_id: topic.topic_id,
+                name: topic.name.clone(),
+                partitions,
+                ..Default::default()
+            });
         }
         (records, response)
     }
 
-    /// Answers ReadMirrorStates from the shard's state.
+    /// ReadMirrorStates from another broker: [`Shard::read`] for each partition asked.
     pub fn read_states(&self, request: &ReadMirrorStatesRequest) -> ReadMirrorStatesResponse {
         let mut response = ReadMirrorStatesResponse::default();
         for topic in &request.topics {
-            let mut out_topic = read_mirror_states_response::Topic {
+            let partitions = topic
+                .partitions
+                .iter()
+                .map(|p| {
+                    let key = PartitionKey {
+                        mirror: request.mirror_name.clone(),
+                        topic_id: topic.topic_id,
+                        partition: p.partition_index,
+                    };
+                    let mut out = read_mirror_states_response::Partition {
+                        partition_index: p.partition_index,
+                        ..Default::default()
+                    };
+                    match self.read(&key, &topic.name) {
+                        Err(code) => out.error_code = code.0,
+                        Ok(read) => {
+                            if let Some(s) = read.stored {
+                                out.state = s.state.wire_value();
+                                out.previous_state = s.previous.wire_value();
+                                out.retry_attempt = s.retry_attempt;
+                                out.error_message = s.error;
+                                out.leader_epoch = s.leader_epoch;
+                            }
+                            out.last_mirror_epoch = read.lme;
+                        }
+                    }
+                    out
+                })
+                .collect();
+            response.topics.push(read_mirror_states_response::Topic {
                 topic_id: topic.topic_id,
                 name: topic.name.clone(),
+                partitions,
                 ..Default::default()
-            };
-            for p in &topic.partitions {
-                let key = PartitionKey {
-                    mirror: request.mirror_name.clone(),
-                    topic_id: topic.topic_id,
-                    partition: p.partition_index,
-                };
-                let mut out = read_mirror_states_response::Partition {
-                    partition_index: p.partition_index,
-                    ..Default::default()
-                };
-                if self.loading {
-                    out.error_code = COORDINATOR_LOAD_IN_PROGRESS.0;
-                } else if !self.owns(&key) {
-                    out.error_code = NOT_COORDINATOR.0;
-                } else {
-                    if let Some(s) = self.states.get(&key) {
-                        out.state = s.state.wire_value();
-                        out.previous_state = s.previous.wire_value();
-                        out.retry_attempt = s.retry_attempt;
-                        out.error_message = s.error.clone();
-                        out.leader_epoch = s.leader_epoch;
-                    }
-                    out.last_mirror_epoch =
-                        self.last_mirrored_epoch(&key.mirror, &topic.name, p.partition_index);
-                }
-                out_topic.partitions.push(out);
-            }
-            response.topics.push(out_topic);
+            });
         }
         response
     }

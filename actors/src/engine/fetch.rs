@@ -27,8 +27,6 @@ use kmirror_protocol::errors::{ErrorClass, ErrorCode};
 use std::sync::Arc;
 use uuid::Uuid;
 
-const OFFSET_OUT_OF_RANGE: ErrorCode = ErrorCode(1);
-
 /// The ports of one fetcher: a source broker and this broker's logs.
 pub struct EngineFetcherPorts<H: Host> {
     host: H,
@@ -295,7 +293,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                             source_leader_epoch,
                         }),
                         // Answered where the source's log starts; found at apply time.
-                        (OFFSET_OUT_OF_RANGE, _) => Ok(FetchResponse::OffsetOutOfRange {
+                        (ErrorCode::OFFSET_OUT_OF_RANGE, _) => Ok(FetchResponse::OffsetOutOfRange {
                             log_start_offset: -1,
                         }),
                         (code, _) if code.class() == Some(ErrorClass::Fatal) => {

@@ -10,21 +10,15 @@ use super::fetch::{DestinationEpochs, raise_epoch};
 use super::fetcher_pool::{Attach, Detach, FetcherPool};
 use super::shard_route::ShardRoute;
 use crate::actor::{FetcherProgress, PartitionPorts, PortFuture};
+use crate::coordinator::{PartitionKey, StateRead, StateWrite};
 use crate::epoch::{self, Alignment};
 use crate::host::{self, Host, MirrorLog, Source};
 use crate::partition::{Cause, StoredState};
 use actix::Addr;
 use kmirror_protocol::client::Isolation;
 use kmirror_protocol::client::source::EARLIEST;
-use kmirror_protocol::messages::{
-    ReadMirrorStatesRequest, WriteMirrorStatesRequest, read_mirror_states_request,
-    write_mirror_states_request,
-};
-use kmirror_protocol::state::MirrorState;
 use std::sync::Arc;
 use uuid::Uuid;
-
-const FENCED_LEADER_EPOCH: i16 = kmirror_protocol::errors::ErrorCode::FENCED_LEADER_EPOCH.0;
 
 /// Which mirror partition, and where things live for it.
 #[derive(Debug, Clone)]
@@ -104,97 +98,41 @@ impl<H: Host> EnginePartitionPorts<H> {
         self.host.with_log(&self.site.topic, self.site.partition, f)
     }
 
-    fn read_request(&self) -> ReadMirrorStatesRequest {
-        ReadMirrorStatesRequest {
-            mirror_name: self.site.mirror.clone(),
-            topics: vec![read_mirror_states_request::Topic {
-                topic_id: self.site.topic_id,
-                name: self.site.topic.clone(),
-                partitions: vec![read_mirror_states_request::Partition {
-                    partition_index: self.site.partition,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
+    fn key(&self) -> PartitionKey {
+        PartitionKey {
+            mirror: self.site.mirror.clone(),
+            topic_id: self.site.topic_id,
+            partition: self.site.partition,
         }
     }
 
-    fn write_request(&self, stored: &StoredState, lme: i32) -> WriteMirrorStatesRequest {
-        WriteMirrorStatesRequest {
-            mirror_name: self.site.mirror.clone(),
-            topics: vec![write_mirror_states_request::Topic {
-                topic_id: self.site.topic_id,
-                name: self.site.topic.clone(),
-                partitions: vec![write_mirror_states_request::Partition {
-                    partition_index: self.site.partition,
-                    leader_epoch: stored.leader_epoch,
-                    state: stored.state.wire_value(),
-                    previous_state: stored.previous.wire_value(),
-                    retry_attempt: stored.retry_attempt,
-                    error_message: stored.error.clone(),
-                    last_mirror_epoch: lme,
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        }
+    /// The partition's record in its shard.
+    async fn read(&self) -> Result<StateRead, Cause> {
+        self.shard
+            .read_state(self.key(), &self.site.topic)
+            .await?
+            .map_err(|code| Cause::retryable(format!("reading the mirror state: {code}")))
     }
 
     /// The stored state, as the shard holds it.
     async fn load(&self) -> Result<Option<StoredState>, Cause> {
-        let answer = self.shard.read(self.read_request()).await?;
-        let p = answer
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .ok_or_else(|| Cause::retryable("the coordinator shard answered nothing"))?;
-        if p.error_code != 0 {
-            return Err(Cause::retryable(format!(
-                "reading the mirror state: error {}",
-                p.error_code
-            )));
-        }
-        let state = MirrorState::from_wire(p.state).unwrap_or(MirrorState::Unknown);
-        Ok((state != MirrorState::Unknown).then(|| StoredState {
-            state,
-            previous: MirrorState::from_wire(p.previous_state).unwrap_or(MirrorState::Unknown),
-            retry_attempt: p.retry_attempt,
-            error: p.error_message.clone(),
-            leader_epoch: p.leader_epoch,
-        }))
+        Ok(self.read().await?.stored)
     }
 
-    async fn store(&self, stored: StoredState, lme: i32) -> Result<(), Cause> {
-        let answer = self.shard.write(self.write_request(&stored, lme)).await?;
-        match answer
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .map(|p| p.error_code)
-        {
-            Some(0) => Ok(()),
-            Some(code) if code == FENCED_LEADER_EPOCH => Err(Cause::fatal(
-                "a newer leader wrote this partition's mirror state",
-            )),
-            Some(code) => Err(Cause::retryable(format!(
-                "writing the mirror state: error {code}"
-            ))),
-            None => Err(Cause::retryable("the coordinator shard answered nothing")),
-        }
+    async fn store(&self, stored: StoredState, lme: Option<i32>) -> Result<(), Cause> {
+        let write = StateWrite {
+            topic: self.site.topic.clone(),
+            topic_id: self.site.topic_id,
+            partition: self.site.partition,
+            stored,
+            lme,
+        };
+        self.shard.write_state(&self.site.mirror, write).await
     }
 
     /// The LME this cluster recorded for the partition when it last stopped (-1: none).
     async fn own_lme(&self) -> Result<i32, Cause> {
-        let answer = self.shard.read(self.read_request()).await?;
-        answer
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .filter(|p| p.error_code == 0)
-            .map(|p| p.last_mirror_epoch)
-            .ok_or_else(|| Cause::retryable("the coordinator shard answered no LME"))
+        Ok(self.read().await?.lme)
     }
 
     /// The source must still have the topic this partition copies, with its id: a topic
@@ -248,7 +186,7 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
 
     fn persist_state(&self, stored: StoredState) -> PortFuture<Result<(), Cause>> {
         let ports = self.clone();
-        Box::pin(async move { ports.store(stored, -1).await })
+        Box::pin(async move { ports.store(stored, None).await })
     }
 
     fn look_up_lme(&self) -> PortFuture<Result<i32, Cause>> {
@@ -358,7 +296,8 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 .load()
                 .await?
                 .ok_or_else(|| Cause::retryable("no mirror state to add the LME to"))?;
-            ports.store(stored, lme).await
+            // An LME of -1 (nothing mirrored) records nothing: the one recorded stays.
+            ports.store(stored, (lme >= 0).then_some(lme)).await
         })
     }
 

@@ -7,16 +7,19 @@
 //! tries again after its backoff).
 
 use super::state_log::StateLogPorts;
-use crate::actor::{CoordinatorShard, ReadMirrorStates, WriteMirrorStates};
+use crate::actor::{CoordinatorShard, ReadState, WriteStates};
+use crate::coordinator::{PartitionKey, StateRead, StateWrite};
 use crate::host::Host;
-use crate::partition::Cause;
+use crate::partition::{Cause, StoredState};
 use actix::Addr;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::{ClientConfig, ClientError};
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
-    ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
-    WriteMirrorStatesResponse,
+    ReadMirrorStatesRequest, WriteMirrorStatesRequest, read_mirror_states_request,
+    write_mirror_states_request,
 };
+use kmirror_protocol::state::MirrorState;
 use std::sync::Arc;
 
 /// One shard, local or remote.
@@ -102,45 +105,124 @@ impl RemoteShard {
 }
 
 impl<H: Host> ShardRoute<H> {
-    /// ReadMirrorStates on the shard.
-    pub async fn read(
+    /// A partition's stored state and LME: `Ok(Err(code))` when the shard answered that it
+    /// cannot (loading, not the coordinator), `Err` when it could not be asked. A local shard
+    /// is asked directly; a remote one with one ReadMirrorStates.
+    pub async fn read_state(
         &self,
-        request: ReadMirrorStatesRequest,
-    ) -> Result<ReadMirrorStatesResponse, Cause> {
+        key: PartitionKey,
+        topic: &str,
+    ) -> Result<Result<StateRead, ErrorCode>, Cause> {
         match self {
             ShardRoute::Local(shard) => shard
-                .send(ReadMirrorStates(request))
+                .send(ReadState {
+                    key,
+                    topic: topic.to_string(),
+                })
                 .await
                 .map_err(|e| Cause::retryable(format!("the coordinator shard: {e}"))),
             ShardRoute::Remote(remote) => {
-                remote
+                let request = ReadMirrorStatesRequest {
+                    mirror_name: key.mirror.clone(),
+                    topics: vec![read_mirror_states_request::Topic {
+                        topic_id: key.topic_id,
+                        name: topic.to_string(),
+                        partitions: vec![read_mirror_states_request::Partition {
+                            partition_index: key.partition,
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                };
+                let answer = remote
                     .call(async |c| {
                         let (_, answer) = c.send("ReadMirrorStates", &request, 0).await?;
                         Ok((answer.error_code, answer))
                     })
-                    .await
+                    .await?;
+                let p = answer
+                    .topics
+                    .into_iter()
+                    .flat_map(|t| t.partitions)
+                    .next()
+                    .ok_or_else(|| Cause::retryable("the coordinator answered nothing"))?;
+                if p.error_code != 0 {
+                    return Ok(Err(ErrorCode(p.error_code)));
+                }
+                let state = MirrorState::from_wire(p.state).unwrap_or(MirrorState::Unknown);
+                let stored = (state != MirrorState::Unknown).then(|| StoredState {
+                    state,
+                    previous: MirrorState::from_wire(p.previous_state)
+                        .unwrap_or(MirrorState::Unknown),
+                    retry_attempt: p.retry_attempt,
+                    error: p.error_message,
+                    leader_epoch: p.leader_epoch,
+                });
+                Ok(Ok(StateRead {
+                    stored,
+                    lme: p.last_mirror_epoch,
+                }))
             }
         }
     }
 
-    /// WriteMirrorStates on the shard (answered once durable).
-    pub async fn write(
-        &self,
-        request: WriteMirrorStatesRequest,
-    ) -> Result<WriteMirrorStatesResponse, Cause> {
-        match self {
+    /// Writes a partition's state (and LME) once durable. A newer leader's record fences it
+    /// (fatal: this broker no longer leads the partition); anything else is retryable.
+    pub async fn write_state(&self, mirror: &str, write: StateWrite) -> Result<(), Cause> {
+        let code = match self {
             ShardRoute::Local(shard) => shard
-                .send(WriteMirrorStates(request))
+                .send(WriteStates {
+                    mirror: mirror.to_string(),
+                    writes: vec![write],
+                })
                 .await
-                .map_err(|e| Cause::retryable(format!("the coordinator shard: {e}"))),
+                .map_err(|e| Cause::retryable(format!("the coordinator shard: {e}")))?
+                .into_iter()
+                .next()
+                .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR),
             ShardRoute::Remote(remote) => {
-                remote
+                let request = WriteMirrorStatesRequest {
+                    mirror_name: mirror.to_string(),
+                    topics: vec![write_mirror_states_request::Topic {
+                        topic_id: write.topic_id,
+                        name: write.topic,
+                        partitions: vec![write_mirror_states_request::Partition {
+                            partition_index: write.partition,
+                            leader_epoch: write.stored.leader_epoch,
+                            state: write.stored.state.wire_value(),
+                            previous_state: write.stored.previous.wire_value(),
+                            retry_attempt: write.stored.retry_attempt,
+                            error_message: write.stored.error,
+                            last_mirror_epoch: write.lme.unwrap_or(-1),
+                            ..Default::default()
+                        }],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                };
+                let answer = remote
                     .call(async |c| {
                         let (_, answer) = c.send("WriteMirrorStates", &request, 0).await?;
                         Ok((answer.error_code, answer))
                     })
-                    .await
+                    .await?;
+                answer
+                    .topics
+                    .into_iter()
+                    .flat_map(|t| t.partitions)
+                    .next()
+                    .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |p| ErrorCode(p.error_code))
             }
+        };
+        match code {
+            ErrorCode::NONE => Ok(()),
+            ErrorCode::FENCED_LEADER_EPOCH => Err(Cause::fatal(
+                "a newer leader wrote this partition's mirror state",
+            )),
+            code => Err(Cause::retryable(format!(
+                "writing the mirror state: {code}"
+            ))),
         }
     }
 }

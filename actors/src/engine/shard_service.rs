@@ -6,6 +6,7 @@
 use super::shard_route::ShardRoute;
 use super::system::{MirrorError, MirrorSystem};
 use crate::actor::{ReadMirrorStates, WriteMirrorStates};
+use crate::coordinator::PartitionKey;
 use crate::host::Host;
 use actix::{Context, Handler, Message, ResponseActFuture, WrapFuture};
 use kmirror_protocol::errors::ErrorCode;
@@ -16,8 +17,6 @@ use kmirror_protocol::messages::{
 };
 use kmirror_protocol::sharding::mirror_partition_shard;
 use std::collections::BTreeMap;
-
-const NOT_COORDINATOR: i16 = 16;
 
 /// ReadMirrorStates from another broker: answered by the shards owning the partitions.
 #[derive(Debug, Clone, Message)]
@@ -106,7 +105,7 @@ macro_rules! serve_by_shard {
                                         .iter()
                                         .map(|p| $response_mod::Partition {
                                             partition_index: p.partition_index,
-                                            error_code: NOT_COORDINATOR,
+                                            error_code: ErrorCode::NOT_COORDINATOR.0,
                                             ..Default::default()
                                         })
                                         .collect(),
@@ -122,9 +121,9 @@ macro_rules! serve_by_shard {
                         let (asked, elsewhere) = split?;
                         let mut topics = elsewhere;
                         for answer in asked {
-                            let answer = answer
-                                .await
-                                .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?;
+                            let answer = answer.await.map_err(|e| {
+                                MirrorError::new(ErrorCode::UNKNOWN_SERVER_ERROR, e.to_string())
+                            })?;
                             topics.extend(answer.topics);
                         }
                         let mut response = $response::default();
@@ -202,87 +201,38 @@ impl<H: Host> MirrorSystem<H> {
         ctx: &mut Context<Self>,
     ) -> ResponseActFuture<Self, Result<Vec<(TopicPartition, LmeAnswer)>, MirrorError>> {
         let asked = self.ensure_shards(ctx).map(|()| {
-            let mut by_shard: BTreeMap<usize, ReadMirrorStatesRequest> = BTreeMap::new();
+            let mut reads = Vec::new();
             for (name, topic_id, partitions) in &msg.topics {
                 for &partition in partitions {
                     let shard = self.shard_of(&msg.mirror, topic_id, partition);
-                    let request =
-                        by_shard
-                            .entry(shard)
-                            .or_insert_with(|| ReadMirrorStatesRequest {
-                                mirror_name: msg.mirror.clone(),
-                                ..Default::default()
-                            });
-                    let entry = read_mirror_states_request::Partition {
-                        partition_index: partition,
-                        ..Default::default()
+                    let Some(route) = self.shards.get(shard).cloned() else {
+                        continue;
                     };
-                    match request.topics.iter_mut().find(|t| t.topic_id == *topic_id) {
-                        Some(t) => t.partitions.push(entry),
-                        None => request.topics.push(read_mirror_states_request::Topic {
-                            topic_id: *topic_id,
-                            name: name.clone(),
-                            partitions: vec![entry],
-                            ..Default::default()
-                        }),
-                    }
+                    let key = PartitionKey {
+                        mirror: msg.mirror.clone(),
+                        topic_id: *topic_id,
+                        partition,
+                    };
+                    let topic = name.clone();
+                    reads.push(async move {
+                        let read = route.read_state(key, &topic).await;
+                        // A shard that could not be asked: the asking cluster asks again.
+                        let lme = match read {
+                            Ok(Ok(read)) => Ok(read.lme),
+                            Ok(Err(code)) => Err(code),
+                            Err(_) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+                        };
+                        ((topic, partition), lme)
+                    });
                 }
             }
-            by_shard
-                .into_iter()
-                .filter_map(|(shard, request)| {
-                    let route = self.shards.get(shard)?.clone();
-                    Some(async move {
-                        let names: Vec<(String, Vec<i32>)> = request
-                            .topics
-                            .iter()
-                            .map(|t| {
-                                let partitions =
-                                    t.partitions.iter().map(|p| p.partition_index).collect();
-                                (t.name.clone(), partitions)
-                            })
-                            .collect();
-                        (names, route.read(request).await)
-                    })
-                })
-                .collect::<Vec<_>>()
+            reads
         });
         Box::pin(
             async move {
                 let mut out = Vec::new();
                 for read in asked? {
-                    let (names, answer) = read.await;
-                    let answer = answer.and_then(|a| {
-                        if a.error_code == 0 {
-                            Ok(a)
-                        } else {
-                            Err(crate::partition::Cause::retryable(format!(
-                                "the coordinator answered {}",
-                                ErrorCode(a.error_code)
-                            )))
-                        }
-                    });
-                    for (topic, partitions) in names {
-                        for partition in partitions {
-                            let lme = match &answer {
-                                Err(_) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
-                                Ok(a) => a
-                                    .topics
-                                    .iter()
-                                    .filter(|t| t.name == topic)
-                                    .flat_map(|t| t.partitions.iter())
-                                    .find(|p| p.partition_index == partition)
-                                    .map_or(Err(ErrorCode::COORDINATOR_NOT_AVAILABLE), |p| {
-                                        if p.error_code == 0 {
-                                            Ok(p.last_mirror_epoch)
-                                        } else {
-                                            Err(ErrorCode(p.error_code))
-                                        }
-                                    }),
-                            };
-                            out.push(((topic.clone(), partition), lme));
-                        }
-                    }
+                    out.push(read.await);
                 }
                 Ok(out)
             }

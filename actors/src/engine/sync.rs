@@ -41,9 +41,6 @@ const CONFIGS: &str = "configs";
 const GROUPS: &str = "groups";
 const ACLS: &str = "acls";
 
-/// Kafka's SECURITY_DISABLED: the source has no authorizer, so no ACLs to copy.
-const SECURITY_DISABLED: ErrorCode = ErrorCode(54);
-
 /// One mirror's sync, with what it needs from the system.
 struct SyncJob<H: Host> {
     mirror: String,
@@ -380,7 +377,10 @@ fn destination_logs(
 async fn sync_acls<H: Host>(job: &SyncJob<H>, filters: &SyncFilters) -> Result<(), String> {
     let source = match job.source.describe_acls().await {
         Ok(bindings) => bindings,
-        Err(ClientError::Broker { code, .. }) if code == SECURITY_DISABLED => return Ok(()),
+        // The source has no authorizer: no ACLs to copy.
+        Err(ClientError::Broker { code, .. }) if code == ErrorCode::SECURITY_DISABLED => {
+            return Ok(());
+        }
         Err(e) => return Err(failed("the source's ACLs", e)),
     };
     let source: Vec<AclBinding> = source

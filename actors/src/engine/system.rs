@@ -251,7 +251,7 @@ impl<H: Host> MirrorSystem<H> {
                 .await
             {
                 Ok(()) => Ok(()),
-                Err(e) if e.code == ErrorCode(36) => Ok(()),
+                Err(e) if e.code == ErrorCode::TOPIC_ALREADY_EXISTS => Ok(()),
                 Err(e) => Err(MirrorError::new(e.code, e.message)),
             }
         }

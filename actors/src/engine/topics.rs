@@ -66,7 +66,10 @@ impl<H: Host> Handler<SourceTopics> for MirrorSystem<H> {
                 let source = source
                     .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
                 let metadata = source.metadata(None).await.map_err(|e| {
-                    MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}"))
+                    MirrorError::new(
+                        ErrorCode::UNKNOWN_SERVER_ERROR,
+                        format!("the source cluster: {e}"),
+                    )
                 })?;
                 let mut names: Vec<String> = metadata.topics.into_keys().collect();
                 names.sort();
@@ -106,9 +109,17 @@ impl<H: Host> Handler<StartTopic> for MirrorSystem<H> {
             let metadata = source
                 .metadata(Some(&[topic.as_str()]))
                 .await
-                .map_err(|e| MirrorError::new(ErrorCode(-1), format!("the source cluster: {e}")))?;
+                .map_err(|e| {
+                    MirrorError::new(
+                        ErrorCode::UNKNOWN_SERVER_ERROR,
+                        format!("the source cluster: {e}"),
+                    )
+                })?;
             metadata.topics.get(&topic).cloned().ok_or_else(|| {
-                MirrorError::new(ErrorCode(3), format!("the source has no topic {topic}"))
+                MirrorError::new(
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                    format!("the source has no topic {topic}"),
+                )
             })
         };
         let (mirror, topic) = (msg.mirror, msg.topic);
@@ -239,10 +250,12 @@ impl<H: Host> MirrorSystem<H> {
             );
             let shard_index =
                 mirror_partition_shard(mirror, &topic_id, partition, shards.len() as i32);
-            let shard = shards
-                .get(shard_index as usize)
-                .cloned()
-                .ok_or_else(|| MirrorError::new(ErrorCode(-1), "__mirror_state is not loaded"))?;
+            let shard = shards.get(shard_index as usize).cloned().ok_or_else(|| {
+                MirrorError::new(
+                    ErrorCode::UNKNOWN_SERVER_ERROR,
+                    "__mirror_state is not loaded",
+                )
+            })?;
             let ports = EnginePartitionPorts::new(
                 MirrorPartitionSite {
                     mirror: mirror.to_string(),
@@ -357,7 +370,9 @@ impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
                 for change in told? {
                     change
                         .await
-                        .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?
+                        .map_err(|e| {
+                            MirrorError::new(ErrorCode::UNKNOWN_SERVER_ERROR, e.to_string())
+                        })?
                         .map_err(|e| {
                             MirrorError::new(ErrorCode::MIRROR_TOPIC_BEING_STOPPED, e.to_string())
                         })?;
@@ -380,12 +395,9 @@ impl<H: Host> Handler<DescribeTopic> for MirrorSystem<H> {
             async move {
                 let mut snapshots = Vec::new();
                 for actor in actors? {
-                    snapshots.push(
-                        actor
-                            .send(DescribePartition)
-                            .await
-                            .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?,
-                    );
+                    snapshots.push(actor.send(DescribePartition).await.map_err(|e| {
+                        MirrorError::new(ErrorCode::UNKNOWN_SERVER_ERROR, e.to_string())
+                    })?);
                 }
                 Ok(snapshots)
             }
@@ -460,10 +472,9 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
                 for (topic, topic_id, actors) in topics? {
                     let mut partitions = Vec::new();
                     for (index, actor) in actors {
-                        let mut snapshot = actor
-                            .send(DescribePartition)
-                            .await
-                            .map_err(|e| MirrorError::new(ErrorCode(-1), e.to_string()))?;
+                        let mut snapshot = actor.send(DescribePartition).await.map_err(|e| {
+                            MirrorError::new(ErrorCode::UNKNOWN_SERVER_ERROR, e.to_string())
+                        })?;
                         if waits_for_source(snapshot.state) && snapshot.error.is_none() {
                             snapshot.error.clone_from(&unreachable);
                         }

@@ -15,6 +15,8 @@
 
 use crate::broker::Broker;
 use kmirror_actors::engine::sync_plan::SyncFilters;
+use kmirror_actors::metadata::mirror_of;
+use kmirror_actors::partition::Desired;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
@@ -35,7 +37,8 @@ fn active_mirror_name(configs: &BTreeMap<String, String>) -> Option<&str> {
     configs
         .get(MIRROR_NAME)
         .map(String::as_str)
-        .filter(|name| !name.is_empty() && !name.ends_with(".removed"))
+        .filter(|value| !mirror_of(value).is_some_and(|(_, d)| d == Desired::Stopped))
+        .filter(|value| !value.is_empty())
 }
 
 /// The `mirror.name` of a guarded topic: mirroring or paused, or stopped but with a partition
@@ -59,7 +62,7 @@ pub(super) fn guarded_mirror_name<'a>(
 /// Why DeleteTopics refuses `topic`, if it does.
 pub(super) fn delete_refused(topic: &str, configs: &BTreeMap<String, String>) -> Option<String> {
     let value = active_mirror_name(configs)?;
-    let mirror = value.strip_suffix(".paused").unwrap_or(value);
+    let mirror = mirror_of(value).map_or(value, |(mirror, _)| mirror);
     Some(format!(
         "{topic} is a topic of mirror {mirror} and read-only; stop it first with \
          `kmirror mirrors --stop --mirror {mirror} --topics {topic}`, then delete it"
@@ -90,10 +93,7 @@ pub(super) fn config_change_refused(
         return Some((ErrorCode::INVALID_CONFIG, MIRROR_NAME_REFUSED.to_string()));
     }
     let value = guarded_mirror_name(broker, topic, before)?;
-    let mirror = value
-        .strip_suffix(".paused")
-        .or_else(|| value.strip_suffix(".removed"))
-        .unwrap_or(value);
+    let mirror = mirror_of(value).map_or(value, |(mirror, _)| mirror);
     // The mirror's own sync filters say what it copies (an unknown mirror's are the defaults);
     // filters that cannot be built count as copying everything, as far as this check goes.
     let mirror_configs = broker.mirrors().remove(mirror).unwrap_or_default();

@@ -1,9 +1,11 @@
-//! In-memory implementations of the host ports, for simulations and tests (feature
-//! `test-util`). The logs hold real v2 record batches (encoded by kafka-protocol), so "the
-//! destination equals the source" is a comparison of bytes.
+//! A partition log in memory ([`MemoryLog`], the engine's [`MirrorLog`]) and the single-partition
+//! doubles the deterministic simulation drives by hand: a source partition answering fetches as
+//! a Kafka leader would, a controller of one leader epoch, a coordinator log. The logs hold real
+//! v2 record batches (encoded by kafka-protocol), so "the destination equals the source" is a
+//! comparison of bytes.
 
-use super::{Cause, FetchRequest, FetchResponse, MirrorLog};
 use crate::epoch::{self, EpochStart};
+use crate::host::{Cause, FetchRequest, FetchResponse, MirrorLog};
 use bytes::Bytes;
 use kmirror_protocol::batch::{CheckedBatches, RecordBatch, RecordBatches};
 use kmirror_protocol::records::{ControlBatchHeader, ControlRecord, CoordinatorRecord};

@@ -1,0 +1,264 @@
+//! The engine's behaviour suite (`kmirror_actors::scenarios`, also run on the in-memory host)
+//! over the broker's adapter: two kmirror brokers in this process, each with its log folder,
+//! listener and mirroring engine as `kmirror broker` runs them; the destination reaches the
+//! source over TCP with the Kafka client. A cluster made unreachable stops listening (its
+//! clients see connections refused) and listens again on the same port; a restart closes the
+//! broker and opens it again from its folder, engine and all.
+
+use kmirror::broker::Broker;
+use kmirror::broker::config::{BrokerConfig, parse_properties};
+use kmirror::mirror::BrokerHost;
+use kmirror_actors::engine::{Engine, EngineRuntime};
+use kmirror_actors::scenarios::{self, Harness, Side};
+use kmirror_protocol::testing::BatchSpec;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// One broker: its folder, port, engine and listener.
+struct Node {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    port: u16,
+    broker: Arc<Broker>,
+    engine: Option<EngineRuntime>,
+    server: Option<(
+        tokio::sync::watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+    )>,
+}
+
+impl Node {
+    async fn start() -> Node {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("binds");
+        let port = listener.local_addr().expect("address").port();
+        let path = dir.path().to_path_buf();
+        let broker = open(&path, port);
+        let engine = EngineRuntime::start(BrokerHost(broker.clone())).expect("engine");
+        let mut node = Node {
+            _dir: dir,
+            path,
+            port,
+            broker,
+            engine: Some(engine),
+            server: None,
+        };
+        node.serve(listener);
+        node
+    }
+
+    fn serve(&mut self, listener: tokio::net::TcpListener) {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let engine = self.engine.as_ref().map(|e| e.engine().clone());
+        let server = tokio::spawn(kmirror::broker::server::serve(
+            self.broker.clone(),
+            engine,
+            listener,
+            stopped,
+        ));
+        self.server = Some((stop, server));
+    }
+
+    async fn stop_listening(&mut self) {
+        if let Some((stop, server)) = self.server.take() {
+            let _ = stop.send(true);
+            let _ = server.await;
+        }
+    }
+
+    async fn listen_again(&mut self) {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
+            .await
+            .expect("binds its port again");
+        self.serve(listener);
+    }
+
+    async fn shut(&mut self) {
+        self.stop_listening().await;
+        if let Some(engine) = self.engine.take() {
+            engine.stop();
+        }
+        self.broker.close().expect("closes");
+    }
+}
+
+fn open(path: &std::path::Path, port: u16) -> Arc<Broker> {
+    let props = parse_properties(&format!(
+        "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}\n\
+         mirror.state.topic.num.partitions=4\nmirror.metadata.refresh.interval.ms=500\n",
+        path.display()
+    ))
+    .expect("parses");
+    let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
+    Arc::new(Broker::open(config).expect("opens"))
+}
+
+struct BrokerHarness {
+    nodes: [Node; 2],
+}
+
+fn index(side: Side) -> usize {
+    match side {
+        Side::A => 0,
+        Side::B => 1,
+    }
+}
+
+impl BrokerHarness {
+    async fn new() -> Self {
+        BrokerHarness {
+            nodes: [Node::start().await, Node::start().await],
+        }
+    }
+
+    fn broker(&self, side: Side) -> &Arc<Broker> {
+        &self.nodes[index(side)].broker
+    }
+
+    async fn shut(mut self) {
+        for node in &mut self.nodes {
+            node.shut().await;
+        }
+    }
+}
+
+impl Harness for BrokerHarness {
+    fn engine(&self, side: Side) -> Engine {
+        self.nodes[index(side)]
+            .engine
+            .as_ref()
+            .expect("running")
+            .engine()
+            .clone()
+    }
+
+    fn cluster_id(&self, side: Side) -> String {
+        self.broker(side).cluster_id()
+    }
+
+    fn address(&self, side: Side) -> String {
+        format!("127.0.0.1:{}", self.nodes[index(side)].port)
+    }
+
+    fn create_mirror(&self, side: Side, name: &str, configs: BTreeMap<String, String>) {
+        self.broker(side)
+            .create_mirror(name, configs)
+            .expect("mirror created");
+    }
+
+    fn create_topic(&self, side: Side, topic: &str, partitions: i32) {
+        self.broker(side)
+            .create_topic(topic, partitions, BTreeMap::new(), None)
+            .expect("topic created");
+    }
+
+    fn produce(
+        &self,
+        side: Side,
+        topic: &str,
+        partition: i32,
+        records: usize,
+    ) -> Result<(), String> {
+        let broker = self.broker(side);
+        let opened = broker
+            .partition(topic, partition)
+            .ok_or_else(|| format!("no partition {topic}-{partition}"))?;
+        if opened.read_only.load(Ordering::SeqCst) {
+            return Err(format!(
+                "{topic}-{partition} is a mirror topic: READ_ONLY_TOPIC"
+            ));
+        }
+        let epoch = broker
+            .leader_epoch(topic, partition)
+            .ok_or_else(|| format!("no partition {topic}-{partition}"))?;
+        let batch = BatchSpec {
+            records,
+            value_size: 16,
+            timestamp_ms: kmirror::broker::now_ms(),
+            ..BatchSpec::default()
+        }
+        .build();
+        let mut log = opened.log.lock().unwrap_or_else(|e| e.into_inner());
+        log.append_as_leader(batch, epoch, kmirror::broker::now_ms())
+            .map_err(|e| e.to_string())?;
+        let end = log.log_end_offset();
+        log.update_high_watermark(end);
+        Ok(())
+    }
+
+    fn log_bytes(&self, side: Side, topic: &str, partition: i32) -> Vec<u8> {
+        let Some(opened) = self.broker(side).partition(topic, partition) else {
+            return Vec::new();
+        };
+        let log = opened.log.lock().unwrap_or_else(|e| e.into_inner());
+        let mut bytes = Vec::new();
+        log.for_each_batch(log.log_start_offset(), |batch| {
+            bytes.extend_from_slice(batch.as_bytes());
+            Ok(())
+        })
+        .expect("readable");
+        bytes
+    }
+
+    fn log_end(&self, side: Side, topic: &str, partition: i32) -> i64 {
+        self.broker(side)
+            .partition(topic, partition)
+            .map_or(-1, |p| {
+                p.log
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .log_end_offset()
+            })
+    }
+
+    async fn restart(&mut self, side: Side) {
+        let node = &mut self.nodes[index(side)];
+        node.shut().await;
+        node.broker = open(&node.path, node.port);
+        node.engine = Some(EngineRuntime::start(BrokerHost(node.broker.clone())).expect("engine"));
+        node.listen_again().await;
+    }
+
+    async fn set_reachable(&mut self, side: Side, reachable: bool) {
+        let node = &mut self.nodes[index(side)];
+        if reachable {
+            node.listen_again().await;
+        } else {
+            node.stop_listening().await;
+        }
+    }
+
+    async fn bump_leader_epoch(&self, side: Side, topic: &str, partition: i32) {
+        self.broker(side)
+            .bump_leader_epoch(topic, partition, -1)
+            .expect("bumped")
+            .expect("the partition exists");
+    }
+}
+
+macro_rules! scenario {
+    ($($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let mut harness = BrokerHarness::new().await;
+                scenarios::$name(&mut harness).await;
+                harness.shut().await;
+            }
+        )+
+    };
+}
+
+scenario!(
+    create_and_start,
+    pause_and_resume,
+    stop_with_the_source_gone,
+    failback,
+    restart_resumes_from_the_state_topic,
+    source_unreachable_then_back,
+    leadership_moves,
+);
