@@ -22,6 +22,7 @@ use kmirror_actors::actor::{AttachPartition, Fetcher, FetcherConfig, FetcherProg
 use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, raise_epoch};
 use kmirror_actors::engine::fetch_settings::FetchSettings;
 use kmirror_actors::engine::stats::MirrorStats;
+use kmirror_actors::host::TopicPartition;
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
 use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
@@ -171,7 +172,7 @@ fn main() {
         let epochs = DestinationEpochs::default();
         for p in 0..PARTITIONS {
             let epoch = broker.leader_epoch(&topic, p).expect("led");
-            raise_epoch(&epochs, (topic.clone(), p), epoch);
+            raise_epoch(&epochs, TopicPartition::new(topic.clone(), p), epoch);
         }
         let sink = Sink.start().recipient();
         let started = Instant::now();
@@ -190,7 +191,7 @@ fn main() {
         for p in 0..PARTITIONS {
             fetcher
                 .send(AttachPartition {
-                    key: (topic.clone(), p),
+                    key: TopicPartition::new(topic.clone(), p),
                     progress: sink.clone(),
                 })
                 .await

@@ -36,7 +36,10 @@ fn drive(p: &mut Partition, input: Input, env: &Env<'_>) -> u64 {
                 Effect::AwaitIsr { op } => Input::IsrCaughtUp { op },
                 Effect::DetachFetcher { op } => Input::FetcherDetached { op },
                 Effect::BumpLeaderEpoch { op, .. } => Input::EpochBumped { op, result: Ok(50) },
-                Effect::TruncateToLso { op } => Input::TruncatedToLso { op, result: Ok(3) },
+                Effect::TruncateToLso { op } => Input::TruncatedToLso {
+                    op,
+                    result: Ok(Some(3)),
+                },
                 Effect::PersistLme { op, .. } => Input::LmePersisted { op, result: Ok(()) },
                 Effect::AppendPidReset { op } => Input::PidResetAppended { op, result: Ok(()) },
                 Effect::ScheduleRetry { op, .. } => Input::TimerFired { op },

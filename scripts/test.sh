@@ -44,4 +44,6 @@ export KMIRROR_HOSTILE_BROKER="$(cargo metadata --format-version 1 --no-deps --l
 
 echo "== cargo test"
 cargo test --workspace --locked -- --include-ignored
+echo "== the embedding example (two in-memory clusters, a mirror, a failover)"
+cargo run --locked -q -p kmirror-actors --example embed
 scripts/compat.sh  # the client compatibility suite, against the release broker and the Kafka above

@@ -39,6 +39,32 @@ use uuid::Uuid;
 /// A host call in flight (it need not be `Send`: the engine awaits it on its own arbiter).
 pub type HostFuture<T> = Pin<Box<dyn Future<Output = T>>>;
 
+/// A partition of a topic, by the topic's name (the same on both clusters): how the fetchers
+/// and the engine's per-partition figures and epochs are keyed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// The topic.
+    pub topic: String,
+    /// The partition index.
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    /// Partition `partition` of `topic`.
+    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl std::fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
 /// A partition of the destination cluster, as the metadata image has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionMeta {
@@ -113,8 +139,8 @@ pub struct EngineSettings {
 pub struct GroupOffset {
     /// The offset.
     pub offset: i64,
-    /// The leader epoch of the record before it, or -1.
-    pub leader_epoch: i32,
+    /// The leader epoch of the record before it, when known.
+    pub leader_epoch: Option<i32>,
     /// The client's metadata string.
     pub metadata: Option<String>,
 }
@@ -330,8 +356,8 @@ pub struct HostRefusal {
 pub struct FetchRequest {
     /// The destination's log end offset.
     pub offset: i64,
-    /// The epoch of the destination's last batch, -1 if none.
-    pub last_fetched_epoch: i32,
+    /// The epoch of the destination's last batch (`None`: the log is empty).
+    pub last_fetched_epoch: Option<i32>,
     /// Most bytes to return (whole batches; at least one).
     pub max_bytes: usize,
 }
@@ -345,8 +371,8 @@ pub enum FetchResponse {
         records: Bytes,
         /// The source's high watermark.
         high_watermark: i64,
-        /// The source leader epoch (SLE) the fetch was answered under, -1 when not known.
-        source_leader_epoch: i32,
+        /// The source leader epoch (SLE) the fetch was answered under, when known.
+        source_leader_epoch: Option<i32>,
     },
     /// The destination's history diverged: the source's `epoch` ends at `end_offset`.
     Diverging { epoch: i32, end_offset: i64 },
@@ -374,7 +400,7 @@ pub enum FetchProgress {
 pub fn next_fetch(log: &dyn MirrorLog, max_bytes: usize) -> FetchRequest {
     FetchRequest {
         offset: log.log_end_offset(),
-        last_fetched_epoch: log.epoch_history().last().map_or(-1, |(e, _)| *e),
+        last_fetched_epoch: log.epoch_history().last().map(|(e, _)| *e),
         max_bytes,
     }
 }
@@ -421,35 +447,35 @@ pub fn apply_fetch(
         } => {
             let mut checked = CheckedBatches::check(records)
                 .map_err(|e| Cause::fatal(format!("corrupt batch from the source: {e}")))?;
+            // The source epoch a batch reports: the greater of its own and the SLE.
+            let with_sle = |epoch: i32| source_leader_epoch.map_or(epoch, |sle| epoch.max(sle));
             let mut keep = 0;
-            let mut max_epoch = -1;
+            let mut max_epoch = None;
             for batch in checked.batches() {
                 let epoch = batch.partition_leader_epoch();
                 if epoch > destination_leader_epoch {
                     if keep == 0 {
                         return Ok(FetchProgress::HeldBack {
-                            source_epoch: epoch.max(source_leader_epoch),
+                            source_epoch: with_sle(epoch),
                         });
                     }
                     break;
                 }
-                max_epoch = max_epoch.max(epoch);
+                max_epoch = max_epoch.max(Some(epoch));
                 keep += 1;
             }
-            if keep == 0 {
-                return Ok(
-                    match epoch::bump_for(source_leader_epoch, destination_leader_epoch) {
-                        Some(_) if source_leader_epoch >= 0 => FetchProgress::HeldBack {
-                            source_epoch: source_leader_epoch,
-                        },
-                        _ => FetchProgress::Idle,
-                    },
-                );
-            }
+            let Some(max_epoch) = max_epoch else {
+                let close = source_leader_epoch
+                    .filter(|sle| epoch::bump_for(*sle, destination_leader_epoch).is_some());
+                return Ok(match close {
+                    Some(sle) => FetchProgress::HeldBack { source_epoch: sle },
+                    None => FetchProgress::Idle,
+                });
+            };
             checked.truncate(keep);
             log.append_mirrored(checked)?;
             Ok(FetchProgress::Appended {
-                source_epoch: max_epoch.max(source_leader_epoch),
+                source_epoch: with_sle(max_epoch),
             })
         }
     }
@@ -466,9 +492,9 @@ pub fn is_barrier(batch: &RecordBatch) -> bool {
 
 /// The newest epoch among the batches that came from the source: every batch except the
 /// MIRROR_PID_RESET barriers this cluster wrote itself (a STOPPING interrupted after its barrier
-/// runs again, and its LME must not be the barrier's destination epoch). -1 if none. A batch
+/// runs again, and its LME must not be the barrier's destination epoch); `None` if none. A batch
 /// that cannot be read counts its epoch as mirrored: the conservative answer for an LME.
-pub fn latest_mirrored_epoch(log: &dyn MirrorLog) -> i32 {
+pub fn latest_mirrored_epoch(log: &dyn MirrorLog) -> Option<i32> {
     let history = log.epoch_history();
     for (i, (epoch, start)) in history.iter().enumerate().rev() {
         let end = history
@@ -476,20 +502,20 @@ pub fn latest_mirrored_epoch(log: &dyn MirrorLog) -> i32 {
             .map_or(log.log_end_offset(), |(_, next)| *next);
         let found = log.find_batch(*start, &mut |b| b.base_offset() >= end || !is_barrier(b));
         match found {
-            Ok(Some(batch)) if batch.base_offset() < end => return *epoch,
+            Ok(Some(batch)) if batch.base_offset() < end => return Some(*epoch),
             Ok(_) => {}
             Err(e) => {
                 tracing::error!(error = %e.message, "reading the log for its last mirrored epoch");
-                return *epoch;
+                return Some(*epoch);
             }
         }
     }
-    -1
+    None
 }
 
 /// STOPPING's truncate-to-LSO branch: returns the newest mirrored epoch left in the log (the
-/// LME).
-pub fn truncate_to_lso(log: &mut dyn MirrorLog) -> Result<i32, Cause> {
+/// LME; `None`: nothing mirrored is left).
+pub fn truncate_to_lso(log: &mut dyn MirrorLog) -> Result<Option<i32>, Cause> {
     log.truncate_to(log.last_stable_offset())?;
     Ok(latest_mirrored_epoch(log))
 }

@@ -44,10 +44,10 @@ impl PartitionPorts for MemoryPorts {
         *epoch = (*epoch + 1).max(min.unwrap_or(0) + 1);
         ready(Ok(*epoch))
     }
-    fn truncate_to_lso(&self) -> PortFuture<Result<i32, Cause>> {
-        ready(Ok(0))
+    fn truncate_to_lso(&self) -> PortFuture<Result<Option<i32>, Cause>> {
+        ready(Ok(Some(0)))
     }
-    fn persist_lme(&self, _: i32) -> PortFuture<Result<(), Cause>> {
+    fn persist_lme(&self, _: Option<i32>) -> PortFuture<Result<(), Cause>> {
         ready(Ok(()))
     }
     fn append_pid_reset(&self) -> PortFuture<Result<(), Cause>> {

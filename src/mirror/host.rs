@@ -231,7 +231,7 @@ impl Host for BrokerHost {
             .map(|(key, c)| {
                 let offset = GroupOffset {
                     offset: c.offset,
-                    leader_epoch: c.leader_epoch,
+                    leader_epoch: (c.leader_epoch >= 0).then_some(c.leader_epoch),
                     metadata: c.metadata,
                 };
                 (key, offset)
@@ -249,7 +249,8 @@ impl Host for BrokerHost {
             .map(|(topic, partition, o)| {
                 let committed = Committed {
                     offset: o.offset,
-                    leader_epoch: o.leader_epoch,
+                    // The group coordinator's (and Kafka's) "no epoch".
+                    leader_epoch: o.leader_epoch.unwrap_or(-1),
                     metadata: o.metadata,
                 };
                 (topic, partition, committed)

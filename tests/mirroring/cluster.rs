@@ -320,7 +320,7 @@ async fn three_brokers_mirror_their_partitions_with_remote_coordinator_shards() 
                     .map(|(name, id, partitions)| {
                         (0..*partitions)
                             .filter(|p| {
-                                records.last_mirrored_epoch("dr", name, *p) >= 0
+                                records.last_mirrored_epoch("dr", name, *p).is_some()
                                     || records
                                         .state_of(&PartitionKey {
                                             mirror: "dr".into(),

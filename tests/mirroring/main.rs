@@ -24,6 +24,7 @@ use kmirror_actors::actor::{
 };
 use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, raise_epoch};
 use kmirror_actors::engine::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
+use kmirror_actors::host::TopicPartition;
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
 use kmirror_protocol::kafka_tools::{self, kafka_env};
@@ -139,7 +140,7 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
     let epochs = DestinationEpochs::default();
     for (topic, partition) in &partitions {
         let epoch = broker.leader_epoch(topic, *partition).expect("led");
-        raise_epoch(&epochs, (topic.clone(), *partition), epoch);
+        raise_epoch(&epochs, TopicPartition::new(topic.clone(), *partition), epoch);
     }
 
     let reports = Rc::new(RefCell::new(Vec::new()));
@@ -162,7 +163,7 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
         let progress = Reports(reports.clone()).start().recipient();
         fetcher
             .send(AttachPartition {
-                key: key.clone(),
+                key: TopicPartition::new(key.0.clone(), key.1),
                 progress,
             })
             .await
@@ -331,7 +332,7 @@ async fn mirror_states_live_in_the_brokers_mirror_state_topic_across_a_restart()
         })
         .await
         .expect("alive");
-    assert_eq!(lme, 2, "replayed from the topic after the restart");
+    assert_eq!(lme, Some(2), "replayed from the topic after the restart");
 }
 
 #[actix_rt::test]
@@ -559,7 +560,8 @@ async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_w
         .await
         .expect("alive");
     assert_eq!(
-        lme, source_epoch,
+        lme,
+        Some(source_epoch),
         "the LME is the last mirrored (source) epoch"
     );
 

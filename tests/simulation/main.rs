@@ -160,13 +160,18 @@ impl Cluster {
         }
     }
 
-    fn write_state(&mut self, mirror: &str, stored: &StoredState, lme: i32) -> Result<(), Cause> {
+    fn write_state(
+        &mut self,
+        mirror: &str,
+        stored: &StoredState,
+        lme: Option<i32>,
+    ) -> Result<(), Cause> {
         let write = StateWrite {
             topic: TOPIC.into(),
             topic_id: Uuid::from_u128(0x5eed),
             partition: 0,
             stored: stored.clone(),
-            lme: (lme >= 0).then_some(lme),
+            lme,
         };
         let (records, codes) = self.shard.write(mirror, &[write]);
         if let Some(code) = codes.into_iter().find(|c| !c.is_ok()) {
@@ -206,10 +211,12 @@ fn source_of<'a>(source: &'a Cluster, asking: &str, unreachable: bool) -> Memory
         log: Some(&source.log),
         ..MemorySource::default()
     };
-    let lme = source
+    if let Some(lme) = source
         .shard
-        .last_mirrored_epoch(&format!("from-{asking}"), TOPIC, 0);
-    s.lmes.insert(asking.to_string(), lme);
+        .last_mirrored_epoch(&format!("from-{asking}"), TOPIC, 0)
+    {
+        s.lmes.insert(asking.to_string(), lme);
+    }
     if unreachable {
         s.unreachable = Some("source broker unreachable".into());
     }
@@ -368,7 +375,7 @@ impl Sim {
             },
             Effect::PersistState { op, stored } => Input::StatePersisted {
                 op,
-                result: c.write_state(&name, &stored, -1),
+                result: c.write_state(&name, &stored, None),
             },
             Effect::LookUpLme { op } => Input::LmeLookedUp {
                 op,
@@ -789,7 +796,7 @@ fn the_source_leader_epoch_drives_the_epoch_bump() {
     let answer = |records: bytes::Bytes, source_leader_epoch| FetchResponse::Records {
         records,
         high_watermark: 3,
-        source_leader_epoch,
+        source_leader_epoch: Some(source_leader_epoch),
     };
     let mut destination = MemoryLog::default();
     let planned = host::next_fetch(&destination, 1 << 20);

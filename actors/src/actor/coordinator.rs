@@ -73,10 +73,10 @@ pub struct WriteMirrorStates(pub WriteMirrorStatesRequest);
 #[rtype(result = "ReadMirrorStatesResponse")]
 pub struct ReadMirrorStates(pub ReadMirrorStatesRequest);
 
-/// The LME this shard holds for a mirror's partition (-1: none): what LastMirroredEpochs
+/// The LME this shard holds for a mirror's partition (`None`: none): what LastMirroredEpochs
 /// answers.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
-#[rtype(result = "i32")]
+#[rtype(result = "Option<i32>")]
 pub struct LastMirroredEpoch {
     /// The mirror.
     pub mirror: String,
@@ -206,9 +206,9 @@ impl<P: ShardLogPorts> Handler<ReadMirrorStates> for CoordinatorShard<P> {
 }
 
 impl<P: ShardLogPorts> Handler<LastMirroredEpoch> for CoordinatorShard<P> {
-    type Result = i32;
+    type Result = Option<i32>;
 
-    fn handle(&mut self, msg: LastMirroredEpoch, _: &mut Context<Self>) -> i32 {
+    fn handle(&mut self, msg: LastMirroredEpoch, _: &mut Context<Self>) -> Option<i32> {
         self.shard
             .last_mirrored_epoch(&msg.mirror, &msg.topic, msg.partition)
     }

@@ -137,7 +137,7 @@ async fn writes_are_durable_before_they_are_answered_and_a_new_leader_replays_th
         })
         .await
         .expect("alive");
-    assert_eq!(lme, 3);
+    assert_eq!(lme, Some(3));
 }
 
 #[actix_rt::test]

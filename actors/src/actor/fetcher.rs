@@ -17,9 +17,9 @@
 //! is at once, or when its answer in flight has been applied; answers for a partition that was
 //! detached meanwhile are dropped unapplied.
 
-use super::partition::FetcherProgress;
+use super::ports::FetcherProgress;
 use super::ports::PortFuture;
-use crate::host::{FetchProgress, FetchRequest, FetchResponse};
+use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
 use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, Recipient, ResponseActFuture,
@@ -31,26 +31,23 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// A source partition within a fetcher: topic and partition index.
-pub type FetchKey = (String, i32);
-
 /// The source answers of one Fetch, per partition (a partition the source refused has its
 /// cause).
-pub type FetchAnswers = Vec<(FetchKey, Result<FetchResponse, Cause>)>;
+pub type FetchAnswers = Vec<(TopicPartition, Result<FetchResponse, Cause>)>;
 
 /// What a fetcher needs from its broker.
 pub trait FetcherPorts: 'static {
     /// Where to fetch the partition from next ([`crate::host::next_fetch`] on its log).
-    fn next_fetch(&self, key: &FetchKey) -> Result<FetchRequest, Cause>;
+    fn next_fetch(&self, key: &TopicPartition) -> Result<FetchRequest, Cause>;
     /// One Fetch to the source broker covering every request.
     fn fetch(
         &self,
-        requests: Vec<(FetchKey, FetchRequest)>,
+        requests: Vec<(TopicPartition, FetchRequest)>,
     ) -> PortFuture<Result<FetchAnswers, Cause>>;
     /// Applies one partition's answer to its log ([`crate::host::apply_fetch`]).
     fn apply(
         &self,
-        key: &FetchKey,
+        key: &TopicPartition,
         request: FetchRequest,
         response: FetchResponse,
     ) -> PortFuture<Result<FetchProgress, Cause>>;
@@ -61,7 +58,7 @@ pub trait FetcherPorts: 'static {
 #[rtype(result = "()")]
 pub struct AttachPartition {
     /// The partition.
-    pub key: FetchKey,
+    pub key: TopicPartition,
     /// Its actor.
     pub progress: Recipient<FetcherProgress>,
 }
@@ -69,7 +66,7 @@ pub struct AttachPartition {
 /// Stop fetching a partition; completes once no append for it can follow.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
-pub struct DetachPartition(pub FetchKey);
+pub struct DetachPartition(pub TopicPartition);
 
 /// The partitions a fetcher serves and the one Fetch it has in flight.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
@@ -80,7 +77,7 @@ pub struct DescribeFetcher;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetcherSnapshot {
     /// Attached partitions.
-    pub partitions: Vec<FetchKey>,
+    pub partitions: Vec<TopicPartition>,
     /// Fetches sent so far.
     pub fetches: u64,
     /// Whether one is in flight.
@@ -127,10 +124,10 @@ impl Default for FetcherConfig {
 pub struct Fetcher<P: FetcherPorts> {
     ports: Rc<P>,
     config: FetcherConfig,
-    members: BTreeMap<FetchKey, Member>,
+    members: BTreeMap<TopicPartition, Member>,
     /// Round robin over `members` in key order: the key served last, the next Fetch starts
     /// after it (a detach costs a map removal, whatever the fetcher holds).
-    cursor: Option<FetchKey>,
+    cursor: Option<TopicPartition>,
     in_flight: bool,
     /// A wake-up after an idle Fetch is scheduled.
     waiting: bool,
@@ -189,7 +186,7 @@ impl<P: FetcherPorts> Fetcher<P> {
     }
 
     /// Reports to a partition's actor through its bounded mailbox.
-    fn report(&self, ctx: &mut Context<Self>, key: &FetchKey, progress: FetcherProgress) {
+    fn report(&self, ctx: &mut Context<Self>, key: &TopicPartition, progress: FetcherProgress) {
         if let Some(member) = self.members.get(key) {
             let sent = member.progress.send(progress);
             ctx.spawn(sent.into_actor(self).map(|_, _, _| ()));
@@ -210,10 +207,10 @@ impl<P: FetcherPorts> Fetcher<P> {
         let wrapped = if cursor.is_some() { usize::MAX } else { 0 };
         let members = self
             .members
-            .range::<FetchKey, _>((after, Bound::Unbounded))
+            .range::<TopicPartition, _>((after, Bound::Unbounded))
             .chain(
                 self.members
-                    .range::<FetchKey, _>((Bound::Unbounded, before))
+                    .range::<TopicPartition, _>((Bound::Unbounded, before))
                     .take(wrapped),
             );
         let mut served = None;
@@ -244,7 +241,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
         self.in_flight = true;
         self.fetches += 1;
-        let sent: Vec<(FetchKey, FetchRequest)> = requests.clone();
+        let sent: Vec<(TopicPartition, FetchRequest)> = requests.clone();
         let fetch = self.ports.fetch(requests);
         ctx.spawn(fetch.into_actor(self).map(move |answers, fetcher, ctx| {
             fetcher.in_flight = false;
@@ -254,7 +251,7 @@ impl<P: FetcherPorts> Fetcher<P> {
 
     fn answered(
         &mut self,
-        sent: Vec<(FetchKey, FetchRequest)>,
+        sent: Vec<(TopicPartition, FetchRequest)>,
         answers: Result<FetchAnswers, Cause>,
         ctx: &mut Context<Self>,
     ) {
@@ -291,7 +288,9 @@ impl<P: FetcherPorts> Fetcher<P> {
                     source_leader_epoch,
                     ..
                 }) if records.is_empty() => {
-                    if source_leader_epoch > member.told_source_epoch {
+                    if let Some(source_leader_epoch) = source_leader_epoch
+                        && source_leader_epoch > member.told_source_epoch
+                    {
                         member.told_source_epoch = source_leader_epoch;
                         self.report(
                             ctx,
@@ -323,7 +322,7 @@ impl<P: FetcherPorts> Fetcher<P> {
 
     fn applied(
         &mut self,
-        key: &FetchKey,
+        key: &TopicPartition,
         result: Result<FetchProgress, Cause>,
         ctx: &mut Context<Self>,
     ) {
@@ -371,7 +370,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         });
     }
 
-    fn remove(&mut self, key: &FetchKey) {
+    fn remove(&mut self, key: &TopicPartition) {
         self.members.remove(key);
     }
 }

@@ -2,9 +2,9 @@
 //! fetched again before its answer is applied, round robin, detach after the apply in flight.
 
 use super::fetcher::*;
-use super::partition::FetcherProgress;
+use super::ports::FetcherProgress;
 use super::ports::PortFuture;
-use crate::host::{FetchProgress, FetchRequest, FetchResponse};
+use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
 use actix::{Actor, Addr, Context, Handler};
 use bytes::Bytes;
@@ -17,44 +17,44 @@ use tokio::sync::oneshot;
 #[derive(Default)]
 struct Source {
     /// What the source answers per partition, in order; afterwards nothing new.
-    answers: HashMap<FetchKey, VecDeque<Result<FetchResponse, Cause>>>,
+    answers: HashMap<TopicPartition, VecDeque<Result<FetchResponse, Cause>>>,
     /// A failure for the whole next Fetch.
     fail_next: Option<Cause>,
     /// Applies that wait for the test to release them.
-    held: HashMap<FetchKey, oneshot::Receiver<()>>,
+    held: HashMap<TopicPartition, oneshot::Receiver<()>>,
     /// Every Fetch: the partitions in it.
-    fetches: Vec<Vec<FetchKey>>,
+    fetches: Vec<Vec<TopicPartition>>,
     /// Every apply, in order.
-    applied: Vec<FetchKey>,
+    applied: Vec<TopicPartition>,
 }
 
 #[derive(Clone, Default)]
 struct ScriptedSource(Rc<RefCell<Source>>);
 
-fn key(topic: &str) -> FetchKey {
-    (topic.to_string(), 0)
+fn key(topic: &str) -> TopicPartition {
+    TopicPartition::new(topic, 0)
 }
 
 fn records() -> FetchResponse {
     FetchResponse::Records {
         records: Bytes::from_static(b"batches"),
         high_watermark: 10,
-        source_leader_epoch: -1,
+        source_leader_epoch: None,
     }
 }
 
 impl FetcherPorts for ScriptedSource {
-    fn next_fetch(&self, _: &FetchKey) -> Result<FetchRequest, Cause> {
+    fn next_fetch(&self, _: &TopicPartition) -> Result<FetchRequest, Cause> {
         Ok(FetchRequest {
             offset: 0,
-            last_fetched_epoch: -1,
+            last_fetched_epoch: None,
             max_bytes: 0,
         })
     }
 
     fn fetch(
         &self,
-        requests: Vec<(FetchKey, FetchRequest)>,
+        requests: Vec<(TopicPartition, FetchRequest)>,
     ) -> PortFuture<Result<FetchAnswers, Cause>> {
         let mut source = self.0.borrow_mut();
         source
@@ -73,7 +73,7 @@ impl FetcherPorts for ScriptedSource {
                     .unwrap_or(Ok(FetchResponse::Records {
                         records: Bytes::new(),
                         high_watermark: 0,
-                        source_leader_epoch: -1,
+                        source_leader_epoch: None,
                     }));
                 (key, answer)
             })
@@ -83,7 +83,7 @@ impl FetcherPorts for ScriptedSource {
 
     fn apply(
         &self,
-        key: &FetchKey,
+        key: &TopicPartition,
         _: FetchRequest,
         _: FetchResponse,
     ) -> PortFuture<Result<FetchProgress, Cause>> {
@@ -226,7 +226,7 @@ async fn the_next_fetch_waits_for_the_last_answers_and_asks_for_every_partition(
     pause(20).await;
     let fetches = source.0.borrow().fetches.clone();
     let all = vec![key("a"), key("b"), key("c")];
-    let sorted = |f: &Vec<FetchKey>| {
+    let sorted = |f: &Vec<TopicPartition>| {
         let mut f = f.clone();
         f.sort();
         f
@@ -258,10 +258,10 @@ async fn fetches_serve_partitions_round_robin_with_one_in_flight() {
     }
     let before = source.0.borrow().fetches.len();
     pause(350).await;
-    let rounds: Vec<Vec<FetchKey>> = source.0.borrow().fetches[before..].to_vec();
+    let rounds: Vec<Vec<TopicPartition>> = source.0.borrow().fetches[before..].to_vec();
     assert!(rounds.len() >= 3, "{rounds:?}");
     assert!(rounds.iter().all(|f| f.len() == 2), "{rounds:?}");
-    let mut served: HashMap<FetchKey, usize> = HashMap::new();
+    let mut served: HashMap<TopicPartition, usize> = HashMap::new();
     for k in rounds.iter().take(3).flatten() {
         *served.entry(k.clone()).or_default() += 1;
     }
@@ -350,7 +350,7 @@ async fn an_idle_sources_new_leader_epoch_is_told_to_the_partition_once() {
         Ok(FetchResponse::Records {
             records: Bytes::new(),
             high_watermark: 10,
-            source_leader_epoch,
+            source_leader_epoch: Some(source_leader_epoch),
         })
     };
     source.0.borrow_mut().answers.insert(

@@ -30,12 +30,12 @@ pub use coordinator::{
     WriteMirrorStates, WriteStates,
 };
 pub use fetcher::{
-    AttachPartition, DescribeFetcher, DetachPartition, FetchAnswers, FetchKey, Fetcher,
-    FetcherConfig, FetcherPorts, FetcherSnapshot,
+    AttachPartition, DescribeFetcher, DetachPartition, FetchAnswers, Fetcher, FetcherConfig,
+    FetcherPorts, FetcherSnapshot,
 };
 pub use partition::{
-    BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, FetcherProgress, GiveUp,
-    LoseLeadership, MirrorPartition, PartitionLabels, PartitionSnapshot, Restart, RetryFailed,
+    BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, GiveUp, LoseLeadership,
+    MirrorPartition, PartitionLabels, PartitionSnapshot, Restart, RetryFailed,
 };
-pub use ports::{PartitionPorts, PortFuture};
+pub use ports::{FetcherProgress, PartitionPorts, PortFuture};
 pub use supervision::SupervisedPartition;

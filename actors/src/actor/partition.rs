@@ -13,10 +13,10 @@
 //! from it. In-flight completions of the old incarnation are stale to the new one. [`GiveUp`]
 //! (the restart budget is spent) fails the partition through its state machine.
 
-use super::ports::PartitionPorts;
+use super::ports::{FetcherProgress, PartitionPorts};
 use crate::metrics as catalogue;
 use crate::partition::{
-    Cause, Desired, Effect, Env, Input, OpId, Outcome, Partition, Phase, Rejection, RetryPolicy,
+    Desired, Effect, Env, Input, OpId, Outcome, Partition, Phase, Rejection, RetryPolicy,
     transition,
 };
 use actix::{
@@ -60,20 +60,6 @@ pub struct RetryFailed;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
 #[rtype(result = "Result<(), Rejection>")]
 pub struct ChangeDesired(pub Desired);
-
-/// What a fetcher round did for this partition.
-#[derive(Debug, Clone, PartialEq, Eq, Message)]
-#[rtype(result = "()")]
-pub enum FetcherProgress {
-    /// Batches were appended; the source epoch: the greatest of theirs and the SLE.
-    Appended { source_epoch: i32 },
-    /// Nothing appended, and a source epoch was seen: the SLE (told once per new value), or a
-    /// batch's that waits for the destination epoch to reach it. The partition bumps its
-    /// epoch when that source epoch comes close (DLE >= SLE).
-    HeldBack { source_epoch: i32 },
-    /// The fetch failed, classified.
-    Failed(Cause),
-}
 
 /// Start over from the persisted state (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]

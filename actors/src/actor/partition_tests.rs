@@ -127,13 +127,13 @@ impl PartitionPorts for ScriptedPorts {
         ready(Ok(script.leader_epoch))
     }
 
-    fn truncate_to_lso(&self) -> PortFuture<Result<i32, Cause>> {
+    fn truncate_to_lso(&self) -> PortFuture<Result<Option<i32>, Cause>> {
         self.call("truncate to lso");
-        ready(Ok(7))
+        ready(Ok(Some(7)))
     }
 
-    fn persist_lme(&self, lme: i32) -> PortFuture<Result<(), Cause>> {
-        self.call(format!("persist lme {lme}"));
+    fn persist_lme(&self, lme: Option<i32>) -> PortFuture<Result<(), Cause>> {
+        self.call(format!("persist lme {}", lme.unwrap_or(-1)));
         ready(Ok(()))
     }
 

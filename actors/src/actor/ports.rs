@@ -11,11 +11,24 @@
 //! such a future once its state machine stops waiting for it (a stop while PREPARING truncates),
 //! and a dropped future must leave the log as it was.
 
-use super::partition::FetcherProgress;
 use crate::partition::{Cause, StoredState};
-use actix::Recipient;
+use actix::{Message, Recipient};
 use std::future::Future;
 use std::pin::Pin;
+
+/// What a fetcher round did for this partition.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub enum FetcherProgress {
+    /// Batches were appended; the source epoch: the greatest of theirs and the SLE.
+    Appended { source_epoch: i32 },
+    /// Nothing appended, and a source epoch was seen: the SLE (told once per new value), or a
+    /// batch's that waits for the destination epoch to reach it. The partition bumps its
+    /// epoch when that source epoch comes close (DLE >= SLE).
+    HeldBack { source_epoch: i32 },
+    /// The fetch failed, classified.
+    Failed(Cause),
+}
 
 /// A port call in flight.
 pub type PortFuture<T> = Pin<Box<dyn Future<Output = T>>>;
@@ -38,10 +51,10 @@ pub trait PartitionPorts: 'static {
     fn detach_fetcher(&self) -> PortFuture<()>;
     /// BumpLeaderEpochs: the leader epoch afterwards.
     fn bump_leader_epoch(&self, min_leader_epoch: Option<i32>) -> PortFuture<Result<i32, Cause>>;
-    /// Truncates the log to its LSO: the newest mirrored epoch left.
-    fn truncate_to_lso(&self) -> PortFuture<Result<i32, Cause>>;
-    /// Records the LME in `__mirror_state`.
-    fn persist_lme(&self, lme: i32) -> PortFuture<Result<(), Cause>>;
+    /// Truncates the log to its LSO: the newest mirrored epoch left (`None`: none).
+    fn truncate_to_lso(&self) -> PortFuture<Result<Option<i32>, Cause>>;
+    /// Records the LME in `__mirror_state` (`None`: records none; the one recorded stays).
+    fn persist_lme(&self, lme: Option<i32>) -> PortFuture<Result<(), Cause>>;
     /// Appends the MIRROR_PID_RESET barrier.
     fn append_pid_reset(&self) -> PortFuture<Result<(), Cause>>;
     /// Refuses (true) or accepts (false) produce requests.

@@ -10,9 +10,9 @@
 //! therefore changes only by replaying records, so a restarted or new leader rebuilds exactly
 //! the same state from the log.
 //!
-//! Rules: a shard answers only for keys that hash to it (`ErrorCode::NOT_COORDINATOR` otherwise), nothing
-//! while loading (`ErrorCode::COORDINATOR_LOAD_IN_PROGRESS`); a write carrying a destination leader epoch
-//! below the stored one is fenced (`ErrorCode::FENCED_LEADER_EPOCH`); states must be real states
+//! Rules: a shard answers only for keys that hash to it (NOT_COORDINATOR otherwise), nothing
+//! while loading (COORDINATOR_LOAD_IN_PROGRESS); a write carrying a destination leader epoch
+//! below the stored one is fenced (FENCED_LEADER_EPOCH); states must be real states
 //! (`INVALID_MIRROR_STATES`). The LME of a mirror's partitions lives in one
 //! `LastMirrorEpochs` record per mirror and shard, rewritten whole when one partition changes.
 //! Deleting a mirror writes tombstones for all its records.
@@ -57,13 +57,13 @@ pub struct StateWrite {
     pub lme: Option<i32>,
 }
 
-/// A partition's stored state (`None`: never written) and its LME (-1: none).
+/// A partition's stored state (`None`: never written) and its LME (`None`: none recorded).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateRead {
     /// The state record.
     pub stored: Option<StoredState>,
     /// The LME recorded.
-    pub lme: i32,
+    pub lme: Option<i32>,
 }
 
 /// A mirror's LMEs in this shard, by (topic name, partition).
@@ -193,13 +193,12 @@ impl Shard {
         self.states.len()
     }
 
-    /// The LME recorded for a partition, or -1.
-    pub fn last_mirrored_epoch(&self, mirror: &str, topic: &str, partition: i32) -> i32 {
+    /// The LME recorded for a partition, if any.
+    pub fn last_mirrored_epoch(&self, mirror: &str, topic: &str, partition: i32) -> Option<i32> {
         self.lmes
             .get(mirror)
             .and_then(|m| m.get(&(topic.to_string(), partition)))
             .copied()
-            .unwrap_or(-1)
     }
 
     fn owns(&self, key: &PartitionKey) -> bool {
@@ -371,7 +370,7 @@ impl Shard {
                                 out.error_message = s.error;
                                 out.leader_epoch = s.leader_epoch;
                             }
-                            out.last_mirror_epoch = read.lme;
+                            out.last_mirror_epoch = read.lme.unwrap_or(-1);
                         }
                     }
                     out

@@ -16,8 +16,8 @@
 use super::cause;
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
-use crate::actor::{FetchAnswers, FetchKey, FetcherPorts, PortFuture};
-use crate::host::{self, FetchProgress, FetchRequest, FetchResponse, Host, Source};
+use crate::actor::{FetchAnswers, FetcherPorts, PortFuture};
+use crate::host::{self, FetchProgress, FetchRequest, FetchResponse, Host, Source, TopicPartition};
 use crate::partition::Cause;
 use actix::{Message, Recipient};
 use dashmap::DashMap;
@@ -61,15 +61,15 @@ impl<H: Host> std::fmt::Debug for EngineFetcherPorts<H> {
 pub type SourceClusterId = Arc<std::sync::OnceLock<String>>;
 
 /// The source leader epochs of a mirror's partitions, shared by its pool and fetchers.
-pub type SourceEpochs = Arc<DashMap<FetchKey, i32>>;
+pub type SourceEpochs = Arc<DashMap<TopicPartition, i32>>;
 
 /// The destination leader epochs of a mirror's partitions on this broker, shared by their
 /// partition ports (which raise them) and the fetchers (which hold back batches above them).
-pub type DestinationEpochs = Arc<DashMap<FetchKey, i32>>;
+pub type DestinationEpochs = Arc<DashMap<TopicPartition, i32>>;
 
 /// Raises a partition's destination leader epoch to `epoch` (epochs only grow: a late report
 /// of an older one changes nothing).
-pub fn raise_epoch(epochs: &DestinationEpochs, key: FetchKey, epoch: i32) {
+pub fn raise_epoch(epochs: &DestinationEpochs, key: TopicPartition, epoch: i32) {
     epochs
         .entry(key)
         .and_modify(|known| *known = (*known).max(epoch))
@@ -79,7 +79,7 @@ pub fn raise_epoch(epochs: &DestinationEpochs, key: FetchKey, epoch: i32) {
 /// A partition's source leader moved (or is not known to be where it was fetched from).
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
-pub struct LeaderMoved(pub FetchKey);
+pub struct LeaderMoved(pub TopicPartition);
 
 impl<H: Host> EngineFetcherPorts<H> {
     /// Ports fetching from source broker `leader` into `host`'s logs as `settings` say,
@@ -142,18 +142,18 @@ fn leader_moved(code: ErrorCode) -> bool {
 
 /// One partition as a Fetch asked for it.
 struct Asked {
-    key: FetchKey,
+    key: TopicPartition,
     topic_id: Uuid,
-    /// The source leader epoch sent as `current_leader_epoch`.
-    source_leader_epoch: i32,
+    /// The source leader epoch sent as `current_leader_epoch`, when known.
+    source_leader_epoch: Option<i32>,
 }
 
 /// The partition asked for that an answer is about: answers name topics by id (Fetch v13+)
 /// or by name, so both are matched.
 fn asked_for<'a>(asked: &'a [Asked], p: &FetchedPartition) -> Option<&'a Asked> {
     asked.iter().find(|a| {
-        a.key.1 == p.partition
-            && ((!p.topic.is_empty() && p.topic == a.key.0)
+        a.key.partition == p.partition
+            && ((!p.topic.is_empty() && p.topic == a.key.topic)
                 || (!a.topic_id.is_nil() && p.topic_id == a.topic_id))
     })
 }
@@ -168,7 +168,7 @@ async fn gone_topics(
     fetched: &[FetchedPartition],
     asked: &[Asked],
 ) -> std::collections::HashMap<String, String> {
-    let unknown: std::collections::BTreeMap<&FetchKey, Uuid> = fetched
+    let unknown: std::collections::BTreeMap<&TopicPartition, Uuid> = fetched
         .iter()
         .filter(|p| {
             matches!(
@@ -185,11 +185,11 @@ async fn gone_topics(
     if unknown.is_empty() {
         return gone;
     }
-    let names: Vec<&str> = unknown.keys().map(|(t, _)| t.as_str()).collect();
+    let names: Vec<&str> = unknown.keys().map(|k| k.topic.as_str()).collect();
     let Ok(metadata) = source.metadata(Some(&names)).await else {
         return gone;
     };
-    for ((topic, partition), id) in unknown {
+    for (TopicPartition { topic, partition }, id) in unknown {
         // A source that still has this topic (its metadata propagating) is left to retry.
         if let Err(cause) =
             super::source_topic::check(&metadata, source_cluster_id, topic, id, *partition)
@@ -201,30 +201,33 @@ async fn gone_topics(
 }
 
 impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
-    fn next_fetch(&self, key: &FetchKey) -> Result<FetchRequest, Cause> {
-        self.host
-            .with_log(&key.0, key.1, |log| Ok(host::next_fetch(log, 0)))
+    fn next_fetch(&self, key: &TopicPartition) -> Result<FetchRequest, Cause> {
+        self.host.with_log(&key.topic, key.partition, |log| {
+            Ok(host::next_fetch(log, 0))
+        })
     }
 
     fn fetch(
         &self,
-        requests: Vec<(FetchKey, FetchRequest)>,
+        requests: Vec<(TopicPartition, FetchRequest)>,
     ) -> PortFuture<Result<FetchAnswers, Cause>> {
         let spec = FetchSpec {
             partitions: requests
                 .iter()
-                .map(|((topic, partition), request)| FetchPartitionSpec {
-                    topic: topic.clone(),
-                    topic_id: self.topic_id(topic),
-                    partition: *partition,
-                    offset: request.offset,
-                    current_leader_epoch: self
-                        .epochs
-                        .get(&(topic.clone(), *partition))
-                        .map_or(-1, |e| *e),
-                    last_fetched_epoch: request.last_fetched_epoch,
-                    max_bytes: i32::try_from(request.max_bytes).unwrap_or(i32::MAX),
-                })
+                .map(
+                    |(TopicPartition { topic, partition }, request)| FetchPartitionSpec {
+                        topic: topic.clone(),
+                        topic_id: self.topic_id(topic),
+                        partition: *partition,
+                        offset: request.offset,
+                        current_leader_epoch: self
+                            .epochs
+                            .get(&TopicPartition::new(topic.clone(), *partition))
+                            .map_or(-1, |e| *e),
+                        last_fetched_epoch: request.last_fetched_epoch.unwrap_or(-1),
+                        max_bytes: i32::try_from(request.max_bytes).unwrap_or(i32::MAX),
+                    },
+                )
                 .collect(),
             isolation: Isolation::ReadCommitted,
             max_wait_ms: self.settings.wait_max_ms,
@@ -235,9 +238,10 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             .partitions
             .iter()
             .map(|p| Asked {
-                key: (p.topic.clone(), p.partition),
+                key: TopicPartition::new(p.topic.clone(), p.partition),
                 topic_id: p.topic_id,
-                source_leader_epoch: p.current_leader_epoch,
+                source_leader_epoch: (p.current_leader_epoch >= 0)
+                    .then_some(p.current_leader_epoch),
             })
             .collect();
         let source = self.source.clone();
@@ -266,7 +270,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                         return None;
                     };
                     let (key, source_leader_epoch) = (a.key.clone(), a.source_leader_epoch);
-                    if let Some(reason) = gone.get(&key.0) {
+                    if let Some(reason) = gone.get(&key.topic) {
                         return Some((key, Err(Cause::fatal(reason.clone()))));
                     }
                     // As Kafka's replica fetcher: the partition moves to its new leader's
@@ -279,7 +283,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                         let nothing = FetchResponse::Records {
                             records: bytes::Bytes::new(),
                             high_watermark: -1,
-                            source_leader_epoch: -1,
+                            source_leader_epoch: None,
                         };
                         return Some((key, Ok(nothing)));
                     }
@@ -310,7 +314,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
 
     fn apply(
         &self,
-        key: &FetchKey,
+        key: &TopicPartition,
         request: FetchRequest,
         response: FetchResponse,
     ) -> PortFuture<Result<FetchProgress, Cause>> {
@@ -323,14 +327,14 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             FetchResponse::Records { high_watermark, .. } => Some(*high_watermark),
             _ => None,
         };
-        let topic_id = self.topic_id(&key.0);
+        let topic_id = self.topic_id(&key.topic);
         let source_cluster_id = self.source_cluster_id.clone();
         let destination_epoch = self.destination_epochs.get(&key).map(|e| *e);
         Box::pin(async move {
             let Some(destination_epoch) = destination_epoch else {
                 return Err(Cause::retryable(format!(
                     "{}-{} is not led here",
-                    key.0, key.1
+                    key.topic, key.partition
                 )));
             };
             // An answer that truncates the log is taken only from the topic this mirror copies
@@ -342,9 +346,9 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 super::source_topic::check_now(
                     &*source,
                     &source_cluster_id,
-                    &key.0,
+                    &key.topic,
                     topic_id,
-                    key.1,
+                    key.partition,
                 )
                 .await?;
             }
@@ -357,7 +361,13 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             );
             let source_start = if needs_start {
                 let (offset, _) = source
-                    .list_offsets(leader, &key.0, key.1, EARLIEST, Isolation::ReadCommitted)
+                    .list_offsets(
+                        leader,
+                        &key.topic,
+                        key.partition,
+                        EARLIEST,
+                        Isolation::ReadCommitted,
+                    )
                     .await
                     .map_err(|e| cause(&e))?;
                 Some(offset)
@@ -370,7 +380,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 },
                 other => other,
             };
-            let applied = host.spawn_with_log(&key.0, key.1, move |log| {
+            let applied = host.spawn_with_log(&key.topic, key.partition, move |log| {
                 let progress =
                     host::apply_fetch(log, source_start, &request, response, destination_epoch)?;
                 Ok((progress, log.log_end_offset()))

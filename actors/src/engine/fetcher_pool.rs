@@ -15,10 +15,8 @@ use super::fetch::{
 };
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
-use crate::actor::{
-    AttachPartition, DetachPartition, FetchKey, Fetcher, FetcherConfig, FetcherProgress,
-};
-use crate::host::{Host, Source};
+use crate::actor::{AttachPartition, DetachPartition, Fetcher, FetcherConfig, FetcherProgress};
+use crate::host::{Host, Source, TopicPartition};
 use crate::partition::Cause;
 use actix::{
     Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, Recipient,
@@ -46,7 +44,7 @@ const MOVED_BACKOFF: Duration = Duration::from_millis(500);
 #[rtype(result = "()")]
 pub struct Attach {
     /// The partition.
-    pub key: FetchKey,
+    pub key: TopicPartition,
     /// Where its fetch progress goes (its partition actor).
     pub progress: Recipient<FetcherProgress>,
 }
@@ -54,7 +52,7 @@ pub struct Attach {
 /// Detach a partition from its fetcher; done when no apply of it is in flight.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
-pub struct Detach(pub FetchKey);
+pub struct Detach(pub TopicPartition);
 
 /// The fetchers of one mirror.
 pub struct FetcherPool<H: Host> {
@@ -70,9 +68,9 @@ pub struct FetcherPool<H: Host> {
     /// By (source broker, slot).
     fetchers: HashMap<(i32, usize), Addr<Fetcher<EngineFetcherPorts<H>>>>,
     /// Every attached partition: its fetcher and its progress recipient.
-    members: HashMap<FetchKey, ((i32, usize), Recipient<FetcherProgress>)>,
+    members: HashMap<TopicPartition, ((i32, usize), Recipient<FetcherProgress>)>,
     /// Attaches waiting for the source's leaders, by generation (a detach cancels them).
-    attaching: HashMap<FetchKey, u64>,
+    attaching: HashMap<TopicPartition, u64>,
     next_attach: u64,
     /// Source leaders (and their leader epochs) by topic, and when they were asked.
     leaders: HashMap<String, (tokio::time::Instant, Vec<(i32, i32)>)>,
@@ -81,7 +79,7 @@ pub struct FetcherPool<H: Host> {
     /// The destination leader epoch of each partition (shared with its partition ports).
     destination_epochs: DestinationEpochs,
     /// Partitions whose leader moved, waiting out the backoff before their next lookup.
-    moving: HashSet<FetchKey>,
+    moving: HashSet<TopicPartition>,
     /// This pool, for its fetchers to report moved leaders to.
     me: Option<Addr<FetcherPool<H>>>,
 }
@@ -130,7 +128,7 @@ impl<H: Host> FetcherPool<H> {
     /// broker's fetcher).
     fn attach(
         &mut self,
-        key: FetchKey,
+        key: TopicPartition,
         progress: Recipient<FetcherProgress>,
         leader: Option<(i32, i32)>,
     ) {
@@ -150,7 +148,10 @@ impl<H: Host> FetcherPool<H> {
             return;
         };
         self.epochs.insert(key.clone(), epoch);
-        let fetcher = (leader, self.settings.fetcher_slot(&key.0, key.1));
+        let fetcher = (
+            leader,
+            self.settings.fetcher_slot(&key.topic, key.partition),
+        );
         if let Some((previous, _)) = self.members.get(&key)
             && *previous != fetcher
             && let Some(old) = self.fetchers.get(previous)
@@ -248,10 +249,10 @@ impl<H: Host> Handler<LeaderMoved> for FetcherPool<H> {
         if !self.members.contains_key(&key) || !self.moving.insert(key.clone()) {
             return;
         }
-        tracing::info!(topic = %key.0, partition = key.1, "the source leader moved: looking it up again");
+        tracing::info!(topic = %key.topic, partition = key.partition, "the source leader moved: looking it up again");
         ctx.run_later(MOVED_BACKOFF, move |pool, ctx| {
             pool.moving.remove(&key);
-            pool.leaders.remove(&key.0);
+            pool.leaders.remove(&key.topic);
             let Some((_, progress)) = pool.members.get(&key) else {
                 return;
             };
@@ -273,7 +274,7 @@ impl<H: Host> Handler<Attach> for FetcherPool<H> {
     type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, msg: Attach, _: &mut Context<Self>) -> Self::Result {
-        let (topic, partition) = msg.key.clone();
+        let TopicPartition { topic, partition } = msg.key.clone();
         if let Some((asked, leaders)) = self.leaders.get(&topic)
             && asked.elapsed() < LEADERS_FRESH_FOR
         {
@@ -324,7 +325,7 @@ impl<H: Host> Handler<Attach> for FetcherPool<H> {
                         return;
                     }
                     Ok(Ok(leaders)) => {
-                        let leader = leaders.get(msg.key.1 as usize).copied();
+                        let leader = leaders.get(msg.key.partition as usize).copied();
                         pool.leaders
                             .insert(topic, (tokio::time::Instant::now(), leaders));
                         leader

@@ -59,7 +59,7 @@ requests! {
     ServeReadMirrorStates => read_states: kmirror_protocol::messages::ReadMirrorStatesResponse,
     ServeWriteMirrorStates => write_states: kmirror_protocol::messages::WriteMirrorStatesResponse,
     WrittenSinceFailover => written_since_failover: Vec<(String, i32, i64)>,
-    ReadLastMirroredEpochs => read_lmes: Vec<(super::shard_service::TopicPartition, super::shard_service::LmeAnswer)>,
+    ReadLastMirroredEpochs => read_lmes: Vec<(crate::host::TopicPartition, super::shard_service::LmeAnswer)>,
 }
 
 impl std::fmt::Debug for Engine {

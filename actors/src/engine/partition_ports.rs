@@ -12,7 +12,7 @@ use super::shard_route::ShardRoute;
 use crate::actor::{FetcherProgress, PartitionPorts, PortFuture};
 use crate::coordinator::{PartitionKey, StateRead, StateWrite};
 use crate::epoch::{self, Alignment};
-use crate::host::{self, Host, MirrorLog, Source};
+use crate::host::{self, Host, MirrorLog, Source, TopicPartition};
 use crate::partition::{Cause, StoredState};
 use actix::Addr;
 use kmirror_protocol::client::Isolation;
@@ -98,6 +98,10 @@ impl<H: Host> EnginePartitionPorts<H> {
         self.host.with_log(&self.site.topic, self.site.partition, f)
     }
 
+    fn topic_partition(&self) -> TopicPartition {
+        TopicPartition::new(self.site.topic.clone(), self.site.partition)
+    }
+
     fn key(&self) -> PartitionKey {
         PartitionKey {
             mirror: self.site.mirror.clone(),
@@ -130,9 +134,10 @@ impl<H: Host> EnginePartitionPorts<H> {
         self.shard.write_state(&self.site.mirror, write).await
     }
 
-    /// The LME this cluster recorded for the partition when it last stopped (-1: none).
+    /// The LME this cluster recorded for the partition when it last stopped (-1: none, as
+    /// LastMirroredEpochs answers and PREPARING takes it).
     async fn own_lme(&self) -> Result<i32, Cause> {
-        Ok(self.read().await?.lme)
+        Ok(self.read().await?.lme.unwrap_or(-1))
     }
 
     /// The source must still have the topic this partition copies, with its id: a topic
@@ -244,7 +249,7 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
 
     fn attach_fetcher(&self, progress: actix::Recipient<FetcherProgress>) {
         let fetchers = self.fetchers.clone();
-        let key = (self.site.topic.clone(), self.site.partition);
+        let key = self.topic_partition();
         actix::spawn(async move {
             if let Err(e) = fetchers.send(Attach { key, progress }).await {
                 tracing::error!(error = %e, "attaching a partition to its fetcher");
@@ -254,7 +259,7 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
 
     fn detach_fetcher(&self) -> PortFuture<()> {
         let fetchers = self.fetchers.clone();
-        let key = (self.site.topic.clone(), self.site.partition);
+        let key = self.topic_partition();
         Box::pin(async move {
             // A pool that is gone (its mirror deleted) has no fetcher appending either.
             let _ = fetchers.send(Detach(key)).await;
@@ -275,29 +280,24 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 .bump_leader_epoch(&ports.site.topic, ports.site.partition, min)
                 .await?
                 .ok_or_else(|| Cause::fatal("the partition is gone"))?;
-            raise_epoch(
-                &ports.destination_epochs,
-                (ports.site.topic.clone(), ports.site.partition),
-                bumped,
-            );
+            raise_epoch(&ports.destination_epochs, ports.topic_partition(), bumped);
             Ok(bumped)
         })
     }
 
-    fn truncate_to_lso(&self) -> PortFuture<Result<i32, Cause>> {
+    fn truncate_to_lso(&self) -> PortFuture<Result<Option<i32>, Cause>> {
         let ports = self.clone();
         Box::pin(async move { ports.with_log(host::truncate_to_lso) })
     }
 
-    fn persist_lme(&self, lme: i32) -> PortFuture<Result<(), Cause>> {
+    fn persist_lme(&self, lme: Option<i32>) -> PortFuture<Result<(), Cause>> {
         let ports = self.clone();
         Box::pin(async move {
             let stored = ports
                 .load()
                 .await?
                 .ok_or_else(|| Cause::retryable("no mirror state to add the LME to"))?;
-            // An LME of -1 (nothing mirrored) records nothing: the one recorded stays.
-            ports.store(stored, (lme >= 0).then_some(lme)).await
+            ports.store(stored, lme).await
         })
     }
 
@@ -306,7 +306,7 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
         Box::pin(async move {
             let epoch = ports
                 .destination_epochs
-                .get(&(ports.site.topic.clone(), ports.site.partition))
+                .get(&ports.topic_partition())
                 .map(|e| *e)
                 .ok_or_else(|| Cause::retryable("the partition is not led here"))?;
             let source = ports

@@ -16,7 +16,7 @@
 use super::system::MirrorSystem;
 use crate::actor::ForgetAllBut;
 use crate::coordinator::LiveTopics;
-use crate::host::{Host, MetadataDelta, Source, TopicMeta};
+use crate::host::{Host, MetadataDelta, Source, TopicMeta, TopicPartition};
 use crate::liveness::Observation;
 use crate::metadata::{Reaction, TopicView, mirror_of, react};
 use crate::partition::Rejection;
@@ -184,7 +184,7 @@ impl<H: Host> MirrorSystem<H> {
                             if let Some(p) = mirrored.partitions.get_mut(&partition) {
                                 super::fetch::raise_epoch(
                                     &runtime.destination_epochs,
-                                    (name.clone(), partition),
+                                    TopicPartition::new(name.clone(), partition),
                                     leader_epoch,
                                 );
                                 log_rejection(p.change_leader_epoch(leader_epoch));
@@ -195,7 +195,9 @@ impl<H: Host> MirrorSystem<H> {
                                 log_rejection(p.lose_leadership());
                                 // A topic created again under this name starts from its own
                                 // epochs.
-                                runtime.destination_epochs.remove(&(name.clone(), *index));
+                                runtime
+                                    .destination_epochs
+                                    .remove(&TopicPartition::new(name.clone(), *index));
                             }
                             released.push(name.clone());
                         }

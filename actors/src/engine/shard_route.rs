@@ -161,7 +161,7 @@ impl<H: Host> ShardRoute<H> {
                 });
                 Ok(Ok(StateRead {
                     stored,
-                    lme: p.last_mirror_epoch,
+                    lme: (p.last_mirror_epoch >= 0).then_some(p.last_mirror_epoch),
                 }))
             }
         }

@@ -7,7 +7,7 @@ use super::shard_route::ShardRoute;
 use super::system::{MirrorError, MirrorSystem};
 use crate::actor::{ReadMirrorStates, WriteMirrorStates};
 use crate::coordinator::PartitionKey;
-use crate::host::Host;
+use crate::host::{Host, TopicPartition};
 use actix::{Context, Handler, Message, ResponseActFuture, WrapFuture};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
@@ -166,11 +166,8 @@ serve_by_shard!(
     WriteMirrorStates
 );
 
-/// A topic name and partition index.
-pub type TopicPartition = (String, i32);
-
-/// A partition's LME (-1 for none), or why its shard could not answer.
-pub type LmeAnswer = Result<i32, ErrorCode>;
+/// A partition's LME (`None`: none recorded), or why its shard could not answer.
+pub type LmeAnswer = Result<Option<i32>, ErrorCode>;
 
 /// The LMEs `mirror` recorded for partitions of this cluster's topics, read from the shards
 /// that own them wherever they are led (this broker's shard actors, or other brokers' over
@@ -222,7 +219,7 @@ impl<H: Host> MirrorSystem<H> {
                             Ok(Err(code)) => Err(code),
                             Err(_) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
                         };
-                        ((topic, partition), lme)
+                        (TopicPartition::new(topic, partition), lme)
                     });
                 }
             }

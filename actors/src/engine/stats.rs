@@ -5,7 +5,7 @@
 //! A partition's lag is the source's high watermark in its last fetch answer minus the local
 //! log end after that answer was applied; it is forgotten when the partition leaves its fetcher.
 
-use crate::actor::FetchKey;
+use crate::host::TopicPartition;
 use crate::metrics;
 use ::metrics::{Counter, Gauge};
 use dashmap::DashMap;
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 #[derive(Debug)]
 pub struct MirrorStats {
     mirror: String,
-    lags: DashMap<FetchKey, i64>,
+    lags: DashMap<TopicPartition, i64>,
     /// When a fetch last succeeded (ms since the epoch), -1 before the first.
     last_success_ms: AtomicI64,
     // Registered once: a fetch only adds to them.
@@ -79,7 +79,7 @@ impl MirrorStats {
     }
 
     /// The partition is `lag` records behind the source.
-    pub fn lag(&self, key: &FetchKey, lag: i64) {
+    pub fn lag(&self, key: &TopicPartition, lag: i64) {
         let lag = lag.max(0);
         // Most answers leave the lag as it was (an idle partition stays at 0): the gauge is
         // only looked up, labels built, when it moves.
@@ -91,18 +91,18 @@ impl MirrorStats {
     }
 
     /// The partition left its fetcher.
-    pub fn forget(&self, key: &FetchKey) {
+    pub fn forget(&self, key: &TopicPartition) {
         if self.lags.remove(key).is_some() {
             self.lag_gauge(key).set(0.0);
         }
     }
 
-    fn lag_gauge(&self, key: &FetchKey) -> Gauge {
+    fn lag_gauge(&self, key: &TopicPartition) -> Gauge {
         ::metrics::gauge!(
             metrics::PARTITION_LAG,
             "mirror" => self.mirror.clone(),
-            "topic" => key.0.clone(),
-            "partition" => key.1.to_string()
+            "topic" => key.topic.clone(),
+            "partition" => key.partition.to_string()
         )
     }
 

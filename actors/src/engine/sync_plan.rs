@@ -278,14 +278,14 @@ pub struct DestinationLog {
 }
 
 impl DestinationLog {
-    /// The epoch of the record before `offset` (what a consumer commits with `offset`), -1 when
-    /// there is none.
-    fn epoch_before(&self, offset: i64) -> i32 {
+    /// The epoch of the record before `offset` (what a consumer commits with `offset`), if
+    /// any.
+    fn epoch_before(&self, offset: i64) -> Option<i32> {
         self.epochs
             .iter()
             .rev()
             .find(|(_, start)| *start < offset)
-            .map_or(-1, |(epoch, _)| *epoch)
+            .map(|(epoch, _)| *epoch)
     }
 }
 
@@ -307,7 +307,8 @@ pub fn offsets_to_commit(
                 .offset
                 .clamp(log.log_start, log.log_end.max(log.log_start));
             let leader_epoch = if offset == c.offset {
-                c.leader_epoch
+                // Kafka's OffsetFetch answers -1 for a commit made without an epoch.
+                (c.leader_epoch >= 0).then_some(c.leader_epoch)
             } else {
                 log.epoch_before(offset)
             };

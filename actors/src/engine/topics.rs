@@ -16,7 +16,7 @@ use crate::actor::{
     BecomeLeader, DescribePartition, MirrorPartition, PartitionLabels, PartitionSnapshot,
     SupervisedPartition,
 };
-use crate::host::{Host, HostRefusal, Source};
+use crate::host::{Host, HostRefusal, Source, TopicPartition};
 use crate::metadata::{KnownTopic, mirror_name_value, mirror_of};
 use crate::partition::Desired;
 use actix::{ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture};
@@ -245,7 +245,7 @@ impl<H: Host> MirrorSystem<H> {
             }
             super::fetch::raise_epoch(
                 &destination_epochs,
-                (topic.to_string(), partition),
+                TopicPartition::new(topic, partition),
                 local.leader_epoch,
             );
             let shard_index =

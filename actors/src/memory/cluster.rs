@@ -599,7 +599,7 @@ fn fetched(
     }
     let request = FetchRequest {
         offset: asked.offset,
-        last_fetched_epoch: asked.last_fetched_epoch,
+        last_fetched_epoch: (asked.last_fetched_epoch >= 0).then_some(asked.last_fetched_epoch),
         max_bytes: usize::try_from(asked.max_bytes).unwrap_or(usize::MAX),
     };
     let source = MemorySource {
@@ -646,8 +646,7 @@ fn recorded_lme(state: &State, asking: &str, topic: &str, topic_id: Uuid, partit
             }
         }
         shard.loaded();
-        let lme = shard.last_mirrored_epoch(mirror, topic, partition);
-        if lme >= 0 {
+        if let Some(lme) = shard.last_mirrored_epoch(mirror, topic, partition) {
             return lme;
         }
     }
@@ -816,7 +815,7 @@ impl Source for MemorySourceClient {
                     topic,
                     partition,
                     offset: o.offset,
-                    leader_epoch: o.leader_epoch,
+                    leader_epoch: o.leader_epoch.unwrap_or(-1),
                     metadata: o.metadata,
                 })
                 .collect()

@@ -279,15 +279,16 @@ impl MemorySource<'_> {
     pub fn fetch(&self, request: &FetchRequest) -> Result<FetchResponse, Cause> {
         let log = self.log()?;
         // Beyond the end with a last fetched epoch is a divergence question, answered below.
-        let beyond_end = request.offset > log.log_end_offset() && request.last_fetched_epoch < 0;
+        let beyond_end =
+            request.offset > log.log_end_offset() && request.last_fetched_epoch.is_none();
         if request.offset < log.log_start_offset() || beyond_end {
             return Ok(FetchResponse::OffsetOutOfRange {
                 log_start_offset: log.log_start_offset(),
             });
         }
-        if request.last_fetched_epoch >= 0 {
-            let (epoch, end_offset) = log.end_offset_for(request.last_fetched_epoch);
-            if epoch < 0 || end_offset < request.offset || epoch < request.last_fetched_epoch {
+        if let Some(last_fetched_epoch) = request.last_fetched_epoch {
+            let (epoch, end_offset) = log.end_offset_for(last_fetched_epoch);
+            if epoch < 0 || end_offset < request.offset || epoch < last_fetched_epoch {
                 return Ok(FetchResponse::Diverging { epoch, end_offset });
             }
         }
@@ -307,7 +308,7 @@ impl MemorySource<'_> {
             records: Bytes::from(out),
             high_watermark: log.log_end_offset(),
             // The source's leader epoch is at least its log's latest.
-            source_leader_epoch: log.epoch_history().last().map_or(-1, |(e, _)| *e),
+            source_leader_epoch: log.epoch_history().last().map(|(e, _)| *e),
         })
     }
 }

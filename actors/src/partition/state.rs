@@ -311,10 +311,11 @@ pub enum Input {
         op: OpId,
         result: Result<i32, Cause>,
     },
-    /// The log was truncated to its LSO; `latest_epoch` is the newest epoch left in it.
+    /// The log was truncated to its LSO; `latest_epoch` is the newest mirrored epoch left in
+    /// it (`None`: nothing mirrored is left).
     TruncatedToLso {
         op: OpId,
-        result: Result<i32, Cause>,
+        result: Result<Option<i32>, Cause>,
     },
     /// The LME was written to `__mirror_state`.
     LmePersisted { op: OpId, result: Result<(), Cause> },
@@ -356,8 +357,8 @@ pub enum Effect {
     },
     /// Truncate the log to its LSO, dropping the undecided transactional tail.
     TruncateToLso { op: OpId },
-    /// Record the LME in `__mirror_state`.
-    PersistLme { op: OpId, lme: i32 },
+    /// Record the LME in `__mirror_state` (`None`: no LME; the one recorded stays).
+    PersistLme { op: OpId, lme: Option<i32> },
     /// Append the MIRROR_PID_RESET control batch.
     AppendPidReset { op: OpId },
     /// Refuse (true) or accept (false) produce requests.

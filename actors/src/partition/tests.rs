@@ -223,9 +223,9 @@ fn failover(h: &mut Harness, bump_first: bool) {
     }
     h.send(Input::TruncatedToLso {
         op: truncate,
-        result: Ok(30),
+        result: Ok(Some(30)),
     });
-    let lme = h.op_of(|e| matches!(e, Effect::PersistLme { lme: 30, .. }));
+    let lme = h.op_of(|e| matches!(e, Effect::PersistLme { lme: Some(30), .. }));
     h.send(Input::LmePersisted {
         op: lme,
         result: Ok(()),
@@ -603,7 +603,10 @@ fn inputs_for(p: &Partition, pending: &[Effect]) -> Vec<Input> {
                 op,
                 result: Ok(p.leader_epoch() + 11),
             },
-            Input::TruncatedToLso { op, result: Ok(3) },
+            Input::TruncatedToLso {
+                op,
+                result: Ok(Some(3)),
+            },
             Input::LmePersisted { op, result: Ok(()) },
             Input::PidResetAppended { op, result: Ok(()) },
             Input::TimerFired { op },
@@ -677,7 +680,7 @@ fn every_state_and_input_pair_obeys_the_transition_table() {
     let truncate = h.op_of(|e| matches!(e, Effect::TruncateToLso { .. }));
     h.send(Input::TruncatedToLso {
         op: truncate,
-        result: Ok(3),
+        result: Ok(Some(3)),
     });
     queue.push_back((h.p.clone(), h.pending.clone(), 0));
     let mut pairs = 0usize;
@@ -914,8 +917,11 @@ fn a_failure_in_stopping_backs_off_and_keeps_the_alignment() {
     let op = restarted.op_of(|e| matches!(e, Effect::DetachFetcher { .. }));
     restarted.send(Input::FetcherDetached { op });
     let op = restarted.op_of(|e| matches!(e, Effect::TruncateToLso { .. }));
-    restarted.send(Input::TruncatedToLso { op, result: Ok(30) });
-    restarted.op_of(|e| matches!(e, Effect::PersistLme { lme: 30, .. }));
+    restarted.send(Input::TruncatedToLso {
+        op,
+        result: Ok(Some(30)),
+    });
+    restarted.op_of(|e| matches!(e, Effect::PersistLme { lme: Some(30), .. }));
 
     // Without a restart, the timer resumes STOPPING, still aligned.
     h.pending.clear();

@@ -396,7 +396,7 @@ impl Partition {
                         let op = self.op();
                         fx.push(Effect::PersistLme {
                             op,
-                            lme: if self.aligned { *latest_epoch } else { -1 },
+                            lme: latest_epoch.filter(|_| self.aligned),
                         });
                         self.converge(bump, LsoBranch::PersistingLme(op), fx);
                     }

@@ -22,7 +22,8 @@ use crate::acl::Operation;
 use crate::broker::Broker;
 use kmirror_actors::engine::Engine;
 use kmirror_actors::engine::mirror_configs;
-use kmirror_actors::engine::shard_service::{LmeAnswer, ReadLastMirroredEpochs, TopicPartition};
+use kmirror_actors::engine::shard_service::{LmeAnswer, ReadLastMirroredEpochs};
+use kmirror_actors::host::TopicPartition;
 use kmirror_actors::metadata::mirror_of;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
@@ -202,14 +203,14 @@ pub(super) async fn last_mirrored_epochs(
                 .partitions
                 .iter()
                 .map(|&index| {
-                    let key = (topic.name.clone(), index);
+                    let key = TopicPartition::new(topic.name.clone(), index);
                     let mut out = last_mirrored_epochs_response::Partition {
                         partition_index: index,
                         ..Default::default()
                     };
                     for (_, lmes) in &answers {
                         match lmes.get(&key) {
-                            Some(Ok(lme)) if *lme >= 0 => {
+                            Some(Ok(Some(lme))) => {
                                 out.last_mirrored_epoch = *lme;
                                 out.error_code = 0;
                                 break;

@@ -113,7 +113,7 @@ fn writes_apply_only_by_replay_and_a_reload_rebuilds_the_same_state() {
         shard.state_of(&key).map(|s| (s.state, s.leader_epoch)),
         Some((MirrorState::Stopping, 4))
     );
-    assert_eq!(shard.last_mirrored_epoch("dr", "orders", p), 17);
+    assert_eq!(shard.last_mirrored_epoch("dr", "orders", p), Some(17));
     let answer = shard.read_states(&read(id, p));
     let part = &answer.topics[0].partitions[0];
     assert_eq!(
@@ -236,7 +236,7 @@ fn lme_record_is_one_per_mirror_and_deletion_tombstones_everything() {
         shard.replay(t);
     }
     assert_eq!(shard.partition_count(), 0);
-    assert_eq!(shard.last_mirrored_epoch("dr", "orders", ps[0]), -1);
+    assert_eq!(shard.last_mirrored_epoch("dr", "orders", ps[0]), None);
 }
 
 #[test]
@@ -273,8 +273,8 @@ fn a_deleted_topic_is_forgotten_and_the_other_topics_lmes_kept() {
     for r in &records {
         shard.replay(r);
     }
-    assert_eq!(shard.last_mirrored_epoch("dr", "orders", p), -1);
-    assert_eq!(shard.last_mirrored_epoch("dr", "payments", q), 6);
+    assert_eq!(shard.last_mirrored_epoch("dr", "orders", p), None);
+    assert_eq!(shard.last_mirrored_epoch("dr", "payments", q), Some(6));
     // A topic created again under the same id starts over: epoch 0 is not fenced.
     assert_eq!(
         apply(

@@ -104,12 +104,15 @@ fn offsets_are_kept_or_clamped_into_the_destination_log() {
         offset("not-mirrored", 0, 3, 1),
     ];
     let commits = offsets_to_commit(&source, &BTreeMap::new(), &logs);
-    let got: Vec<(i32, i64, i32)> = commits
+    let got: Vec<(i32, i64, Option<i32>)> = commits
         .iter()
         .map(|(_, p, c)| (*p, c.offset, c.leader_epoch))
         .collect();
     // Within range: the source's epoch; clamped: the epoch of the destination record before.
-    assert_eq!(got, vec![(0, 60, 7), (1, 10, 1), (2, 100, 4)]);
+    assert_eq!(
+        got,
+        vec![(0, 60, Some(7)), (1, 10, Some(1)), (2, 100, Some(4))]
+    );
     let current: BTreeMap<(String, i32), GroupOffset> =
         commits.into_iter().map(|(t, p, c)| ((t, p), c)).collect();
     assert!(offsets_to_commit(&source, &current, &logs).is_empty());
