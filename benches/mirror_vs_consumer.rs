@@ -19,7 +19,7 @@ mod support;
 use actix::Actor;
 use kmirror::mirror::BrokerHost;
 use kmirror_actors::actor::{AttachPartition, Fetcher, FetcherConfig, FetcherProgress};
-use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, raise_epoch};
+use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, set_epoch};
 use kmirror_actors::engine::fetch_settings::FetchSettings;
 use kmirror_actors::engine::stats::MirrorStats;
 use kmirror_actors::host::TopicPartition;
@@ -172,7 +172,12 @@ fn main() {
         let epochs = DestinationEpochs::default();
         for p in 0..PARTITIONS {
             let epoch = broker.leader_epoch(&topic, p).expect("led");
-            raise_epoch(&epochs, TopicPartition::new(topic.clone(), p), epoch);
+            set_epoch(
+                &epochs,
+                TopicPartition::new(topic.clone(), p),
+                t.topic_id,
+                epoch,
+            );
         }
         let sink = Sink.start().recipient();
         let started = Instant::now();

@@ -18,8 +18,8 @@
 //! The engine's own procedures over a leased log live here too ([`next_fetch`],
 //! [`apply_fetch`], [`truncate_to_lso`], [`latest_mirrored_epoch`], [`ends_with_barrier`],
 //! [`written_since_failover`]): the broker's adapter, the in-memory host and the simulation run
-//! the same code. docs/design.md "The host interface" describes the contracts as a whole;
-//! `examples/embed.rs` is a complete host in one file.
+//! the same code. docs/design.md §15 describes the contracts as a whole; `memory::cluster`
+//! (feature `test-util`) is a complete host in one file, and `examples/embed.rs` runs it.
 
 use crate::epoch::{self, EpochStart};
 pub use crate::partition::Cause;
@@ -238,7 +238,11 @@ pub trait Source: Send + Sync + 'static {
 
 /// The broker that embeds the engine. Methods that read answer from the local metadata image
 /// at once; methods that change the cluster return a future that resolves once the change is
-/// durable in the controller (and, for metadata, visible in the image).
+/// durable in the controller (and, for metadata, visible in the image). Write futures must
+/// resolve in the order the calls were made (the engine tells a topic's partitions what a write
+/// asked when its future resolves; kmirror's broker and the in-memory host resolve them at
+/// once); the metadata change a write makes may reach the engine before or after its future
+/// resolves.
 pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     /// A connection to a mirror's source cluster.
     type Source: Source;
@@ -287,8 +291,9 @@ pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     ) -> HostFuture<Result<(), HostRefusal>>;
     /// Grows a topic to `count` partitions.
     fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostRefusal>>;
-    /// BumpLeaderEpochs for one partition: its leader epoch afterwards, at least
-    /// `min_leader_epoch` and above the one before (`None`: the partition is gone).
+    /// BumpLeaderEpochs for one partition: its leader epoch afterwards, above
+    /// `min_leader_epoch` (`min_leader_epoch + 1` when it was not above it already; else
+    /// unchanged), durable in the controller (`None`: the partition is gone).
     fn bump_leader_epoch(
         &self,
         topic: &str,

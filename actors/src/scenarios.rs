@@ -73,6 +73,37 @@ pub trait Harness {
         topic: &str,
         partition: i32,
     ) -> impl Future<Output = ()>;
+    /// Stops both clusters (their engines, listeners, logs).
+    fn shut(self) -> impl Future<Output = ()>;
+}
+
+/// One `#[tokio::test]` per scenario of this suite, each on a fresh harness that `$make` (an
+/// expression, `.await` allowed) builds and [`Harness::shut`] stops: how each host runs the
+/// suite.
+#[macro_export]
+macro_rules! scenario_tests {
+    ($make:expr) => {
+        $crate::scenario_tests!(@each $make;
+            create_and_start,
+            pause_and_resume,
+            stop_with_the_source_gone,
+            failback,
+            restart_resumes_from_the_state_topic,
+            source_unreachable_then_back,
+            leadership_moves,
+        );
+    };
+    (@each $make:expr; $($name:ident,)+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                use $crate::scenarios::Harness as _;
+                let mut harness = $make;
+                $crate::scenarios::$name(&mut harness).await;
+                harness.shut().await;
+            }
+        )+
+    };
 }
 
 /// How long a scenario waits for the engine to get somewhere.

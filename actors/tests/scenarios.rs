@@ -4,7 +4,7 @@
 
 use kmirror_actors::engine::{Engine, EngineRuntime};
 use kmirror_actors::memory::{MemoryCluster, MemoryNetwork};
-use kmirror_actors::scenarios::{self, Harness, Side};
+use kmirror_actors::scenarios::{Harness, Side};
 use std::collections::BTreeMap;
 
 struct MemoryHarness {
@@ -108,6 +108,10 @@ impl Harness for MemoryHarness {
             .set_reachable(&self.cluster(side).address(), reachable);
     }
 
+    async fn shut(self) {
+        // The engines stop when the harness is dropped.
+    }
+
     async fn bump_leader_epoch(&self, side: Side, topic: &str, partition: i32) {
         use kmirror_actors::host::Host;
         let bumped = self
@@ -118,24 +122,4 @@ impl Harness for MemoryHarness {
     }
 }
 
-macro_rules! scenario {
-    ($($name:ident),+ $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let mut harness = MemoryHarness::new();
-                scenarios::$name(&mut harness).await;
-            }
-        )+
-    };
-}
-
-scenario!(
-    create_and_start,
-    pause_and_resume,
-    stop_with_the_source_gone,
-    failback,
-    restart_resumes_from_the_state_topic,
-    source_unreachable_then_back,
-    leadership_moves,
-);
+kmirror_actors::scenario_tests!(MemoryHarness::new());

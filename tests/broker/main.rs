@@ -2062,3 +2062,47 @@ async fn kafka_acls_are_enforced_and_survive_a_restart() {
     );
     stop_broker(broker);
 }
+
+/// StartMirrorTopics refuses internal topic names (`__consumer_offsets` and the like): a mirror
+/// copy of one could be neither used nor deleted. Refused per topic, before the source is asked.
+#[tokio::test]
+async fn start_mirror_topics_refuses_internal_topic_names() {
+    use kmirror_protocol::messages::{StartMirrorTopicsRequest, start_mirror_topics_request};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_mirroring(dir.path(), "").await;
+    running
+        .broker
+        .create_mirror(
+            "dr",
+            std::collections::BTreeMap::from([(
+                "bootstrap.servers".to_string(),
+                "127.0.0.1:1".to_string(),
+            )]),
+        )
+        .expect("mirror");
+    let client = connection(&running.address).await;
+    let request = StartMirrorTopicsRequest {
+        mirror_name: "dr".into(),
+        topics: ["__consumer_offsets", "__mirror_state", "__anything"]
+            .into_iter()
+            .map(|name| start_mirror_topics_request::TopicMetadata {
+                topic_name: name.into(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let (_, answer) = client
+        .send("StartMirrorTopics", &request, 0)
+        .await
+        .expect("StartMirrorTopics answers");
+    assert_eq!(answer.error_code, 0, "{answer:?}");
+    let codes: Vec<i16> = answer.topics.iter().map(|t| t.error_code).collect();
+    assert_eq!(
+        codes,
+        vec![ErrorCode::INVALID_TOPIC_EXCEPTION.0; 3],
+        "{answer:?}"
+    );
+    assert!(running.broker.topic("__consumer_offsets").is_none());
+    shut(running).await;
+}

@@ -22,7 +22,7 @@ use kmirror_actors::actor::{
 use kmirror_actors::actor::{
     CoordinatorShard, LastMirroredEpoch, ReadMirrorStates, WriteMirrorStates,
 };
-use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, raise_epoch};
+use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, set_epoch};
 use kmirror_actors::engine::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use kmirror_actors::host::TopicPartition;
 use kmirror_protocol::client::source::LATEST;
@@ -140,7 +140,13 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
     let epochs = DestinationEpochs::default();
     for (topic, partition) in &partitions {
         let epoch = broker.leader_epoch(topic, *partition).expect("led");
-        raise_epoch(&epochs, TopicPartition::new(topic.clone(), *partition), epoch);
+        let topic_id = broker.topic(topic).expect("created").topic_id;
+        set_epoch(
+            &epochs,
+            TopicPartition::new(topic.clone(), *partition),
+            topic_id,
+            epoch,
+        );
     }
 
     let reports = Rc::new(RefCell::new(Vec::new()));

@@ -9,7 +9,7 @@ use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::mirror::BrokerHost;
 use kmirror_actors::engine::{Engine, EngineRuntime};
-use kmirror_actors::scenarios::{self, Harness, Side};
+use kmirror_actors::scenarios::{Harness, Side};
 use kmirror_protocol::testing::BatchSpec;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -117,12 +117,6 @@ impl BrokerHarness {
 
     fn broker(&self, side: Side) -> &Arc<Broker> {
         &self.nodes[index(side)].broker
-    }
-
-    async fn shut(mut self) {
-        for node in &mut self.nodes {
-            node.shut().await;
-        }
     }
 }
 
@@ -232,6 +226,12 @@ impl Harness for BrokerHarness {
         }
     }
 
+    async fn shut(mut self) {
+        for node in &mut self.nodes {
+            node.shut().await;
+        }
+    }
+
     async fn bump_leader_epoch(&self, side: Side, topic: &str, partition: i32) {
         self.broker(side)
             .bump_leader_epoch(topic, partition, -1)
@@ -240,25 +240,4 @@ impl Harness for BrokerHarness {
     }
 }
 
-macro_rules! scenario {
-    ($($name:ident),+ $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $name() {
-                let mut harness = BrokerHarness::new().await;
-                scenarios::$name(&mut harness).await;
-                harness.shut().await;
-            }
-        )+
-    };
-}
-
-scenario!(
-    create_and_start,
-    pause_and_resume,
-    stop_with_the_source_gone,
-    failback,
-    restart_resumes_from_the_state_topic,
-    source_unreachable_then_back,
-    leadership_moves,
-);
+kmirror_actors::scenario_tests!(BrokerHarness::new().await);

@@ -63,17 +63,36 @@ pub type SourceClusterId = Arc<std::sync::OnceLock<String>>;
 /// The source leader epochs of a mirror's partitions, shared by its pool and fetchers.
 pub type SourceEpochs = Arc<DashMap<TopicPartition, i32>>;
 
-/// The destination leader epochs of a mirror's partitions on this broker, shared by their
-/// partition ports (which raise them) and the fetchers (which hold back batches above them).
-pub type DestinationEpochs = Arc<DashMap<TopicPartition, i32>>;
+/// The destination leader epochs of a mirror's partitions on this broker, each with the id of
+/// the topic it was set for, shared by the system (which sets them from the metadata), the
+/// partition ports (which raise them with their bumps) and the fetchers (which hold back batches
+/// above them). An epoch is never above the controller's: it is the metadata image's, or what
+/// the controller answered a bump of the same topic with.
+pub type DestinationEpochs = Arc<DashMap<TopicPartition, (Uuid, i32)>>;
 
-/// Raises a partition's destination leader epoch to `epoch` (epochs only grow: a late report
-/// of an older one changes nothing).
-pub fn raise_epoch(epochs: &DestinationEpochs, key: TopicPartition, epoch: i32) {
+/// Sets a partition's destination leader epoch to the metadata image's (a topic created again
+/// under the name replaces the entry; a lower value only holds batches back until the next).
+pub fn set_epoch(epochs: &DestinationEpochs, key: TopicPartition, topic_id: Uuid, epoch: i32) {
+    epochs.insert(key, (topic_id, epoch));
+}
+
+/// Raises a partition's destination leader epoch to what the controller answered a bump with;
+/// an entry of another topic under the name, or none (the partition was released meanwhile),
+/// is left alone.
+pub fn raise_epoch(epochs: &DestinationEpochs, key: &TopicPartition, topic_id: Uuid, epoch: i32) {
+    if let Some(mut known) = epochs.get_mut(key)
+        && known.0 == topic_id
+    {
+        known.1 = known.1.max(epoch);
+    }
+}
+
+/// The destination leader epoch of partition `key` of topic `topic_id`, if it runs here.
+pub fn epoch_of(epochs: &DestinationEpochs, key: &TopicPartition, topic_id: Uuid) -> Option<i32> {
     epochs
-        .entry(key)
-        .and_modify(|known| *known = (*known).max(epoch))
-        .or_insert(epoch);
+        .get(key)
+        .filter(|known| known.0 == topic_id)
+        .map(|known| known.1)
 }
 
 /// A partition's source leader moved (or is not known to be where it was fetched from).
@@ -329,7 +348,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         };
         let topic_id = self.topic_id(&key.topic);
         let source_cluster_id = self.source_cluster_id.clone();
-        let destination_epoch = self.destination_epochs.get(&key).map(|e| *e);
+        let destination_epoch = epoch_of(&self.destination_epochs, &key, topic_id);
         Box::pin(async move {
             let Some(destination_epoch) = destination_epoch else {
                 return Err(Cause::retryable(format!(
@@ -395,5 +414,37 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             }
             Ok(progress)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The destination epoch is never above the controller's: a bump answered after its
+    /// partition was released, or for a topic since created again under the name, changes
+    /// nothing; the metadata's epoch replaces what a former topic left.
+    #[test]
+    fn destination_epochs_follow_one_topic_incarnation() {
+        let epochs = DestinationEpochs::default();
+        let key = TopicPartition::new("orders", 0);
+        let (old, new) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        raise_epoch(&epochs, &key, old, 24);
+        assert_eq!(
+            epoch_of(&epochs, &key, old),
+            None,
+            "released: nothing raised"
+        );
+        set_epoch(&epochs, key.clone(), old, 13);
+        raise_epoch(&epochs, &key, old, 24);
+        assert_eq!(epoch_of(&epochs, &key, old), Some(24));
+        set_epoch(&epochs, key.clone(), new, 0);
+        raise_epoch(&epochs, &key, old, 30);
+        assert_eq!(
+            epoch_of(&epochs, &key, new),
+            Some(0),
+            "a late bump of the old topic"
+        );
+        assert_eq!(epoch_of(&epochs, &key, old), None);
     }
 }

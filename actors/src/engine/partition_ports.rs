@@ -6,7 +6,7 @@
 //! Writing the LME rewrites the partition's stored state with the LME added, as one record.
 
 use super::cause;
-use super::fetch::{DestinationEpochs, raise_epoch};
+use super::fetch::{DestinationEpochs, epoch_of, raise_epoch};
 use super::fetcher_pool::{Attach, Detach, FetcherPool};
 use super::shard_route::ShardRoute;
 use crate::actor::{FetcherProgress, PartitionPorts, PortFuture};
@@ -280,7 +280,12 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 .bump_leader_epoch(&ports.site.topic, ports.site.partition, min)
                 .await?
                 .ok_or_else(|| Cause::fatal("the partition is gone"))?;
-            raise_epoch(&ports.destination_epochs, ports.topic_partition(), bumped);
+            raise_epoch(
+                &ports.destination_epochs,
+                &ports.topic_partition(),
+                ports.site.topic_id,
+                bumped,
+            );
             Ok(bumped)
         })
     }
@@ -304,11 +309,12 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
     fn append_pid_reset(&self) -> PortFuture<Result<(), Cause>> {
         let ports = self.clone();
         Box::pin(async move {
-            let epoch = ports
-                .destination_epochs
-                .get(&ports.topic_partition())
-                .map(|e| *e)
-                .ok_or_else(|| Cause::retryable("the partition is not led here"))?;
+            let epoch = epoch_of(
+                &ports.destination_epochs,
+                &ports.topic_partition(),
+                ports.site.topic_id,
+            )
+            .ok_or_else(|| Cause::retryable("the partition is not led here"))?;
             let source = ports
                 .site
                 .source_cluster_id

@@ -155,7 +155,8 @@ impl<H: Host> MirrorSystem<H> {
                 if !delta.touches(name) {
                     continue;
                 }
-                let topic = topics.get(name);
+                // A topic created again under the name is another topic: this one is gone.
+                let topic = topics.get(name).filter(|t| t.topic_id == mirrored.topic_id);
                 let epochs: Vec<i32> = topic
                     .map(|t| t.partitions.iter().map(|p| p.leader_epoch).collect())
                     .unwrap_or_default();
@@ -182,9 +183,10 @@ impl<H: Host> MirrorSystem<H> {
                                 *told = leader_epoch;
                             }
                             if let Some(p) = mirrored.partitions.get_mut(&partition) {
-                                super::fetch::raise_epoch(
+                                super::fetch::set_epoch(
                                     &runtime.destination_epochs,
                                     TopicPartition::new(name.clone(), partition),
+                                    mirrored.topic_id,
                                     leader_epoch,
                                 );
                                 log_rejection(p.change_leader_epoch(leader_epoch));

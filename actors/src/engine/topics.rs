@@ -243,9 +243,10 @@ impl<H: Host> MirrorSystem<H> {
             if !host.leads(local) || mirrored.partitions.contains_key(&partition) {
                 continue;
             }
-            super::fetch::raise_epoch(
+            super::fetch::set_epoch(
                 &destination_epochs,
                 TopicPartition::new(topic, partition),
+                topic_id,
                 local.leader_epoch,
             );
             let shard_index =

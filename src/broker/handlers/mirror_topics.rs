@@ -165,6 +165,13 @@ async fn start(
             topics.push((name, ErrorCode::TOPIC_AUTHORIZATION_FAILED.0, None));
             continue;
         }
+        if name.starts_with("__") {
+            // A cluster's internal topics are its own (offsets, transactions, mirror states):
+            // a mirror copy of one could be neither used nor deleted. Patterns skip them too.
+            let why = format!("{name} is an internal topic name: it cannot be mirrored");
+            topics.push((name, ErrorCode::INVALID_TOPIC_EXCEPTION.0, Some(why)));
+            continue;
+        }
         let started = engine
             .ask(StartTopic {
                 mirror: request.mirror_name.clone(),
