@@ -62,6 +62,22 @@ pub const SYNC_RUNS: &str = "kmirror_sync_runs_total";
 pub const SYNC_ERRORS: &str = "kmirror_sync_errors_total";
 /// 1 while a mirror's sync is halted because its source is another cluster, else 0.
 pub const SYNC_HALTED: &str = "kmirror_sync_cluster_id_mismatch_mirrors";
+/// Records removed from mirror partitions by truncation, per mirror and reason: `lso` (a stop
+/// cuts back to the last stable offset) or `lme` (a start or failback cuts back to the last
+/// mirrored epoch's end on the source).
+pub const TRUNCATED_RECORDS: &str = "kmirror_mirror_truncated_records_total";
+/// How old the oldest source record a mirror partition has not yet mirrored is, in seconds (0
+/// when caught up).
+pub const PARTITION_LAG_SECONDS: &str = "kmirror_mirror_partition_lag_seconds";
+/// The greatest time lag of a mirror's partitions on this broker.
+pub const MAX_LAG_SECONDS: &str = "kmirror_mirror_max_lag_seconds";
+/// Milliseconds the mirror's fetchers waited for `mirror.replication.throttled.rate`.
+pub const THROTTLE_WAIT: &str = "kmirror_fetcher_throttle_wait_ms_total";
+/// Source topics a mirror started by itself because they match `topics.include`.
+pub const AUTO_STARTED_TOPICS: &str = "kmirror_mirror_auto_started_topics_total";
+/// Consumer groups whose offsets the sync left alone because they have members on the
+/// destination.
+pub const GROUPS_SKIPPED: &str = "kmirror_sync_groups_skipped_total";
 /// The engine's metrics.
 pub const CATALOGUE: &[MetricDef] = &[
     MetricDef {
@@ -153,6 +169,42 @@ pub const CATALOGUE: &[MetricDef] = &[
         kind: MetricKind::Gauge,
         labels: &["mirror"],
         help: "1 while the mirror's sync is halted: its source answers with another cluster id.",
+    },
+    MetricDef {
+        name: TRUNCATED_RECORDS,
+        kind: MetricKind::Counter,
+        labels: &["mirror", "reason"],
+        help: "Records removed from mirror partitions by truncation (reason lso: a stop; lme: a start or failback).",
+    },
+    MetricDef {
+        name: PARTITION_LAG_SECONDS,
+        kind: MetricKind::Gauge,
+        labels: &["mirror", "topic", "partition"],
+        help: "Age in seconds of the oldest source record the partition has not mirrored yet.",
+    },
+    MetricDef {
+        name: MAX_LAG_SECONDS,
+        kind: MetricKind::Gauge,
+        labels: &["mirror"],
+        help: "The greatest time lag in seconds of the mirror's partitions on this broker.",
+    },
+    MetricDef {
+        name: THROTTLE_WAIT,
+        kind: MetricKind::Counter,
+        labels: &["mirror"],
+        help: "Milliseconds the mirror's fetchers waited for mirror.replication.throttled.rate.",
+    },
+    MetricDef {
+        name: AUTO_STARTED_TOPICS,
+        kind: MetricKind::Counter,
+        labels: &["mirror"],
+        help: "Source topics the mirror started by itself because they match topics.include.",
+    },
+    MetricDef {
+        name: GROUPS_SKIPPED,
+        kind: MetricKind::Counter,
+        labels: &["mirror"],
+        help: "Consumer groups the offset sync skipped because they have members on the destination.",
     },
 ];
 

@@ -23,6 +23,11 @@ pub struct MirrorStats {
     fetched_bytes: Counter,
     errors: Counter,
     violations: Counter,
+    truncated_lso: Counter,
+    truncated_lme: Counter,
+    throttle_wait: Counter,
+    auto_started: Counter,
+    groups_skipped: Counter,
     /// Since when (ms since the epoch) the mirror's fetches fail, and the last error; cleared by
     /// a fetch that succeeds. DescribeMirrors shows it for partitions that wait on the source.
     failing: std::sync::Mutex<Option<(i64, String)>>,
@@ -36,6 +41,15 @@ impl MirrorStats {
             counter.increment(0);
             counter
         };
+        let truncated = |reason: &'static str| {
+            let counter = ::metrics::counter!(
+                metrics::TRUNCATED_RECORDS,
+                "mirror" => mirror.to_string(),
+                "reason" => reason
+            );
+            counter.increment(0);
+            counter
+        };
         MirrorStats {
             mirror: mirror.to_string(),
             lags: DashMap::new(),
@@ -44,6 +58,11 @@ impl MirrorStats {
             fetched_bytes: counter(metrics::FETCH_BYTES),
             errors: counter(metrics::FETCH_ERRORS),
             violations: counter(metrics::INVARIANT_VIOLATIONS),
+            truncated_lso: truncated("lso"),
+            truncated_lme: truncated("lme"),
+            throttle_wait: counter(metrics::THROTTLE_WAIT),
+            auto_started: counter(metrics::AUTO_STARTED_TOPICS),
+            groups_skipped: counter(metrics::GROUPS_SKIPPED),
             failing: std::sync::Mutex::new(None),
         }
     }
@@ -76,6 +95,31 @@ impl MirrorStats {
     /// A fetched batch was refused: it would break the log's invariants.
     pub fn invariant_violated(&self) {
         self.violations.increment(1);
+    }
+
+    /// A stop's truncation to the last stable offset removed `records`.
+    pub fn truncated_at_stop(&self, records: u64) {
+        self.truncated_lso.increment(records);
+    }
+
+    /// A start's or failback's truncation to the last mirrored epoch removed `records`.
+    pub fn truncated_at_start(&self, records: u64) {
+        self.truncated_lme.increment(records);
+    }
+
+    /// A fetcher waited `wait` for the mirror's throttle.
+    pub fn throttled(&self, wait: std::time::Duration) {
+        self.throttle_wait.increment(wait.as_millis() as u64);
+    }
+
+    /// A source topic was started because it matches `topics.include`.
+    pub fn auto_started(&self) {
+        self.auto_started.increment(1);
+    }
+
+    /// The offset sync left a group alone: it has members on the destination.
+    pub fn group_skipped(&self) {
+        self.groups_skipped.increment(1);
     }
 
     /// The partition is `lag` records behind the source.
