@@ -17,6 +17,7 @@ use super::cause;
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use crate::actor::{FetchAnswers, FetcherPorts, PortFuture};
+use super::throttle::Throttle;
 use crate::host::{self, FetchProgress, FetchRequest, FetchResponse, Host, Source, TopicPartition};
 use crate::partition::Cause;
 use actix::{Message, Recipient};
@@ -46,6 +47,8 @@ pub struct EngineFetcherPorts<H: Host> {
     source_cluster_id: SourceClusterId,
     /// The destination leader epoch of each partition.
     destination_epochs: DestinationEpochs,
+    /// The mirror's pace on this broker, shared by its fetchers.
+    throttle: Arc<Throttle>,
 }
 
 impl<H: Host> std::fmt::Debug for EngineFetcherPorts<H> {
@@ -121,7 +124,14 @@ impl<H: Host> EngineFetcherPorts<H> {
             moved: None,
             source_cluster_id: SourceClusterId::default(),
             destination_epochs,
+            throttle: Arc::new(Throttle::new(None)),
         }
+    }
+
+    /// These ports paced by `throttle` (unlimited otherwise).
+    pub fn throttled(mut self, throttle: Arc<Throttle>) -> Self {
+        self.throttle = throttle;
+        self
     }
 
     /// These ports within a pool: its leader epochs, where moved partitions go, and the source
@@ -244,14 +254,16 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                             .get(&TopicPartition::new(topic.clone(), *partition))
                             .map_or(-1, |e| *e),
                         last_fetched_epoch: request.last_fetched_epoch.unwrap_or(-1),
-                        max_bytes: i32::try_from(request.max_bytes).unwrap_or(i32::MAX),
+                        max_bytes: self
+                            .throttle
+                            .fetch_bytes(i32::try_from(request.max_bytes).unwrap_or(i32::MAX)),
                     },
                 )
                 .collect(),
             isolation: Isolation::ReadCommitted,
             max_wait_ms: self.settings.wait_max_ms,
             min_bytes: self.settings.min_bytes,
-            max_bytes: self.settings.response_max_bytes,
+            max_bytes: self.throttle.fetch_bytes(self.settings.response_max_bytes),
         };
         let asked: Vec<Asked> = spec
             .partitions
@@ -269,7 +281,13 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         let moved = self.moved.clone();
         let source_cluster_id = self.source_cluster_id.clone();
         let host = self.host.clone();
+        let throttle = self.throttle.clone();
         Box::pin(async move {
+            let wait = throttle.delay(tokio::time::Instant::now());
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+                stats.throttled(wait);
+            }
             let fetched = match source.fetch(leader, &spec).await {
                 Ok(fetched) => fetched,
                 Err(e) => {
@@ -278,6 +296,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 }
             };
             let bytes = fetched.iter().map(|p| p.records.len() as u64).sum();
+            throttle.paid(bytes, tokio::time::Instant::now());
             stats.fetched(bytes, host.now_ms());
             let gone = gone_topics(&*source, &source_cluster_id, &fetched, &asked).await;
             let answers = fetched

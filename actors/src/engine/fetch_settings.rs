@@ -2,20 +2,26 @@
 //! source asks for and how long it may wait, and how many fetchers share each source broker's
 //! partitions. More bytes per Fetch and more fetchers in flight are what a distant source needs:
 //! one fetcher has one Fetch in flight, so it moves at most a response per round trip.
+//! `mirror.replication.throttled.rate` caps what they fetch ([`super::throttle`]).
 
 use std::collections::BTreeMap;
 
 /// How a mirror fetches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchSettings {
-    /// `mirror.fetch.max.bytes` (1 MiB): bytes asked per partition.
+    /// `fetch.max.bytes` (1 MiB): bytes asked per partition.
     pub partition_max_bytes: i32,
-    /// `mirror.fetch.response.max.bytes` (10 MiB): bytes asked per Fetch.
+    /// `fetch.response.max.bytes` (10 MiB): bytes asked per Fetch.
     pub response_max_bytes: i32,
-    /// `mirror.fetch.wait.max.ms` (500): how long the source may hold a Fetch with nothing new.
+    /// `fetch.wait.max.ms` (500): how long the source may hold a Fetch with nothing new.
     pub wait_max_ms: i32,
-    /// `mirror.fetch.min.bytes` (1): bytes the source waits for before answering.
+    /// `fetch.min.bytes` (1): bytes the source waits for before answering.
     pub min_bytes: i32,
+    /// `fetch.backoff.ms` (1000): how long a fetcher waits after a Fetch that failed.
+    pub backoff_ms: i32,
+    /// `mirror.replication.throttled.rate` (none: unlimited): bytes per second the mirror's
+    /// fetchers on one broker may fetch together.
+    pub throttled_rate: Option<u64>,
     /// `mirror.num.replica.fetchers` (the broker's, 1 by default): fetchers per source broker,
     /// each partition on one of them by a hash of its name.
     pub fetchers_per_broker: usize,
@@ -28,6 +34,8 @@ impl Default for FetchSettings {
             response_max_bytes: 10 << 20,
             wait_max_ms: 500,
             min_bytes: 1,
+            backoff_ms: 1000,
+            throttled_rate: None,
             fetchers_per_broker: 1,
         }
     }
@@ -86,24 +94,30 @@ impl FetchSettings {
         let int = i64::from(i32::MAX);
         Ok(FetchSettings {
             partition_max_bytes: number(
-                "mirror.fetch.max.bytes",
+                "fetch.max.bytes",
                 defaults.partition_max_bytes.into(),
                 1,
                 int,
             )? as i32,
             response_max_bytes: number(
-                "mirror.fetch.response.max.bytes",
+                "fetch.response.max.bytes",
                 defaults.response_max_bytes.into(),
                 1,
                 int,
             )? as i32,
-            wait_max_ms: number(
-                "mirror.fetch.wait.max.ms",
-                defaults.wait_max_ms.into(),
-                0,
-                int,
-            )? as i32,
-            min_bytes: number("mirror.fetch.min.bytes", defaults.min_bytes.into(), 0, int)? as i32,
+            wait_max_ms: number("fetch.wait.max.ms", defaults.wait_max_ms.into(), 0, int)? as i32,
+            min_bytes: number("fetch.min.bytes", defaults.min_bytes.into(), 0, int)? as i32,
+            backoff_ms: number("fetch.backoff.ms", defaults.backoff_ms.into(), 0, int)? as i32,
+            // Below 1 KiB/s a fetcher would wait minutes per batch: refused as a mistake.
+            throttled_rate: match configs.get("mirror.replication.throttled.rate") {
+                None => None,
+                Some(_) => Some(number(
+                    "mirror.replication.throttled.rate",
+                    -1,
+                    1024,
+                    i64::MAX,
+                )? as u64),
+            },
             fetchers_per_broker: number(
                 "mirror.num.replica.fetchers",
                 broker_fetchers as i64,
@@ -128,8 +142,8 @@ mod tests {
     #[test]
     fn mirror_configs_override_the_defaults_and_bad_values_are_refused() {
         let configs: BTreeMap<String, String> = [
-            ("mirror.fetch.max.bytes", "8388608"),
-            ("mirror.fetch.response.max.bytes", "67108864"),
+            ("fetch.max.bytes", "8388608"),
+            ("fetch.response.max.bytes", "67108864"),
             ("mirror.num.replica.fetchers", "4"),
         ]
         .into_iter()
@@ -151,8 +165,15 @@ mod tests {
             2
         );
         let bad: BTreeMap<String, String> =
-            [("mirror.fetch.max.bytes".to_string(), "lots".to_string())].into();
+            [("fetch.max.bytes".to_string(), "lots".to_string())].into();
         let e = FetchSettings::from_configs(&bad, 1).expect_err("refused");
-        assert!(e.to_string().contains("mirror.fetch.max.bytes"), "{e}");
+        assert!(e.to_string().contains("fetch.max.bytes"), "{e}");
+        let slow: BTreeMap<String, String> = [(
+            "mirror.replication.throttled.rate".to_string(),
+            "100".to_string(),
+        )]
+        .into();
+        let e = FetchSettings::from_configs(&slow, 1).expect_err("too slow");
+        assert!(e.to_string().contains("out of range"), "{e}");
     }
 }

@@ -14,6 +14,7 @@ use super::fetch::{
     DestinationEpochs, EngineFetcherPorts, LeaderMoved, SourceClusterId, SourceEpochs,
 };
 use super::fetch_settings::FetchSettings;
+use super::throttle::Throttle;
 use super::stats::MirrorStats;
 use crate::actor::{AttachPartition, DetachPartition, Fetcher, FetcherConfig, FetcherProgress};
 use crate::host::{Host, Source, TopicPartition};
@@ -63,6 +64,8 @@ pub struct FetcherPool<H: Host> {
     fetch_source: Arc<H::Source>,
     stats: Arc<MirrorStats>,
     settings: FetchSettings,
+    /// The mirror's pace on this broker (its fetchers share it).
+    throttle: Arc<Throttle>,
     /// The source cluster id the mirror expects (checked with each topic lookup).
     source_cluster_id: SourceClusterId,
     /// By (source broker, slot).
@@ -95,13 +98,16 @@ impl<H: Host> std::fmt::Debug for FetcherPool<H> {
 
 impl<H: Host> FetcherPool<H> {
     /// The pool of a mirror whose source is `source` (control) and `fetch_source` (fetches); its
-    /// fetchers keep `stats` and fetch as `settings` say, up to `destination_epochs`.
+    /// fetchers keep `stats` and fetch as `settings` say, paced by `throttle`, up to
+    /// `destination_epochs`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         host: H,
         source: Arc<H::Source>,
         fetch_source: Arc<H::Source>,
         stats: Arc<MirrorStats>,
         settings: FetchSettings,
+        throttle: Arc<Throttle>,
         source_cluster_id: SourceClusterId,
         destination_epochs: DestinationEpochs,
     ) -> Self {
@@ -111,6 +117,7 @@ impl<H: Host> FetcherPool<H> {
             fetch_source,
             stats,
             settings,
+            throttle,
             source_cluster_id,
             fetchers: HashMap::new(),
             members: HashMap::new(),
@@ -172,10 +179,11 @@ impl<H: Host> FetcherPool<H> {
             self.settings,
             self.destination_epochs.clone(),
         );
-        let (epochs, me, cluster) = (
+        let (epochs, me, cluster, throttle) = (
             self.epochs.clone(),
             self.me.clone(),
             self.source_cluster_id.clone(),
+            self.throttle.clone(),
         );
         self.fetchers
             .entry((leader, slot))
@@ -187,7 +195,8 @@ impl<H: Host> FetcherPool<H> {
                     stats,
                     settings,
                     destination_epochs,
-                );
+                )
+                .throttled(throttle);
                 let ports = match me {
                     Some(me) => ports.in_pool(epochs, me.recipient(), cluster),
                     None => ports,

@@ -1,38 +1,103 @@
 //! A mirror's configs, checked as a whole in one place: CreateMirror refuses
 //! what [`validate`] refuses, naming the key, and the engine loads a mirror through the same
 //! function, so a stored mirror runs with exactly what was checked. The parsing itself belongs
-//! to the parts that use each key: [`FetchSettings`] (`mirror.fetch.*`,
-//! `mirror.num.replica.fetchers`), [`SyncFilters`] (the group, property and ACL patterns) and
-//! [`ClientConfig`] (the source client's connection and security keys); this module adds what
-//! none of them checks: `bootstrap.servers` as a `host:port` list, `mirror.fetch.backoff.ms`,
-//! and that every `mirror.*` key is one a mirror has. Keys outside `mirror.*` are the source
-//! client's; those it does not know are ignored, as Kafka's clients ignore them.
+//! to the parts that use each key: [`FetchSettings`] (`fetch.*`,
+//! `mirror.num.replica.fetchers`, `mirror.replication.throttled.rate`), [`SyncFilters`] (the
+//! topic, group, property and ACL patterns) and [`ClientConfig`] (the source client's
+//! connection and security keys); this module adds what none of them checks:
+//! `bootstrap.servers` as a `host:port` list, `fetch.backoff.ms`, and that every `mirror.*` key
+//! is one a mirror has. Other keys are the source client's; those it does not know are
+//! ignored, as Kafka's clients ignore them.
+//!
+//! Key names (docs/mirror-configs.md): the mirror-level keys are the KIP prototype's unprefixed
+//! names (`fetch.max.bytes`, `topics.include`, ...). Their earlier `mirror.`-prefixed names stay
+//! accepted as aliases ([`ALIASES`]): [`canonical`] renames them before anything reads the
+//! configs and says which it renamed, so the caller can warn. Secrets ([`is_password`]) are
+//! stored as given and never shown: DescribeConfigs hides them as Kafka hides its PASSWORD
+//! type, and no log line prints a mirror's configs.
 //!
 //! [`check_not_this_cluster`] refuses a mirror whose source is the destination cluster itself
 //! (starting a topic through it would truncate the topic it reads from).
 //!
 //! docs/mirror-configs.md is the operators' reference of these keys; keep the two together.
 
-use super::fetch_settings::{FetchSettings, number_setting};
+use super::fetch_settings::FetchSettings;
 use super::sync_plan::SyncFilters;
 use kmirror_protocol::client::ClientConfig;
 use std::collections::{BTreeMap, HashMap};
 
-/// Every `mirror.*` key a mirror's configs may hold.
+/// Every `mirror.*` key a mirror's configs may hold under its own name.
 pub const MIRROR_KEYS: &[&str] = &[
     "mirror.source.cluster.id",
-    "mirror.fetch.max.bytes",
-    "mirror.fetch.response.max.bytes",
-    "mirror.fetch.wait.max.ms",
-    "mirror.fetch.min.bytes",
-    "mirror.fetch.backoff.ms",
     "mirror.num.replica.fetchers",
-    "mirror.socket.receive.buffer.bytes",
-    "mirror.groups.include",
-    "mirror.groups.exclude",
-    "mirror.acls.include",
+    "mirror.replication.throttled.rate",
     "mirror.topic.properties.exclude",
 ];
+
+/// The earlier `mirror.`-prefixed names of mirror-level keys, each with its name now.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("mirror.fetch.max.bytes", "fetch.max.bytes"),
+    ("mirror.fetch.response.max.bytes", "fetch.response.max.bytes"),
+    ("mirror.fetch.wait.max.ms", "fetch.wait.max.ms"),
+    ("mirror.fetch.min.bytes", "fetch.min.bytes"),
+    ("mirror.fetch.backoff.ms", "fetch.backoff.ms"),
+    ("mirror.socket.timeout.ms", "socket.timeout.ms"),
+    (
+        "mirror.socket.receive.buffer.bytes",
+        "socket.receive.buffer.bytes",
+    ),
+    ("mirror.topics.include", "topics.include"),
+    ("mirror.topics.exclude", "topics.exclude"),
+    ("mirror.groups.include", "groups.include"),
+    ("mirror.groups.exclude", "groups.exclude"),
+    ("mirror.acls.include", "acls.include"),
+];
+
+/// Whether `key` holds a secret (Kafka's PASSWORD type): a password, a secret, the JAAS entry
+/// (it carries the SASL password or client secret) or a private key. Never shown.
+pub fn is_password(key: &str) -> bool {
+    key.contains("password")
+        || key.contains("secret")
+        || key == "sasl.jaas.config"
+        || key == "ssl.keystore.key"
+}
+
+/// A mirror's configs under their names now, and the aliases that were renamed (old, new).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Canonical {
+    /// The configs, every alias renamed.
+    pub configs: BTreeMap<String, String>,
+    /// The aliases found, each with the name it was renamed to.
+    pub renamed: Vec<(&'static str, &'static str)>,
+}
+
+/// Renames the aliases of `configs`; refused when an alias and its key are both set to
+/// different values (which one the operator meant is not knowable).
+pub fn canonical(configs: &BTreeMap<String, String>) -> Result<Canonical, MirrorConfigError> {
+    let mut out = configs.clone();
+    let mut renamed = Vec::new();
+    for &(old, new) in ALIASES {
+        let Some(value) = out.remove(old) else {
+            continue;
+        };
+        if let Some(current) = out.get(new).filter(|current| **current != value) {
+            return Err(MirrorConfigError::Invalid(format!(
+                "{old} is the old name of {new}, and the two are set to different values                  ({value:?}, {current:?}): keep only {new}"
+            )));
+        }
+        out.insert(new.to_string(), value);
+        renamed.push((old, new));
+    }
+    Ok(Canonical {
+        configs: out,
+        renamed,
+    })
+}
+
+/// The warning for an alias in use.
+pub fn alias_warning(old: &str, new: &str) -> String {
+    format!("mirror config {old} is deprecated: it is now named {new}")
+}
 
 /// A mirror config that cannot be used; the message names the key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +116,8 @@ pub enum MirrorConfigError {
 /// What a mirror runs with, once its configs are checked.
 #[derive(Debug, Clone)]
 pub struct MirrorSettings {
+    /// The aliases its configs use, each with its name now (warn about them).
+    pub renamed: Vec<(&'static str, &'static str)>,
     /// How it fetches.
     pub fetch: FetchSettings,
     /// How it reaches the source.
@@ -66,6 +133,8 @@ pub fn validate(
     broker_fetchers: usize,
 ) -> Result<MirrorSettings, MirrorConfigError> {
     let invalid = |e: &dyn std::fmt::Display| MirrorConfigError::Invalid(e.to_string());
+    let Canonical { configs, renamed } = canonical(configs)?;
+    let configs = &configs;
     if let Some(key) = configs
         .keys()
         .find(|k| k.starts_with("mirror.") && !MIRROR_KEYS.contains(&k.as_str()))
@@ -84,20 +153,11 @@ pub fn validate(
         ));
     }
     let fetch = FetchSettings::from_configs(configs, broker_fetchers).map_err(|e| invalid(&e))?;
-    // A documented mirror key the fetcher does not read yet: a value stored now must be one it
-    // can use later.
-    number_setting(
-        configs,
-        "mirror.fetch.backoff.ms",
-        1000,
-        0,
-        i64::from(i32::MAX),
-    )
-    .map_err(|e| invalid(&e))?;
     let filters = SyncFilters::from_configs(configs).map_err(|e| invalid(&e))?;
     let props: HashMap<String, String> = configs.clone().into_iter().collect();
     let client = ClientConfig::from_properties(&props).map_err(|e| invalid(&e))?;
     Ok(MirrorSettings {
+        renamed,
         fetch,
         client,
         filters,
@@ -166,6 +226,47 @@ mod tests {
             let e = validate(&configs(&[("bootstrap.servers", bad)]), 1).expect_err(bad);
             assert!(e.to_string().contains("bootstrap.servers"), "{e}");
         }
+    }
+
+    #[test]
+    fn old_names_are_aliases_and_secrets_are_passwords() {
+        let settings = validate(
+            &configs(&[
+                ("bootstrap.servers", "a:9092"),
+                ("mirror.fetch.max.bytes", "4096"),
+                ("groups.include", "orders.*"),
+            ]),
+            1,
+        )
+        .expect("valid");
+        assert_eq!(settings.fetch.partition_max_bytes, 4096);
+        assert_eq!(
+            settings.renamed,
+            vec![("mirror.fetch.max.bytes", "fetch.max.bytes")]
+        );
+        let both = configs(&[
+            ("bootstrap.servers", "a:9092"),
+            ("mirror.fetch.max.bytes", "4096"),
+            ("fetch.max.bytes", "8192"),
+        ]);
+        let e = validate(&both, 1).expect_err("ambiguous");
+        assert!(e.to_string().contains("keep only fetch.max.bytes"), "{e}");
+        let e = validate(
+            &configs(&[("bootstrap.servers", "a:9092"), ("mirror.fetch.maxbytes", "1")]),
+            1,
+        )
+        .expect_err("unknown");
+        assert!(e.to_string().contains("mirror.fetch.maxbytes"), "{e}");
+        for secret in [
+            "sasl.jaas.config",
+            "ssl.truststore.password",
+            "ssl.key.password",
+            "ssl.keystore.key",
+            "sasl.password",
+        ] {
+            assert!(is_password(secret), "{secret}");
+        }
+        assert!(!is_password("bootstrap.servers"));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! - [`sync`] and [`sync_plan`]: the periodic metadata sync (source cluster id, partition
 //!   counts, topic configs, group offsets, ACLs) and its pure decisions;
 //! - [`mirror_configs`], [`fetch_settings`]: a mirror's configs checked as a whole;
+//! - [`throttle`]: `mirror.replication.throttled.rate`, the pace of a mirror's fetchers;
 //! - [`stats`]: a mirror's fetch figures and lags, published as metrics;
 //! - [`handle`]: the engine as a host's request handlers and its process see it.
 //!
@@ -35,6 +36,7 @@ pub mod stats;
 mod sync;
 pub mod sync_plan;
 pub mod system;
+pub mod throttle;
 pub mod topics;
 
 pub use handle::{Engine, EngineRequest, EngineRuntime};

@@ -108,11 +108,11 @@ impl<H: Host> MirrorSystem<H> {
         }
     }
 
-    /// A mirror whose configs changed (IncrementalAlterConfigs on the mirror): its source
-    /// clients take the new connection and security keys; connections open now are dropped,
-    /// so the next request connects with them; its FAILED partitions retry (a wrong password
-    /// fails them for good, the operator's fix is this change). Filters are read by each sync
-    /// round anyway.
+    /// A mirror whose configs changed (IncrementalAlterConfigs on the mirror): its fetchers take
+    /// the new `mirror.replication.throttled.rate` at once; its source clients take the new
+    /// connection and security keys; connections open now are dropped, so the next request
+    /// connects with them; its FAILED partitions retry (a wrong password fails them for good,
+    /// the operator's fix is this change). Filters are read by each sync round anyway.
     fn take_changed_configs(&mut self) {
         let mirrors = self.host.mirrors();
         let fetchers = self.host.settings().num_replica_fetchers;
@@ -121,13 +121,21 @@ impl<H: Host> MirrorSystem<H> {
                 continue;
             };
             runtime.configs = configs.clone();
-            let client = match super::mirror_configs::validate(configs, fetchers) {
-                Ok(settings) => settings.client,
+            let settings = match super::mirror_configs::validate(configs, fetchers) {
+                Ok(settings) => settings,
                 Err(e) => {
                     tracing::error!(mirror = name, error = %e, "the mirror's new configs");
                     continue;
                 }
             };
+            let rate = settings.fetch.throttled_rate;
+            if runtime.throttle.rate() != rate {
+                tracing::info!(mirror = name, ?rate, "mirror.replication.throttled.rate changed");
+                runtime
+                    .throttle
+                    .set_rate(rate, tokio::time::Instant::now());
+            }
+            let client = settings.client;
             tracing::info!(mirror = name, "the mirror's configs changed: reconnecting");
             for source in [&*runtime.source, &*runtime.fetch_source] {
                 if let Err(e) = source.reconfigure(client.clone()) {

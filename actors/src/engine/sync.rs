@@ -7,15 +7,21 @@
 //! partitions here with the reason (FAILED, not retried), and sets
 //! [`crate::metrics::SYNC_HALTED`]. Only on the broker leading the mirror's coordinator shard
 //! (`mirror_shard(mirrorName)` of `__mirror_state`): partition count growth, topic configs,
-//! consumer group offsets and ACLs. Topics paused or stopped (`mirror.name` with a suffix) are
-//! left alone. Each step counts its runs and errors ([`crate::metrics::SYNC_RUNS`],
+//! consumer group offsets and ACLs, and the start of source topics that `topics.include`
+//! selects and this cluster does not have yet (by the same StartTopic as StartMirrorTopics).
+//! Topics paused or stopped (`mirror.name` with a suffix) are left alone, and a topic of the
+//! name already here (a stopped one, a plain one) is never started by the filter: only an
+//! operator's command takes it over. Each step counts its runs and errors ([`crate::metrics::SYNC_RUNS`],
 //! [`crate::metrics::SYNC_ERRORS`]) and a failed step never stops the others.
 //!
 //! Group offsets are committed on this broker's group coordinator for the mirror partitions
 //! whose logs are here (the clamp needs the log's range), which in a single-node cluster is all.
+//! A group with members here is skipped and counted ([`crate::metrics::GROUPS_SKIPPED`]).
 
 use super::reactions::log_rejection;
 use super::shard_route::ShardRoute;
+use super::stats::MirrorStats;
+use super::topics::StartTopic;
 use super::sync_plan::{self, DYNAMIC_TOPIC_CONFIG, DestinationLog, SyncFilters};
 use super::system::MirrorSystem;
 use crate::host::{Host, Source};
@@ -40,6 +46,7 @@ const PARTITIONS: &str = "partitions";
 const CONFIGS: &str = "configs";
 const GROUPS: &str = "groups";
 const ACLS: &str = "acls";
+const TOPICS: &str = "topics";
 
 /// One mirror's sync, with what it needs from the system.
 struct SyncJob<H: Host> {
@@ -52,7 +59,16 @@ struct SyncJob<H: Host> {
     own_cluster_id: String,
     /// This broker leads the mirror's coordinator shard.
     coordinator: bool,
+    stats: Arc<MirrorStats>,
     host: H,
+}
+
+/// What one mirror's sync found.
+struct SyncOutcome {
+    /// The source's cluster id, or why it did not answer.
+    source_cluster_id: Result<String, String>,
+    /// Source topics `topics.include` selects that this cluster does not have.
+    to_start: Vec<String>,
 }
 
 impl<H: Host> Handler<SyncMetadata> for MirrorSystem<H> {
@@ -78,6 +94,7 @@ impl<H: Host> Handler<SyncMetadata> for MirrorSystem<H> {
                         .cloned(),
                     own_cluster_id: self.host.cluster_id(),
                     coordinator,
+                    stats: runtime.stats.clone(),
                     host: self.host.clone(),
                 }),
                 Some(_) => {}
@@ -103,10 +120,13 @@ impl<H: Host> Handler<SyncMetadata> for MirrorSystem<H> {
             }
             answers
         };
-        ctx.spawn(run.into_actor(self).map(|answers, system, _| {
+        ctx.spawn(run.into_actor(self).map(|answers, system, ctx| {
             system.syncing = false;
-            for (mirror, answer) in answers {
-                system.source_answered(&mirror, answer);
+            for (mirror, outcome) in answers {
+                system.source_answered(&mirror, outcome.source_cluster_id);
+                for topic in outcome.to_start {
+                    system.auto_start(&mirror, topic, ctx);
+                }
             }
         }));
     }
@@ -126,6 +146,34 @@ impl<H: Host> MirrorSystem<H> {
         }
         let index = mirror_shard(mirror, self.shards.len() as i32);
         matches!(self.shards.get(index as usize), Some(ShardRoute::Local(_)))
+    }
+
+    /// Starts a source topic `topics.include` selected, as StartMirrorTopics would.
+    fn auto_start(&mut self, mirror: &str, topic: String, ctx: &mut Context<Self>) {
+        let Some(stats) = self.mirrors.get(mirror).map(|r| r.stats.clone()) else {
+            return;
+        };
+        let start = StartTopic {
+            mirror: mirror.to_string(),
+            topic: topic.clone(),
+        };
+        let mirror = mirror.to_string();
+        let started = ctx.address().send(start);
+        ctx.spawn(
+            async move {
+                match started.await {
+                    Ok(Ok(())) => {
+                        stats.auto_started();
+                        tracing::info!(mirror, topic, "started a source topic topics.include selects");
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(mirror, topic, error = %e, "starting a source topic topics.include selects")
+                    }
+                    Err(_) => {}
+                }
+            }
+            .into_actor(self),
+        );
     }
 
     /// The mirror's source is another cluster: no more sync, and its mirroring partitions here
@@ -166,7 +214,20 @@ fn count(mirror: &str, kind: &'static str, result: Result<(), String>) {
 /// Runs one mirror's sync; what the source answered for its cluster id (the system halts the
 /// mirror when it is the wrong cluster, and shows since when it does not answer). A source
 /// that does not answer or is the wrong cluster is not synced further.
-async fn sync_mirror<H: Host>(job: &SyncJob<H>) -> Result<String, String> {
+async fn sync_mirror<H: Host>(job: &SyncJob<H>) -> SyncOutcome {
+    let mut to_start = Vec::new();
+    let source_cluster_id = sync_steps(job, &mut to_start).await;
+    SyncOutcome {
+        source_cluster_id,
+        to_start,
+    }
+}
+
+/// The steps of [`sync_mirror`]; the topics to start go to `to_start`.
+async fn sync_steps<H: Host>(
+    job: &SyncJob<H>,
+    to_start: &mut Vec<String>,
+) -> Result<String, String> {
     let mirror = job.mirror.as_str();
     let halted = ::metrics::gauge!(metrics::SYNC_HALTED, "mirror" => mirror.to_string());
     let found = match job.source.cluster_id().await {
@@ -193,7 +254,7 @@ async fn sync_mirror<H: Host>(job: &SyncJob<H>) -> Result<String, String> {
     let filters = match SyncFilters::from_configs(&job.configs) {
         Ok(filters) => filters,
         Err(e) => {
-            for kind in [PARTITIONS, CONFIGS, GROUPS, ACLS] {
+            for kind in [PARTITIONS, CONFIGS, GROUPS, ACLS, TOPICS] {
                 count(mirror, kind, Err(e.to_string()));
             }
             return Ok(found);
@@ -213,7 +274,34 @@ async fn sync_mirror<H: Host>(job: &SyncJob<H>) -> Result<String, String> {
     count(mirror, CONFIGS, sync_configs(job, &active, &filters).await);
     count(mirror, GROUPS, sync_groups(job, &active, &filters).await);
     count(mirror, ACLS, sync_acls(job, &filters).await);
+    if filters.auto_mirrors() {
+        match topics_to_start(job, &filters).await {
+            Ok(topics) => {
+                count(mirror, TOPICS, Ok(()));
+                *to_start = topics;
+            }
+            Err(e) => count(mirror, TOPICS, Err(e)),
+        }
+    }
     Ok(found)
+}
+
+/// The source topics `topics.include` selects that no topic of this cluster has the name of.
+async fn topics_to_start<H: Host>(
+    job: &SyncJob<H>,
+    filters: &SyncFilters,
+) -> Result<Vec<String>, String> {
+    let source = job
+        .source
+        .metadata(None)
+        .await
+        .map_err(|e| failed("the source's topics", e))?;
+    let here = job.host.topics();
+    Ok(source
+        .topics
+        .into_keys()
+        .filter(|t| filters.topic_auto_mirrored(t) && !here.contains_key(t))
+        .collect())
 }
 
 fn failed(what: &str, e: impl std::fmt::Display) -> String {
@@ -319,6 +407,7 @@ async fn sync_groups<H: Host>(
                 group = id,
                 "skipping a group active here"
             );
+            job.stats.group_skipped();
             continue;
         }
         let offsets = match job.source.committed_offsets(id).await {

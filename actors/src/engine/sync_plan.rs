@@ -7,7 +7,9 @@
 //! - [`offsets_to_commit`]: a group's committed offsets of the mirror's active topics, the same
 //!   offsets (no translation), clamped into the destination log's range, keeping the committed
 //!   leader epoch unless clamped;
-//! - [`acl_changes`]: the source bindings in `mirror.acls.include` to create, and the destination
+//! - [`SyncFilters::topic_auto_mirrored`]: whether a source topic starts mirroring by itself
+//!   (`topics.include`, `topics.exclude`);
+//! - [`acl_changes`]: the source bindings in `acls.include` to create, and the destination
 //!   bindings in that scope that vanished from the source to delete (CLUSTER_MIRROR bindings are
 //!   the destination's own and never touched).
 
@@ -40,7 +42,9 @@ pub const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 /// A mirror's sync filters, from its configs.
 #[derive(Debug, Clone)]
 pub struct SyncFilters {
-    groups_include: Regex,
+    topics_include: Option<Regex>,
+    topics_exclude: Option<Regex>,
+    groups_include: Option<Regex>,
     groups_exclude: Option<Regex>,
     properties_exclude: Vec<Regex>,
     acl_rules: Vec<AclRule>,
@@ -70,26 +74,24 @@ fn list(value: &str) -> impl Iterator<Item = &str> {
 }
 
 impl SyncFilters {
-    /// The filters of a mirror: `mirror.groups.include` (`.*`) and `mirror.groups.exclude` (none),
-    /// comma-separated regular expressions,
+    /// The filters of a mirror (its configs under their names now, docs/mirror-configs.md):
+    /// `topics.include` (none) and `topics.exclude` (`__.*`), `groups.include` (`.*`) and
+    /// `groups.exclude` (none), comma-separated regular expressions matching whole names,
     /// `mirror.topic.properties.exclude` (the defaults; regular expressions, comma-separated)
-    /// and `mirror.acls.include` (`*`; rules separated by commas).
+    /// and `acls.include` (`*`; rules separated by commas).
     pub fn from_configs(
         configs: &BTreeMap<String, String>,
     ) -> Result<SyncFilters, SyncConfigError> {
         let get = |key: &str| configs.get(key).map(String::as_str);
-        let any_of =
-            |key: &'static str, value: &str| whole(key, &list(value).collect::<Vec<_>>().join("|"));
-        let groups_include = any_of(
-            "mirror.groups.include",
-            get("mirror.groups.include").unwrap_or(".*"),
-        )?;
-        let groups_exclude = match get("mirror.groups.exclude") {
-            Some(value) if list(value).next().is_some() => {
-                Some(any_of("mirror.groups.exclude", value)?)
-            }
-            _ => None,
+        // An empty list matches nothing (not the empty name).
+        let any_of = |key: &'static str, value: &str| match list(value).collect::<Vec<_>>() {
+            patterns if patterns.is_empty() => Ok(None),
+            patterns => whole(key, &patterns.join("|")).map(Some),
         };
+        let topics_include = any_of("topics.include", get("topics.include").unwrap_or(""))?;
+        let topics_exclude = any_of("topics.exclude", get("topics.exclude").unwrap_or("__.*"))?;
+        let groups_include = any_of("groups.include", get("groups.include").unwrap_or(".*"))?;
+        let groups_exclude = any_of("groups.exclude", get("groups.exclude").unwrap_or(""))?;
         let properties_exclude = match get("mirror.topic.properties.exclude") {
             Some(value) => list(value)
                 .map(|p| whole("mirror.topic.properties.exclude", p))
@@ -99,10 +101,12 @@ impl SyncFilters {
                 .map(|p| whole("mirror.topic.properties.exclude", &regex::escape(p)))
                 .collect::<Result<_, _>>()?,
         };
-        let acl_rules = list(get("mirror.acls.include").unwrap_or("*"))
+        let acl_rules = list(get("acls.include").unwrap_or("*"))
             .map(AclRule::parse)
             .collect::<Result<_, _>>()?;
         Ok(SyncFilters {
+            topics_include,
+            topics_exclude,
             groups_include,
             groups_exclude,
             properties_exclude,
@@ -110,9 +114,21 @@ impl SyncFilters {
         })
     }
 
+    /// Whether a source topic starts mirroring by itself: `topics.include` matches it and
+    /// `topics.exclude` does not (an exclusion wins; nothing is included by default).
+    pub fn topic_auto_mirrored(&self, topic: &str) -> bool {
+        self.topics_include.as_ref().is_some_and(|r| r.is_match(topic))
+            && !self.topics_exclude.as_ref().is_some_and(|r| r.is_match(topic))
+    }
+
+    /// Whether the mirror starts topics by itself (`topics.include` is set).
+    pub fn auto_mirrors(&self) -> bool {
+        self.topics_include.is_some()
+    }
+
     /// Whether a source group's offsets are synced (an exclusion wins).
     pub fn group_included(&self, group: &str) -> bool {
-        self.groups_include.is_match(group)
+        self.groups_include.as_ref().is_some_and(|r| r.is_match(group))
             && !self
                 .groups_exclude
                 .as_ref()
@@ -143,7 +159,7 @@ struct AclRule {
     principal: Option<Regex>,
 }
 
-const ACLS_INCLUDE: &str = "mirror.acls.include";
+const ACLS_INCLUDE: &str = "acls.include";
 
 /// An enum name as a rule and Kafka spell it, compared without case and underscores.
 fn enum_key(name: &str) -> String {

@@ -30,6 +30,7 @@ use super::reactions::MetadataChanged;
 use super::shard_route::{RemoteShard, ShardRoute};
 use super::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use super::stats::MirrorStats;
+use super::throttle::Throttle;
 use super::sync::SyncMetadata;
 use crate::actor::{CoordinatorShard, SupervisedPartition};
 use crate::host::{Host, Source};
@@ -83,6 +84,8 @@ pub(super) struct MirrorRuntime<H: Host> {
     pub(super) topics: BTreeMap<String, MirroredTopic<H>>,
     /// Its fetch figures and lags.
     pub(super) stats: Arc<MirrorStats>,
+    /// Its fetchers' pace here (`mirror.replication.throttled.rate`, changed at runtime).
+    pub(super) throttle: Arc<Throttle>,
     /// The destination leader epochs of its partitions here.
     pub(super) destination_epochs: super::fetch::DestinationEpochs,
     /// Why its metadata sync halted (the source is another cluster); its partitions then fail.
@@ -341,9 +344,13 @@ impl<H: Host> MirrorSystem<H> {
         let MirrorSettings {
             fetch: settings,
             client: config,
+            renamed,
             ..
         } = mirror_configs::validate(&configs, self.host.settings().num_replica_fetchers)
             .map_err(invalid)?;
+        for (old, new) in renamed {
+            tracing::warn!(mirror = name, "{}", mirror_configs::alias_warning(old, new));
+        }
         let source_cluster_id = Arc::new(std::sync::OnceLock::new());
         if let Some(id) = configs
             .get("mirror.source.cluster.id")
@@ -361,6 +368,7 @@ impl<H: Host> MirrorSystem<H> {
         let fetch_source = client(config)?;
         let stats = Arc::new(MirrorStats::new(&name));
         let destination_epochs = super::fetch::DestinationEpochs::default();
+        let throttle = Arc::new(Throttle::new(settings.throttled_rate));
         self.mirrors.insert(
             name.clone(),
             MirrorRuntime {
@@ -372,10 +380,12 @@ impl<H: Host> MirrorSystem<H> {
                     fetch_source,
                     stats.clone(),
                     settings,
+                    throttle.clone(),
                     source_cluster_id.clone(),
                     destination_epochs.clone(),
                 )
                 .start(),
+                throttle,
                 source,
                 source_cluster_id,
                 topics: BTreeMap::new(),

@@ -3,7 +3,8 @@
 //! `bootstrap.servers`, `security.protocol`, `sasl.mechanism` with `sasl.jaas.config` (or the
 //! `sasl.username` / `sasl.password` shorthand), the `ssl.truststore.*` and `ssl.keystore.*`
 //! stores (see [`super::stores`]), `ssl.endpoint.identification.algorithm`,
-//! `mirror.socket.receive.buffer.bytes`, plus timeouts. Secrets are kept out of `Debug`.
+//! `socket.receive.buffer.bytes`, plus timeouts (`request.timeout.ms`, or the mirror-level
+//! `socket.timeout.ms`; both set, they must agree). Secrets are kept out of `Debug`.
 
 use super::error::ClientError;
 use super::jaas::{self, LoginModule};
@@ -139,7 +140,7 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// Limit for one request.
     pub request_timeout: Duration,
-    /// `mirror.socket.receive.buffer.bytes`; `None` leaves it to OS autotuning.
+    /// `socket.receive.buffer.bytes`; `None` leaves it to OS autotuning.
     pub socket_receive_buffer_bytes: Option<u32>,
 }
 
@@ -186,16 +187,23 @@ impl ClientConfig {
                 })
                 .transpose()
         };
-        if let Some(ms) = millis("request.timeout.ms")? {
-            config.request_timeout = Duration::from_millis(ms);
+        match (millis("request.timeout.ms")?, millis("socket.timeout.ms")?) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(ClientError::Config(format!(
+                    "request.timeout.ms ({a}) and socket.timeout.ms ({b}) both set the timeout \
+                     of requests to the source: keep one"
+                )));
+            }
+            (Some(ms), _) | (None, Some(ms)) => config.request_timeout = Duration::from_millis(ms),
+            (None, None) => {}
         }
         if let Some(ms) = millis("socket.connection.setup.timeout.ms")? {
             config.connect_timeout = Duration::from_millis(ms);
         }
-        if let Some(v) = get("mirror.socket.receive.buffer.bytes") {
+        if let Some(v) = get("socket.receive.buffer.bytes") {
             let bytes: i64 = v.parse().map_err(|_| {
                 ClientError::Config(format!(
-                    "mirror.socket.receive.buffer.bytes must be a number, not {v:?}"
+                    "socket.receive.buffer.bytes must be a number, not {v:?}"
                 ))
             })?;
             config.socket_receive_buffer_bytes = u32::try_from(bytes).ok().filter(|b| *b > 0);
@@ -451,7 +459,7 @@ mod tests {
             ("sasl.password", "s3cret"),
             ("ssl.truststore.location", "/etc/ca.pem"),
             ("ssl.endpoint.identification.algorithm", ""),
-            ("mirror.socket.receive.buffer.bytes", "-1"),
+            ("socket.receive.buffer.bytes", "-1"),
         ]))
         .expect("valid");
         assert_eq!(c.bootstrap_servers, ["a:9092", "b:9092"]);
@@ -478,6 +486,11 @@ mod tests {
                 ("sasl.mechanism", "GSSAPI"),
             ]),
             props(&[("bootstrap.servers", "a:1"), ("request.timeout.ms", "soon")]),
+            props(&[
+                ("bootstrap.servers", "a:1"),
+                ("request.timeout.ms", "1000"),
+                ("socket.timeout.ms", "2000"),
+            ]),
         ] {
             assert!(
                 matches!(

@@ -23,14 +23,6 @@ pub(super) const CLUSTER_MIRROR: i8 = 64;
 /// Config source of a mirror's keys, as Kafka numbers dynamic configs of other resources.
 const DYNAMIC_CONFIG: i8 = 1;
 
-/// Whether a key holds a secret.
-fn sensitive(key: &str) -> bool {
-    key.contains("password")
-        || key.contains("secret")
-        || key == "sasl.jaas.config"
-        || key == "ssl.keystore.key"
-}
-
 /// The configs of mirror `name`, secrets hidden; `Err` is the error code and message.
 pub(super) fn describe(
     broker: &Broker,
@@ -52,7 +44,7 @@ pub(super) fn describe(
     Ok(configs
         .into_iter()
         .map(|(key, value)| {
-            let secret = sensitive(&key);
+            let secret = mirror_configs::is_password(&key);
             DescribeConfigsResourceResult::default()
                 .with_name(StrBytes::from_string(key))
                 .with_value((!secret).then(|| StrBytes::from_string(value)))
@@ -94,6 +86,9 @@ pub(super) fn alter(
     }
     let settings = mirror_configs::validate(&next, broker.config().mirror_num_replica_fetchers)
         .map_err(|e| invalid(e.to_string()))?;
+    for (old, new) in &settings.renamed {
+        tracing::warn!(mirror = name, "{}", mirror_configs::alias_warning(old, new));
+    }
     // The client is built as the engine will build it (stores read, keys decrypted), so a
     // config it could not use is refused here rather than logged there.
     kmirror_protocol::client::SourceClient::new(settings.client)

@@ -55,16 +55,28 @@ pub(super) fn create(
             .collect();
         let checked =
             mirror_configs::validate(&configs, broker.config().mirror_num_replica_fetchers)
-                .and_then(|_| match configs.get("mirror.source.cluster.id") {
-                    Some(source) => {
-                        mirror_configs::check_not_this_cluster(source, &broker.cluster_id())
+                .and_then(|settings| {
+                    match configs.get("mirror.source.cluster.id") {
+                        Some(source) => {
+                            mirror_configs::check_not_this_cluster(source, &broker.cluster_id())?
+                        }
+                        None => {}
                     }
-                    None => Ok(()),
+                    Ok(settings.renamed)
                 });
         match checked {
             Err(e) => refused(ErrorCode::INVALID_CONFIG, e.to_string()),
-            Ok(()) => match broker.create_mirror(&request.mirror_name, configs) {
-                Ok(()) => (0, None),
+            Ok(renamed) => match broker.create_mirror(&request.mirror_name, configs) {
+                Ok(()) => {
+                    for (old, new) in renamed {
+                        tracing::warn!(
+                            mirror = request.mirror_name,
+                            "{}",
+                            mirror_configs::alias_warning(old, new)
+                        );
+                    }
+                    (0, None)
+                }
                 Err(e) => (e.error_code(), Some(e.to_string())),
             },
         }

@@ -40,8 +40,8 @@ fn a_changed_source_cluster_id_is_refused_with_both_ids() {
 #[test]
 fn group_filters_match_whole_names_and_exclusion_wins() {
     let f = SyncFilters::from_configs(&configs(&[
-        ("mirror.groups.include", "orders.*,billing"),
-        ("mirror.groups.exclude", "orders-test"),
+        ("groups.include", "orders.*,billing"),
+        ("groups.exclude", "orders-test"),
     ]))
     .expect("filters");
     assert!(f.group_included("orders-app"));
@@ -121,7 +121,7 @@ fn offsets_are_kept_or_clamped_into_the_destination_log() {
 #[test]
 fn acl_sync_creates_missing_and_deletes_vanished_bindings_in_scope_only() {
     let f = SyncFilters::from_configs(&configs(&[(
-        "mirror.acls.include",
+        "acls.include",
         "TOPIC;orders.*, transactional_id",
     )]))
     .expect("filters");
@@ -164,16 +164,16 @@ fn acl_sync_creates_missing_and_deletes_vanished_bindings_in_scope_only() {
 #[test]
 fn malformed_filters_are_refused_with_their_key() {
     for (key, value) in [
-        ("mirror.groups.include", "(unclosed"),
-        ("mirror.acls.include", "TOPICS;x"),
-        ("mirror.acls.include", "TOPIC;x;READ;ALLOW;User:a;extra"),
+        ("groups.include", "(unclosed"),
+        ("acls.include", "TOPICS;x"),
+        ("acls.include", "TOPIC;x;READ;ALLOW;User:a;extra"),
         ("mirror.topic.properties.exclude", "[z-a]"),
     ] {
         let e = SyncFilters::from_configs(&configs(&[(key, value)])).expect_err(value);
         assert_eq!(e.key, key);
     }
     let principal =
-        SyncFilters::from_configs(&configs(&[("mirror.acls.include", "*;*;*;*;User:al.*")]))
+        SyncFilters::from_configs(&configs(&[("acls.include", "*;*;*;*;User:al.*")]))
             .expect("principal rule");
     assert!(principal.acl_included(&binding(
         ResourceType::Group,
