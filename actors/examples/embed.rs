@@ -39,7 +39,7 @@ async fn states(engine: &Engine, mirror: &str, topic: &str) -> Vec<MirrorState> 
     described
         .into_iter()
         .filter(|t| t.topic == topic)
-        .flat_map(|t| t.partitions.into_iter().map(|(_, s, _)| s.state))
+        .flat_map(|t| t.partitions.into_iter().map(|p| p.snapshot.state))
         .collect()
 }
 

@@ -518,11 +518,29 @@ pub fn latest_mirrored_epoch(log: &dyn MirrorLog) -> Option<i32> {
     None
 }
 
+/// The records in the batches holding an offset at or after `offset`: what `truncate_to(offset)`
+/// removes (records, not offsets: a compacted source leaves gaps inside batches).
+pub fn records_from(log: &dyn MirrorLog, offset: i64) -> Result<u64, Cause> {
+    if offset >= log.log_end_offset() {
+        return Ok(0);
+    }
+    let mut records = 0u64;
+    log.find_batch(offset.max(log.log_start_offset()), &mut |batch| {
+        if batch.last_offset() >= offset {
+            records += u64::try_from(batch.records_count()).unwrap_or(0);
+        }
+        false
+    })?;
+    Ok(records)
+}
+
 /// STOPPING's truncate-to-LSO branch: returns the newest mirrored epoch left in the log (the
-/// LME; `None`: nothing mirrored is left).
-pub fn truncate_to_lso(log: &mut dyn MirrorLog) -> Result<Option<i32>, Cause> {
-    log.truncate_to(log.last_stable_offset())?;
-    Ok(latest_mirrored_epoch(log))
+/// LME; `None`: nothing mirrored is left) and the records removed.
+pub fn truncate_to_lso(log: &mut dyn MirrorLog) -> Result<(Option<i32>, u64), Cause> {
+    let lso = log.last_stable_offset();
+    let removed = records_from(log, lso)?;
+    log.truncate_to(lso)?;
+    Ok((latest_mirrored_epoch(log), removed))
 }
 
 /// Whether the log's last batch is a MIRROR_PID_RESET barrier: a STOPPING run again (after a

@@ -188,7 +188,7 @@ async fn states(h: &impl Harness, side: Side, mirror: &str, topic: &str) -> Vec<
     topics
         .into_iter()
         .filter(|t| t.topic == topic)
-        .flat_map(|t| t.partitions.into_iter().map(|(_, s, _)| s.state))
+        .flat_map(|t| t.partitions.into_iter().map(|p| p.snapshot.state))
         .collect()
 }
 

@@ -339,7 +339,7 @@ impl Sim {
             }
             Effect::TruncateToLso { op } => Input::TruncatedToLso {
                 op,
-                result: host::truncate_to_lso(&mut c.log),
+                result: host::truncate_to_lso(&mut c.log).map(|(lme, _)| lme),
             },
             Effect::AppendPidReset { op } => Input::PidResetAppended {
                 op,

@@ -16,12 +16,13 @@
 use super::cause;
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
-use crate::actor::{FetchAnswers, FetcherPorts, PortFuture};
 use super::throttle::Throttle;
+use crate::actor::{FetchAnswers, FetcherPorts, PortFuture};
 use crate::host::{self, FetchProgress, FetchRequest, FetchResponse, Host, Source, TopicPartition};
 use crate::partition::Cause;
 use actix::{Message, Recipient};
 use dashmap::DashMap;
+use kmirror_protocol::batch::RecordBatches;
 use kmirror_protocol::client::source::EARLIEST;
 use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, FetchedPartition, Isolation};
 use kmirror_protocol::errors::{ErrorClass, ErrorCode};
@@ -365,6 +366,17 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             FetchResponse::Records { high_watermark, .. } => Some(*high_watermark),
             _ => None,
         };
+        // Each whole batch's end and newest timestamp (headers only: Bytes clones), for the
+        // lag in time.
+        let batch_times: Vec<(i64, i64)> = match &response {
+            FetchResponse::Records { records, .. } => RecordBatches::new(records.clone())
+                .map_while(Result::ok)
+                .filter(|b| b.max_timestamp() >= 0)
+                .map(|b| (b.next_offset(), b.max_timestamp()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let fetched_from = request.offset;
         let topic_id = self.topic_id(&key.topic);
         let source_cluster_id = self.source_cluster_id.clone();
         let destination_epoch = epoch_of(&self.destination_epochs, &key, topic_id);
@@ -430,6 +442,12 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             })?;
             if let Some(high_watermark) = high_watermark {
                 stats.lag(&key, high_watermark - log_end);
+                let newest_ms = batch_times
+                    .iter()
+                    .rev()
+                    .find(|(end, _)| *end <= log_end && *end > fetched_from)
+                    .map(|(_, timestamp)| *timestamp);
+                stats.mirrored(&key, log_end < high_watermark, newest_ms, host.now_ms());
             }
             Ok(progress)
         })

@@ -111,12 +111,9 @@ impl FetchSettings {
             // Below 1 KiB/s a fetcher would wait minutes per batch: refused as a mistake.
             throttled_rate: match configs.get("mirror.replication.throttled.rate") {
                 None => None,
-                Some(_) => Some(number(
-                    "mirror.replication.throttled.rate",
-                    -1,
-                    1024,
-                    i64::MAX,
-                )? as u64),
+                Some(_) => {
+                    Some(number("mirror.replication.throttled.rate", -1, 1024, i64::MAX)? as u64)
+                }
             },
             fetchers_per_broker: number(
                 "mirror.num.replica.fetchers",

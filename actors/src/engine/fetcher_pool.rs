@@ -14,8 +14,8 @@ use super::fetch::{
     DestinationEpochs, EngineFetcherPorts, LeaderMoved, SourceClusterId, SourceEpochs,
 };
 use super::fetch_settings::FetchSettings;
-use super::throttle::Throttle;
 use super::stats::MirrorStats;
+use super::throttle::Throttle;
 use crate::actor::{AttachPartition, DetachPartition, Fetcher, FetcherConfig, FetcherProgress};
 use crate::host::{Host, Source, TopicPartition};
 use crate::partition::Cause;

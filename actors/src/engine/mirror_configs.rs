@@ -37,7 +37,10 @@ pub const MIRROR_KEYS: &[&str] = &[
 /// The earlier `mirror.`-prefixed names of mirror-level keys, each with its name now.
 pub const ALIASES: &[(&str, &str)] = &[
     ("mirror.fetch.max.bytes", "fetch.max.bytes"),
-    ("mirror.fetch.response.max.bytes", "fetch.response.max.bytes"),
+    (
+        "mirror.fetch.response.max.bytes",
+        "fetch.response.max.bytes",
+    ),
     ("mirror.fetch.wait.max.ms", "fetch.wait.max.ms"),
     ("mirror.fetch.min.bytes", "fetch.min.bytes"),
     ("mirror.fetch.backoff.ms", "fetch.backoff.ms"),
@@ -252,7 +255,10 @@ mod tests {
         let e = validate(&both, 1).expect_err("ambiguous");
         assert!(e.to_string().contains("keep only fetch.max.bytes"), "{e}");
         let e = validate(
-            &configs(&[("bootstrap.servers", "a:9092"), ("mirror.fetch.maxbytes", "1")]),
+            &configs(&[
+                ("bootstrap.servers", "a:9092"),
+                ("mirror.fetch.maxbytes", "1"),
+            ]),
             1,
         )
         .expect_err("unknown");

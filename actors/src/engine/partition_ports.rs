@@ -9,6 +9,7 @@ use super::cause;
 use super::fetch::{DestinationEpochs, epoch_of, raise_epoch};
 use super::fetcher_pool::{Attach, Detach, FetcherPool};
 use super::shard_route::ShardRoute;
+use super::stats::MirrorStats;
 use crate::actor::{FetcherProgress, PartitionPorts, PortFuture};
 use crate::coordinator::{PartitionKey, StateRead, StateWrite};
 use crate::epoch::{self, Alignment};
@@ -46,6 +47,7 @@ pub struct EnginePartitionPorts<H: Host> {
     shard: ShardRoute<H>,
     fetchers: Addr<FetcherPool<H>>,
     destination_epochs: DestinationEpochs,
+    stats: Arc<MirrorStats>,
 }
 
 impl<H: Host> Clone for EnginePartitionPorts<H> {
@@ -57,6 +59,7 @@ impl<H: Host> Clone for EnginePartitionPorts<H> {
             shard: self.shard.clone(),
             fetchers: self.fetchers.clone(),
             destination_epochs: self.destination_epochs.clone(),
+            stats: self.stats.clone(),
         }
     }
 }
@@ -70,7 +73,7 @@ impl<H: Host> std::fmt::Debug for EnginePartitionPorts<H> {
 }
 
 impl<H: Host> EnginePartitionPorts<H> {
-    /// Ports for the partition at `site`.
+    /// Ports for the partition at `site`; its truncations count in `stats`.
     pub fn new(
         site: MirrorPartitionSite,
         host: H,
@@ -78,6 +81,7 @@ impl<H: Host> EnginePartitionPorts<H> {
         shard: ShardRoute<H>,
         fetchers: Addr<FetcherPool<H>>,
         destination_epochs: DestinationEpochs,
+        stats: Arc<MirrorStats>,
     ) -> Self {
         EnginePartitionPorts {
             site: Arc::new(site),
@@ -86,6 +90,7 @@ impl<H: Host> EnginePartitionPorts<H> {
             shard,
             fetchers,
             destination_epochs,
+            stats,
         }
     }
 
@@ -231,14 +236,29 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
             })?;
             let site = &ports.site;
             tracing::info!(mirror = %site.mirror, topic = %site.topic, partition = site.partition, last_mirrored_epoch = lme, ?alignment, "aligning the log to the last mirrored epoch");
-            match alignment {
-                Alignment::KeepAll => Ok(()),
-                Alignment::TruncateTo(offset) => ports.with_log(|log| log.truncate_to(offset)),
+            let removed = match alignment {
+                Alignment::KeepAll => 0,
+                Alignment::TruncateTo(offset) => ports.with_log(|log| {
+                    let removed = host::records_from(log, offset)?;
+                    log.truncate_to(offset)?;
+                    Ok(removed)
+                })?,
                 Alignment::TruncateFully => {
                     let start = ports.source_log_start().await?;
-                    ports.with_log(|log| log.truncate_fully_and_start_at(start))
+                    ports.with_log(|log| {
+                        let removed = host::records_from(log, log.log_start_offset())?;
+                        log.truncate_fully_and_start_at(start)?;
+                        Ok(removed)
+                    })?
                 }
+            };
+            if removed > 0 {
+                tracing::warn!(mirror = %site.mirror, topic = %site.topic, partition = site.partition, records = removed, "truncated to the last mirrored epoch: records this cluster held past it are gone");
+                ports
+                    .stats
+                    .truncated_at_start(&ports.topic_partition(), removed);
             }
+            Ok(())
         })
     }
 
@@ -292,7 +312,17 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
 
     fn truncate_to_lso(&self) -> PortFuture<Result<Option<i32>, Cause>> {
         let ports = self.clone();
-        Box::pin(async move { ports.with_log(host::truncate_to_lso) })
+        Box::pin(async move {
+            let (lme, removed) = ports.with_log(host::truncate_to_lso)?;
+            if removed > 0 {
+                let site = &ports.site;
+                tracing::warn!(mirror = %site.mirror, topic = %site.topic, partition = site.partition, records = removed, "stopping: truncated to the last stable offset (records of transactions still open on the source at the stop are gone)");
+                ports
+                    .stats
+                    .truncated_at_stop(&ports.topic_partition(), removed);
+            }
+            Ok(lme)
+        })
     }
 
     fn persist_lme(&self, lme: Option<i32>) -> PortFuture<Result<(), Cause>> {

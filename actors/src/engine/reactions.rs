@@ -130,10 +130,12 @@ impl<H: Host> MirrorSystem<H> {
             };
             let rate = settings.fetch.throttled_rate;
             if runtime.throttle.rate() != rate {
-                tracing::info!(mirror = name, ?rate, "mirror.replication.throttled.rate changed");
-                runtime
-                    .throttle
-                    .set_rate(rate, tokio::time::Instant::now());
+                tracing::info!(
+                    mirror = name,
+                    ?rate,
+                    "mirror.replication.throttled.rate changed"
+                );
+                runtime.throttle.set_rate(rate, tokio::time::Instant::now());
             }
             let client = settings.client;
             tracing::info!(mirror = name, "the mirror's configs changed: reconnecting");

@@ -1,9 +1,22 @@
-//! A mirror's live figures on this broker, kept by its fetchers and published as metrics:
-//! fetch requests, bytes and errors, each partition's lag, and (each second, by the
-//! MirrorSystem) the greatest lag and the age of the last successful fetch.
+//! A mirror's live figures on this broker, kept by its fetchers and partitions and published as
+//! metrics: fetch requests, bytes and errors, each partition's lag in records and in time, the
+//! records its truncations removed, and (each second, by the MirrorSystem) the greatest lags
+//! and the age of the last successful fetch.
 //!
 //! A partition's lag is the source's high watermark in its last fetch answer minus the local
 //! log end after that answer was applied; it is forgotten when the partition leaves its fetcher.
+//!
+//! Its lag in time is how old the oldest source record it has not mirrored is. Batches carry
+//! their newest record's timestamp; while a partition is behind, the oldest record it lacks
+//! follows the newest one it mirrored, so the lag in time is now minus that record's timestamp
+//! (exact for log-append time and for producers whose clocks agree, an upper bound otherwise),
+//! and 0 once caught up. It grows while the partition stays behind (the source unreachable,
+//! the mirror throttled). A partition that has mirrored nothing yet while behind counts from
+//! when it was first seen behind.
+//!
+//! Truncation counts ([`Truncated`]) are records in the batches a stop (to the last stable
+//! offset) or a start or failback (to the last mirrored epoch) removed, since this broker
+//! started; each truncation also logs its count.
 
 use crate::host::TopicPartition;
 use crate::metrics;
@@ -11,11 +24,32 @@ use ::metrics::{Counter, Gauge};
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+/// Records a partition's truncations removed here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Truncated {
+    /// By stops: truncation to the last stable offset.
+    pub at_stop: u64,
+    /// By starts and failbacks: truncation to the last mirrored epoch.
+    pub at_start: u64,
+}
+
+/// What the lag in time of a partition is measured from.
+#[derive(Debug, Clone, Copy)]
+struct Behind {
+    /// The timestamp of the newest record mirrored while behind, or when the partition was
+    /// first seen behind with nothing mirrored; `None` when caught up.
+    since_ms: Option<i64>,
+    /// The gauge shows 0 already (a caught-up partition is not published again).
+    published_zero: bool,
+}
+
 /// One mirror's figures.
 #[derive(Debug)]
 pub struct MirrorStats {
     mirror: String,
     lags: DashMap<TopicPartition, i64>,
+    behind: DashMap<TopicPartition, Behind>,
+    truncations: DashMap<TopicPartition, Truncated>,
     /// When a fetch last succeeded (ms since the epoch), -1 before the first.
     last_success_ms: AtomicI64,
     // Registered once: a fetch only adds to them.
@@ -50,9 +84,12 @@ impl MirrorStats {
             counter.increment(0);
             counter
         };
+        ::metrics::gauge!(metrics::MAX_LAG_SECONDS, "mirror" => mirror.to_string()).set(0.0);
         MirrorStats {
             mirror: mirror.to_string(),
             lags: DashMap::new(),
+            behind: DashMap::new(),
+            truncations: DashMap::new(),
             last_success_ms: AtomicI64::new(-1),
             requests: counter(metrics::FETCH_REQUESTS),
             fetched_bytes: counter(metrics::FETCH_BYTES),
@@ -97,14 +134,54 @@ impl MirrorStats {
         self.violations.increment(1);
     }
 
-    /// A stop's truncation to the last stable offset removed `records`.
-    pub fn truncated_at_stop(&self, records: u64) {
+    /// A stop's truncation to the last stable offset removed `records` of the partition.
+    pub fn truncated_at_stop(&self, key: &TopicPartition, records: u64) {
         self.truncated_lso.increment(records);
+        self.truncations.entry(key.clone()).or_default().at_stop += records;
     }
 
-    /// A start's or failback's truncation to the last mirrored epoch removed `records`.
-    pub fn truncated_at_start(&self, records: u64) {
+    /// A start's or failback's truncation to the last mirrored epoch removed `records` of the
+    /// partition.
+    pub fn truncated_at_start(&self, key: &TopicPartition, records: u64) {
         self.truncated_lme.increment(records);
+        self.truncations.entry(key.clone()).or_default().at_start += records;
+    }
+
+    /// The records the partition's truncations removed here.
+    pub fn truncations(&self, key: &TopicPartition) -> Truncated {
+        self.truncations.get(key).map(|t| *t).unwrap_or_default()
+    }
+
+    /// A fetch answer was applied: the partition is `behind` the source or not, and
+    /// `newest_ms` is the timestamp of the newest record the answer appended, if any.
+    pub fn mirrored(
+        &self,
+        key: &TopicPartition,
+        behind: bool,
+        newest_ms: Option<i64>,
+        now_ms: i64,
+    ) {
+        let mut entry = self.behind.entry(key.clone()).or_insert(Behind {
+            since_ms: None,
+            published_zero: false,
+        });
+        entry.since_ms = match (behind, newest_ms, entry.since_ms) {
+            (false, _, _) => None,
+            (true, Some(newest), _) => Some(newest),
+            (true, None, Some(since)) => Some(since),
+            (true, None, None) => Some(now_ms),
+        };
+        if entry.since_ms.is_some() {
+            entry.published_zero = false;
+        }
+    }
+
+    /// How old the oldest source record the partition has not mirrored is (0: caught up);
+    /// `None` before its first fetch answer.
+    pub fn lag_ms(&self, key: &TopicPartition, now_ms: i64) -> Option<i64> {
+        self.behind
+            .get(key)
+            .map(|b| b.since_ms.map_or(0, |since| (now_ms - since).max(0)))
     }
 
     /// A fetcher waited `wait` for the mirror's throttle.
@@ -139,6 +216,18 @@ impl MirrorStats {
         if self.lags.remove(key).is_some() {
             self.lag_gauge(key).set(0.0);
         }
+        if self.behind.remove(key).is_some() {
+            self.time_lag_gauge(key).set(0.0);
+        }
+    }
+
+    fn time_lag_gauge(&self, key: &TopicPartition) -> Gauge {
+        ::metrics::gauge!(
+            metrics::PARTITION_LAG_SECONDS,
+            "mirror" => self.mirror.clone(),
+            "topic" => key.topic.clone(),
+            "partition" => key.partition.to_string()
+        )
     }
 
     fn lag_gauge(&self, key: &TopicPartition) -> Gauge {
@@ -155,10 +244,28 @@ impl MirrorStats {
         self.lags.iter().map(|e| *e.value()).max().unwrap_or(0)
     }
 
-    /// Publishes the greatest lag and the age of the last successful fetch.
+    /// Publishes the lags in time, the greatest lags and the age of the last successful fetch.
     pub fn publish(&self, now_ms: i64) {
         ::metrics::gauge!(metrics::MAX_LAG, "mirror" => self.mirror.clone())
             .set(self.max_lag() as f64);
+        let mut max_ms = 0;
+        for mut entry in self.behind.iter_mut() {
+            match entry.since_ms {
+                Some(since) => {
+                    let lag_ms = (now_ms - since).max(0);
+                    max_ms = max_ms.max(lag_ms);
+                    self.time_lag_gauge(entry.key()).set(lag_ms as f64 / 1000.0);
+                }
+                // Caught-up partitions are published once, not every second.
+                None if !entry.published_zero => {
+                    self.time_lag_gauge(entry.key()).set(0.0);
+                    entry.published_zero = true;
+                }
+                None => {}
+            }
+        }
+        ::metrics::gauge!(metrics::MAX_LAG_SECONDS, "mirror" => self.mirror.clone())
+            .set(max_ms as f64 / 1000.0);
         let last = self.last_success_ms.load(Ordering::Relaxed);
         if last >= 0 {
             ::metrics::gauge!(metrics::FETCH_AGE, "mirror" => self.mirror.clone())

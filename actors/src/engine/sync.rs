@@ -21,9 +21,9 @@
 use super::reactions::log_rejection;
 use super::shard_route::ShardRoute;
 use super::stats::MirrorStats;
-use super::topics::StartTopic;
 use super::sync_plan::{self, DYNAMIC_TOPIC_CONFIG, DestinationLog, SyncFilters};
 use super::system::MirrorSystem;
+use super::topics::StartTopic;
 use crate::host::{Host, Source};
 use crate::metadata::mirror_topics;
 use crate::metrics;

@@ -117,8 +117,13 @@ impl SyncFilters {
     /// Whether a source topic starts mirroring by itself: `topics.include` matches it and
     /// `topics.exclude` does not (an exclusion wins; nothing is included by default).
     pub fn topic_auto_mirrored(&self, topic: &str) -> bool {
-        self.topics_include.as_ref().is_some_and(|r| r.is_match(topic))
-            && !self.topics_exclude.as_ref().is_some_and(|r| r.is_match(topic))
+        self.topics_include
+            .as_ref()
+            .is_some_and(|r| r.is_match(topic))
+            && !self
+                .topics_exclude
+                .as_ref()
+                .is_some_and(|r| r.is_match(topic))
     }
 
     /// Whether the mirror starts topics by itself (`topics.include` is set).
@@ -128,7 +133,9 @@ impl SyncFilters {
 
     /// Whether a source group's offsets are synced (an exclusion wins).
     pub fn group_included(&self, group: &str) -> bool {
-        self.groups_include.as_ref().is_some_and(|r| r.is_match(group))
+        self.groups_include
+            .as_ref()
+            .is_some_and(|r| r.is_match(group))
             && !self
                 .groups_exclude
                 .as_ref()

@@ -11,6 +11,7 @@
 
 use super::partition_ports::{EnginePartitionPorts, MirrorPartitionSite};
 use super::reactions::log_rejection;
+use super::stats::Truncated;
 use super::system::{MirrorError, MirrorSystem, MirroredTopic, rand_unit};
 use crate::actor::{
     BecomeLeader, DescribePartition, MirrorPartition, PartitionLabels, PartitionSnapshot,
@@ -221,12 +222,13 @@ impl<H: Host> MirrorSystem<H> {
             .mirrors
             .get_mut(mirror)
             .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
-        let (source, pool, source_cluster_id, halted, destination_epochs) = (
+        let (source, pool, source_cluster_id, halted, destination_epochs, stats) = (
             runtime.source.clone(),
             runtime.pool.clone(),
             runtime.source_cluster_id.clone(),
             runtime.halted.clone(),
             runtime.destination_epochs.clone(),
+            runtime.stats.clone(),
         );
         let mirrored = runtime
             .topics
@@ -271,6 +273,7 @@ impl<H: Host> MirrorSystem<H> {
                 shard,
                 pool.clone(),
                 destination_epochs.clone(),
+                stats.clone(),
             );
             let span = tracing::info_span!(
                 "mirror_partition",
@@ -414,9 +417,25 @@ pub struct TopicSnapshot {
     pub topic: String,
     /// Its id (the source's).
     pub topic_id: uuid::Uuid,
-    /// The partitions this broker leads: index, snapshot, and the source's last stable offset
-    /// (what the mirror copies up to; -1 where the source could not be asked).
-    pub partitions: Vec<(i32, PartitionSnapshot, i64)>,
+    /// The partitions this broker leads.
+    pub partitions: Vec<PartitionView>,
+}
+
+/// One mirror partition as DescribeMirrors shows it on this broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    /// The partition index.
+    pub partition: i32,
+    /// Its actor's state.
+    pub snapshot: PartitionSnapshot,
+    /// The source's last stable offset (what the mirror copies up to); `None` where the
+    /// source was not asked (the partition needs nothing of it) or did not answer.
+    pub source_offset: Option<i64>,
+    /// How old the oldest source record it has not mirrored is (0: caught up); `None` before
+    /// its first fetch answer here or when it is not fetching.
+    pub lag_ms: Option<i64>,
+    /// Records its truncations removed here.
+    pub truncated: Truncated,
 }
 
 /// Every topic of a mirror, with the snapshots of its partitions on this broker.
@@ -431,6 +450,7 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
         type Described<H> = (String, uuid::Uuid, Vec<(i32, PartitionAddr<H>)>);
         let now_ms = self.host.now_ms();
         let runtime = self.mirrors.get(&msg.0);
+        let stats = runtime.map(|r| r.stats.clone());
         // A source known not to answer is not asked (a frozen one would hold the describe for
         // the client's whole request timeout); the partitions it holds up say why instead.
         let source = runtime
@@ -476,16 +496,30 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
                         let mut snapshot = actor.send(DescribePartition).await.map_err(|e| {
                             MirrorError::new(ErrorCode::UNKNOWN_SERVER_ERROR, e.to_string())
                         })?;
-                        if waits_for_source(snapshot.state) && snapshot.error.is_none() {
+                        let fetching = waits_for_source(snapshot.state);
+                        if fetching && snapshot.error.is_none() {
                             snapshot.error.clone_from(&unreachable);
                         }
-                        partitions.push((index, snapshot, -1));
+                        let key = TopicPartition::new(topic.clone(), index);
+                        partitions.push(PartitionView {
+                            partition: index,
+                            snapshot,
+                            source_offset: None,
+                            lag_ms: stats
+                                .as_ref()
+                                .filter(|_| fetching)
+                                .and_then(|s| s.lag_ms(&key, now_ms)),
+                            truncated: stats
+                                .as_ref()
+                                .map(|s| s.truncations(&key))
+                                .unwrap_or_default(),
+                        });
                     }
                     // Stopped and paused partitions need nothing of the source.
                     let asked: Vec<i32> = partitions
                         .iter()
-                        .filter(|(_, s, _)| waits_for_source(s.state))
-                        .map(|(i, _, _)| *i)
+                        .filter(|p| waits_for_source(p.snapshot.state))
+                        .map(|p| p.partition)
                         .collect();
                     if let Some(source) = source.as_ref().filter(|_| !asked.is_empty()) {
                         let offsets = tokio::time::timeout_at(
@@ -495,8 +529,8 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
                         .await
                         .unwrap_or_default();
                         for (index, offset) in asked.iter().zip(offsets) {
-                            if let Some(p) = partitions.iter_mut().find(|(i, _, _)| i == index) {
-                                p.2 = offset;
+                            if let Some(p) = partitions.iter_mut().find(|p| p.partition == *index) {
+                                p.source_offset = offset;
                             }
                         }
                     }
@@ -528,8 +562,8 @@ fn waits_for_source(state: MirrorState) -> bool {
     }
 }
 
-/// The source's last stable offsets of `topic`'s partitions `indexes` (-1 where unknown).
-async fn source_offsets(source: &impl Source, topic: &str, indexes: &[i32]) -> Vec<i64> {
+/// The source's last stable offsets of `topic`'s partitions `indexes` (`None` where unknown).
+async fn source_offsets(source: &impl Source, topic: &str, indexes: &[i32]) -> Vec<Option<i64>> {
     let leaders: Vec<i32> = match source.metadata(Some(&[topic])).await {
         Ok(metadata) => metadata
             .topics
@@ -550,8 +584,9 @@ async fn source_offsets(source: &impl Source, topic: &str, indexes: &[i32]) -> V
                     kmirror_protocol::client::Isolation::ReadCommitted,
                 )
                 .await
-                .map_or(-1, |(offset, _)| offset),
-            None => -1,
+                .ok()
+                .map(|(offset, _)| offset),
+            None => None,
         };
         offsets.push(offset);
     }

@@ -429,26 +429,34 @@ pub(super) async fn describe(
                         let partitions = t
                             .partitions
                             .iter()
-                            .map(|(index, p, source)| {
-                                let end = broker.partition(&t.topic, *index).map_or(-1, |part| {
-                                    part.log
-                                        .lock()
-                                        .unwrap_or_else(|e| e.into_inner())
-                                        .log_end_offset()
-                                });
-                                let lag = if *source >= 0 && end >= 0 {
+                            .map(|view| {
+                                let end =
+                                    broker
+                                        .partition(&t.topic, view.partition)
+                                        .map_or(-1, |part| {
+                                            part.log
+                                                .lock()
+                                                .unwrap_or_else(|e| e.into_inner())
+                                                .log_end_offset()
+                                        });
+                                let source = view.source_offset.unwrap_or(-1);
+                                let lag = if source >= 0 && end >= 0 {
                                     (source - end).max(0)
                                 } else {
                                     -1
                                 };
+                                let records = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
                                 describe_mirrors_response::DescribedPartition {
-                                    partition_index: *index,
-                                    state: p.state.name().to_string(),
-                                    source_offset: *source,
+                                    partition_index: view.partition,
+                                    state: view.snapshot.state.name().to_string(),
+                                    source_offset: source,
                                     destination_offset: end,
                                     lag,
-                                    retry_attempt: p.retry_attempt,
-                                    error_message: p.error.clone(),
+                                    retry_attempt: view.snapshot.retry_attempt,
+                                    error_message: view.snapshot.error.clone(),
+                                    lag_time_ms: view.lag_ms.unwrap_or(-1),
+                                    truncated_at_stop_records: records(view.truncated.at_stop),
+                                    truncated_at_start_records: records(view.truncated.at_start),
                                     ..Default::default()
                                 }
                             })

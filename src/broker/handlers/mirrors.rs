@@ -56,11 +56,8 @@ pub(super) fn create(
         let checked =
             mirror_configs::validate(&configs, broker.config().mirror_num_replica_fetchers)
                 .and_then(|settings| {
-                    match configs.get("mirror.source.cluster.id") {
-                        Some(source) => {
-                            mirror_configs::check_not_this_cluster(source, &broker.cluster_id())?
-                        }
-                        None => {}
+                    if let Some(source) = configs.get("mirror.source.cluster.id") {
+                        mirror_configs::check_not_this_cluster(source, &broker.cluster_id())?
                     }
                     Ok(settings.renamed)
                 });

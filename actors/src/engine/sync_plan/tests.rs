@@ -172,9 +172,8 @@ fn malformed_filters_are_refused_with_their_key() {
         let e = SyncFilters::from_configs(&configs(&[(key, value)])).expect_err(value);
         assert_eq!(e.key, key);
     }
-    let principal =
-        SyncFilters::from_configs(&configs(&[("acls.include", "*;*;*;*;User:al.*")]))
-            .expect("principal rule");
+    let principal = SyncFilters::from_configs(&configs(&[("acls.include", "*;*;*;*;User:al.*")]))
+        .expect("principal rule");
     assert!(principal.acl_included(&binding(
         ResourceType::Group,
         "g",
