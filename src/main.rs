@@ -6,6 +6,7 @@
 //!
 //! Exit codes: 0 success, 1 the command ran and found damage (dump-log), 2 usage or I/O error.
 
+mod failover_command;
 mod mirror_table;
 mod mirrors_command;
 mod quickstart_command;
@@ -68,7 +69,7 @@ enum Command {
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("action").required(true).args([
     "create", "list", "delete", "start", "stop", "pause", "resume", "describe", "alter",
-    "describe_configs"
+    "describe_configs", "failover"
 ])))]
 struct MirrorsArgs {
     /// A broker of the destination cluster, host:port.
@@ -89,6 +90,17 @@ struct MirrorsArgs {
     /// Stop (fail over) mirrored topics: they become writable (needs --mirror and --topics).
     #[arg(long)]
     stop: bool,
+    /// Fail over once caught up: wait until every partition of the topics is MIRRORING with a
+    /// lag of at most --max-lag records, then stop them; stops nothing if that does not happen
+    /// within --timeout (needs --mirror and --topics; pause the producers first).
+    #[arg(long)]
+    failover: bool,
+    /// With --failover: the greatest lag, in records, a partition may have when stopped.
+    #[arg(long, value_name = "RECORDS", default_value_t = 0)]
+    max_lag: i64,
+    /// With --failover: how long to wait for the lag (e.g. 30s, 5m; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    timeout: String,
     /// Pause mirrored topics (needs --mirror and --topics).
     #[arg(long)]
     pause: bool,
@@ -193,6 +205,7 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         MirrorsAction::Watch {
             mirror: args.mirror,
             every: std::time::Duration::from_secs(seconds),
+            json: args.json,
         }
     } else if args.describe {
         MirrorsAction::Describe {
@@ -202,6 +215,25 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         }
     } else if args.list {
         MirrorsAction::List { json: args.json }
+    } else if args.failover {
+        let timeout = match failover_command::parse_duration(&args.timeout) {
+            Ok(timeout) => timeout,
+            Err(e) => return usage(&e),
+        };
+        if args.max_lag < 0 {
+            return usage("--max-lag must be 0 or more");
+        }
+        match args.mirror {
+            Some(mirror) if !args.topics.is_empty() => {
+                MirrorsAction::Failover(failover_command::Failover {
+                    mirror,
+                    topics: TopicSelection::parse(args.topics),
+                    max_lag: args.max_lag,
+                    timeout,
+                })
+            }
+            _ => return usage("--failover needs --mirror and --topics"),
+        }
     } else {
         let change = if args.start {
             TopicChange::Start {

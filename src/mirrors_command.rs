@@ -64,10 +64,14 @@ pub(crate) enum MirrorsAction {
         failed: bool,
         json: bool,
     },
-    /// `--describe --watch [--mirror M]`: the table again every `every`, until Ctrl-C.
+    /// `--failover --mirror M --topics X [--max-lag N] [--timeout D]`.
+    Failover(crate::failover_command::Failover),
+    /// `--describe --watch [--mirror M] [--json]`: the table (or a line of JSON) again every
+    /// `every`, until Ctrl-C or until stdout's reader is gone.
     Watch {
         mirror: Option<String>,
         every: std::time::Duration,
+        json: bool,
     },
 }
 
@@ -133,7 +137,7 @@ impl Failure {
     }
 }
 
-fn refused(code: i16, message: Option<String>) -> Failure {
+pub(crate) fn refused(code: i16, message: Option<String>) -> Failure {
     let name = ErrorCode(code).name();
     Failure::Refused(match message {
         Some(m) => format!("{name} ({code}): {m}"),
@@ -223,6 +227,50 @@ pub(crate) async fn describe_every_broker(
         topic.partitions.sort_by_key(|p| p.partition_index);
     }
     Ok(merged)
+}
+
+/// Writes `text` to stdout: `false` once its reader is gone (`--watch | head`), which ends the
+/// output quietly instead of failing.
+fn emit(text: &str) -> Result<bool, Failure> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(Failure::Usage(format!("writing to stdout: {e}"))),
+    }
+}
+
+/// Prints a describe answer as the table or as one line of JSON; `false` once stdout's reader
+/// is gone.
+fn show(
+    answer: &DescribeMirrorsResponse,
+    json: bool,
+    previous: &mut mirror_table::Previous,
+) -> Result<bool, Failure> {
+    if json {
+        emit(&format!("{}\n", mirror_table::json(answer)))
+    } else if answer.mirrors.iter().any(|m| m.error_code == 0) {
+        emit(&mirror_table::render(answer, previous))
+    } else {
+        Ok(true)
+    }
+}
+
+/// The first mirror-level error of a describe answer (an unknown mirror, one not authorized),
+/// as the command's failure.
+pub(crate) fn mirror_error(answer: &DescribeMirrorsResponse) -> Result<(), Failure> {
+    match answer.mirrors.iter().find(|m| m.error_code != 0) {
+        Some(m) => Err(refused(
+            m.error_code,
+            Some(format!(
+                "mirror {}: {}",
+                m.mirror_name,
+                m.error_message.as_deref().unwrap_or("refused")
+            )),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Runs the action against the cluster at `bootstrap` on the caller's runtime.
@@ -480,45 +528,17 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                     m.topics.retain(|t| !t.partitions.is_empty());
                 }
             }
-            if json {
-                let mirrors: Vec<serde_json::Value> = answer
-                    .mirrors
-                    .iter()
-                    .map(|m| {
-                        let partitions: Vec<serde_json::Value> = m
-                            .topics
-                            .iter()
-                            .flat_map(|t| {
-                                t.partitions.iter().map(move |p| {
-                                    serde_json::json!({
-                                        "topic": t.topic_name,
-                                        "partition": p.partition_index,
-                                        "state": p.state,
-                                        "destinationOffset": p.destination_offset,
-                                        "sourceOffset": p.source_offset,
-                                        "lag": p.lag,
-                                        "retryAttempt": p.retry_attempt,
-                                        "error": p.error_message,
-                                    })
-                                })
-                            })
-                            .collect();
-                        serde_json::json!({
-                            "mirror": m.mirror_name,
-                            "errorCode": m.error_code,
-                            "partitions": partitions,
-                        })
-                    })
-                    .collect();
-                println!("{}", serde_json::json!({ "mirrors": mirrors }));
-            } else {
-                print!(
-                    "{}",
-                    mirror_table::render(&answer, &mut mirror_table::Previous::default())
-                );
-            }
+            show(&answer, json, &mut mirror_table::Previous::default())?;
+            mirror_error(&answer)?;
         }
-        MirrorsAction::Watch { mirror, every } => {
+        MirrorsAction::Failover(failover) => {
+            crate::failover_command::run(bootstrap, &connection, failover).await?;
+        }
+        MirrorsAction::Watch {
+            mirror,
+            every,
+            json,
+        } => {
             let request = DescribeMirrorsRequest {
                 mirror_names: mirror.into_iter().collect(),
                 ..Default::default()
@@ -527,14 +547,19 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
             let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
             loop {
                 let answer = describe_every_broker(bootstrap, &connection, &request).await?;
-                let table = mirror_table::render(&answer, &mut previous);
-                if terminal {
+                // A mirror that does not exist (or may not be described) will not appear.
+                mirror_error(&answer)?;
+                if terminal && !json {
                     // Clear the screen and redraw in place.
-                    print!("\x1b[2J\x1b[H");
-                } else {
-                    println!();
+                    if !emit("\x1b[2J\x1b[H")? {
+                        break;
+                    }
+                } else if !json && !emit("\n")? {
+                    break;
                 }
-                print!("{table}");
+                if !show(&answer, json, &mut previous)? {
+                    break;
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
                     _ = tokio::signal::ctrl_c() => break,
@@ -546,7 +571,7 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
 }
 
 /// The topics of `mirror` whose whole name `pattern` matches (ListMirrors).
-async fn mirror_topics_matching(
+pub(crate) async fn mirror_topics_matching(
     connection: &Connection,
     mirror: &str,
     pattern: &str,
@@ -611,7 +636,7 @@ macro_rules! topic_rpc {
     }};
 }
 
-async fn change_topics(
+pub(crate) async fn change_topics(
     connection: &Connection,
     change: TopicChange,
     mirror: String,
