@@ -396,8 +396,8 @@ pub enum FetchProgress {
     /// above the destination leader epoch and waits for a leader-epoch bump) has come within
     /// the bump threshold of the destination leader epoch (DLE >= SLE).
     HeldBack { source_epoch: i32 },
-    /// The local log was truncated to where it agrees with the source.
-    Truncated,
+    /// The local log was truncated to where it agrees with the source, removing `records`.
+    Truncated { records: u64 },
 }
 
 /// The fetch a mirror fetcher sends for one partition (docs/design.md §4): at the log end, with
@@ -432,18 +432,22 @@ pub fn apply_fetch(
         || source_log_start.ok_or_else(|| Cause::retryable("the source's log start is not known"));
     match response {
         FetchResponse::Diverging { epoch, .. } if epoch < 0 => {
-            log.truncate_fully_and_start_at(source_start()?)?;
-            Ok(FetchProgress::Truncated)
+            let start = source_start()?;
+            let records = records_from(log, log.log_start_offset())?;
+            log.truncate_fully_and_start_at(start)?;
+            Ok(FetchProgress::Truncated { records })
         }
         FetchResponse::Diverging { epoch, end_offset } => {
             let at =
                 epoch::divergence_offset(epoch, end_offset, &log.epoch_history(), request.offset);
+            let records = records_from(log, at)?;
             log.truncate_to(at)?;
-            Ok(FetchProgress::Truncated)
+            Ok(FetchProgress::Truncated { records })
         }
         FetchResponse::OffsetOutOfRange { log_start_offset } => {
+            let records = records_from(log, log.log_start_offset())?;
             log.truncate_fully_and_start_at(log_start_offset)?;
-            Ok(FetchProgress::Truncated)
+            Ok(FetchProgress::Truncated { records })
         }
         FetchResponse::Records {
             records,

@@ -63,8 +63,9 @@ pub const SYNC_ERRORS: &str = "kmirror_sync_errors_total";
 /// 1 while a mirror's sync is halted because its source is another cluster, else 0.
 pub const SYNC_HALTED: &str = "kmirror_sync_cluster_id_mismatch_mirrors";
 /// Records removed from mirror partitions by truncation, per mirror and reason: `lso` (a stop
-/// cuts back to the last stable offset) or `lme` (a start or failback cuts back to the last
-/// mirrored epoch's end on the source).
+/// cuts back to the last stable offset) or `lme` (by leader epochs: a start or failback cuts
+/// back to the last mirrored epoch's end, or a fetch finds where the log diverged from the
+/// source's).
 pub const TRUNCATED_RECORDS: &str = "kmirror_mirror_truncated_records_total";
 /// How old the oldest source record a mirror partition has not yet mirrored is, in seconds (0
 /// when caught up).
@@ -174,7 +175,7 @@ pub const CATALOGUE: &[MetricDef] = &[
         name: TRUNCATED_RECORDS,
         kind: MetricKind::Counter,
         labels: &["mirror", "reason"],
-        help: "Records removed from mirror partitions by truncation (reason lso: a stop; lme: a start or failback).",
+        help: "Records removed from mirror partitions by truncation (reason lso: a stop; lme: by leader epochs, at a start, failback or divergence).",
     },
     MetricDef {
         name: PARTITION_LAG_SECONDS,

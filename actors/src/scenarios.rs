@@ -18,10 +18,16 @@
 //! - [`source_unreachable_then_back`]: the partitions wait while the source is gone (nothing
 //!   is truncated) and catch up when it answers again;
 //! - [`leadership_moves`]: a destination leader epoch bumped by someone else, and the
-//!   mirroring goes on and stays byte-identical.
+//!   mirroring goes on and stays byte-identical;
+//! - [`topics_by_pattern`]: a mirror with `topics.include` / `topics.exclude` starts the source
+//!   topics they select by itself, and no other.
+//!
+//! [`failback`] also checks the truncation report: the records A's failback removed, as
+//! DescribeMirrors shows them.
 
+use crate::engine::stats::Truncated;
 use crate::engine::system::LoadMirror;
-use crate::engine::topics::{ChangeTopic, DescribeMirror, StartTopic};
+use crate::engine::topics::{ChangeTopic, DescribeMirror, PartitionView, StartTopic};
 use crate::engine::{Engine, MirrorError};
 use crate::partition::Desired;
 use kmirror_protocol::state::MirrorState;
@@ -60,7 +66,7 @@ pub trait Harness {
     ) -> Result<(), String>;
     /// The partition's record batches, back to back.
     fn log_bytes(&self, side: Side, topic: &str, partition: i32) -> Vec<u8>;
-    /// The partition's log end offset.
+    /// The partition's log end offset (-1 when the cluster has no such partition).
     fn log_end(&self, side: Side, topic: &str, partition: i32) -> i64;
     /// Restarts a cluster's engine (and broker) from its durable state.
     fn restart(&mut self, side: Side) -> impl Future<Output = ()>;
@@ -91,6 +97,7 @@ macro_rules! scenario_tests {
             restart_resumes_from_the_state_topic,
             source_unreachable_then_back,
             leadership_moves,
+            topics_by_pattern,
         );
     };
     (@each $make:expr; $($name:ident,)+) => {
@@ -176,8 +183,8 @@ async fn change(h: &impl Harness, side: Side, mirror: &str, topic: &str, desired
     .await;
 }
 
-/// The states DescribeMirrors shows for `topic`'s partitions on `side`, by partition.
-async fn states(h: &impl Harness, side: Side, mirror: &str, topic: &str) -> Vec<MirrorState> {
+/// What DescribeMirrors shows for `topic`'s partitions on `side`, by partition.
+async fn described(h: &impl Harness, side: Side, mirror: &str, topic: &str) -> Vec<PartitionView> {
     let engine = h.engine(side);
     let Ok(()) = engine.ask(LoadMirror(mirror.to_string())).await else {
         return Vec::new();
@@ -188,7 +195,16 @@ async fn states(h: &impl Harness, side: Side, mirror: &str, topic: &str) -> Vec<
     topics
         .into_iter()
         .filter(|t| t.topic == topic)
-        .flat_map(|t| t.partitions.into_iter().map(|p| p.snapshot.state))
+        .flat_map(|t| t.partitions)
+        .collect()
+}
+
+/// The states DescribeMirrors shows for `topic`'s partitions on `side`, by partition.
+async fn states(h: &impl Harness, side: Side, mirror: &str, topic: &str) -> Vec<MirrorState> {
+    described(h, side, mirror, topic)
+        .await
+        .into_iter()
+        .map(|p| p.snapshot.state)
         .collect()
 }
 
@@ -323,6 +339,60 @@ pub async fn failback(h: &mut impl Harness) {
     start(h, Side::A, "back", "ledger").await;
     until_state(h, Side::A, "back", "ledger", 1, MirrorState::Mirroring).await;
     until_identical(h, Side::B, Side::A, "ledger", 1).await;
+    // The report names what the failback cut: A's 4 records, nothing at B's stop.
+    let truncated: Vec<Truncated> = described(h, Side::A, "back", "ledger")
+        .await
+        .iter()
+        .map(|p| p.truncated)
+        .collect();
+    assert_eq!(
+        truncated,
+        [Truncated {
+            at_stop: 0,
+            at_start: 4
+        }]
+    );
+    let at_stop: Vec<Truncated> = described(h, Side::B, "dr", "ledger")
+        .await
+        .iter()
+        .map(|p| p.truncated)
+        .collect();
+    assert_eq!(
+        at_stop,
+        [Truncated::default()],
+        "no open transaction at the stop"
+    );
+}
+
+/// `topics.include` starts the source topics it matches within a metadata refresh, without a
+/// command, and `topics.exclude` keeps some out; a topic created on the source later follows.
+pub async fn topics_by_pattern(h: &mut impl Harness) {
+    h.create_topic(Side::A, "inv-east", 2);
+    h.create_topic(Side::A, "inv-secret", 1);
+    h.create_topic(Side::A, "other", 1);
+    produce_all(h, Side::A, "inv-east", 2, 5);
+    produce_all(h, Side::A, "inv-secret", 1, 5);
+    let mut configs = mirror_configs(&h.address(Side::A), &h.cluster_id(Side::A));
+    configs.insert("topics.include".into(), "inv-.*".into());
+    configs.insert("topics.exclude".into(), "inv-secret".into());
+    h.create_mirror(Side::B, "auto", configs);
+    until_state(h, Side::B, "auto", "inv-east", 2, MirrorState::Mirroring).await;
+    until_identical(h, Side::A, Side::B, "inv-east", 2).await;
+    h.create_topic(Side::A, "inv-west", 1);
+    produce_all(h, Side::A, "inv-west", 1, 3);
+    until_state(h, Side::B, "auto", "inv-west", 1, MirrorState::Mirroring).await;
+    until_identical(h, Side::A, Side::B, "inv-west", 1).await;
+    for left_out in ["inv-secret", "other"] {
+        assert!(
+            states(h, Side::B, "auto", left_out).await.is_empty(),
+            "{left_out} is not selected"
+        );
+        assert_eq!(
+            h.log_end(Side::B, left_out, 0),
+            -1,
+            "{left_out} was created on B"
+        );
+    }
 }
 
 /// B's engine restarted while mirroring, and again after a stop: each partition resumes in the

@@ -446,7 +446,7 @@ impl Sim {
                 Input::BatchesAppended { source_epoch }
             }
             Ok(FetchProgress::HeldBack { source_epoch }) => Input::SourceEpochSeen { source_epoch },
-            Ok(FetchProgress::Idle | FetchProgress::Truncated) => return,
+            Ok(FetchProgress::Idle | FetchProgress::Truncated { .. }) => return,
             Err(e) => Input::FetchFailed(e),
         };
         self.input(m, input);

@@ -343,7 +343,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             Ok(FetchProgress::HeldBack { source_epoch }) => {
                 Some(FetcherProgress::HeldBack { source_epoch })
             }
-            Ok(FetchProgress::Idle | FetchProgress::Truncated) => None,
+            Ok(FetchProgress::Idle | FetchProgress::Truncated { .. }) => None,
             Err(cause) => Some(FetcherProgress::Failed(cause)),
         };
         if !waiters.is_empty() {

@@ -440,6 +440,12 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                     stats.invariant_violated();
                 }
             })?;
+            if let FetchProgress::Truncated { records } = progress
+                && records > 0
+            {
+                tracing::warn!(topic = %key.topic, partition = key.partition, records, log_end, "truncated where the log diverged from the source's (its leader epochs): records this cluster held past that point are gone");
+                stats.truncated_at_start(&key, records);
+            }
             if let Some(high_watermark) = high_watermark {
                 stats.lag(&key, high_watermark - log_end);
                 let newest_ms = batch_times

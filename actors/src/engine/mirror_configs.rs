@@ -97,6 +97,15 @@ pub fn canonical(configs: &BTreeMap<String, String>) -> Result<Canonical, Mirror
     })
 }
 
+/// Whether the mirror starts source topics by itself (`topics.include` names a pattern).
+pub fn auto_mirrors(configs: &BTreeMap<String, String>) -> bool {
+    canonical(configs).is_ok_and(|c| {
+        c.configs
+            .get("topics.include")
+            .is_some_and(|v| v.split(',').any(|p| !p.trim().is_empty()))
+    })
+}
+
 /// The warning for an alias in use.
 pub fn alias_warning(old: &str, new: &str) -> String {
     format!("mirror config {old} is deprecated: it is now named {new}")

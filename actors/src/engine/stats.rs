@@ -15,8 +15,9 @@
 //! when it was first seen behind.
 //!
 //! Truncation counts ([`Truncated`]) are records in the batches a stop (to the last stable
-//! offset) or a start or failback (to the last mirrored epoch) removed, since this broker
-//! started; each truncation also logs its count.
+//! offset) or the leader epochs (a start's or failback's alignment to the last mirrored epoch,
+//! a fetch that found the log diverged from the source's) removed, since this broker started;
+//! each truncation also logs its count.
 
 use crate::host::TopicPartition;
 use crate::metrics;
@@ -29,7 +30,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 pub struct Truncated {
     /// By stops: truncation to the last stable offset.
     pub at_stop: u64,
-    /// By starts and failbacks: truncation to the last mirrored epoch.
+    /// By leader epochs: a start's or failback's truncation to the last mirrored epoch, or a
+    /// fetch's to where the log diverged from the source's.
     pub at_start: u64,
 }
 

@@ -98,8 +98,12 @@ impl<H: Host> Handler<SyncMetadata> for MirrorSystem<H> {
                     host: self.host.clone(),
                 }),
                 Some(_) => {}
-                // The coordinator syncs a mirror with topics even where none of them is led.
-                None if coordinator && !mirror_topics(&self.host.topics(), mirror).is_empty() => {
+                // The coordinator syncs a mirror with topics even where none of them is led,
+                // and one that starts topics by itself before it has any.
+                None if coordinator
+                    && (super::mirror_configs::auto_mirrors(configs)
+                        || !mirror_topics(&self.host.topics(), mirror).is_empty()) =>
+                {
                     // Loading needs nothing of the source: it is done here, synced next time.
                     if let Err(e) = self.load_mirror(mirror, ctx) {
                         tracing::warn!(mirror, error = %e, "loading a mirror to sync it");
@@ -251,7 +255,10 @@ async fn sync_steps<H: Host>(
     if !job.coordinator {
         return Ok(found);
     }
-    let filters = match SyncFilters::from_configs(&job.configs) {
+    let filters = match super::mirror_configs::canonical(&job.configs)
+        .map_err(|e| e.to_string())
+        .and_then(|c| SyncFilters::from_configs(&c.configs).map_err(|e| e.to_string()))
+    {
         Ok(filters) => filters,
         Err(e) => {
             for kind in [PARTITIONS, CONFIGS, GROUPS, ACLS, TOPICS] {
