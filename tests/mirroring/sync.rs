@@ -125,8 +125,9 @@ fn missing(samples: &BTreeSet<String>) -> Vec<&'static str> {
         .collect()
 }
 
-/// The Grafana dashboard and the Prometheus alerting rules shipped for operators.
+/// The Grafana dashboard shipped for operators.
 const DASHBOARD: &str = include_str!("../../dashboards/kmirror-mirrors.json");
+/// The Prometheus alerting rules shipped for operators.
 const ALERTS: &str = include_str!("../../dashboards/kmirror-alerts.yml");
 
 /// The metric names (`kmirror_...` identifiers) in PromQL expressions.
@@ -199,11 +200,18 @@ fn catalogued(name: &str) -> Option<&'static MetricDef> {
 }
 
 /// The dashboard and the rules query only catalogued metrics (a typo shows here, without a
-/// broker), the dashboard shows every engine metric, and the rules watch lag, states, fetches,
-/// the sync and the logs' invariants.
+/// broker), the dashboard shows every engine metric and filters by data source, broker and
+/// mirror, and the rules watch lag, states, fetches, the sync and the logs' invariants.
 #[test]
 fn the_dashboard_and_the_alerts_query_catalogued_metrics() {
     let (dashboard, alerts) = (dashboard_metrics(), alert_metrics());
+    let json: serde_json::Value =
+        serde_json::from_str(DASHBOARD).expect("dashboards/kmirror-mirrors.json is JSON");
+    let variables: Vec<&str> = json["templating"]["list"]
+        .as_array()
+        .map(|list| list.iter().filter_map(|v| v["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(variables, ["datasource", "instance", "mirror"]);
     let unknown: Vec<&String> = dashboard
         .iter()
         .chain(&alerts)
