@@ -16,6 +16,21 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+echo "== promtool (Debian's prometheus package) for the alerting rules in dashboards/"
+# (On a machine that runs systemd the package also enables a Prometheus server on :9090.)
+if ! command -v promtool >/dev/null 2>&1; then
+  sudo_=""; [ "$(id -u)" = 0 ] || sudo_="sudo"
+  $sudo_ apt-get update -qq && $sudo_ apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+promtool check rules dashboards/kmirror-alerts.yml || {
+  echo "dashboards/kmirror-alerts.yml is not a valid Prometheus rules file (promtool's reasons above)" >&2
+  exit 1
+}
+promtool test rules dashboards/kmirror-alerts.test.yml || {
+  echo "the alerting rules' unit tests failed (dashboards/kmirror-alerts.test.yml; promtool's report above)" >&2
+  exit 1
+}
+
 echo "== Apache Kafka for the interop tests"
 kafka_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-kafka.XXXXXX")"
 trap 'scripts/kafka-local.sh stop "$kafka_data"' EXIT

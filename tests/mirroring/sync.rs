@@ -5,8 +5,10 @@
 //! topic configs changed on the source arrive except the excluded ones; an ACL created on the
 //! source arrives and is enforced (the Java consumer is refused), and disappears once deleted
 //! on the source. `/metrics` is parsed by Prometheus' Python client and shows every catalogued
-//! metric. And the cluster-id guard: a mirror whose source address now reaches another cluster
-//! halts, with the reason in `--describe --failed` and in a metric.
+//! metric, and every metric that the Grafana dashboard and the alerting rules in `dashboards/`
+//! query (so an import never shows an empty panel for want of a metric). And the cluster-id
+//! guard: a mirror whose source address now reaches another cluster halts, with the reason in
+//! `--describe --failed` and in a metric.
 
 use super::process::{
     create_mirror, free_port, mirrors_cli, produce, source_ends, spawn_broker, spawn_broker_with,
@@ -121,6 +123,181 @@ fn missing(samples: &BTreeSet<String>) -> Vec<&'static str> {
         })
         .map(|def| def.name)
         .collect()
+}
+
+/// The Grafana dashboard shipped for operators.
+const DASHBOARD: &str = include_str!("../../dashboards/kmirror-mirrors.json");
+/// The Prometheus alerting rules shipped for operators.
+const ALERTS: &str = include_str!("../../dashboards/kmirror-alerts.yml");
+
+/// The metric names (`kmirror_...` identifiers) in PromQL expressions.
+fn metric_names<'a>(exprs: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+    let name = regex::Regex::new("kmirror_[a-z0-9_]+").expect("regex");
+    exprs
+        .into_iter()
+        .flat_map(|expr| name.find_iter(expr).map(|m| m.as_str().to_string()))
+        .collect()
+}
+
+/// The metric names the dashboard's queries (every `expr` field, at any depth) use.
+fn dashboard_metrics() -> BTreeSet<String> {
+    fn exprs<'a>(value: &'a serde_json::Value, found: &mut Vec<&'a str>) {
+        match value {
+            serde_json::Value::Object(fields) => {
+                for (key, value) in fields {
+                    match (key.as_str(), value) {
+                        ("expr", serde_json::Value::String(expr)) => found.push(expr),
+                        _ => exprs(value, found),
+                    }
+                }
+            }
+            serde_json::Value::Array(values) => values.iter().for_each(|v| exprs(v, found)),
+            _ => {}
+        }
+    }
+    let dashboard: serde_json::Value =
+        serde_json::from_str(DASHBOARD).expect("dashboards/kmirror-mirrors.json is JSON");
+    let mut found = Vec::new();
+    exprs(&dashboard, &mut found);
+    metric_names(found)
+}
+
+/// The metric names the alerting rules' `expr:` values use: on the key's line, or a block
+/// (`>-`) on the lines indented below it.
+fn alert_metrics() -> BTreeSet<String> {
+    let indent = |line: &str| line.len() - line.trim_start().len();
+    let mut found = Vec::new();
+    let mut lines = ALERTS.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some(first) = line.trim_start().strip_prefix("expr:") else {
+            continue;
+        };
+        let mut expr = first.to_string();
+        while let Some(more) =
+            lines.next_if(|next| next.trim().is_empty() || indent(next) > indent(line))
+        {
+            expr.push(' ');
+            expr.push_str(more.trim());
+        }
+        found.push(expr);
+    }
+    metric_names(found.iter().map(String::as_str))
+}
+
+/// The catalogued metric a queried name is a series of: itself, or a histogram's
+/// `_bucket`, `_sum` or `_count`.
+fn catalogued(name: &str) -> Option<&'static MetricDef> {
+    let mut defs = kmirror_actors::metrics::CATALOGUE
+        .iter()
+        .chain(kmirror::metrics::CATALOGUE);
+    defs.find(|def| {
+        def.name == name
+            || (def.kind == MetricKind::Histogram
+                && ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|suffix| name.strip_suffix(suffix) == Some(def.name)))
+    })
+}
+
+/// The dashboard and the rules query only catalogued metrics (a typo shows here, without a
+/// broker), the dashboard shows every engine metric and filters by data source, broker and
+/// mirror, and the rules watch lag, states, fetches, the sync and the logs' invariants.
+#[test]
+fn the_dashboard_and_the_alerts_query_catalogued_metrics() {
+    let (dashboard, alerts) = (dashboard_metrics(), alert_metrics());
+    let json: serde_json::Value =
+        serde_json::from_str(DASHBOARD).expect("dashboards/kmirror-mirrors.json is JSON");
+    let variables: Vec<&str> = json["templating"]["list"]
+        .as_array()
+        .map(|list| list.iter().filter_map(|v| v["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(variables, ["datasource", "instance", "mirror"]);
+    let unknown: Vec<&String> = dashboard
+        .iter()
+        .chain(&alerts)
+        .filter(|name| catalogued(name).is_none())
+        .collect();
+    assert!(unknown.is_empty(), "not in a catalogue: {unknown:?}");
+    let shown: BTreeSet<&str> = dashboard
+        .iter()
+        .filter_map(|name| catalogued(name).map(|def| def.name))
+        .collect();
+    let unshown: Vec<&str> = kmirror_actors::metrics::CATALOGUE
+        .iter()
+        .map(|def| def.name)
+        .filter(|name| !shown.contains(name))
+        .collect();
+    assert!(
+        unshown.is_empty(),
+        "engine metrics without a panel: {unshown:?}"
+    );
+    for watched in [
+        "kmirror_mirror_max_lag_records",
+        "kmirror_mirror_max_lag_seconds",
+        "kmirror_mirror_state_partitions",
+        "kmirror_sync_cluster_id_mismatch_mirrors",
+        "kmirror_mirror_invariant_violations_total",
+        "kmirror_fetcher_last_success_age_seconds",
+        "kmirror_sync_errors_total",
+    ] {
+        assert!(
+            alerts.contains(watched),
+            "no alert on {watched}: {alerts:?}"
+        );
+    }
+}
+
+/// A `kmirror broker` mirroring another one, its `/metrics` scraped: every metric name that
+/// the dashboard's and the alerting rules' queries use is there (a histogram's as its
+/// `_bucket`, `_sum` and `_count` series).
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
+async fn every_metric_the_dashboard_and_the_alerts_query_is_scraped() {
+    let used: BTreeSet<String> = dashboard_metrics()
+        .into_iter()
+        .chain(alert_metrics())
+        .collect();
+    // The engine's 21 metrics, the histogram's three series: the extraction found the queries.
+    assert!(used.len() >= 23, "too few metric names found: {used:?}");
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    );
+    let (port_a, port_b, metrics_port) = (free_port(), free_port(), free_port());
+    let (a, b) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
+    let _source = spawn_broker(dir_a.path(), port_a);
+    let _destination = spawn_broker_with(
+        dir_b.path(),
+        port_b,
+        &format!(
+            "mirror.metadata.refresh.interval.ms=500\nmetrics.listener=http://127.0.0.1:{metrics_port}\n"
+        ),
+    );
+    let topic = format!("watched-{}", std::process::id());
+    let (bootstrap, name) = (a.clone(), topic.clone());
+    tokio::task::spawn_blocking(move || kafka_tools::create_topic(&bootstrap, &name, 2, &[]))
+        .await
+        .expect("created");
+    produce(&a, &topic, 500).await;
+    create_mirror(dir_b.path(), &b, "dr", &a);
+    let (code, text) = mirrors_cli(&b, &["--start", "--mirror", "dr", "--topics", &topic]);
+    assert_eq!(code, Some(0), "{text}");
+    let ends = source_ends(&*source_client(&a).await, &topic, 2).await;
+    wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
+
+    let metrics = format!("127.0.0.1:{metrics_port}");
+    eventually(
+        "the metrics the dashboard and the alerts query, missing from /metrics",
+        || async {
+            let samples = scrape(&metrics).await;
+            used.iter()
+                .filter(|name| !samples.contains(*name))
+                .cloned()
+                .collect::<Vec<String>>()
+        },
+        |missing| missing.is_empty(),
+    )
+    .await;
 }
 
 /// What a librdkafka consumer (confluent-kafka) in `group` gets first from `topic`: `RECORD`,
