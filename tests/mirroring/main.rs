@@ -39,6 +39,7 @@ mod cluster;
 mod disaster;
 mod failback;
 mod metadata;
+mod operator;
 mod process;
 mod scenarios;
 mod security;
