@@ -868,6 +868,15 @@ impl GroupCoordinator {
         })
     }
 
+    /// The state ListGroups reports for one group (members expired first), if it exists.
+    pub fn state_of(&self, group_id: &str) -> Option<&'static str> {
+        self.with_groups(|groups| {
+            let group = groups.get_mut(group_id)?;
+            group.expire(Instant::now());
+            Some(group.state_name())
+        })
+    }
+
     /// Every group, by id.
     pub fn list(&self) -> Vec<GroupListing> {
         let now = Instant::now();

@@ -218,9 +218,8 @@ impl Host for BrokerHost {
     fn group_is_active(&self, group: &str) -> bool {
         self.0
             .groups()
-            .list()
-            .iter()
-            .any(|g| g.group_id == group && g.state != "Empty")
+            .state_of(group)
+            .is_some_and(|state| state != "Empty")
     }
 
     fn committed_offsets(&self, group: &str) -> BTreeMap<(String, i32), GroupOffset> {

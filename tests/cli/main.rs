@@ -356,3 +356,66 @@ fn the_readme_quickstart_runs_through_the_failover() {
         "{folder} is removed"
     );
 }
+
+/// `--describe` of a mirror that does not exist fails (UNKNOWN_MIRROR, exit 1) instead of
+/// printing an empty table; `--watch` honours `--json` (one document per refresh) and ends
+/// quietly, exit 0, when its reader goes away (`| head`), instead of panicking.
+#[test]
+fn describe_refuses_an_unknown_mirror_and_watch_ends_quietly_on_a_closed_pipe() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let broker = broker(dir.path());
+    let address = broker.1.clone();
+    let source_dir = tempfile::tempdir().expect("temp dir");
+    let source = self::broker(source_dir.path());
+    let text = |out: &std::process::Output| {
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let describe = ["mirrors", "--bootstrap-server", &address, "--describe"];
+    let mut unknown = describe.to_vec();
+    unknown.extend(["--mirror", "nosuch"]);
+    let out = kmirror(&unknown);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("UNKNOWN_MIRROR"), "{}", text(&out));
+    unknown.push("--json");
+    let out = kmirror(&unknown);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["mirrors"][0]["errorCode"], 136, "{json}");
+
+    let mirror_config = dir.path().join("dr.properties");
+    std::fs::write(&mirror_config, format!("bootstrap.servers={}\n", source.1)).expect("written");
+    let created = kmirror(&[
+        "mirrors",
+        "--bootstrap-server",
+        &address,
+        "--create",
+        "--mirror",
+        "dr",
+        "--mirror-config",
+        mirror_config.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(created.status.code(), Some(0), "{}", text(&created));
+    let piped = Command::new("bash")
+        .args([
+            "-c",
+            r#""$0" mirrors --bootstrap-server "$1" --describe --watch 1 --json | head -n 2; echo "exit=${PIPESTATUS[0]}""#,
+            env!("CARGO_BIN_EXE_kmirror"),
+            &address,
+        ])
+        .output()
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&piped.stdout);
+    let stderr = String::from_utf8_lossy(&piped.stderr);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        3,
+        "two refreshes, then the exit status:\n{stdout}{stderr}"
+    );
+    for line in &lines[..2] {
+        let json: serde_json::Value = serde_json::from_str(line).expect("one JSON per refresh");
+        assert_eq!(json["mirrors"][0]["mirror"], "dr", "{line}");
+    }
+    assert_eq!(lines[2], "exit=0", "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -144,8 +144,17 @@ pub fn validate(
     configs: &BTreeMap<String, String>,
     broker_fetchers: usize,
 ) -> Result<MirrorSettings, MirrorConfigError> {
-    let invalid = |e: &dyn std::fmt::Display| MirrorConfigError::Invalid(e.to_string());
     let Canonical { configs, renamed } = canonical(configs)?;
+    // A message names the key as the operator set it, old name included.
+    let invalid = |e: &dyn std::fmt::Display| {
+        let mut message = e.to_string();
+        for (old, new) in &renamed {
+            if message.contains(new) {
+                message.push_str(&format!(" (set as {old}, its old name)"));
+            }
+        }
+        MirrorConfigError::Invalid(message)
+    };
     let configs = &configs;
     if let Some(key) = configs
         .keys()

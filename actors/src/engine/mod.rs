@@ -14,6 +14,7 @@
 //! - [`mirror_configs`], [`fetch_settings`]: a mirror's configs checked as a whole;
 //! - [`throttle`]: `mirror.replication.throttled.rate`, the pace of a mirror's fetchers;
 //! - [`stats`]: a mirror's fetch figures and lags, published as metrics;
+//! - [`repeated`]: warnings of failures that persist, rate-limited;
 //! - [`handle`]: the engine as a host's request handlers and its process see it.
 //!
 //! A mirror topic has the source topic's name and id; each broker runs the partitions it leads.
@@ -27,6 +28,7 @@ pub mod handle;
 pub mod mirror_configs;
 pub mod partition_ports;
 mod reactions;
+pub mod repeated;
 pub mod shard_route;
 pub mod shard_service;
 mod source_client;

@@ -19,6 +19,7 @@
 //! A group with members here is skipped and counted ([`crate::metrics::GROUPS_SKIPPED`]).
 
 use super::reactions::log_rejection;
+use super::repeated::{RepeatedWarnings, Verdict};
 use super::shard_route::ShardRoute;
 use super::stats::MirrorStats;
 use super::sync_plan::{self, DYNAMIC_TOPIC_CONFIG, DestinationLog, SyncFilters};
@@ -60,6 +61,7 @@ struct SyncJob<H: Host> {
     /// This broker leads the mirror's coordinator shard.
     coordinator: bool,
     stats: Arc<MirrorStats>,
+    warnings: Arc<RepeatedWarnings>,
     host: H,
 }
 
@@ -95,6 +97,7 @@ impl<H: Host> Handler<SyncMetadata> for MirrorSystem<H> {
                     own_cluster_id: self.host.cluster_id(),
                     coordinator,
                     stats: runtime.stats.clone(),
+                    warnings: runtime.warnings.clone(),
                     host: self.host.clone(),
                 }),
                 Some(_) => {}
@@ -200,16 +203,28 @@ impl<H: Host> MirrorSystem<H> {
     }
 }
 
-/// Counts a step's run and, when it failed, its error (logged).
-fn count(mirror: &str, kind: &'static str, result: Result<(), String>) {
+/// Counts a step's run and, when it failed, its error (logged at WARN when it is new, then at
+/// most every [`super::repeated::REPEAT_EVERY_MS`] while it persists).
+fn count<H: Host>(job: &SyncJob<H>, kind: &'static str, result: Result<(), String>) {
+    let mirror = job.mirror.as_str();
     ::metrics::counter!(metrics::SYNC_RUNS, "mirror" => mirror.to_string(), "kind" => kind)
         .increment(1);
     let errors =
         ::metrics::counter!(metrics::SYNC_ERRORS, "mirror" => mirror.to_string(), "kind" => kind);
     match result {
-        Ok(()) => errors.increment(0),
+        Ok(()) => {
+            errors.increment(0);
+            job.warnings.cleared(kind);
+        }
         Err(e) => {
-            tracing::warn!(mirror, kind, error = %e, "a metadata sync step failed");
+            match job.warnings.check(kind, &e, job.host.now_ms()) {
+                Verdict::Warn { repeats } => {
+                    tracing::warn!(mirror, kind, error = %e, repeats, "a metadata sync step failed")
+                }
+                Verdict::Quiet => {
+                    tracing::debug!(mirror, kind, error = %e, "a metadata sync step failed again")
+                }
+            }
             errors.increment(1);
         }
     }
@@ -237,7 +252,7 @@ async fn sync_steps<H: Host>(
     let found = match job.source.cluster_id().await {
         Ok(found) => found,
         Err(e) => {
-            count(mirror, CLUSTER_ID, Err(e.to_string()));
+            count(job, CLUSTER_ID, Err(e.to_string()));
             return Err(e.to_string());
         }
     };
@@ -247,11 +262,11 @@ async fn sync_steps<H: Host>(
         .and_then(|()| sync_plan::check_source_cluster(expected, &found));
     if let Err(reason) = checked {
         halted.set(1.0);
-        count(mirror, CLUSTER_ID, Err(reason));
+        count(job, CLUSTER_ID, Err(reason));
         return Ok(found);
     }
     halted.set(0.0);
-    count(mirror, CLUSTER_ID, Ok(()));
+    count(job, CLUSTER_ID, Ok(()));
     if !job.coordinator {
         return Ok(found);
     }
@@ -262,7 +277,7 @@ async fn sync_steps<H: Host>(
         Ok(filters) => filters,
         Err(e) => {
             for kind in [PARTITIONS, CONFIGS, GROUPS, ACLS, TOPICS] {
-                count(mirror, kind, Err(e.to_string()));
+                count(job, kind, Err(e.to_string()));
             }
             return Ok(found);
         }
@@ -277,17 +292,17 @@ async fn sync_steps<H: Host>(
                 .is_some_and(|m| m.configs.get("mirror.name").map(String::as_str) == Some(mirror))
         })
         .collect();
-    count(mirror, PARTITIONS, sync_partitions(job, &active).await);
-    count(mirror, CONFIGS, sync_configs(job, &active, &filters).await);
-    count(mirror, GROUPS, sync_groups(job, &active, &filters).await);
-    count(mirror, ACLS, sync_acls(job, &filters).await);
+    count(job, PARTITIONS, sync_partitions(job, &active).await);
+    count(job, CONFIGS, sync_configs(job, &active, &filters).await);
+    count(job, GROUPS, sync_groups(job, &active, &filters).await);
+    count(job, ACLS, sync_acls(job, &filters).await);
     if filters.auto_mirrors() {
         match topics_to_start(job, &filters).await {
             Ok(topics) => {
-                count(mirror, TOPICS, Ok(()));
+                count(job, TOPICS, Ok(()));
                 *to_start = topics;
             }
-            Err(e) => count(mirror, TOPICS, Err(e)),
+            Err(e) => count(job, TOPICS, Err(e)),
         }
     }
     Ok(found)

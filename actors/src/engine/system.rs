@@ -27,6 +27,7 @@ use super::fetcher_pool::FetcherPool;
 use super::mirror_configs::{self, MirrorConfigError, MirrorSettings};
 use super::partition_ports::EnginePartitionPorts;
 use super::reactions::MetadataChanged;
+use super::repeated::RepeatedWarnings;
 use super::shard_route::{RemoteShard, ShardRoute};
 use super::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use super::stats::MirrorStats;
@@ -86,6 +87,8 @@ pub(super) struct MirrorRuntime<H: Host> {
     pub(super) stats: Arc<MirrorStats>,
     /// Its fetchers' pace here (`mirror.replication.throttled.rate`, changed at runtime).
     pub(super) throttle: Arc<Throttle>,
+    /// Its warnings of failures that persist (sync steps, the source not answering).
+    pub(super) warnings: Arc<RepeatedWarnings>,
     /// The destination leader epochs of its partitions here.
     pub(super) destination_epochs: super::fetch::DestinationEpochs,
     /// Why its metadata sync halted (the source is another cluster); its partitions then fail.
@@ -386,6 +389,7 @@ impl<H: Host> MirrorSystem<H> {
                 )
                 .start(),
                 throttle,
+                warnings: Arc::default(),
                 source,
                 source_cluster_id,
                 topics: BTreeMap::new(),
