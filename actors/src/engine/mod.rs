@@ -13,6 +13,7 @@
 //!   counts, topic configs, group offsets, ACLs) and its pure decisions;
 //! - [`mirror_configs`], [`fetch_settings`]: a mirror's configs checked as a whole;
 //! - [`stats`]: a mirror's fetch figures and lags, published as metrics;
+//! - [`validate`]: CreateMirror's ValidateOnly checks of a mirror's source, creating nothing;
 //! - [`handle`]: the engine as a host's request handlers and its process see it.
 //!
 //! A mirror topic has the source topic's name and id; each broker runs the partitions it leads.
@@ -36,6 +37,7 @@ mod sync;
 pub mod sync_plan;
 pub mod system;
 pub mod topics;
+pub mod validate;
 
 pub use handle::{Engine, EngineRequest, EngineRuntime};
 pub use system::{MirrorError, MirrorSystem};
