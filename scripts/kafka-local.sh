@@ -254,6 +254,11 @@ exited_at_start() {
   wait "$pid" 2>/dev/null || status=$?
   echo "Kafka exited at start (exit status $status); the end of $data/broker.log:" >&2
   grep -v '^SLF4J:' "$data/broker.log" | tail -30 >&2 || true
+  if grep -q 'no-operation (NOP) logger' "$data/broker.log"; then
+    echo "(Kafka logs nothing here: the cached closure has slf4j-api 1.7 under log4j-slf4j2-impl," \
+      "so SLF4J falls back to a no-op logger; pinning org.slf4j:slf4j-api 2.x in" \
+      "scripts/kafka/pom.xml would let it say why)" >&2
+  fi
   # A port taken since they were checked is the usual reason.
   check_ports "$(listener_base "$data")" 0 1 2 3 4 6 7 8
   exit 1

@@ -3,7 +3,7 @@
 //! check OK, exit 0), an address nobody listens on (connection), and, against Apache Kafka's
 //! secured listeners, a wrong SASL password (authentication) and a trust store without the CA
 //! that signed the source's certificate (connection, naming the trust setting). After each,
-//! `--list` shows no mirror.
+//! `--list` shows no mirror. A security protocol the listener does not speak is named as such.
 
 use super::{Broker, broker, kmirror};
 use std::path::Path;
@@ -83,7 +83,7 @@ fn validate_only_passes_every_check_of_a_good_source_and_creates_nothing() {
 }
 
 #[test]
-fn validate_only_names_an_unreachable_source_and_a_bad_config() {
+fn validate_only_names_an_unreachable_source_a_bad_config_and_a_wrong_protocol() {
     let dir = tempfile::tempdir().expect("temp dir");
     let destination = broker(dir.path());
     // A port that was free a moment ago and that nobody listens on.
@@ -119,6 +119,36 @@ fn validate_only_names_an_unreachable_source_and_a_bad_config() {
     assert_eq!(code, Some(1), "{text}");
     assert_eq!(checks(&text), ["FAIL configs"], "{text}");
     assert!(text.contains("mirror.fetch.max.bytes"), "{text}");
+
+    // TLS to a plaintext listener: the protocol is named, not the address (the CA, made with
+    // openssl, is never reached).
+    let ca = dir.path().join("ca.pem");
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=validate-only test CA", "-keyout"])
+        .arg(dir.path().join("ca.key"))
+        .arg("-out")
+        .arg(&ca)
+        .output()
+        .expect("openssl runs");
+    assert!(made.status.success(), "{made:?}");
+    let (code, text) = validate(
+        dir.path(),
+        &destination,
+        &[
+            ("bootstrap.servers", destination.1.clone()),
+            ("security.protocol", "SSL".into()),
+            ("ssl.truststore.location", ca.display().to_string()),
+        ],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(checks(&text), ["OK   configs", "FAIL connection"], "{text}");
+    assert!(
+        text.contains("is security.protocol (SSL) the one it expects"),
+        "{text}"
+    );
     nothing_created(&destination);
 }
 

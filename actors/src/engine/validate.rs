@@ -115,24 +115,41 @@ async fn run<H: Host>(host: &H, configs: &BTreeMap<String, String>) -> Vec<Sourc
     let found = source.cluster_id().await;
     let bootstrap = client.bootstrap_servers.join(",");
     match &found {
-        Err(e @ (ClientError::Connection { .. } | ClientError::Timeout { .. })) => {
+        Err(e @ ClientError::Timeout { .. }) => {
             checks.push(SourceCheck::failed(
                 "connection",
                 ErrorCode::NETWORK_EXCEPTION,
-                format!(
-                    "{e}: is bootstrap.servers ({bootstrap}) right, and can this broker reach it?"
-                ),
+                format!("{e}{}", reach_hint(&bootstrap)),
+            ));
+            return checks;
+        }
+        Err(e @ ClientError::Connection { message, .. }) => {
+            let hint = if cut_short(message) {
+                protocol_hint(configs, &bootstrap)
+            } else {
+                reach_hint(&bootstrap)
+            };
+            checks.push(SourceCheck::failed(
+                "connection",
+                ErrorCode::NETWORK_EXCEPTION,
+                format!("{e}{hint}"),
             ));
             return checks;
         }
         Err(ClientError::Tls { message, broker }) => {
+            let hint = if cut_short(message)
+                || ["InvalidContentType", "CorruptMessage"]
+                    .iter()
+                    .any(|m| message.contains(m))
+            {
+                protocol_hint(configs, &bootstrap)
+            } else {
+                trust_hint(configs, message)
+            };
             checks.push(SourceCheck::failed(
                 "connection",
                 ErrorCode::NETWORK_EXCEPTION,
-                format!(
-                    "TLS handshake with {broker} failed: {message}{}",
-                    trust_hint(configs, message)
-                ),
+                format!("TLS handshake with {broker} failed: {message}{hint}"),
             ));
             return checks;
         }
@@ -141,6 +158,16 @@ async fn run<H: Host>(host: &H, configs: &BTreeMap<String, String>) -> Vec<Sourc
                 "connection",
                 ErrorCode::INVALID_CONFIG,
                 message.clone(),
+            ));
+            return checks;
+        }
+        // Bytes came back but not Kafka's answers: another protocol on that port (TLS, or
+        // not Kafka at all).
+        Err(e @ ClientError::Protocol { .. }) => {
+            checks.push(SourceCheck::failed(
+                "connection",
+                ErrorCode::NETWORK_EXCEPTION,
+                format!("{e}{}", protocol_hint(configs, &bootstrap)),
             ));
             return checks;
         }
@@ -290,6 +317,39 @@ async fn run<H: Host>(host: &H, configs: &BTreeMap<String, String>) -> Vec<Sourc
         }
     }
     checks
+}
+
+/// Whether a connection failure means the listener answered, then hung up or sent what this
+/// client cannot read: the usual sign of a `security.protocol` the listener does not speak
+/// (TLS to a plaintext port, plaintext or no SASL to a TLS or SASL one).
+fn cut_short(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    [
+        "eof",
+        "end of file",
+        "stream ended",
+        "frame",
+        "reset by peer",
+        "broken pipe",
+    ]
+    .iter()
+    .any(|sign| lower.contains(sign))
+}
+
+/// What to check when the source could not be reached at all.
+fn reach_hint(bootstrap: &str) -> String {
+    format!(": is bootstrap.servers ({bootstrap}) right, and can this broker reach it?")
+}
+
+/// What to check when the listener does not speak the configured security protocol.
+fn protocol_hint(configs: &BTreeMap<String, String>, bootstrap: &str) -> String {
+    let protocol = configs
+        .get("security.protocol")
+        .map_or("PLAINTEXT", String::as_str);
+    format!(
+        ": the listener at {bootstrap} cut the connection short: is security.protocol \
+         ({protocol}) the one it expects (PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)?"
+    )
 }
 
 /// How the connection was made, for a passed `connection` check.
