@@ -185,7 +185,7 @@ fn refused(code: i16, message: Option<String>) -> Failure {
     Failure::Refused(explained(code, message))
 }
 
-/// `NAME (code): message; what to do` for one error code.
+/// `NAME (code): message` for one error code, then what to do on a line of its own.
 fn explained(code: i16, message: Option<String>) -> String {
     let error = ErrorCode(code);
     let name = error.name();
