@@ -279,6 +279,18 @@ impl Field {
         self.value_default(text.as_deref())
     }
 
+    /// A condition true when `self.<field>` is not the field's default, written as clippy
+    /// wants it (a bool as itself, a null default as `is_some()`).
+    fn non_default(&self) -> String {
+        let place = format!("self.{}", self.rust_name);
+        match self.default_expr().as_str() {
+            "false" => place,
+            "true" => format!("!{place}"),
+            "::std::option::Option::None" => format!("{place}.is_some()"),
+            default => format!("{place} != {default}"),
+        }
+    }
+
     fn value_default(&self, text: Option<&str>) -> String {
         match (&self.ty, text) {
             (Ty::Bool, t) => match t.unwrap_or("false") {
@@ -443,7 +455,7 @@ impl Gen<'_> {
                 let (tag, _) = f.tag.expect("tagged");
                 let present = f.present().test(self.valid);
                 let body = self.write_field(f, &format!("&self.{}", f.rust_name), 5);
-                let non_default = format!("self.{} != {}", f.rust_name, f.default_expr());
+                let non_default = f.non_default();
                 let _ = write!(
                     write,
                     "            if {cond} {{\n                let mut buf = ::std::vec::Vec::new();\n                {{\n                    let w = &mut buf;\n{body}                }}\n                known.push(({tag}, buf));\n            }}",
@@ -454,9 +466,8 @@ impl Gen<'_> {
                 } else {
                     let _ = writeln!(
                         write,
-                        " else if self.{n} != {d} {{\n                return Err(CodecError::FieldNotInVersion {{ field: {j:?}, version }});\n            }}",
-                        n = f.rust_name,
-                        d = f.default_expr(),
+                        " else if {c} {{\n                return Err(CodecError::FieldNotInVersion {{ field: {j:?}, version }});\n            }}",
+                        c = f.non_default(),
                         j = f.json_name
                     );
                 }
@@ -469,7 +480,7 @@ impl Gen<'_> {
             write.push_str("            codec::write_tagged_fields(w, &all)?;\n        }");
             let mut non_default = vec!["!self.unknown_tagged_fields.is_empty()".to_string()];
             for f in tagged.iter().filter(|f| !f.ignorable) {
-                non_default.push(format!("self.{} != {}", f.rust_name, f.default_expr()));
+                non_default.push(f.non_default());
             }
             let _ = writeln!(
                 write,
@@ -547,9 +558,8 @@ impl Gen<'_> {
             return String::new();
         }
         format!(
-            "        else if self.{n} != {d} {{\n            return Err(CodecError::FieldNotInVersion {{ field: {j:?}, version }});\n        }}\n",
-            n = f.rust_name,
-            d = f.default_expr(),
+            "        else if {c} {{\n            return Err(CodecError::FieldNotInVersion {{ field: {j:?}, version }});\n        }}\n",
+            c = f.non_default(),
             j = f.json_name
         )
     }

@@ -27,7 +27,8 @@ with_kafka() {
     kafka_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-bench-kafka.XXXXXX")"
     started_kafka+=("$kafka_data")
     # shellcheck disable=SC1090
-    source "$(scripts/kafka-local.sh start "$kafka_data" "${KMIRROR_KAFKA_PORT:-19392}")"
+    source "$(scripts/kafka-local.sh start "$kafka_data" \
+      "${KMIRROR_KAFKA_PORT:-$(scripts/kafka-local.sh free-port 19392)}")"
   fi
 }
 
@@ -35,8 +36,9 @@ with_mm2() {
   with_kafka
   target_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-bench-target.XXXXXX")"
   started_kafka+=("$target_data")
-  scripts/kafka-local.sh start "$target_data" "${KMIRROR_KAFKA_TARGET_PORT:-19492}" >/dev/null
-  export KMIRROR_KAFKA_TARGET_BOOTSTRAP="127.0.0.1:${KMIRROR_KAFKA_TARGET_PORT:-19492}"
+  local target_port="${KMIRROR_KAFKA_TARGET_PORT:-$(scripts/kafka-local.sh free-port 19492)}"
+  scripts/kafka-local.sh start "$target_data" "$target_port" >/dev/null
+  export KMIRROR_KAFKA_TARGET_BOOTSTRAP="127.0.0.1:$target_port"
   export KMIRROR_KAFKA_TARGET_DATA="$target_data"
   KMIRROR_MM2_DIST="$(scripts/kafka-local.sh fetch-mm2)"
   export KMIRROR_MM2_DIST

@@ -21,7 +21,8 @@
 #                                                   openssl (clients' also as an encrypted PKCS#8
 #                                                   key and PKCS12 stores, the CA as a PKCS12
 #                                                   truststore made with keytool);
-#                                                   writes DATA_DIR/env (KMIRROR_KAFKA_* variables)
+#                                                   writes DATA_DIR/env (KMIRROR_KAFKA_* variables);
+#                                                   fails naming a taken port and its holder
 #   scripts/kafka-local.sh free-port [FROM]         print a base port from FROM (default 19092) on
 #                                                   with the ten ports `start` uses free
 #   scripts/kafka-local.sh restart DATA_DIR         stop it (if running) and start it again on its
@@ -100,10 +101,45 @@ certificates() {
     -storetype PKCS12 -storepass trust-secret >/dev/null 2>&1
 }
 
+# Who holds TCP port $1 on loopback: a process ("python3, pid 123") when ss or lsof can tell,
+# else "another process"; nothing when the port is free.
+port_holder() {
+  local port="$1" who=""
+  python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1])))' \
+    "$port" 2>/dev/null && return 0
+  if command -v ss >/dev/null 2>&1; then
+    who="$(ss -Hltnp "sport = :$port" 2>/dev/null \
+      | sed -n 's/.*users:((\"\([^"]*\)\",pid=\([0-9]*\).*/\1, pid \2/p' | head -1)"
+  fi
+  if [ -z "$who" ] && command -v lsof >/dev/null 2>&1; then
+    who="$(lsof -nP -iTCP:"$port" -sTCP:LISTEN 2>/dev/null | awk 'NR == 2 { print $1 ", pid " $2 }')"
+  fi
+  echo "${who:-another process}"
+}
+
+# Fails, naming the port and its holder, unless the ports from base $1 at the offsets given
+# (all ten that `start` uses by default) are free.
+check_ports() {
+  local base="$1" i who; shift
+  local roles=(PLAINTEXT CONTROLLER SSL SASL_SSL REMOTE "REMOTE (advertised, for a proxy)" MTLS
+    OAUTHBEARER OIDC "the OIDC identity provider")
+  local offsets=("$@")
+  [ ${#offsets[@]} -gt 0 ] || offsets=(0 1 2 3 4 5 6 7 8 9)
+  for i in "${offsets[@]}"; do
+    who="$(port_holder $((base + i)))"
+    if [ -n "$who" ]; then
+      echo "port $((base + i)) (${roles[$i]}, base port $base + $i) is taken (by $who):" \
+        "stop it or choose another base port; scripts/kafka-local.sh free-port prints a free one" >&2
+      exit 1
+    fi
+  done
+}
+
 start() {
   local data="$1" port="${2:-19092}"
   local cport=$((port + 1)) sport=$((port + 2)) aport=$((port + 3)) rport=$((port + 4)) pport=$((port + 5))
   local mport=$((port + 6)) oport=$((port + 7)) iport=$((port + 8)) jport=$((port + 9))
+  check_ports "$port"
   local dist; dist="$(fetch)"
   local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
   mkdir -p "$data/logs"
@@ -192,6 +228,10 @@ launch() {
       sleep 0.1
     done
   fi
+  # The ports Kafka binds (not the advertised REMOTE one, nor the identity provider's): one held
+  # by another process would answer the readiness check below for a Kafka that never started.
+  local base; base="$(listener_base "$data")"
+  check_ports "$base" 0 1 2 3 4 6 7 8
   nohup "$java" -Xms512m -Xmx512m -XX:+UseG1GC -Djava.awt.headless=true \
     -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="$jwks" \
     -Dlog4j2.configurationFile="file:$dist/log4j2.properties" \
@@ -199,12 +239,34 @@ launch() {
   local pid=$!
   echo "$pid" > "$data/pid"
   for _ in $(seq 1 600); do
-    (echo >/dev/tcp/127.0.0.1/"$aport") 2>/dev/null && return 0
-    kill -0 "$pid" 2>/dev/null || { tail -50 "$data/broker.log" >&2; echo "Kafka exited at start" >&2; exit 1; }
+    (echo >/dev/tcp/127.0.0.1/"$aport") 2>/dev/null && kill -0 "$pid" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || exited_at_start "$data" "$pid"
     sleep 0.1
   done
-  echo "Kafka did not open its listeners within 60 s" >&2
+  echo "Kafka did not open its listeners within 60 s; the end of $data/broker.log:" >&2
+  tail -20 "$data/broker.log" >&2
   exit 1
+}
+
+# Kafka (process $2) is gone before opening its listeners: why, as far as can be told.
+exited_at_start() {
+  local data="$1" pid="$2" status=0
+  wait "$pid" 2>/dev/null || status=$?
+  echo "Kafka exited at start (exit status $status); the end of $data/broker.log:" >&2
+  grep -v '^SLF4J:' "$data/broker.log" | tail -30 >&2 || true
+  if grep -q 'no-operation (NOP) logger' "$data/broker.log"; then
+    echo "(Kafka logs nothing here: the cached closure has slf4j-api 1.7 under log4j-slf4j2-impl," \
+      "so SLF4J falls back to a no-op logger; pinning org.slf4j:slf4j-api 2.x in" \
+      "scripts/kafka/pom.xml would let it say why)" >&2
+  fi
+  # A port taken since they were checked is the usual reason.
+  check_ports "$(listener_base "$data")" 0 1 2 3 4 6 7 8
+  exit 1
+}
+
+# The base port of the broker in $1 (its PLAINTEXT listener).
+listener_base() {
+  sed -n 's/^listeners=PLAINTEXT:\/\/127.0.0.1:\([0-9]*\),.*/\1/p' "$1/server.properties"
 }
 
 stop() {
@@ -217,13 +279,20 @@ stop() {
   rm -f "$data/pid"
 }
 
+stop_idp() {
+  local data="$1"
+  [ -f "$data/idp.pid" ] || return 0
+  local pid; pid="$(cat "$data/idp.pid")"
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$data/idp.pid"
+}
+
 # Kafka and its identity provider.
 stop_all() {
   local data="$1"
   stop "$data"
-  [ -f "$data/idp.pid" ] || return 0
-  kill "$(cat "$data/idp.pid")" 2>/dev/null || true
-  rm -f "$data/idp.pid"
+  stop_idp "$data"
 }
 
 # A base port from $1 on with PORT..PORT+9 free (something else may hold 19092).
@@ -255,5 +324,5 @@ case "${1:-}" in
   start) start "${2:?data directory}" "${3:-19092}" ;;
   restart) stop "${2:?data directory}"; launch "$2" ;;
   stop) stop_all "${2:?data directory}" ;;
-  *) sed -n '2,34p' "$0"; exit 2 ;;
+  *) sed -n '2,35p' "$0"; exit 2 ;;
 esac

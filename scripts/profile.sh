@@ -23,7 +23,8 @@ cleanup() {
 }
 trap cleanup EXIT
 # shellcheck disable=SC1090
-source "$(scripts/kafka-local.sh start "$kafka" "${PROFILE_KAFKA_PORT:-19792}")"
+source "$(scripts/kafka-local.sh start "$kafka" \
+  "${PROFILE_KAFKA_PORT:-$(scripts/kafka-local.sh free-port 19792)}")"
 tool() {
   java -cp "$KMIRROR_KAFKA_DIST/libs/*" \
     -Dlog4j2.configurationFile="file:$KMIRROR_KAFKA_DIST/log4j2.properties" "$@"
@@ -36,7 +37,8 @@ tool org.apache.kafka.tools.ProducerPerformance --topic profiled --num-records "
   acks=1 linger.ms=5 batch.size=262144 compression.type=lz4 2>/dev/null | tail -1
 sync
 
-port="${PROFILE_BROKER_PORT:-19800}"
+port="${PROFILE_BROKER_PORT:-$(python3 -c \
+  'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
 mkdir -p "$out/broker"
 cat > "$out/broker/server.properties" <<PROPS
 node.id=1
@@ -47,7 +49,18 @@ echo "bootstrap.servers=$KMIRROR_KAFKA_BOOTSTRAP" > "$out/broker/mirror.properti
 perf record -F 999 -g -o "$out/perf.data" -- "$kmirror" broker --config "$out/broker/server.properties" \
   >"$out/broker.log" 2>&1 &
 broker_pid=$!
-for _ in $(seq 1 100); do (echo >/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break; sleep 0.1; done
+# The broker gone (a taken port, a bad config) ends the run with its log's reason.
+broker_alive() {
+  kill -0 "$broker_pid" 2>/dev/null && return 0
+  echo "the broker exited; the end of $out/broker.log:" >&2
+  tail -20 "$out/broker.log" >&2
+  exit 1
+}
+for _ in $(seq 1 100); do
+  broker_alive
+  (echo >/dev/tcp/127.0.0.1/"$port") 2>/dev/null && break
+  sleep 0.1
+done
 "$kmirror" mirrors --bootstrap-server "127.0.0.1:$port" --create --mirror profiled \
   --mirror-config "$out/broker/mirror.properties" >/dev/null
 started=$(date +%s.%N)
@@ -55,6 +68,7 @@ started=$(date +%s.%N)
 # Copied when every partition's lag is 0 and the log end offsets add up to the records.
 until "$kmirror" mirrors --bootstrap-server "127.0.0.1:$port" --describe --mirror profiled \
   | awk -v want="$records" 'NR > 1 && $6 ~ /^[0-9]+$/ { sum += $6 } END { exit !(sum >= want) }'; do
+  broker_alive
   sleep 0.2
 done
 echo "copied $mib MiB in $(echo "$(date +%s.%N) - $started" | bc) s (start included)"

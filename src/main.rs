@@ -136,6 +136,10 @@ struct MirrorsArgs {
     /// since their failover (the number the broker names when it refuses the start).
     #[arg(long, value_name = "RECORDS")]
     discard_local_writes: Option<i64>,
+    /// With --create: the destination broker checks the configs and the source cluster
+    /// (connection, authentication, cluster id, topics) and creates nothing.
+    #[arg(long, requires = "create")]
+    validate_only: bool,
     /// The mirror's name.
     #[arg(long)]
     mirror: Option<String>,
@@ -176,7 +180,11 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
     };
     let action = if args.create {
         match (args.mirror, args.mirror_config) {
-            (Some(mirror), Some(config)) => MirrorsAction::Create { mirror, config },
+            (Some(mirror), Some(config)) => MirrorsAction::Create {
+                mirror,
+                config,
+                validate_only: args.validate_only,
+            },
             _ => return usage("--create needs --mirror and --mirror-config"),
         }
     } else if args.delete {
@@ -223,16 +231,14 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         if args.max_lag < 0 {
             return usage("--max-lag must be 0 or more");
         }
-        match args.mirror {
-            Some(mirror) if !args.topics.is_empty() => {
-                MirrorsAction::Failover(failover_command::Failover {
-                    mirror,
-                    topics: TopicSelection::parse(args.topics),
-                    max_lag: args.max_lag,
-                    timeout,
-                })
-            }
-            _ => return usage("--failover needs --mirror and --topics"),
+        match (args.mirror, TopicSelection::parse(args.topics)) {
+            (Some(mirror), Some(topics)) => MirrorsAction::Failover(failover_command::Failover {
+                mirror,
+                topics,
+                max_lag: args.max_lag,
+                timeout,
+            }),
+            _ => return usage("--failover needs --mirror and --topics (not empty)"),
         }
     } else {
         let change = if args.start {
@@ -246,11 +252,19 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         } else {
             TopicChange::Resume
         };
-        match args.mirror {
-            Some(mirror) if !args.topics.is_empty() => MirrorsAction::Topics {
-                change,
-                mirror,
-                topics: TopicSelection::parse(args.topics),
+        match (args.mirror, args.topics.is_empty()) {
+            (Some(mirror), false) => match TopicSelection::parse(args.topics) {
+                Some(topics) => MirrorsAction::Topics {
+                    change,
+                    mirror,
+                    topics,
+                },
+                None => {
+                    return usage(
+                        "--topics is empty: give topic names (a,b) or a regular expression \
+                         ('orders-.*'); nothing was changed",
+                    );
+                }
             },
             _ => return usage("--start, --stop, --pause and --resume need --mirror and --topics"),
         }

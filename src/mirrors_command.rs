@@ -6,9 +6,14 @@
 //!
 //! `--create` reads the mirror's configs from a properties file (`bootstrap.servers` and the
 //! source client's security settings), asks the source for its cluster id and stores it as
-//! `mirror.source.cluster.id`. `--alter` changes a mirror's configs (IncrementalAlterConfigs on
+//! `mirror.source.cluster.id`. `--create --validate-only` sends the file as it is to the
+//! destination broker, which checks the configs and the source from where the mirror would run
+//! (CreateMirror v1, docs/mirror-configs.md): one line per check, up to the first that failed,
+//! and nothing is created. `--alter` changes a mirror's configs (IncrementalAlterConfigs on
 //! the mirror's config resource); `--describe-configs` shows them, secrets hidden. Exit codes: 0 done, 1 refused by the broker (its error code and
-//! message are printed), 2 bad usage or configuration, 3 a cluster could not be reached.
+//! message are printed, with what to do for KIP-1279's codes; docs/errors.md), 2 bad usage or
+//! configuration, 3 a cluster could not be reached. Names echoed (a mirror's, a topic's, also
+//! inside the broker's messages) are cut to [`NAME_SHOWN`] characters, saying how long they were.
 
 use crate::mirror_table;
 use kafka_protocol::messages::{
@@ -37,8 +42,12 @@ use std::process::ExitCode;
 /// What `kmirror mirrors` was asked to do.
 #[derive(Debug)]
 pub(crate) enum MirrorsAction {
-    /// `--create --mirror M --mirror-config FILE`.
-    Create { mirror: String, config: PathBuf },
+    /// `--create --mirror M --mirror-config FILE [--validate-only]`.
+    Create {
+        mirror: String,
+        config: PathBuf,
+        validate_only: bool,
+    },
     /// `--list [--json]`.
     List { json: bool },
     /// `--delete --mirror M`.
@@ -85,16 +94,22 @@ pub(crate) enum TopicSelection {
 }
 
 impl TopicSelection {
-    /// Reads `--topics`' values (already split at commas).
-    pub(crate) fn parse(values: Vec<String>) -> TopicSelection {
-        if values
-            .iter()
-            .all(|v| kmirror::controller::valid_topic_name(v))
-        {
-            TopicSelection::Names(values)
-        } else {
-            TopicSelection::Pattern(values.join(","))
+    /// Reads `--topics`' values (already split at commas); `None` when they name nothing
+    /// (`--topics ''`).
+    pub(crate) fn parse(values: Vec<String>) -> Option<TopicSelection> {
+        if values.iter().all(|v| v.trim().is_empty()) {
+            return None;
         }
+        Some(
+            if values
+                .iter()
+                .all(|v| kmirror::controller::valid_topic_name(v))
+            {
+                TopicSelection::Names(values)
+            } else {
+                TopicSelection::Pattern(values.join(","))
+            },
+        )
     }
 }
 
@@ -118,6 +133,37 @@ pub(crate) enum Failure {
     Unreachable(String),
 }
 
+/// How many characters of a name are echoed.
+const NAME_SHOWN: usize = 64;
+
+/// `name` as echoed: its first [`NAME_SHOWN`] characters and its length when it is longer.
+pub(crate) fn shown(name: &str) -> String {
+    match name.char_indices().nth(NAME_SHOWN) {
+        Some((cut, _)) => format!("{}… ({} characters)", &name[..cut], name.chars().count()),
+        None => name.to_string(),
+    }
+}
+
+/// `text` with every run of name characters (a topic's or a mirror's: `[A-Za-z0-9._-]`)
+/// longer than [`NAME_SHOWN`] cut as [`shown`] does, for messages that may echo a name given
+/// by the operator (a broker's, a regular expression's parse error).
+pub(crate) fn with_names_shown(text: &str) -> String {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    let mut out = String::with_capacity(text.len().min(4096));
+    let mut run = String::new();
+    for c in text.chars() {
+        if is_name(c) {
+            run.push(c);
+        } else {
+            out.push_str(&shown(&run));
+            run.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(&shown(&run));
+    out
+}
+
 impl Failure {
     /// What went wrong, for the operator.
     pub(crate) fn message(&self) -> &str {
@@ -132,17 +178,32 @@ impl Failure {
             Failure::Usage(m) => (2, m),
             Failure::Unreachable(m) => (3, m),
         };
-        eprintln!("kmirror mirrors: {message}");
+        eprintln!("kmirror mirrors: {}", with_names_shown(&message));
         ExitCode::from(code)
     }
 }
 
+/// A broker's refusal: the code's name and number, the broker's message (or the table's
+/// when it sent none) and, for KIP-1279's codes, what to do.
 pub(crate) fn refused(code: i16, message: Option<String>) -> Failure {
-    let name = ErrorCode(code).name();
-    Failure::Refused(match message {
-        Some(m) => format!("{name} ({code}): {m}"),
+    Failure::Refused(explained(code, message))
+}
+
+/// `NAME (code): message` for one error code, then what to do on a line of its own.
+fn explained(code: i16, message: Option<String>) -> String {
+    let error = ErrorCode(code);
+    let name = error.name();
+    let message = message
+        .filter(|m| !m.trim().is_empty())
+        .or_else(|| error.info().map(|i| i.message.to_string()));
+    let mut text = match message {
+        Some(m) => format!("{name} ({code}): {}", with_names_shown(&m)),
         None => format!("{name} ({code})"),
-    })
+    };
+    if let Some(action) = error.action() {
+        text.push_str(&format!("\n  what to do: {action}"));
+    }
+    text
 }
 
 /// Runs the action against the cluster at `bootstrap`.
@@ -287,11 +348,18 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
     let unreachable =
         |e: kmirror_protocol::client::ClientError| Failure::Unreachable(e.to_string());
     match action {
-        MirrorsAction::Create { mirror, config } => {
+        MirrorsAction::Create {
+            mirror,
+            config,
+            validate_only,
+        } => {
             let text = std::fs::read_to_string(&config)
                 .map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
             let mut props = parse_properties(&text)
                 .map_err(|e| Failure::Usage(format!("{}: {e}", config.display())))?;
+            if validate_only {
+                return validate_create(&connection, &mirror, props).await;
+            }
             // The mirror's source cluster id is the one its bootstrap servers answer with; one
             // given in the file must be that one (another would fail every partition later).
             let client_props: HashMap<String, String> = props.clone().into_iter().collect();
@@ -344,7 +412,7 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
             if answer.error_code != 0 {
                 return Err(refused(answer.error_code, answer.error_message));
             }
-            println!("Created mirror {mirror}.");
+            println!("Created mirror {}.", shown(&mirror));
         }
         MirrorsAction::Alter {
             mirror,
@@ -387,7 +455,8 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                 ));
             }
             println!(
-                "Altered the configs of mirror {mirror}: the next connection to its source uses them."
+                "Altered the configs of mirror {}: the next connection to its source uses them.",
+                shown(&mirror)
             );
         }
         MirrorsAction::DescribeConfigs { mirror } => {
@@ -411,7 +480,7 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                     result.error_message.as_ref().map(|m| m.to_string()),
                 ));
             }
-            println!("Configs of mirror {mirror}:");
+            println!("Configs of mirror {}:", shown(&mirror));
             for c in &result.configs {
                 let value = match &c.value {
                     Some(v) if !c.is_sensitive => v.to_string(),
@@ -472,7 +541,7 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
             if answer.error_code != 0 {
                 return Err(refused(answer.error_code, answer.error_message));
             }
-            println!("Deleted mirror {mirror}.");
+            println!("Deleted mirror {}.", shown(&mirror));
         }
         MirrorsAction::Topics {
             change,
@@ -482,6 +551,13 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
             let (names, patterns) = match (topics, change) {
                 (TopicSelection::Names(names), _) => (names, Vec::new()),
                 (TopicSelection::Pattern(pattern), TopicChange::Start { .. }) => {
+                    // The broker matches it against the source's topics; a broken one is
+                    // refused here, with the compiler's reason.
+                    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
+                        Failure::Usage(format!(
+                            "--topics {pattern:?} is not a regular expression: {e}"
+                        ))
+                    })?;
                     (Vec::new(), vec![pattern])
                 }
                 (TopicSelection::Pattern(pattern), _) => (
@@ -489,21 +565,31 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                     Vec::new(),
                 ),
             };
-            let results = change_topics(&connection, change, mirror, names, patterns)
+            let mirror_name = mirror.clone();
+            let results = change_topics(&connection, change, mirror, names, patterns.clone())
                 .await
                 .map_err(unreachable)?;
             let (error_code, error_message, per_topic) = results;
             if error_code != 0 {
                 return Err(refused(error_code, error_message));
             }
+            if per_topic.is_empty() {
+                // Only a regular expression can select nothing: the broker answers every
+                // name it is given.
+                let pattern = patterns.first().map(String::as_str).unwrap_or_default();
+                return Err(Failure::Usage(format!(
+                    "no topic of the source cluster of mirror {} matches {pattern:?} (a regular \
+                     expression over whole topic names): nothing was started",
+                    shown(&mirror_name)
+                )));
+            }
             let mut failed = false;
             for (topic, code, message) in per_topic {
                 if code == 0 {
-                    println!("{topic}: done");
+                    println!("{}: done", shown(&topic));
                 } else {
                     failed = true;
-                    let name = ErrorCode(code).name();
-                    println!("{topic}: {name} ({code}) {}", message.unwrap_or_default());
+                    println!("{}: {}", shown(&topic), explained(code, message));
                 }
             }
             if failed {
@@ -570,6 +656,73 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
     Ok(())
 }
 
+/// `--create --validate-only`: CreateMirror v1 with ValidateOnly and the file's configs as they
+/// are (the broker reaches the source, not this tool); one line per check the broker made.
+async fn validate_create(
+    connection: &Connection,
+    mirror: &str,
+    props: impl IntoIterator<Item = (String, String)>,
+) -> Result<(), Failure> {
+    if connection.version_of::<CreateMirrorRequest>() < Some(1) {
+        return Err(Failure::Refused(
+            "the broker does not support --validate-only (CreateMirror v1): nothing was created"
+                .into(),
+        ));
+    }
+    let request = CreateMirrorRequest {
+        mirror_name: mirror.to_string(),
+        configs: props
+            .into_iter()
+            .map(|(name, value)| create_mirror_request::MirrorConfig {
+                name,
+                value: Some(value),
+                ..Default::default()
+            })
+            .collect(),
+        validate_only: true,
+        ..Default::default()
+    };
+    let (_, answer) = connection
+        .send("CreateMirror", &request, 1)
+        .await
+        .map_err(|e| Failure::Unreachable(e.to_string()))?;
+    if answer.error_code != 0 {
+        return Err(Failure::Refused(format!(
+            "{}\nnothing was created",
+            explained(answer.error_code, answer.error_message)
+        )));
+    }
+    let mut failed = None;
+    for check in &answer.checks {
+        let message = with_names_shown(check.error_message.as_deref().unwrap_or_default());
+        if check.error_code == 0 {
+            println!("OK   {}: {message}", check.name);
+        } else {
+            let name = ErrorCode(check.error_code).name();
+            println!(
+                "FAIL {}: {name} ({}): {message}",
+                check.name, check.error_code
+            );
+            failed = Some(check.name.clone());
+        }
+    }
+    match failed {
+        Some(check) => Err(Failure::Refused(format!(
+            "mirror {} would not work: the {check} check failed (the checks after it were not \
+             run); nothing was created",
+            shown(mirror)
+        ))),
+        None => {
+            println!(
+                "All checks passed: mirror {} can be created; nothing was created \
+                 (--validate-only).",
+                shown(mirror)
+            );
+            Ok(())
+        }
+    }
+}
+
 /// The topics of `mirror` whose whole name `pattern` matches (ListMirrors).
 pub(crate) async fn mirror_topics_matching(
     connection: &Connection,
@@ -586,16 +739,22 @@ pub(crate) async fn mirror_topics_matching(
         .send("ListMirrors", &request, 0)
         .await
         .map_err(|e| Failure::Unreachable(e.to_string()))?;
-    let names: Vec<String> = answer
-        .mirrors
+    let Some(listed) = answer.mirrors.into_iter().find(|m| m.mirror_name == mirror) else {
+        return Err(refused(
+            ErrorCode::UNKNOWN_MIRROR.0,
+            Some(format!("no mirror {mirror}")),
+        ));
+    };
+    let names: Vec<String> = listed
+        .topic_names
         .into_iter()
-        .filter(|m| m.mirror_name == mirror)
-        .flat_map(|m| m.topic_names)
         .filter(|t| regex.is_match(t))
         .collect();
     if names.is_empty() {
         return Err(Failure::Usage(format!(
-            "no topic of mirror {mirror} matches {pattern:?}"
+            "no topic of mirror {} matches {pattern:?} (a regular expression over whole names \
+             of the mirror's topics; --list --json shows them)",
+            shown(mirror)
         )));
     }
     Ok(names)

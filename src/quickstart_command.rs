@@ -200,6 +200,7 @@ async fn quickstart(options: Options, clusters: &mut Clusters) -> Result<(), Str
         MirrorsAction::Create {
             mirror: MIRROR.into(),
             config: mirror_config,
+            validate_only: false,
         },
     )
     .await

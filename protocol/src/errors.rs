@@ -38,6 +38,8 @@ pub struct ErrorInfo {
     pub message: &'static str,
     /// How to react.
     pub class: ErrorClass,
+    /// What an operator does about it (KIP-1279's codes; Kafka's have none here).
+    pub action: Option<&'static str>,
 }
 
 /// KIP-1279's error codes, ours until upstream assigns final numbers.
@@ -47,72 +49,84 @@ const MIRROR_ERRORS: [ErrorInfo; 12] = [
         "READ_ONLY_TOPIC",
         "The topic is a mirror topic and is read-only until its mirroring is stopped.",
         ErrorClass::Fatal,
+        "write to the source cluster, or fail the topic over first: kmirror mirrors --stop --mirror M --topics T, then wait until --describe shows it STOPPED",
     ),
     mirror(
         135,
         "INVALID_MIRROR_NAME",
-        "The mirror name is not a legal topic name or ends in .paused or .removed.",
+        "The mirror name is not 1 to 249 characters of a-z, A-Z, 0-9, _ and -.",
         ErrorClass::Fatal,
+        "name the mirror with 1 to 249 characters of a-z, A-Z, 0-9, '_' and '-'",
     ),
     mirror(
         136,
         "UNKNOWN_MIRROR",
         "No mirror has this name.",
         ErrorClass::Fatal,
+        "check the name: kmirror mirrors --list shows the mirrors; create one with --create",
     ),
     mirror(
         137,
         "TOPIC_ALREADY_IN_MIRROR",
         "The topic is already mirrored by a mirror.",
         ErrorClass::Fatal,
+        "the topic belongs to another mirror: kmirror mirrors --list --json shows which; stop it there with --stop first, or leave it to that mirror",
     ),
     mirror(
         138,
         "TOPIC_NOT_IN_MIRROR",
         "The topic is not mirrored by this mirror.",
         ErrorClass::Fatal,
+        "check the mirror and topic names: kmirror mirrors --list --json shows each mirror's topics; --start adds a topic to a mirror",
     ),
     mirror(
         139,
         "MIRROR_TOPIC_ALREADY_PAUSED",
         "The mirror topic is already paused.",
         ErrorClass::Fatal,
+        "nothing to do, the topic is paused: --resume continues it, --stop fails it over",
     ),
     mirror(
         140,
         "MIRROR_TOPIC_NOT_PAUSED",
         "The mirror topic is not paused.",
         ErrorClass::Fatal,
+        "the topic is not paused, so there is nothing to resume: pause the topic first with --pause, or use --stop to fail it over",
     ),
     mirror(
         141,
         "MIRROR_TOPIC_BEING_STOPPED",
         "The mirror topic is stopping or stopped.",
         ErrorClass::Fatal,
+        "the topic is stopping or stopped and no longer follows the source: --describe shows its state; --start mirrors it again",
     ),
     mirror(
         142,
         "MIRROR_NOT_EMPTY",
-        "The mirror still has mirroring or paused topics.",
+        "The mirror still has topics (stopped ones included).",
         ErrorClass::Fatal,
+        "a mirror keeps every topic it ever had, stopped ones included: stop the mirror's topics with --stop, then delete the topics you no longer need (kafka-topics --delete) before --delete; --list --json shows them",
     ),
     mirror(
         143,
         "MIRROR_AUTHORIZATION_FAILED",
         "The principal is not authorized for this operation on the mirror.",
         ErrorClass::Fatal,
+        "grant the principal an ACL on the mirror's CLUSTER_MIRROR resource (CREATE for --create, DELETE for --delete, ALTER to start, stop, pause or resume topics, DESCRIBE to list and describe, ALTER_CONFIGS and DESCRIBE_CONFIGS for its configs), or run as a super user",
     ),
     mirror(
         144,
         "MIRROR_ALREADY_EXISTS",
         "A mirror with this name already exists.",
         ErrorClass::Fatal,
+        "pick another name, or change the existing mirror's configs with --alter (--describe-configs shows them)",
     ),
     mirror(
         145,
         "INVALID_MIRROR_STATES",
         "The mirror partition states changed concurrently or do not allow this change; read them again.",
         ErrorClass::Retriable,
+        "brokers retry this themselves; if --describe --failed keeps showing it, check that every broker runs the same kmirror version",
     ),
 ];
 
@@ -121,12 +135,14 @@ const fn mirror(
     name: &'static str,
     message: &'static str,
     class: ErrorClass,
+    action: &'static str,
 ) -> ErrorInfo {
     ErrorInfo {
         code,
         name,
         message,
         class,
+        action: Some(action),
     }
 }
 
@@ -161,6 +177,8 @@ impl ErrorCode {
     pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode(6);
     /// Kafka's REPLICA_NOT_AVAILABLE.
     pub const REPLICA_NOT_AVAILABLE: ErrorCode = ErrorCode(9);
+    /// Kafka's NETWORK_EXCEPTION: a connection could not be made or broke.
+    pub const NETWORK_EXCEPTION: ErrorCode = ErrorCode(13);
     /// Kafka's COORDINATOR_LOAD_IN_PROGRESS: the coordinator is still loading; ask again.
     pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode(14);
     /// Kafka's COORDINATOR_NOT_AVAILABLE: the coordinator (a `__mirror_state` shard) cannot
@@ -226,6 +244,8 @@ impl ErrorCode {
     pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
     /// Kafka's KAFKA_STORAGE_ERROR: a log could not be read or written.
     pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
+    /// Kafka's SASL_AUTHENTICATION_FAILED: the SASL credentials were refused.
+    pub const SASL_AUTHENTICATION_FAILED: ErrorCode = ErrorCode(58);
     /// Kafka's NON_EMPTY_GROUP: delete of a group that still has members.
     pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
     /// Kafka's GROUP_ID_NOT_FOUND: no group has the id.
@@ -308,6 +328,11 @@ impl ErrorCode {
         }
     }
 
+    /// What an operator does about it, where the table says (every KIP-1279 code).
+    pub fn action(self) -> Option<&'static str> {
+        self.info().and_then(|info| info.action)
+    }
+
     /// How to react; undefined codes are fatal (as Kafka's clients treat them), success is `None`.
     pub fn class(self) -> Option<ErrorClass> {
         match self.info() {
@@ -366,6 +391,7 @@ fn kafka_info(code: i16) -> Option<ErrorInfo> {
         name,
         message,
         class,
+        action: None,
     })
 }
 
@@ -431,6 +457,7 @@ mod tests {
             LEADER_NOT_AVAILABLE,
             NOT_LEADER_OR_FOLLOWER,
             REPLICA_NOT_AVAILABLE,
+            NETWORK_EXCEPTION,
             COORDINATOR_LOAD_IN_PROGRESS,
             COORDINATOR_NOT_AVAILABLE,
             NOT_COORDINATOR,
@@ -460,6 +487,7 @@ mod tests {
             SECURITY_DISABLED,
             OPERATION_NOT_ATTEMPTED,
             KAFKA_STORAGE_ERROR,
+            SASL_AUTHENTICATION_FAILED,
             NON_EMPTY_GROUP,
             GROUP_ID_NOT_FOUND,
             FETCH_SESSION_ID_NOT_FOUND,
@@ -518,6 +546,15 @@ mod tests {
             ]
         );
         assert_eq!(ErrorCode::READ_ONLY_TOPIC.name(), "READ_ONLY_TOPIC");
+        for info in MIRROR_ERRORS {
+            let action = ErrorCode(info.code).action().unwrap_or_default();
+            assert!(
+                action.len() > 20,
+                "{} says what to do: {action:?}",
+                info.name
+            );
+        }
+        assert_eq!(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.action(), None);
         assert_eq!(
             ErrorCode::INVALID_MIRROR_STATES.class(),
             Some(ErrorClass::Retriable)

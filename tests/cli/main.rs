@@ -3,6 +3,8 @@
 use std::process::Command;
 
 mod data_dir;
+mod hostile_input;
+mod validate_only;
 
 fn kmirror(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_kmirror"))

@@ -8,6 +8,7 @@
 use super::shard_service::{ReadLastMirroredEpochs, ServeReadMirrorStates, ServeWriteMirrorStates};
 use super::system::{LoadMirror, MirrorError, MirrorSystem, Settle};
 use super::topics::{ChangeTopic, DescribeMirror, SourceTopics, StartTopic, WrittenSinceFailover};
+use super::validate::ValidateSource;
 use crate::host::Host;
 use crate::partition::RetryPolicy;
 use actix::{Actor, Message, Recipient};
@@ -59,6 +60,7 @@ requests! {
     ServeReadMirrorStates => read_states: kmirror_protocol::messages::ReadMirrorStatesResponse,
     ServeWriteMirrorStates => write_states: kmirror_protocol::messages::WriteMirrorStatesResponse,
     WrittenSinceFailover => written_since_failover: Vec<(String, i32, i64)>,
+    ValidateSource => validate_source: Vec<super::validate::SourceCheck>,
     ReadLastMirroredEpochs => read_lmes: Vec<(crate::host::TopicPartition, super::shard_service::LmeAnswer)>,
 }
 

@@ -15,6 +15,7 @@
 //! - [`throttle`]: `mirror.replication.throttled.rate`, the pace of a mirror's fetchers;
 //! - [`stats`]: a mirror's fetch figures and lags, published as metrics;
 //! - [`repeated`]: warnings of failures that persist, rate-limited;
+//! - [`validate`]: CreateMirror's ValidateOnly checks of a mirror's source, creating nothing;
 //! - [`handle`]: the engine as a host's request handlers and its process see it.
 //!
 //! A mirror topic has the source topic's name and id; each broker runs the partitions it leads.
@@ -40,6 +41,7 @@ pub mod sync_plan;
 pub mod system;
 pub mod throttle;
 pub mod topics;
+pub mod validate;
 
 pub use handle::{Engine, EngineRequest, EngineRuntime};
 pub use system::{MirrorError, MirrorSystem};

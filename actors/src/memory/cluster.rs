@@ -691,6 +691,7 @@ impl Source for MemorySourceClient {
                         (name.clone(), topic)
                     })
                     .collect(),
+                refused: HashMap::new(),
             }
         });
         std::future::ready(answer)

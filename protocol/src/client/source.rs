@@ -68,6 +68,9 @@ pub struct ClusterMetadata {
     pub brokers: HashMap<i32, String>,
     /// Topics that exist, by name.
     pub topics: HashMap<String, TopicMetadata>,
+    /// Topics the broker answered with an error instead (TOPIC_AUTHORIZATION_FAILED,
+    /// LEADER_NOT_AVAILABLE, ...), by name: not in `topics`.
+    pub refused: HashMap<String, ErrorCode>,
 }
 
 /// Isolation of a fetch.
@@ -510,11 +513,13 @@ impl SourceClient {
             *known = brokers.clone();
         }
         let mut out = HashMap::new();
+        let mut refused = HashMap::new();
         for t in &response.topics {
             let Some(name) = t.name.as_ref().map(|n| n.0.to_string()) else {
                 continue;
             };
             if t.error_code != 0 {
+                refused.insert(name, ErrorCode(t.error_code));
                 continue;
             }
             let mut partitions: Vec<PartitionMetadata> = t
@@ -542,6 +547,7 @@ impl SourceClient {
             cluster_id: response.cluster_id.map(|c| c.to_string()),
             brokers,
             topics: out,
+            refused,
         })
     }
 

@@ -6,7 +6,10 @@
 //! ([`kmirror_actors::engine::mirror_configs::validate`]: INVALID_CONFIG naming the key) and refuses a
 //! `mirror.source.cluster.id` that is this cluster's own id (`kmirror mirrors --create` fills it
 //! from the cluster `bootstrap.servers` reach); secrets in the configs (`sasl.password`) are
-//! stored but never shown. Authorization: CREATE on the ClusterMirror
+//! stored but never shown. With ValidateOnly (v1) nothing is created: after the same
+//! authorization and name checks as a real create, the engine checks the configs and the source
+//! from this broker ([`kmirror_actors::engine::validate`]) and the response lists each check
+//! up to the first that failed. Authorization: CREATE on the ClusterMirror
 //! resource for CreateMirror, DELETE for DeleteMirror, DESCRIBE for ListMirrors (a mirror the
 //! principal may not describe is left out), CLUSTER_ACTION on the cluster for
 //! LastMirroredEpochs.
@@ -23,13 +26,14 @@ use crate::broker::Broker;
 use kmirror_actors::engine::Engine;
 use kmirror_actors::engine::mirror_configs;
 use kmirror_actors::engine::shard_service::{LmeAnswer, ReadLastMirroredEpochs};
+use kmirror_actors::engine::validate::ValidateSource;
 use kmirror_actors::host::TopicPartition;
 use kmirror_actors::metadata::mirror_of;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     CreateMirrorRequest, CreateMirrorResponse, DeleteMirrorRequest, DeleteMirrorResponse,
     LastMirroredEpochsRequest, LastMirroredEpochsResponse, ListMirrorsRequest, ListMirrorsResponse,
-    last_mirrored_epochs_response, list_mirrors_response,
+    create_mirror_response, last_mirrored_epochs_response, list_mirrors_response,
 };
 use std::collections::{BTreeMap, HashMap};
 
@@ -37,11 +41,15 @@ fn refused(code: ErrorCode, message: impl Into<String>) -> (i16, Option<String>)
     (code.0, Some(message.into()))
 }
 
-pub(super) fn create(
+pub(super) async fn create(
     broker: &Broker,
-    access: &Access,
+    engine: Option<&Engine>,
+    access: &Access<'_>,
     request: CreateMirrorRequest,
 ) -> CreateMirrorResponse {
+    if request.validate_only {
+        return validate(broker, engine, access, request).await;
+    }
     let (error_code, error_message) = if !access.mirror(Operation::Create, &request.mirror_name) {
         refused(
             ErrorCode::MIRROR_AUTHORIZATION_FAILED,
@@ -82,6 +90,72 @@ pub(super) fn create(
         error_code,
         error_message,
         ..Default::default()
+    }
+}
+
+/// CreateMirror with ValidateOnly: a real create's refusals of the request itself (top-level
+/// errors), then the engine's checks of the configs and the source; nothing is written.
+async fn validate(
+    broker: &Broker,
+    engine: Option<&Engine>,
+    access: &Access<'_>,
+    request: CreateMirrorRequest,
+) -> CreateMirrorResponse {
+    let name = &request.mirror_name;
+    let refusal = if !access.mirror(Operation::Create, name) {
+        Some(refused(
+            ErrorCode::MIRROR_AUTHORIZATION_FAILED,
+            "CREATE on the mirror is needed",
+        ))
+    } else if !crate::controller::valid_mirror_name(name) {
+        Some(refused(
+            ErrorCode::INVALID_MIRROR_NAME,
+            format!("invalid mirror name {name:?}"),
+        ))
+    } else if broker.mirrors().contains_key(name) {
+        Some(refused(
+            ErrorCode::MIRROR_ALREADY_EXISTS,
+            format!("mirror {name} exists"),
+        ))
+    } else {
+        None
+    };
+    let answer = match (refusal, engine) {
+        (Some(refusal), _) => Err(refusal),
+        (None, None) => Err(refused(
+            ErrorCode::COORDINATOR_NOT_AVAILABLE,
+            "the mirroring engine is not running",
+        )),
+        (None, Some(engine)) => {
+            let configs: BTreeMap<String, String> = request
+                .configs
+                .into_iter()
+                .filter_map(|c| c.value.map(|v| (c.name, v)))
+                .collect();
+            engine
+                .ask(ValidateSource { configs })
+                .await
+                .map_err(|e| (e.code.0, Some(e.message)))
+        }
+    };
+    match answer {
+        Ok(checks) => CreateMirrorResponse {
+            checks: checks
+                .into_iter()
+                .map(|c| create_mirror_response::Check {
+                    name: c.name.to_string(),
+                    error_code: c.code.0,
+                    error_message: Some(c.message),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        },
+        Err((error_code, error_message)) => CreateMirrorResponse {
+            error_code,
+            error_message,
+            ..Default::default()
+        },
     }
 }
 

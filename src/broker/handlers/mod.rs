@@ -101,8 +101,9 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
 /// The versions this broker serves of each KIP-1279 API; `None` for those it does not serve.
 pub(super) fn supported_mirror(api: MirrorApiKey) -> Option<(i16, i16)> {
     match api {
-        MirrorApiKey::CreateMirror
-        | MirrorApiKey::ListMirrors
+        // v1: ValidateOnly.
+        MirrorApiKey::CreateMirror => Some((0, 1)),
+        MirrorApiKey::ListMirrors
         | MirrorApiKey::DeleteMirror
         | MirrorApiKey::LastMirroredEpochs
         | MirrorApiKey::StartMirrorTopics
@@ -129,7 +130,8 @@ pub(super) async fn dispatch_mirror(
     let mut out = BytesMut::new();
     match api {
         MirrorApiKey::CreateMirror => {
-            mirrors::create(broker, access, Decodable::decode(body, version)?)
+            mirrors::create(broker, engine, access, Decodable::decode(body, version)?)
+                .await
                 .encode(&mut out, version)?
         }
         MirrorApiKey::ListMirrors => {

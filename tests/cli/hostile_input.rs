@@ -1,0 +1,139 @@
+//! `kmirror mirrors` given input that selects nothing or is absurdly long: a `--topics` list
+//! that is empty or a regular expression matching no topic exits non-zero saying so (and what
+//! the expression was matched against), a refused KIP-1279 error always says what to do, and a
+//! 40,000-character name is never echoed in full (not by the tool, not inside the broker's
+//! messages it prints).
+
+use super::{Broker, broker, kmirror};
+
+/// `kmirror mirrors --bootstrap-server B ARGS...`: exit code, stdout and stderr together.
+fn mirrors(destination: &Broker, args: &[&str]) -> (Option<i32>, String) {
+    let mut all = vec!["mirrors", "--bootstrap-server", destination.1.as_str()];
+    all.extend_from_slice(args);
+    let out = kmirror(&all);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
+}
+
+/// A destination with mirror `m` of another kmirror broker (kept alive with it).
+fn destination_with_mirror(dir: &std::path::Path) -> (Broker, Broker) {
+    let source_dir = dir.join("source");
+    std::fs::create_dir_all(&source_dir).expect("created");
+    let source = broker(&source_dir);
+    let destination = broker(dir);
+    let config = dir.join("m.properties");
+    std::fs::write(&config, format!("bootstrap.servers={}\n", source.1)).expect("written");
+    let (code, text) = mirrors(
+        &destination,
+        &[
+            "--create",
+            "--mirror",
+            "m",
+            "--mirror-config",
+            config.to_str().expect("a UTF-8 path"),
+        ],
+    );
+    assert_eq!(code, Some(0), "{text}");
+    (destination, source)
+}
+
+#[test]
+fn topics_that_select_nothing_are_refused_with_what_was_matched() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (destination, _source) = destination_with_mirror(dir.path());
+
+    let (code, text) = mirrors(
+        &destination,
+        &["--start", "--mirror", "m", "--topics", "no-such-.*"],
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("no topic of the source cluster of mirror m matches \"no-such-.*\"")
+            && text.contains("nothing was started"),
+        "{text}"
+    );
+
+    let (code, text) = mirrors(
+        &destination,
+        &["--stop", "--mirror", "m", "--topics", "no-such-.*"],
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("no topic of mirror m matches \"no-such-.*\"")
+            && text.contains("names of the mirror's topics"),
+        "{text}"
+    );
+
+    for empty in ["", ","] {
+        let (code, text) = mirrors(
+            &destination,
+            &["--start", "--mirror", "m", "--topics", empty],
+        );
+        assert_eq!(code, Some(2), "--topics {empty:?}: {text}");
+        assert!(text.contains("--topics is empty"), "{text}");
+    }
+}
+
+#[test]
+fn kip_errors_say_what_to_do() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (destination, _source) = destination_with_mirror(dir.path());
+    let (code, text) = mirrors(&destination, &["--delete", "--mirror", "nope"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("UNKNOWN_MIRROR (136)") && text.contains("what to do: check the name"),
+        "{text}"
+    );
+    let (code, text) = mirrors(
+        &destination,
+        &["--resume", "--mirror", "nope", "--topics", "t"],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("what to do:"), "{text}");
+}
+
+#[test]
+fn a_40000_character_name_is_not_echoed_in_full() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (destination, _source) = destination_with_mirror(dir.path());
+    let long = "x".repeat(40_000);
+    let config = dir.path().join("m.properties");
+    let config = config.to_str().expect("a UTF-8 path");
+    for args in [
+        vec!["--delete", "--mirror", long.as_str()],
+        vec![
+            "--create",
+            "--mirror",
+            long.as_str(),
+            "--mirror-config",
+            config,
+            "--validate-only",
+        ],
+        vec![
+            "--create",
+            "--mirror",
+            long.as_str(),
+            "--mirror-config",
+            config,
+        ],
+        vec!["--start", "--mirror", "m", "--topics", long.as_str()],
+        vec!["--stop", "--mirror", "m", "--topics", long.as_str()],
+        vec!["--pause", "--mirror", long.as_str(), "--topics", "t"],
+    ] {
+        let (code, text) = mirrors(&destination, &args);
+        assert!(matches!(code, Some(1 | 2)), "{:?}: {text}", &args[..1]);
+        assert!(
+            !text.contains(&"x".repeat(65)) && text.len() < 2_000,
+            "{:?} echoed {} characters: {}",
+            &args[..1],
+            text.len(),
+            &text[..text.len().min(500)]
+        );
+        assert!(
+            text.contains(&format!("{}… (40000 characters)", "x".repeat(64))),
+            "{:?} says how long the name was: {text}",
+            &args[..1]
+        );
+    }
+}
