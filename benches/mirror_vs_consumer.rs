@@ -103,25 +103,7 @@ fn main() {
     let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let topic = format!("bench-mirror-{}", std::process::id());
     kafka_tools::create_topic(&bootstrap, &topic, PARTITIONS as u32, &[]);
-    kafka_tool(
-        "org.apache.kafka.tools.ProducerPerformance",
-        &[
-            "--topic",
-            &topic,
-            "--num-records",
-            &records.to_string(),
-            "--record-size",
-            "1024",
-            "--throughput",
-            "-1",
-            "--producer-props",
-            &format!("bootstrap.servers={bootstrap}"),
-            "acks=all",
-            "linger.ms=5",
-            "batch.size=131072",
-            "compression.type=lz4",
-        ],
-    );
+    support::produce_backlog(&bootstrap, &topic, records.into(), "lz4");
     let all = records.to_string();
     consumer_performance(&bootstrap, &topic, &all);
     let (java_records_s, java_mb_s) = consumer_performance(&bootstrap, &topic, &all);

@@ -240,21 +240,6 @@ fn reference(clusters: &Clusters, topic: &str, records: u64) -> Figures {
     }
 }
 
-/// `kmirror mirrors --bootstrap-server address ARGS`.
-fn mirrors_cli(address: &str, args: &[&str]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .args(["mirrors", "--bootstrap-server", address])
-        .args(args)
-        .output()
-        .expect("kmirror mirrors runs");
-    assert!(
-        out.status.success(),
-        "kmirror mirrors {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A kmirror broker process with mirror `bench` of the source created.
 fn kmirror_broker(clusters: &Clusters, dir: &std::path::Path) -> (Child, String) {
     let (child, address) = spawn_kmirror(dir, "");
@@ -268,7 +253,7 @@ fn kmirror_broker(clusters: &Clusters, dir: &std::path::Path) -> (Child, String)
         ),
     )
     .expect("config");
-    mirrors_cli(
+    support::mirrors_cli(
         &address,
         &[
             "--create",
@@ -286,7 +271,7 @@ fn kmirror(clusters: &Clusters, topic: &str, partitions: u32, records: u64) -> F
     let source_cpu = cpu_seconds(clusters.source_pid);
     let started = Instant::now();
     let (mut child, address) = kmirror_broker(clusters, dir.path());
-    mirrors_cli(
+    support::mirrors_cli(
         &address,
         &["--start", "--mirror", "bench", "--topics", topic],
     );
@@ -635,7 +620,7 @@ fn main() {
                     "kmirror" => {
                         let dir = tempfile::tempdir().expect("temp dir");
                         let (mut broker, address) = kmirror_broker(&clusters, dir.path());
-                        mirrors_cli(
+                        support::mirrors_cli(
                             &address,
                             &["--start", "--mirror", "bench", "--topics", &lag_topic],
                         );

@@ -13,7 +13,7 @@ mod support;
 
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
-use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
+use kmirror_protocol::kafka_tools::{self, kafka_env};
 use std::time::{Duration, Instant};
 
 const PARTITIONS: i32 = 4;
@@ -23,21 +23,6 @@ fn env_or(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// `kmirror mirrors --bootstrap-server address ARGS`, which must succeed.
-fn mirrors(address: &str, args: &[&str]) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .args(["mirrors", "--bootstrap-server", address])
-        .args(args)
-        .output()
-        .expect("kmirror mirrors runs");
-    assert!(
-        out.status.success(),
-        "kmirror mirrors {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The broker's `kmirror_fetcher_fetched_bytes_total` of `mirror` (a plain HTTP/1.0 GET).
@@ -89,25 +74,7 @@ fn main() {
     let topic = format!("bench-throttle-{}", std::process::id());
     kafka_tools::create_topic(&bootstrap, &topic, PARTITIONS as u32, &[]);
     let records = megabytes * 1000;
-    kafka_tool(
-        "org.apache.kafka.tools.ProducerPerformance",
-        &[
-            "--topic",
-            &topic,
-            "--num-records",
-            &records.to_string(),
-            "--record-size",
-            "1024",
-            "--throughput",
-            "-1",
-            "--producer-props",
-            &format!("bootstrap.servers={bootstrap}"),
-            "acks=all",
-            "linger.ms=5",
-            "batch.size=131072",
-            "compression.type=none",
-        ],
-    );
+    support::produce_backlog(&bootstrap, &topic, records, "none");
     let source_ends = log_ends(&runtime, &bootstrap, &topic);
 
     let dir = tempfile::tempdir().expect("temp dir");
@@ -121,11 +88,11 @@ fn main() {
     )
     .expect("written");
     let config = config.to_str().expect("UTF-8");
-    mirrors(
+    support::mirrors_cli(
         &address,
         &["--create", "--mirror", "bench", "--mirror-config", config],
     );
-    mirrors(
+    support::mirrors_cli(
         &address,
         &["--start", "--mirror", "bench", "--topics", &topic],
     );
@@ -139,7 +106,7 @@ fn main() {
     );
     let throttled = (after - before) / seconds;
 
-    mirrors(
+    support::mirrors_cli(
         &address,
         &[
             "--alter",

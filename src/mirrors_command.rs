@@ -393,18 +393,7 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                      {given} is taken as given"
                 ),
             }
-            let request = CreateMirrorRequest {
-                mirror_name: mirror.clone(),
-                configs: props
-                    .into_iter()
-                    .map(|(name, value)| create_mirror_request::MirrorConfig {
-                        name,
-                        value: Some(value),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            };
+            let request = create_request(&mirror, props, false);
             let (_, answer) = connection
                 .send("CreateMirror", &request, 0)
                 .await
@@ -658,6 +647,27 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
 
 /// `--create --validate-only`: CreateMirror v1 with ValidateOnly and the file's configs as they
 /// are (the broker reaches the source, not this tool); one line per check the broker made.
+/// CreateMirror of `mirror` with the configs `props`.
+fn create_request(
+    mirror: &str,
+    props: impl IntoIterator<Item = (String, String)>,
+    validate_only: bool,
+) -> CreateMirrorRequest {
+    CreateMirrorRequest {
+        mirror_name: mirror.to_string(),
+        configs: props
+            .into_iter()
+            .map(|(name, value)| create_mirror_request::MirrorConfig {
+                name,
+                value: Some(value),
+                ..Default::default()
+            })
+            .collect(),
+        validate_only,
+        ..Default::default()
+    }
+}
+
 async fn validate_create(
     connection: &Connection,
     mirror: &str,
@@ -669,19 +679,7 @@ async fn validate_create(
                 .into(),
         ));
     }
-    let request = CreateMirrorRequest {
-        mirror_name: mirror.to_string(),
-        configs: props
-            .into_iter()
-            .map(|(name, value)| create_mirror_request::MirrorConfig {
-                name,
-                value: Some(value),
-                ..Default::default()
-            })
-            .collect(),
-        validate_only: true,
-        ..Default::default()
-    };
+    let request = create_request(mirror, props, true);
     let (_, answer) = connection
         .send("CreateMirror", &request, 1)
         .await

@@ -155,3 +155,42 @@ pub(crate) fn median(values: &mut [f64]) -> f64 {
         values[mid]
     }
 }
+
+/// `kmirror mirrors --bootstrap-server address ARGS`, which must succeed.
+pub(crate) fn mirrors_cli(address: &str, args: &[&str]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["mirrors", "--bootstrap-server", address])
+        .args(args)
+        .output()
+        .expect("kmirror mirrors runs");
+    assert!(
+        out.status.success(),
+        "kmirror mirrors {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Kafka's ProducerPerformance writing `records` records of 1 KiB to `topic` as fast as it can
+/// (acks=all, 128 KiB batches, `compression`).
+pub(crate) fn produce_backlog(bootstrap: &str, topic: &str, records: u64, compression: &str) {
+    kmirror_protocol::kafka_tools::kafka_tool(
+        "org.apache.kafka.tools.ProducerPerformance",
+        &[
+            "--topic",
+            topic,
+            "--num-records",
+            &records.to_string(),
+            "--record-size",
+            "1024",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            &format!("bootstrap.servers={bootstrap}"),
+            "acks=all",
+            "linger.ms=5",
+            "batch.size=131072",
+            &format!("compression.type={compression}"),
+        ],
+    );
+}

@@ -259,33 +259,8 @@ async fn every_metric_the_dashboard_and_the_alerts_query_is_scraped() {
         .collect();
     // The engine's 21 metrics, the histogram's three series: the extraction found the queries.
     assert!(used.len() >= 23, "too few metric names found: {used:?}");
-    let (dir_a, dir_b) = (
-        tempfile::tempdir().expect("temp dir"),
-        tempfile::tempdir().expect("temp dir"),
-    );
-    let (port_a, port_b, metrics_port) = (free_port(), free_port(), free_port());
-    let (a, b) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
-    let _source = spawn_broker(dir_a.path(), port_a);
-    let _destination = spawn_broker_with(
-        dir_b.path(),
-        port_b,
-        &format!(
-            "mirror.metadata.refresh.interval.ms=500\nmetrics.listener=http://127.0.0.1:{metrics_port}\n"
-        ),
-    );
-    let topic = format!("watched-{}", std::process::id());
-    let (bootstrap, name) = (a.clone(), topic.clone());
-    tokio::task::spawn_blocking(move || kafka_tools::create_topic(&bootstrap, &name, 2, &[]))
-        .await
-        .expect("created");
-    produce(&a, &topic, 500).await;
-    create_mirror(dir_b.path(), &b, "dr", &a);
-    let (code, text) = mirrors_cli(&b, &["--start", "--mirror", "dr", "--topics", &topic]);
-    assert_eq!(code, Some(0), "{text}");
-    let ends = source_ends(&*source_client(&a).await, &topic, 2).await;
-    wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
-
-    let metrics = format!("127.0.0.1:{metrics_port}");
+    let pair = KmirrorPair::mirroring("watched").await;
+    let metrics = pair.metrics.clone();
     eventually(
         "the metrics the dashboard and the alerts query, missing from /metrics",
         || async {
@@ -588,35 +563,19 @@ async fn the_sync_brings_group_offsets_configs_and_acls_for_a_clean_failover() {
 #[actix_rt::test]
 #[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
 async fn a_source_that_became_another_cluster_halts_the_mirror() {
-    let (dir_a, dir_a2, dir_b) = (
-        tempfile::tempdir().expect("temp dir"),
-        tempfile::tempdir().expect("temp dir"),
-        tempfile::tempdir().expect("temp dir"),
-    );
-    let (port_a, port_b, metrics_port) = (free_port(), free_port(), free_port());
-    let (a, b) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
-    let source_process = spawn_broker(dir_a.path(), port_a);
-    let _destination = spawn_broker_with(
-        dir_b.path(),
-        port_b,
-        &format!(
-            "mirror.metadata.refresh.interval.ms=500\nmetrics.listener=http://127.0.0.1:{metrics_port}\n"
-        ),
-    );
-    let topic = format!("guarded-{}", std::process::id());
-    let (bootstrap, name) = (a.clone(), topic.clone());
-    tokio::task::spawn_blocking(move || kafka_tools::create_topic(&bootstrap, &name, 2, &[]))
-        .await
-        .expect("created");
-    produce(&a, &topic, 500).await;
-    create_mirror(dir_b.path(), &b, "dr", &a);
-    let (code, text) = mirrors_cli(&b, &["--start", "--mirror", "dr", "--topics", &topic]);
-    assert_eq!(code, Some(0), "{text}");
-    let ends = source_ends(&*source_client(&a).await, &topic, 2).await;
-    wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
+    let dir_a2 = tempfile::tempdir().expect("temp dir");
+    // Every field bound: the folders and the destination live to the end of the test.
+    let KmirrorPair {
+        _dirs,
+        source,
+        _destination,
+        port_a,
+        b,
+        metrics,
+    } = KmirrorPair::mirroring("guarded").await;
 
     // The source's address now reaches a new, empty cluster (another cluster id).
-    drop(source_process);
+    drop(source);
     let _impostor = spawn_broker(dir_a2.path(), port_a);
     let text = eventually(
         "the mirror halted",
@@ -630,7 +589,6 @@ async fn a_source_that_became_another_cluster_halts_the_mirror() {
     assert!(!text.contains("was deleted"), "{text}");
     // The sync's guard counts the mirror (at its next run, after the fetchers may have seen
     // the impostor first).
-    let metrics = format!("127.0.0.1:{metrics_port}");
     eventually(
         "the sync counted the mismatch",
         || http_get(&metrics),
@@ -641,6 +599,55 @@ async fn a_source_that_became_another_cluster_halts_the_mirror() {
         },
     )
     .await;
+}
+
+/// Two `kmirror broker` processes, A the source of mirror `dr` on B (with a metrics
+/// listener), a two-partition topic of A started and caught up.
+struct KmirrorPair {
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+    source: super::process::BrokerProcess,
+    _destination: super::process::BrokerProcess,
+    port_a: u16,
+    b: String,
+    metrics: String,
+}
+
+impl KmirrorPair {
+    async fn mirroring(prefix: &str) -> KmirrorPair {
+        let (dir_a, dir_b) = (
+            tempfile::tempdir().expect("temp dir"),
+            tempfile::tempdir().expect("temp dir"),
+        );
+        let (port_a, port_b, metrics_port) = (free_port(), free_port(), free_port());
+        let (a, b) = (format!("127.0.0.1:{port_a}"), format!("127.0.0.1:{port_b}"));
+        let source = spawn_broker(dir_a.path(), port_a);
+        let destination = spawn_broker_with(
+            dir_b.path(),
+            port_b,
+            &format!(
+                "mirror.metadata.refresh.interval.ms=500\nmetrics.listener=http://127.0.0.1:{metrics_port}\n"
+            ),
+        );
+        let topic = format!("{prefix}-{}", std::process::id());
+        let (bootstrap, name) = (a.clone(), topic.clone());
+        tokio::task::spawn_blocking(move || kafka_tools::create_topic(&bootstrap, &name, 2, &[]))
+            .await
+            .expect("created");
+        produce(&a, &topic, 500).await;
+        create_mirror(dir_b.path(), &b, "dr", &a);
+        let (code, text) = mirrors_cli(&b, &["--start", "--mirror", "dr", "--topics", &topic]);
+        assert_eq!(code, Some(0), "{text}");
+        let ends = source_ends(&*source_client(&a).await, &topic, 2).await;
+        wait_described(&b, "dr", &topic, "MIRRORING", &ends).await;
+        KmirrorPair {
+            _dirs: (dir_a, dir_b),
+            source,
+            _destination: destination,
+            port_a,
+            b,
+            metrics: format!("127.0.0.1:{metrics_port}"),
+        }
+    }
 }
 
 /// The text of `http://address/metrics` (a plain HTTP/1.0 GET).
