@@ -309,6 +309,8 @@ async fn sync_steps<H: Host>(
 }
 
 /// The source topics `topics.include` selects that no topic of this cluster has the name of.
+/// Internal topics (`__` names: group offsets, transactions, `__mirror_state`) are never
+/// started, even with `topics.exclude` emptied: they belong to each cluster.
 async fn topics_to_start<H: Host>(
     job: &SyncJob<H>,
     filters: &SyncFilters,
@@ -322,7 +324,7 @@ async fn topics_to_start<H: Host>(
     Ok(source
         .topics
         .into_keys()
-        .filter(|t| filters.topic_auto_mirrored(t) && !here.contains_key(t))
+        .filter(|t| !t.starts_with("__") && filters.topic_auto_mirrored(t) && !here.contains_key(t))
         .collect())
 }
 
