@@ -7,8 +7,10 @@
 //! partition is not mirroring, or the source's offsets cannot be read, it stops nothing and
 //! names the partitions that held it back (exit 1).
 //!
-//! The lag is the source's last stable offset (asked at each check) minus the destination's log
-//! end. `--stop` is the disaster command: it stops at once, whatever the lag and even with the
+//! The lag is the source's high watermark (every record it acknowledged, asked at each check)
+//! minus the destination's log end: records of a transaction still open on the source wait
+//! above its last stable offset (the mirror copies committed data only), and the command says
+//! so. A partition STOPPED or PAUSED cannot get there by waiting: refused at once. `--stop` is the disaster command: it stops at once, whatever the lag and even with the
 //! source gone (docs/failover.md).
 
 use crate::mirrors_command::{
@@ -41,26 +43,71 @@ struct Row {
     topic: String,
     partition: i32,
     state: String,
+    /// The source's last stable offset (-1: unknown).
     source_offset: i64,
+    /// The source's high watermark: every acknowledged record (-1: unknown).
+    high_watermark: i64,
     destination_offset: i64,
-    lag: i64,
     error: Option<String>,
 }
 
+/// Why a partition may not be stopped by `--failover`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Held {
+    /// It may get there: wait.
+    Waiting(String),
+    /// It cannot get there by waiting: refuse at once.
+    Never(String),
+}
+
 impl Row {
+    /// Records the destination lacks of what the source acknowledged (-1: unknown).
+    fn lag(&self) -> i64 {
+        if self.high_watermark < 0 || self.destination_offset < 0 {
+            -1
+        } else {
+            (self.high_watermark - self.destination_offset).max(0)
+        }
+    }
+
     /// Why this partition may not be stopped yet, if it may not.
-    fn holds_back(&self, max_lag: i64) -> Option<String> {
-        if self.state != "MIRRORING" {
-            Some(format!("{} (not MIRRORING)", self.state))
-        } else if self.lag < 0 {
-            Some(format!(
+    fn holds_back(&self, max_lag: i64) -> Option<Held> {
+        let lag = self.lag();
+        match self.state.as_str() {
+            "STOPPED" | "STOPPING" => {
+                return Some(Held::Never(format!(
+                    "{}: it already failed over",
+                    self.state
+                )));
+            }
+            "PAUSED" | "PAUSING" => {
+                return Some(Held::Never(format!(
+                    "{}: resume it first (--resume), then fail over",
+                    self.state
+                )));
+            }
+            "MIRRORING" => {}
+            other => {
+                let why = self.error.as_deref().unwrap_or("not mirroring yet");
+                return Some(Held::Waiting(format!("{other}: {why}")));
+            }
+        }
+        if lag < 0 {
+            Some(Held::Waiting(format!(
                 "lag unknown: {}",
                 self.error
                     .as_deref()
-                    .unwrap_or("the source's offset could not be read")
-            ))
-        } else if self.lag > max_lag {
-            Some(format!("lag {} > {max_lag}", self.lag))
+                    .unwrap_or("the source's offsets could not be read")
+            )))
+        } else if lag > max_lag && self.destination_offset >= self.source_offset {
+            Some(Held::Waiting(format!(
+                "lag {lag} > {max_lag}: a transaction still open on the source holds back the \
+                 {} acknowledged records above its last stable offset {}",
+                self.high_watermark - self.source_offset,
+                self.source_offset
+            )))
+        } else if lag > max_lag {
+            Some(Held::Waiting(format!("lag {lag} > {max_lag}")))
         } else {
             None
         }
@@ -91,8 +138,8 @@ fn rows(
             partition: p.partition_index,
             state: p.state.clone(),
             source_offset: p.source_offset,
+            high_watermark: p.source_high_watermark,
             destination_offset: p.destination_offset,
-            lag: p.lag,
             error: p.error_message.clone(),
         }));
     }
@@ -126,21 +173,26 @@ pub(crate) async fn run(
         let answer = describe_every_broker(bootstrap, connection, &request).await?;
         mirror_error(&answer)?;
         let rows = rows(&answer, &mirror, &topics)?;
-        let held: Vec<(&Row, String)> = rows
+        let held: Vec<(&Row, Held)> = rows
             .iter()
             .filter_map(|r| r.holds_back(max_lag).map(|why| (r, why)))
             .collect();
         if held.is_empty() && !rows.is_empty() {
             break rows;
         }
-        if Instant::now() >= deadline {
-            for (row, why) in &held {
+        let never = held.iter().any(|(_, h)| matches!(h, Held::Never(_)));
+        if never || Instant::now() >= deadline {
+            for (row, Held::Waiting(why) | Held::Never(why)) in &held {
                 eprintln!("{}-{}: {why}", row.topic, row.partition);
             }
+            let why = if never {
+                "cannot fail over by waiting".to_string()
+            } else {
+                format!("did not reach a lag of {max_lag} within {timeout:?}")
+            };
             return Err(Failure::Refused(format!(
-                "{} partition(s) did not reach a lag of {max_lag} within {timeout:?}: nothing was \
-                 stopped (resume the lagging partitions or raise --max-lag; --stop fails over at \
-                 once, whatever the lag)",
+                "{} partition(s) {why}: nothing was stopped (pause the producers and wait, raise \
+                 --max-lag or --timeout; --stop fails over at once, whatever the lag)",
                 held.len().max(1)
             )));
         }
@@ -165,9 +217,13 @@ pub(crate) async fn run(
     for row in &caught_up {
         println!(
             "{:<32} {:>9} {:>14} {:>19}",
-            row.topic, row.partition, row.source_offset, row.destination_offset
+            row.topic, row.partition, row.high_watermark, row.destination_offset
         );
     }
+    println!(
+        "Records the source takes from now on are not on the destination: keep the producers \
+         paused, then point them at the destination."
+    );
     let mut refused_topics = 0;
     for (topic, code, message) in per_topic {
         if code == 0 {
@@ -223,19 +279,37 @@ mod tests {
 
     #[test]
     fn only_mirroring_partitions_within_the_lag_may_stop() {
-        let row = |state: &str, lag: i64| Row {
+        let row = |state: &str, lso: i64, hw: i64, end: i64| Row {
             topic: "t".into(),
             partition: 0,
             state: state.into(),
-            source_offset: 10,
-            destination_offset: 10 - lag.max(0),
-            lag,
+            source_offset: lso,
+            high_watermark: hw,
+            destination_offset: end,
             error: None,
         };
-        assert_eq!(row("MIRRORING", 0).holds_back(0), None);
-        assert_eq!(row("MIRRORING", 3).holds_back(5), None);
-        assert!(row("MIRRORING", 3).holds_back(0).is_some());
-        assert!(row("MIRRORING", -1).holds_back(100).is_some());
-        assert!(row("PAUSED", 0).holds_back(0).is_some());
+        assert_eq!(row("MIRRORING", 10, 10, 10).holds_back(0), None);
+        assert_eq!(row("MIRRORING", 10, 10, 7).holds_back(5), None);
+        assert!(matches!(
+            row("MIRRORING", 10, 10, 7).holds_back(0),
+            Some(Held::Waiting(_))
+        ));
+        assert!(matches!(
+            row("MIRRORING", -1, -1, 7).holds_back(100),
+            Some(Held::Waiting(_))
+        ));
+        // Caught up with the LSO, but acknowledged records wait behind an open transaction.
+        let Some(Held::Waiting(why)) = row("MIRRORING", 30, 61, 30).holds_back(0) else {
+            panic!("held back");
+        };
+        assert!(why.contains("transaction still open"), "{why}");
+        assert!(matches!(
+            row("PAUSED", 10, 10, 10).holds_back(0),
+            Some(Held::Never(_))
+        ));
+        assert!(matches!(
+            row("STOPPED", -1, -1, 11).holds_back(0),
+            Some(Held::Never(_))
+        ));
     }
 }

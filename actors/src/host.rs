@@ -522,15 +522,17 @@ pub fn latest_mirrored_epoch(log: &dyn MirrorLog) -> Option<i32> {
     None
 }
 
-/// The records in the batches holding an offset at or after `offset`: what `truncate_to(offset)`
-/// removes (records, not offsets: a compacted source leaves gaps inside batches).
+/// The data records in the batches holding an offset at or after `offset`: what
+/// `truncate_to(offset)` removes of what producers wrote (records, not offsets: a compacted
+/// source leaves gaps inside batches; control records, such as transaction markers and the
+/// stop's barrier, are not counted).
 pub fn records_from(log: &dyn MirrorLog, offset: i64) -> Result<u64, Cause> {
     if offset >= log.log_end_offset() {
         return Ok(0);
     }
     let mut records = 0u64;
     log.find_batch(offset.max(log.log_start_offset()), &mut |batch| {
-        if batch.last_offset() >= offset {
+        if batch.last_offset() >= offset && !batch.is_control() {
             records += u64::try_from(batch.records_count()).unwrap_or(0);
         }
         false

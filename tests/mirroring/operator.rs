@@ -2,9 +2,10 @@
 //! driven with `kmirror mirrors` as an operator drives them:
 //! - `topics.include` / `topics.exclude`: a topic created on Kafka that matches is mirrored
 //!   without any command, byte for byte; one excluded is not;
-//! - `--failover --max-lag 0`: with a steady producer paused, the command waits until the
-//!   throttled mirror caught up, stops, and the destination holds every record Kafka
-//!   acknowledged; a mirror that cannot catch up in time is refused and nothing stops;
+//! - `--failover --max-lag 0` started under a steady producer: the command waits while the
+//!   throttled mirror lags, the producer is paused, the mirror catches up, the command stops,
+//!   and the destination holds every record Kafka acknowledged; a mirror that cannot catch up
+//!   in time is refused and nothing stops;
 //! - `mirror.replication.throttled.rate` lifted at runtime: the slow mirror catches up;
 //! - secrets (`sasl.jaas.config`, TLS passwords) never appear in describe output, the configs
 //!   DescribeConfigs shows, or the broker's log, even while the source refuses them;
@@ -142,7 +143,19 @@ async fn failover_waits_for_the_lag_and_stops_nothing_when_it_cannot_catch_up() 
     wait_described(&address, "dr", &topic, "MIRRORING", &[0, 0]).await;
     let stop_file = dir.path().join("pause-producer");
     let producer = steady_producer(&bootstrap, &topic, &stop_file);
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The failover starts under the steady producer: it waits, the lag growing, until the
+    // producer is paused and the mirror has caught up with everything acknowledged.
+    let started = Instant::now();
+    let failover = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["mirrors", "--bootstrap-server", &address])
+        .args(["--failover", "--mirror", "dr", "--topics", &topic])
+        .args(["--max-lag", "0", "--timeout", "120s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kmirror mirrors runs");
+    tokio::time::sleep(Duration::from_secs(3)).await;
     std::fs::write(&stop_file, b"").expect("written");
     let out = tokio::task::spawn_blocking(move || producer.wait_with_output())
         .await
@@ -154,22 +167,14 @@ async fn failover_waits_for_the_lag_and_stops_nothing_when_it_cannot_catch_up() 
     assert_eq!(report["failed"], 0, "{report}");
     assert!(acked > 2_000, "the producer was steady: {report}");
 
-    let started = Instant::now();
-    let text = cli_ok(
-        &address,
-        &[
-            "--failover",
-            "--mirror",
-            "dr",
-            "--topics",
-            &topic,
-            "--max-lag",
-            "0",
-            "--timeout",
-            "120s",
-        ],
-    );
+    let out = tokio::task::spawn_blocking(move || failover.wait_with_output())
+        .await
+        .expect("ran")
+        .expect("the failover exits");
     let waited = started.elapsed();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}");
     let ends = source_ends(&*source_client(&bootstrap).await, &topic, 2).await;
     assert_eq!(
         ends.iter().sum::<i64>(),
@@ -188,8 +193,8 @@ async fn failover_waits_for_the_lag_and_stops_nothing_when_it_cannot_catch_up() 
     let after_barrier: Vec<i64> = ends.iter().map(|e| e + 1).collect();
     wait_described(&address, "dr", &topic, "STOPPED", &after_barrier).await;
     assert!(
-        waited > Duration::from_secs(1),
-        "the mirror lagged, so the failover had to wait ({waited:?}):\n{text}"
+        waited > Duration::from_secs(3),
+        "the failover waited for the producer's pause and the mirror ({waited:?}):\n{text}"
     );
 
     // A mirror that cannot catch up in time: nothing is stopped, the lagging partitions named.

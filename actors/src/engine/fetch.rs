@@ -255,9 +255,10 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                             .get(&TopicPartition::new(topic.clone(), *partition))
                             .map_or(-1, |e| *e),
                         last_fetched_epoch: request.last_fetched_epoch.unwrap_or(-1),
-                        max_bytes: self
-                            .throttle
-                            .fetch_bytes(i32::try_from(request.max_bytes).unwrap_or(i32::MAX)),
+                        max_bytes: self.throttle.partition_bytes(
+                            i32::try_from(request.max_bytes).unwrap_or(i32::MAX),
+                            requests.len(),
+                        ),
                     },
                 )
                 .collect(),
@@ -284,10 +285,9 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         let host = self.host.clone();
         let throttle = self.throttle.clone();
         Box::pin(async move {
-            let wait = throttle.delay(tokio::time::Instant::now());
-            if !wait.is_zero() {
-                tokio::time::sleep(wait).await;
-                stats.throttled(wait);
+            let waited = throttle.wait().await;
+            if !waited.is_zero() {
+                stats.throttled(waited);
             }
             let fetched = match source.fetch(leader, &spec).await {
                 Ok(fetched) => fetched,

@@ -85,7 +85,9 @@ pub fn canonical(configs: &BTreeMap<String, String>) -> Result<Canonical, Mirror
         };
         if let Some(current) = out.get(new).filter(|current| **current != value) {
             return Err(MirrorConfigError::Invalid(format!(
-                "{old} is the old name of {new}, and the two are set to different values                  ({value:?}, {current:?}): keep only {new}"
+                "{old} is the old name of {new}, and the two are set to different values \
+                 ({value:?}, {current:?}): keep only {new} (with --alter, also \
+                 --delete-config {old})"
             )));
         }
         out.insert(new.to_string(), value);

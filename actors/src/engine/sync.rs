@@ -157,9 +157,14 @@ impl<H: Host> MirrorSystem<H> {
 
     /// Starts a source topic `topics.include` selected, as StartMirrorTopics would.
     fn auto_start(&mut self, mirror: &str, topic: String, ctx: &mut Context<Self>) {
-        let Some(stats) = self.mirrors.get(mirror).map(|r| r.stats.clone()) else {
+        let Some((stats, warnings)) = self
+            .mirrors
+            .get(mirror)
+            .map(|r| (r.stats.clone(), r.warnings.clone()))
+        else {
             return;
         };
+        let now_ms = self.host.now_ms();
         let start = StartTopic {
             mirror: mirror.to_string(),
             topic: topic.clone(),
@@ -173,9 +178,11 @@ impl<H: Host> MirrorSystem<H> {
                         stats.auto_started();
                         tracing::info!(mirror, topic, "started a source topic topics.include selects");
                     }
-                    Ok(Err(e)) => {
-                        tracing::warn!(mirror, topic, error = %e, "starting a source topic topics.include selects")
-                    }
+                    // Refused again at each refresh (a name in the way): warned once a while.
+                    Ok(Err(e)) => match warnings.check(&format!("start {topic}"), &e.to_string(), now_ms) {
+                        Verdict::Warn { repeats } => tracing::warn!(mirror, topic, error = %e, repeats, "starting a source topic topics.include selects"),
+                        Verdict::Quiet => tracing::debug!(mirror, topic, error = %e, "starting a source topic topics.include selects"),
+                    },
                     Err(_) => {}
                 }
             }

@@ -3,8 +3,9 @@
 //! the link. Unset, fetching is unlimited.
 //!
 //! A token bucket shared by the mirror's fetchers, paid after the fact: a fetcher asks how long
-//! to wait before its next Fetch ([`Throttle::delay`]: until the bucket is out of debt), sends
-//! it, and pays for the bytes the answer brought ([`Throttle::paid`]). The bucket refills at the
+//! to wait before its next Fetch ([`Throttle::delay`]: until the bucket is out of debt; it
+//! waits in slices of at most [`MAX_WAIT_SLICE`] and asks again, so a rate changed meanwhile
+//! counts at once), sends it, and pays for the bytes the answer brought ([`Throttle::paid`]). The bucket refills at the
 //! rate and holds at most a quarter of a second of it, so an idle mirror does not save up a
 //! burst. While throttled a Fetch asks for at most that quarter second
 //! ([`Throttle::fetch_bytes`]), which keeps the pace even rather than a large answer followed
@@ -20,6 +21,9 @@ use tokio::time::Instant;
 /// The smallest Fetch a throttled fetcher asks for (a tiny rate would otherwise ask for bytes
 /// no batch fits in; the source still answers with the first batch whole).
 const MIN_FETCH_BYTES: u64 = 16 * 1024;
+
+/// The longest a fetcher sleeps before it asks the bucket again.
+pub const MAX_WAIT_SLICE: Duration = Duration::from_millis(250);
 
 /// One mirror's bucket on this broker.
 #[derive(Debug, Default)]
@@ -62,14 +66,17 @@ impl Throttle {
         self.bucket.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Changes the rate; `None` lifts the throttle (and forgives the debt).
+    /// Changes the rate; `None` lifts the throttle (and forgives the debt). A lower rate keeps
+    /// at most a quarter second of debt at that rate: what was fetched at the old rate is not
+    /// paid again at the new one (an hour's sleep at 1 KiB/s after megabytes at 20 MB/s).
     pub fn set_rate(&self, rate: Option<u64>, now: Instant) {
         let mut bucket = self.bucket();
         bucket.refill(now);
         bucket.rate = rate;
-        if rate.is_none() {
-            bucket.tokens = 0.0;
-        }
+        bucket.tokens = match rate {
+            Some(rate) => bucket.tokens.max(-(rate as f64) / 4.0),
+            None => 0.0,
+        };
     }
 
     /// The rate now.
@@ -95,6 +102,32 @@ impl Throttle {
         bucket.refill(now);
         if bucket.rate.is_some() {
             bucket.tokens -= bytes as f64;
+        }
+    }
+
+    /// Waits until the bucket is out of debt, in slices (a rate lifted or raised meanwhile
+    /// ends the wait at once); how long it waited.
+    pub async fn wait(&self) -> Duration {
+        let started = Instant::now();
+        loop {
+            let delay = self.delay(Instant::now());
+            if delay.is_zero() {
+                return started.elapsed();
+            }
+            tokio::time::sleep(delay.min(MAX_WAIT_SLICE)).await;
+        }
+    }
+
+    /// The most bytes a partition of a Fetch of `partitions` asks for, given the mirror's own
+    /// limit `configured`: the Fetch's share split between them, so that a throttled Fetch
+    /// serves all its partitions rather than the first one.
+    pub fn partition_bytes(&self, configured: i32, partitions: usize) -> i32 {
+        match self.bucket().rate {
+            Some(rate) => {
+                let share = (rate / 4 / partitions.max(1) as u64).max(MIN_FETCH_BYTES);
+                i32::try_from(share).map_or(configured, |s| s.min(configured))
+            }
+            None => configured,
         }
     }
 
@@ -164,5 +197,25 @@ mod tests {
             "{owed:?} until the next Fetch"
         );
         assert_eq!(Throttle::new(Some(1024)).fetch_bytes(1 << 20), 16 * 1024);
+        assert_eq!(
+            Throttle::new(Some(4_000_000)).partition_bytes(1 << 20, 4),
+            250_000
+        );
+    }
+
+    #[test]
+    fn a_lower_rate_does_not_make_the_old_debt_an_hour_long() {
+        let start = Instant::now();
+        let throttle = Throttle::new(Some(20_000_000));
+        throttle.paid(0, start);
+        throttle.paid(8_000_000, start);
+        throttle.set_rate(Some(1024), start);
+        assert!(
+            throttle.delay(start) <= Duration::from_millis(250),
+            "{:?}",
+            throttle.delay(start)
+        );
+        throttle.set_rate(None, start);
+        assert_eq!(throttle.delay(start), Duration::ZERO);
     }
 }

@@ -21,6 +21,7 @@ use crate::host::{Host, HostRefusal, Source, TopicPartition};
 use crate::metadata::{KnownTopic, mirror_name_value, mirror_of};
 use crate::partition::Desired;
 use actix::{ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture};
+use kmirror_protocol::client::Isolation;
 use kmirror_protocol::client::source::TopicMetadata;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::sharding::mirror_partition_shard;
@@ -431,8 +432,12 @@ pub struct PartitionView {
     /// The source's last stable offset (what the mirror copies up to); `None` where the
     /// source was not asked (the partition needs nothing of it) or did not answer.
     pub source_offset: Option<i64>,
+    /// The source's high watermark: every acknowledged record, those of transactions still
+    /// open included (the mirror copies them once they commit); `None` as above.
+    pub source_high_watermark: Option<i64>,
     /// How old the oldest source record it has not mirrored is (0: caught up); `None` before
-    /// its first fetch answer here or when it is not fetching.
+    /// its first fetch answer here, when it is not fetching, or while the source does not
+    /// answer.
     pub lag_ms: Option<i64>,
     /// Records its truncations removed here.
     pub truncated: Truncated,
@@ -505,9 +510,12 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
                             partition: index,
                             snapshot,
                             source_offset: None,
+                            source_high_watermark: None,
+                            // Unknown while the source does not answer: what it took
+                            // meanwhile cannot be known.
                             lag_ms: stats
                                 .as_ref()
-                                .filter(|_| fetching)
+                                .filter(|_| fetching && unreachable.is_none())
                                 .and_then(|s| s.lag_ms(&key, now_ms)),
                             truncated: stats
                                 .as_ref()
@@ -528,9 +536,10 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
                         )
                         .await
                         .unwrap_or_default();
-                        for (index, offset) in asked.iter().zip(offsets) {
+                        for (index, (lso, hw)) in asked.iter().zip(offsets) {
                             if let Some(p) = partitions.iter_mut().find(|p| p.partition == *index) {
-                                p.source_offset = offset;
+                                p.source_offset = lso;
+                                p.source_high_watermark = hw;
                             }
                         }
                     }
@@ -562,8 +571,13 @@ fn waits_for_source(state: MirrorState) -> bool {
     }
 }
 
-/// The source's last stable offsets of `topic`'s partitions `indexes` (`None` where unknown).
-async fn source_offsets(source: &impl Source, topic: &str, indexes: &[i32]) -> Vec<Option<i64>> {
+/// The source's last stable offsets and high watermarks of `topic`'s partitions `indexes`
+/// (`None` where unknown).
+async fn source_offsets(
+    source: &impl Source,
+    topic: &str,
+    indexes: &[i32],
+) -> Vec<(Option<i64>, Option<i64>)> {
     let leaders: Vec<i32> = match source.metadata(Some(&[topic])).await {
         Ok(metadata) => metadata
             .topics
@@ -574,21 +588,25 @@ async fn source_offsets(source: &impl Source, topic: &str, indexes: &[i32]) -> V
     };
     let mut offsets = Vec::with_capacity(indexes.len());
     for &partition in indexes {
-        let offset = match leaders.get(partition as usize) {
-            Some(&leader) => source
-                .list_offsets(
-                    leader,
-                    topic,
-                    partition,
-                    kmirror_protocol::client::source::LATEST,
-                    kmirror_protocol::client::Isolation::ReadCommitted,
-                )
-                .await
-                .ok()
-                .map(|(offset, _)| offset),
-            None => None,
+        let Some(&leader) = leaders.get(partition as usize) else {
+            offsets.push((None, None));
+            continue;
         };
-        offsets.push(offset);
+        let latest = |isolation| {
+            source.list_offsets(
+                leader,
+                topic,
+                partition,
+                kmirror_protocol::client::source::LATEST,
+                isolation,
+            )
+        };
+        let lso = latest(Isolation::ReadCommitted).await.ok().map(|(o, _)| o);
+        let hw = latest(Isolation::ReadUncommitted)
+            .await
+            .ok()
+            .map(|(o, _)| o);
+        offsets.push((lso, hw));
     }
     offsets
 }

@@ -457,6 +457,7 @@ pub(super) async fn describe(
                                     lag_time_ms: view.lag_ms.unwrap_or(-1),
                                     truncated_at_stop_records: records(view.truncated.at_stop),
                                     truncated_at_start_records: records(view.truncated.at_start),
+                                    source_high_watermark: view.source_high_watermark.unwrap_or(-1),
                                     ..Default::default()
                                 }
                             })
