@@ -105,7 +105,9 @@ certificates() {
 # else "another process"; nothing when the port is free.
 port_holder() {
   local port="$1" who=""
-  python3 -c 'import socket,sys; s=socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1])))' \
+  # SO_REUSEADDR as Kafka binds: connections of a stopped Kafka left in TIME_WAIT do not hold
+  # the port, a listener does.
+  python3 -c 'import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1])))' \
     "$port" 2>/dev/null && return 0
   if command -v ss >/dev/null 2>&1; then
     who="$(ss -Hltnp "sport = :$port" 2>/dev/null \
