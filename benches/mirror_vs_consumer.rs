@@ -140,6 +140,7 @@ fn main() {
         let configs = BTreeMap::from([("mirror.name".to_string(), "bench".to_string())]);
         broker
             .create_topic(&topic, PARTITIONS, configs, Some(t.topic_id))
+            .await
             .expect("mirror topic");
         let leader = t.partitions[0].leader;
         let mut targets = Vec::new();

@@ -175,15 +175,15 @@ fn broker(count: usize, stop: usize) -> Figures {
     let (mut source, source_address) = spawn_kmirror(source_dir.path(), "");
     let dir = tempfile::tempdir().expect("temp dir");
     let destination = support::open_broker(dir.path());
-    destination
-        .create_mirror(
-            "scale",
-            BTreeMap::from([("bootstrap.servers".to_string(), source_address.clone())]),
-        )
-        .expect("mirror");
     let me = std::process::id();
     let source_pid = source.id();
     let system = actix::System::new();
+    system
+        .block_on(destination.create_mirror(
+            "scale",
+            BTreeMap::from([("bootstrap.servers".to_string(), source_address.clone())]),
+        ))
+        .expect("mirror");
     let mut figures = system.block_on(async {
         create_topics(&source_address, &topics, PER_TOPIC as i32).await;
         let engine = MirrorSystem::new(BrokerHost(destination.clone()), RetryPolicy::default()).start();

@@ -36,14 +36,13 @@ fn main() {
 
     let dir = tempfile::tempdir().expect("temp dir");
     let broker = support::open_broker(dir.path());
-    broker
-        .create_mirror(
+    let system = actix::System::new();
+    system
+        .block_on(broker.create_mirror(
             "bench",
             BTreeMap::from([("bootstrap.servers".to_string(), bootstrap.clone())]),
-        )
+        ))
         .expect("mirror");
-
-    let system = actix::System::new();
     let (to_mirroring, to_stopped) = system.block_on(async {
         let engine = MirrorSystem::new(BrokerHost(broker.clone()), RetryPolicy::default()).start();
         engine

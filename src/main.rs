@@ -13,6 +13,8 @@ mod quickstart_command;
 
 use clap::{Parser, Subcommand};
 use kmirror::broker::Broker;
+use kmirror::controller::Controller;
+use kmirror::controller::quorum::{Quorum, QuorumConfig};
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::mirror::BrokerHost;
 use kmirror::storage::dump;
@@ -329,7 +331,31 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
             .map_err(|e| e.to_string())?;
         tracing::info!(address = %format!("http://{metrics}/metrics"), "metrics for Prometheus");
     }
-    let broker = Arc::new(Broker::open(config).map_err(|e| e.to_string())?);
+    let (broker, quorum) = match config.cluster.clone() {
+        None => (Broker::open(config).map_err(|e| e.to_string())?, None),
+        Some(cluster) => {
+            let quorum = Quorum::start(
+                QuorumConfig {
+                    node_id: config.node_id,
+                    voters: cluster.voters,
+                    listener: cluster.controller_listener,
+                    dir: config.log_dir.join("__cluster_metadata").join("quorum"),
+                    request_timeout: std::time::Duration::from_secs(15),
+                },
+                Arc::new(std::sync::Mutex::new(Controller::replica())),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            tracing::info!(address = %cluster.controller_listener, "controller listening");
+            let broker = Broker::open_clustered(config, quorum.clone())
+                .await
+                .map_err(|e| e.to_string())?;
+            (broker, Some(quorum))
+        }
+    };
+    let broker = Arc::new(broker);
+    // Changes other nodes make reach this node's image through the quorum.
+    let follower = quorum.as_ref().map(|_| broker.follow_metadata());
     // The mirroring engine on its own actix thread; it resumes the mirrors it finds.
     let engine = EngineRuntime::start(BrokerHost(broker.clone()))
         .map_err(|e| format!("starting the mirroring engine: {e}"))?;
@@ -393,7 +419,13 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     consumer_groups.abort();
     let _ = server.await;
     engine.stop();
+    if let Some(follower) = follower {
+        follower.abort();
+    }
     broker.close().map_err(|e| e.to_string())?;
+    if let Some(quorum) = quorum {
+        quorum.shutdown().await;
+    }
     tracing::info!("stopped cleanly");
     Ok(())
 }

@@ -336,10 +336,10 @@ pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     ) -> Result<(), String>;
     /// Every ACL binding of this cluster.
     fn acls(&self) -> Vec<AclBinding>;
-    /// Creates bindings; one result per binding.
-    fn create_acls(&self, bindings: Vec<AclBinding>) -> Vec<Result<(), String>>;
-    /// Deletes exactly these bindings; one result per binding.
-    fn delete_acls(&self, bindings: &[AclBinding]) -> Vec<Result<(), String>>;
+    /// Creates bindings (one that exists is left as it is), all or none.
+    fn create_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>>;
+    /// Deletes exactly these bindings, all or none.
+    fn delete_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>>;
 
     /// A client of a mirror's source cluster with these settings (from the mirror's configs).
     /// The engine makes two per mirror: one for control requests, one for its fetchers.

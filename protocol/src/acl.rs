@@ -205,7 +205,7 @@ impl AclBinding {
 }
 
 /// A DescribeAcls / DeleteAcls filter.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AclFilter {
     /// A resource type, or `Any`.
     pub resource_type: ResourceType,

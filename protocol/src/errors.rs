@@ -175,6 +175,8 @@ impl ErrorCode {
     pub const LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode(5);
     /// Kafka's NOT_LEADER_OR_FOLLOWER: the broker asked does not lead the partition.
     pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode(6);
+    /// Kafka's REQUEST_TIMED_OUT: no answer in time (here: no active controller); retry.
+    pub const REQUEST_TIMED_OUT: ErrorCode = ErrorCode(7);
     /// Kafka's REPLICA_NOT_AVAILABLE.
     pub const REPLICA_NOT_AVAILABLE: ErrorCode = ErrorCode(9);
     /// Kafka's NETWORK_EXCEPTION: a connection could not be made or broke.
@@ -456,6 +458,7 @@ mod tests {
             UNKNOWN_TOPIC_OR_PARTITION,
             LEADER_NOT_AVAILABLE,
             NOT_LEADER_OR_FOLLOWER,
+            REQUEST_TIMED_OUT,
             REPLICA_NOT_AVAILABLE,
             NETWORK_EXCEPTION,
             COORDINATOR_LOAD_IN_PROGRESS,

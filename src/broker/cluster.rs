@@ -14,14 +14,77 @@
 //! [`Broker::follow_metadata`] runs it after every change made through another.
 
 use super::{Broker, Partition, internal_topics, is_mirror_topic};
-use crate::controller::{ANY_NODE, BrokerEndpoint, Controller, PartitionMeta, TopicMeta};
+use crate::controller::quorum::Quorum;
+use crate::controller::{
+    ANY_NODE, BrokerEndpoint, Controller, ControllerError, MetadataCommand, PartitionMeta, TopicMeta,
+};
 use crate::storage::StorageError;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+/// Why a node of a multi-process cluster could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterStartError {
+    /// Its log directory could not be locked or read.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The quorum refused a start-up change.
+    #[error("the metadata quorum refused {command:?}: {error}")]
+    Refused {
+        command: MetadataCommand,
+        error: ControllerError,
+    },
+}
+
 impl Broker {
+    /// Opens a node of a multi-process cluster whose metadata `quorum` replicates
+    /// (docs/cluster.md): locks the log directory, then registers the broker through the
+    /// quorum (waiting for it as long as it takes: a broker cannot serve without knowing the
+    /// cluster) and opens the partitions it leads. Its image is caught up once its own
+    /// registration is applied, so only then are logs judged stray.
+    pub async fn open_clustered(
+        config: BrokerConfig,
+        quorum: Arc<Quorum>,
+    ) -> Result<Broker, ClusterStartError> {
+        let dir_lock = crate::storage::LogDirLock::acquire(&config.log_dir)?;
+        let image = quorum.image().clone();
+        let (broker, unfinished) = Broker::assemble(config, image, Some(quorum), dir_lock)?;
+        let (node_id, (host, port)) = (broker.config.node_id, broker.config.advertised.clone());
+        for command in [
+            MetadataCommand::InitCluster {
+                id: crate::controller::new_cluster_id(),
+            },
+            MetadataCommand::RegisterBroker {
+                node_id,
+                host,
+                port,
+            },
+            MetadataCommand::ResumeLeadership { node_id },
+        ] {
+            broker.write_until_done(command).await?;
+        }
+        broker.ensure_producer_ids().await;
+        broker.recover(unfinished)?;
+        Ok(broker)
+    }
+
+    /// Writes a start-up change, trying again while no controller is active.
+    async fn write_until_done(&self, command: MetadataCommand) -> Result<(), ClusterStartError> {
+        let mut waited = 0;
+        loop {
+            match self.write(command.clone()).await {
+                Ok(_) => return Ok(()),
+                Err(ControllerError::Unavailable(why)) => {
+                    waited += 1;
+                    tracing::warn!(attempt = waited, reason = why, "waiting for the metadata quorum to start");
+                }
+                Err(error) => return Err(ClusterStartError::Refused { command, error }),
+            }
+        }
+    }
+
     /// Opens a broker of an in-process cluster whose brokers share `controller` (each with a
     /// log directory of its own: it is locked).
     pub fn open_member(

@@ -35,6 +35,9 @@ pub enum ConfigError {
 /// The broker's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerConfig {
+    /// With `process.roles`: this node's part in a multi-process cluster (docs/cluster.md);
+    /// `None` for a single-node cluster.
+    pub cluster: Option<super::quorum_config::ClusterConfig>,
     /// `node.id`.
     pub node_id: i32,
     /// Where the listener binds (`listeners=PLAINTEXT://host:port`).
@@ -97,10 +100,6 @@ pub struct BrokerConfig {
 
 /// Keys this broker knows but does not use yet (kept so they are not reported as unknown).
 const ACCEPTED: &[&str] = &[
-    "process.roles",
-    "controller.quorum.voters",
-    "controller.listener.names",
-    "listener.security.protocol.map",
     "inter.broker.listener.name",
     "offsets.topic.replication.factor",
     "transaction.state.log.replication.factor",
@@ -183,7 +182,11 @@ impl BrokerConfig {
             };
         let int_max = i64::from(i32::MAX);
         let node_id = ranged("node.id", 1, 0, int_max)? as i32;
-        let listeners = get("listeners").ok_or(ConfigError::Missing("listeners"))?;
+        let cluster = super::quorum_config::from_properties(props, node_id)?;
+        let listeners = match &cluster {
+            Some((_, client)) => client.as_str(),
+            None => get("listeners").ok_or(ConfigError::Missing("listeners"))?,
+        };
         let (host, port) = host_port("listeners", listeners)?;
         let bind_host = if host.is_empty() {
             "0.0.0.0".to_string()
@@ -390,6 +393,10 @@ impl BrokerConfig {
         };
         let known = [
             "node.id",
+            "process.roles",
+            "controller.quorum.voters",
+            "controller.listener.names",
+            "listener.security.protocol.map",
             "metrics.listener",
             "listeners",
             "advertised.listeners",
@@ -440,6 +447,7 @@ impl BrokerConfig {
         Ok((
             BrokerConfig {
                 node_id,
+                cluster: cluster.map(|(cluster, _)| cluster),
                 listener,
                 advertised,
                 log_dir,

@@ -28,7 +28,10 @@ impl Broker {
     ) -> BumpOutcome {
         let broker = Arc::clone(self);
         let flush = move |requests: &[(String, i32, i32)]| -> Vec<BumpOutcome> {
-            match broker.bump_leader_epochs(requests) {
+            // A blocking thread of the runtime: the write may wait for the metadata quorum.
+            let written = tokio::runtime::Handle::current()
+                .block_on(broker.bump_leader_epochs(requests.to_vec()));
+            match written {
                 Ok(epochs) => epochs.into_iter().map(Ok).collect(),
                 Err(e) => vec![Err(e.to_string()); requests.len()],
             }

@@ -25,6 +25,7 @@
 //! (see [`crate::acl`]) for the anonymous principal of a PLAINTEXT listener and the client host.
 
 mod cluster;
+pub use cluster::ClusterStartError;
 pub mod config;
 mod consumer_group_config;
 mod durability;
@@ -33,11 +34,15 @@ mod group_commit;
 mod handlers;
 mod internal_topics;
 pub mod network;
+pub mod quorum_config;
 pub mod server;
 mod transactions;
 
 use crate::acl::{AclBinding, AclFilter, Operation, ResourceType, Session};
-use crate::controller::{Controller, ControllerError, MetadataDelta, TopicMeta};
+use crate::controller::{
+    Applied, Controller, ControllerError, MetadataCommand, MetadataDelta, Outcome, TopicMeta,
+};
+use crate::controller::quorum::Quorum;
 use crate::groups::GroupCoordinator;
 use crate::storage::{LogDirLock, OpenFiles, PartitionLog, StorageError};
 use crate::txn::TransactionCoordinator;
@@ -67,8 +72,11 @@ pub struct Partition {
 #[derive(Debug)]
 pub struct Broker {
     config: BrokerConfig,
-    /// This node's controller, or the one the brokers of an in-process cluster share.
+    /// This node's controller, or the one the brokers of an in-process cluster share, or this
+    /// node's image of a quorum's metadata (read here; written through `quorum`).
     controller: Arc<Mutex<Controller>>,
+    /// The metadata quorum of a multi-process cluster (docs/cluster.md).
+    quorum: Option<Arc<Quorum>>,
     /// The partitions open here, by topic and index.
     partitions: RwLock<HashMap<String, BTreeMap<i32, Arc<Partition>>>>,
     /// The bound on segment files the partition logs hold open (`log.open.files.max`).
@@ -85,10 +93,15 @@ pub struct Broker {
     /// Held by [`Broker::reconcile`] (one at a time opens and removes logs): the count of
     /// metadata changes it last brought the logs in line with, `None` before the first.
     reconciled: Mutex<Option<u64>>,
+    /// The producer ids this node hands out next (a block the controller allocated).
+    producer_ids: Mutex<std::ops::Range<i64>>,
     /// The log directory's lock, from open until [`Broker::close`]: a broker closed in-process
     /// frees the directory for the next open even while a finished task still holds it.
     dir_lock: Mutex<Option<LogDirLock>>,
 }
+
+/// How many producer ids a broker takes from the controller at a time (as Kafka's brokers do).
+const PRODUCER_ID_BLOCK: i64 = 1000;
 
 /// Whether a topic's configs make it a mirror topic (docs/design.md §2: `mirror.name` set and not
 /// empty).
@@ -141,6 +154,22 @@ impl Broker {
         controller: Arc<Mutex<Controller>>,
         dir_lock: LogDirLock,
     ) -> Result<Broker, StorageError> {
+        let (broker, unfinished) = Broker::assemble(config, controller, None, dir_lock)?;
+        let (node_id, (host, port)) = (broker.config.node_id, broker.config.advertised.clone());
+        broker.with_controller(|c| c.register_broker(node_id, &host, port))?;
+        broker.with_controller(|c| c.resume_leadership(node_id))?;
+        broker.recover(unfinished)?;
+        Ok(broker)
+    }
+
+    /// The broker's state over `controller` before it takes part: its coordinators opened from
+    /// its log directory, and the transactions they found unfinished.
+    pub(super) fn assemble(
+        config: BrokerConfig,
+        controller: Arc<Mutex<Controller>>,
+        quorum: Option<Arc<Quorum>>,
+        dir_lock: LogDirLock,
+    ) -> Result<(Broker, Vec<crate::txn::Completion>), StorageError> {
         let groups = GroupCoordinator::open(&config.log_dir.join("__consumer_offsets"))?
             .with_consumer_settings(config.group_consumer.clone());
         let (transactions, unfinished) = TransactionCoordinator::open(
@@ -153,8 +182,10 @@ impl Broker {
         let broker = Broker {
             acls,
             reconciled: Mutex::new(None),
+            producer_ids: Mutex::new(0..0),
             dir_lock: Mutex::new(Some(dir_lock)),
             controller,
+            quorum,
             groups,
             transactions,
             partitions: RwLock::new(HashMap::new()),
@@ -164,27 +195,31 @@ impl Broker {
             appended: Notify::new(),
             config,
         };
-        let (node_id, (host, port)) = (broker.config.node_id, broker.config.advertised.clone());
-        broker.with_controller(|c| c.register_broker(node_id, &host, port))?;
-        broker.with_controller(|c| c.resume_leadership(node_id))?;
+        Ok((broker, unfinished))
+    }
+
+    /// Brings the log directory in line with the metadata once the node is registered: stray
+    /// logs set aside, offsets of deleted topics forgotten, the partitions it leads opened, and
+    /// transactions decided before a crash completed.
+    pub(super) fn recover(&self, unfinished: Vec<crate::txn::Completion>) -> Result<(), StorageError> {
         let topics: Vec<(String, TopicMeta)> =
-            broker.with_controller(|c| c.topics().clone().into_iter().collect());
-        broker.set_aside_stray_logs(&topics)?;
+            self.with_controller(|c| c.topics().clone().into_iter().collect());
+        self.set_aside_stray_logs(&topics)?;
         // Offsets of a topic whose deletion crashed before they were forgotten.
-        for stale in broker.groups.topics_with_offsets() {
+        for stale in self.groups.topics_with_offsets() {
             if !topics.iter().any(|(name, _)| *name == stale) {
-                broker.groups.forget_topic(&stale)?;
+                self.groups.forget_topic(&stale)?;
             }
         }
-        broker.reconcile()?;
+        self.reconcile()?;
         // Transactions decided before a crash end before any client sees the partitions; one
         // that still fails is retried by housekeeping.
         for completion in unfinished {
-            if let Err(e) = broker.complete_transaction(&completion) {
+            if let Err(e) = self.complete_transaction(&completion) {
                 tracing::error!(transactional_id = %completion.transactional_id, error = %e, "completing a transaction at start-up");
             }
         }
-        Ok(broker)
+        Ok(())
     }
 
     fn with_controller<T>(&self, f: impl FnOnce(&mut Controller) -> T) -> T {
@@ -336,40 +371,72 @@ impl Broker {
         })
     }
 
+    /// Applies one metadata change: on this node's controller, or through the metadata quorum
+    /// (docs/cluster.md). Returns once the change is durable and in this node's image.
+    pub(super) async fn write(&self, command: MetadataCommand) -> Outcome {
+        match &self.quorum {
+            Some(quorum) => quorum.write(command).await,
+            None => self.with_controller(|c| c.execute(&command)),
+        }
+    }
+
     /// BumpLeaderEpochs for one partition: the leader epoch becomes at least
     /// `min_leader_epoch + 1`, durably. The log's epoch cache learns it from the next batch
     /// appended as leader (a mirror partition's cache holds the source's epochs until it is
     /// STOPPED). Returns the epoch afterwards, or `None` for an unknown partition.
-    pub fn bump_leader_epoch(
+    pub async fn bump_leader_epoch(
         &self,
         topic: &str,
         index: i32,
         min_leader_epoch: i32,
-    ) -> Result<Option<i32>, StorageError> {
-        self.with_controller(|c| c.bump_leader_epoch(topic, index, min_leader_epoch))
+    ) -> Result<Option<i32>, ControllerError> {
+        let bumped = self
+            .bump_leader_epochs(vec![(topic.to_string(), index, min_leader_epoch)])
+            .await?;
+        Ok(bumped.into_iter().next().flatten())
     }
 
     /// [`Broker::bump_leader_epoch`] for many `(topic, partition, min_leader_epoch)`, durable
-    /// together (one fsync).
-    pub fn bump_leader_epochs(
+    /// together (one write).
+    pub async fn bump_leader_epochs(
         &self,
-        requests: &[(String, i32, i32)],
-    ) -> Result<Vec<Option<i32>>, StorageError> {
-        self.with_controller(|c| c.bump_leader_epochs(requests))
+        requests: Vec<(String, i32, i32)>,
+    ) -> Result<Vec<Option<i32>>, ControllerError> {
+        let count = requests.len();
+        match self
+            .write(MetadataCommand::BumpLeaderEpochs { requests })
+            .await?
+        {
+            Applied::Epochs(epochs) if epochs.len() == count => Ok(epochs),
+            other => Err(ControllerError::Storage(format!(
+                "BumpLeaderEpochs of {count} partitions answered {other:?}"
+            ))),
+        }
     }
 
-    /// Creates a topic and its partition logs.
-    pub fn create_topic(
+    /// The topic `name` as a change made through this node left it (the logs it leads open).
+    fn changed_topic(&self, name: &str) -> Result<TopicMeta, ControllerError> {
+        self.reconcile()?;
+        self.topic(name)
+            .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))
+    }
+
+    /// Creates a topic and its partition logs (a new topic id unless one is given).
+    pub async fn create_topic(
         &self,
         name: &str,
         partitions: i32,
         configs: BTreeMap<String, String>,
         topic_id: Option<Uuid>,
     ) -> Result<TopicMeta, ControllerError> {
-        let topic =
-            self.with_controller(|c| c.create_topic(name, partitions, configs, topic_id))?;
-        self.reconcile()?;
-        Ok(topic)
+        self.write(MetadataCommand::CreateTopic {
+            name: name.to_string(),
+            partitions,
+            configs,
+            topic_id: topic_id.unwrap_or_else(Uuid::new_v4),
+        })
+        .await?;
+        self.changed_topic(name)
     }
 
     /// Whether creating this topic would be accepted (CreateTopics with `validate_only`).
@@ -384,35 +451,89 @@ impl Broker {
     }
 
     /// Grows a topic to `count` partitions and opens the new logs this node leads.
-    pub fn create_partitions(&self, name: &str, count: i32) -> Result<TopicMeta, ControllerError> {
-        let topic = self.with_controller(|c| c.create_partitions(name, count))?;
-        self.reconcile()?;
-        Ok(topic)
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        count: i32,
+    ) -> Result<TopicMeta, ControllerError> {
+        self.write(MetadataCommand::CreatePartitions {
+            name: name.to_string(),
+            count,
+        })
+        .await?;
+        self.changed_topic(name)
     }
 
     /// Replaces a topic's dynamic configs and applies them to its open logs (see
     /// [`Broker::reconcile`] for the read-only flag).
-    pub fn set_topic_configs(
+    pub async fn set_topic_configs(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, ControllerError> {
-        let topic = self.with_controller(|c| c.set_topic_configs(name, configs))?;
-        self.reconcile()?;
-        Ok(topic)
+        self.write(MetadataCommand::SetTopicConfigs {
+            name: name.to_string(),
+            configs,
+        })
+        .await?;
+        self.changed_topic(name)
     }
 
     /// Deletes a topic: the controller's record first (the truth after a crash), then its
-    /// committed offsets and its logs.
-    pub fn delete_topic(&self, name: &str) -> Result<TopicMeta, ControllerError> {
-        let topic = self.with_controller(|c| c.delete_topic(name))?;
+    /// committed offsets and its logs. Returns what the topic was.
+    pub async fn delete_topic(&self, name: &str) -> Result<TopicMeta, ControllerError> {
+        let before = self
+            .topic(name)
+            .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))?;
+        self.write(MetadataCommand::DeleteTopic {
+            name: name.to_string(),
+        })
+        .await?;
         self.reconcile()?;
-        Ok(topic)
+        Ok(before)
     }
 
-    /// A new producer id for an idempotent producer.
-    pub fn allocate_producer_id(&self) -> Result<i64, StorageError> {
-        self.with_controller(|c| c.allocate_producer_id())
+    /// A new producer id for an idempotent or transactional producer, from this node's block.
+    /// A single node takes a new block of [`PRODUCER_ID_BLOCK`] from its controller when it runs
+    /// out; a node of a quorum takes it ahead, in [`Broker::ensure_producer_ids`], and answers
+    /// [`ControllerError::Unavailable`] while it has none.
+    pub fn allocate_producer_id(&self) -> Result<i64, ControllerError> {
+        let mut ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if ids.is_empty() && self.quorum.is_none() {
+            let first = self.with_controller(|c| c.allocate_producer_ids(PRODUCER_ID_BLOCK))?;
+            *ids = first..first + PRODUCER_ID_BLOCK;
+        }
+        ids.next().ok_or_else(|| {
+            ControllerError::Unavailable("no producer ids: the metadata quorum did not answer".into())
+        })
+    }
+
+    /// On a node of a quorum, takes a new block of producer ids when fewer than a tenth of the
+    /// block are left (callers run it before they hand ids out).
+    pub async fn ensure_producer_ids(&self) {
+        let Some(quorum) = &self.quorum else {
+            return;
+        };
+        let left = |ids: &std::ops::Range<i64>| ids.end - ids.start;
+        if left(&self.producer_ids.lock().unwrap_or_else(|e| e.into_inner())) >= PRODUCER_ID_BLOCK / 10 {
+            return;
+        }
+        let written = quorum
+            .write(MetadataCommand::AllocateProducerIds {
+                count: PRODUCER_ID_BLOCK,
+            })
+            .await;
+        match written {
+            Ok(Applied::ProducerIds(first)) => {
+                let mut ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+                // Another caller may have taken a block meanwhile: keep the larger supply.
+                if left(&ids) < PRODUCER_ID_BLOCK / 10 {
+                    *ids = first..first + PRODUCER_ID_BLOCK;
+                }
+            }
+            Ok(other) => tracing::error!(answer = ?other, "allocating producer ids"),
+            Err(e) => tracing::warn!(error = %e, "allocating producer ids"),
+        }
     }
 
     /// The group coordinator.
@@ -447,22 +568,35 @@ impl Broker {
         self.acls.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Stores ACLs durably; each result is that binding's outcome.
-    pub fn create_acls(&self, bindings: Vec<AclBinding>) -> Vec<Result<(), StorageError>> {
-        self.with_controller(|c| {
-            let results = bindings.into_iter().map(|b| c.create_acl(b)).collect();
-            *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c.acls());
-            results
-        })
+    /// Stores ACLs durably, all or none.
+    pub async fn create_acls(&self, bindings: Vec<AclBinding>) -> Result<(), ControllerError> {
+        self.write(MetadataCommand::CreateAcls { bindings }).await?;
+        self.refresh_acls();
+        Ok(())
     }
 
-    /// Deletes the ACLs each filter selects; each result lists what its filter deleted.
-    pub fn delete_acls(&self, filters: &[AclFilter]) -> Vec<Result<Vec<AclBinding>, StorageError>> {
-        self.with_controller(|c| {
-            let results = filters.iter().map(|f| c.delete_acls(f)).collect();
-            *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c.acls());
-            results
-        })
+    /// Deletes the ACLs each filter selects; lists what each filter deleted.
+    pub async fn delete_acls(
+        &self,
+        filters: Vec<AclFilter>,
+    ) -> Result<Vec<Vec<AclBinding>>, ControllerError> {
+        let count = filters.len();
+        let deleted = match self.write(MetadataCommand::DeleteAcls { filters }).await? {
+            Applied::DeletedAcls(deleted) if deleted.len() == count => deleted,
+            other => {
+                return Err(ControllerError::Storage(format!(
+                    "DeleteAcls of {count} filters answered {other:?}"
+                )));
+            }
+        };
+        self.refresh_acls();
+        Ok(deleted)
+    }
+
+    /// Copies the controller's ACLs for the authorizer.
+    fn refresh_acls(&self) {
+        let acls = self.with_controller(|c| c.acls());
+        *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(acls);
     }
 
     /// Sees every durable metadata change (topics, configs, leader epochs, mirrors, ACLs).
@@ -504,27 +638,41 @@ impl Broker {
     }
 
     /// CreateMirror, durably.
-    pub fn create_mirror(
+    pub async fn create_mirror(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<(), ControllerError> {
-        self.with_controller(|c| c.create_mirror(name, configs))
+        self.write(MetadataCommand::CreateMirror {
+            name: name.to_string(),
+            configs,
+        })
+        .await
+        .map(drop)
     }
 
     /// A mirror's new configs (all of them, already checked), durably; every broker's engine
     /// takes them on the next connection to the source.
-    pub fn set_mirror_configs(
+    pub async fn set_mirror_configs(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<(), ControllerError> {
-        self.with_controller(|c| c.set_mirror_configs(name, configs))
+        self.write(MetadataCommand::SetMirrorConfigs {
+            name: name.to_string(),
+            configs,
+        })
+        .await
+        .map(drop)
     }
 
     /// DeleteMirror, durably (only a mirror without topics).
-    pub fn delete_mirror(&self, name: &str) -> Result<(), ControllerError> {
-        self.with_controller(|c| c.delete_mirror(name))
+    pub async fn delete_mirror(&self, name: &str) -> Result<(), ControllerError> {
+        self.write(MetadataCommand::DeleteMirror {
+            name: name.to_string(),
+        })
+        .await
+        .map(drop)
     }
 
     /// The transaction coordinator.

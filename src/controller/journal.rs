@@ -65,6 +65,14 @@ impl ChangeJournal {
         self.entries.push_back((version, Touched::of(record)));
     }
 
+    /// Remembers that `version` replaced the whole image (a snapshot was restored).
+    pub(super) fn everything(&mut self, version: u64) {
+        if self.entries.len() == JOURNAL_CAPACITY {
+            self.entries.pop_front();
+        }
+        self.entries.push_back((version, Touched::Everything));
+    }
+
     /// What changed after `followed` up to `current` (the controller's version now).
     pub(super) fn since(&self, followed: Option<u64>, current: u64) -> MetadataDelta {
         let Some(followed) = followed.filter(|v| *v <= current) else {

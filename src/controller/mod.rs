@@ -17,7 +17,12 @@ use std::path::Path;
 use thiserror::Error;
 use uuid::Uuid;
 
+mod command;
 mod journal;
+pub mod quorum;
+mod snapshot;
+
+pub use command::{Applied, MetadataCommand, Outcome};
 
 pub use kmirror_actors::host::{ANY_NODE, MetadataDelta, PartitionMeta, TopicMeta};
 
@@ -98,8 +103,9 @@ pub struct BrokerEndpoint {
     pub port: u16,
 }
 
-/// Why a metadata change was refused.
-#[derive(Debug, Error)]
+/// Why a metadata change was refused. Serialisable: a command's outcome travels from the node
+/// that applied it to the node that asked.
+#[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]
 pub enum ControllerError {
     /// The topic exists (Kafka: TOPIC_ALREADY_EXISTS).
     #[error("topic {0} already exists")]
@@ -126,8 +132,18 @@ pub enum ControllerError {
     #[error("mirror {0} still has topics")]
     MirrorNotEmpty(String),
     /// The metadata log could not be written.
-    #[error(transparent)]
-    Storage(#[from] StorageError),
+    #[error("{0}")]
+    Storage(String),
+    /// No active controller answered in time (no quorum, or an election is under way); the
+    /// change may still be applied later (Kafka: REQUEST_TIMED_OUT, which clients retry).
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+impl From<StorageError> for ControllerError {
+    fn from(e: StorageError) -> Self {
+        ControllerError::Storage(e.to_string())
+    }
 }
 
 impl ControllerError {
@@ -143,6 +159,7 @@ impl ControllerError {
             ControllerError::UnknownMirror(_) => ErrorCode::UNKNOWN_MIRROR.0,
             ControllerError::MirrorNotEmpty(_) => ErrorCode::MIRROR_NOT_EMPTY.0,
             ControllerError::Storage(_) => ErrorCode::KAFKA_STORAGE_ERROR.0,
+            ControllerError::Unavailable(_) => ErrorCode::REQUEST_TIMED_OUT.0,
         }
     }
 }
@@ -150,7 +167,9 @@ impl ControllerError {
 /// The controller state and its log.
 #[derive(Debug)]
 pub struct Controller {
-    log: RecordLog<MetadataRecord>,
+    /// The single-node metadata log; `None` for a quorum's replica, whose durable log is the
+    /// quorum's (docs/cluster.md).
+    log: Option<RecordLog<MetadataRecord>>,
     cluster_id: String,
     topics: BTreeMap<String, TopicMeta>,
     next_producer_id: i64,
@@ -161,6 +180,11 @@ pub struct Controller {
     changes: tokio::sync::watch::Sender<u64>,
     /// What the recent changes touched.
     journal: journal::ChangeJournal,
+}
+
+/// A new cluster id, as Kafka writes them (a random UUID in Kafka's base64 form).
+pub fn new_cluster_id() -> String {
+    kmirror_protocol::topic_id::to_kafka_string(&Uuid::new_v4())
 }
 
 /// Mirror names: 1 to 249 of `[a-zA-Z0-9_-]` (no `.`, which `mirror.name` values use for their
@@ -188,8 +212,20 @@ impl Controller {
     /// Opens (or creates) the metadata log in `dir` and replays it.
     pub fn open(dir: &Path) -> Result<Controller, StorageError> {
         let (log, records) = RecordLog::open(&dir.join("metadata.log"))?;
-        let mut controller = Controller {
-            log,
+        let mut controller = Controller::replica();
+        controller.log = Some(log);
+        for record in &records {
+            controller.apply(record);
+        }
+        controller.init_cluster(&new_cluster_id())?;
+        Ok(controller)
+    }
+
+    /// An empty image without a log of its own: a quorum member's replica of the metadata,
+    /// changed only by the commands the quorum commits.
+    pub fn replica() -> Controller {
+        Controller {
+            log: None,
             cluster_id: String::new(),
             topics: BTreeMap::new(),
             next_producer_id: 1000,
@@ -198,15 +234,7 @@ impl Controller {
             brokers: BTreeMap::new(),
             changes: tokio::sync::watch::Sender::new(0),
             journal: journal::ChangeJournal::default(),
-        };
-        for record in &records {
-            controller.apply(record);
         }
-        if controller.cluster_id.is_empty() {
-            let id = kmirror_protocol::topic_id::to_kafka_string(&Uuid::new_v4());
-            controller.append(MetadataRecord::ClusterId { id })?;
-        }
-        Ok(controller)
     }
 
     fn apply(&mut self, record: &MetadataRecord) {
@@ -316,8 +344,15 @@ impl Controller {
 
     /// Appends a record durably, then applies it and tells the watchers.
     fn append(&mut self, record: MetadataRecord) -> Result<(), StorageError> {
-        self.log.append(&record)?;
-        self.applied(std::slice::from_ref(&record));
+        self.append_all(vec![record])
+    }
+
+    /// Appends records durably together (one fsync), then applies them.
+    fn append_all(&mut self, records: Vec<MetadataRecord>) -> Result<(), StorageError> {
+        if let Some(log) = &mut self.log {
+            log.append_all(&records)?;
+        }
+        self.applied(&records);
         Ok(())
     }
 
@@ -352,6 +387,14 @@ impl Controller {
     /// The cluster id.
     pub fn cluster_id(&self) -> &str {
         &self.cluster_id
+    }
+
+    /// Sets the cluster id unless it is set.
+    pub fn init_cluster(&mut self, id: &str) -> Result<(), StorageError> {
+        if !self.cluster_id.is_empty() {
+            return Ok(());
+        }
+        self.append(MetadataRecord::ClusterId { id: id.to_string() })
     }
 
     /// The brokers of the cluster, by node id.
@@ -634,8 +677,7 @@ impl Controller {
             answers.push(Some(epoch));
         }
         if !records.is_empty() {
-            self.log.append_all(&records)?;
-            self.applied(&records);
+            self.append_all(records)?;
         }
         Ok(answers)
     }
@@ -651,10 +693,13 @@ impl Controller {
         self.append(MetadataRecord::LeadershipResumed { node_id })
     }
 
-    /// Hands out a producer id, durably (ids are never reused across restarts).
-    pub fn allocate_producer_id(&mut self) -> Result<i64, StorageError> {
+    /// Hands out `count` producer ids from the first returned, durably (ids are never reused
+    /// across restarts); a broker hands them out one by one.
+    pub fn allocate_producer_ids(&mut self, count: i64) -> Result<i64, StorageError> {
         let id = self.next_producer_id;
-        self.append(MetadataRecord::ProducerIdBlock { next: id + 1 })?;
+        self.append(MetadataRecord::ProducerIdBlock {
+            next: id + count.max(1),
+        })?;
         Ok(id)
     }
 }
@@ -688,7 +733,7 @@ mod tests {
                 c.bump_leader_epoch("orders", 1, 3).expect("no-op"),
                 Some(10)
             );
-            assert_eq!(c.allocate_producer_id().expect("id"), 1000);
+            assert_eq!(c.allocate_producer_ids(1).expect("id"), 1000);
             (c.cluster_id().to_string(), t.topic_id)
         };
         assert_eq!(id, given, "a given topic id is kept");
@@ -706,7 +751,7 @@ mod tests {
         assert_eq!(c.topics()["orders"].partitions[1].leader_epoch, 10);
         assert_eq!(c.topics()["orders"].topic_id, given);
         assert_eq!(
-            c.allocate_producer_id().expect("id"),
+            c.allocate_producer_ids(1).expect("id"),
             1001,
             "ids are not reused"
         );
@@ -764,7 +809,7 @@ mod tests {
         c.set_topic_configs("b", BTreeMap::from([("k".into(), "v".into())]))
             .expect("configures");
         c.delete_topic("c").expect("deletes");
-        c.allocate_producer_id().expect("id");
+        c.allocate_producer_ids(1).expect("id");
         let (now, delta) = c.changes_since(Some(created));
         assert_eq!(now, created + 5);
         assert!(!delta.everything && !delta.cluster);

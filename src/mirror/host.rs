@@ -35,10 +35,6 @@ fn refused(e: ControllerError) -> HostRefusal {
     }
 }
 
-fn ready<T: 'static>(value: T) -> HostFuture<T> {
-    Box::pin(std::future::ready(value))
-}
-
 impl BrokerHost {
     /// Runs `f` on the partition's log, locked.
     fn lease<T>(
@@ -127,8 +123,13 @@ impl Host for BrokerHost {
         configs: BTreeMap<String, String>,
         topic_id: Option<Uuid>,
     ) -> HostFuture<Result<(), HostRefusal>> {
-        let created = self.0.create_topic(name, partitions, configs, topic_id);
-        ready(created.map(|_| ()).map_err(refused))
+        let (broker, name) = (self.0.clone(), name.to_string());
+        Box::pin(async move {
+            let created = broker
+                .create_topic(&name, partitions, configs, topic_id)
+                .await;
+            created.map(drop).map_err(refused)
+        })
     }
 
     fn set_topic_configs(
@@ -136,13 +137,19 @@ impl Host for BrokerHost {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> HostFuture<Result<(), HostRefusal>> {
-        let set = self.0.set_topic_configs(name, configs);
-        ready(set.map(|_| ()).map_err(refused))
+        let (broker, name) = (self.0.clone(), name.to_string());
+        Box::pin(async move {
+            let set = broker.set_topic_configs(&name, configs).await;
+            set.map(drop).map_err(refused)
+        })
     }
 
     fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostRefusal>> {
-        let created = self.0.create_partitions(name, count);
-        ready(created.map(|_| ()).map_err(refused))
+        let (broker, name) = (self.0.clone(), name.to_string());
+        Box::pin(async move {
+            let created = broker.create_partitions(&name, count).await;
+            created.map(drop).map_err(refused)
+        })
     }
 
     fn bump_leader_epoch(
@@ -266,21 +273,26 @@ impl Host for BrokerHost {
         self.0.acls().to_vec()
     }
 
-    fn create_acls(&self, bindings: Vec<AclBinding>) -> Vec<Result<(), String>> {
-        self.0
-            .create_acls(bindings)
-            .into_iter()
-            .map(|r| r.map_err(|e| e.to_string()))
-            .collect()
+    fn create_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>> {
+        let broker = self.0.clone();
+        Box::pin(async move {
+            broker
+                .create_acls(bindings)
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 
-    fn delete_acls(&self, bindings: &[AclBinding]) -> Vec<Result<(), String>> {
+    fn delete_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>> {
+        let broker = self.0.clone();
         let exact: Vec<AclFilter> = bindings.iter().map(AclFilter::exactly).collect();
-        self.0
-            .delete_acls(&exact)
-            .into_iter()
-            .map(|r| r.map(|_| ()).map_err(|e| e.to_string()))
-            .collect()
+        Box::pin(async move {
+            broker
+                .delete_acls(exact)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
     }
 
     fn connect_source(&self, config: ClientConfig) -> Result<SourceClient, ClientError> {

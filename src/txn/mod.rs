@@ -54,7 +54,7 @@ pub struct TransactionCoordinator {
 }
 
 /// Allocates a fresh producer id (the controller's blocks).
-pub type AllocateProducerId<'a> = &'a dyn Fn() -> Result<i64, StorageError>;
+pub type AllocateProducerId<'a> = &'a dyn Fn() -> Result<i64, crate::controller::ControllerError>;
 
 impl TransactionCoordinator {
     /// Replays the log under `dir`; returns the coordinator and the completions a crash left.

@@ -8,7 +8,7 @@ fn open(dir: &Path) -> (TransactionCoordinator, Vec<Completion>) {
 }
 
 /// Producer ids 1000, 1001, ... as the controller would hand them out.
-fn allocator() -> impl Fn() -> Result<i64, StorageError> {
+fn allocator() -> impl Fn() -> Result<i64, crate::controller::ControllerError> {
     let next = Cell::new(1000);
     move || {
         let id = next.get();

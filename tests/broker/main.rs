@@ -109,7 +109,7 @@ async fn shut(running: Running) {
 }
 
 /// Creates `__mirror_state` as the engine does the first time a mirror needs it.
-fn ensure_state_topic(broker: &Broker) {
+async fn ensure_state_topic(broker: &Broker) {
     if broker.topic(MIRROR_STATE_TOPIC).is_none() {
         let partitions = broker.config().mirror_state_partitions;
         broker
@@ -119,6 +119,7 @@ fn ensure_state_topic(broker: &Broker) {
                 std::collections::BTreeMap::new(),
                 None,
             )
+            .await
             .expect("__mirror_state");
     }
 }
@@ -402,6 +403,7 @@ async fn mirror_topics_are_read_only_until_opened() {
                 ),
             ]),
         )
+        .await
         .expect("mirror created");
     running
         .broker
@@ -411,6 +413,7 @@ async fn mirror_topics_are_read_only_until_opened() {
             std::collections::BTreeMap::from([("mirror.name".to_string(), "dr".to_string())]),
             None,
         )
+        .await
         .expect("created");
     let records = || {
         BatchSpec {
@@ -512,7 +515,7 @@ async fn mirror_topics_are_read_only_until_opened() {
         Some((ErrorCode::READ_ONLY_TOPIC.0, -1)),
         "still a mirror topic"
     );
-    ensure_state_topic(&running.broker);
+    ensure_state_topic(&running.broker).await;
     assert_eq!(
         produce(&running.address, "__mirror_state", 0, records(), -1).await,
         Some((ErrorCode::INVALID_TOPIC_EXCEPTION.0, -1)),
@@ -796,6 +799,7 @@ async fn the_authorizer_enforces_acls_per_api() {
     running
         .broker
         .create_topic("ledger", 1, Default::default(), None)
+        .await
         .expect("created by the operator");
     let batch = BatchSpec::default().build();
     assert_eq!(
@@ -841,7 +845,7 @@ async fn the_authorizer_enforces_acls_per_api() {
         grant("led", "127.0.0.1", 4),
         grant("ledger", "10.9.9.9", 3),
     ]);
-    assert!(results.iter().all(Result::is_ok));
+    results.await.expect("ACLs stored");
     assert_eq!(
         produce(&address, "ledger", 0, batch.clone(), -1).await,
         Some((0, 0)),
@@ -995,7 +999,7 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     // The LME of a stopped partition, as its shard recorded it in __mirror_state.
     // A stopped topic of m1, as StopMirrorTopics leaves it, and its LME.
     let topic_id = uuid::Uuid::from_u128(77);
-    stopped_topic(&running.broker, "m1", "orders", topic_id);
+    stopped_topic(&running.broker, "m1", "orders", topic_id).await;
     write_stopped_lme(&running.broker, "m1", "orders", topic_id, 5).await;
     // The engine's shards load it and answer.
     shut(running).await;
@@ -1018,7 +1022,11 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
         .await
         .expect("DeleteMirror answers");
     assert_eq!(refused.error_code, ErrorCode::MIRROR_NOT_EMPTY.0);
-    running.broker.delete_topic("orders").expect("deleted");
+    running
+        .broker
+        .delete_topic("orders")
+        .await
+        .expect("deleted");
     let (_, deleted) = client
         .send("DeleteMirror", &delete, 0)
         .await
@@ -1030,7 +1038,7 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
 
 /// Creates `topic` (id `topic_id`, one partition) as a topic of `mirror` that
 /// StopMirrorTopics left writable.
-fn stopped_topic(broker: &Broker, mirror: &str, topic: &str, topic_id: uuid::Uuid) {
+async fn stopped_topic(broker: &Broker, mirror: &str, topic: &str, topic_id: uuid::Uuid) {
     broker
         .create_topic(
             topic,
@@ -1041,6 +1049,7 @@ fn stopped_topic(broker: &Broker, mirror: &str, topic: &str, topic_id: uuid::Uui
             )]),
             Some(topic_id),
         )
+        .await
         .expect("created");
 }
 
@@ -1058,7 +1067,7 @@ async fn write_stopped_lme(
     use kmirror_actors::partition::StoredState;
     use kmirror_protocol::sharding::mirror_partition_shard;
     use kmirror_protocol::state::MirrorState;
-    ensure_state_topic(broker);
+    ensure_state_topic(broker).await;
     let count = broker.config().mirror_state_partitions;
     let index = mirror_partition_shard(mirror, &topic_id, 0, count);
     let mut shard = Shard::new(index, count);
@@ -1103,11 +1112,12 @@ async fn last_mirrored_epochs_answer_from_every_mirror_of_the_asking_cluster() {
                     ("mirror.source.cluster.id".to_string(), "SRC-ID".to_string()),
                 ]),
             )
+            .await
             .expect("created");
     }
     let (orders, items) = (uuid::Uuid::from_u128(77), uuid::Uuid::from_u128(78));
-    stopped_topic(&running.broker, "m1", "orders", orders);
-    stopped_topic(&running.broker, "m2", "items", items);
+    stopped_topic(&running.broker, "m1", "orders", orders).await;
+    stopped_topic(&running.broker, "m2", "items", items).await;
     write_stopped_lme(&running.broker, "m1", "orders", orders, 5).await;
     write_stopped_lme(&running.broker, "m2", "items", items, 7).await;
     shut(running).await;
@@ -2079,6 +2089,7 @@ async fn start_mirror_topics_refuses_internal_topic_names() {
                 "127.0.0.1:1".to_string(),
             )]),
         )
+        .await
         .expect("mirror");
     let client = connection(&running.address).await;
     let request = StartMirrorTopicsRequest {

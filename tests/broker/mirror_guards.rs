@@ -45,12 +45,13 @@ fn records(count: usize) -> Bytes {
 
 /// Makes `topic` a topic of mirror `dr` in `state` (`dr`, `dr.paused`, `dr.removed`), as the
 /// mirror RPCs do: through the broker, not a client request.
-fn set_mirror_name(running: &Running, topic: &str, value: &str) {
+async fn set_mirror_name(running: &Running, topic: &str, value: &str) {
     let mut configs = running.broker.topics()[topic].configs.clone();
     configs.insert("mirror.name".into(), value.into());
     running
         .broker
         .set_topic_configs(topic, configs)
+        .await
         .expect("mirror.name set");
 }
 
@@ -146,7 +147,7 @@ async fn add_partitions_to_txn_refuses_a_read_only_mirror_partition() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start(dir.path()).await;
     topic_with_records(&running, "mirrored", 1).await;
-    set_mirror_name(&running, "mirrored", "dr");
+    set_mirror_name(&running, "mirrored", "dr").await;
     assert_eq!(create(&running.address, "plain", 1).await, 0);
     let producer = init_transactions(&running, "tx").await;
     let added = add_partitions(&running, "tx", producer, &[("mirrored", 0), ("plain", 0)]).await;
@@ -200,7 +201,7 @@ async fn end_txn_writes_no_marker_into_a_partition_that_became_read_only() {
         produce(&running.address, "joined", 0, batch, -1).await,
         Some((0, 3))
     );
-    set_mirror_name(&running, "joined", "dr");
+    set_mirror_name(&running, "joined", "dr").await;
     assert_eq!(end_transaction(&running, "tx", producer).await, 0);
     let batches = read(&running, "joined").await;
     assert_eq!(batches.len(), 2, "{batches:?}");
@@ -230,7 +231,7 @@ async fn create_partitions_is_refused_for_a_mirror_topic() {
     };
     let client = connection(&running.address).await;
     for state in ["dr", "dr.paused"] {
-        set_mirror_name(&running, "mirrored", state);
+        set_mirror_name(&running, "mirrored", state).await;
         for validate_only in [true, false] {
             let (_, answer) = client
                 .send("CreatePartitions", &grow(validate_only), 3)
@@ -244,7 +245,7 @@ async fn create_partitions_is_refused_for_a_mirror_topic() {
         }
     }
     assert_eq!(running.broker.topics()["mirrored"].partitions.len(), 1);
-    set_mirror_name(&running, "mirrored", "dr.removed");
+    set_mirror_name(&running, "mirrored", "dr.removed").await;
     running.broker.set_read_only("mirrored", 0, false);
     let (_, answer) = client
         .send("CreatePartitions", &grow(false), 3)
@@ -266,7 +267,7 @@ async fn deleting_a_mirroring_or_paused_topic_is_refused_until_it_is_stopped() {
         .with_topic_names(vec![TopicName(name("mirrored"))]);
     let client = connection(&running.address).await;
     for state in ["dr", "dr.paused"] {
-        set_mirror_name(&running, "mirrored", state);
+        set_mirror_name(&running, "mirrored", state).await;
         let (_, answer) = client
             .send("DeleteTopics", &delete, 5)
             .await
@@ -281,7 +282,7 @@ async fn deleting_a_mirroring_or_paused_topic_is_refused_until_it_is_stopped() {
         assert!(message.contains("--stop"), "{message}");
         assert_eq!(read(&running, "mirrored").await.len(), 2, "every record");
     }
-    set_mirror_name(&running, "mirrored", "dr.removed");
+    set_mirror_name(&running, "mirrored", "dr.removed").await;
     let (_, answer) = client
         .send("DeleteTopics", &delete, 5)
         .await
@@ -364,7 +365,7 @@ async fn clients_cannot_set_change_or_delete_mirror_name() {
     let running = start(dir.path()).await;
     topic_with_records(&running, "plain", 2).await;
     topic_with_records(&running, "mirrored", 1).await;
-    set_mirror_name(&running, "mirrored", "dr");
+    set_mirror_name(&running, "mirrored", "dr").await;
     let refused = |(code, message): (i16, String)| {
         assert_eq!(code, ErrorCode::INVALID_CONFIG.0, "{message}");
         assert!(
@@ -433,6 +434,7 @@ async fn mirrored_topic_configs_are_refused_until_the_topic_is_stopped() {
                 ),
             ]),
         )
+        .await
         .expect("mirror created");
     topic_with_records(&running, "mirrored", 1).await;
     // As the sync copies it from the source.
@@ -441,9 +443,10 @@ async fn mirrored_topic_configs_are_refused_until_the_topic_is_stopped() {
     running
         .broker
         .set_topic_configs("mirrored", synced)
+        .await
         .expect("synced");
     for state in ["dr", "dr.paused"] {
-        set_mirror_name(&running, "mirrored", state);
+        set_mirror_name(&running, "mirrored", state).await;
         for (key, operation, value) in [
             ("retention.ms", SET, Some("1")),
             ("retention.bytes", SET, Some("1")),
@@ -471,7 +474,7 @@ async fn mirrored_topic_configs_are_refused_until_the_topic_is_stopped() {
         0
     );
     assert_eq!(read(&running, "mirrored").await.len(), 1, "every record");
-    set_mirror_name(&running, "mirrored", "dr.removed");
+    set_mirror_name(&running, "mirrored", "dr.removed").await;
     running.broker.set_read_only("mirrored", 0, false);
     assert_eq!(
         alter_one(&running, "mirrored", "retention.ms", SET, Some("60000"))

@@ -273,7 +273,7 @@ async fn internal_topics_refuse_clients_and_keep_their_records_whatever_retentio
     }
 
     // The engine's own creation goes on; clients cannot change what keeps its records.
-    super::ensure_state_topic(&running.broker);
+    super::ensure_state_topic(&running.broker).await;
     assert_eq!(
         alter_error(&running, MIRROR_STATE_TOPIC, "retention.ms", "1000").await,
         ErrorCode::POLICY_VIOLATION.0

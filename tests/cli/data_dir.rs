@@ -122,9 +122,12 @@ fn stopped_broker_with_data(data: &Path) -> (usize, usize) {
     let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
     let broker = Broker::open(config).expect("opens");
     let now = kmirror::broker::now_ms();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
     for (topic, partitions) in [("alpha", 2), ("beta", 1)] {
-        broker
-            .create_topic(topic, partitions, BTreeMap::new(), None)
+        runtime
+            .block_on(broker.create_topic(topic, partitions, BTreeMap::new(), None))
             .expect("creates");
         for p in 0..partitions {
             let batch = BatchSpec {

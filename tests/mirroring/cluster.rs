@@ -293,7 +293,7 @@ async fn three_brokers_mirror_their_partitions_with_remote_coordinator_shards() 
     }
     assert!(elsewhere > 0, "some single's shard is on another broker");
     for (name, _, _) in &deleted {
-        members[0].broker.delete_topic(name).expect("deleted");
+        members[0].broker.delete_topic(name).await.expect("deleted");
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

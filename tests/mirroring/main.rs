@@ -69,12 +69,22 @@ fn segment(topic: &str, partition: i32) -> Vec<u8> {
 }
 
 /// A client of the source cluster, patient with a loaded machine.
+/// The outcome of a metadata write of a single-node broker or of an in-process cluster, which
+/// completes without waiting (its controller writes in place); panics if it would wait.
+fn written<T>(write: impl std::future::Future<Output = T>) -> T {
+    let mut write = std::pin::pin!(write);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match write.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(outcome) => outcome,
+        std::task::Poll::Pending => panic!("a local metadata write waited"),
+    }
+}
+
 /// Creates `__mirror_state` as the engine does the first time a mirror needs it.
 fn ensure_state_topic(broker: &Broker) {
     if broker.topic(MIRROR_STATE_TOPIC).is_none() {
         let partitions = broker.config().mirror_state_partitions;
-        broker
-            .create_topic(MIRROR_STATE_TOPIC, partitions, BTreeMap::new(), None)
+        written(broker.create_topic(MIRROR_STATE_TOPIC, partitions, BTreeMap::new(), None))
             .expect("__mirror_state");
     }
 }
@@ -130,6 +140,7 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
         let configs = BTreeMap::from([("mirror.name".to_string(), "dr".to_string())]);
         let created = broker
             .create_topic(topic, t.partitions.len() as i32, configs, Some(t.topic_id))
+            .await
             .expect("mirror topic created");
         assert_eq!(created.topic_id, t.topic_id, "the source's topic id");
         for p in &t.partitions {
@@ -384,6 +395,7 @@ async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_w
             "dr",
             BTreeMap::from([("bootstrap.servers".to_string(), bootstrap.clone())]),
         )
+        .await
         .expect("mirror created");
     let system = MirrorSystem::new(BrokerHost(broker.clone()), RetryPolicy::default()).start();
     system

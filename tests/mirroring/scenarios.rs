@@ -139,15 +139,15 @@ impl Harness for BrokerHarness {
     }
 
     fn create_mirror(&self, side: Side, name: &str, configs: BTreeMap<String, String>) {
-        self.broker(side)
-            .create_mirror(name, configs)
-            .expect("mirror created");
+        crate::written(self.broker(side).create_mirror(name, configs)).expect("mirror created");
     }
 
     fn create_topic(&self, side: Side, topic: &str, partitions: i32) {
-        self.broker(side)
-            .create_topic(topic, partitions, BTreeMap::new(), None)
-            .expect("topic created");
+        crate::written(
+            self.broker(side)
+                .create_topic(topic, partitions, BTreeMap::new(), None),
+        )
+        .expect("topic created");
     }
 
     fn produce(
@@ -235,6 +235,7 @@ impl Harness for BrokerHarness {
     async fn bump_leader_epoch(&self, side: Side, topic: &str, partition: i32) {
         self.broker(side)
             .bump_leader_epoch(topic, partition, -1)
+            .await
             .expect("bumped")
             .expect("the partition exists");
     }

@@ -527,10 +527,8 @@ async fn sync_acls<H: Host>(job: &SyncJob<H>, filters: &SyncFilters) -> Result<(
             bindings = changes.create.len(),
             "creating ACLs from the source"
         );
-        for result in job.host.create_acls(changes.create) {
-            if let Err(e) = result {
-                errors.push(failed("creating an ACL", e));
-            }
+        if let Err(e) = job.host.create_acls(changes.create).await {
+            errors.push(failed("creating ACLs", e));
         }
     }
     if !changes.delete.is_empty() {
@@ -539,10 +537,8 @@ async fn sync_acls<H: Host>(job: &SyncJob<H>, filters: &SyncFilters) -> Result<(
             bindings = changes.delete.len(),
             "deleting ACLs gone from the source"
         );
-        for result in job.host.delete_acls(&changes.delete) {
-            if let Err(e) = result {
-                errors.push(failed("deleting an ACL", e));
-            }
+        if let Err(e) = job.host.delete_acls(changes.delete).await {
+            errors.push(failed("deleting ACLs", e));
         }
     }
     joined(errors)

@@ -503,28 +503,19 @@ impl Host for MemoryCluster {
         self.state().acls.clone()
     }
 
-    fn create_acls(&self, bindings: Vec<AclBinding>) -> Vec<Result<(), String>> {
+    fn create_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>> {
         let mut state = self.state();
-        bindings
-            .into_iter()
-            .map(|b| {
-                if !state.acls.contains(&b) {
-                    state.acls.push(b);
-                }
-                Ok(())
-            })
-            .collect()
+        for b in bindings {
+            if !state.acls.contains(&b) {
+                state.acls.push(b);
+            }
+        }
+        Box::pin(std::future::ready(Ok(())))
     }
 
-    fn delete_acls(&self, bindings: &[AclBinding]) -> Vec<Result<(), String>> {
-        let mut state = self.state();
-        bindings
-            .iter()
-            .map(|b| {
-                state.acls.retain(|a| a != b);
-                Ok(())
-            })
-            .collect()
+    fn delete_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>> {
+        self.state().acls.retain(|a| !bindings.contains(a));
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn connect_source(&self, config: ClientConfig) -> Result<MemorySourceClient, ClientError> {

@@ -28,9 +28,9 @@ fn denied() -> Option<StrBytes> {
     ))
 }
 
-pub(super) fn create(
+pub(super) async fn create(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: CreateAclsRequest,
 ) -> CreateAclsResponse {
     if !access.cluster(Operation::Alter) {
@@ -61,22 +61,18 @@ pub(super) fn create(
         })
         .collect();
     let valid: Vec<AclBinding> = parsed.iter().filter_map(|p| p.clone().ok()).collect();
-    let mut stored = broker.create_acls(valid).into_iter();
+    // The valid bindings are stored together, or none of them.
+    let stored = broker.create_acls(valid).await;
     let results = parsed
         .into_iter()
-        .map(|p| match p {
-            Err(e) => AclCreationResult::default()
+        .map(|p| match (p, &stored) {
+            (Err(e), _) => AclCreationResult::default()
                 .with_error_code(ErrorCode::INVALID_REQUEST.0)
                 .with_error_message(Some(StrBytes::from_string(e.to_string()))),
-            Ok(_) => match stored.next() {
-                Some(Ok(())) => AclCreationResult::default(),
-                Some(Err(e)) => AclCreationResult::default()
-                    .with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.0)
-                    .with_error_message(Some(StrBytes::from_string(e.to_string()))),
-                None => {
-                    AclCreationResult::default().with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.0)
-                }
-            },
+            (Ok(_), Ok(())) => AclCreationResult::default(),
+            (Ok(_), Err(e)) => AclCreationResult::default()
+                .with_error_code(e.error_code())
+                .with_error_message(Some(StrBytes::from_string(e.to_string()))),
         })
         .collect();
     CreateAclsResponse::default().with_results(results)
@@ -84,7 +80,7 @@ pub(super) fn create(
 
 pub(super) fn describe(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: DescribeAclsRequest,
 ) -> DescribeAclsResponse {
     if !access.cluster(Operation::Describe) {
@@ -140,9 +136,9 @@ pub(super) fn describe(
     DescribeAclsResponse::default().with_resources(resources)
 }
 
-pub(super) fn delete(
+pub(super) async fn delete(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: DeleteAclsRequest,
 ) -> DeleteAclsResponse {
     if !access.cluster(Operation::Alter) {
@@ -173,7 +169,10 @@ pub(super) fn delete(
         })
         .collect();
     let valid: Vec<AclFilter> = parsed.iter().filter_map(|p| p.clone().ok()).collect();
-    let mut deleted = broker.delete_acls(&valid).into_iter();
+    let (mut deleted, failed) = match broker.delete_acls(valid).await {
+        Ok(deleted) => (deleted.into_iter(), None),
+        Err(e) => (Vec::new().into_iter(), Some(e)),
+    };
     let results = parsed
         .into_iter()
         .map(|p| match p {
@@ -181,7 +180,7 @@ pub(super) fn delete(
                 .with_error_code(ErrorCode::INVALID_REQUEST.0)
                 .with_error_message(Some(StrBytes::from_string(e.to_string()))),
             Ok(_) => match deleted.next() {
-                Some(Ok(bindings)) => DeleteAclsFilterResult::default().with_matching_acls(
+                Some(bindings) => DeleteAclsFilterResult::default().with_matching_acls(
                     bindings
                         .iter()
                         .map(|b| {
@@ -196,11 +195,13 @@ pub(super) fn delete(
                         })
                         .collect(),
                 ),
-                Some(Err(e)) => DeleteAclsFilterResult::default()
-                    .with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.0)
-                    .with_error_message(Some(StrBytes::from_string(e.to_string()))),
                 None => DeleteAclsFilterResult::default()
-                    .with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.0),
+                    .with_error_code(
+                        failed
+                            .as_ref()
+                            .map_or(ErrorCode::KAFKA_STORAGE_ERROR.0, |e| e.error_code()),
+                    )
+                    .with_error_message(failed.as_ref().map(|e| text(&e.to_string()))),
             },
         })
         .collect();

@@ -100,9 +100,9 @@ pub(super) fn apply_operations(
 }
 
 /// Alters one resource; `Err` is the error code and message.
-fn alter(
+async fn alter(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     resource_type: i8,
     name: &str,
     validate_only: bool,
@@ -112,7 +112,8 @@ fn alter(
         return mirror_configs::alter(broker, access, name, validate_only, |current| {
             let (base, changes) = changes(current);
             apply_operations(&base, &changes)
-        });
+        })
+        .await;
     }
     if resource_type != TOPIC {
         return Err((
@@ -156,19 +157,19 @@ fn alter(
     }
     broker
         .set_topic_configs(name, configs)
+        .await
         .map(|_| ())
         .map_err(|e| (e.error_code(), e.to_string()))
 }
 
-pub(super) fn incremental(
+pub(super) async fn incremental(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|resource| {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in request.resources {
+        responses.push({
             let changes: Vec<Change> = resource
                 .configs
                 .iter()
@@ -184,7 +185,8 @@ pub(super) fn incremental(
                 &resource.resource_name,
                 request.validate_only,
                 |current| (current.clone(), changes),
-            );
+            )
+            .await;
             let answer =
                 incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                     .with_resource_type(resource.resource_type)
@@ -195,20 +197,19 @@ pub(super) fn incremental(
                     .with_error_code(code)
                     .with_error_message(Some(StrBytes::from_string(message))),
             }
-        })
-        .collect();
+        });
+    }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
-pub(super) fn legacy(
+pub(super) async fn legacy(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: AlterConfigsRequest,
 ) -> AlterConfigsResponse {
-    let responses = request
-        .resources
-        .into_iter()
-        .map(|resource| {
+    let mut responses = Vec::with_capacity(request.resources.len());
+    for resource in request.resources {
+        responses.push({
             let changes: Vec<Change> = resource
                 .configs
                 .iter()
@@ -234,7 +235,8 @@ pub(super) fn legacy(
                         .collect();
                     (internal, changes)
                 },
-            );
+            )
+            .await;
             let answer = alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(resource.resource_type)
                 .with_resource_name(resource.resource_name);
@@ -244,7 +246,7 @@ pub(super) fn legacy(
                     .with_error_code(code)
                     .with_error_message(Some(StrBytes::from_string(message))),
             }
-        })
-        .collect();
+        });
+    }
     AlterConfigsResponse::default().with_responses(responses)
 }

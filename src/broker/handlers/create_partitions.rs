@@ -14,16 +14,16 @@ use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::errors::ErrorCode;
 
-pub(super) fn handle(
+pub(super) async fn handle(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut budget = 0;
-    let results = request
-        .topics
-        .into_iter()
-        .map(|topic| {
+    let mut results = Vec::with_capacity(request.topics.len());
+    for topic in request.topics {
+        // One topic's answer (an async block, so its early returns end only this topic).
+        let answer = async {
             let name = topic.name.0.to_string();
             let result = CreatePartitionsTopicResult::default().with_name(topic.name);
             if !access.topic(Operation::Alter, &name) {
@@ -49,7 +49,10 @@ pub(super) fn handle(
             let outcome = if request.validate_only {
                 broker.check_create_partitions(&name, topic.count)
             } else {
-                broker.create_partitions(&name, topic.count).map(|_| ())
+                broker
+                    .create_partitions(&name, topic.count)
+                    .await
+                    .map(|_| ())
             };
             match outcome {
                 Ok(()) => result,
@@ -57,7 +60,8 @@ pub(super) fn handle(
                     .with_error_code(e.error_code())
                     .with_error_message(Some(StrBytes::from_string(e.to_string()))),
             }
-        })
-        .collect();
+        };
+        results.push(answer.await);
+    }
     CreatePartitionsResponse::default().with_results(results)
 }

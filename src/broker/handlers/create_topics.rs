@@ -35,9 +35,9 @@ pub(super) fn take_partitions(used: &mut i64, adding: i64) -> Result<(), String>
     Ok(())
 }
 
-pub(super) fn handle(
+pub(super) async fn handle(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: CreateTopicsRequest,
 ) -> CreateTopicsResponse {
     let mut results = Vec::new();
@@ -110,6 +110,7 @@ pub(super) fn handle(
         } else {
             broker
                 .create_topic(&name, partitions, configs, None)
+                .await
                 .map(Some)
         };
         match outcome {

@@ -12,9 +12,9 @@ use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicN
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::errors::ErrorCode;
 
-pub(super) fn handle(
+pub(super) async fn handle(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: DeleteTopicsRequest,
 ) -> DeleteTopicsResponse {
     let wanted: Vec<(Option<TopicName>, uuid::Uuid)> = if request.topics.is_empty() {
@@ -30,9 +30,10 @@ pub(super) fn handle(
             .map(|t| (t.name, t.topic_id))
             .collect()
     };
-    let responses = wanted
-        .into_iter()
-        .map(|(name, id)| {
+    let mut responses = Vec::with_capacity(wanted.len());
+    for (name, id) in wanted {
+        // One topic's answer (an async block, so its early returns end only this topic).
+        let answer = async {
             let name = match name {
                 Some(name) => Some(name.0.to_string()),
                 None => broker.topic_name(&id),
@@ -64,14 +65,15 @@ pub(super) fn handle(
                     .with_error_code(ErrorCode::READ_ONLY_TOPIC.0)
                     .with_error_message(Some(StrBytes::from_string(why)));
             }
-            match broker.delete_topic(&name) {
+            match broker.delete_topic(&name).await {
                 Ok(topic) => result.with_topic_id(topic.topic_id),
                 Err(e) => result
                     .with_topic_id(id)
                     .with_error_code(e.error_code())
                     .with_error_message(Some(StrBytes::from_string(e.to_string()))),
             }
-        })
-        .collect();
+        };
+        responses.push(answer.await);
+    }
     DeleteTopicsResponse::default().with_responses(responses)
 }

@@ -35,7 +35,7 @@ pub(super) fn handle(
             Ok(id) => answer(id, 0, 0),
             Err(e) => {
                 tracing::error!(error = %e, "allocating a producer id");
-                answer(-1, -1, ErrorCode::KAFKA_STORAGE_ERROR.0)
+                answer(-1, -1, e.error_code())
             }
         };
     };

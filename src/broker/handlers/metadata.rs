@@ -42,9 +42,9 @@ fn topic_entry(name: &str, topic: &TopicMeta, node: i32) -> MetadataResponseTopi
         )
 }
 
-pub(super) fn handle(
+pub(super) async fn handle(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
@@ -95,12 +95,10 @@ pub(super) fn handle(
                     continue;
                 }
                 if topic.is_none() && may_create_this {
-                    match broker.create_topic(
-                        &name,
-                        broker.config().num_partitions,
-                        BTreeMap::new(),
-                        None,
-                    ) {
+                    let created = broker
+                        .create_topic(&name, broker.config().num_partitions, BTreeMap::new(), None)
+                        .await;
+                    match created {
                         Ok(created) => topic = Some(created),
                         Err(e) => tracing::warn!(topic = name, error = %e, "auto-creating a topic"),
                     }

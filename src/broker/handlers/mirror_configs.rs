@@ -26,7 +26,7 @@ const DYNAMIC_CONFIG: i8 = 1;
 /// The configs of mirror `name`, secrets hidden; `Err` is the error code and message.
 pub(super) fn describe(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     name: &str,
 ) -> Result<Vec<DescribeConfigsResourceResult>, (i16, String)> {
     if !access.mirror(Operation::DescribeConfigs, name) {
@@ -56,9 +56,9 @@ pub(super) fn describe(
 }
 
 /// Alters mirror `name` to `change(current configs)`; `Err` is the error code and message.
-pub(super) fn alter(
+pub(super) async fn alter(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     name: &str,
     validate_only: bool,
     change: impl FnOnce(&BTreeMap<String, String>) -> Result<BTreeMap<String, String>, String>,
@@ -98,5 +98,6 @@ pub(super) fn alter(
     }
     broker
         .set_mirror_configs(name, next)
+        .await
         .map_err(|e| (e.error_code(), e.to_string()))
 }

@@ -76,7 +76,7 @@ pub(super) async fn write_states(
         })
 }
 
-pub(super) fn bump_leader_epochs(
+pub(super) async fn bump_leader_epochs(
     broker: &Broker,
     access: &Access<'_>,
     request: BumpLeaderEpochsRequest,
@@ -88,11 +88,34 @@ pub(super) fn bump_leader_epochs(
             ..Default::default()
         };
     }
+    let names: Vec<Option<String>> = request
+        .topics
+        .iter()
+        .map(|t| broker.topic_name(&t.topic_id))
+        .collect();
+    // Every partition of a known topic in one metadata write.
+    let wanted: Vec<(String, i32, i32)> = request
+        .topics
+        .iter()
+        .zip(&names)
+        .filter_map(|(t, name)| Some((name.as_ref()?, &t.partitions)))
+        .flat_map(|(name, partitions)| {
+            partitions
+                .iter()
+                .map(|p| (name.clone(), p.partition_index, p.min_leader_epoch))
+        })
+        .collect();
+    let count = wanted.len();
+    let mut bumped = match broker.bump_leader_epochs(wanted).await {
+        Ok(epochs) => epochs.into_iter().map(Ok).collect::<Vec<_>>(),
+        Err(e) => vec![Err((e.error_code(), e.to_string())); count],
+    }
+    .into_iter();
     let topics = request
         .topics
         .into_iter()
-        .map(|topic| {
-            let name = broker.topic_name(&topic.topic_id);
+        .zip(names)
+        .map(|(topic, name)| {
             let partitions = topic
                 .partitions
                 .into_iter()
@@ -102,17 +125,14 @@ pub(super) fn bump_leader_epochs(
                             ErrorCode::UNKNOWN_TOPIC_ID.0,
                             "no topic has this id".to_string(),
                         )),
-                        Some(name) => broker
-                            .bump_leader_epoch(name, p.partition_index, p.min_leader_epoch)
-                            .map_err(|e| (ErrorCode::KAFKA_STORAGE_ERROR.0, e.to_string()))
-                            .and_then(|epoch| {
-                                epoch.ok_or_else(|| {
-                                    (
-                                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
-                                        "no such partition".to_string(),
-                                    )
-                                })
-                            }),
+                        Some(_) => bumped.next().unwrap_or_else(|| Ok(None)).and_then(|epoch| {
+                            epoch.ok_or_else(|| {
+                                (
+                                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+                                    "no such partition".to_string(),
+                                )
+                            })
+                        }),
                     };
                     let (error_code, error_message, leader_epoch) = match outcome {
                         Ok(epoch) => (0, None, epoch),

@@ -71,7 +71,7 @@ pub(super) async fn create(
                 });
         match checked {
             Err(e) => refused(ErrorCode::INVALID_CONFIG, e.to_string()),
-            Ok(renamed) => match broker.create_mirror(&request.mirror_name, configs) {
+            Ok(renamed) => match broker.create_mirror(&request.mirror_name, configs).await {
                 Ok(()) => {
                     for (old, new) in renamed {
                         tracing::warn!(
@@ -161,7 +161,7 @@ async fn validate(
 
 pub(super) fn list(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: ListMirrorsRequest,
 ) -> ListMirrorsResponse {
     let mirrors = broker
@@ -196,9 +196,9 @@ pub(super) fn list(
     }
 }
 
-pub(super) fn delete(
+pub(super) async fn delete(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: DeleteMirrorRequest,
 ) -> DeleteMirrorResponse {
     let (error_code, error_message) = if !access.mirror(Operation::Delete, &request.mirror_name) {
@@ -207,7 +207,7 @@ pub(super) fn delete(
             "DELETE on the mirror is needed",
         )
     } else {
-        match broker.delete_mirror(&request.mirror_name) {
+        match broker.delete_mirror(&request.mirror_name).await {
             Ok(()) => (0, None),
             Err(e) => (e.error_code(), Some(e.to_string())),
         }

@@ -140,6 +140,7 @@ pub(super) async fn dispatch_mirror(
         }
         MirrorApiKey::DeleteMirror => {
             mirrors::delete(broker, access, Decodable::decode(body, version)?)
+                .await
                 .encode(&mut out, version)?
         }
         MirrorApiKey::LastMirroredEpochs => {
@@ -192,6 +193,7 @@ pub(super) async fn dispatch_mirror(
         }
         MirrorApiKey::BumpLeaderEpochs => {
             mirror_states::bump_leader_epochs(broker, access, Decodable::decode(body, version)?)
+                .await
                 .encode(&mut out, version)?
         }
     }
@@ -276,11 +278,11 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::Metadata => encode(
-            &metadata::handle(broker, access, Decodable::decode(body, version)?, version),
+            &metadata::handle(broker, access, Decodable::decode(body, version)?, version).await,
             version,
         ),
         ApiKey::CreateTopics => encode(
-            &create_topics::handle(broker, access, Decodable::decode(body, version)?),
+            &create_topics::handle(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::Produce => {
@@ -308,11 +310,11 @@ pub(super) async fn dispatch(
         ),
         ApiKey::DescribeCluster => encode(&describe_cluster::handle(broker, access), version),
         ApiKey::CreatePartitions => encode(
-            &create_partitions::handle(broker, access, Decodable::decode(body, version)?),
+            &create_partitions::handle(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::DeleteTopics => encode(
-            &delete_topics::handle(broker, access, Decodable::decode(body, version)?),
+            &delete_topics::handle(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::DescribeConfigs => encode(
@@ -320,11 +322,11 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::IncrementalAlterConfigs => encode(
-            &alter_configs::incremental(broker, access, Decodable::decode(body, version)?),
+            &alter_configs::incremental(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::AlterConfigs => encode(
-            &alter_configs::legacy(broker, access, Decodable::decode(body, version)?),
+            &alter_configs::legacy(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::FindCoordinator => encode(
@@ -434,7 +436,7 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::CreateAcls => encode(
-            &acls::create(broker, access, Decodable::decode(body, version)?),
+            &acls::create(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::DescribeAcls => encode(
@@ -442,7 +444,7 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::DeleteAcls => encode(
-            &acls::delete(broker, access, Decodable::decode(body, version)?),
+            &acls::delete(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         other => anyhow::bail!("{other:?} is not served"),

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# A kmirror cluster of N broker processes on loopback, for tests and demos (docs/cluster.md).
+# Every node is combined (process.roles=broker,controller): a broker for clients and a voter of
+# the metadata quorum.
+#
+#   scripts/cluster-local.sh start N DATA_DIR [BASE_PORT]   start N nodes (default base: the first
+#                                                          free block from 29100); node i listens
+#                                                          for clients on BASE+2(i-1) and for
+#                                                          controllers on BASE+2(i-1)+1; prints
+#                                                          DATA_DIR/env (source it: it exports
+#                                                          KMIRROR_CLUSTER_BOOTSTRAP)
+#   scripts/cluster-local.sh stop DATA_DIR                 stop every node (SIGTERM, then SIGKILL)
+#   scripts/cluster-local.sh kill I DATA_DIR               SIGKILL node I (a crash)
+#   scripts/cluster-local.sh restart I DATA_DIR            start node I again on its data
+#   scripts/cluster-local.sh status DATA_DIR               each node's pid and whether it runs
+#
+# KMIRROR_BIN names the kmirror binary (default: target/release/kmirror, built if missing).
+# Each node's log is DATA_DIR/node-I/broker.log, its data DATA_DIR/node-I/data.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+
+usage() {
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+kmirror_bin() {
+  local bin="${KMIRROR_BIN:-$ROOT/target/release/kmirror}"
+  if [[ ! -x "$bin" ]]; then
+    echo "building $bin" >&2
+    (cd "$ROOT" && cargo build --release --locked --bin kmirror >&2)
+  fi
+  echo "$bin"
+}
+
+# The first base port from $1 with 2*$2 free ports after it.
+free_base() {
+  python3 - "$1" "$2" <<'PY'
+import socket, sys
+start, count = int(sys.argv[1]), int(sys.argv[2])
+for base in range(start, 60000, 2 * count):
+    held = []
+    try:
+        for p in range(base, base + 2 * count):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", p))
+            held.append(s)
+        print(base)
+        sys.exit(0)
+    except OSError:
+        pass
+    finally:
+        for s in held:
+            s.close()
+sys.exit("no free block of ports")
+PY
+}
+
+# Waits until 127.0.0.1:$2 accepts connections or node $1 exits.
+wait_listening() {
+  local node="$1" port="$2" data="$3"
+  for _ in $(seq 1 600); do
+    if ! kill -0 "$(cat "$data/node-$node/pid")" 2>/dev/null; then
+      echo "node $node exited while starting; the end of its log ($data/node-$node/broker.log):" >&2
+      tail -n 20 "$data/node-$node/broker.log" >&2
+      return 1
+    fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "node $node does not listen on $port after 60 s; see $data/node-$node/broker.log" >&2
+  return 1
+}
+
+launch() {
+  local node="$1" data="$2"
+  local bin; bin="$(kmirror_bin)"
+  (cd "$data/node-$node" && exec setsid "$bin" broker server.properties >>broker.log 2>&1) &
+  echo $! >"$data/node-$node/pid"
+}
+
+start() {
+  local count="$1" data="$2" base="${3:-}"
+  [[ "$count" =~ ^[1-9][0-9]*$ ]] || { echo "N must be a positive number, not '$count'" >&2; exit 2; }
+  [[ -z "$base" ]] && base="$(free_base 29100 "$count")"
+  mkdir -p "$data"
+  data="$(cd "$data" && pwd)"
+  local voters="" bootstrap=""
+  for i in $(seq 1 "$count"); do
+    local client=$((base + 2 * (i - 1))) controller=$((base + 2 * (i - 1) + 1))
+    voters+="${voters:+,}$i@127.0.0.1:$controller"
+    bootstrap+="${bootstrap:+,}127.0.0.1:$client"
+  done
+  for i in $(seq 1 "$count"); do
+    local client=$((base + 2 * (i - 1))) controller=$((base + 2 * (i - 1) + 1))
+    mkdir -p "$data/node-$i/data"
+    cat >"$data/node-$i/server.properties" <<EOF
+process.roles=broker,controller
+node.id=$i
+controller.quorum.voters=$voters
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=PLAINTEXT://127.0.0.1:$client,CONTROLLER://127.0.0.1:$controller
+log.dirs=$data/node-$i/data
+EOF
+    echo "$client" >"$data/node-$i/port"
+  done
+  for i in $(seq 1 "$count"); do
+    launch "$i" "$data"
+  done
+  for i in $(seq 1 "$count"); do
+    wait_listening "$i" "$(cat "$data/node-$i/port")" "$data" || { stop "$data"; exit 1; }
+  done
+  echo "$count" >"$data/nodes"
+  {
+    echo "export KMIRROR_CLUSTER_BOOTSTRAP=$bootstrap"
+    echo "export KMIRROR_CLUSTER_DIR=$data"
+  } >"$data/env"
+  echo "$data/env"
+}
+
+stop_node() {
+  local node="$1" data="$2" pid
+  pid="$(cat "$data/node-$node/pid" 2>/dev/null)" || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+stop() {
+  local data="$1"
+  for dir in "$data"/node-*; do
+    [[ -d "$dir" ]] && stop_node "${dir##*/node-}" "$data"
+  done
+}
+
+case "${1:-}" in
+  start) [[ $# -ge 3 ]] || usage; start "$2" "$3" "${4:-}" ;;
+  stop) [[ $# -eq 2 ]] || usage; stop "$2" ;;
+  kill) [[ $# -eq 3 ]] || usage; kill -KILL "$(cat "$3/node-$2/pid")" ;;
+  restart)
+    [[ $# -eq 3 ]] || usage
+    stop_node "$2" "$3"
+    launch "$2" "$3"
+    wait_listening "$2" "$(cat "$3/node-$2/port")" "$3"
+    ;;
+  status)
+    [[ $# -eq 2 ]] || usage
+    for dir in "$2"/node-*; do
+      pid="$(cat "$dir/pid" 2>/dev/null || echo -)"
+      if kill -0 "$pid" 2>/dev/null; then state=running; else state=stopped; fi
+      echo "${dir##*/} pid $pid $state port $(cat "$dir/port")"
+    done
+    ;;
+  *) usage ;;
+esac

@@ -1,0 +1,142 @@
+//! Metadata commands: every change to the cluster's metadata, as one value a node can send to
+//! the active controller and every controller can apply.
+//!
+//! Contract: [`Controller::execute`] is deterministic. Given the same metadata and the same
+//! command, every node checks the same way, refuses with the same [`ControllerError`] or writes
+//! the same records. Anything random or local (a new topic's id, the node asking) is chosen by
+//! whoever proposes the command and travels inside it. This is what lets a quorum replicate the
+//! commands themselves (docs/cluster.md): each node applies the committed log in order and ends
+//! with the same image, and the node that proposed a command learns its outcome from its own
+//! application of it.
+
+use super::{Controller, ControllerError};
+use crate::acl::{AclBinding, AclFilter};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use uuid::Uuid;
+
+/// One change to the metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetadataCommand {
+    /// The cluster's id, chosen by the first node to propose one (later proposals change
+    /// nothing).
+    InitCluster { id: String },
+    /// Broker `node_id` is reached at `host:port` (written only when that changed).
+    RegisterBroker {
+        node_id: i32,
+        host: String,
+        port: u16,
+    },
+    /// Broker `node_id` started: a new leadership term for every partition it leads.
+    ResumeLeadership { node_id: i32 },
+    /// CreateTopics (`topic_id` chosen by the proposer, or the source's for a mirror topic).
+    CreateTopic {
+        name: String,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+        topic_id: Uuid,
+    },
+    /// CreatePartitions.
+    CreatePartitions { name: String, count: i32 },
+    /// A topic's dynamic configs, all of them.
+    SetTopicConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    /// DeleteTopics.
+    DeleteTopic { name: String },
+    /// BumpLeaderEpochs: `(topic, partition, min_leader_epoch)` each.
+    BumpLeaderEpochs { requests: Vec<(String, i32, i32)> },
+    /// A block of `count` producer ids for one broker to hand out.
+    AllocateProducerIds { count: i64 },
+    /// CreateMirror.
+    CreateMirror {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    /// A mirror's configs, all of them.
+    SetMirrorConfigs {
+        name: String,
+        configs: BTreeMap<String, String>,
+    },
+    /// DeleteMirror.
+    DeleteMirror { name: String },
+    /// CreateAcls.
+    CreateAcls { bindings: Vec<AclBinding> },
+    /// DeleteAcls: each filter's matches.
+    DeleteAcls { filters: Vec<AclFilter> },
+}
+
+/// What a command did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Applied {
+    /// The change is in the metadata (read it there).
+    Done,
+    /// Each BumpLeaderEpochs request's epoch afterwards (`None`: no such partition).
+    Epochs(Vec<Option<i32>>),
+    /// The first id of the block handed out.
+    ProducerIds(i64),
+    /// What each DeleteAcls filter deleted.
+    DeletedAcls(Vec<Vec<AclBinding>>),
+}
+
+/// A command's outcome as every node computes it.
+pub type Outcome = Result<Applied, ControllerError>;
+
+impl Controller {
+    /// Checks and applies one command (durably first when this controller has its own log).
+    pub fn execute(&mut self, command: &MetadataCommand) -> Outcome {
+        match command {
+            MetadataCommand::InitCluster { id } => self.init_cluster(id)?,
+            MetadataCommand::RegisterBroker {
+                node_id,
+                host,
+                port,
+            } => self.register_broker(*node_id, host, *port)?,
+            MetadataCommand::ResumeLeadership { node_id } => self.resume_leadership(*node_id)?,
+            MetadataCommand::CreateTopic {
+                name,
+                partitions,
+                configs,
+                topic_id,
+            } => {
+                self.create_topic(name, *partitions, configs.clone(), Some(*topic_id))?;
+            }
+            MetadataCommand::CreatePartitions { name, count } => {
+                self.create_partitions(name, *count)?;
+            }
+            MetadataCommand::SetTopicConfigs { name, configs } => {
+                self.set_topic_configs(name, configs.clone())?;
+            }
+            MetadataCommand::DeleteTopic { name } => {
+                self.delete_topic(name)?;
+            }
+            MetadataCommand::BumpLeaderEpochs { requests } => {
+                return Ok(Applied::Epochs(self.bump_leader_epochs(requests)?));
+            }
+            MetadataCommand::AllocateProducerIds { count } => {
+                return Ok(Applied::ProducerIds(self.allocate_producer_ids(*count)?));
+            }
+            MetadataCommand::CreateMirror { name, configs } => {
+                self.create_mirror(name, configs.clone())?
+            }
+            MetadataCommand::SetMirrorConfigs { name, configs } => {
+                self.set_mirror_configs(name, configs.clone())?
+            }
+            MetadataCommand::DeleteMirror { name } => self.delete_mirror(name)?,
+            MetadataCommand::CreateAcls { bindings } => {
+                for binding in bindings {
+                    self.create_acl(binding.clone())?;
+                }
+            }
+            MetadataCommand::DeleteAcls { filters } => {
+                let mut deleted = Vec::with_capacity(filters.len());
+                for filter in filters {
+                    deleted.push(self.delete_acls(filter)?);
+                }
+                return Ok(Applied::DeletedAcls(deleted));
+            }
+        }
+        Ok(Applied::Done)
+    }
+}

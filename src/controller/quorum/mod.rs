@@ -1,0 +1,256 @@
+//! The metadata quorum: the controller's log replicated with Raft (openraft 0.9) across the
+//! controllers named by `controller.quorum.voters` (docs/cluster.md).
+//!
+//! Lifecycle: [`Quorum::start`] opens the durable Raft log and the last snapshot under the
+//! node's `__cluster_metadata/quorum/`, replays what was committed into this node's image (so a
+//! restarted node reads its metadata before any leader exists), listens for the other
+//! controllers, and, on a node whose log is empty, proposes the voters as the first membership
+//! (every voter proposes the same one, so whichever is first wins and the others are no-ops).
+//!
+//! Contracts:
+//! - Every entry is one [`MetadataCommand`]; every node applies the committed entries in order
+//!   to its [`Controller`] image with [`Controller::execute`], which is deterministic, so all
+//!   images agree and the outcome each node computes is the same.
+//! - [`Quorum::write`] returns only after the change is committed (fsynced on a majority) and
+//!   applied to this node's image, so what the caller reads next includes it. On a node that
+//!   is not the active controller it forwards the change there. A change that could not reach
+//!   the active controller was not written; one whose answer was lost is reported as
+//!   [`ControllerError::Unavailable`] and may still be applied.
+//! - Node ids are never reused for a node with an empty log (Raft's rule): a node whose
+//!   metadata directory was lost must join under a new `node.id`.
+
+mod log_store;
+mod network;
+mod replica;
+mod server;
+mod state_machine;
+mod types;
+
+use crate::controller::{Controller, ControllerError, MetadataCommand, Outcome};
+use crate::storage::StorageError;
+use network::{CallError, Forwarded, Peer, QuorumRequest, QuorumResponse};
+use openraft::error::{ClientWriteError, InitializeError, RaftError};
+use openraft::{BasicNode, Raft};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::watch;
+use types::MetadataRaft;
+
+/// How a node takes part in the quorum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuorumConfig {
+    /// This node's `node.id`.
+    pub node_id: i32,
+    /// `controller.quorum.voters`: each voter's node id and controller address (`host:port`).
+    pub voters: BTreeMap<i32, String>,
+    /// Where this node's controller listener binds.
+    pub listener: SocketAddr,
+    /// Where the Raft log and snapshots live.
+    pub dir: PathBuf,
+    /// How long a metadata change may wait for the active controller.
+    pub request_timeout: Duration,
+}
+
+/// Why the quorum could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum QuorumError {
+    /// The Raft log or snapshot could not be read or written.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The controller listener could not bind.
+    #[error("listening for controllers on {address}: {source}")]
+    Bind {
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    /// Raft refused to start.
+    #[error("starting the metadata quorum: {0}")]
+    Raft(String),
+}
+
+/// This node's member of the metadata quorum.
+#[derive(Debug)]
+pub struct Quorum {
+    node_id: u64,
+    raft: Raft<MetadataRaft>,
+    image: Arc<Mutex<Controller>>,
+    request_timeout: Duration,
+    stop: watch::Sender<bool>,
+}
+
+/// Raft's timing: heartbeats well under the election timeout even when fsyncs stall on a
+/// shared 2-core machine (an election timeout at least ten times an append's latency).
+fn raft_config() -> Result<openraft::Config, QuorumError> {
+    openraft::Config {
+        cluster_name: "kmirror-metadata".into(),
+        heartbeat_interval: 250,
+        election_timeout_min: 1_000,
+        election_timeout_max: 2_000,
+        install_snapshot_timeout: 5_000,
+        snapshot_max_chunk_size: 1024 * 1024,
+        snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(5_000),
+        max_in_snapshot_log_to_keep: 1_000,
+        ..Default::default()
+    }
+    .validate()
+    .map_err(|e| QuorumError::Raft(e.to_string()))
+}
+
+impl Quorum {
+    /// Starts this node's member of the quorum over `image` (an empty [`Controller::replica`]):
+    /// see the module doc.
+    pub async fn start(
+        config: QuorumConfig,
+        image: Arc<Mutex<Controller>>,
+    ) -> Result<Arc<Quorum>, QuorumError> {
+        std::fs::create_dir_all(&config.dir)
+            .map_err(crate::storage::error::io("create", &config.dir))?;
+        let log = log_store::LogStore::open(&config.dir)?;
+        let state = state_machine::StateMachine::open(&config.dir, image.clone())?;
+        let node_id = config.node_id as u64;
+        let raft = Raft::new(
+            node_id,
+            Arc::new(raft_config()?),
+            network::Network,
+            log,
+            state,
+        )
+        .await
+        .map_err(|e| QuorumError::Raft(e.to_string()))?;
+        let listener = tokio::net::TcpListener::bind(config.listener)
+            .await
+            .map_err(|source| QuorumError::Bind {
+                address: config.listener,
+                source,
+            })?;
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(server::serve(listener, raft.clone(), stopped));
+        let quorum = Arc::new(Quorum {
+            node_id,
+            raft,
+            image,
+            request_timeout: config.request_timeout,
+            stop,
+        });
+        if config.voters.contains_key(&config.node_id) {
+            quorum.bootstrap(&config.voters).await?;
+        }
+        Ok(quorum)
+    }
+
+    /// Proposes the voters as the first membership when this node's log is empty.
+    async fn bootstrap(&self, voters: &BTreeMap<i32, String>) -> Result<(), QuorumError> {
+        let members: BTreeMap<u64, BasicNode> = voters
+            .iter()
+            .map(|(id, address)| (*id as u64, BasicNode::new(address)))
+            .collect();
+        match self.raft.initialize(members).await {
+            Ok(()) => {
+                tracing::info!(voters = ?voters, "metadata quorum formed");
+                Ok(())
+            }
+            // Already a member of a formed quorum (a restart, or another voter was first).
+            Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
+            Err(e) => Err(QuorumError::Raft(e.to_string())),
+        }
+    }
+
+    /// The active controller's node id, if this node knows one.
+    pub fn leader(&self) -> Option<i32> {
+        self.raft
+            .metrics()
+            .borrow()
+            .current_leader
+            .map(|id| id as i32)
+    }
+
+    /// This node's image of the metadata (changed only by the quorum).
+    pub fn image(&self) -> &Arc<Mutex<Controller>> {
+        &self.image
+    }
+
+    /// Commits `command` through the active controller and waits until this node applied it
+    /// (see the module doc).
+    pub async fn write(&self, command: MetadataCommand) -> Outcome {
+        let deadline = tokio::time::Instant::now() + self.request_timeout;
+        let mut last = String::from("no controller was elected yet");
+        loop {
+            match self.raft.client_write(command.clone()).await {
+                Ok(written) => return written.data.0,
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(to))) => {
+                    match (to.leader_id, to.leader_node) {
+                        (Some(leader), Some(node)) if leader != self.node_id => {
+                            match self.forward(&node.addr, &command, deadline).await {
+                                Ok(Some(outcome)) => return outcome,
+                                Ok(None) => {
+                                    last = format!("controller {leader} is no longer active")
+                                }
+                                Err(e @ CallError::Unreachable { .. }) => last = e.to_string(),
+                                Err(e @ CallError::Broken { .. }) => {
+                                    return Err(ControllerError::Unavailable(format!(
+                                        "the active controller {leader} did not answer ({e}); \
+                                         the change may or may not be applied"
+                                    )));
+                                }
+                            }
+                        }
+                        _ => last = "an election is under way".to_string(),
+                    }
+                }
+                Err(e) => {
+                    return Err(ControllerError::Unavailable(format!(
+                        "the metadata quorum failed: {e}"
+                    )));
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(ControllerError::Unavailable(format!(
+                    "no active controller committed the change within {:?}: {last}",
+                    self.request_timeout
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Forwards `command` to the controller at `address`: its outcome once this node applied
+    /// it too, or `None` when that controller is not active (nothing was written).
+    async fn forward(
+        &self,
+        address: &str,
+        command: &MetadataCommand,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<Outcome>, CallError> {
+        let within = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let request = QuorumRequest::Forward(command.clone());
+        let broken = |reason: String| CallError::Broken {
+            address: address.to_string(),
+            reason,
+        };
+        match Peer::new(address).call(&request, within).await? {
+            QuorumResponse::Forwarded(Forwarded::Applied { index, outcome }) => {
+                let within = deadline.saturating_duration_since(tokio::time::Instant::now());
+                self.raft
+                    .wait(Some(within))
+                    .applied_index_at_least(Some(index), "a forwarded metadata change")
+                    .await
+                    .map_err(|e| broken(format!("committed at {index}, not applied here: {e}")))?;
+                Ok(Some(outcome))
+            }
+            QuorumResponse::Forwarded(Forwarded::NotLeader { .. }) => Ok(None),
+            QuorumResponse::Forwarded(Forwarded::Failed(why)) => Err(broken(why)),
+            other => Err(broken(format!("answered out of turn: {other:?}"))),
+        }
+    }
+
+    /// Stops taking part: the listener closes and Raft shuts down.
+    pub async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "stopping the metadata quorum");
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! The quorum's wire: Raft's RPCs between controllers and metadata writes forwarded to the
+//! active controller, over TCP on each controller's listener (docs/cluster.md).
+//!
+//! Framing: `u32 length (big-endian) | one JSON value`, a request answered by one response on
+//! the same connection, one request in flight per connection. A frame longer than
+//! [`MAX_FRAME`] is refused, so a stray client cannot make a controller allocate at will.
+//!
+//! Contract: a failure before the request was written ([`CallError::Unreachable`]) left nothing
+//! done, and the caller may try elsewhere; a failure after it ([`CallError::Broken`]) leaves the
+//! outcome unknown.
+
+use super::types::MetadataRaft;
+use crate::controller::{MetadataCommand, Outcome};
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest,
+    InstallSnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The largest frame read (snapshots are sent in chunks well below it).
+pub(super) const MAX_FRAME: usize = 16 * 1024 * 1024;
+
+/// What one controller asks another.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum QuorumRequest {
+    /// Raft's AppendEntries.
+    AppendEntries(AppendEntriesRequest<MetadataRaft>),
+    /// Raft's RequestVote.
+    Vote(VoteRequest<u64>),
+    /// A snapshot chunk.
+    InstallSnapshot(InstallSnapshotRequest<MetadataRaft>),
+    /// A metadata change for the active controller to commit.
+    Forward(MetadataCommand),
+}
+
+/// The answer to a [`QuorumRequest`].
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum QuorumResponse {
+    /// To AppendEntries.
+    AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
+    /// To RequestVote.
+    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    /// To a snapshot chunk.
+    InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
+    /// To a forwarded change.
+    Forwarded(Forwarded),
+}
+
+/// What became of a forwarded change.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) enum Forwarded {
+    /// Committed at log `index` and applied there with this outcome.
+    Applied { index: u64, outcome: Outcome },
+    /// The node asked is not the active controller (it names the one it knows, if any):
+    /// nothing was written.
+    NotLeader { leader: Option<u64> },
+    /// The active controller could not commit it (its outcome is unknown).
+    Failed(String),
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CallError {
+    /// Nothing was sent (no connection).
+    #[error("cannot reach {address}: {reason}")]
+    Unreachable { address: String, reason: String },
+    /// The request may have been received; no answer came.
+    #[error("no answer from {address}: {reason}")]
+    Broken { address: String, reason: String },
+}
+
+/// Writes one frame.
+pub(super) async fn write_frame<T: Serialize>(
+    stream: &mut TcpStream,
+    value: &T,
+) -> std::io::Result<()> {
+    let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+    let length = u32::try_from(body.len())
+        .ok()
+        .filter(|l| (*l as usize) <= MAX_FRAME)
+        .ok_or_else(|| std::io::Error::other(format!("a frame of {} bytes", body.len())))?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&length.to_be_bytes());
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame).await
+}
+
+/// Reads one frame (`None` at a clean end of the connection).
+pub(super) async fn read_frame<T: DeserializeOwned>(
+    stream: &mut TcpStream,
+) -> std::io::Result<Option<T>> {
+    let mut length = [0u8; 4];
+    match stream.read_exact(&mut length).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let length = u32::from_be_bytes(length) as usize;
+    if length > MAX_FRAME {
+        return Err(std::io::Error::other(format!(
+            "a frame of {length} bytes is larger than {MAX_FRAME}"
+        )));
+    }
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).await?;
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(std::io::Error::other)
+}
+
+/// A connection to one controller, opened on first use and again after a failure.
+#[derive(Debug)]
+pub(super) struct Peer {
+    address: String,
+    stream: Option<TcpStream>,
+}
+
+impl Peer {
+    pub(super) fn new(address: &str) -> Peer {
+        Peer {
+            address: address.to_string(),
+            stream: None,
+        }
+    }
+
+    /// Sends `request` and waits for its answer, all within `within`.
+    pub(super) async fn call(
+        &mut self,
+        request: &QuorumRequest,
+        within: Duration,
+    ) -> Result<QuorumResponse, CallError> {
+        let address = self.address.clone();
+        let unreachable = |reason: String| CallError::Unreachable {
+            address: address.clone(),
+            reason,
+        };
+        let broken = |reason: String| CallError::Broken {
+            address: address.clone(),
+            reason,
+        };
+        let deadline = tokio::time::Instant::now() + within;
+        let mut stream = match self.stream.take() {
+            Some(stream) => stream,
+            None => tokio::time::timeout_at(deadline, TcpStream::connect(&self.address))
+                .await
+                .map_err(|_| unreachable(format!("no connection within {within:?}")))?
+                .map_err(|e| unreachable(e.to_string()))?,
+        };
+        let _ = stream.set_nodelay(true);
+        let exchange = async {
+            write_frame(&mut stream, request).await?;
+            read_frame::<QuorumResponse>(&mut stream).await
+        };
+        match tokio::time::timeout_at(deadline, exchange).await {
+            Ok(Ok(Some(response))) => {
+                self.stream = Some(stream);
+                Ok(response)
+            }
+            Ok(Ok(None)) => Err(broken("the connection closed".into())),
+            Ok(Err(e)) => Err(broken(e.to_string())),
+            Err(_) => Err(broken(format!("no answer within {within:?}"))),
+        }
+    }
+}
+
+/// Makes a [`Peer`] per controller for Raft's replication.
+#[derive(Debug, Default)]
+pub(super) struct Network;
+
+impl RaftNetworkFactory<MetadataRaft> for Network {
+    type Network = RaftPeer;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> RaftPeer {
+        RaftPeer {
+            target,
+            peer: Peer::new(&node.addr),
+        }
+    }
+}
+
+/// Raft's RPCs to one controller.
+#[derive(Debug)]
+pub(super) struct RaftPeer {
+    target: u64,
+    peer: Peer,
+}
+
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>>;
+
+impl RaftPeer {
+    async fn rpc<E: std::error::Error>(
+        &mut self,
+        request: QuorumRequest,
+        option: &RPCOption,
+    ) -> Result<QuorumResponse, RPCError<u64, BasicNode, RaftError<u64, E>>> {
+        match self.peer.call(&request, option.hard_ttl()).await {
+            Ok(response) => Ok(response),
+            Err(e @ CallError::Unreachable { .. }) => Err(RPCError::Unreachable(Unreachable::new(&e))),
+            Err(e @ CallError::Broken { .. }) => Err(RPCError::Network(NetworkError::new(&e))),
+        }
+    }
+
+    fn unexpected<E: std::error::Error>(
+        &self,
+        response: QuorumResponse,
+    ) -> RPCError<u64, BasicNode, RaftError<u64, E>> {
+        let e = std::io::Error::other(format!(
+            "controller {} answered out of turn: {response:?}",
+            self.target
+        ));
+        RPCError::Network(NetworkError::new(&e))
+    }
+
+    fn remote<T, E: std::error::Error>(
+        &self,
+        answer: Result<T, RaftError<u64, E>>,
+    ) -> RpcResult<T, E> {
+        answer.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<MetadataRaft> for RaftPeer {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<MetadataRaft>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<u64>> {
+        match self.rpc(QuorumRequest::AppendEntries(rpc), &option).await? {
+            QuorumResponse::AppendEntries(answer) => self.remote(answer),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<MetadataRaft>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<u64>, InstallSnapshotError> {
+        match self.rpc(QuorumRequest::InstallSnapshot(rpc), &option).await? {
+            QuorumResponse::InstallSnapshot(answer) => self.remote(answer),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<u64>> {
+        match self.rpc(QuorumRequest::Vote(rpc), &option).await? {
+            QuorumResponse::Vote(answer) => self.remote(answer),
+            other => Err(self.unexpected(other)),
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! The controller listener: answers other controllers' Raft RPCs and, on the active controller,
+//! commits the metadata changes other nodes forward (docs/cluster.md).
+
+use super::network::{Forwarded, QuorumRequest, QuorumResponse, read_frame, write_frame};
+use super::types::MetadataRaft;
+use openraft::Raft;
+use openraft::error::{ClientWriteError, RaftError};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// Accepts controller connections until `stop` turns true.
+pub(super) async fn serve(
+    listener: TcpListener,
+    raft: Raft<MetadataRaft>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let raft = raft.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = connection(stream, &raft).await {
+                            tracing::debug!(%peer, error = %e, "controller connection ended");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting a controller connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            },
+            _ = stop.wait_for(|stop| *stop) => return,
+        }
+    }
+}
+
+/// Answers one connection's requests in turn, until it closes or sends something that is not a
+/// quorum frame.
+async fn connection(mut stream: TcpStream, raft: &Raft<MetadataRaft>) -> std::io::Result<()> {
+    let _ = stream.set_nodelay(true);
+    while let Some(request) = read_frame::<QuorumRequest>(&mut stream).await? {
+        let response = answer(raft, request).await;
+        write_frame(&mut stream, &response).await?;
+    }
+    Ok(())
+}
+
+async fn answer(raft: &Raft<MetadataRaft>, request: QuorumRequest) -> QuorumResponse {
+    match request {
+        QuorumRequest::AppendEntries(rpc) => {
+            QuorumResponse::AppendEntries(raft.append_entries(rpc).await)
+        }
+        QuorumRequest::Vote(rpc) => QuorumResponse::Vote(raft.vote(rpc).await),
+        QuorumRequest::InstallSnapshot(rpc) => {
+            QuorumResponse::InstallSnapshot(raft.install_snapshot(rpc).await)
+        }
+        QuorumRequest::Forward(command) => {
+            QuorumResponse::Forwarded(match raft.client_write(command).await {
+                Ok(written) => Forwarded::Applied {
+                    index: written.log_id.index,
+                    outcome: written.data.0,
+                },
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(to))) => {
+                    Forwarded::NotLeader {
+                        leader: to.leader_id,
+                    }
+                }
+                Err(e) => Forwarded::Failed(e.to_string()),
+            })
+        }
+    }
+}
