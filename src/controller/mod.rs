@@ -18,6 +18,7 @@ use thiserror::Error;
 use uuid::Uuid;
 
 mod journal;
+mod quorum;
 
 pub use kmirror_actors::host::{ANY_NODE, MetadataDelta, PartitionMeta, TopicMeta};
 
