@@ -85,7 +85,9 @@ fn damaged(path: &Path, why: String) -> StorageError {
         path: path.to_path_buf(),
         source: std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("{why}; the file was damaged after it was written: restore it from a backup or another node"),
+            format!(
+                "{why}; the file was damaged after it was written: restore it from a backup or another node"
+            ),
         ),
     }
 }

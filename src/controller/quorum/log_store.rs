@@ -25,8 +25,8 @@ use crate::record_log::RecordLog;
 use crate::storage::StorageError as KmirrorStorageError;
 use openraft::storage::{LogFlushed, RaftLogStorage};
 use openraft::{
-    AnyError, ErrorSubject, ErrorVerb, LogId, LogState, OptionalSend, RaftLogId, RaftLogReader, RaftTypeConfig,
-    StorageError, StorageIOError, Vote,
+    AnyError, ErrorSubject, ErrorVerb, LogId, LogState, OptionalSend, RaftLogId, RaftLogReader,
+    RaftTypeConfig, StorageError, StorageIOError, Vote,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -96,26 +96,32 @@ impl<C: RaftTypeConfig> Log<C> {
 struct SharedLog<C: RaftTypeConfig>(Arc<Mutex<Log<C>>>);
 
 impl<C: RaftTypeConfig> SharedLog<C> {
-    /// The log, or an error when a panic left it possibly half-changed: the node stops rather
+    /// The log, or `None` when a panic left it possibly half-changed: the node stops rather
     /// than replicate from it.
-    fn lock(&self) -> Result<MutexGuard<'_, Log<C>>, StorageError<C::NodeId>> {
-        self.0.lock().map_err(|_| {
-            StorageIOError::read_logs(AnyError::error(
-                "the in-memory raft log was poisoned by a panic while it was changed",
-            ))
-            .into()
-        })
+    fn lock(&self) -> Option<MutexGuard<'_, Log<C>>> {
+        self.0.lock().ok()
     }
 
-    fn entries<RB: RangeBounds<u64>>(
-        &self,
-        range: RB,
-    ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>>
+    fn entries<RB: RangeBounds<u64>>(&self, range: RB) -> Option<Vec<C::Entry>>
     where
         C::Entry: Clone,
     {
-        Ok(self.lock()?.entries.range(range).map(|(_, e)| e.clone()).collect())
+        Some(
+            self.lock()?
+                .entries
+                .range(range)
+                .map(|(_, e)| e.clone())
+                .collect(),
+        )
     }
+}
+
+/// The openraft error for a log a panic poisoned.
+fn log_poisoned<NID: openraft::NodeId>() -> StorageError<NID> {
+    StorageIOError::read_logs(AnyError::error(
+        "the in-memory raft log was poisoned by a panic while it was changed",
+    ))
+    .into()
 }
 
 impl<C: RaftTypeConfig> Clone for SharedLog<C> {
@@ -181,7 +187,7 @@ where
     fn record(&mut self, ops: Vec<LogOp<C>>) -> Result<(), KmirrorStorageError> {
         self.file.append_all(&ops)?;
         self.ops_in_file += ops.len();
-        let Ok(mut log) = self.log.0.lock() else {
+        let Some(mut log) = self.log.lock() else {
             return Err(poisoned(&self.log_path()));
         };
         for op in ops {
@@ -196,7 +202,7 @@ where
     /// disk already.
     fn compact_if_worth_it(&mut self) -> Result<(), KmirrorStorageError> {
         let ops = {
-            let Ok(log) = self.log.0.lock() else {
+            let Some(log) = self.log.lock() else {
                 return Err(poisoned(&self.log_path()));
             };
             let live = log.entries.len() + usize::from(log.last_purged.is_some());
@@ -233,7 +239,9 @@ fn poisoned(path: &Path) -> KmirrorStorageError {
 }
 
 /// The JSON value last written to `path` by [`write_json`], if any.
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, KmirrorStorageError> {
+fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, KmirrorStorageError> {
     atomic_file::read(path)?
         .map(|body| {
             serde_json::from_slice(&body).map_err(|e| KmirrorStorageError::Io {
@@ -263,7 +271,7 @@ where
         &mut self,
         range: RB,
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
-        self.log.entries(range)
+        self.log.entries(range).ok_or_else(log_poisoned)
     }
 }
 
@@ -275,7 +283,7 @@ where
         &mut self,
         range: RB,
     ) -> Result<Vec<C::Entry>, StorageError<C::NodeId>> {
-        self.log.entries(range)
+        self.log.entries(range).ok_or_else(log_poisoned)
     }
 }
 
@@ -286,7 +294,7 @@ where
     type LogReader = LogReader<C>;
 
     async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
-        let log = self.log.lock()?;
+        let log = self.log.lock().ok_or_else(log_poisoned)?;
         let last_log_id = log
             .entries
             .values()
@@ -370,4 +378,147 @@ where
 /// The openraft error for a truncate or purge that did not reach the disk.
 fn deleting<NID: openraft::NodeId>(e: &KmirrorStorageError) -> StorageError<NID> {
     StorageIOError::new(ErrorSubject::Logs, ErrorVerb::Delete, AnyError::new(e)).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{TestConfig, TestLogStore, log_id, seen, set};
+    use super::*;
+    use openraft::storage::RaftLogStorageExt;
+
+    /// `count` entries of term 1 from `first`, setting `k<index>` to `v<index>`.
+    fn sets(first: u64, count: u64) -> Vec<openraft::Entry<TestConfig>> {
+        (first..first + count)
+            .map(|i| set(1, i, &format!("k{i}"), &format!("v{i}")))
+            .collect()
+    }
+
+    fn expected(indexes: std::ops::RangeInclusive<u64>) -> Vec<(u64, String)> {
+        indexes.map(|i| (i, format!("k{i}=v{i}"))).collect()
+    }
+
+    async fn state(log: &mut TestLogStore) -> (Option<u64>, Option<u64>, Vec<(u64, String)>) {
+        let state = log.get_log_state().await.expect("log state");
+        let entries = log.try_get_log_entries(..).await.expect("entries");
+        (
+            state.last_purged_log_id.map(|id| id.index),
+            state.last_log_id.map(|id| id.index),
+            seen(&entries),
+        )
+    }
+
+    #[tokio::test]
+    async fn entries_vote_and_committed_survive_reopening() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let mut log = TestLogStore::open(dir.path()).expect("opens");
+            log.blocking_append(sets(1, 3)).await.expect("appended");
+            log.save_vote(&Vote::new(2, 7)).await.expect("vote saved");
+            log.save_committed(Some(log_id(1, 2)))
+                .await
+                .expect("committed saved");
+        }
+        let mut log = TestLogStore::open(dir.path()).expect("reopens");
+        assert_eq!(log.read_vote().await.expect("vote"), Some(Vote::new(2, 7)));
+        assert_eq!(
+            log.read_committed().await.expect("committed"),
+            Some(log_id(1, 2))
+        );
+        assert_eq!(state(&mut log).await, (None, Some(3), expected(1..=3)));
+        let mut reader = log.get_log_reader().await;
+        let read = reader.try_get_log_entries(2..3).await.expect("read");
+        assert_eq!(seen(&read), expected(2..=2));
+    }
+
+    #[tokio::test]
+    async fn a_torn_last_record_is_cut_and_everything_acknowledged_before_it_survives() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("log");
+        let acknowledged = {
+            let mut log = TestLogStore::open(dir.path()).expect("opens");
+            log.blocking_append(sets(1, 3)).await.expect("appended");
+            let acknowledged = std::fs::metadata(&path).expect("log").len();
+            log.blocking_append(sets(4, 1)).await.expect("appended");
+            acknowledged
+        };
+        // A crash in the middle of writing entry 4: only part of its frame reached the disk.
+        let raw = std::fs::read(&path).expect("log");
+        std::fs::write(&path, &raw[..raw.len() - 5]).expect("torn");
+
+        let mut log = TestLogStore::open(dir.path()).expect("reopens");
+        assert_eq!(state(&mut log).await, (None, Some(3), expected(1..=3)));
+        assert!(
+            dir.path()
+                .join(format!("log.damaged-at-{acknowledged}"))
+                .exists(),
+            "the cut tail is kept beside the log"
+        );
+        log.blocking_append(vec![set(2, 4, "k4", "again")])
+            .await
+            .expect("appended after the cut");
+        drop(log);
+        let mut log = TestLogStore::open(dir.path()).expect("reopens");
+        let (_, last, entries) = state(&mut log).await;
+        assert_eq!(last, Some(4));
+        assert_eq!(entries.last(), Some(&(4, "k4=again".to_string())));
+    }
+
+    #[tokio::test]
+    async fn truncate_and_purge_survive_reopening() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let mut log = TestLogStore::open(dir.path()).expect("opens");
+            log.blocking_append(sets(1, 10)).await.expect("appended");
+            log.purge(log_id(1, 3)).await.expect("purged");
+            log.truncate(log_id(1, 8)).await.expect("truncated");
+            assert_eq!(state(&mut log).await, (Some(3), Some(7), expected(4..=7)));
+        }
+        let mut log = TestLogStore::open(dir.path()).expect("reopens");
+        assert_eq!(state(&mut log).await, (Some(3), Some(7), expected(4..=7)));
+
+        // Everything purged: the last purged log id is the last log id.
+        log.purge(log_id(1, 7)).await.expect("purged");
+        drop(log);
+        let mut log = TestLogStore::open(dir.path()).expect("reopens");
+        assert_eq!(state(&mut log).await, (Some(7), Some(7), vec![]));
+        let log_state = log.get_log_state().await.expect("log state");
+        assert_eq!(log_state.last_purged_log_id, Some(log_id(1, 7)));
+    }
+
+    #[tokio::test]
+    async fn a_log_rewrite_keeps_exactly_the_live_entries() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("log");
+        let records = || {
+            RecordLog::<LogOp<TestConfig>>::open(&path)
+                .expect("record log")
+                .1
+                .len()
+        };
+        let mut log = TestLogStore::open(dir.path()).expect("opens");
+        log.blocking_append(sets(1, 100)).await.expect("appended");
+        // Ten of a hundred records purged: not worth a rewrite.
+        log.purge(log_id(1, 10)).await.expect("purged");
+        assert_eq!(records(), 101);
+        let before = std::fs::metadata(&path).expect("log").len();
+
+        log.purge(log_id(1, 90)).await.expect("purged");
+        let after = std::fs::metadata(&path).expect("log").len();
+        assert_eq!(records(), 11, "the last purged log id and 10 entries");
+        assert!(after * 5 < before, "{before} bytes before, {after} after");
+        assert!(!path.with_extension("rewrite").exists());
+        assert_eq!(
+            state(&mut log).await,
+            (Some(90), Some(100), expected(91..=100))
+        );
+
+        // The store appends to the rewritten file.
+        log.blocking_append(sets(101, 1)).await.expect("appended");
+        drop(log);
+        let mut log = TestLogStore::open(dir.path()).expect("reopens");
+        assert_eq!(
+            state(&mut log).await,
+            (Some(90), Some(101), expected(91..=101))
+        );
+    }
 }

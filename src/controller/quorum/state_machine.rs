@@ -47,6 +47,9 @@ pub(crate) trait ReplicatedState: Send + Sync + 'static {
 /// The snapshot's metadata for a type config.
 type Meta<C> = SnapshotMeta<<C as RaftTypeConfig>::NodeId, <C as RaftTypeConfig>::Node>;
 
+/// A stored snapshot: its meta and the state's bytes.
+type Stored<C> = (Meta<C>, Vec<u8>);
+
 /// The state machine of one node (see the module docs).
 pub(crate) struct StateMachine<C: RaftTypeConfig, S> {
     state: Arc<Mutex<S>>,
@@ -145,7 +148,7 @@ impl<C: RaftTypeConfig> StoredSnapshot<C> {
         Ok(true)
     }
 
-    fn current(&self) -> Result<Option<(Meta<C>, Vec<u8>)>, KmirrorStorageError> {
+    fn current(&self) -> Result<Option<Stored<C>>, KmirrorStorageError> {
         let stored = self.meta.lock().map_err(|_| poisoned(&self.path))?;
         if stored.is_none() {
             return Ok(None);
@@ -173,9 +176,7 @@ fn encode_snapshot<C: RaftTypeConfig>(
 }
 
 /// The snapshot stored at `path`, if any.
-fn read_snapshot<C: RaftTypeConfig>(
-    path: &Path,
-) -> Result<Option<(Meta<C>, Vec<u8>)>, KmirrorStorageError> {
+fn read_snapshot<C: RaftTypeConfig>(path: &Path) -> Result<Option<Stored<C>>, KmirrorStorageError> {
     let Some(body) = atomic_file::read(path)? else {
         return Ok(None);
     };
@@ -329,13 +330,276 @@ where
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<C>>, StorageError<C::NodeId>> {
-        let current = self.stored.current().map_err(|e| {
-            StorageIOError::read_snapshot(None, AnyError::new(&e))
-        })?;
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<Snapshot<C>>, StorageError<C::NodeId>> {
+        let current = self
+            .stored
+            .current()
+            .map_err(|e| StorageIOError::read_snapshot(None, AnyError::new(&e)))?;
         Ok(current.map(|(meta, data)| Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{
+        Kv, TestStateMachine, blank, contents, log_id, membership, open, set,
+    };
+    use super::*;
+    use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
+    use openraft::{Membership, StorageHelper};
+    use std::collections::BTreeMap;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn fresh(dir: &Path) -> (TestStateMachine, Arc<Mutex<Kv>>) {
+        let state = Arc::new(Mutex::new(Kv::default()));
+        let machine = StateMachine::open(dir, Arc::clone(&state)).expect("opens");
+        (machine, state)
+    }
+
+    #[tokio::test]
+    async fn apply_answers_each_entry_and_tracks_applied_and_membership() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (mut machine, state) = fresh(dir.path());
+        let responses = machine
+            .apply([
+                membership(1, 1, &[1, 2, 3]),
+                set(1, 2, "a", "1"),
+                blank(2, 3),
+                set(2, 4, "a", "2"),
+            ])
+            .await
+            .expect("applied");
+        assert_eq!(responses, [None, None, None, Some("1".to_string())]);
+        assert_eq!(contents(&state), map(&[("a", "2")]));
+        let (applied, members) = machine.applied_state().await.expect("applied state");
+        assert_eq!(applied, Some(log_id(2, 4)));
+        assert_eq!(members.log_id(), &Some(log_id(1, 1)));
+        assert_eq!(
+            members.membership(),
+            &Membership::new(vec![[1, 2, 3].into()], ())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_survives_reopening_and_restores_the_state() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let built = {
+            let (mut machine, _) = fresh(dir.path());
+            machine
+                .apply([
+                    membership(1, 1, &[1]),
+                    set(1, 2, "a", "1"),
+                    set(1, 3, "b", "2"),
+                ])
+                .await
+                .expect("applied");
+            let built = machine
+                .get_snapshot_builder()
+                .await
+                .build_snapshot()
+                .await
+                .expect("built");
+            assert_eq!(built.meta.last_log_id, Some(log_id(1, 3)));
+            built
+        };
+        let (mut machine, state) = fresh(dir.path());
+        assert_eq!(contents(&state), map(&[("a", "1"), ("b", "2")]));
+        let (applied, members) = machine.applied_state().await.expect("applied state");
+        assert_eq!(applied, Some(log_id(1, 3)));
+        assert_eq!(members, built.meta.last_membership);
+        let current = machine
+            .get_current_snapshot()
+            .await
+            .expect("read")
+            .expect("a snapshot");
+        assert_eq!(current.meta, built.meta);
+        assert_eq!(current.snapshot.into_inner(), built.snapshot.into_inner());
+    }
+
+    #[tokio::test]
+    async fn an_installed_snapshot_survives_reopening() {
+        let (leader_dir, follower_dir) = (
+            tempfile::tempdir().expect("temp dir"),
+            tempfile::tempdir().expect("temp dir"),
+        );
+        let (mut leader, _) = fresh(leader_dir.path());
+        leader
+            .apply([membership(1, 1, &[1, 2]), set(1, 2, "a", "1")])
+            .await
+            .expect("applied");
+        let sent = leader
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("built");
+        {
+            let (mut follower, state) = fresh(follower_dir.path());
+            let mut received = follower.begin_receiving_snapshot().await.expect("begun");
+            received
+                .get_mut()
+                .extend_from_slice(sent.snapshot.get_ref());
+            follower
+                .install_snapshot(&sent.meta, received)
+                .await
+                .expect("installed");
+            assert_eq!(contents(&state), map(&[("a", "1")]));
+        }
+        let (mut follower, state) = fresh(follower_dir.path());
+        assert_eq!(contents(&state), map(&[("a", "1")]));
+        let current = follower
+            .get_current_snapshot()
+            .await
+            .expect("read")
+            .expect("a snapshot");
+        assert_eq!(current.meta, sent.meta);
+        assert_eq!(
+            follower.applied_state().await.expect("applied").0,
+            Some(log_id(1, 2))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_the_state_cannot_restore_is_refused_and_the_stored_one_kept() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (mut machine, state) = fresh(dir.path());
+        machine.apply([set(1, 1, "a", "1")]).await.expect("applied");
+        let kept = machine
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("built");
+        let mut meta = kept.meta.clone();
+        meta.last_log_id = Some(log_id(1, 9));
+        meta.snapshot_id = "9-1".to_string();
+        let err = machine
+            .install_snapshot(&meta, Box::new(Cursor::new(b"not a map".to_vec())))
+            .await
+            .expect_err("refused");
+        assert!(err.to_string().contains("could not be restored"), "{err}");
+        assert_eq!(contents(&state), map(&[("a", "1")]));
+        let current = machine.get_current_snapshot().await.expect("read");
+        assert_eq!(current.expect("a snapshot").meta, kept.meta);
+    }
+
+    #[tokio::test]
+    async fn a_snapshot_built_before_a_newer_one_was_installed_is_not_stored() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (mut machine, _) = fresh(dir.path());
+        machine.apply([set(1, 1, "a", "1")]).await.expect("applied");
+        let mut older = machine.get_snapshot_builder().await;
+
+        let newer_dir = tempfile::tempdir().expect("temp dir");
+        let (mut leader, _) = fresh(newer_dir.path());
+        leader
+            .apply([set(1, 1, "a", "1"), set(1, 2, "b", "2")])
+            .await
+            .expect("applied");
+        let newer = leader
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .expect("built");
+        machine
+            .install_snapshot(&newer.meta, newer.snapshot)
+            .await
+            .expect("installed");
+
+        let built = older.build_snapshot().await.expect("built");
+        assert_eq!(built.meta.last_log_id, Some(log_id(1, 1)));
+        let current = machine.get_current_snapshot().await.expect("read");
+        assert_eq!(current.expect("a snapshot").meta, newer.meta);
+    }
+
+    #[tokio::test]
+    async fn a_damaged_snapshot_is_refused_at_open_naming_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let (mut machine, _) = fresh(dir.path());
+            machine.apply([set(1, 1, "a", "1")]).await.expect("applied");
+            machine
+                .get_snapshot_builder()
+                .await
+                .build_snapshot()
+                .await
+                .expect("built");
+        }
+        let path = dir.path().join("snapshot");
+        let mut raw = std::fs::read(&path).expect("snapshot");
+        raw[10] ^= 0x01;
+        std::fs::write(&path, &raw).expect("damaged");
+        let state = Arc::new(Mutex::new(Kv::default()));
+        let err = match TestStateMachine::open(dir.path(), state) {
+            Ok(_) => panic!("a damaged snapshot opened"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("checksum mismatch"),
+            "{err}"
+        );
+    }
+
+    /// What the Controller relies on: after a restart, before any leader exists, openraft's
+    /// start-up restores the snapshot and re-applies the committed entries after it (and none
+    /// that were not committed), so the metadata is readable at once.
+    #[tokio::test]
+    async fn a_restarted_node_has_its_committed_state_before_a_leader_exists() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let (mut log, mut machine, _) = open(dir.path());
+            log.save_vote(&openraft::Vote::new(1, 0))
+                .await
+                .expect("vote");
+            let first = [membership(1, 1, &[0]), set(1, 2, "a", "1")];
+            log.blocking_append(first.clone()).await.expect("appended");
+            machine.apply(first).await.expect("applied");
+            machine
+                .get_snapshot_builder()
+                .await
+                .build_snapshot()
+                .await
+                .expect("built");
+            log.purge(log_id(1, 2)).await.expect("purged");
+            log.blocking_append([
+                set(1, 3, "b", "2"),
+                set(1, 4, "a", "3"),
+                set(1, 5, "c", "4"),
+            ])
+            .await
+            .expect("appended");
+            log.save_committed(Some(log_id(1, 4)))
+                .await
+                .expect("committed");
+            // Entries 3 and 4 were committed but not applied when the node stopped.
+        }
+        let (mut log, mut machine, state) = open(dir.path());
+        assert_eq!(
+            contents(&state),
+            map(&[("a", "1")]),
+            "the snapshot restored"
+        );
+        let initial = StorageHelper::new(&mut log, &mut machine)
+            .get_initial_state()
+            .await
+            .expect("initial state");
+        assert_eq!(initial.committed, Some(log_id(1, 4)));
+        assert_eq!(contents(&state), map(&[("a", "3"), ("b", "2")]));
+        assert_eq!(
+            machine.applied_state().await.expect("applied").0,
+            Some(log_id(1, 4))
+        );
     }
 }

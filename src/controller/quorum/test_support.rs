@@ -4,8 +4,9 @@
 use super::log_store::LogStore;
 use super::state_machine::{ReplicatedState, StateMachine};
 use openraft::testing::{StoreBuilder, Suite};
+use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId, Membership};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -54,6 +55,61 @@ pub(crate) fn open(dir: &Path) -> (TestLogStore, TestStateMachine, Arc<Mutex<Kv>
     let log = LogStore::open(dir).expect("log store opens");
     let machine = StateMachine::open(dir, Arc::clone(&state)).expect("state machine opens");
     (log, machine, state)
+}
+
+/// The log id at `index` of a term led by node 0.
+pub(crate) fn log_id(term: u64, index: u64) -> LogId<u64> {
+    LogId::new(CommittedLeaderId::new(term, 0), index)
+}
+
+/// An entry setting `key` to `value`.
+pub(crate) fn set(term: u64, index: u64, key: &str, value: &str) -> Entry<TestConfig> {
+    Entry {
+        log_id: log_id(term, index),
+        payload: EntryPayload::Normal(Set {
+            key: key.to_string(),
+            value: value.to_string(),
+        }),
+    }
+}
+
+/// A blank entry (a new leader's first).
+pub(crate) fn blank(term: u64, index: u64) -> Entry<TestConfig> {
+    Entry {
+        log_id: log_id(term, index),
+        payload: EntryPayload::Blank,
+    }
+}
+
+/// A membership entry with these voters.
+pub(crate) fn membership(term: u64, index: u64, voters: &[u64]) -> Entry<TestConfig> {
+    Entry {
+        log_id: log_id(term, index),
+        payload: EntryPayload::Membership(Membership::new(
+            vec![voters.iter().copied().collect::<BTreeSet<u64>>()],
+            (),
+        )),
+    }
+}
+
+/// What a reader sees of entries: index and, for a normal entry, `key=value`.
+pub(crate) fn seen(entries: &[Entry<TestConfig>]) -> Vec<(u64, String)> {
+    entries
+        .iter()
+        .map(|e| {
+            let what = match &e.payload {
+                EntryPayload::Normal(Set { key, value }) => format!("{key}={value}"),
+                EntryPayload::Blank => "blank".to_string(),
+                EntryPayload::Membership(m) => format!("membership {m}"),
+            };
+            (e.log_id.index, what)
+        })
+        .collect()
+}
+
+/// The map a state holds.
+pub(crate) fn contents(state: &Arc<Mutex<Kv>>) -> BTreeMap<String, String> {
+    state.lock().expect("state").0.clone()
 }
 
 /// Builds a fresh store in a temporary directory, removed when the suite drops it.
