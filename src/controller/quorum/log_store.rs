@@ -10,12 +10,12 @@
 //!   the live entries ([`RecordLog::rewrite`]: written beside, fsynced, renamed).
 //! - `vote`, `committed`: JSON, each replaced whole durably (see [`super::atomic_file`]).
 //!
-//! Durability contract (openraft's): `save_vote`,
-//! `save_committed`, `truncate` and `purge` return once their change is on disk; `append` makes
-//! the entries readable and fsyncs them before it reports them flushed through the callback, and
-//! reports a failure through both the callback and its result. Writes are serialised by
-//! `&mut self`. The I/O is synchronous inside the async methods: openraft 0.9 waits for each
-//! append's flush on its core task anyway, and the log is written at metadata rates.
+//! Durability contract (openraft's): `save_vote`, `save_committed`, `truncate` and `purge`
+//! return once their change is on disk; `append` makes the entries readable and fsyncs them
+//! before it reports them flushed through the callback, and reports a failure through both the
+//! callback and its result. Writes are serialised by `&mut self`. The I/O is synchronous inside
+//! the async methods: openraft 0.9 waits for each append's flush on its core task anyway, and
+//! the log is written at metadata rates.
 //!
 //! Every failure becomes an openraft [`StorageError`] naming what was read or written; openraft
 //! stops the node on it rather than run on a log it cannot trust.
@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Records the log file may hold before a rewrite is considered: below this, compaction would
 /// cost more than the bytes it saves.
-pub(crate) const COMPACT_AFTER_OPS: usize = 64;
+const COMPACT_AFTER_OPS: usize = 64;
 
 /// One change to the log, as recorded in the `log` file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -152,6 +152,7 @@ where
     C::Entry: Clone,
 {
     /// Opens (or creates) the log in `dir`: replays `log`, reads `vote` and `committed`.
+    #[allow(dead_code)]
     pub(crate) fn open(dir: &Path) -> Result<LogStore<C>, KmirrorStorageError> {
         std::fs::create_dir_all(dir).map_err(crate::storage::error::io("create directory", dir))?;
         atomic_file::sync_parent(dir)?;

@@ -90,6 +90,7 @@ where
 {
     /// Opens the state machine in `dir` over `state`, which readers share: restores the state
     /// from `<dir>/snapshot` if one was stored, and starts applying after it.
+    #[allow(dead_code)]
     pub(crate) fn open(
         dir: &Path,
         state: Arc<Mutex<S>>,
@@ -127,25 +128,24 @@ where
 }
 
 impl<C: RaftTypeConfig> StoredSnapshot<C> {
-    /// Writes a snapshot durably unless a newer one is stored (`only_if_newer`); whether it
-    /// was written.
+    /// Writes a snapshot durably, unless `only_if_newer` and a newer one is stored.
     fn store(
         &self,
         meta: &Meta<C>,
         data: &[u8],
         only_if_newer: bool,
-    ) -> Result<bool, KmirrorStorageError> {
+    ) -> Result<(), KmirrorStorageError> {
         let mut stored = self.meta.lock().map_err(|_| poisoned(&self.path))?;
         if only_if_newer
             && stored
                 .as_ref()
                 .is_some_and(|s| s.last_log_id > meta.last_log_id)
         {
-            return Ok(false);
+            return Ok(());
         }
         atomic_file::write(&self.path, &encode_snapshot::<C>(meta, data, &self.path)?)?;
         *stored = Some(meta.clone());
-        Ok(true)
+        Ok(())
     }
 
     fn current(&self) -> Result<Option<Stored<C>>, KmirrorStorageError> {
