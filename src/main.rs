@@ -13,9 +13,9 @@ mod quickstart_command;
 
 use clap::{Parser, Subcommand};
 use kmirror::broker::Broker;
+use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::controller::Controller;
 use kmirror::controller::quorum::{Quorum, QuorumConfig};
-use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::mirror::BrokerHost;
 use kmirror::storage::dump;
 use kmirror_actors::engine::EngineRuntime;

@@ -13,10 +13,12 @@
 //! idempotent; it runs after every change made through this broker, and
 //! [`Broker::follow_metadata`] runs it after every change made through another.
 
+use super::config::BrokerConfig;
 use super::{Broker, Partition, internal_topics, is_mirror_topic};
 use crate::controller::quorum::Quorum;
 use crate::controller::{
-    ANY_NODE, BrokerEndpoint, Controller, ControllerError, MetadataCommand, PartitionMeta, TopicMeta,
+    ANY_NODE, BrokerEndpoint, Controller, ControllerError, MetadataCommand, PartitionMeta,
+    TopicMeta,
 };
 use crate::storage::StorageError;
 use kmirror_protocol::errors::ErrorCode;
@@ -78,7 +80,11 @@ impl Broker {
                 Ok(_) => return Ok(()),
                 Err(ControllerError::Unavailable(why)) => {
                     waited += 1;
-                    tracing::warn!(attempt = waited, reason = why, "waiting for the metadata quorum to start");
+                    tracing::warn!(
+                        attempt = waited,
+                        reason = why,
+                        "waiting for the metadata quorum to start"
+                    );
                 }
                 Err(error) => return Err(ClusterStartError::Refused { command, error }),
             }
@@ -88,7 +94,7 @@ impl Broker {
     /// Opens a broker of an in-process cluster whose brokers share `controller` (each with a
     /// log directory of its own: it is locked).
     pub fn open_member(
-        config: super::config::BrokerConfig,
+        config: BrokerConfig,
         controller: Arc<Mutex<Controller>>,
     ) -> Result<Broker, StorageError> {
         let dir_lock = crate::storage::LogDirLock::acquire(&config.log_dir)?;

@@ -39,10 +39,10 @@ pub mod server;
 mod transactions;
 
 use crate::acl::{AclBinding, AclFilter, Operation, ResourceType, Session};
+use crate::controller::quorum::Quorum;
 use crate::controller::{
     Applied, Controller, ControllerError, MetadataCommand, MetadataDelta, Outcome, TopicMeta,
 };
-use crate::controller::quorum::Quorum;
 use crate::groups::GroupCoordinator;
 use crate::storage::{LogDirLock, OpenFiles, PartitionLog, StorageError};
 use crate::txn::TransactionCoordinator;
@@ -201,7 +201,10 @@ impl Broker {
     /// Brings the log directory in line with the metadata once the node is registered: stray
     /// logs set aside, offsets of deleted topics forgotten, the partitions it leads opened, and
     /// transactions decided before a crash completed.
-    pub(super) fn recover(&self, unfinished: Vec<crate::txn::Completion>) -> Result<(), StorageError> {
+    pub(super) fn recover(
+        &self,
+        unfinished: Vec<crate::txn::Completion>,
+    ) -> Result<(), StorageError> {
         let topics: Vec<(String, TopicMeta)> =
             self.with_controller(|c| c.topics().clone().into_iter().collect());
         self.set_aside_stray_logs(&topics)?;
@@ -504,7 +507,9 @@ impl Broker {
             *ids = first..first + PRODUCER_ID_BLOCK;
         }
         ids.next().ok_or_else(|| {
-            ControllerError::Unavailable("no producer ids: the metadata quorum did not answer".into())
+            ControllerError::Unavailable(
+                "no producer ids: the metadata quorum did not answer".into(),
+            )
         })
     }
 
@@ -515,7 +520,9 @@ impl Broker {
             return;
         };
         let left = |ids: &std::ops::Range<i64>| ids.end - ids.start;
-        if left(&self.producer_ids.lock().unwrap_or_else(|e| e.into_inner())) >= PRODUCER_ID_BLOCK / 10 {
+        if left(&self.producer_ids.lock().unwrap_or_else(|e| e.into_inner()))
+            >= PRODUCER_ID_BLOCK / 10
+        {
             return;
         }
         let written = quorum

@@ -70,7 +70,13 @@ fn voters(value: &str) -> Result<BTreeMap<i32, String>, ConfigError> {
     let key = "controller.quorum.voters";
     let mut voters = BTreeMap::new();
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        let wrong = || invalid(key, value, "expected id@host:port entries, e.g. 1@localhost:9093");
+        let wrong = || {
+            invalid(
+                key,
+                value,
+                "expected id@host:port entries, e.g. 1@localhost:9093",
+            )
+        };
         let (id, address) = entry.split_once('@').ok_or_else(wrong)?;
         let id: i32 = id.parse().ok().filter(|id| *id >= 0).ok_or_else(wrong)?;
         let (_, port) = address.rsplit_once(':').ok_or_else(wrong)?;
@@ -117,25 +123,22 @@ pub(super) fn from_properties(
     let voters = voters(
         get("controller.quorum.voters").ok_or(ConfigError::Missing("controller.quorum.voters"))?,
     )?;
-    let names_value =
-        get("controller.listener.names").ok_or(ConfigError::Missing("controller.listener.names"))?;
+    let names_value = get("controller.listener.names")
+        .ok_or(ConfigError::Missing("controller.listener.names"))?;
     let names: Vec<&str> = names_value.split(',').map(str::trim).collect();
     let listeners_value = get("listeners").ok_or(ConfigError::Missing("listeners"))?;
     let entries = listeners(listeners_value)?;
     let map = get("listener.security.protocol.map");
-    let controller = entries
-        .iter()
-        .find(|l| l.name == names[0])
-        .ok_or_else(|| {
-            invalid(
-                "listeners",
-                listeners_value,
-                format!(
-                    "a controller needs a listener named {} (controller.listener.names)",
-                    names[0]
-                ),
-            )
-        })?;
+    let controller = entries.iter().find(|l| l.name == names[0]).ok_or_else(|| {
+        invalid(
+            "listeners",
+            listeners_value,
+            format!(
+                "a controller needs a listener named {} (controller.listener.names)",
+                names[0]
+            ),
+        )
+    })?;
     let client = entries
         .iter()
         .find(|l| !names.contains(&l.name))
@@ -163,9 +166,14 @@ pub(super) fn from_properties(
     } else {
         controller.host
     };
-    let controller_listener: SocketAddr = format!("{bind}:{}", controller.port)
-        .parse()
-        .map_err(|_| invalid("listeners", listeners_value, "the host must be an IP address"))?;
+    let controller_listener: SocketAddr =
+        format!("{bind}:{}", controller.port).parse().map_err(|_| {
+            invalid(
+                "listeners",
+                listeners_value,
+                "the host must be an IP address",
+            )
+        })?;
     match voters.get(&node_id) {
         Some(address) if address.ends_with(&format!(":{}", controller.port)) => {}
         Some(address) => {
@@ -229,16 +237,31 @@ mod tests {
         let listeners = "listeners=CONTROLLER://127.0.0.1:9095,PLAINTEXT://127.0.0.1:9094\n";
         let cases = [
             (NODE_2.replace("broker,controller", "broker"), "combined"),
-            (NODE_2.replace("broker,controller", "broker,zookeeper"), "expected broker"),
-            (NODE_2.replace("2@127.0.0.1:9095,", ""), "must be one of the voters"),
-            (NODE_2.replace("2@127.0.0.1:9095", "2@127.0.0.1:9999"), "port 9095"),
+            (
+                NODE_2.replace("broker,controller", "broker,zookeeper"),
+                "expected broker",
+            ),
+            (
+                NODE_2.replace("2@127.0.0.1:9095,", ""),
+                "must be one of the voters",
+            ),
+            (
+                NODE_2.replace("2@127.0.0.1:9095", "2@127.0.0.1:9999"),
+                "port 9095",
+            ),
             (NODE_2.replace("3@", "2@"), "named twice"),
             (NODE_2.replace("1@127.0.0.1:9093", "one@x"), "id@host:port"),
-            (NODE_2.replace("CONTROLLER:PLAINTEXT", "CONTROLLER:SSL"), "must be PLAINTEXT"),
+            (
+                NODE_2.replace("CONTROLLER:PLAINTEXT", "CONTROLLER:SSL"),
+                "must be PLAINTEXT",
+            ),
         ];
         for (text, expected) in cases {
             let error = read(&format!("{text}{listeners}")).expect_err(expected);
-            assert!(error.to_string().contains(expected), "{error} lacks {expected:?}");
+            assert!(
+                error.to_string().contains(expected),
+                "{error} lacks {expected:?}"
+            );
         }
         let error = read(&format!("{NODE_2}listeners=PLAINTEXT://127.0.0.1:9094\n"))
             .expect_err("no controller listener");

@@ -19,11 +19,14 @@
 //! - Node ids are never reused for a node with an empty log (Raft's rule): a node whose
 //!   metadata directory was lost must join under a new `node.id`.
 
+mod atomic_file;
 mod log_store;
 mod network;
 mod replica;
 mod server;
 mod state_machine;
+#[cfg(test)]
+mod test_support;
 mod types;
 
 use crate::controller::{Controller, ControllerError, MetadataCommand, Outcome};
@@ -72,13 +75,21 @@ pub enum QuorumError {
 }
 
 /// This node's member of the metadata quorum.
-#[derive(Debug)]
 pub struct Quorum {
     node_id: u64,
     raft: Raft<MetadataRaft>,
     image: Arc<Mutex<Controller>>,
     request_timeout: Duration,
     stop: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for Quorum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Quorum")
+            .field("node_id", &self.node_id)
+            .field("leader", &self.leader())
+            .finish()
+    }
 }
 
 /// Raft's timing: heartbeats well under the election timeout even when fsyncs stall on a
@@ -176,7 +187,7 @@ impl Quorum {
     /// (see the module doc).
     pub async fn write(&self, command: MetadataCommand) -> Outcome {
         let deadline = tokio::time::Instant::now() + self.request_timeout;
-        let mut last = String::from("no controller was elected yet");
+        let mut last;
         loop {
             match self.raft.client_write(command.clone()).await {
                 Ok(written) => return written.data.0,

@@ -11,15 +11,15 @@
 
 use super::types::MetadataRaft;
 use crate::controller::{MetadataCommand, Outcome};
+use openraft::BasicNode;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest,
-    InstallSnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -205,7 +205,9 @@ impl RaftPeer {
     ) -> Result<QuorumResponse, RPCError<u64, BasicNode, RaftError<u64, E>>> {
         match self.peer.call(&request, option.hard_ttl()).await {
             Ok(response) => Ok(response),
-            Err(e @ CallError::Unreachable { .. }) => Err(RPCError::Unreachable(Unreachable::new(&e))),
+            Err(e @ CallError::Unreachable { .. }) => {
+                Err(RPCError::Unreachable(Unreachable::new(&e)))
+            }
             Err(e @ CallError::Broken { .. }) => Err(RPCError::Network(NetworkError::new(&e))),
         }
     }
@@ -246,7 +248,10 @@ impl RaftNetwork<MetadataRaft> for RaftPeer {
         rpc: InstallSnapshotRequest<MetadataRaft>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<u64>, InstallSnapshotError> {
-        match self.rpc(QuorumRequest::InstallSnapshot(rpc), &option).await? {
+        match self
+            .rpc(QuorumRequest::InstallSnapshot(rpc), &option)
+            .await?
+        {
             QuorumResponse::InstallSnapshot(answer) => self.remote(answer),
             other => Err(self.unexpected(other)),
         }

@@ -30,7 +30,8 @@ pub(super) async fn serve(
                     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 }
             },
-            _ = stop.wait_for(|stop| *stop) => return,
+            // Any change (or the quorum gone) means stop.
+            _ = stop.changed() => return,
         }
     }
 }

@@ -2,11 +2,12 @@
 
 use crate::controller::{Applied, MetadataCommand, Outcome};
 use serde::{Deserialize, Serialize};
+use std::io::Cursor;
 
 /// A command's outcome as the state machine answers it (blank and membership entries answer
 /// [`Applied::Done`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reply(pub Outcome);
+pub(crate) struct Reply(pub(crate) Outcome);
 
 impl Default for Reply {
     fn default() -> Self {
@@ -17,7 +18,7 @@ impl Default for Reply {
 openraft::declare_raft_types!(
     /// kmirror's metadata quorum: node ids are Kafka's `node.id`s, a node's address is its
     /// controller listener, and each log entry is one [`MetadataCommand`].
-    pub MetadataRaft:
+    pub(crate) MetadataRaft:
         D = MetadataCommand,
         R = Reply,
 );
