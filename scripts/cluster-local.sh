@@ -79,7 +79,7 @@ wait_listening() {
 launch() {
   local node="$1" data="$2"
   local bin; bin="$(kmirror_bin)"
-  (cd "$data/node-$node" && exec setsid "$bin" broker server.properties >>broker.log 2>&1) &
+  (cd "$data/node-$node" && exec setsid "$bin" broker --config server.properties >>broker.log 2>&1) &
   echo $! >"$data/node-$node/pid"
 }
 
