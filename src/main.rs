@@ -341,6 +341,8 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
                     listener: cluster.controller_listener,
                     dir: config.log_dir.join("__cluster_metadata").join("quorum"),
                     request_timeout: std::time::Duration::from_secs(15),
+                    heartbeat_interval: cluster.heartbeat_interval,
+                    session_timeout: cluster.session_timeout,
                 },
                 Arc::new(std::sync::Mutex::new(Controller::replica())),
             )

@@ -136,6 +136,11 @@ impl Broker {
         brokers
     }
 
+    /// The brokers fenced for silence (docs/cluster.md).
+    pub fn fenced_brokers(&self) -> std::collections::BTreeSet<i32> {
+        self.with_controller(|c| c.fenced().clone())
+    }
+
     /// The broker that coordinates groups and transactions: the lowest node id.
     pub fn coordinator_node(&self) -> i32 {
         self.brokers()

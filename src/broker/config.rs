@@ -397,6 +397,8 @@ impl BrokerConfig {
             "controller.quorum.voters",
             "controller.listener.names",
             "listener.security.protocol.map",
+            "broker.heartbeat.interval.ms",
+            "broker.session.timeout.ms",
             "metrics.listener",
             "listeners",
             "advertised.listeners",

@@ -8,6 +8,7 @@
 use super::config::ConfigError;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 /// A node of a cluster whose metadata a quorum of controllers replicates.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +17,10 @@ pub struct ClusterConfig {
     pub voters: BTreeMap<i32, String>,
     /// Where this node's controller listener binds.
     pub controller_listener: SocketAddr,
+    /// `broker.heartbeat.interval.ms` (2000).
+    pub heartbeat_interval: Duration,
+    /// `broker.session.timeout.ms` (9000): a broker silent this long is fenced.
+    pub session_timeout: Duration,
 }
 
 /// One `listeners` entry.
@@ -194,11 +199,33 @@ pub(super) fn from_properties(
             ));
         }
     }
+    let millis = |key: &str, default: u64| -> Result<Duration, ConfigError> {
+        match get(key) {
+            None => Ok(Duration::from_millis(default)),
+            Some(v) => v
+                .parse::<u64>()
+                .ok()
+                .filter(|ms| (1..=3_600_000).contains(ms))
+                .map(Duration::from_millis)
+                .ok_or_else(|| invalid(key, v, "must be between 1 and 3600000 (milliseconds)")),
+        }
+    };
+    let heartbeat_interval = millis("broker.heartbeat.interval.ms", 2_000)?;
+    let session_timeout = millis("broker.session.timeout.ms", 9_000)?;
+    if session_timeout <= heartbeat_interval {
+        return Err(invalid(
+            "broker.session.timeout.ms",
+            &session_timeout.as_millis().to_string(),
+            "must be longer than broker.heartbeat.interval.ms",
+        ));
+    }
     let client = format!("PLAINTEXT://{}:{}", client.host, client.port);
     Ok(Some((
         ClusterConfig {
             voters,
             controller_listener,
+            heartbeat_interval,
+            session_timeout,
         },
         client,
     )))

@@ -27,6 +27,10 @@ pub enum MetadataCommand {
         host: String,
         port: u16,
     },
+    /// Broker `node_id` stopped heartbeating (the active controller decided).
+    FenceBroker { node_id: i32 },
+    /// Broker `node_id` heartbeats again.
+    UnfenceBroker { node_id: i32 },
     /// Broker `node_id` started: a new leadership term for every partition it leads.
     ResumeLeadership { node_id: i32 },
     /// CreateTopics (`topic_id` chosen by the proposer, or the source's for a mirror topic).
@@ -93,6 +97,8 @@ impl Controller {
                 host,
                 port,
             } => self.register_broker(*node_id, host, *port)?,
+            MetadataCommand::FenceBroker { node_id } => self.fence_broker(*node_id, true)?,
+            MetadataCommand::UnfenceBroker { node_id } => self.fence_broker(*node_id, false)?,
             MetadataCommand::ResumeLeadership { node_id } => self.resume_leadership(*node_id)?,
             MetadataCommand::CreateTopic {
                 name,

@@ -34,6 +34,7 @@ impl Touched {
             MetadataRecord::ProducerIdBlock { .. } => Touched::Nothing,
             MetadataRecord::ClusterId { .. }
             | MetadataRecord::BrokerRegistered { .. }
+            | MetadataRecord::BrokerFenced { .. }
             | MetadataRecord::MirrorCreated { .. }
             | MetadataRecord::MirrorDeleted { .. }
             | MetadataRecord::MirrorConfigs { .. }

@@ -38,6 +38,9 @@ pub enum MetadataRecord {
         host: String,
         port: u16,
     },
+    /// Broker `node_id` was fenced (it stopped heartbeating: its partitions have no leader for
+    /// clients and new partitions avoid it), or unfenced (it is back).
+    BrokerFenced { node_id: i32, fenced: bool },
     /// A topic was created; `leaders` names each partition's broker (empty in logs written
     /// before brokers were placed: the single node leads them).
     Topic {
@@ -176,6 +179,8 @@ pub struct Controller {
     acls: BTreeSet<AclBinding>,
     mirrors: BTreeMap<String, BTreeMap<String, String>>,
     brokers: BTreeMap<i32, BrokerEndpoint>,
+    /// The brokers fenced for silence (docs/cluster.md).
+    fenced: BTreeSet<i32>,
     /// Counts the changes applied, for whoever reacts to metadata (the mirroring engine).
     changes: tokio::sync::watch::Sender<u64>,
     /// What the recent changes touched.
@@ -232,6 +237,7 @@ impl Controller {
             acls: BTreeSet::new(),
             mirrors: BTreeMap::new(),
             brokers: BTreeMap::new(),
+            fenced: BTreeSet::new(),
             changes: tokio::sync::watch::Sender::new(0),
             journal: journal::ChangeJournal::default(),
         }
@@ -253,6 +259,13 @@ impl Controller {
                         port: *port,
                     },
                 );
+            }
+            MetadataRecord::BrokerFenced { node_id, fenced } => {
+                if *fenced {
+                    self.fenced.insert(*node_id);
+                } else {
+                    self.fenced.remove(node_id);
+                }
             }
             MetadataRecord::Topic {
                 name,
@@ -414,20 +427,55 @@ impl Controller {
             host: host.to_string(),
             port,
         };
-        if self.brokers.get(&node_id) == Some(&endpoint) {
+        let mut records = Vec::new();
+        if self.brokers.get(&node_id) != Some(&endpoint) {
+            records.push(MetadataRecord::BrokerRegistered {
+                node_id,
+                host: endpoint.host,
+                port,
+            });
+        }
+        // A broker that registers is alive.
+        if self.fenced.contains(&node_id) {
+            records.push(MetadataRecord::BrokerFenced {
+                node_id,
+                fenced: false,
+            });
+        }
+        if records.is_empty() {
             return Ok(());
         }
-        self.append(MetadataRecord::BrokerRegistered {
-            node_id,
-            host: endpoint.host,
-            port,
-        })
+        self.append_all(records)
+    }
+
+    /// Fences or unfences a registered broker (nothing is written when it already is).
+    pub fn fence_broker(&mut self, node_id: i32, fenced: bool) -> Result<(), StorageError> {
+        if !self.brokers.contains_key(&node_id) || self.fenced.contains(&node_id) == fenced {
+            return Ok(());
+        }
+        self.append(MetadataRecord::BrokerFenced { node_id, fenced })
+    }
+
+    /// The brokers fenced for silence.
+    pub fn fenced(&self) -> &BTreeSet<i32> {
+        &self.fenced
     }
 
     /// Leaders for `count` new partitions after the first `from` of topic `name`: the brokers
-    /// in turn, starting at a place the name decides (so topics spread over the cluster).
+    /// not fenced in turn, starting at a place the name decides (so topics spread over the cluster).
     fn place(&self, name: &str, from: usize, count: usize) -> Vec<i32> {
-        let ids: Vec<i32> = self.brokers.keys().copied().collect();
+        let live: Vec<i32> = self
+            .brokers
+            .keys()
+            .copied()
+            .filter(|id| !self.fenced.contains(id))
+            .collect();
+        // Every broker fenced (this one's own heartbeats not yet counted): all of them.
+        let ids = if live.is_empty() {
+            self.brokers.keys().copied().collect()
+        } else {
+            live
+        };
         if ids.is_empty() {
             return vec![ANY_NODE; count];
         }

@@ -23,6 +23,12 @@ impl Controller {
                 port: broker.port,
             });
         }
+        for node_id in &self.fenced {
+            records.push(MetadataRecord::BrokerFenced {
+                node_id: *node_id,
+                fenced: true,
+            });
+        }
         for (name, topic) in &self.topics {
             records.push(MetadataRecord::Topic {
                 name: name.clone(),
@@ -67,6 +73,7 @@ impl Controller {
         self.acls = fresh.acls;
         self.mirrors = fresh.mirrors;
         self.brokers = fresh.brokers;
+        self.fenced = fresh.fenced;
         for record in records {
             self.apply(record);
         }
@@ -80,7 +87,7 @@ impl Controller {
 mod tests {
     use super::*;
     use crate::acl::{AclBinding, Operation, PatternType, Permission, ResourceType};
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
 
     #[test]
     fn an_image_rebuilt_from_its_records_is_the_same_image() {
@@ -88,6 +95,7 @@ mod tests {
         let mut c = Controller::open(dir.path()).expect("opens");
         c.register_broker(1, "h1", 9092).expect("registers");
         c.register_broker(2, "h2", 9092).expect("registers");
+        c.fence_broker(2, true).expect("fences");
         c.create_topic(
             "orders",
             4,
@@ -120,6 +128,7 @@ mod tests {
         assert_eq!(replica.image_records(), c.image_records());
         assert_eq!(replica.topics(), c.topics());
         assert_eq!(replica.brokers(), c.brokers());
+        assert_eq!(replica.fenced(), &BTreeSet::from([2]));
         assert_eq!(replica.acls(), c.acls());
         assert_eq!(replica.mirrors(), c.mirrors());
         assert_eq!(replica.cluster_id(), c.cluster_id());

@@ -15,12 +15,20 @@ use kafka_protocol::messages::metadata_response::{
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::errors::ErrorCode;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-fn topic_entry(name: &str, topic: &TopicMeta, node: i32) -> MetadataResponseTopic {
+/// A topic as clients see it: a partition whose leader is fenced has no leader
+/// (LEADER_NOT_AVAILABLE) until that broker is back.
+fn topic_entry(
+    name: &str,
+    topic: &TopicMeta,
+    node: i32,
+    fenced: &BTreeSet<i32>,
+) -> MetadataResponseTopic {
     let leader = |p: &crate::controller::PartitionMeta| {
         BrokerId(if p.leader == ANY_NODE { node } else { p.leader })
     };
+    let offline = |p: &crate::controller::PartitionMeta| fenced.contains(&p.leader);
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
         .with_topic_id(topic.topic_id)
@@ -33,7 +41,12 @@ fn topic_entry(name: &str, topic: &TopicMeta, node: i32) -> MetadataResponseTopi
                 .map(|(i, p)| {
                     MetadataResponsePartition::default()
                         .with_partition_index(i as i32)
-                        .with_leader_id(leader(p))
+                        .with_error_code(if offline(p) {
+                            ErrorCode::LEADER_NOT_AVAILABLE.0
+                        } else {
+                            0
+                        })
+                        .with_leader_id(if offline(p) { BrokerId(-1) } else { leader(p) })
                         .with_leader_epoch(p.leader_epoch)
                         .with_replica_nodes(vec![leader(p)])
                         .with_isr_nodes(vec![leader(p)])
@@ -49,6 +62,7 @@ pub(super) async fn handle(
     version: i16,
 ) -> MetadataResponse {
     let node = broker.config().node_id;
+    let fenced = broker.fenced_brokers();
     // Named topics are looked up one by one: a broker with many topics copies only those asked.
     let wanted: Option<Vec<String>> = request.topics.map(|ts| {
         ts.into_iter()
@@ -69,7 +83,7 @@ pub(super) async fn handle(
                     .topics()
                     .iter()
                     .filter(|(name, _)| access.topic(Operation::Describe, name))
-                    .map(|(name, t)| topic_entry(name, t, node)),
+                    .map(|(name, t)| topic_entry(name, t, node, &fenced)),
             );
         }
         Some(names) => {
@@ -104,7 +118,7 @@ pub(super) async fn handle(
                     }
                 }
                 match topic {
-                    Some(t) => answer.push(topic_entry(&name, &t, node)),
+                    Some(t) => answer.push(topic_entry(&name, &t, node, &fenced)),
                     None => {
                         let code = if crate::controller::valid_topic_name(&name) {
                             ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
@@ -126,6 +140,7 @@ pub(super) async fn handle(
             broker
                 .brokers()
                 .into_iter()
+                .filter(|b| !fenced.contains(&b.node_id))
                 .map(|b| {
                     MetadataResponseBroker::default()
                         .with_node_id(BrokerId(b.node_id))

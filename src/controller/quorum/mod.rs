@@ -20,6 +20,7 @@
 //!   metadata directory was lost must join under a new `node.id`.
 
 mod atomic_file;
+mod liveness;
 mod log_store;
 mod network;
 mod replica;
@@ -55,6 +56,12 @@ pub struct QuorumConfig {
     pub dir: PathBuf,
     /// How long a metadata change may wait for the active controller.
     pub request_timeout: Duration,
+    /// `broker.heartbeat.interval.ms`: how often this node's broker tells the active controller
+    /// it is alive.
+    pub heartbeat_interval: Duration,
+    /// `broker.session.timeout.ms`: how long the active controller waits for a broker's
+    /// heartbeat before fencing it.
+    pub session_timeout: Duration,
 }
 
 /// Why the quorum could not start.
@@ -80,7 +87,20 @@ pub struct Quorum {
     raft: Raft<MetadataRaft>,
     image: Arc<Mutex<Controller>>,
     request_timeout: Duration,
+    /// Heartbeat sessions while this node is the active controller.
+    live: liveness::Live,
     stop: watch::Sender<bool>,
+}
+
+/// Runs `work` until `stop` turns true.
+async fn until_stopped(
+    mut stop: watch::Receiver<bool>,
+    work: impl std::future::Future<Output = ()>,
+) {
+    tokio::select! {
+        () = work => {}
+        _ = stop.changed() => {}
+    }
 }
 
 impl std::fmt::Debug for Quorum {
@@ -138,17 +158,34 @@ impl Quorum {
                 source,
             })?;
         let (stop, stopped) = watch::channel(false);
-        tokio::spawn(server::serve(listener, raft.clone(), stopped));
+        let live = liveness::Live::default();
+        tokio::spawn(server::serve(
+            listener,
+            raft.clone(),
+            live.clone(),
+            stopped.clone(),
+        ));
         let quorum = Arc::new(Quorum {
             node_id,
             raft,
             image,
             request_timeout: config.request_timeout,
+            live,
             stop,
         });
         if config.voters.contains_key(&config.node_id) {
             quorum.bootstrap(&config.voters).await?;
         }
+        tokio::spawn(until_stopped(
+            stopped.clone(),
+            quorum.clone().heartbeats(config.heartbeat_interval),
+        ));
+        tokio::spawn(until_stopped(
+            stopped,
+            quorum
+                .clone()
+                .fence_silent_brokers(config.heartbeat_interval, config.session_timeout),
+        ));
         Ok(quorum)
     }
 
@@ -166,6 +203,74 @@ impl Quorum {
             // Already a member of a formed quorum (a restart, or another voter was first).
             Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
             Err(e) => Err(QuorumError::Raft(e.to_string())),
+        }
+    }
+
+    /// Tells the active controller, every `interval`, that this node's broker is alive.
+    async fn heartbeats(self: Arc<Self>, interval: Duration) {
+        let mut peer: Option<(u64, Peer)> = None;
+        let mut tick = tokio::time::interval(interval);
+        loop {
+            tick.tick().await;
+            let leader = {
+                let metrics = self.raft.metrics();
+                let metrics = metrics.borrow();
+                metrics.current_leader.and_then(|id| {
+                    let node = metrics.membership_config.membership().get_node(&id)?;
+                    Some((id, node.addr.clone()))
+                })
+            };
+            let Some((leader, address)) = leader else {
+                continue;
+            };
+            if leader == self.node_id {
+                liveness::heard(&self.live, self.node_id as i32, std::time::Instant::now());
+                continue;
+            }
+            if peer.as_ref().is_none_or(|(id, _)| *id != leader) {
+                peer = Some((leader, Peer::new(&address)));
+            }
+            if let Some((_, peer)) = peer.as_mut() {
+                let beat = QuorumRequest::Heartbeat {
+                    node_id: self.node_id as i32,
+                };
+                if let Err(e) = peer.call(&beat, interval).await {
+                    tracing::debug!(controller = leader, error = %e, "heartbeat");
+                }
+            }
+        }
+    }
+
+    /// While this node is the active controller, fences the brokers silent for `timeout` and
+    /// unfences those heard again (see [`liveness`]).
+    async fn fence_silent_brokers(self: Arc<Self>, interval: Duration, timeout: Duration) {
+        let mut tick = tokio::time::interval(interval / 2);
+        loop {
+            tick.tick().await;
+            let now = std::time::Instant::now();
+            let active = self.raft.metrics().borrow().current_leader == Some(self.node_id);
+            let commands = {
+                let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+                if !active {
+                    *live = None;
+                    continue;
+                }
+                let sessions = live.get_or_insert_with(|| liveness::Sessions::new(now));
+                let image = self.image.lock().unwrap_or_else(|e| e.into_inner());
+                liveness::decide(
+                    now,
+                    sessions,
+                    image.brokers().keys().copied(),
+                    image.fenced(),
+                    timeout,
+                )
+            };
+            for command in commands {
+                tracing::warn!(?command, "broker liveness changed");
+                if let Err(e) = self.write(command).await {
+                    tracing::warn!(error = %e, "recording a broker's liveness");
+                }
+            }
         }
     }
 

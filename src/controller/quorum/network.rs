@@ -40,6 +40,8 @@ pub(super) enum QuorumRequest {
     InstallSnapshot(InstallSnapshotRequest<MetadataRaft>),
     /// A metadata change for the active controller to commit.
     Forward(MetadataCommand),
+    /// Broker `node_id` is alive (sent to the active controller).
+    Heartbeat { node_id: i32 },
 }
 
 /// The answer to a [`QuorumRequest`].
@@ -53,6 +55,8 @@ pub(super) enum QuorumResponse {
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     /// To a forwarded change.
     Forwarded(Forwarded),
+    /// To a heartbeat: whether the node asked is the active controller and counted it.
+    Heartbeat { counted: bool },
 }
 
 /// What became of a forwarded change.

@@ -1,6 +1,7 @@
 //! The controller listener: answers other controllers' Raft RPCs and, on the active controller,
 //! commits the metadata changes other nodes forward (docs/cluster.md).
 
+use super::liveness::Live;
 use super::network::{Forwarded, QuorumRequest, QuorumResponse, read_frame, write_frame};
 use super::types::MetadataRaft;
 use openraft::Raft;
@@ -12,15 +13,16 @@ use tokio::sync::watch;
 pub(super) async fn serve(
     listener: TcpListener,
     raft: Raft<MetadataRaft>,
+    live: Live,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let raft = raft.clone();
+                    let (raft, live) = (raft.clone(), live.clone());
                     tokio::spawn(async move {
-                        if let Err(e) = connection(stream, &raft).await {
+                        if let Err(e) = connection(stream, &raft, &live).await {
                             tracing::debug!(%peer, error = %e, "controller connection ended");
                         }
                     });
@@ -38,17 +40,24 @@ pub(super) async fn serve(
 
 /// Answers one connection's requests in turn, until it closes or sends something that is not a
 /// quorum frame.
-async fn connection(mut stream: TcpStream, raft: &Raft<MetadataRaft>) -> std::io::Result<()> {
+async fn connection(
+    mut stream: TcpStream,
+    raft: &Raft<MetadataRaft>,
+    live: &Live,
+) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     while let Some(request) = read_frame::<QuorumRequest>(&mut stream).await? {
-        let response = answer(raft, request).await;
+        let response = answer(raft, live, request).await;
         write_frame(&mut stream, &response).await?;
     }
     Ok(())
 }
 
-async fn answer(raft: &Raft<MetadataRaft>, request: QuorumRequest) -> QuorumResponse {
+async fn answer(raft: &Raft<MetadataRaft>, live: &Live, request: QuorumRequest) -> QuorumResponse {
     match request {
+        QuorumRequest::Heartbeat { node_id } => QuorumResponse::Heartbeat {
+            counted: super::liveness::heard(live, node_id, std::time::Instant::now()),
+        },
         QuorumRequest::AppendEntries(rpc) => {
             QuorumResponse::AppendEntries(raft.append_entries(rpc).await)
         }

@@ -1,0 +1,122 @@
+//! Which brokers are alive, as the active controller sees them: each broker heartbeats to it,
+//! and one that stays silent for the session timeout is fenced (docs/cluster.md). A fenced
+//! broker's partitions have no leader for clients, and new partitions are not placed on it,
+//! until it heartbeats again.
+//!
+//! The sessions are soft state of the active controller only, as in KRaft: a new active
+//! controller knows nobody's last heartbeat, so it gives every broker a full session timeout
+//! from the moment it became active before fencing any. [`decide`] is pure: the controller's
+//! shell passes the time, the sessions and the image, and writes what it returns.
+
+use crate::controller::MetadataCommand;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The sessions while this node is the active controller, `None` otherwise; shared by the
+/// controller listener (which counts heartbeats) and the liveness loop (which acts on them).
+pub(super) type Live = Arc<Mutex<Option<Sessions>>>;
+
+/// Counts a heartbeat of broker `node_id`; false when this node is not the active controller.
+pub(super) fn heard(live: &Live, node_id: i32, now: Instant) -> bool {
+    match live.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        Some(sessions) => {
+            sessions.heard(node_id, now);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The active controller's record of heartbeats.
+#[derive(Debug)]
+pub(super) struct Sessions {
+    /// When this node became the active controller (a broker unheard since counts from here).
+    since: Instant,
+    /// The last heartbeat of each broker heard since then.
+    last: BTreeMap<i32, Instant>,
+}
+
+impl Sessions {
+    /// Sessions of a controller that became active at `now`.
+    pub(super) fn new(now: Instant) -> Sessions {
+        Sessions {
+            since: now,
+            last: BTreeMap::new(),
+        }
+    }
+
+    /// Broker `node_id` heartbeated at `now`.
+    pub(super) fn heard(&mut self, node_id: i32, now: Instant) {
+        self.last.insert(node_id, now);
+    }
+}
+
+/// The fence and unfence commands the sessions call for at `now`: a registered broker not
+/// fenced and silent for `timeout` is fenced; a fenced broker heard within `timeout` is
+/// unfenced.
+pub(super) fn decide(
+    now: Instant,
+    sessions: &Sessions,
+    registered: impl IntoIterator<Item = i32>,
+    fenced: &BTreeSet<i32>,
+    timeout: Duration,
+) -> Vec<MetadataCommand> {
+    registered
+        .into_iter()
+        .filter_map(|node_id| {
+            let heard = sessions.last.get(&node_id).copied();
+            let alive = now.saturating_duration_since(heard.unwrap_or(sessions.since)) < timeout;
+            match (alive, fenced.contains(&node_id)) {
+                (false, false) => Some(MetadataCommand::FenceBroker { node_id }),
+                (true, true) if heard.is_some() => Some(MetadataCommand::UnfenceBroker { node_id }),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_secs(9);
+
+    #[test]
+    fn a_silent_broker_is_fenced_after_the_timeout_and_unfenced_when_heard_again() {
+        let start = Instant::now();
+        let mut sessions = Sessions::new(start);
+        let at = |s: u64| start + Duration::from_secs(s);
+        let none = BTreeSet::new();
+        // Nobody is fenced before a full timeout since the controller became active.
+        assert!(decide(at(8), &sessions, [1, 2], &none, TIMEOUT).is_empty());
+        sessions.heard(1, at(8));
+        assert_eq!(
+            decide(at(9), &sessions, [1, 2], &none, TIMEOUT),
+            vec![MetadataCommand::FenceBroker { node_id: 2 }]
+        );
+        let fenced = BTreeSet::from([2]);
+        assert!(
+            decide(at(10), &sessions, [1, 2], &fenced, TIMEOUT).is_empty(),
+            "a fenced broker stays fenced while silent; 1 is alive"
+        );
+        sessions.heard(2, at(11));
+        assert_eq!(
+            decide(at(12), &sessions, [1, 2], &fenced, TIMEOUT),
+            vec![MetadataCommand::UnfenceBroker { node_id: 2 }]
+        );
+        assert_eq!(
+            decide(at(17), &sessions, [1, 2], &none, TIMEOUT),
+            vec![MetadataCommand::FenceBroker { node_id: 1 }],
+            "1 fell silent after 8 s"
+        );
+    }
+
+    #[test]
+    fn a_fenced_broker_is_not_unfenced_by_the_grace_of_a_new_controller() {
+        let start = Instant::now();
+        let sessions = Sessions::new(start);
+        let fenced = BTreeSet::from([3]);
+        assert!(decide(start, &sessions, [3], &fenced, TIMEOUT).is_empty());
+    }
+}
