@@ -5,10 +5,12 @@
 #
 #   scripts/cluster-local.sh start N DATA_DIR [BASE_PORT]   start N nodes (default base: the first
 #                                                          free block from 29100); node i listens
-#                                                          for clients on BASE+2(i-1) and for
-#                                                          controllers on BASE+2(i-1)+1; prints
+#                                                          for clients on BASE+3(i-1), for
+#                                                          controllers on BASE+3(i-1)+1 and serves
+#                                                          /metrics on BASE+3(i-1)+2; prints
 #                                                          DATA_DIR/env (source it: it exports
-#                                                          KMIRROR_CLUSTER_BOOTSTRAP)
+#                                                          KMIRROR_CLUSTER_BOOTSTRAP and
+#                                                          KMIRROR_CLUSTER_METRICS)
 #   scripts/cluster-local.sh stop DATA_DIR                 stop every node (SIGTERM, then SIGKILL)
 #   scripts/cluster-local.sh kill I DATA_DIR               SIGKILL node I (a crash)
 #   scripts/cluster-local.sh restart I DATA_DIR            start node I again on its data
@@ -21,7 +23,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -34,15 +36,15 @@ kmirror_bin() {
   echo "$bin"
 }
 
-# The first base port from $1 with 2*$2 free ports after it.
+# The first base port from $1 with 3*$2 free ports after it.
 free_base() {
   python3 - "$1" "$2" <<'PY'
 import socket, sys
 start, count = int(sys.argv[1]), int(sys.argv[2])
-for base in range(start, 60000, 2 * count):
+for base in range(start, 60000, 3 * count):
     held = []
     try:
-        for p in range(base, base + 2 * count):
+        for p in range(base, base + 3 * count):
             s = socket.socket()
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("127.0.0.1", p))
@@ -89,14 +91,15 @@ start() {
   [[ -z "$base" ]] && base="$(free_base 29100 "$count")"
   mkdir -p "$data"
   data="$(cd "$data" && pwd)"
-  local voters="" bootstrap=""
+  local voters="" bootstrap="" metrics=""
   for i in $(seq 1 "$count"); do
-    local client=$((base + 2 * (i - 1))) controller=$((base + 2 * (i - 1) + 1))
+    local client=$((base + 3 * (i - 1))) controller=$((base + 3 * (i - 1) + 1))
     voters+="${voters:+,}$i@127.0.0.1:$controller"
     bootstrap+="${bootstrap:+,}127.0.0.1:$client"
+    metrics+="${metrics:+,}127.0.0.1:$((client + 2))"
   done
   for i in $(seq 1 "$count"); do
-    local client=$((base + 2 * (i - 1))) controller=$((base + 2 * (i - 1) + 1))
+    local client=$((base + 3 * (i - 1))) controller=$((base + 3 * (i - 1) + 1))
     mkdir -p "$data/node-$i/data"
     cat >"$data/node-$i/server.properties" <<EOF
 process.roles=broker,controller
@@ -106,6 +109,7 @@ controller.listener.names=CONTROLLER
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 listeners=PLAINTEXT://127.0.0.1:$client,CONTROLLER://127.0.0.1:$controller
 log.dirs=$data/node-$i/data
+metrics.listener=http://127.0.0.1:$((client + 2))
 EOF
     echo "$client" >"$data/node-$i/port"
   done
@@ -118,6 +122,7 @@ EOF
   echo "$count" >"$data/nodes"
   {
     echo "export KMIRROR_CLUSTER_BOOTSTRAP=$bootstrap"
+    echo "export KMIRROR_CLUSTER_METRICS=$metrics"
     echo "export KMIRROR_CLUSTER_DIR=$data"
   } >"$data/env"
   echo "$data/env"

@@ -32,8 +32,26 @@ pub const LOG_OPEN_FILES: &str = "kmirror_log_open_segment_files";
 /// Segment log files opened again after the bound closed them.
 pub const LOG_FILE_REOPENS: &str = "kmirror_log_segment_file_reopens_total";
 
+/// 1 on the node that is the metadata quorum's active controller, 0 on the others
+/// (docs/cluster.md).
+pub const CONTROLLER_ACTIVE: &str = "kmirror_controller_active";
+/// Brokers the active controller fenced for silence (0 on the other nodes).
+pub const FENCED_BROKERS: &str = "kmirror_controller_fenced_brokers";
+
 /// The broker's metrics.
 pub const CATALOGUE: &[MetricDef] = &[
+    MetricDef {
+        name: CONTROLLER_ACTIVE,
+        kind: MetricKind::Gauge,
+        labels: &[],
+        help: "1 on the active controller of the metadata quorum, 0 elsewhere.",
+    },
+    MetricDef {
+        name: FENCED_BROKERS,
+        kind: MetricKind::Gauge,
+        labels: &[],
+        help: "Brokers fenced for silence, as the active controller sees them.",
+    },
     MetricDef {
         name: REQUESTS,
         kind: MetricKind::Counter,

@@ -41,6 +41,7 @@ mod failback;
 mod metadata;
 mod operator;
 mod process;
+mod quorum_cluster;
 mod scenarios;
 mod security;
 mod sync;
@@ -68,7 +69,6 @@ fn segment(topic: &str, partition: i32) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// A client of the source cluster, patient with a loaded machine.
 /// The outcome of a metadata write of a single-node broker or of an in-process cluster, which
 /// completes without waiting (its controller writes in place); panics if it would wait.
 fn written<T>(write: impl std::future::Future<Output = T>) -> T {
@@ -89,6 +89,7 @@ fn ensure_state_topic(broker: &Broker) {
     }
 }
 
+/// A client of the source cluster, patient with a loaded machine.
 async fn source_client(bootstrap: &str) -> Arc<SourceClient> {
     let mut config = ClientConfig::plaintext(bootstrap);
     config.request_timeout = Duration::from_secs(15);

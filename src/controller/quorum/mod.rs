@@ -245,6 +245,8 @@ impl Quorum {
     /// unfences those heard again (see [`liveness`]).
     async fn fence_silent_brokers(self: Arc<Self>, interval: Duration, timeout: Duration) {
         let mut tick = tokio::time::interval(interval / 2);
+        metrics::gauge!(crate::metrics::CONTROLLER_ACTIVE).set(0.0);
+        metrics::gauge!(crate::metrics::FENCED_BROKERS).set(0.0);
         loop {
             tick.tick().await;
             let now = std::time::Instant::now();
@@ -252,11 +254,20 @@ impl Quorum {
             let commands = {
                 let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
                 if !active {
-                    *live = None;
+                    if live.take().is_some() {
+                        tracing::info!("this node is no longer the active controller");
+                        metrics::gauge!(crate::metrics::CONTROLLER_ACTIVE).set(0.0);
+                        metrics::gauge!(crate::metrics::FENCED_BROKERS).set(0.0);
+                    }
                     continue;
                 }
-                let sessions = live.get_or_insert_with(|| liveness::Sessions::new(now));
+                let sessions = live.get_or_insert_with(|| {
+                    tracing::info!("this node is the active controller");
+                    metrics::gauge!(crate::metrics::CONTROLLER_ACTIVE).set(1.0);
+                    liveness::Sessions::new(now)
+                });
                 let image = self.image.lock().unwrap_or_else(|e| e.into_inner());
+                metrics::gauge!(crate::metrics::FENCED_BROKERS).set(image.fenced().len() as f64);
                 liveness::decide(
                     now,
                     sessions,
