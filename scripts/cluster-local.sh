@@ -16,14 +16,15 @@
 #   scripts/cluster-local.sh restart I DATA_DIR            start node I again on its data
 #   scripts/cluster-local.sh status DATA_DIR               each node's pid and whether it runs
 #
-# KMIRROR_BIN names the kmirror binary (default: target/release/kmirror, built if missing).
+# KMIRROR_BIN names the kmirror binary (default: target/release/kmirror, built if missing);
+# KMIRROR_CLUSTER_PROPERTIES holds extra server.properties lines for every node.
 # Each node's log is DATA_DIR/node-I/broker.log, its data DATA_DIR/node-I/data.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 
 usage() {
-  sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -110,6 +111,7 @@ listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 listeners=PLAINTEXT://127.0.0.1:$client,CONTROLLER://127.0.0.1:$controller
 log.dirs=$data/node-$i/data
 metrics.listener=http://127.0.0.1:$((client + 2))
+${KMIRROR_CLUSTER_PROPERTIES:-}
 EOF
     echo "$client" >"$data/node-$i/port"
   done

@@ -391,19 +391,29 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
             }
         },
     );
-    let transactions = every(
-        &broker,
-        broker.config().transaction_cleanup_interval_ms,
-        |broker, now| {
-            let ended = broker.abort_timed_out_transactions(now);
-            if ended > 0 {
-                tracing::info!(
-                    transactions = ended,
-                    "ended timed-out or stalled transactions"
-                );
+    // Completing a transaction may wait for other brokers' WriteTxnMarkers: its own task.
+    let transactions = {
+        let broker = broker.clone();
+        let every = std::time::Duration::from_millis(
+            broker.config().transaction_cleanup_interval_ms as u64,
+        );
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let ended = broker
+                    .abort_timed_out_transactions(kmirror::broker::now_ms())
+                    .await;
+                if ended > 0 {
+                    tracing::info!(
+                        transactions = ended,
+                        "ended timed-out or stalled transactions"
+                    );
+                }
             }
-        },
-    );
+        })
+    };
     // KIP-848 members whose session passed leave their group even when nobody else asks.
     let consumer_groups = every(&broker, 1_000, |broker, _| {
         broker.groups().expire_consumer_members()

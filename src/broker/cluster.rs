@@ -106,6 +106,12 @@ impl Broker {
         partition.leader == self.config.node_id || partition.leader == ANY_NODE
     }
 
+    /// Whether the metadata has the partition, whichever broker leads it (group and
+    /// transaction coordinators accept offsets and partitions of the whole cluster).
+    pub fn partition_exists(&self, topic: &str, index: i32) -> bool {
+        self.leader_of(topic, index).is_some()
+    }
+
     /// The node that leads `topic`-`index`, if the partition exists.
     pub fn leader_of(&self, topic: &str, index: i32) -> Option<i32> {
         let leader = self.with_controller(|c| {

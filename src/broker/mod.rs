@@ -37,6 +37,7 @@ pub mod network;
 pub mod quorum_config;
 pub mod server;
 mod transactions;
+mod txn_verification;
 
 use crate::acl::{AclBinding, AclFilter, Operation, ResourceType, Session};
 use crate::controller::quorum::Quorum;
@@ -93,6 +94,8 @@ pub struct Broker {
     /// Held by [`Broker::reconcile`] (one at a time opens and removes logs): the count of
     /// metadata changes it last brought the logs in line with, `None` before the first.
     reconciled: Mutex<Option<u64>>,
+    /// Transactional produces verified with a coordinator on another broker.
+    verified: txn_verification::Verified,
     /// The producer ids this node hands out next (a block the controller allocated).
     producer_ids: Mutex<std::ops::Range<i64>>,
     /// The log directory's lock, from open until [`Broker::close`]: a broker closed in-process
@@ -183,6 +186,7 @@ impl Broker {
             acls,
             reconciled: Mutex::new(None),
             producer_ids: Mutex::new(0..0),
+            verified: Default::default(),
             dir_lock: Mutex::new(Some(dir_lock)),
             controller,
             quorum,
@@ -218,8 +222,14 @@ impl Broker {
         // Transactions decided before a crash end before any client sees the partitions; one
         // that still fails is retried by housekeeping.
         for completion in unfinished {
-            if let Err(e) = self.complete_transaction(&completion) {
-                tracing::error!(transactional_id = %completion.transactional_id, error = %e, "completing a transaction at start-up");
+            match self.complete_local_transaction(&completion) {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::info!(transactional_id = %completion.transactional_id, "a transaction decided before the restart ends once the brokers of its partitions answer");
+                }
+                Err(e) => {
+                    tracing::error!(transactional_id = %completion.transactional_id, error = %e, "completing a transaction at start-up");
+                }
             }
         }
         Ok(())

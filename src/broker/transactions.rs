@@ -12,57 +12,210 @@
 use super::{Broker, now_ms};
 use crate::storage::StorageError;
 use crate::txn::{Completion, TxnError};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
+use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::client::ClientConfig;
+use kmirror_protocol::client::connection::Connection;
+use kmirror_protocol::errors::ErrorCode;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
+/// A completion's partitions led by other brokers, by leader.
+type Remote = BTreeMap<i32, Vec<(String, i32)>>;
+
 impl Broker {
-    /// Writes `completion`'s markers and offsets, then completes it in the coordinator.
-    pub fn complete_transaction(&self, completion: &Completion) -> Result<(), TxnError> {
+    /// Writes `completion`'s markers (on this broker's partitions, then through WriteTxnMarkers
+    /// to the brokers leading the others) and offsets, then completes it in the coordinator.
+    /// A marker that could not be written fails the completion; housekeeping retries it.
+    pub async fn complete_transaction(&self, completion: &Completion) -> Result<(), TxnError> {
+        for (leader, partitions) in self.write_local_markers(completion)? {
+            self.send_markers(leader, completion, &partitions).await?;
+        }
+        self.finish_completion(completion)
+    }
+
+    /// At start-up, before clients come: completes `completion` if every partition it touches
+    /// is this broker's (true), else leaves it to housekeeping, which completes it once the
+    /// other brokers answer.
+    pub(super) fn complete_local_transaction(
+        &self,
+        completion: &Completion,
+    ) -> Result<bool, TxnError> {
+        if !self.write_local_markers(completion)?.is_empty() {
+            return Ok(false);
+        }
+        self.finish_completion(completion).map(|()| true)
+    }
+
+    /// Writes the markers of `completion` on the partitions this broker leads; returns the
+    /// others by leader. A deleted topic's partitions get none.
+    fn write_local_markers(&self, completion: &Completion) -> Result<Remote, TxnError> {
+        let mut remote = Remote::new();
         for (topic, index) in &completion.partitions {
-            let (Some(partition), Some(epoch)) = (
-                self.partition(topic, *index),
-                self.leader_epoch(topic, *index),
-            ) else {
-                continue;
-            };
-            let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-            // Under the log's lock: the flag is set before the mirror first truncates, so a
-            // marker that got in before the flag is cut by that truncation.
-            if partition.read_only.load(Ordering::SeqCst) {
-                tracing::warn!(
-                    topic,
-                    partition = index,
-                    producer_id = completion.producer_id,
-                    "skipping the transaction marker of a read-only mirror partition"
-                );
-                continue;
-            }
-            let written = log.append_txn_marker(
-                completion.producer_id,
-                completion.producer_epoch,
-                completion.commit,
-                0,
-                epoch,
-                now_ms(),
-            );
-            match written {
-                Ok(_) => {
-                    let end = log.log_end_offset();
-                    log.update_high_watermark(end);
+            match self.leader_of(topic, *index) {
+                None => {}
+                Some(leader) if leader != self.config.node_id => {
+                    remote
+                        .entry(leader)
+                        .or_default()
+                        .push((topic.clone(), *index));
                 }
-                Err(StorageError::InvalidProducerEpoch { .. }) => {
-                    tracing::warn!(
+                Some(_) => {
+                    let code = self.write_marker(
                         topic,
-                        partition = index,
-                        producer_id = completion.producer_id,
-                        "skipping the marker of a fenced producer epoch"
+                        *index,
+                        completion.producer_id,
+                        completion.producer_epoch,
+                        completion.commit,
                     );
-                }
-                Err(e) => {
-                    tracing::error!(topic, partition = index, error = %e, "writing a transaction marker");
-                    return Err(TxnError::Storage);
+                    if code != 0 {
+                        return Err(TxnError::Storage);
+                    }
                 }
             }
         }
+        Ok(remote)
+    }
+
+    /// Writes one transaction marker on a partition this broker leads: the error code for
+    /// WriteTxnMarkers (0 when written, or skipped as the module doc says).
+    pub(crate) fn write_marker(
+        &self,
+        topic: &str,
+        index: i32,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+    ) -> i16 {
+        let (Some(partition), Some(epoch)) = (
+            self.partition(topic, index),
+            self.leader_epoch(topic, index),
+        ) else {
+            return self.missing_partition_error(topic, index);
+        };
+        let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+        // Under the log's lock: the flag is set before the mirror first truncates, so a
+        // marker that got in before the flag is cut by that truncation.
+        if partition.read_only.load(Ordering::SeqCst) {
+            tracing::warn!(
+                topic,
+                partition = index,
+                producer_id,
+                "skipping the transaction marker of a read-only mirror partition"
+            );
+            return 0;
+        }
+        match log.append_txn_marker(producer_id, producer_epoch, commit, 0, epoch, now_ms()) {
+            Ok(_) => {
+                let end = log.log_end_offset();
+                log.update_high_watermark(end);
+                drop(log);
+                self.forget_verified(producer_id, topic, index);
+                0
+            }
+            Err(StorageError::InvalidProducerEpoch { .. }) => {
+                tracing::warn!(
+                    topic,
+                    partition = index,
+                    producer_id,
+                    "skipping the marker of a fenced producer epoch"
+                );
+                0
+            }
+            Err(e) => {
+                tracing::error!(topic, partition = index, error = %e, "writing a transaction marker");
+                ErrorCode::KAFKA_STORAGE_ERROR.0
+            }
+        }
+    }
+
+    /// WriteTxnMarkers to broker `leader` for `partitions` of `completion`.
+    async fn send_markers(
+        &self,
+        leader: i32,
+        completion: &Completion,
+        partitions: &[(String, i32)],
+    ) -> Result<(), TxnError> {
+        let failed = |why: String| {
+            tracing::warn!(
+                transactional_id = %completion.transactional_id,
+                broker = leader,
+                error = why,
+                "writing transaction markers on another broker; retried later"
+            );
+            TxnError::Storage
+        };
+        let address = self
+            .brokers()
+            .into_iter()
+            .find(|b| b.node_id == leader)
+            .map(|b| format!("{}:{}", b.host, b.port))
+            .ok_or_else(|| failed("the broker is not registered".into()))?;
+        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (topic, index) in partitions {
+            topics.entry(topic).or_default().push(*index);
+        }
+        let request = WriteTxnMarkersRequest::default().with_markers(vec![
+            WritableTxnMarker::default()
+                .with_producer_id(ProducerId(completion.producer_id))
+                .with_producer_epoch(completion.producer_epoch)
+                .with_transaction_result(completion.commit)
+                .with_coordinator_epoch(0)
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(topic, indexes)| {
+                            WritableTxnMarkerTopic::default()
+                                .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                                .with_partition_indexes(indexes)
+                        })
+                        .collect(),
+                ),
+        ]);
+        let config = ClientConfig::plaintext(&address);
+        let connection = Connection::connect(&address, &config, None)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let (_, answer) = tokio::time::timeout(
+            config.request_timeout,
+            connection.send("WriteTxnMarkers", &request, 1),
+        )
+        .await
+        .map_err(|_| failed("no answer".into()))?
+        .map_err(|e| failed(e.to_string()))?;
+        let refused: Vec<String> = answer
+            .markers
+            .iter()
+            .flat_map(|m| &m.topics)
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    // A partition whose topic was deleted meanwhile needs no marker.
+                    .filter(|p| {
+                        p.error_code != 0 && p.error_code != ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
+                    })
+                    .map(move |p| {
+                        format!(
+                            "{}-{}: {}",
+                            t.name.0,
+                            p.partition_index,
+                            ErrorCode(p.error_code)
+                        )
+                    })
+            })
+            .collect();
+        if refused.is_empty() {
+            Ok(())
+        } else {
+            Err(failed(refused.join(", ")))
+        }
+    }
+
+    /// Commits the completion's offsets and completes it in the coordinator.
+    fn finish_completion(&self, completion: &Completion) -> Result<(), TxnError> {
         for (group, topics) in &completion.offsets {
             let offsets = topics
                 .iter()
@@ -85,18 +238,20 @@ impl Broker {
 
     /// Aborts transactions past their timeout and retries completions whose markers failed;
     /// returns how many were finished.
-    pub fn abort_timed_out_transactions(&self, now_ms: i64) -> usize {
+    pub async fn abort_timed_out_transactions(&self, now_ms: i64) -> usize {
+        self.ensure_producer_ids().await;
         let allocate = || self.allocate_producer_id();
         let mut due = self.transactions.expire(now_ms, &allocate);
         due.extend(self.transactions.stalled(now_ms));
-        due.iter()
-            .filter(|c| match self.complete_transaction(c) {
-                Ok(()) => true,
+        let mut finished = 0;
+        for completion in &due {
+            match self.complete_transaction(completion).await {
+                Ok(()) => finished += 1,
                 Err(e) => {
-                    tracing::error!(transactional_id = %c.transactional_id, error = %e, "completing a transaction; retried later");
-                    false
+                    tracing::error!(transactional_id = %completion.transactional_id, error = %e, "completing a transaction; retried later");
                 }
-            })
-            .count()
+            }
+        }
+        finished
     }
 }

@@ -79,7 +79,7 @@ async fn start_member(root: &Path, node_id: i32, controller: Arc<Mutex<Controlle
 
 /// `kmirror mirrors --describe --json` (every broker's partitions, merged): (state, destination
 /// offset) per partition of `topic`, in partition order.
-fn described(address: &str, topic: &str) -> Vec<(String, i64)> {
+pub(crate) fn described(address: &str, topic: &str) -> Vec<(String, i64)> {
     let (code, text) = mirrors_cli(address, &["--describe", "--mirror", "dr", "--json"]);
     if code != Some(0) {
         return Vec::new();
@@ -115,7 +115,7 @@ async fn cli(address: &str, args: &[&str]) -> (Option<i32>, String) {
     .expect("ran")
 }
 
-async fn wait_described(address: &str, topic: &str, state: &str, ends: &[i64]) {
+pub(crate) async fn wait_described(address: &str, topic: &str, state: &str, ends: &[i64]) {
     let wanted: Vec<(String, i64)> = ends.iter().map(|e| (state.to_string(), *e)).collect();
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {

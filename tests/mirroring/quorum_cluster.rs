@@ -3,7 +3,8 @@
 //! against it, the active controller killed while topics are being created, and Apache Kafka
 //! mirrored into it by all three brokers.
 
-use super::process::{described, mirrors_cli, source_ends};
+use super::cluster::{described, wait_described};
+use super::process::{mirrors_cli, source_ends};
 use super::{segment, source_client};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
@@ -31,6 +32,11 @@ fn script(args: &[&str]) -> String {
     ))
     .args(args)
     .env("KMIRROR_BIN", env!("CARGO_BIN_EXE_kmirror"))
+    // Timed-out transactions end within a second (the test waits for one).
+    .env(
+        "KMIRROR_CLUSTER_PROPERTIES",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
+    )
     .output()
     .expect("cluster-local.sh runs");
     let text =
@@ -369,17 +375,8 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
     assert_eq!(code, Some(0), "{text}");
     let source = source_client(&kafka).await;
     let ends = source_ends(&source, &topic, 6).await;
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let now = described(&cluster.clients[2], "dr", &topic).await;
-        let wanted: Vec<(String, i64)> =
-            ends.iter().map(|e| ("MIRRORING".to_string(), *e)).collect();
-        if now == wanted {
-            break;
-        }
-        assert!(Instant::now() < deadline, "{now:?}, waiting for {wanted:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    // `kmirror mirrors --describe` through one node shows the partitions of all three.
+    wait_described(&cluster.clients[2], &topic, "MIRRORING", &ends).await;
     let leaders = topics_of(&cluster.clients[0]).await.expect("metadata")[&topic].clone();
     assert_eq!(
         leaders.iter().copied().collect::<BTreeSet<i32>>(),
@@ -402,8 +399,12 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
     assert_eq!(code, Some(0), "{text}");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let now = described(&cluster.clients[0], "dr", &topic).await;
-        if now.iter().all(|(state, _)| state == "STOPPED") && now.len() == 6 {
+        let address = cluster.clients[0].clone();
+        let (address, name) = (address, topic.clone());
+        let now = tokio::task::spawn_blocking(move || described(&address, &name))
+            .await
+            .expect("described");
+        if now.len() == 6 && now.iter().all(|(state, _)| state == "STOPPED") {
             break;
         }
         assert!(Instant::now() < deadline, "{now:?}, waiting for STOPPED");
@@ -414,4 +415,50 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
         acked, 600,
         "the failed-over topic takes writes on every broker: {out}"
     );
+}
+
+/// confluent-kafka (librdkafka) transactions against three processes, whose coordinator and
+/// partitions are on different brokers: commits, an abort, a producer fenced by a newer one with
+/// the same transactional id, and a transaction left open that the coordinator aborts when it
+/// times out. Its markers reach the partitions other brokers lead (WriteTxnMarkers), and a
+/// transactional produce there is verified with the coordinator first, so READ_COMMITTED
+/// readers see exactly the committed records and READ_UNCOMMITTED ones see the rest.
+#[tokio::test]
+#[ignore = "needs confluent-kafka: run scripts/test.sh"]
+async fn librdkafka_transactions_span_the_brokers_of_a_three_process_cluster() {
+    let cluster = Cluster::start(3);
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/broker/confluent_transactions.py");
+    let out = std::process::Command::new(kafka_env("KMIRROR_PYTHON"))
+        .arg(script)
+        .args([cluster.bootstrap().as_str(), "cluster-transactions", "1000"])
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON line");
+    let leaders =
+        topics_of(&cluster.clients[0]).await.expect("metadata")["cluster-transactions"].clone();
+    assert!(
+        leaders.iter().any(|l| *l != 1),
+        "a partition away from the coordinator (broker 1): {leaders:?}"
+    );
+    let mut expected: Vec<String> = ["committed-a", "committed-b", "committed-c"]
+        .iter()
+        .flat_map(|prefix| (0..1000).map(move |i| format!("{prefix}-{i}")))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        report["read_committed"],
+        serde_json::json!(expected),
+        "only committed records, each once"
+    );
+    assert_eq!(report["fenced"], true, "{report}");
+    assert_eq!(report["read_uncommitted_aborted"], 1000, "{report}");
+    assert_eq!(report["read_uncommitted_hanging"], 10, "{report}");
 }

@@ -61,7 +61,7 @@ pub(super) fn commit(
         let (known, unknown): (Vec<_>, Vec<_>) = topic
             .partitions
             .into_iter()
-            .partition(|p| broker.partition(&name, p.partition_index).is_some());
+            .partition(|p| broker.partition_exists(&name, p.partition_index));
         let offsets: Vec<(String, i32, Committed)> = known
             .iter()
             .map(|p| {

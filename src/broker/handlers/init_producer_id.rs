@@ -17,11 +17,12 @@ fn answer(producer_id: i64, producer_epoch: i16, error: i16) -> InitProducerIdRe
         .with_producer_epoch(producer_epoch)
 }
 
-pub(super) fn handle(
+pub(super) async fn handle(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: InitProducerIdRequest,
 ) -> InitProducerIdResponse {
+    broker.ensure_producer_ids().await;
     let Some(transactional_id) = &request.transactional_id else {
         let may_write = access.cluster(Operation::IdempotentWrite)
             || broker
@@ -49,13 +50,15 @@ pub(super) fn handle(
         transactional_id,
         request.transaction_timeout_ms,
         expected,
-    ) {
+    )
+    .await
+    {
         Ok((id, epoch)) => answer(id, epoch, 0),
         Err(e) => answer(-1, -1, e.code()),
     }
 }
 
-fn init_transactional(
+async fn init_transactional(
     broker: &Broker,
     transactional_id: &str,
     timeout_ms: i32,
@@ -78,6 +81,7 @@ fn init_transactional(
                 // expected epoch was consumed by that bump.
                 broker
                     .complete_transaction(&completion)
+                    .await
                     .map_err(|_| TxnError::ConcurrentTransactions)?;
                 if expected.is_some() {
                     expected = Some((aborting.producer_id, aborting.producer_epoch));

@@ -125,7 +125,7 @@ pub(super) async fn bump_leader_epochs(
                             ErrorCode::UNKNOWN_TOPIC_ID.0,
                             "no topic has this id".to_string(),
                         )),
-                        Some(_) => bumped.next().unwrap_or_else(|| Ok(None)).and_then(|epoch| {
+                        Some(_) => bumped.next().unwrap_or(Ok(None)).and_then(|epoch| {
                             epoch.ok_or_else(|| {
                                 (
                                     ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,

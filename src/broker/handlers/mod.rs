@@ -28,6 +28,7 @@ mod mirrors;
 mod offset_for_leader_epoch;
 mod produce;
 mod transactions;
+mod write_txn_markers;
 
 use super::Broker;
 use crate::acl::Operation;
@@ -84,9 +85,10 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
         ApiKey::ListGroups => (0, 4),
         ApiKey::DescribeGroups => (0, 5),
         ApiKey::DeleteGroups => (0, 2),
-        // Client versions only: 4+ are broker-to-broker, 5 and EndTxn/TxnOffsetCommit 5 belong
-        // to transaction version 2, which this broker does not advertise.
-        ApiKey::AddPartitionsToTxn => (0, 3),
+        // 4 is broker-to-broker (clients stay at 3); 5 and EndTxn/TxnOffsetCommit 5 belong to
+        // transaction version 2, which this broker does not advertise.
+        ApiKey::AddPartitionsToTxn => (0, 4),
+        ApiKey::WriteTxnMarkers => (0, 1),
         ApiKey::AddOffsetsToTxn => (0, 4),
         ApiKey::TxnOffsetCommit => (0, 4),
         ApiKey::EndTxn => (0, 4),
@@ -243,6 +245,7 @@ pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
         ApiKey::AddOffsetsToTxn,
         ApiKey::TxnOffsetCommit,
         ApiKey::EndTxn,
+        ApiKey::WriteTxnMarkers,
         ApiKey::AlterConfigs,
         ApiKey::CreateAcls,
         ApiKey::DescribeAcls,
@@ -286,7 +289,7 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::Produce => {
-            match produce::handle(broker, access, Decodable::decode(body, version)?) {
+            match produce::handle(broker, access, Decodable::decode(body, version)?).await {
                 Some(response) => encode(&response, version),
                 None => Ok(Response::None),
             }
@@ -305,7 +308,7 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::InitProducerId => encode(
-            &init_producer_id::handle(broker, access, Decodable::decode(body, version)?),
+            &init_producer_id::handle(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::DescribeCluster => encode(&describe_cluster::handle(broker, access), version),
@@ -420,7 +423,12 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::AddPartitionsToTxn => encode(
-            &transactions::add_partitions(broker, access, Decodable::decode(body, version)?),
+            &transactions::add_partitions(
+                broker,
+                access,
+                Decodable::decode(body, version)?,
+                version,
+            ),
             version,
         ),
         ApiKey::AddOffsetsToTxn => encode(
@@ -432,7 +440,11 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::EndTxn => encode(
-            &transactions::end(broker, access, Decodable::decode(body, version)?),
+            &transactions::end(broker, access, Decodable::decode(body, version)?).await,
+            version,
+        ),
+        ApiKey::WriteTxnMarkers => encode(
+            &write_txn_markers::handle(broker, access, Decodable::decode(body, version)?),
             version,
         ),
         ApiKey::CreateAcls => encode(

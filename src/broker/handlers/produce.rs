@@ -38,9 +38,9 @@ pub(super) fn error_code(e: &StorageError) -> i16 {
     }
 }
 
-pub(super) fn handle(
+pub(super) async fn handle(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: ProduceRequest,
 ) -> Option<ProduceResponse> {
     let id_allowed = request
@@ -71,6 +71,20 @@ pub(super) fn handle(
                 partitions.push(out.with_error_code(code));
                 continue;
             }
+            let transactional = transactional_producer(data.records.as_ref());
+            let outside_transaction = match transactional {
+                Some(producer) => {
+                    !broker
+                        .in_transaction(
+                            request.transactional_id.as_deref().map(|id| &**id),
+                            producer,
+                            &name,
+                            data.index,
+                        )
+                        .await
+                }
+                None => false,
+            };
             match (
                 broker.partition(&name, data.index),
                 broker.leader_epoch(&name, data.index),
@@ -82,9 +96,7 @@ pub(super) fn handle(
                             "a mirror topic is read-only until its mirror partition is STOPPED",
                         )));
                 }
-                (Some(_), Some(_))
-                    if !in_transaction(broker, &name, data.index, data.records.as_ref()) =>
-                {
+                (Some(_), Some(_)) if outside_transaction => {
                     out = out
                         .with_error_code(ErrorCode::INVALID_TXN_STATE.0)
                         .with_error_message(Some(StrBytes::from_static_str(
@@ -141,15 +153,13 @@ fn append(
     }
 }
 
-/// False only for a transactional batch whose producer has not added this partition to an
-/// ongoing transaction (anything unparsable is left to the append's own checks).
-fn in_transaction(broker: &Broker, topic: &str, index: i32, records: Option<&Bytes>) -> bool {
+/// The producer (id, epoch) of a transactional batch; `None` for any other (anything
+/// unparsable is left to the append's own checks).
+fn transactional_producer(records: Option<&Bytes>) -> Option<(i64, i16)> {
     match records.map(|r| RecordBatch::new(r.clone())) {
-        Some(Ok(batch)) if batch.is_transactional() => broker.transactions().includes(
-            (batch.producer_id(), batch.producer_epoch()),
-            topic,
-            index,
-        ),
-        _ => true,
+        Some(Ok(batch)) if batch.is_transactional() => {
+            Some((batch.producer_id(), batch.producer_epoch()))
+        }
+        _ => None,
     }
 }

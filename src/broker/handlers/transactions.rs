@@ -1,4 +1,5 @@
-//! The transactional producer's coordinator APIs: AddPartitionsToTxn (client versions 0-3),
+//! The transactional producer's coordinator APIs: AddPartitionsToTxn (client versions 0-3, and
+//! version 4 between brokers: a leader verifying a transactional produce),
 //! AddOffsetsToTxn, TxnOffsetCommit and EndTxn. Each is one transition of the transaction
 //! coordinator; EndTxn then writes the markers before answering, so a client that sees its
 //! commit acknowledged finds the records readable with READ_COMMITTED. A read-only (mirror)
@@ -12,16 +13,17 @@ use crate::acl::Operation;
 use crate::broker::{Broker, now_ms};
 use crate::groups::Committed;
 use crate::txn::TxnError;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::add_partitions_to_txn_response::{
-    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
+    AddPartitionsToTxnResponse, EndTxnRequest, EndTxnResponse, TransactionalId,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
 };
 use kmirror_protocol::errors::ErrorCode;
 use std::sync::atomic::Ordering;
@@ -32,19 +34,86 @@ fn code(result: Result<(), TxnError>) -> i16 {
 
 pub(super) fn add_partitions(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: AddPartitionsToTxnRequest,
+    version: i16,
 ) -> AddPartitionsToTxnResponse {
-    let id_allowed =
-        access.transactional_id(Operation::Write, &request.v3_and_below_transactional_id);
-    let topics = request.v3_and_below_topics;
+    if version < 4 {
+        let results = add_one(
+            broker,
+            access,
+            &request.v3_and_below_transactional_id,
+            (
+                request.v3_and_below_producer_id.0,
+                request.v3_and_below_producer_epoch,
+            ),
+            request.v3_and_below_topics,
+        );
+        return AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results);
+    }
+    // Version 4: brokers batching transactions, or a partition leader verifying that a
+    // transactional produce belongs to an ongoing transaction (docs/cluster.md).
+    if !access.cluster(Operation::ClusterAction) {
+        return AddPartitionsToTxnResponse::default()
+            .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0);
+    }
+    let results = request
+        .transactions
+        .into_iter()
+        .map(|txn| {
+            let producer = (txn.producer_id.0, txn.producer_epoch);
+            let topic_results = if txn.verify_only {
+                txn.topics
+                    .into_iter()
+                    .map(|topic| {
+                        let name = topic.name.0.to_string();
+                        let partitions = topic
+                            .partitions
+                            .iter()
+                            .map(|index| {
+                                let included =
+                                    broker.transactions().includes(producer, &name, *index);
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(*index)
+                                    .with_partition_error_code(if included {
+                                        0
+                                    } else {
+                                        ErrorCode::INVALID_TXN_STATE.0
+                                    })
+                            })
+                            .collect();
+                        AddPartitionsToTxnTopicResult::default()
+                            .with_name(topic.name)
+                            .with_results_by_partition(partitions)
+                    })
+                    .collect()
+            } else {
+                add_one(broker, access, &txn.transactional_id, producer, txn.topics)
+            };
+            AddPartitionsToTxnResult::default()
+                .with_transactional_id(txn.transactional_id)
+                .with_topic_results(topic_results)
+        })
+        .collect();
+    AddPartitionsToTxnResponse::default().with_results_by_transaction(results)
+}
+
+/// Adds partitions to one transaction (all or nothing): each partition's outcome.
+fn add_one(
+    broker: &Broker,
+    access: &Access<'_>,
+    transactional_id: &TransactionalId,
+    producer: (i64, i16),
+    topics: Vec<AddPartitionsToTxnTopic>,
+) -> Vec<AddPartitionsToTxnTopicResult> {
+    let id_allowed = access.transactional_id(Operation::Write, transactional_id);
     let requested: Vec<(String, i32)> = topics
         .iter()
         .flat_map(|t| t.partitions.iter().map(|p| (t.name.0.to_string(), *p)))
         .collect();
     let unknown: Vec<&(String, i32)> = requested
         .iter()
-        .filter(|(topic, index)| broker.partition(topic, *index).is_none())
+        .filter(|(topic, index)| !broker.partition_exists(topic, *index))
         .collect();
     let read_only: Vec<&(String, i32)> = requested
         .iter()
@@ -63,20 +132,15 @@ pub(super) fn add_partitions(
     let outcome = if !id_allowed {
         ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0
     } else if unknown.is_empty() && denied.is_empty() && read_only.is_empty() {
-        code(broker.transactions().add(
-            &request.v3_and_below_transactional_id.0,
-            (
-                request.v3_and_below_producer_id.0,
-                request.v3_and_below_producer_epoch,
-            ),
-            &requested,
-            None,
-            now_ms(),
-        ))
+        code(
+            broker
+                .transactions()
+                .add(&transactional_id.0, producer, &requested, None, now_ms()),
+        )
     } else {
         ErrorCode::OPERATION_NOT_ATTEMPTED.0
     };
-    let results = topics
+    topics
         .into_iter()
         .map(|topic| {
             let name = topic.name.0.to_string();
@@ -104,8 +168,7 @@ pub(super) fn add_partitions(
                 .with_name(topic.name)
                 .with_results_by_partition(partitions)
         })
-        .collect();
-    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
+        .collect()
 }
 
 pub(super) fn add_offsets(
@@ -159,7 +222,7 @@ pub(super) fn commit_offsets(
         .collect();
     let (known, unknown): (Vec<_>, Vec<_>) = offsets
         .into_iter()
-        .partition(|(topic, index, _)| broker.partition(topic, *index).is_some());
+        .partition(|(topic, index, _)| broker.partition_exists(topic, *index));
     let denied = |topic: &str| !access.topic(Operation::Read, topic);
     let outcome = match refused {
         Some(code) => code,
@@ -205,7 +268,11 @@ pub(super) fn commit_offsets(
     TxnOffsetCommitResponse::default().with_topics(topics)
 }
 
-pub(super) fn end(broker: &Broker, access: &Access, request: EndTxnRequest) -> EndTxnResponse {
+pub(super) async fn end(
+    broker: &Broker,
+    access: &Access<'_>,
+    request: EndTxnRequest,
+) -> EndTxnResponse {
     let producer = (request.producer_id.0, request.producer_epoch);
     if !access.transactional_id(Operation::Write, &request.transactional_id) {
         return EndTxnResponse::default()
@@ -213,22 +280,22 @@ pub(super) fn end(broker: &Broker, access: &Access, request: EndTxnRequest) -> E
             .with_producer_id(request.producer_id)
             .with_producer_epoch(request.producer_epoch);
     }
-    let result = broker
-        .transactions()
-        .end(
-            &request.transactional_id.0,
-            producer,
-            request.committed,
-            now_ms(),
-        )
-        .and_then(|completion| match completion {
-            // The decision is durable; housekeeping finishes the markers, and the client's
-            // retry (CONCURRENT_TRANSACTIONS is retriable) then finds the transaction ended.
-            Some(completion) => broker
-                .complete_transaction(&completion)
-                .map_err(|_| TxnError::ConcurrentTransactions),
-            None => Ok(()),
-        });
+    let ended = broker.transactions().end(
+        &request.transactional_id.0,
+        producer,
+        request.committed,
+        now_ms(),
+    );
+    let result = match ended {
+        // The decision is durable; housekeeping finishes the markers, and the client's
+        // retry (CONCURRENT_TRANSACTIONS is retriable) then finds the transaction ended.
+        Ok(Some(completion)) => broker
+            .complete_transaction(&completion)
+            .await
+            .map_err(|_| TxnError::ConcurrentTransactions),
+        Ok(None) => Ok(()),
+        Err(e) => Err(e),
+    };
     EndTxnResponse::default()
         .with_error_code(code(result))
         .with_producer_id(request.producer_id)

@@ -227,6 +227,8 @@ impl RaftPeer {
         RPCError::Network(NetworkError::new(&e))
     }
 
+    // The error type is openraft's, as `RaftNetwork` returns it.
+    #[allow(clippy::result_large_err)]
     fn remote<T, E: std::error::Error>(
         &self,
         answer: Result<T, RaftError<u64, E>>,

@@ -1,0 +1,128 @@
+//! A transactional produce to a partition whose transaction coordinator is another broker
+//! (docs/cluster.md): before the first batch of a transaction lands on the partition, its
+//! leader asks the coordinator (AddPartitionsToTxn version 4, verify only) whether the
+//! producer's ongoing transaction added the partition, as Kafka's brokers do since KIP-890. So
+//! no batch lands outside a transaction whose coordinator will write its marker here.
+//!
+//! A yes is remembered for the producer's epoch and partition until a marker for the producer
+//! lands on the partition (the transaction ended), so later batches of the same transaction
+//! cost nothing. A coordinator that does not answer is a no (the producer retries).
+
+use super::Broker;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId};
+use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::client::ClientConfig;
+use kmirror_protocol::client::connection::Connection;
+
+/// Verified `(producer id, producer epoch, topic, partition)`.
+pub(super) type Verified = std::sync::Mutex<std::collections::HashSet<(i64, i16, String, i32)>>;
+
+impl Broker {
+    /// Whether `producer`'s ongoing transaction (`transactional_id`) added the partition.
+    pub(crate) async fn in_transaction(
+        &self,
+        transactional_id: Option<&str>,
+        producer: (i64, i16),
+        topic: &str,
+        index: i32,
+    ) -> bool {
+        let coordinator = self.coordinator_node();
+        if coordinator == self.config.node_id {
+            return self.transactions.includes(producer, topic, index);
+        }
+        let key = (producer.0, producer.1, topic.to_string(), index);
+        if self.verified().contains(&key) {
+            return true;
+        }
+        let Some(transactional_id) = transactional_id else {
+            return false;
+        };
+        match self
+            .verify_with(coordinator, transactional_id, producer, topic, index)
+            .await
+        {
+            Ok(true) => {
+                self.verified().insert(key);
+                true
+            }
+            Ok(false) => false,
+            Err(why) => {
+                tracing::warn!(
+                    coordinator,
+                    transactional_id,
+                    topic,
+                    partition = index,
+                    error = why,
+                    "verifying a transactional produce with its coordinator"
+                );
+                false
+            }
+        }
+    }
+
+    /// Forgets the verifications of `producer_id` on a partition (its transaction ended there).
+    pub(super) fn forget_verified(&self, producer_id: i64, topic: &str, index: i32) {
+        self.verified()
+            .retain(|(id, _, t, i)| !(*id == producer_id && t == topic && *i == index));
+    }
+
+    fn verified(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashSet<(i64, i16, String, i32)>> {
+        self.verified.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// AddPartitionsToTxn version 4, verify only, to broker `coordinator`.
+    async fn verify_with(
+        &self,
+        coordinator: i32,
+        transactional_id: &str,
+        producer: (i64, i16),
+        topic: &str,
+        index: i32,
+    ) -> Result<bool, String> {
+        let address = self
+            .brokers()
+            .into_iter()
+            .find(|b| b.node_id == coordinator)
+            .map(|b| format!("{}:{}", b.host, b.port))
+            .ok_or_else(|| format!("broker {coordinator} is not registered"))?;
+        let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
+            AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(
+                    transactional_id.to_string(),
+                )))
+                .with_producer_id(ProducerId(producer.0))
+                .with_producer_epoch(producer.1)
+                .with_verify_only(true)
+                .with_topics(vec![
+                    AddPartitionsToTxnTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+                        .with_partitions(vec![index]),
+                ]),
+        ]);
+        let config = ClientConfig::plaintext(&address);
+        let connection = Connection::connect(&address, &config, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (_, answer) = tokio::time::timeout(
+            config.request_timeout,
+            connection.send("AddPartitionsToTxn", &request, 4),
+        )
+        .await
+        .map_err(|_| "no answer".to_string())?
+        .map_err(|e| e.to_string())?;
+        if answer.error_code != 0 {
+            return Err(format!("answered error code {}", answer.error_code));
+        }
+        Ok(answer
+            .results_by_transaction
+            .iter()
+            .flat_map(|t| &t.topic_results)
+            .flat_map(|t| &t.results_by_partition)
+            .any(|p| p.partition_index == index && p.partition_error_code == 0))
+    }
+}
