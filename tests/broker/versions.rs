@@ -810,15 +810,28 @@ async fn transactions_at_every_version(address: &str, versions: &HashMap<i16, (i
             let id = format!("{api}-v{v}");
             let (pid, epoch) = init(id.clone(), max.min(txn_max).min(4)).await;
             let conn = connection(address).await;
-            let add_partitions = AddPartitionsToTxnRequest::default()
-                .with_v3_and_below_transactional_id(TransactionalId(s(&id)))
-                .with_v3_and_below_producer_id(pid)
-                .with_v3_and_below_producer_epoch(epoch)
-                .with_v3_and_below_topics(vec![
-                    add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
-                        .with_name(topic("events"))
-                        .with_partitions(vec![0]),
-                ]);
+            let partitions = vec![
+                add_partitions_to_txn_request::AddPartitionsToTxnTopic::default()
+                    .with_name(topic("events"))
+                    .with_partitions(vec![0]),
+            ];
+            // Version 4 is the brokers' batched form (one transaction of the batch here).
+            let batched = api == "AddPartitionsToTxn" && v >= 4;
+            let add_partitions = if batched {
+                AddPartitionsToTxnRequest::default().with_transactions(vec![
+                    add_partitions_to_txn_request::AddPartitionsToTxnTransaction::default()
+                        .with_transactional_id(TransactionalId(s(&id)))
+                        .with_producer_id(pid)
+                        .with_producer_epoch(epoch)
+                        .with_topics(partitions),
+                ])
+            } else {
+                AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(TransactionalId(s(&id)))
+                    .with_v3_and_below_producer_id(pid)
+                    .with_v3_and_below_producer_epoch(epoch)
+                    .with_v3_and_below_topics(partitions)
+            };
             let at = |wanted: &str| if wanted == api { v } else { 3 };
             let (_, added) = conn
                 .send(
@@ -828,8 +841,12 @@ async fn transactions_at_every_version(address: &str, versions: &HashMap<i16, (i
                 )
                 .await
                 .unwrap_or_else(|e| panic!("{api} v{v}: AddPartitionsToTxn: {e}"));
-            let code =
-                added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code;
+            let results = if batched {
+                &added.results_by_transaction[0].topic_results
+            } else {
+                &added.results_by_topic_v3_and_below
+            };
+            let code = results[0].results_by_partition[0].partition_error_code;
             assert_eq!(code, 0, "{api} v{v}: AddPartitionsToTxn");
             let (_, offsets) = conn
                 .send(

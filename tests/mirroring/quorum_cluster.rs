@@ -3,160 +3,34 @@
 //! against it, the active controller killed while topics are being created, and Apache Kafka
 //! mirrored into it by all three brokers.
 
+#[path = "../support/local_cluster.rs"]
+mod local_cluster;
+
 use super::cluster::{described, wait_described};
 use super::process::{mirrors_cli, source_ends};
 use super::{segment, source_client};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
-use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
+use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
+use local_cluster::{LocalCluster, topics_of};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Three nodes started by `scripts/cluster-local.sh`, stopped when dropped.
-struct Cluster {
-    dir: tempfile::TempDir,
-    /// Each node's client address, node 1 first.
-    clients: Vec<String>,
-    /// Each node's metrics address.
-    metrics: Vec<String>,
-}
-
-fn script(args: &[&str]) -> String {
-    let out = std::process::Command::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/scripts/cluster-local.sh"
-    ))
-    .args(args)
-    .env("KMIRROR_BIN", env!("CARGO_BIN_EXE_kmirror"))
-    // Timed-out transactions end within a second (the test waits for one).
-    .env(
-        "KMIRROR_CLUSTER_PROPERTIES",
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms=500",
-    )
-    .output()
-    .expect("cluster-local.sh runs");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "cluster-local.sh {args:?}: {text}");
-    text
-}
-
-impl Cluster {
-    fn start(nodes: usize) -> Cluster {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().to_str().expect("a UTF-8 path").to_string();
-        script(&["start", &nodes.to_string(), &path]);
-        let env = std::fs::read_to_string(dir.path().join("env")).expect("the env file");
-        let var = |name: &str| -> Vec<String> {
-            env.lines()
-                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
-                .unwrap_or_else(|| panic!("{name} in {env}"))
-                .split(',')
-                .map(str::to_string)
-                .collect()
-        };
-        Cluster {
-            clients: var("KMIRROR_CLUSTER_BOOTSTRAP"),
-            metrics: var("KMIRROR_CLUSTER_METRICS"),
-            dir,
-        }
-    }
-
-    fn bootstrap(&self) -> String {
-        self.clients.join(",")
-    }
-
-    fn path(&self) -> String {
-        self.dir.path().to_str().expect("a UTF-8 path").to_string()
-    }
-
-    fn kill(&self, node: usize) {
-        script(&["kill", &node.to_string(), &self.path()]);
-    }
-
-    fn restart(&self, node: usize) {
-        script(&["restart", &node.to_string(), &self.path()]);
-    }
-
-    fn data(&self, node: usize) -> PathBuf {
-        self.dir.path().join(format!("node-{node}")).join("data")
-    }
-
-    /// The node whose `/metrics` says it is the active controller, among `nodes`.
-    fn active_controller(&self, nodes: &[usize]) -> Option<usize> {
-        nodes.iter().copied().find(|node| {
-            scrape(&self.metrics[node - 1])
-                .lines()
-                .any(|l| l.trim() == "kmirror_controller_active 1")
-        })
-    }
-
-    /// Waits for an active controller among `nodes`.
-    fn wait_active_controller(&self, nodes: &[usize], within: Duration) -> usize {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(node) = self.active_controller(nodes) {
-                return node;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no active controller among {nodes:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/scripts/cluster-local.sh"
-        ))
-        .args(["stop", &self.path()])
-        .status();
-    }
-}
-
-/// `GET /metrics` of a node (empty when it does not answer).
-fn scrape(address: &str) -> String {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
-        return String::new();
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    let _ = stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    let mut text = String::new();
-    let _ = stream.read_to_string(&mut text);
-    text
-}
-
 /// The topics a node's Metadata lists, with each partition's leader.
-async fn topics_of(address: &str) -> Result<BTreeMap<String, Vec<i32>>, String> {
-    let connection = Connection::connect(address, &ClientConfig::plaintext(address), None)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (_, metadata) = connection
-        .send(
-            "Metadata",
-            &MetadataRequest::default().with_topics(None),
-            12,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(metadata
-        .topics
+async fn leaders_of(address: &str) -> Result<BTreeMap<String, Vec<i32>>, String> {
+    Ok(topics_of(address)
+        .await?
         .into_iter()
-        .filter_map(|t| {
-            let name = t.name?.0.to_string();
-            Some((name, t.partitions.iter().map(|p| p.leader_id.0).collect()))
-        })
+        .map(|(name, partitions)| (name, partitions.iter().map(|p| p.leader).collect()))
         .collect())
 }
+
+/// Timed-out transactions end within a second (a test waits for one).
+const TRANSACTION_CLEANUP: &str = "transaction.abort.timed.out.transaction.cleanup.interval.ms=500";
 
 /// CreateTopics of one topic at a node: `Ok` once acknowledged, `Err` with the error code or
 /// what broke.
@@ -202,7 +76,7 @@ fn node_segment(data: &Path, topic: &str, partition: i32) -> Vec<u8> {
 #[tokio::test]
 #[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
 async fn three_processes_serve_kafka_clients_and_survive_their_active_controller_killed() {
-    let cluster = Cluster::start(3);
+    let cluster = LocalCluster::start(3, TRANSACTION_CLEANUP);
     let bootstrap = cluster.bootstrap();
     kafka_tools::create_topic(&bootstrap, "orders", 6, &[]);
     let described = kafka_tool(
@@ -313,7 +187,7 @@ async fn three_processes_serve_kafka_clients_and_survive_their_active_controller
     let deadline = Instant::now() + Duration::from_secs(30);
     for node in 1..=3 {
         loop {
-            let topics = topics_of(&cluster.clients[node - 1]).await;
+            let topics = leaders_of(&cluster.clients[node - 1]).await;
             let missing: Vec<&String> = match &topics {
                 Ok(topics) => acknowledged
                     .iter()
@@ -335,7 +209,7 @@ async fn three_processes_serve_kafka_clients_and_survive_their_active_controller
     create_topic(&cluster.clients[active - 1], "after", 6)
         .await
         .expect("created through the restarted node");
-    let after = &topics_of(&cluster.clients[0]).await.expect("metadata")["after"];
+    let after = &leaders_of(&cluster.clients[0]).await.expect("metadata")["after"];
     assert_eq!(
         after.iter().copied().collect::<BTreeSet<i32>>(),
         BTreeSet::from([1, 2, 3]),
@@ -354,7 +228,7 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
     let topic = format!("cluster-mirror-{}", std::process::id());
     kafka_tools::create_topic(&kafka, &topic, 6, &[]);
     kafka_tools::produce(&kafka, &topic, 6_000, "lz4", &[]);
-    let cluster = Cluster::start(3);
+    let cluster = LocalCluster::start(3, TRANSACTION_CLEANUP);
     let config = cluster.dir.path().join("dr.properties");
     std::fs::write(&config, format!("bootstrap.servers={kafka}\n")).expect("written");
     let (code, text) = mirrors_cli(
@@ -377,7 +251,7 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
     let ends = source_ends(&source, &topic, 6).await;
     // `kmirror mirrors --describe` through one node shows the partitions of all three.
     wait_described(&cluster.clients[2], &topic, "MIRRORING", &ends).await;
-    let leaders = topics_of(&cluster.clients[0]).await.expect("metadata")[&topic].clone();
+    let leaders = leaders_of(&cluster.clients[0]).await.expect("metadata")[&topic].clone();
     assert_eq!(
         leaders.iter().copied().collect::<BTreeSet<i32>>(),
         BTreeSet::from([1, 2, 3]),
@@ -426,7 +300,7 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
 #[tokio::test]
 #[ignore = "needs confluent-kafka: run scripts/test.sh"]
 async fn librdkafka_transactions_span_the_brokers_of_a_three_process_cluster() {
-    let cluster = Cluster::start(3);
+    let cluster = LocalCluster::start(3, TRANSACTION_CLEANUP);
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/broker/confluent_transactions.py");
     let out = std::process::Command::new(kafka_env("KMIRROR_PYTHON"))
@@ -443,7 +317,7 @@ async fn librdkafka_transactions_span_the_brokers_of_a_three_process_cluster() {
     let report: serde_json::Value =
         serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("one JSON line");
     let leaders =
-        topics_of(&cluster.clients[0]).await.expect("metadata")["cluster-transactions"].clone();
+        leaders_of(&cluster.clients[0]).await.expect("metadata")["cluster-transactions"].clone();
     assert!(
         leaders.iter().any(|l| *l != 1),
         "a partition away from the coordinator (broker 1): {leaders:?}"

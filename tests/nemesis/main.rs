@@ -25,6 +25,7 @@
 mod client;
 mod process;
 mod proxy;
+mod quorum;
 
 use bytes::Bytes;
 use client::{Acked, Outcome, Producer, Sent};
@@ -1394,6 +1395,11 @@ async fn run(kind: SourceKind) {
 }
 
 /// The nemesis over two `kmirror broker` processes (see the module docs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_metadata_quorum_survives_the_nemesis() {
+    quorum::run().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_survives_the_nemesis() {
     run(SourceKind::Kmirror).await;

@@ -1,0 +1,186 @@
+//! A kmirror cluster of `kmirror broker` processes started by `scripts/cluster-local.sh`
+//! (docs/cluster.md), shared by the test crates that drive one (`#[path]`-included): its nodes'
+//! addresses, crashes (SIGKILL), freezes (SIGSTOP/SIGCONT) and restarts, which node is the
+//! active controller (from `/metrics`), and what each node's Metadata shows.
+
+// Each crate that includes this file uses part of it.
+#![allow(dead_code)]
+
+use kafka_protocol::messages::MetadataRequest;
+use kmirror_protocol::client::ClientConfig;
+use kmirror_protocol::client::connection::Connection;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The nodes started by `scripts/cluster-local.sh`, stopped when dropped.
+pub(crate) struct LocalCluster {
+    pub(crate) dir: tempfile::TempDir,
+    /// Each node's client address, node 1 first.
+    pub(crate) clients: Vec<String>,
+    /// Each node's `/metrics` address.
+    pub(crate) metrics: Vec<String>,
+}
+
+/// A partition as a node's Metadata shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PartitionView {
+    /// The leader (-1 while its broker is fenced).
+    pub(crate) leader: i32,
+    pub(crate) leader_epoch: i32,
+}
+
+fn script(args: &[&str], properties: &str) -> Result<String, String> {
+    let out = std::process::Command::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scripts/cluster-local.sh"
+    ))
+    .args(args)
+    .env("KMIRROR_BIN", env!("CARGO_BIN_EXE_kmirror"))
+    .env("KMIRROR_CLUSTER_PROPERTIES", properties)
+    .output()
+    .map_err(|e| e.to_string())?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        Ok(text)
+    } else {
+        Err(format!("cluster-local.sh {args:?}: {text}"))
+    }
+}
+
+impl LocalCluster {
+    /// Starts `nodes` combined nodes with `properties` added to each one's server.properties.
+    pub(crate) fn start(nodes: usize, properties: &str) -> LocalCluster {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().to_str().expect("a UTF-8 path").to_string();
+        script(&["start", &nodes.to_string(), &path], properties).expect("the cluster starts");
+        let env = std::fs::read_to_string(dir.path().join("env")).expect("the env file");
+        let var = |name: &str| -> Vec<String> {
+            env.lines()
+                .find_map(|l| l.strip_prefix(&format!("export {name}=")))
+                .unwrap_or_else(|| panic!("{name} in {env}"))
+                .split(',')
+                .map(str::to_string)
+                .collect()
+        };
+        LocalCluster {
+            clients: var("KMIRROR_CLUSTER_BOOTSTRAP"),
+            metrics: var("KMIRROR_CLUSTER_METRICS"),
+            dir,
+        }
+    }
+
+    pub(crate) fn bootstrap(&self) -> String {
+        self.clients.join(",")
+    }
+
+    fn path(&self) -> String {
+        self.dir.path().to_str().expect("a UTF-8 path").to_string()
+    }
+
+    /// SIGKILL of node `node` (a crash).
+    pub(crate) fn kill(&self, node: usize) {
+        script(&["kill", &node.to_string(), &self.path()], "").expect("killed");
+    }
+
+    /// Starts node `node` again on its data and waits until it listens.
+    pub(crate) fn restart(&self, node: usize) {
+        script(&["restart", &node.to_string(), &self.path()], "").expect("restarted");
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`) to node `node`.
+    pub(crate) fn signal(&self, node: usize, signal: &str) {
+        let pid = std::fs::read_to_string(self.dir.path().join(format!("node-{node}/pid")))
+            .expect("the node's pid");
+        let _ = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), pid.trim()])
+            .status();
+    }
+
+    /// Node `node`'s log directory.
+    pub(crate) fn data(&self, node: usize) -> PathBuf {
+        self.dir.path().join(format!("node-{node}")).join("data")
+    }
+
+    /// The node among `nodes` whose `/metrics` says it is the active controller.
+    pub(crate) fn active_controller(&self, nodes: &[usize]) -> Option<usize> {
+        nodes.iter().copied().find(|node| {
+            scrape_text(&self.metrics[node - 1])
+                .lines()
+                .any(|l| l.trim() == "kmirror_controller_active 1")
+        })
+    }
+
+    /// Waits for an active controller among `nodes`; panics after `within`.
+    pub(crate) fn wait_active_controller(&self, nodes: &[usize], within: Duration) -> usize {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(node) = self.active_controller(nodes) {
+                return node;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no active controller among {nodes:?} within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        let _ = script(&["stop", &self.path()], "");
+    }
+}
+
+/// `GET /metrics` of a node (empty when it does not answer within 2 s).
+pub(crate) fn scrape_text(address: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let mut text = String::new();
+    let _ = stream.read_to_string(&mut text);
+    text
+}
+
+/// The topics a node's Metadata lists, each partition's leader and leader epoch.
+pub(crate) async fn topics_of(
+    address: &str,
+) -> Result<BTreeMap<String, Vec<PartitionView>>, String> {
+    let config = ClientConfig::plaintext(address);
+    let connect = Connection::connect(address, &config, None);
+    let connection = tokio::time::timeout(Duration::from_secs(5), connect)
+        .await
+        .map_err(|_| format!("{address}: no connection"))?
+        .map_err(|e| e.to_string())?;
+    let request = MetadataRequest::default().with_topics(None);
+    let ask = connection.send("Metadata", &request, 12);
+    let (_, metadata) = tokio::time::timeout(Duration::from_secs(5), ask)
+        .await
+        .map_err(|_| format!("{address}: no answer"))?
+        .map_err(|e| e.to_string())?;
+    Ok(metadata
+        .topics
+        .into_iter()
+        .filter_map(|t| {
+            let name = t.name?.0.to_string();
+            let mut partitions: Vec<(i32, PartitionView)> = t
+                .partitions
+                .iter()
+                .map(|p| {
+                    let view = PartitionView {
+                        leader: p.leader_id.0,
+                        leader_epoch: p.leader_epoch,
+                    };
+                    (p.partition_index, view)
+                })
+                .collect();
+            partitions.sort_by_key(|(index, _)| *index);
+            Some((name, partitions.into_iter().map(|(_, v)| v).collect()))
+        })
+        .collect())
+}
