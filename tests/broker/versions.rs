@@ -515,6 +515,7 @@ async fn every_advertised_version_of_every_api_is_served() {
         ApiKey::AddOffsetsToTxn,
         ApiKey::TxnOffsetCommit,
         ApiKey::EndTxn,
+        ApiKey::WriteTxnMarkers,
         ApiKey::CreateAcls,
         ApiKey::DescribeAcls,
         ApiKey::DeleteAcls,
@@ -900,6 +901,35 @@ async fn transactions_at_every_version(address: &str, versions: &HashMap<i16, (i
                 .unwrap_or_else(|e| panic!("{api} v{v}: EndTxn: {e}"));
             assert_eq!(ended.error_code, 0, "{api} v{v}: EndTxn");
         }
+    }
+    // WriteTxnMarkers, as another broker's coordinator sends it: an abort marker for a
+    // producer that added the partition, written at each version.
+    let (min, max) = versions[&WriteTxnMarkersRequest::KEY];
+    for v in min..=max {
+        let id = format!("WriteTxnMarkers-v{v}");
+        let (pid, epoch) = init(id.clone(), 4).await;
+        let marker = write_txn_markers_request::WritableTxnMarker::default()
+            .with_producer_id(pid)
+            .with_producer_epoch(epoch)
+            .with_transaction_result(false)
+            .with_topics(vec![
+                write_txn_markers_request::WritableTxnMarkerTopic::default()
+                    .with_name(topic("events"))
+                    .with_partition_indexes(vec![0]),
+            ]);
+        let (_, written) = connection(address)
+            .await
+            .send(
+                "WriteTxnMarkers",
+                &WriteTxnMarkersRequest::default().with_markers(vec![marker]),
+                v,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("WriteTxnMarkers v{v}: {e}"));
+        assert_eq!(
+            written.markers[0].topics[0].partitions[0].error_code, 0,
+            "WriteTxnMarkers v{v}"
+        );
     }
 }
 

@@ -229,7 +229,7 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
     kafka_tools::create_topic(&kafka, &topic, 6, &[]);
     kafka_tools::produce(&kafka, &topic, 6_000, "lz4", &[]);
     let cluster = LocalCluster::start(3, TRANSACTION_CLEANUP);
-    let config = cluster.dir.path().join("dr.properties");
+    let config = cluster.dir.join("dr.properties");
     std::fs::write(&config, format!("bootstrap.servers={kafka}\n")).expect("written");
     let (code, text) = mirrors_cli(
         &cluster.clients[0],

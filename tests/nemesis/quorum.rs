@@ -365,7 +365,7 @@ pub(crate) async fn run() {
             SESSION.as_millis()
         ),
     );
-    let mirror_config = cluster.dir.path().join("qm.properties");
+    let mirror_config = cluster.dir.join("qm.properties");
     std::fs::write(
         &mirror_config,
         format!("bootstrap.servers={source_address}\n"),

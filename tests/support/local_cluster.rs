@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// The nodes started by `scripts/cluster-local.sh`, stopped when dropped.
+/// The nodes started by `scripts/cluster-local.sh`, stopped when dropped; their folder (logs
+/// and data) is removed then, unless the test is failing, when its path is printed instead.
 pub(crate) struct LocalCluster {
-    pub(crate) dir: tempfile::TempDir,
+    pub(crate) dir: PathBuf,
     /// Each node's client address, node 1 first.
     pub(crate) clients: Vec<String>,
     /// Each node's `/metrics` address.
@@ -52,10 +53,10 @@ fn script(args: &[&str], properties: &str) -> Result<String, String> {
 impl LocalCluster {
     /// Starts `nodes` combined nodes with `properties` added to each one's server.properties.
     pub(crate) fn start(nodes: usize, properties: &str) -> LocalCluster {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().to_str().expect("a UTF-8 path").to_string();
+        let dir = tempfile::tempdir().expect("temp dir").keep();
+        let path = dir.to_str().expect("a UTF-8 path").to_string();
         script(&["start", &nodes.to_string(), &path], properties).expect("the cluster starts");
-        let env = std::fs::read_to_string(dir.path().join("env")).expect("the env file");
+        let env = std::fs::read_to_string(dir.join("env")).expect("the env file");
         let var = |name: &str| -> Vec<String> {
             env.lines()
                 .find_map(|l| l.strip_prefix(&format!("export {name}=")))
@@ -76,7 +77,7 @@ impl LocalCluster {
     }
 
     fn path(&self) -> String {
-        self.dir.path().to_str().expect("a UTF-8 path").to_string()
+        self.dir.to_str().expect("a UTF-8 path").to_string()
     }
 
     /// SIGKILL of node `node` (a crash).
@@ -91,7 +92,7 @@ impl LocalCluster {
 
     /// Sends `signal` (`STOP`, `CONT`) to node `node`.
     pub(crate) fn signal(&self, node: usize, signal: &str) {
-        let pid = std::fs::read_to_string(self.dir.path().join(format!("node-{node}/pid")))
+        let pid = std::fs::read_to_string(self.dir.join(format!("node-{node}/pid")))
             .expect("the node's pid");
         let _ = std::process::Command::new("kill")
             .args([&format!("-{signal}"), pid.trim()])
@@ -100,7 +101,7 @@ impl LocalCluster {
 
     /// Node `node`'s log directory.
     pub(crate) fn data(&self, node: usize) -> PathBuf {
-        self.dir.path().join(format!("node-{node}")).join("data")
+        self.dir.join(format!("node-{node}")).join("data")
     }
 
     /// The node among `nodes` whose `/metrics` says it is the active controller.
@@ -131,6 +132,11 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         let _ = script(&["stop", &self.path()], "");
+        if std::thread::panicking() {
+            eprintln!("the cluster's logs and data are kept in {}", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 

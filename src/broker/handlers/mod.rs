@@ -88,7 +88,7 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
         // 4 is broker-to-broker (clients stay at 3); 5 and EndTxn/TxnOffsetCommit 5 belong to
         // transaction version 2, which this broker does not advertise.
         ApiKey::AddPartitionsToTxn => (0, 4),
-        ApiKey::WriteTxnMarkers => (0, 1),
+        ApiKey::WriteTxnMarkers => (1, 1),
         ApiKey::AddOffsetsToTxn => (0, 4),
         ApiKey::TxnOffsetCommit => (0, 4),
         ApiKey::EndTxn => (0, 4),
