@@ -123,7 +123,10 @@ async fn bumps(addresses: &[String], leaders_from: &str, topic: &str) -> f64 {
                     .await
                     .expect("BumpLeaderEpochs answers");
                 assert!(
-                    answer.topics[0].partitions.iter().all(|p| p.error_code == 0),
+                    answer.topics[0]
+                        .partitions
+                        .iter()
+                        .all(|p| p.error_code == 0),
                     "bumped"
                 );
             }

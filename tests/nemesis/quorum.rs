@@ -293,32 +293,31 @@ async fn wait_caught_up(cluster: &LocalCluster, source: &str, violations: &mut V
             &["--describe", "--mirror", "qm", "--json"],
         )
         .await;
-        if code == Some(0) {
-            if let Ok(json) = serde_json::from_str::<serde_json::Value>(text.trim()) {
-                let mut at: Vec<(i64, String, i64)> = json["mirrors"][0]["partitions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter(|p| p["topic"] == TOPIC)
-                    .map(|p| {
-                        (
-                            p["partition"].as_i64().unwrap_or(-1),
-                            p["state"].as_str().unwrap_or_default().to_string(),
-                            p["destinationOffset"].as_i64().unwrap_or(-1),
-                        )
-                    })
-                    .collect();
-                at.sort();
-                let wanted: Vec<(i64, String, i64)> = ends
-                    .iter()
-                    .enumerate()
-                    .map(|(p, e)| (p as i64, "MIRRORING".to_string(), *e))
-                    .collect();
-                if at == wanted {
-                    return;
-                }
-                last = format!("{at:?}, waiting for {wanted:?}");
+        let parsed = serde_json::from_str::<serde_json::Value>(text.trim());
+        if let (Some(0), Ok(json)) = (code, parsed) {
+            let mut at: Vec<(i64, String, i64)> = json["mirrors"][0]["partitions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| p["topic"] == TOPIC)
+                .map(|p| {
+                    (
+                        p["partition"].as_i64().unwrap_or(-1),
+                        p["state"].as_str().unwrap_or_default().to_string(),
+                        p["destinationOffset"].as_i64().unwrap_or(-1),
+                    )
+                })
+                .collect();
+            at.sort();
+            let wanted: Vec<(i64, String, i64)> = ends
+                .iter()
+                .enumerate()
+                .map(|(p, e)| (p as i64, "MIRRORING".to_string(), *e))
+                .collect();
+            if at == wanted {
+                return;
             }
+            last = format!("{at:?}, waiting for {wanted:?}");
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -345,11 +344,13 @@ pub(crate) async fn run() {
     let mut violations = Violations::default();
 
     let source_dir = tempfile::tempdir().expect("temp dir");
+    // The producer's records carry timestamps of 2023: retention must not delete them (a node's
+    // start runs retention at once).
     let source = Broker::start(
         "source",
         source_dir.path(),
         free_port(),
-        "log.segment.bytes=65536\n",
+        "log.segment.bytes=65536\nlog.retention.ms=-1\n",
     );
     let source_address = source.address();
     assert_eq!(
@@ -361,7 +362,7 @@ pub(crate) async fn run() {
         NODES,
         &format!(
             "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms={}\n\
-             log.segment.bytes=32768\nmirror.state.topic.num.partitions=6\n",
+             log.segment.bytes=32768\nlog.retention.ms=-1\nmirror.state.topic.num.partitions=6\n",
             SESSION.as_millis()
         ),
     );

@@ -133,7 +133,10 @@ impl Drop for LocalCluster {
     fn drop(&mut self) {
         let _ = script(&["stop", &self.path()], "");
         if std::thread::panicking() {
-            eprintln!("the cluster's logs and data are kept in {}", self.dir.display());
+            eprintln!(
+                "the cluster's logs and data are kept in {}",
+                self.dir.display()
+            );
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
         }

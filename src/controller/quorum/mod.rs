@@ -180,6 +180,10 @@ impl Quorum {
         }
         tokio::spawn(until_stopped(
             stopped.clone(),
+            quorum.clone().report_leadership(),
+        ));
+        tokio::spawn(until_stopped(
+            stopped.clone(),
             quorum.clone().heartbeats(config.heartbeat_interval),
         ));
         tokio::spawn(until_stopped(
@@ -205,6 +209,29 @@ impl Quorum {
             // Already a member of a formed quorum (a restart, or another voter was first).
             Err(RaftError::APIError(InitializeError::NotAllowed(_))) => Ok(()),
             Err(e) => Err(QuorumError::Raft(e.to_string())),
+        }
+    }
+
+    /// Says (log line, `kmirror_controller_active`) when this node becomes or stops being the
+    /// active controller, as soon as Raft's metrics change.
+    async fn report_leadership(self: Arc<Self>) {
+        let mut metrics = self.raft.metrics();
+        let mut active = false;
+        metrics::gauge!(crate::metrics::CONTROLLER_ACTIVE).set(0.0);
+        loop {
+            let now = metrics.borrow_and_update().current_leader == Some(self.node_id);
+            if now != active {
+                active = now;
+                if active {
+                    tracing::info!("this node is the active controller");
+                } else {
+                    tracing::info!("this node is no longer the active controller");
+                }
+                metrics::gauge!(crate::metrics::CONTROLLER_ACTIVE).set(f64::from(u8::from(active)));
+            }
+            if metrics.changed().await.is_err() {
+                return;
+            }
         }
     }
 
@@ -247,7 +274,6 @@ impl Quorum {
     /// unfences those heard again (see [`liveness`]).
     async fn fence_silent_brokers(self: Arc<Self>, interval: Duration, timeout: Duration) {
         let mut tick = tokio::time::interval(interval / 2);
-        metrics::gauge!(crate::metrics::CONTROLLER_ACTIVE).set(0.0);
         metrics::gauge!(crate::metrics::FENCED_BROKERS).set(0.0);
         loop {
             tick.tick().await;
@@ -257,17 +283,11 @@ impl Quorum {
                 let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
                 if !active {
                     if live.take().is_some() {
-                        tracing::info!("this node is no longer the active controller");
-                        metrics::gauge!(crate::metrics::CONTROLLER_ACTIVE).set(0.0);
                         metrics::gauge!(crate::metrics::FENCED_BROKERS).set(0.0);
                     }
                     continue;
                 }
-                let sessions = live.get_or_insert_with(|| {
-                    tracing::info!("this node is the active controller");
-                    metrics::gauge!(crate::metrics::CONTROLLER_ACTIVE).set(1.0);
-                    liveness::Sessions::new(now)
-                });
+                let sessions = live.get_or_insert_with(|| liveness::Sessions::new(now));
                 let image = self.image.lock().unwrap_or_else(|e| e.into_inner());
                 metrics::gauge!(crate::metrics::FENCED_BROKERS).set(image.fenced().len() as f64);
                 liveness::decide(
