@@ -11,7 +11,8 @@
 //!
 //! and at the end that every mirror partition, whichever node leads it and however often it was
 //! killed, equals the source's log byte for byte (resumed from `__mirror_state` with no gap and
-//! no duplicate).
+//! no duplicate); then that the topic fails over to the cluster and back to the old source,
+//! which ends with the cluster's logs byte for byte.
 //!
 //! `NEMESIS_SEED` replays a schedule; `NEMESIS_CYCLES` (3) sets the length.
 
@@ -324,6 +325,109 @@ async fn wait_caught_up(cluster: &LocalCluster, source: &str, violations: &mut V
     violations.check(false, || format!("the mirror did not catch up: {last}"));
 }
 
+/// Fails the topic over to the cluster (`--stop` through node 2), writes to every partition
+/// through its leader, then fails back: the old source mirrors the cluster (fetching from all
+/// three brokers) and, once MIRRORING at the cluster's last stable offsets, holds each
+/// partition's log byte for byte.
+async fn fail_over_and_back(
+    cluster: &LocalCluster,
+    source: &Broker,
+    leaders: &[local_cluster::PartitionView],
+    violations: &mut Violations,
+) {
+    let (code, text) = mirrors_cli(
+        &cluster.clients[1],
+        &["--stop", "--mirror", "qm", "--topics", TOPIC],
+    )
+    .await;
+    assert_eq!(code, Some(0), "--stop: {text}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, text) = mirrors_cli(
+            &cluster.clients[0],
+            &["--describe", "--mirror", "qm", "--json"],
+        )
+        .await;
+        if text.matches("\"STOPPED\"").count() == PARTITIONS as usize {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not STOPPED: {text}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for (p, view) in leaders.iter().enumerate() {
+        let mut producer = Producer::idempotent(&cluster.clients[view.leader as usize - 1]);
+        for batch in 0..5 {
+            let values: Vec<String> = (0..20).map(|i| format!("after-{p}-{batch}-{i}")).collect();
+            let outcome = producer
+                .produce(TOPIC, p as i32, &values, Compression::Lz4)
+                .await;
+            violations.check(matches!(outcome, Outcome::Acked(_)), || {
+                format!("a write to the failed-over partition {p}: {outcome:?}")
+            });
+        }
+    }
+    let config = source.dir.join("back.properties");
+    std::fs::write(
+        &config,
+        format!("bootstrap.servers={}\n", cluster.bootstrap()),
+    )
+    .expect("written");
+    let source_address = source.address();
+    let config = config.to_str().expect("utf-8").to_string();
+    let (code, text) = mirrors_cli(
+        &source_address,
+        &["--create", "--mirror", "back", "--mirror-config", &config],
+    )
+    .await;
+    assert_eq!(code, Some(0), "--create back: {text}");
+    let (code, text) = mirrors_cli(
+        &source_address,
+        &["--start", "--mirror", "back", "--topics", TOPIC],
+    )
+    .await;
+    assert_eq!(code, Some(0), "failback --start: {text}");
+    let mut lsos = Vec::new();
+    for (p, view) in leaders.iter().enumerate() {
+        let leader = &cluster.clients[view.leader as usize - 1];
+        lsos.push(
+            client::end_offset(leader, TOPIC, p as i32, true)
+                .await
+                .expect("the LSO"),
+        );
+    }
+    let wanted: Vec<(String, i64)> = lsos.iter().map(|e| ("MIRRORING".to_string(), *e)).collect();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let now = super::process::described(&source_address, "back", TOPIC).await;
+        if now == wanted {
+            break;
+        }
+        if Instant::now() > deadline {
+            violations.check(false, || {
+                format!("failback: {now:?}, waiting for {wanted:?}")
+            });
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for (p, view) in leaders.iter().enumerate() {
+        let front = concatenated_segments(
+            &cluster
+                .data(view.leader as usize)
+                .join(format!("{TOPIC}-{p}")),
+        );
+        let back = source.log_bytes(TOPIC, p as i32);
+        violations.check(front == back, || {
+            format!(
+                "after failback partition {p}: the old source holds {} bytes, node {} {} bytes",
+                back.len(),
+                view.leader,
+                front.len()
+            )
+        });
+    }
+}
+
 pub(crate) async fn run() {
     let seed = std::env::var("NEMESIS_SEED")
         .ok()
@@ -450,6 +554,7 @@ pub(crate) async fn run() {
             )
         });
     }
+    fail_over_and_back(&cluster, &source, &leaders, &mut violations).await;
     let kept = acknowledged.lock().expect("lock");
     println!(
         "quorum nemesis seed {seed}: {cycles} cycles, {} topics and {} mirrors acknowledged, {} violations",
