@@ -1230,9 +1230,9 @@ enum SourceKind {
     Kafka,
 }
 
-/// A whole run: the seed and cycle count from the environment, the brokers, the cycles, the
-/// summary line, and a failure listing every violation.
-async fn run(kind: SourceKind) {
+/// The seed (`NEMESIS_SEED`, else the clock; printed first, so a run can be replayed) and the
+/// cycle count (`NEMESIS_CYCLES`, 3).
+fn schedule() -> (u64, u32) {
     let seed = std::env::var("NEMESIS_SEED")
         .ok()
         .map(|s| s.parse().expect("NEMESIS_SEED is a number"))
@@ -1248,6 +1248,13 @@ async fn run(kind: SourceKind) {
         .unwrap_or(3);
     println!("NEMESIS_SEED={seed}");
     eprintln!("NEMESIS_SEED={seed}");
+    (seed, cycles)
+}
+
+/// A whole run: the seed and cycle count from the environment, the brokers, the cycles, the
+/// summary line, and a failure listing every violation.
+async fn run(kind: SourceKind) {
+    let (seed, cycles) = schedule();
 
     let (dir_s, dir_d) = (
         tempfile::tempdir().expect("temp dir"),

@@ -325,6 +325,15 @@ async fn wait_caught_up(cluster: &LocalCluster, source: &str, violations: &mut V
     violations.check(false, || format!("the mirror did not catch up: {last}"));
 }
 
+/// Partition `p` of the mirrored topic as its leader holds it (its segments in order).
+fn leader_log(cluster: &LocalCluster, view: &local_cluster::PartitionView, p: usize) -> Vec<u8> {
+    concatenated_segments(
+        &cluster
+            .data(view.leader as usize)
+            .join(format!("{TOPIC}-{p}")),
+    )
+}
+
 /// Fails the topic over to the cluster (`--stop` through node 2), writes to every partition
 /// through its leader, then fails back: the old source mirrors the cluster (fetching from all
 /// three brokers) and, once MIRRORING at the cluster's last stable offsets, holds each
@@ -411,11 +420,7 @@ async fn fail_over_and_back(
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     for (p, view) in leaders.iter().enumerate() {
-        let front = concatenated_segments(
-            &cluster
-                .data(view.leader as usize)
-                .join(format!("{TOPIC}-{p}")),
-        );
+        let front = leader_log(cluster, view, p);
         let back = source.log_bytes(TOPIC, p as i32);
         violations.check(front == back, || {
             format!(
@@ -429,21 +434,7 @@ async fn fail_over_and_back(
 }
 
 pub(crate) async fn run() {
-    let seed = std::env::var("NEMESIS_SEED")
-        .ok()
-        .map(|s| s.parse().expect("NEMESIS_SEED is a number"))
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("after 1970")
-                .as_nanos() as u64
-        });
-    let cycles: u32 = std::env::var("NEMESIS_CYCLES")
-        .ok()
-        .map(|s| s.parse().expect("NEMESIS_CYCLES is a number"))
-        .unwrap_or(3);
-    println!("NEMESIS_SEED={seed}");
-    eprintln!("NEMESIS_SEED={seed}");
+    let (seed, cycles) = super::schedule();
     let mut rng = Rng(seed);
     let mut violations = Violations::default();
 
@@ -539,11 +530,7 @@ pub(crate) async fn run() {
     wait_caught_up(&cluster, &source_address, &mut violations).await;
     let leaders = topics_of(&cluster.clients[0]).await.expect("metadata")[TOPIC].clone();
     for (p, view) in leaders.iter().enumerate() {
-        let on_destination = concatenated_segments(
-            &cluster
-                .data(view.leader as usize)
-                .join(format!("{TOPIC}-{p}")),
-        );
+        let on_destination = leader_log(&cluster, view, p);
         let on_source = source.log_bytes(TOPIC, p as i32);
         violations.check(on_destination == on_source, || {
             format!(

@@ -63,30 +63,13 @@ pub(super) fn add_partitions(
         .map(|txn| {
             let producer = (txn.producer_id.0, txn.producer_epoch);
             let topic_results = if txn.verify_only {
-                txn.topics
-                    .into_iter()
-                    .map(|topic| {
-                        let name = topic.name.0.to_string();
-                        let partitions = topic
-                            .partitions
-                            .iter()
-                            .map(|index| {
-                                let included =
-                                    broker.transactions().includes(producer, &name, *index);
-                                AddPartitionsToTxnPartitionResult::default()
-                                    .with_partition_index(*index)
-                                    .with_partition_error_code(if included {
-                                        0
-                                    } else {
-                                        ErrorCode::INVALID_TXN_STATE.0
-                                    })
-                            })
-                            .collect();
-                        AddPartitionsToTxnTopicResult::default()
-                            .with_name(topic.name)
-                            .with_results_by_partition(partitions)
-                    })
-                    .collect()
+                partition_results(txn.topics, |name, index| {
+                    if broker.transactions().includes(producer, name, index) {
+                        0
+                    } else {
+                        ErrorCode::INVALID_TXN_STATE.0
+                    }
+                })
             } else {
                 add_one(broker, access, &txn.transactional_id, producer, txn.topics)
             };
@@ -140,6 +123,27 @@ fn add_one(
     } else {
         ErrorCode::OPERATION_NOT_ATTEMPTED.0
     };
+    partition_results(topics, |name, index| {
+        let partition = (name.to_string(), index);
+        if !id_allowed {
+            outcome
+        } else if denied.iter().any(|t| *t == name) {
+            ErrorCode::TOPIC_AUTHORIZATION_FAILED.0
+        } else if unknown.contains(&&partition) {
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
+        } else if read_only.contains(&&partition) {
+            ErrorCode::READ_ONLY_TOPIC.0
+        } else {
+            outcome
+        }
+    })
+}
+
+/// Each partition's result, its error code from `code(topic, partition)`.
+fn partition_results(
+    topics: Vec<AddPartitionsToTxnTopic>,
+    mut code: impl FnMut(&str, i32) -> i16,
+) -> Vec<AddPartitionsToTxnTopicResult> {
     topics
         .into_iter()
         .map(|topic| {
@@ -148,20 +152,9 @@ fn add_one(
                 .partitions
                 .iter()
                 .map(|index| {
-                    let error = if !id_allowed {
-                        outcome
-                    } else if denied.contains(&&name) {
-                        ErrorCode::TOPIC_AUTHORIZATION_FAILED.0
-                    } else if unknown.contains(&&(name.clone(), *index)) {
-                        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
-                    } else if read_only.contains(&&(name.clone(), *index)) {
-                        ErrorCode::READ_ONLY_TOPIC.0
-                    } else {
-                        outcome
-                    };
                     AddPartitionsToTxnPartitionResult::default()
                         .with_partition_index(*index)
-                        .with_partition_error_code(error)
+                        .with_partition_error_code(code(&name, *index))
                 })
                 .collect();
             AddPartitionsToTxnTopicResult::default()
