@@ -1,13 +1,24 @@
 //! The controller listener: answers other controllers' Raft RPCs and, on the active controller,
 //! commits the metadata changes other nodes forward (docs/cluster.md).
+//!
+//! Protections: at most [`MAX_CONNECTIONS`] connections at once (more are closed on accept), a
+//! connection silent for [`IDLE`] is closed (peers heartbeat far more often), and a frame must
+//! arrive whole within [`IDLE`] too, so a slow or stray client cannot hold the listener.
 
 use super::liveness::Live;
 use super::network::{Forwarded, QuorumRequest, QuorumResponse, read_frame, write_frame};
 use super::types::MetadataRaft;
 use openraft::Raft;
 use openraft::error::{ClientWriteError, RaftError};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
+
+/// The most controller connections served at once (a cluster's nodes need a few each).
+pub(super) const MAX_CONNECTIONS: usize = 256;
+/// How long a connection may stay silent, or take to send one frame.
+pub(super) const IDLE: Duration = Duration::from_secs(30);
 
 /// Accepts controller connections until `stop` turns true.
 pub(super) async fn serve(
@@ -16,15 +27,21 @@ pub(super) async fn serve(
     live: Live,
     mut stop: watch::Receiver<bool>,
 ) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        tracing::warn!(%peer, limit = MAX_CONNECTIONS, "too many controller connections: closing a new one");
+                        continue;
+                    };
                     let (raft, live) = (raft.clone(), live.clone());
                     tokio::spawn(async move {
                         if let Err(e) = connection(stream, &raft, &live).await {
                             tracing::debug!(%peer, error = %e, "controller connection ended");
                         }
+                        drop(slot);
                     });
                 }
                 Err(e) => {
@@ -46,11 +63,16 @@ async fn connection(
     live: &Live,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
-    while let Some(request) = read_frame::<QuorumRequest>(&mut stream).await? {
+    loop {
+        let request = tokio::time::timeout(IDLE, read_frame::<QuorumRequest>(&mut stream))
+            .await
+            .map_err(|_| std::io::Error::other(format!("silent for {IDLE:?}")))??;
+        let Some(request) = request else {
+            return Ok(());
+        };
         let response = answer(raft, live, request).await;
         write_frame(&mut stream, &response).await?;
     }
-    Ok(())
 }
 
 async fn answer(raft: &Raft<MetadataRaft>, live: &Live, request: QuorumRequest) -> QuorumResponse {
