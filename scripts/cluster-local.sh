@@ -89,6 +89,11 @@ launch() {
 start() {
   local count="$1" data="$2" base="${3:-}"
   [[ "$count" =~ ^[1-9][0-9]*$ ]] || { echo "N must be a positive number, not '$count'" >&2; exit 2; }
+  # Clusters started at the same time (tests run in parallel) must not pick the same free
+  # ports: one start at a time chooses its ports and holds them until its nodes listen.
+  local lock
+  exec {lock}>"${TMPDIR:-/tmp}/kmirror-cluster-local.lock"
+  flock "$lock"
   [[ -z "$base" ]] && base="$(free_base 29100 "$count")"
   mkdir -p "$data"
   data="$(cd "$data" && pwd)"
@@ -121,6 +126,7 @@ EOF
   for i in $(seq 1 "$count"); do
     wait_listening "$i" "$(cat "$data/node-$i/port")" "$data" || { stop "$data"; exit 1; }
   done
+  flock -u "$lock"
   echo "$count" >"$data/nodes"
   {
     echo "export KMIRROR_CLUSTER_BOOTSTRAP=$bootstrap"
