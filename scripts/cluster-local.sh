@@ -16,7 +16,8 @@
 #   scripts/cluster-local.sh restart I DATA_DIR            start node I again on its data
 #   scripts/cluster-local.sh status DATA_DIR               each node's pid and whether it runs
 #
-# KMIRROR_BIN names the kmirror binary (default: target/release/kmirror, built if missing);
+# KMIRROR_BIN names the kmirror binary (default: target/release/kmirror, built or brought up to
+# date first);
 # KMIRROR_CLUSTER_PROPERTIES holds extra server.properties lines for every node.
 # Each node's log is DATA_DIR/node-I/broker.log, its data DATA_DIR/node-I/data.
 set -euo pipefail
@@ -24,17 +25,19 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 
 usage() {
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
 kmirror_bin() {
-  local bin="${KMIRROR_BIN:-$ROOT/target/release/kmirror}"
-  if [[ ! -x "$bin" ]]; then
-    echo "building $bin" >&2
-    (cd "$ROOT" && cargo build --release --locked --bin kmirror >&2)
+  if [[ -n "${KMIRROR_BIN:-}" ]]; then
+    echo "$KMIRROR_BIN"
+    return
   fi
-  echo "$bin"
+  # Built (or found up to date) every time: a stale binary would run another version's broker
+  # over the nodes' data.
+  (cd "$ROOT" && cargo build --release --locked --bin kmirror >&2)
+  echo "${CARGO_TARGET_DIR:-$ROOT/target}/release/kmirror"
 }
 
 # The first base port from $1 with 3*$2 free ports after it.

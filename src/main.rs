@@ -334,6 +334,7 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     let (broker, quorum) = match config.cluster.clone() {
         None => (Broker::open(config).map_err(|e| e.to_string())?, None),
         Some(cluster) => {
+            refuse_a_lost_quorum_log(&config.log_dir)?;
             let quorum = Quorum::start(
                 QuorumConfig {
                     node_id: config.node_id,
@@ -420,9 +421,20 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     });
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;
+    let quorum_failed = async {
+        match &quorum {
+            Some(quorum) => quorum.failed().await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut failure = None;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = terminate.recv() => {}
+        why = quorum_failed => {
+            tracing::error!(error = why, "the metadata quorum stopped on this node: shutting down");
+            failure = Some(format!("the metadata quorum stopped: {why}"));
+        }
     }
     tracing::info!("shutting down");
     let _ = stop.send(true);
@@ -438,7 +450,40 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     if let Some(quorum) = quorum {
         quorum.shutdown().await;
     }
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
     tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+/// Refuses to start a node of a cluster whose Raft log is gone while its log directory holds
+/// data: with an empty log it would vote as a new member under an old id and could drop
+/// committed changes (docs/cluster.md). Restore the directory, or give the node a new `node.id`
+/// and an empty log directory.
+fn refuse_a_lost_quorum_log(log_dir: &Path) -> Result<(), String> {
+    let quorum = log_dir.join("__cluster_metadata").join("quorum");
+    // The Raft log file is created before anything else in the log directory.
+    if quorum.join("log").exists() {
+        return Ok(());
+    }
+    let holds_data = std::fs::read_dir(log_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .any(|e| !matches!(e.file_name().to_str(), Some(".lock" | "__cluster_metadata")))
+        })
+        .unwrap_or(false);
+    if holds_data {
+        return Err(format!(
+            "{} has no Raft log but {} holds data: this node's metadata was lost. \
+             Restore {}, or start the node under a new node.id with an empty log directory \
+             (a node must never rejoin the quorum under its old id with an empty log)",
+            quorum.display(),
+            log_dir.display(),
+            quorum.display()
+        ));
+    }
     Ok(())
 }
 

@@ -247,16 +247,19 @@ pub(crate) async fn describe_every_broker(
     ];
     let first_address = first.broker().to_string();
     for address in brokers.values().filter(|a| **a != first_address) {
-        let connection = Connection::connect(address, &ClientConfig::plaintext(address), None)
-            .await
-            .map_err(|e| Failure::Unreachable(format!("{address}: {e}")))?;
-        answers.push(
-            connection
-                .send("DescribeMirrors", request, 0)
-                .await
-                .map_err(unreachable)?
-                .1,
-        );
+        // A broker that does not answer (down, not yet fenced) leaves out only its partitions.
+        let answer = async {
+            let connection =
+                Connection::connect(address, &ClientConfig::plaintext(address), None).await?;
+            connection.send("DescribeMirrors", request, 0).await
+        };
+        match answer.await {
+            Ok((_, answer)) => answers.push(answer),
+            Err(e) => eprintln!(
+                "kmirror mirrors: broker {address} did not answer ({e}); the partitions it \
+                 leads are not shown"
+            ),
+        }
     }
     let mut merged = DescribeMirrorsResponse::default();
     for answer in answers {

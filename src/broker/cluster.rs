@@ -142,6 +142,21 @@ impl Broker {
         brokers
     }
 
+    /// The node Metadata names as the controller. Kafka's admin clients send it their
+    /// CreateTopics and the like, so it must be alive: in a cluster, the active controller
+    /// (or this node while none is known; every node forwards changes); alone, this node.
+    pub fn controller_for_clients(&self) -> i32 {
+        match &self.quorum {
+            Some(quorum) => {
+                let active = quorum.active_or(self.config.node_id);
+                let live = self.brokers().iter().any(|b| b.node_id == active)
+                    && !self.fenced_brokers().contains(&active);
+                if live { active } else { self.config.node_id }
+            }
+            None => self.coordinator_node(),
+        }
+    }
+
     /// The brokers fenced for silence (docs/cluster.md).
     pub fn fenced_brokers(&self) -> std::collections::BTreeSet<i32> {
         self.with_controller(|c| c.fenced().clone())

@@ -104,14 +104,28 @@ pub(super) fn from_properties(
 ) -> Result<Option<(ClusterConfig, String)>, ConfigError> {
     let get = |k: &str| props.get(k).map(String::as_str);
     let Some(roles) = get("process.roles") else {
+        if props.contains_key("controller.quorum.voters") {
+            return Err(invalid(
+                "controller.quorum.voters",
+                get("controller.quorum.voters").unwrap_or_default(),
+                "names a quorum, but process.roles is not set: set process.roles=broker,controller \
+                 for a node of a cluster, or remove the key for a single-node broker",
+            ));
+        }
         return Ok(None);
     };
     let roles: Vec<&str> = roles.split(',').map(str::trim).collect();
-    if roles.iter().any(|r| !matches!(*r, "broker" | "controller")) {
+    if roles.iter().any(|r| !matches!(*r, "broker" | "controller"))
+        || roles.len()
+            != roles
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+    {
         return Err(invalid(
             "process.roles",
             &roles.join(","),
-            "expected broker, controller or broker,controller",
+            "expected broker, controller or broker,controller, each once",
         ));
     }
     if !(roles.contains(&"broker") && roles.contains(&"controller")) {
@@ -166,6 +180,13 @@ pub(super) fn from_properties(
             ));
         }
     }
+    if controller.port == client.port {
+        return Err(invalid(
+            "listeners",
+            listeners_value,
+            "the controller listener and the client listener need ports of their own",
+        ));
+    }
     let bind = if controller.host.is_empty() {
         "0.0.0.0"
     } else {
@@ -184,9 +205,10 @@ pub(super) fn from_properties(
         Some(address) => {
             return Err(invalid(
                 "controller.quorum.voters",
-                address,
+                get("controller.quorum.voters").unwrap_or_default(),
                 format!(
-                    "node {node_id}'s entry must name its controller listener's port {}",
+                    "node {node_id}'s entry ({address}) must name its controller listener's \
+                     port {}",
                     controller.port
                 ),
             ));
@@ -277,6 +299,10 @@ mod tests {
                 "port 9095",
             ),
             (NODE_2.replace("3@", "2@"), "named twice"),
+            (
+                NODE_2.replace("broker,controller", "broker,controller,broker"),
+                "each once",
+            ),
             (NODE_2.replace("1@127.0.0.1:9093", "one@x"), "id@host:port"),
             (
                 NODE_2.replace("CONTROLLER:PLAINTEXT", "CONTROLLER:SSL"),
@@ -296,5 +322,16 @@ mod tests {
         let error = read(&format!("{NODE_2}listeners=CONTROLLER://127.0.0.1:9095\n"))
             .expect_err("no client listener");
         assert!(error.to_string().contains("for clients"), "{error}");
+        let error = read(&format!(
+            "{NODE_2}listeners=CONTROLLER://127.0.0.1:9095,PLAINTEXT://127.0.0.1:9095\n"
+        ))
+        .expect_err("one port for both");
+        assert!(error.to_string().contains("ports of their own"), "{error}");
+        let error = read("listeners=PLAINTEXT://:1\ncontroller.quorum.voters=1@h:2\n")
+            .expect_err("voters without roles");
+        assert!(
+            error.to_string().contains("process.roles is not set"),
+            "{error}"
+        );
     }
 }

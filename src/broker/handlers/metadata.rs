@@ -150,6 +150,6 @@ pub(super) async fn handle(
                 .collect(),
         )
         .with_cluster_id(Some(StrBytes::from_string(broker.cluster_id())))
-        .with_controller_id(BrokerId(broker.coordinator_node()))
+        .with_controller_id(BrokerId(broker.controller_for_clients()))
         .with_topics(answer)
 }

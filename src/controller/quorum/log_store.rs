@@ -106,10 +106,25 @@ impl<C: RaftTypeConfig> SharedLog<C> {
     where
         C::Entry: Clone,
     {
+        use std::ops::Bound;
+        // An empty or inverted range holds nothing (BTreeMap::range would panic on it).
+        let start = match range.start_bound() {
+            Bound::Included(s) => *s,
+            Bound::Excluded(s) => s.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(e) => e.saturating_add(1),
+            Bound::Excluded(e) => *e,
+            Bound::Unbounded => u64::MAX,
+        };
+        if start >= end {
+            return Some(Vec::new());
+        }
         Some(
             self.lock()?
                 .entries
-                .range(range)
+                .range(start..end)
                 .map(|(_, e)| e.clone())
                 .collect(),
         )

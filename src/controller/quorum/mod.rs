@@ -126,6 +126,9 @@ fn raft_config() -> Result<openraft::Config, QuorumError> {
         snapshot_max_chunk_size: 1024 * 1024,
         snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(5_000),
         max_in_snapshot_log_to_keep: 1_000,
+        // A BumpLeaderEpochs entry of a large Stop holds thousands of partitions: few entries
+        // per AppendEntries keep a frame far below the wire's limit.
+        max_payload_entries: 16,
         ..Default::default()
     }
     .validate()
@@ -305,6 +308,27 @@ impl Quorum {
                 }
             }
         }
+    }
+
+    /// Resolves when Raft stopped for good on this node (a storage failure, a log that cannot
+    /// be reconciled with the quorum's): why. The node must then stop rather than serve a
+    /// metadata image that no longer follows the quorum.
+    pub async fn failed(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(e) = &metrics.borrow_and_update().running_state {
+                return e.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "the metadata quorum stopped".to_string();
+            }
+        }
+    }
+
+    /// The node the cluster's clients are told is the controller (Kafka's admin clients send
+    /// it their CreateTopics): the active controller, or `fallback` while it is not known.
+    pub fn active_or(&self, fallback: i32) -> i32 {
+        self.leader().unwrap_or(fallback)
     }
 
     /// The active controller's node id, if this node knows one.

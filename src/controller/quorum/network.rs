@@ -27,7 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The largest frame read (snapshots are sent in chunks well below it).
-pub(super) const MAX_FRAME: usize = 16 * 1024 * 1024;
+pub(super) const MAX_FRAME: usize = 32 * 1024 * 1024;
 
 /// What one controller asks another.
 #[derive(Debug, Serialize, Deserialize)]
@@ -114,8 +114,18 @@ pub(super) async fn read_frame<T: DeserializeOwned>(
             "a frame of {length} bytes is larger than {MAX_FRAME}"
         )));
     }
-    let mut body = vec![0u8; length];
-    stream.read_exact(&mut body).await?;
+    // Grown as bytes arrive: a length with no body behind it costs nothing.
+    let mut body = Vec::new();
+    (&mut *stream)
+        .take(length as u64)
+        .read_to_end(&mut body)
+        .await?;
+    if body.len() != length {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("a frame of {length} bytes ended after {}", body.len()),
+        ));
+    }
     serde_json::from_slice(&body)
         .map(Some)
         .map_err(std::io::Error::other)
