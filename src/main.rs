@@ -332,7 +332,12 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
         tracing::info!(address = %format!("http://{metrics}/metrics"), "metrics for Prometheus");
     }
     let (broker, quorum) = match config.cluster.clone() {
-        None => (Broker::open(config).map_err(|e| e.to_string())?, None),
+        None => {
+            // A single node is its own (and only) controller.
+            metrics::gauge!(kmirror::metrics::CONTROLLER_ACTIVE).set(1.0);
+            metrics::gauge!(kmirror::metrics::FENCED_BROKERS).set(0.0);
+            (Broker::open(config).map_err(|e| e.to_string())?, None)
+        }
         Some(cluster) => {
             refuse_a_lost_quorum_log(&config.log_dir)?;
             let quorum = Quorum::start(
