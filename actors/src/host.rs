@@ -145,6 +145,9 @@ pub struct GroupOffset {
     pub metadata: Option<String>,
 }
 
+/// A consumer group's committed offsets, by topic and partition.
+pub type GroupOffsets = BTreeMap<(String, i32), GroupOffset>;
+
 /// One partition's log while the engine holds its lease (one [`Host::with_log`] call). Every
 /// method runs on the host's thread of that call; a change is in the log when the method
 /// returns (durability is [`Host::make_durable`]'s).
@@ -324,16 +327,16 @@ pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     /// Resolves once everything appended to the partition so far is durable (fsynced).
     fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), Cause>>;
 
-    /// Whether a consumer group has members on this cluster (its offsets are its own then).
-    fn group_is_active(&self, group: &str) -> bool;
-    /// A group's committed offsets here.
-    fn committed_offsets(&self, group: &str) -> BTreeMap<(String, i32), GroupOffset>;
+    /// A consumer group's committed offsets here, from its coordinator wherever it is; `None`
+    /// while the group has members on this cluster (its offsets are its own then); an error
+    /// when its coordinator cannot be asked.
+    fn idle_group_offsets(&self, group: &str) -> HostFuture<Result<Option<GroupOffsets>, String>>;
     /// Commits offsets for a group (as an admin: no member, no generation).
     fn commit_offsets(
         &self,
         group: &str,
         offsets: Vec<(String, i32, GroupOffset)>,
-    ) -> Result<(), String>;
+    ) -> HostFuture<Result<(), String>>;
     /// Every ACL binding of this cluster.
     fn acls(&self) -> Vec<AclBinding>;
     /// Creates bindings (one that exists is left as it is), all or none.

@@ -6,8 +6,8 @@
 //! controller ([`Broker::open_member`]): each registers its endpoint there, the controller places
 //! each new partition's single replica on a broker, and each broker opens the logs of the
 //! partitions it leads. Clients find leaders with Metadata and are answered
-//! NOT_LEADER_OR_FOLLOWER by the others. Groups and transactions are coordinated by the broker
-//! with the lowest node id (FindCoordinator names it).
+//! NOT_LEADER_OR_FOLLOWER by the others. Groups and transactions are coordinated as
+//! [`super::coordinators`] says.
 //!
 //! Contract: [`Broker::reconcile`] brings the open logs in line with the metadata and is
 //! idempotent; it runs after every change made through this broker, and
@@ -262,6 +262,8 @@ impl Broker {
         match topic {
             None if removed => self.groups.forget_topic(name)?,
             None => {}
+            // Coordinator placement only: the state lives in the coordinators' record logs.
+            Some(_) if !internal_topics::has_partition_logs(name) => {}
             Some(topic) => {
                 for (index, p) in topic.partitions.iter().enumerate() {
                     if self.leads(p) && self.partition(name, index as i32).is_none() {

@@ -33,6 +33,15 @@ pub enum ConfigError {
 }
 
 /// The broker's settings.
+/// How many coordinator partitions each kind of key hashes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CoordinatorPartitions {
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` (group ids).
+    pub groups: i32,
+    /// `transaction.state.log.num.partitions`: partitions of `__transaction_state`.
+    pub transactions: i32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerConfig {
     /// With `process.roles`: this node's part in a multi-process cluster (docs/cluster.md);
@@ -61,6 +70,10 @@ pub struct BrokerConfig {
     pub transaction_cleanup_interval_ms: i64,
     /// `mirror.state.topic.num.partitions`: partitions (coordinator shards) of `__mirror_state`.
     pub mirror_state_partitions: i32,
+    /// `offsets.topic.num.partitions` and `transaction.state.log.num.partitions`: the
+    /// coordinator partitions groups and transactional ids hash to in a multi-process cluster
+    /// (docs/cluster.md).
+    pub coordinator_partitions: CoordinatorPartitions,
     /// `kmirror.log.format`: `text` (default) or `json`, one JSON object per log line.
     pub log_json: bool,
     /// `mirror.supervision.stall.timeout.ms`, `mirror.supervision.max.restarts` and
@@ -335,6 +348,10 @@ impl BrokerConfig {
             ));
         }
         let mirror_state_partitions = ranged("mirror.state.topic.num.partitions", 50, 1, 10_000)?;
+        let coordinator_partitions = CoordinatorPartitions {
+            groups: ranged("offsets.topic.num.partitions", 50, 1, 10_000)? as i32,
+            transactions: ranged("transaction.state.log.num.partitions", 50, 1, 10_000)? as i32,
+        };
         let log_json = match get("kmirror.log.format").unwrap_or("text") {
             "text" => false,
             "json" => true,
@@ -423,6 +440,8 @@ impl BrokerConfig {
             "transaction.abort.timed.out.transaction.cleanup.interval.ms",
             "kmirror.log.format",
             "mirror.state.topic.num.partitions",
+            "offsets.topic.num.partitions",
+            "transaction.state.log.num.partitions",
             "mirror.supervision.stall.timeout.ms",
             "mirror.supervision.max.restarts",
             "mirror.supervision.restart.window.ms",
@@ -460,6 +479,7 @@ impl BrokerConfig {
                 transaction_max_timeout_ms: transaction_max_timeout_ms as i32,
                 transaction_cleanup_interval_ms,
                 mirror_state_partitions: mirror_state_partitions as i32,
+                coordinator_partitions,
                 mirror_liveness,
                 mirror_metadata_refresh_interval_ms,
                 mirror_num_replica_fetchers: mirror_num_replica_fetchers as usize,

@@ -2,7 +2,9 @@
 //! broker (the engine's coordinator shards, see [`kmirror_actors::engine::state_log`]);
 //! `__consumer_offsets`, `__transaction_state` and `__cluster_metadata` are the names of its
 //! other state (record logs under `log.dirs`, see [`crate::record_log`]), reserved as Kafka
-//! reserves them.
+//! reserves them. In a multi-process cluster `__consumer_offsets` and `__transaction_state`
+//! also exist in the metadata, as the placement of the group and transaction coordinators
+//! ([`crate::broker::coordinators`]); they have no partition logs.
 //!
 //! Contracts, for clients (the handlers ask here; the broker's own paths do not):
 //! - none of these names can be created, by CreateTopics or by a Metadata request's
@@ -17,6 +19,7 @@
 //! segment would lose mirror partition states; [`log_config`] fixes both retention settings to
 //! unlimited.
 
+use crate::broker::coordinators::CoordinatorKind;
 use crate::storage::LogConfig;
 use kmirror_actors::engine::state_log::MIRROR_STATE_TOPIC;
 use std::collections::BTreeMap;
@@ -24,8 +27,8 @@ use std::collections::BTreeMap;
 /// The names the broker owns.
 const INTERNAL_TOPICS: [&str; 4] = [
     MIRROR_STATE_TOPIC,
-    "__consumer_offsets",
-    "__transaction_state",
+    CoordinatorKind::Group.topic(),
+    CoordinatorKind::Transaction.topic(),
     "__cluster_metadata",
 ];
 
@@ -35,6 +38,12 @@ const STATE_LOSING_KEYS: [&str; 3] = ["retention.ms", "retention.bytes", "cleanu
 /// Whether `name` is an internal topic.
 pub(crate) fn is_internal(name: &str) -> bool {
     INTERNAL_TOPICS.contains(&name)
+}
+
+/// Whether the partitions of `name` have logs (the coordinator topics only place
+/// coordinators).
+pub(crate) fn has_partition_logs(name: &str) -> bool {
+    name != CoordinatorKind::Group.topic() && name != CoordinatorKind::Transaction.topic()
 }
 
 /// Why a client may not create `name` (CreateTopics, auto-creation), if it may not.

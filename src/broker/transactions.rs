@@ -1,6 +1,6 @@
 //! What the broker does for the transaction coordinator: write a completion's markers to its
-//! partitions, commit its offsets to the group coordinator, then mark it complete; and abort
-//! transactions past their timeout.
+//! partitions and to its groups' coordinators (which apply or drop the transaction's offsets),
+//! then mark it complete; and abort transactions past their timeout.
 //!
 //! A marker is written at the partition's current leader epoch with coordinator epoch 0 (one
 //! coordinator, never moved). A partition whose topic was deleted meanwhile gets no marker; a
@@ -9,6 +9,7 @@
 //! partition after joining the transaction) gets no marker either: a mirror partition holds only
 //! the source's batches, and the mirror's truncation drops the transaction's data there.
 
+use super::coordinators::CoordinatorKind;
 use super::{Broker, now_ms};
 use crate::storage::StorageError;
 use crate::txn::{Completion, TxnError};
@@ -17,8 +18,6 @@ use kafka_protocol::messages::write_txn_markers_request::{
 };
 use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
 use kafka_protocol::protocol::StrBytes;
-use kmirror_protocol::client::ClientConfig;
-use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -50,10 +49,30 @@ impl Broker {
         self.finish_completion(completion).map(|()| true)
     }
 
-    /// Writes the markers of `completion` on the partitions this broker leads; returns the
-    /// others by leader. A deleted topic's partitions get none.
+    /// Writes the markers of `completion` on the partitions this broker leads, and ends its
+    /// offsets if this broker coordinates one of its groups; returns the others by leader (a
+    /// group's marker goes to its partition of `__consumer_offsets`). A deleted topic's
+    /// partitions get none. A group without a reachable coordinator fails it before any marker.
     fn write_local_markers(&self, completion: &Completion) -> Result<Remote, TxnError> {
         let mut remote = Remote::new();
+        let mut local_groups = false;
+        for group in &completion.groups {
+            match self.coordinator_placement(CoordinatorKind::Group, group) {
+                None => {
+                    tracing::warn!(
+                        transactional_id = %completion.transactional_id,
+                        group,
+                        "the group has no coordinator now; the transaction ends later"
+                    );
+                    return Err(TxnError::Storage);
+                }
+                Some((_, node)) if node == self.config.node_id => local_groups = true,
+                Some((partition, node)) => {
+                    let marker = (CoordinatorKind::Group.topic().to_string(), partition);
+                    remote.entry(node).or_default().push(marker);
+                }
+            }
+        }
         for (topic, index) in &completion.partitions {
             match self.leader_of(topic, *index) {
                 None => {}
@@ -77,11 +96,25 @@ impl Broker {
                 }
             }
         }
+        if local_groups {
+            self.end_group_transaction(completion.producer_id, completion.commit)?;
+        }
         Ok(remote)
     }
 
-    /// Writes one transaction marker on a partition this broker leads: the error code for
-    /// WriteTxnMarkers (0 when written, or skipped as the module doc says).
+    /// A transaction's marker for the groups this broker coordinates.
+    fn end_group_transaction(&self, producer_id: i64, commit: bool) -> Result<(), TxnError> {
+        self.groups
+            .end_transaction(producer_id, commit)
+            .map_err(|e| {
+                tracing::error!(producer_id, error = %e, "ending transactional offsets");
+                TxnError::Storage
+            })
+    }
+
+    /// Writes one transaction marker on a partition this broker leads (on a partition of
+    /// `__consumer_offsets`: ends the producer's offsets in the groups coordinated here): the
+    /// error code for WriteTxnMarkers (0 when written, or skipped as the module doc says).
     pub(crate) fn write_marker(
         &self,
         topic: &str,
@@ -90,6 +123,14 @@ impl Broker {
         producer_epoch: i16,
         commit: bool,
     ) -> i16 {
+        if topic == CoordinatorKind::Group.topic() {
+            return match self.leader_of(topic, index) {
+                Some(leader) if leader == self.config.node_id => self
+                    .end_group_transaction(producer_id, commit)
+                    .map_or(ErrorCode::KAFKA_STORAGE_ERROR.0, |()| 0),
+                _ => self.missing_partition_error(topic, index),
+            };
+        }
         let (Some(partition), Some(epoch)) = (
             self.partition(topic, index),
             self.leader_epoch(topic, index),
@@ -148,12 +189,6 @@ impl Broker {
             );
             TxnError::Storage
         };
-        let address = self
-            .brokers()
-            .into_iter()
-            .find(|b| b.node_id == leader)
-            .map(|b| format!("{}:{}", b.host, b.port))
-            .ok_or_else(|| failed("the broker is not registered".into()))?;
         let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for (topic, index) in partitions {
             topics.entry(topic).or_default().push(*index);
@@ -175,17 +210,10 @@ impl Broker {
                         .collect(),
                 ),
         ]);
-        let config = ClientConfig::plaintext(&address);
-        let connection = Connection::connect(&address, &config, None)
+        let answer = self
+            .call_broker(leader, "WriteTxnMarkers", &request, 1)
             .await
-            .map_err(|e| failed(e.to_string()))?;
-        let (_, answer) = tokio::time::timeout(
-            config.request_timeout,
-            connection.send("WriteTxnMarkers", &request, 1),
-        )
-        .await
-        .map_err(|_| failed("no answer".into()))?
-        .map_err(|e| failed(e.to_string()))?;
+            .map_err(failed)?;
         let refused: Vec<String> = answer
             .markers
             .iter()
@@ -214,24 +242,8 @@ impl Broker {
         }
     }
 
-    /// Commits the completion's offsets and completes it in the coordinator.
+    /// Completes `completion` in the coordinator: every marker is written.
     fn finish_completion(&self, completion: &Completion) -> Result<(), TxnError> {
-        for (group, topics) in &completion.offsets {
-            let offsets = topics
-                .iter()
-                .flat_map(|(topic, partitions)| {
-                    partitions
-                        .iter()
-                        .map(|(index, committed)| (topic.clone(), *index, committed.clone()))
-                })
-                .collect();
-            self.groups
-                .commit_transactional(group, offsets)
-                .map_err(|e| {
-                    tracing::error!(group, error = %e, "committing transactional offsets");
-                    TxnError::Storage
-                })?;
-        }
         self.notify_appended();
         self.transactions.completed(completion, now_ms())
     }

@@ -9,13 +9,12 @@
 //! cost nothing. A coordinator that does not answer is a no (the producer retries).
 
 use super::Broker;
+use super::coordinators::CoordinatorKind;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
-use kmirror_protocol::client::ClientConfig;
-use kmirror_protocol::client::connection::Connection;
 
 /// Verified `(producer id, producer epoch, topic, partition)`.
 pub(super) type Verified = std::sync::Mutex<std::collections::HashSet<(i64, i16, String, i32)>>;
@@ -29,7 +28,14 @@ impl Broker {
         topic: &str,
         index: i32,
     ) -> bool {
-        let coordinator = self.coordinator_node();
+        // Without its id only a local transaction can be found.
+        let Some(transactional_id) = transactional_id else {
+            return self.transactions.includes(producer, topic, index);
+        };
+        let Some(coordinator) = self.coordinator_of(CoordinatorKind::Transaction, transactional_id)
+        else {
+            return false;
+        };
         if coordinator == self.config.node_id {
             return self.transactions.includes(producer, topic, index);
         }
@@ -37,9 +43,6 @@ impl Broker {
         if self.verified().contains(&key) {
             return true;
         }
-        let Some(transactional_id) = transactional_id else {
-            return false;
-        };
         match self
             .verify_with(coordinator, transactional_id, producer, topic, index)
             .await
@@ -84,12 +87,6 @@ impl Broker {
         topic: &str,
         index: i32,
     ) -> Result<bool, String> {
-        let address = self
-            .brokers()
-            .into_iter()
-            .find(|b| b.node_id == coordinator)
-            .map(|b| format!("{}:{}", b.host, b.port))
-            .ok_or_else(|| format!("broker {coordinator} is not registered"))?;
         let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
             AddPartitionsToTxnTransaction::default()
                 .with_transactional_id(TransactionalId(StrBytes::from_string(
@@ -104,17 +101,9 @@ impl Broker {
                         .with_partitions(vec![index]),
                 ]),
         ]);
-        let config = ClientConfig::plaintext(&address);
-        let connection = Connection::connect(&address, &config, None)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (_, answer) = tokio::time::timeout(
-            config.request_timeout,
-            connection.send("AddPartitionsToTxn", &request, 4),
-        )
-        .await
-        .map_err(|_| "no answer".to_string())?
-        .map_err(|e| e.to_string())?;
+        let answer = self
+            .call_broker(coordinator, "AddPartitionsToTxn", &request, 4)
+            .await?;
         if answer.error_code != 0 {
             return Err(format!("answered error code {}", answer.error_code));
         }

@@ -11,6 +11,9 @@
 //! Committed offsets (with their leader epoch and metadata) are durable: each commit is a record
 //! of `log.dirs/__consumer_offsets/offsets.log` (fsynced before the answer) replayed at start.
 //! Classic membership is not persisted, as in Kafka: classic consumers rejoin after a restart.
+//! Offsets a transaction commits (TxnOffsetCommit) are durable too but pending, per producer
+//! id, until the transaction coordinator's marker for this coordinator arrives
+//! ([`GroupCoordinator::end_transaction`]): a commit applies them, an abort drops them.
 //!
 //! Consumer groups of KIP-848's protocol (`group.protocol=consumer`, ConsumerGroupHeartbeat)
 //! live in [`consumer`]: the broker assigns with the [`assignors`]; their membership is durable
@@ -91,6 +94,19 @@ enum OffsetRecord {
     DeleteGroup {
         group: String,
     },
+    /// An offset a transaction committed, pending until its marker.
+    TxnCommit {
+        group: String,
+        producer_id: i64,
+        topic: String,
+        partition: i32,
+        committed: Committed,
+    },
+    /// The marker of `producer_id`'s transaction: its pending offsets apply or go.
+    TxnEnd {
+        producer_id: i64,
+        commit: bool,
+    },
     /// The topic was deleted: every group forgets its offsets.
     TopicDeleted {
         topic: String,
@@ -156,6 +172,8 @@ pub struct Group {
     pub members: BTreeMap<String, Member>,
     /// Committed offsets.
     pub offsets: BTreeMap<(String, i32), Committed>,
+    /// Offsets of unfinished transactions, by producer id.
+    pending: BTreeMap<i64, BTreeMap<(String, i32), Committed>>,
     /// The consumer-protocol group, when the group is one.
     pub consumer: Option<ConsumerGroup>,
     rebalance_deadline: Option<Instant>,
@@ -171,6 +189,7 @@ impl Group {
             leader: None,
             members: BTreeMap::new(),
             offsets: BTreeMap::new(),
+            pending: BTreeMap::new(),
             consumer: None,
             rebalance_deadline: None,
         }
@@ -391,6 +410,25 @@ impl GroupCoordinator {
                         .offsets
                         .insert((topic, partition), committed);
                 }
+                OffsetRecord::TxnCommit {
+                    group,
+                    producer_id,
+                    topic,
+                    partition,
+                    committed,
+                } => {
+                    groups
+                        .entry(group)
+                        .or_insert_with(Group::new)
+                        .pending
+                        .entry(producer_id)
+                        .or_default()
+                        .insert((topic, partition), committed);
+                }
+                OffsetRecord::TxnEnd {
+                    producer_id,
+                    commit,
+                } => end_pending(&mut groups, producer_id, commit),
                 OffsetRecord::DeleteGroup { group } => {
                     groups.remove(&group);
                 }
@@ -762,7 +800,16 @@ impl GroupCoordinator {
         member_id: &str,
         offsets: Vec<(String, i32, Committed)>,
     ) -> Vec<i16> {
-        let check = self.with_groups(|groups| {
+        let check = self.check_committer(group_id, generation, member_id);
+        if check != 0 {
+            return vec![check; offsets.len()];
+        }
+        self.write_offsets(group_id, offsets)
+    }
+
+    /// Whether `member_id` at `generation` may commit the group's offsets (0) or the error.
+    fn check_committer(&self, group_id: &str, generation: i32, member_id: &str) -> i16 {
+        self.with_groups(|groups| {
             let group = groups
                 .entry(group_id.to_string())
                 .or_insert_with(Group::new);
@@ -788,21 +835,100 @@ impl GroupCoordinator {
                     0
                 }
             }
-        });
-        if check != 0 {
-            return vec![check; offsets.len()];
-        }
-        self.write_offsets(group_id, offsets)
+        })
     }
 
-    /// Commits the offsets of a committed transaction (TxnOffsetCommit, applied at EndTxn):
-    /// whatever the group's membership now, as Kafka's commit markers do.
-    pub fn commit_transactional(
+    /// TxnOffsetCommit: the offsets wait, durably, for the marker of `producer_id`'s
+    /// transaction. A member id must be current at `generation`, as for OffsetCommit; without
+    /// one they are taken whatever the membership (producers before KIP-447).
+    pub fn commit_pending(
         &self,
         group_id: &str,
+        producer_id: i64,
+        generation: i32,
+        member_id: &str,
         offsets: Vec<(String, i32, Committed)>,
-    ) -> Result<(), StorageError> {
-        self.write_offsets_durably(group_id, offsets)
+    ) -> Vec<i16> {
+        if !member_id.is_empty() {
+            let check = self.check_committer(group_id, generation, member_id);
+            if check != 0 {
+                return vec![check; offsets.len()];
+            }
+        }
+        let count = offsets.len();
+        let records: Vec<OffsetRecord> = offsets
+            .iter()
+            .map(|(topic, partition, committed)| OffsetRecord::TxnCommit {
+                group: group_id.to_string(),
+                producer_id,
+                topic: topic.clone(),
+                partition: *partition,
+                committed: committed.clone(),
+            })
+            .collect();
+        let written = self.with_groups(|groups| {
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .append_all(&records)?;
+            let pending = groups
+                .entry(group_id.to_string())
+                .or_insert_with(Group::new)
+                .pending
+                .entry(producer_id)
+                .or_default();
+            for (topic, partition, committed) in offsets {
+                pending.insert((topic, partition), committed);
+            }
+            Ok::<(), StorageError>(())
+        });
+        match written {
+            Ok(()) => {
+                self.compact_if_large();
+                vec![0; count]
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "committing transactional offsets");
+                vec![ErrorCode::KAFKA_STORAGE_ERROR.0; count]
+            }
+        }
+    }
+
+    /// The marker of `producer_id`'s transaction: its pending offsets, in every group of this
+    /// coordinator, are committed (whatever the membership now, as in Kafka) or dropped,
+    /// durably. A marker with nothing pending (a retry) changes nothing.
+    pub fn end_transaction(&self, producer_id: i64, commit: bool) -> Result<(), StorageError> {
+        self.with_groups(|groups| {
+            if !groups
+                .values()
+                .any(|g| g.pending.contains_key(&producer_id))
+            {
+                return Ok(());
+            }
+            self.log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .append(&OffsetRecord::TxnEnd {
+                    producer_id,
+                    commit,
+                })?;
+            end_pending(groups, producer_id, commit);
+            Ok::<(), StorageError>(())
+        })?;
+        self.changed.notify_waiters();
+        self.compact_if_large();
+        Ok(())
+    }
+
+    /// Whether an unfinished transaction holds an offset of `group` for the partition
+    /// (OffsetFetch with RequireStable).
+    pub fn has_pending(&self, group_id: &str, topic: &str, partition: i32) -> bool {
+        let key = (topic.to_string(), partition);
+        self.with_groups(|groups| {
+            groups
+                .get(group_id)
+                .is_some_and(|g| g.pending.values().any(|p| p.contains_key(&key)))
+        })
     }
 
     fn write_offsets(&self, group_id: &str, offsets: Vec<(String, i32, Committed)>) -> Vec<i16> {
@@ -1011,6 +1137,17 @@ impl GroupCoordinator {
                     committed: committed.clone(),
                 });
             }
+            for (producer_id, offsets) in &group.pending {
+                for ((topic, partition), committed) in offsets {
+                    live.push(OffsetRecord::TxnCommit {
+                        group: id.clone(),
+                        producer_id: *producer_id,
+                        topic: topic.clone(),
+                        partition: *partition,
+                        committed: committed.clone(),
+                    });
+                }
+            }
             if let Some(consumer) = &group.consumer {
                 live.push(OffsetRecord::ConsumerGroup {
                     group: id.clone(),
@@ -1058,9 +1195,12 @@ impl GroupCoordinator {
     /// the same name starts without them).
     pub fn forget_topic(&self, topic: &str) -> Result<(), StorageError> {
         self.with_groups(|groups| {
-            let known = groups
-                .values()
-                .any(|g| g.offsets.keys().any(|(t, _)| t == topic));
+            let known = groups.values().any(|g| {
+                g.offsets.keys().any(|(t, _)| t == topic)
+                    || g.pending
+                        .values()
+                        .any(|p| p.keys().any(|(t, _)| t == topic))
+            });
             if !known {
                 return Ok(());
             }
@@ -1191,6 +1331,21 @@ pub struct GroupListing {
 fn forget(groups: &mut HashMap<String, Group>, topic: &str) {
     for group in groups.values_mut() {
         group.offsets.retain(|(t, _), _| t != topic);
+        for pending in group.pending.values_mut() {
+            pending.retain(|(t, _), _| t != topic);
+        }
+        group.pending.retain(|_, pending| !pending.is_empty());
+    }
+}
+
+/// Applies (`commit`) or drops the pending offsets of `producer_id` in every group.
+fn end_pending(groups: &mut HashMap<String, Group>, producer_id: i64, commit: bool) {
+    for group in groups.values_mut() {
+        if let Some(pending) = group.pending.remove(&producer_id)
+            && commit
+        {
+            group.offsets.extend(pending);
+        }
     }
 }
 

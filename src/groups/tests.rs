@@ -339,3 +339,58 @@ async fn a_large_log_from_before_a_start_is_compacted_at_the_first_append() {
     );
     assert_eq!(coordinator.committed("g").len(), 2);
 }
+
+#[test]
+fn transactional_offsets_wait_for_their_marker_across_restarts_and_compaction() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    {
+        // Compacting from the first byte: every append rewrites the log with the live state.
+        let coordinator = GroupCoordinator::open_compacting_at(dir.path(), 1).expect("opens");
+        assert_eq!(
+            coordinator.commit_pending("g", 7, -1, "", vec![("t".into(), 0, committed(5))]),
+            vec![0]
+        );
+        assert_eq!(
+            coordinator.commit_pending("h", 8, -1, "", vec![("t".into(), 1, committed(9))]),
+            vec![0]
+        );
+        assert!(coordinator.has_pending("g", "t", 0));
+        assert!(
+            coordinator.committed("g").is_empty(),
+            "not before the marker"
+        );
+        // A member id that is not in the group is refused, as OffsetCommit's.
+        assert_eq!(
+            coordinator.commit_pending("g", 7, 1, "stranger", vec![("t".into(), 0, committed(6))]),
+            vec![ErrorCode::UNKNOWN_MEMBER_ID.0]
+        );
+    }
+    let coordinator = GroupCoordinator::open(dir.path()).expect("reopens");
+    assert!(
+        coordinator.has_pending("g", "t", 0),
+        "pending survives a restart"
+    );
+    coordinator.end_transaction(7, true).expect("commit marker");
+    coordinator.end_transaction(8, false).expect("abort marker");
+    // A retried marker changes nothing.
+    coordinator
+        .end_transaction(7, false)
+        .expect("retried marker");
+    assert_eq!(
+        coordinator.committed("g").get(&("t".to_string(), 0)),
+        Some(&committed(5))
+    );
+    assert!(
+        coordinator.committed("h").is_empty(),
+        "the abort dropped them"
+    );
+    assert!(!coordinator.has_pending("g", "t", 0) && !coordinator.has_pending("h", "t", 1));
+    drop(coordinator);
+    let coordinator = GroupCoordinator::open(dir.path()).expect("reopens");
+    assert_eq!(
+        coordinator.committed("g").len(),
+        1,
+        "the markers are durable"
+    );
+    assert!(!coordinator.has_pending("h", "t", 1));
+}

@@ -14,8 +14,8 @@ use crate::controller::ControllerError;
 use crate::groups::Committed;
 use crate::storage::PartitionLog;
 use kmirror_actors::host::{
-    Cause, EngineSettings, GroupOffset, Host, HostFuture, HostRefusal, MetadataDelta, MirrorLog,
-    PartitionMeta, TopicMeta,
+    Cause, EngineSettings, GroupOffset, GroupOffsets, Host, HostFuture, HostRefusal, MetadataDelta,
+    MirrorLog, PartitionMeta, TopicMeta,
 };
 use kmirror_protocol::acl::AclBinding;
 use kmirror_protocol::client::{ClientConfig, ClientError, SourceClient};
@@ -109,11 +109,7 @@ impl Host for BrokerHost {
     }
 
     fn node_address(&self, node_id: i32) -> Option<String> {
-        self.0
-            .brokers()
-            .into_iter()
-            .find(|b| b.node_id == node_id)
-            .map(|b| format!("{}:{}", b.host, b.port))
+        self.0.address_of(node_id)
     }
 
     fn create_topic(
@@ -222,34 +218,32 @@ impl Host for BrokerHost {
         })
     }
 
-    fn group_is_active(&self, group: &str) -> bool {
-        self.0
-            .groups()
-            .state_of(group)
-            .is_some_and(|state| state != "Empty")
-    }
-
-    fn committed_offsets(&self, group: &str) -> BTreeMap<(String, i32), GroupOffset> {
-        self.0
-            .groups()
-            .committed(group)
-            .into_iter()
-            .map(|(key, c)| {
-                let offset = GroupOffset {
-                    offset: c.offset,
-                    leader_epoch: (c.leader_epoch >= 0).then_some(c.leader_epoch),
-                    metadata: c.metadata,
-                };
-                (key, offset)
-            })
-            .collect()
+    fn idle_group_offsets(&self, group: &str) -> HostFuture<Result<Option<GroupOffsets>, String>> {
+        let broker = self.0.clone();
+        let group = group.to_string();
+        Box::pin(async move {
+            let offsets = broker.idle_group_offsets(&group).await?;
+            Ok(offsets.map(|offsets| {
+                offsets
+                    .into_iter()
+                    .map(|(key, c)| {
+                        let offset = GroupOffset {
+                            offset: c.offset,
+                            leader_epoch: (c.leader_epoch >= 0).then_some(c.leader_epoch),
+                            metadata: c.metadata,
+                        };
+                        (key, offset)
+                    })
+                    .collect()
+            }))
+        })
     }
 
     fn commit_offsets(
         &self,
         group: &str,
         offsets: Vec<(String, i32, GroupOffset)>,
-    ) -> Result<(), String> {
+    ) -> HostFuture<Result<(), String>> {
         let commits = offsets
             .into_iter()
             .map(|(topic, partition, o)| {
@@ -262,11 +256,9 @@ impl Host for BrokerHost {
                 (topic, partition, committed)
             })
             .collect();
-        let codes = self.0.groups().commit(group, -1, "", commits);
-        match codes.into_iter().find(|c| *c != 0) {
-            None => Ok(()),
-            Some(code) => Err(format!("answered {}", ErrorCode(code))),
-        }
+        let broker = self.0.clone();
+        let group = group.to_string();
+        Box::pin(async move { broker.commit_group_offsets(&group, commits).await })
     }
 
     fn acls(&self) -> Vec<AclBinding> {

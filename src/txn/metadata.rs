@@ -5,17 +5,12 @@
 //! partition or group is added, `PrepareCommit`/`PrepareAbort` while markers are written,
 //! `CompleteCommit`/`CompleteAbort` after. A producer epoch older than the current one is fenced.
 
-use crate::groups::Committed;
 use kmirror_protocol::errors::ErrorCode;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// Kafka's largest usable producer epoch; past it the producer gets a new producer id.
 const MAX_PRODUCER_EPOCH: i16 = i16::MAX - 1;
-
-/// Offsets committed inside a transaction: group, then topic, then partition (nested maps, so
-/// the durable JSON form has string keys).
-pub type PendingOffsets = BTreeMap<String, BTreeMap<String, BTreeMap<i32, Committed>>>;
 
 /// Where a transaction is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,15 +81,13 @@ pub struct TxnMetadata {
     pub partitions: BTreeSet<(String, i32)>,
     /// Groups in the current transaction (AddOffsetsToTxn).
     pub groups: BTreeSet<String>,
-    /// Offsets committed in the transaction, per group; applied when it commits.
-    pub pending_offsets: PendingOffsets,
     /// When the current transaction started (its first add).
     pub started_ms: i64,
     /// When the state last changed.
     pub updated_ms: i64,
 }
 
-/// The work a commit or abort leaves to the broker: one marker per partition, then the offsets.
+/// The work a commit or abort leaves to the broker: one marker per partition and per group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Completion {
     /// The transactional id.
@@ -107,8 +100,9 @@ pub struct Completion {
     pub commit: bool,
     /// Partitions that get a marker.
     pub partitions: Vec<(String, i32)>,
-    /// Offsets to commit, per group (empty for an abort).
-    pub offsets: PendingOffsets,
+    /// Groups whose coordinators get a marker: their offsets committed in the transaction
+    /// (TxnOffsetCommit, kept by the group coordinator) are applied or dropped.
+    pub groups: Vec<String>,
 }
 
 /// What InitProducerId leads to.
@@ -130,7 +124,6 @@ impl TxnMetadata {
             state: TxnState::Empty,
             partitions: BTreeSet::new(),
             groups: BTreeSet::new(),
-            pending_offsets: BTreeMap::new(),
             started_ms: -1,
             updated_ms: now_ms,
         }
@@ -149,11 +142,7 @@ impl TxnMetadata {
             producer_epoch: self.producer_epoch,
             commit,
             partitions: self.partitions.iter().cloned().collect(),
-            offsets: if commit {
-                self.pending_offsets.clone()
-            } else {
-                BTreeMap::new()
-            },
+            groups: self.groups.iter().cloned().collect(),
         })
     }
 
@@ -221,7 +210,6 @@ impl TxnMetadata {
     fn clear(&mut self, now_ms: i64) {
         self.partitions.clear();
         self.groups.clear();
-        self.pending_offsets.clear();
         self.started_ms = -1;
         self.updated_ms = now_ms;
     }
@@ -260,31 +248,6 @@ impl TxnMetadata {
         }
         next.partitions.extend(partitions.iter().cloned());
         next.groups.extend(group.map(str::to_string));
-        next.updated_ms = now_ms;
-        Ok(next)
-    }
-
-    /// The state after TxnOffsetCommit: offsets pending until the transaction ends.
-    pub fn commit_offsets(
-        &self,
-        producer_id: i64,
-        producer_epoch: i16,
-        group: &str,
-        offsets: &[(String, i32, Committed)],
-        now_ms: i64,
-    ) -> Result<TxnMetadata, TxnError> {
-        self.check_producer(producer_id, producer_epoch)?;
-        if self.state != TxnState::Ongoing || !self.groups.contains(group) {
-            return Err(TxnError::InvalidTxnState);
-        }
-        let mut next = self.clone();
-        let pending = next.pending_offsets.entry(group.to_string()).or_default();
-        for (topic, partition, committed) in offsets {
-            pending
-                .entry(topic.clone())
-                .or_default()
-                .insert(*partition, committed.clone());
-        }
         next.updated_ms = now_ms;
         Ok(next)
     }

@@ -7,7 +7,7 @@
 //! [`TxnMetadata`] under the coordinator's lock and persists the new state before answering.
 //!
 //! Contracts: a `Prepare*` state is written before any marker, and `Complete*` only after every
-//! marker and committed offset is durable, so a crash at any moment is finished by replay (a
+//! marker (on its partitions and on its groups' coordinators) is durable, so a crash at any moment is finished by replay (a
 //! marker written twice is a no-op for the partition). Ongoing transactions past their timeout
 //! are aborted with a bumped epoch by [`TransactionCoordinator::expire`], which the broker's
 //! housekeeping calls.
@@ -16,7 +16,6 @@ pub mod metadata;
 #[cfg(test)]
 mod tests;
 
-use crate::groups::Committed;
 use crate::record_log::RecordLog;
 use crate::storage::StorageError;
 pub use metadata::{Completion, InitOutcome, TxnError, TxnMetadata, TxnState};
@@ -198,20 +197,6 @@ impl TransactionCoordinator {
         })
     }
 
-    /// TxnOffsetCommit: offsets wait in the transaction until it commits.
-    pub fn commit_offsets(
-        &self,
-        id: &str,
-        producer: (i64, i16),
-        group: &str,
-        offsets: &[(String, i32, Committed)],
-        now_ms: i64,
-    ) -> Result<(), TxnError> {
-        self.update(id, |m| {
-            m.commit_offsets(producer.0, producer.1, group, offsets, now_ms)
-        })
-    }
-
     /// EndTxn: the decision is durable when this returns; the broker then writes the
     /// completion's markers and calls [`Self::completed`]. `None`: a retry of an ended one.
     pub fn end(
@@ -313,18 +298,6 @@ impl TransactionCoordinator {
                         && m.state == TxnState::Ongoing
                         && m.partitions.contains(&(topic.to_string(), partition))
                 })
-        })
-    }
-
-    /// Whether an unfinished transaction holds an offset of `group` for the partition.
-    pub fn has_pending_offsets(&self, group: &str, topic: &str, partition: i32) -> bool {
-        self.with_txns(|txns| {
-            txns.by_id.values().any(|m| {
-                m.pending_offsets
-                    .get(group)
-                    .and_then(|topics| topics.get(topic))
-                    .is_some_and(|partitions| partitions.contains_key(&partition))
-            })
         })
     }
 

@@ -34,16 +34,8 @@ fn partitions() -> Vec<(String, i32)> {
     vec![("orders".to_string(), 0), ("orders".to_string(), 1)]
 }
 
-fn committed(offset: i64) -> Committed {
-    Committed {
-        offset,
-        leader_epoch: 0,
-        metadata: None,
-    }
-}
-
 #[test]
-fn commit_carries_markers_and_offsets_then_completes_durably() {
+fn commit_carries_markers_for_partitions_and_groups_then_completes_durably() {
     let dir = tempfile::tempdir().expect("tempdir");
     let allocate = allocator();
     let (coordinator, pending) = open(dir.path());
@@ -58,23 +50,17 @@ fn commit_carries_markers_and_offsets_then_completes_durably() {
     coordinator
         .add("tx", producer, &[], Some("copier"), 2)
         .expect("add offsets");
-    coordinator
-        .commit_offsets(
-            "tx",
-            producer,
-            "copier",
-            &[("input".to_string(), 0, committed(42))],
-            3,
-        )
-        .expect("txn offset commit");
-    assert!(coordinator.has_pending_offsets("copier", "input", 0));
     let completion = coordinator
         .end("tx", producer, true, 4)
         .expect("end")
         .expect("a completion");
     assert!(completion.commit);
     assert_eq!(completion.partitions, partitions());
-    assert_eq!(completion.offsets["copier"]["input"][&0].offset, 42);
+    assert_eq!(
+        completion.groups,
+        ["copier"],
+        "the group's coordinator gets a marker"
+    );
     assert_eq!(
         coordinator.describe("tx").map(|m| m.state),
         Some(TxnState::PrepareCommit)
@@ -83,7 +69,7 @@ fn commit_carries_markers_and_offsets_then_completes_durably() {
     let done = coordinator.describe("tx").expect("known");
     assert_eq!(done.state, TxnState::CompleteCommit);
     assert!(done.partitions.is_empty());
-    assert!(!coordinator.has_pending_offsets("copier", "input", 0));
+    assert!(done.groups.is_empty());
     // A retried EndTxn of the same decision succeeds without new work.
     assert_eq!(coordinator.end("tx", producer, true, 6), Ok(None));
     assert_eq!(
@@ -191,21 +177,13 @@ fn an_exhausted_epoch_moves_to_a_new_producer_id() {
 }
 
 #[test]
-fn offsets_need_the_group_in_the_transaction_and_timeouts_are_bounded() {
+fn timeouts_are_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let allocate = allocator();
     let (coordinator, _) = open(dir.path());
     assert_eq!(
         coordinator.init_producer_id("tx", 900_001, None, 0, &allocate),
         Err(TxnError::InvalidTransactionTimeout)
-    );
-    let producer = init(&coordinator, TIMEOUT, 0, &allocate);
-    coordinator
-        .add("tx", producer, &partitions(), None, 1)
-        .expect("add");
-    assert_eq!(
-        coordinator.commit_offsets("tx", producer, "g", &[("t".into(), 0, committed(1))], 2),
-        Err(TxnError::InvalidTxnState)
     );
 }
 

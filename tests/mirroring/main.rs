@@ -42,6 +42,7 @@ mod metadata;
 mod operator;
 mod process;
 mod quorum_cluster;
+mod quorum_coordinators;
 mod scenarios;
 mod security;
 mod sync;

@@ -432,15 +432,22 @@ async fn sync_groups<H: Host>(
         if !consumer || !filters.group_included(id) {
             continue;
         }
-        if job.host.group_is_active(id) {
-            tracing::debug!(
-                mirror = job.mirror,
-                group = id,
-                "skipping a group active here"
-            );
-            job.stats.group_skipped();
-            continue;
-        }
+        let here = match job.host.idle_group_offsets(id).await {
+            Ok(Some(here)) => here,
+            Ok(None) => {
+                tracing::debug!(
+                    mirror = job.mirror,
+                    group = id,
+                    "skipping a group active here"
+                );
+                job.stats.group_skipped();
+                continue;
+            }
+            Err(e) => {
+                errors.push(format!("{id}: reading its offsets here: {e}"));
+                continue;
+            }
+        };
         let offsets = match job.source.committed_offsets(id).await {
             Ok(offsets) => offsets,
             Err(e) => {
@@ -449,13 +456,12 @@ async fn sync_groups<H: Host>(
             }
         };
         let logs = destination_logs(&job.host, active, &offsets);
-        let commits =
-            sync_plan::offsets_to_commit(&offsets, &job.host.committed_offsets(id), &logs);
+        let commits = sync_plan::offsets_to_commit(&offsets, &here, &logs);
         if commits.is_empty() {
             continue;
         }
         let count = commits.len();
-        match job.host.commit_offsets(id, commits) {
+        match job.host.commit_offsets(id, commits).await {
             Ok(()) => tracing::info!(
                 mirror = job.mirror,
                 group = id,

@@ -16,8 +16,8 @@ use crate::coordinator::Shard;
 use crate::engine::state_log::MIRROR_STATE_TOPIC;
 use crate::epoch;
 use crate::host::{
-    Cause, EngineSettings, FetchRequest, FetchResponse, GroupOffset, Host, HostFuture, HostRefusal,
-    MetadataDelta, MirrorLog, PartitionMeta, Source, TopicMeta,
+    Cause, EngineSettings, FetchRequest, FetchResponse, GroupOffset, GroupOffsets, Host,
+    HostFuture, HostRefusal, MetadataDelta, MirrorLog, PartitionMeta, Source, TopicMeta,
 };
 use crate::liveness::LivenessPolicy;
 use kmirror_protocol::acl::AclBinding;
@@ -478,25 +478,22 @@ impl Host for MemoryCluster {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    fn group_is_active(&self, _group: &str) -> bool {
-        false
-    }
-
-    fn committed_offsets(&self, group: &str) -> BTreeMap<(String, i32), GroupOffset> {
-        self.state().groups.get(group).cloned().unwrap_or_default()
+    fn idle_group_offsets(&self, group: &str) -> HostFuture<Result<Option<GroupOffsets>, String>> {
+        let offsets = self.state().groups.get(group).cloned().unwrap_or_default();
+        Box::pin(std::future::ready(Ok(Some(offsets))))
     }
 
     fn commit_offsets(
         &self,
         group: &str,
         offsets: Vec<(String, i32, GroupOffset)>,
-    ) -> Result<(), String> {
+    ) -> HostFuture<Result<(), String>> {
         let mut state = self.state();
         let committed = state.groups.entry(group.to_string()).or_default();
         for (topic, partition, offset) in offsets {
             committed.insert((topic, partition), offset);
         }
-        Ok(())
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn acls(&self) -> Vec<AclBinding> {
@@ -800,8 +797,9 @@ impl Source for MemorySourceClient {
         group: &str,
     ) -> impl Future<Output = Result<Vec<CommittedOffset>, ClientError>> {
         let answer = self.cluster().map(|cluster| {
-            cluster
-                .committed_offsets(group)
+            let offsets = cluster.state().groups.get(group).cloned();
+            offsets
+                .unwrap_or_default()
                 .into_iter()
                 .map(|((topic, partition), o)| CommittedOffset {
                     topic,

@@ -8,6 +8,7 @@
 
 use super::access::Access;
 use crate::acl::Operation;
+use crate::broker::coordinators::CoordinatorKind;
 use crate::broker::{Broker, internal_topics};
 use crate::groups::assignors::Partitions;
 use crate::groups::consumer::{Heartbeat, TopicsView};
@@ -71,6 +72,12 @@ pub(super) fn heartbeat(
         return heartbeat_error(
             ErrorCode::GROUP_AUTHORIZATION_FAILED.0,
             format!("group {group}"),
+        );
+    }
+    if !broker.coordinates(CoordinatorKind::Group, &group) {
+        return heartbeat_error(
+            ErrorCode::NOT_COORDINATOR.0,
+            format!("this broker does not coordinate group {group}"),
         );
     }
     let mut member_id = request.member_id.to_string();
@@ -170,6 +177,11 @@ pub(super) fn describe(
                 return DescribedGroup::default()
                     .with_group_id(id)
                     .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
+            }
+            if !broker.coordinates(CoordinatorKind::Group, &id.0) {
+                return DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(ErrorCode::NOT_COORDINATOR.0);
             }
             let group = broker.groups().describe(&id.0);
             let Some((group, consumer)) = group.and_then(|g| {

@@ -15,7 +15,7 @@ pub(super) fn handle(broker: &Broker, access: &Access) -> DescribeClusterRespons
     }
     DescribeClusterResponse::default()
         .with_cluster_id(StrBytes::from_string(broker.cluster_id()))
-        .with_controller_id(BrokerId(broker.coordinator_node()))
+        .with_controller_id(BrokerId(broker.controller_for_clients()))
         .with_brokers(
             broker
                 .brokers()

@@ -5,6 +5,7 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
+use crate::broker::coordinators::CoordinatorKind;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -58,6 +59,11 @@ pub(super) fn describe(
                 return DescribedGroup::default()
                     .with_group_id(id)
                     .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
+            }
+            if !broker.coordinates(CoordinatorKind::Group, &id.0) {
+                return DescribedGroup::default()
+                    .with_group_id(id)
+                    .with_error_code(ErrorCode::NOT_COORDINATOR.0);
             }
             let Some(group) = broker.groups().describe(&id.0) else {
                 // Kafka describes an unknown group as Dead with no members.
@@ -114,10 +120,12 @@ pub(super) fn delete(
         .groups_names
         .into_iter()
         .map(|id| {
-            let error = if access.group(Operation::Delete, &id.0) {
-                broker.groups().delete(&id.0)
-            } else {
+            let error = if !access.group(Operation::Delete, &id.0) {
                 ErrorCode::GROUP_AUTHORIZATION_FAILED.0
+            } else if !broker.coordinates(CoordinatorKind::Group, &id.0) {
+                ErrorCode::NOT_COORDINATOR.0
+            } else {
+                broker.groups().delete(&id.0)
             };
             DeletableGroupResult::default()
                 .with_group_id(id)

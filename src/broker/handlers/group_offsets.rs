@@ -9,6 +9,7 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
+use crate::broker::coordinators::CoordinatorKind;
 use crate::groups::Committed;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
@@ -36,6 +37,8 @@ pub(super) fn commit(
         let name = topic.name.0.to_string();
         let denied = if !group_allowed {
             Some(ErrorCode::GROUP_AUTHORIZATION_FAILED.0)
+        } else if !broker.coordinates(CoordinatorKind::Group, &group) {
+            Some(ErrorCode::NOT_COORDINATOR.0)
         } else if !access.topic(Operation::Read, &name) {
             Some(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0)
         } else {
@@ -161,6 +164,9 @@ fn fetch_group(
     if !access.group(Operation::Describe, group) {
         return (ErrorCode::GROUP_AUTHORIZATION_FAILED.0, Vec::new());
     }
+    if !broker.coordinates(CoordinatorKind::Group, group) {
+        return (ErrorCode::NOT_COORDINATOR.0, Vec::new());
+    }
     if let Some((member_id, epoch)) = member {
         let error = broker
             .groups()
@@ -205,9 +211,7 @@ fn fetch_group(
                         }
                         let mut answer = partition_answer(*i, committed.get(&(name.clone(), *i)));
                         // A READ_COMMITTED consumer waits for a transaction's offsets to settle.
-                        if require_stable
-                            && broker.transactions().has_pending_offsets(group, &name, *i)
-                        {
+                        if require_stable && broker.groups().has_pending(group, &name, *i) {
                             answer.error = ErrorCode::UNSTABLE_OFFSET_COMMIT.0;
                         }
                         answer

@@ -5,6 +5,7 @@
 
 use super::access::Access;
 use crate::acl::Operation;
+use crate::broker::coordinators::CoordinatorKind;
 use crate::broker::{Broker, now_ms};
 use crate::txn::{InitOutcome, TxnError};
 use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
@@ -42,6 +43,9 @@ pub(super) async fn handle(
     };
     if !access.transactional_id(Operation::Write, transactional_id) {
         return answer(-1, -1, ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0);
+    }
+    if !broker.coordinates(CoordinatorKind::Transaction, transactional_id) {
+        return answer(-1, -1, ErrorCode::NOT_COORDINATOR.0);
     }
     let expected =
         (request.producer_id.0 >= 0).then_some((request.producer_id.0, request.producer_epoch));

@@ -31,6 +31,7 @@ mod transactions;
 mod write_txn_markers;
 
 use super::Broker;
+use super::coordinators::CoordinatorKind;
 use crate::acl::Operation;
 use access::Access;
 use bytes::{Bytes, BytesMut};
@@ -273,8 +274,17 @@ pub(super) async fn dispatch(
     body: &mut Bytes,
 ) -> anyhow::Result<Response> {
     let access = &Access::anonymous(broker, client_host);
-    // The classic group protocol needs READ on the group; a refusal is the whole answer.
-    let group_denied = |group: &str| !access.group(Operation::Read, group);
+    // The classic group protocol needs READ on the group, and the group's coordinator; a
+    // refusal is the whole answer.
+    let group_refused = |group: &str| {
+        if !access.group(Operation::Read, group) {
+            Some(ErrorCode::GROUP_AUTHORIZATION_FAILED.0)
+        } else if !broker.coordinates(CoordinatorKind::Group, group) {
+            Some(ErrorCode::NOT_COORDINATOR.0)
+        } else {
+            None
+        }
+    };
     match api {
         ApiKey::ApiVersions => encode(
             &api_versions::handle(&Decodable::decode(body, version)?),
@@ -333,17 +343,14 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::FindCoordinator => encode(
-            &find_coordinator::handle(broker, access, Decodable::decode(body, version)?, version),
+            &find_coordinator::handle(broker, access, Decodable::decode(body, version)?, version)
+                .await,
             version,
         ),
         ApiKey::JoinGroup => {
             let request: JoinGroupRequest = Decodable::decode(body, version)?;
-            if group_denied(&request.group_id) {
-                return encode(
-                    &JoinGroupResponse::default()
-                        .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0),
-                    version,
-                );
+            if let Some(code) = group_refused(&request.group_id) {
+                return encode(&JoinGroupResponse::default().with_error_code(code), version);
             }
             let client_id = header.client_id.as_deref().unwrap_or_default();
             encode(
@@ -353,32 +360,23 @@ pub(super) async fn dispatch(
         }
         ApiKey::SyncGroup => {
             let request: SyncGroupRequest = Decodable::decode(body, version)?;
-            if group_denied(&request.group_id) {
-                return encode(
-                    &SyncGroupResponse::default()
-                        .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0),
-                    version,
-                );
+            if let Some(code) = group_refused(&request.group_id) {
+                return encode(&SyncGroupResponse::default().with_error_code(code), version);
             }
             encode(&group_membership::sync(broker, request).await, version)
         }
         ApiKey::Heartbeat => {
             let request: HeartbeatRequest = Decodable::decode(body, version)?;
-            if group_denied(&request.group_id) {
-                return encode(
-                    &HeartbeatResponse::default()
-                        .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0),
-                    version,
-                );
+            if let Some(code) = group_refused(&request.group_id) {
+                return encode(&HeartbeatResponse::default().with_error_code(code), version);
             }
             encode(&group_membership::heartbeat(broker, request), version)
         }
         ApiKey::LeaveGroup => {
             let request: LeaveGroupRequest = Decodable::decode(body, version)?;
-            if group_denied(&request.group_id) {
+            if let Some(code) = group_refused(&request.group_id) {
                 return encode(
-                    &LeaveGroupResponse::default()
-                        .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0),
+                    &LeaveGroupResponse::default().with_error_code(code),
                     version,
                 );
             }

@@ -10,6 +10,7 @@
 
 use super::access::Access;
 use crate::acl::Operation;
+use crate::broker::coordinators::CoordinatorKind;
 use crate::broker::{Broker, now_ms};
 use crate::groups::Committed;
 use crate::txn::TxnError;
@@ -63,8 +64,12 @@ pub(super) fn add_partitions(
         .map(|txn| {
             let producer = (txn.producer_id.0, txn.producer_epoch);
             let topic_results = if txn.verify_only {
+                let coordinates =
+                    broker.coordinates(CoordinatorKind::Transaction, &txn.transactional_id);
                 partition_results(txn.topics, |name, index| {
-                    if broker.transactions().includes(producer, name, index) {
+                    if !coordinates {
+                        ErrorCode::NOT_COORDINATOR.0
+                    } else if broker.transactions().includes(producer, name, index) {
                         0
                     } else {
                         ErrorCode::INVALID_TXN_STATE.0
@@ -114,6 +119,8 @@ fn add_one(
     // Kafka adds all or nothing: one refused partition leaves the others not attempted.
     let outcome = if !id_allowed {
         ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0
+    } else if !broker.coordinates(CoordinatorKind::Transaction, transactional_id) {
+        ErrorCode::NOT_COORDINATOR.0
     } else if unknown.is_empty() && denied.is_empty() && read_only.is_empty() {
         code(
             broker
@@ -125,7 +132,7 @@ fn add_one(
     };
     partition_results(topics, |name, index| {
         let partition = (name.to_string(), index);
-        if !id_allowed {
+        if !id_allowed || outcome == ErrorCode::NOT_COORDINATOR.0 {
             outcome
         } else if denied.iter().any(|t| *t == name) {
             ErrorCode::TOPIC_AUTHORIZATION_FAILED.0
@@ -177,6 +184,9 @@ pub(super) fn add_offsets(
         return AddOffsetsToTxnResponse::default()
             .with_error_code(ErrorCode::GROUP_AUTHORIZATION_FAILED.0);
     }
+    if !broker.coordinates(CoordinatorKind::Transaction, &request.transactional_id) {
+        return AddOffsetsToTxnResponse::default().with_error_code(ErrorCode::NOT_COORDINATOR.0);
+    }
     let result = broker.transactions().add(
         &request.transactional_id.0,
         (request.producer_id.0, request.producer_epoch),
@@ -187,70 +197,82 @@ pub(super) fn add_offsets(
     AddOffsetsToTxnResponse::default().with_error_code(code(result))
 }
 
+/// TxnOffsetCommit, at the group's coordinator: the offsets wait there for the transaction's
+/// marker ([`crate::groups::GroupCoordinator::commit_pending`]).
 pub(super) fn commit_offsets(
     broker: &Broker,
     access: &Access,
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
+    let group = request.group_id.0.to_string();
     let refused = if !access.transactional_id(Operation::Write, &request.transactional_id) {
         Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0)
-    } else if !access.group(Operation::Read, &request.group_id) {
+    } else if !access.group(Operation::Read, &group) {
         Some(ErrorCode::GROUP_AUTHORIZATION_FAILED.0)
+    } else if !broker.coordinates(CoordinatorKind::Group, &group) {
+        Some(ErrorCode::NOT_COORDINATOR.0)
     } else {
         None
     };
-    let offsets: Vec<(String, i32, Committed)> = request
-        .topics
-        .iter()
-        .flat_map(|t| {
-            t.partitions.iter().map(|p| {
-                let committed = Committed {
-                    offset: p.committed_offset,
-                    leader_epoch: p.committed_leader_epoch,
-                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
-                };
-                (t.name.0.to_string(), p.partition_index, committed)
-            })
-        })
-        .collect();
-    let (known, unknown): (Vec<_>, Vec<_>) = offsets
-        .into_iter()
-        .partition(|(topic, index, _)| broker.partition_exists(topic, *index));
     let denied = |topic: &str| !access.topic(Operation::Read, topic);
-    let outcome = match refused {
-        Some(code) => code,
-        None if known.iter().any(|(topic, _, _)| denied(topic)) => {
-            ErrorCode::OPERATION_NOT_ATTEMPTED.0
+    let mut known = Vec::new();
+    let mut codes: Vec<Vec<i16>> = Vec::new();
+    for topic in &request.topics {
+        let name = topic.name.0.to_string();
+        let mut topic_codes = Vec::new();
+        for p in &topic.partitions {
+            let code = match refused {
+                Some(code) => code,
+                None if denied(&name) => ErrorCode::TOPIC_AUTHORIZATION_FAILED.0,
+                None if !broker.partition_exists(&name, p.partition_index) => {
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
+                }
+                None => {
+                    let committed = Committed {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata: p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    };
+                    known.push((name.clone(), p.partition_index, committed));
+                    0
+                }
+            };
+            topic_codes.push(code);
         }
-        None => code(broker.transactions().commit_offsets(
-            &request.transactional_id.0,
-            (request.producer_id.0, request.producer_epoch),
-            &request.group_id.0,
-            &known,
-            now_ms(),
-        )),
-    };
+        codes.push(topic_codes);
+    }
+    // Kafka commits all or nothing: a refused partition leaves the others not attempted.
+    let any_refused = codes.iter().flatten().any(|c| *c != 0);
+    let mut written = if any_refused || known.is_empty() {
+        Vec::new()
+    } else {
+        broker.groups().commit_pending(
+            &group,
+            request.producer_id.0,
+            request.generation_id,
+            &request.member_id,
+            known,
+        )
+    }
+    .into_iter();
     let topics = request
         .topics
         .into_iter()
-        .map(|topic| {
-            let name = topic.name.0.to_string();
+        .zip(codes)
+        .map(|(topic, topic_codes)| {
             let partitions = topic
                 .partitions
                 .iter()
-                .map(|p| {
-                    let is_unknown = unknown
-                        .iter()
-                        .any(|(t, i, _)| *t == name && *i == p.partition_index);
+                .zip(topic_codes)
+                .map(|(p, code)| {
+                    let code = match code {
+                        0 if any_refused => ErrorCode::OPERATION_NOT_ATTEMPTED.0,
+                        0 => written.next().unwrap_or(0),
+                        refused => refused,
+                    };
                     TxnOffsetCommitResponsePartition::default()
                         .with_partition_index(p.partition_index)
-                        .with_error_code(if refused.is_none() && denied(&name) {
-                            ErrorCode::TOPIC_AUTHORIZATION_FAILED.0
-                        } else if is_unknown {
-                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0
-                        } else {
-                            outcome
-                        })
+                        .with_error_code(code)
                 })
                 .collect();
             TxnOffsetCommitResponseTopic::default()
@@ -270,6 +292,12 @@ pub(super) async fn end(
     if !access.transactional_id(Operation::Write, &request.transactional_id) {
         return EndTxnResponse::default()
             .with_error_code(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0)
+            .with_producer_id(request.producer_id)
+            .with_producer_epoch(request.producer_epoch);
+    }
+    if !broker.coordinates(CoordinatorKind::Transaction, &request.transactional_id) {
+        return EndTxnResponse::default()
+            .with_error_code(ErrorCode::NOT_COORDINATOR.0)
             .with_producer_id(request.producer_id)
             .with_producer_epoch(request.producer_epoch);
     }
