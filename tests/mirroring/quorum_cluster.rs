@@ -8,6 +8,8 @@ pub(super) mod local_cluster;
 
 use super::cluster::{described, wait_described};
 use super::process::{mirrors_cli, source_ends};
+use super::quorum_coordinators::{GROUP, coordinator};
+use super::sync::eventually;
 use super::{segment, source_client};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
@@ -219,8 +221,9 @@ async fn three_processes_serve_kafka_clients_and_survive_their_active_controller
 
 /// Apache Kafka mirrored into three processes: `kmirror mirrors` through one node creates the
 /// mirror and starts a 6-partition topic; each broker mirrors the partitions it leads, and
-/// every partition's segment equals Kafka's byte for byte; `--stop` through another node fails
-/// the topic over on all three, and it then takes writes on each broker.
+/// every partition's segment equals Kafka's byte for byte; the offsets of Kafka's groups arrive
+/// at their coordinators, one on each broker; `--stop` through another node fails the topic
+/// over on all three, and it then takes writes on each broker.
 #[tokio::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped_through_any() {
@@ -228,7 +231,42 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
     let topic = format!("cluster-mirror-{}", std::process::id());
     kafka_tools::create_topic(&kafka, &topic, 6, &[]);
     kafka_tools::produce(&kafka, &topic, 6_000, "lz4", &[]);
-    let cluster = LocalCluster::start(3, TRANSACTION_CLEANUP);
+    let cluster = LocalCluster::start(
+        3,
+        &format!("{TRANSACTION_CLEANUP}\nmirror.metadata.refresh.interval.ms=500"),
+    );
+    // Kafka's groups, one coordinated by each broker here, have read 100 records of each
+    // partition.
+    let mut groups = BTreeMap::new();
+    for i in 0.. {
+        let group = format!("{topic}-readers-{i}");
+        let node = coordinator(&cluster.clients[0], GROUP, &group)
+            .await
+            .expect("a coordinator");
+        if groups.values().any(|n| *n == node) {
+            continue;
+        }
+        let reset = kafka_tool(
+            "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+            &[
+                "--bootstrap-server",
+                &kafka,
+                "--group",
+                &group,
+                "--topic",
+                &topic,
+                "--reset-offsets",
+                "--to-offset",
+                "100",
+                "--execute",
+            ],
+        );
+        assert!(reset.contains("100"), "{reset}");
+        groups.insert(group, node);
+        if groups.len() == 3 {
+            break;
+        }
+    }
     let config = cluster.dir.join("dr.properties");
     std::fs::write(&config, format!("bootstrap.servers={kafka}\n")).expect("written");
     let (code, text) = mirrors_cli(
@@ -263,6 +301,26 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
             node_segment(&cluster.data(*leader as usize), &topic, partition),
             segment(&topic, partition),
             "partition {partition} on broker {leader} is Kafka's segment byte for byte"
+        );
+    }
+    // One broker runs the mirror's sync; the offsets land at each group's coordinator.
+    let destination = source_client(&cluster.clients[2]).await;
+    for (group, node) in &groups {
+        let offsets = eventually(
+            &format!("{group}'s offsets at broker {node}"),
+            || async {
+                let committed = destination.committed_offsets(group).await;
+                committed
+                    .map(|c| c.into_iter().map(|c| (c.partition, c.offset)).collect())
+                    .unwrap_or_default()
+            },
+            // Clamped to the destination's log end while it catches up, then Kafka's.
+            |c: &BTreeMap<i32, i64>| c.len() == 6 && c.values().all(|o| *o == 100),
+        )
+        .await;
+        assert_eq!(
+            offsets.keys().copied().collect::<Vec<_>>(),
+            (0..6).collect::<Vec<_>>()
         );
     }
 

@@ -13,7 +13,7 @@ use kmirror_protocol::kafka_tools::{self, kafka_tool};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-const GROUP: i8 = 0;
+pub(super) const GROUP: i8 = 0;
 const TRANSACTION: i8 = 1;
 
 async fn connect(address: &str) -> Connection {
@@ -23,7 +23,7 @@ async fn connect(address: &str) -> Connection {
 }
 
 /// FindCoordinator (version 3: one key) at `address`: the node named, or the error code.
-async fn coordinator(address: &str, key_type: i8, key: &str) -> Result<i32, i16> {
+pub(super) async fn coordinator(address: &str, key_type: i8, key: &str) -> Result<i32, i16> {
     let request = FindCoordinatorRequest::default()
         .with_key_type(key_type)
         .with_key(StrBytes::from_string(key.to_string()));

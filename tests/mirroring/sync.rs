@@ -41,7 +41,7 @@ fn strings(args: &[&str]) -> Vec<String> {
 
 /// Waits until `check` holds (asked every 200 ms, for at most 60 s); panics with `what` and the
 /// last answer.
-async fn eventually<T: std::fmt::Debug, F: Future<Output = T>>(
+pub(super) async fn eventually<T: std::fmt::Debug, F: Future<Output = T>>(
     what: &str,
     mut ask: impl FnMut() -> F,
     check: impl Fn(&T) -> bool,

@@ -5,18 +5,21 @@
 //! Per loaded mirror, on every broker: the source cluster id is checked against the mirror's
 //! `mirror.source.cluster.id`; a mismatch halts the mirror (no further sync) and fails its
 //! partitions here with the reason (FAILED, not retried), and sets
-//! [`crate::metrics::SYNC_HALTED`]. Only on the broker leading the mirror's coordinator shard
-//! (`mirror_shard(mirrorName)` of `__mirror_state`): partition count growth, topic configs,
-//! consumer group offsets and ACLs, and the start of source topics that `topics.include`
+//! [`crate::metrics::SYNC_HALTED`]. On every broker that runs some of the mirror's partitions:
+//! consumer group offsets of those partitions. Only on the broker leading the mirror's
+//! coordinator shard (`mirror_shard(mirrorName)` of `__mirror_state`): partition count growth,
+//! topic configs and ACLs, and the start of source topics that `topics.include`
 //! selects and this cluster does not have yet (by the same StartTopic as StartMirrorTopics).
 //! Topics paused or stopped (`mirror.name` with a suffix) are left alone, and a topic of the
 //! name already here (a stopped one, a plain one) is never started by the filter: only an
 //! operator's command takes it over. Each step counts its runs and errors ([`crate::metrics::SYNC_RUNS`],
 //! [`crate::metrics::SYNC_ERRORS`]) and a failed step never stops the others.
 //!
-//! Group offsets are committed on this broker's group coordinator for the mirror partitions
-//! whose logs are here (the clamp needs the log's range), which in a single-node cluster is all.
-//! A group with members here is skipped and counted ([`crate::metrics::GROUPS_SKIPPED`]).
+//! Each broker commits group offsets for the mirror partitions whose logs are here (the clamp
+//! needs the log's range), which in a single-node cluster is all, at the group's coordinator
+//! wherever it is ([`Host::idle_group_offsets`], [`Host::commit_offsets`]); the brokers of a
+//! cluster together cover every partition. A group with members is skipped and counted
+//! ([`crate::metrics::GROUPS_SKIPPED`]).
 
 use super::reactions::log_rejection;
 use super::repeated::{RepeatedWarnings, Verdict};
@@ -274,16 +277,18 @@ async fn sync_steps<H: Host>(
     }
     halted.set(0.0);
     count(job, CLUSTER_ID, Ok(()));
-    if !job.coordinator {
-        return Ok(found);
-    }
+    let kinds: &[&'static str] = if job.coordinator {
+        &[PARTITIONS, CONFIGS, GROUPS, ACLS, TOPICS]
+    } else {
+        &[GROUPS]
+    };
     let filters = match super::mirror_configs::canonical(&job.configs)
         .map_err(|e| e.to_string())
         .and_then(|c| SyncFilters::from_configs(&c.configs).map_err(|e| e.to_string()))
     {
         Ok(filters) => filters,
         Err(e) => {
-            for kind in [PARTITIONS, CONFIGS, GROUPS, ACLS, TOPICS] {
+            for kind in kinds {
                 count(job, kind, Err(e.to_string()));
             }
             return Ok(found);
@@ -299,9 +304,12 @@ async fn sync_steps<H: Host>(
                 .is_some_and(|m| m.configs.get("mirror.name").map(String::as_str) == Some(mirror))
         })
         .collect();
+    count(job, GROUPS, sync_groups(job, &active, &filters).await);
+    if !job.coordinator {
+        return Ok(found);
+    }
     count(job, PARTITIONS, sync_partitions(job, &active).await);
     count(job, CONFIGS, sync_configs(job, &active, &filters).await);
-    count(job, GROUPS, sync_groups(job, &active, &filters).await);
     count(job, ACLS, sync_acls(job, &filters).await);
     if filters.auto_mirrors() {
         match topics_to_start(job, &filters).await {
@@ -410,8 +418,8 @@ async fn sync_configs<H: Host>(
     joined(errors)
 }
 
-/// Commits the source groups' offsets of the active topics on this broker's coordinator, for
-/// groups with no members here.
+/// Commits the source groups' offsets of the active topics' partitions whose logs are here, at
+/// each group's coordinator, for groups with no members.
 async fn sync_groups<H: Host>(
     job: &SyncJob<H>,
     active: &[String],
