@@ -138,3 +138,46 @@ pub fn verifiable_produce(bootstrap: &str, topic: &str, count: u32) -> (i64, Str
         .unwrap_or(-1);
     (acked, out)
 }
+
+/// `kafka-consumer-groups --reset-offsets --to-offset`: group `group` (without members) has
+/// read `offset` records of every partition of `topic`; returns the tool's output.
+pub fn reset_group_offsets(bootstrap: &str, group: &str, topic: &str, offset: i64) -> String {
+    kafka_tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--reset-offsets",
+            "--to-offset",
+            &offset.to_string(),
+            "--execute",
+        ],
+    )
+}
+
+/// The values the console consumer prints reading all of `topic` at `isolation`
+/// (`read_committed` or `read_uncommitted`), the numeric ones VerifiableProducer writes.
+pub fn console_values(bootstrap: &str, topic: &str, isolation: &str) -> Vec<String> {
+    kafka_tool(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--from-beginning",
+            "--isolation-level",
+            isolation,
+            "--timeout-ms",
+            "10000",
+        ],
+    )
+    .lines()
+    .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+    .map(str::to_string)
+    .collect()
+}

@@ -30,7 +30,9 @@ use kmirror_protocol::client::{
     ClientConfig, ClientError, FetchPartitionSpec, FetchSpec, Isolation, SourceClient,
 };
 use kmirror_protocol::errors::ErrorCode;
-use kmirror_protocol::kafka_tools::{kafka_env, kafka_tool, kafka_tool_output, verifiable_produce};
+use kmirror_protocol::kafka_tools::{
+    self, kafka_env, kafka_tool, kafka_tool_output, verifiable_produce,
+};
 use kmirror_protocol::testing::BatchSpec;
 use std::path::Path;
 use std::process::Command;
@@ -1857,28 +1859,6 @@ async fn verifiable_producer_and_consumer_across_a_restart() {
     stop_broker(broker);
 }
 
-/// The values Kafka's console consumer prints reading all of `topic` at `isolation`.
-fn console_values(address: &str, topic: &str, isolation: &str) -> Vec<String> {
-    kafka_tool(
-        "org.apache.kafka.tools.consumer.ConsoleConsumer",
-        &[
-            "--bootstrap-server",
-            address,
-            "--topic",
-            topic,
-            "--from-beginning",
-            "--isolation-level",
-            isolation,
-            "--timeout-ms",
-            "10000",
-        ],
-    )
-    .lines()
-    .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
-    .map(str::to_string)
-    .collect()
-}
-
 /// Kafka's TransactionalMessageCopier (consume, produce transactionally, commit the consumed
 /// offsets in the transaction, abort at random) against a `kmirror broker`, restarted before
 /// anything is read: READ_COMMITTED sees every input record exactly once, READ_UNCOMMITTED also
@@ -1917,14 +1897,14 @@ async fn a_transactional_copier_with_random_aborts_is_read_committed_exactly_onc
     stop_broker(broker);
     let (broker, address) = spawn_broker(dir.path()).await;
 
-    let mut committed = console_values(&address, "copy-out", "read_committed");
+    let mut committed = kafka_tools::console_values(&address, "copy-out", "read_committed");
     committed.sort_by_key(|v| v.parse::<i64>().unwrap_or(-1));
     let expected: Vec<String> = (0..5000).map(|i| i.to_string()).collect();
     assert_eq!(
         committed, expected,
         "each input record once, nothing aborted"
     );
-    let uncommitted = console_values(&address, "copy-out", "read_uncommitted");
+    let uncommitted = kafka_tools::console_values(&address, "copy-out", "read_uncommitted");
     assert!(
         uncommitted.len() > 5000,
         "random aborts left aborted copies that only READ_UNCOMMITTED returns ({})",

@@ -535,21 +535,7 @@ async fn groups_committed_offsets_and_acls() {
     create_topic(&topic, 1, &[]);
     produce(&topic, 100, "none", &[]);
     let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
-    kafka_tool(
-        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-        &[
-            "--bootstrap-server",
-            &bootstrap,
-            "--group",
-            &group,
-            "--topic",
-            &topic,
-            "--reset-offsets",
-            "--to-offset",
-            "42",
-            "--execute",
-        ],
-    );
+    kafka_tools::reset_group_offsets(&bootstrap, &group, &topic, 42);
     kafka_tool(
         "org.apache.kafka.tools.AclCommand",
         &[

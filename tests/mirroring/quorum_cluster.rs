@@ -246,21 +246,7 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
         if groups.values().any(|n| *n == node) {
             continue;
         }
-        let reset = kafka_tool(
-            "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-            &[
-                "--bootstrap-server",
-                &kafka,
-                "--group",
-                &group,
-                "--topic",
-                &topic,
-                "--reset-offsets",
-                "--to-offset",
-                "100",
-                "--execute",
-            ],
-        );
+        let reset = kafka_tools::reset_group_offsets(&kafka, &group, &topic, 100);
         assert!(reset.contains("100"), "{reset}");
         groups.insert(group, node);
         if groups.len() == 3 {

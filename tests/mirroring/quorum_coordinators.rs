@@ -55,29 +55,6 @@ fn kafka_partition(key: &str, partitions: usize) -> usize {
         % partitions
 }
 
-/// Each consumed value of `topic` read with `isolation`, sorted as numbers.
-fn console_values(bootstrap: &str, topic: &str, isolation: &str) -> Vec<i64> {
-    let mut values: Vec<i64> = kafka_tool(
-        "org.apache.kafka.tools.consumer.ConsoleConsumer",
-        &[
-            "--bootstrap-server",
-            bootstrap,
-            "--topic",
-            topic,
-            "--from-beginning",
-            "--isolation-level",
-            isolation,
-            "--timeout-ms",
-            "10000",
-        ],
-    )
-    .lines()
-    .filter_map(|l| l.trim().parse().ok())
-    .collect();
-    values.sort();
-    values
-}
-
 #[tokio::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn coordinators_are_the_leaders_of_their_partitions_and_survive_a_kill() {
@@ -148,7 +125,12 @@ async fn coordinators_are_the_leaders_of_their_partitions_and_survive_a_kill() {
     // are replayed from its log.
     cluster.kill(group_node as usize);
     cluster.restart(group_node as usize);
-    let committed = console_values(&bootstrap, "copy-out", "read_committed");
+    let mut committed: Vec<i64> =
+        kafka_tools::console_values(&bootstrap, "copy-out", "read_committed")
+            .iter()
+            .filter_map(|v| v.parse().ok())
+            .collect();
+    committed.sort();
     assert_eq!(
         committed,
         (0..3000).collect::<Vec<i64>>(),

@@ -330,23 +330,14 @@ async fn the_sync_brings_group_offsets_configs_and_acls_for_a_clean_failover() {
     kafka_tools::produce(&bootstrap, &topic, 2_000, "lz4", &[]);
     let source = source_client(&bootstrap).await;
     // The group has read 42 records of each partition on Kafka.
-    let (ok, text) = tool(
-        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
-        strings(&[
-            "--bootstrap-server",
-            &bootstrap,
-            "--group",
-            &group,
-            "--topic",
-            &topic,
-            "--reset-offsets",
-            "--to-offset",
-            "42",
-            "--execute",
-        ]),
-    )
-    .await;
-    assert!(ok, "{text}");
+    {
+        let (bootstrap, group, topic) = (bootstrap.clone(), group.clone(), topic.clone());
+        tokio::task::spawn_blocking(move || {
+            kafka_tools::reset_group_offsets(&bootstrap, &group, &topic, 42)
+        })
+        .await
+        .expect("offsets reset");
+    }
 
     let dir = tempfile::tempdir().expect("temp dir");
     let (port, metrics_port) = (free_port(), free_port());
