@@ -169,7 +169,7 @@ async fn a_controller_only_node_and_a_broker_only_learner_serve_clients_with_com
     // partitions have no leader.
     cluster.kill(4);
     let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
+    let fencer = loop {
         let active = cluster.active_controller(&voters);
         let fenced = active.and_then(|n| cluster.fenced_brokers(n));
         let brokers = brokers_of(&node(2)).await;
@@ -178,7 +178,7 @@ async fn a_controller_only_node_and_a_broker_only_learner_serve_clients_with_com
             && brokers == Ok(vec![2, 3])
             && leaders.as_ref().is_ok_and(|l| l[on_4 as usize] == -1)
         {
-            break;
+            break active;
         }
         assert!(
             Instant::now() < deadline,
@@ -186,7 +186,8 @@ async fn a_controller_only_node_and_a_broker_only_learner_serve_clients_with_com
              {brokers:?}, spread led by {leaders:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
+    eprintln!("node 4 fenced by the active controller {fencer:?}");
     create_topic(&node(2), "while-4-down", 4)
         .await
         .expect("created while node 4 is down");

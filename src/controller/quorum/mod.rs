@@ -7,7 +7,7 @@
 //! controllers, and, on a voter whose log is empty, proposes the voters as the first membership
 //! (every voter proposes the same one, so whichever is first wins and the others are no-ops). A
 //! broker-only node ([`ProcessRoles::Broker`]) instead asks the active controller to admit it as
-//! a learner (see [`learner`]): it follows the log and never votes, so the quorum's majority is
+//! a learner (`learner.rs`): it follows the log and never votes, so the quorum's majority is
 //! counted over the voters alone. A node with the broker role heartbeats to the active
 //! controller; a controller-only node does not (it is no broker: never fenced).
 //!
