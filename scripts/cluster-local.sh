@@ -201,7 +201,7 @@ case "${1:-}" in
     for dir in "$2"/node-*; do
       pid="$(cat "$dir/pid" 2>/dev/null || echo -)"
       if kill -0 "$pid" 2>/dev/null; then state=running; else state=stopped; fi
-      echo "${dir##*/} $(cat "$dir/roles") pid $pid $state port $(cat "$dir/port")"
+      echo "${dir##*/} $(cat "$dir/roles" 2>/dev/null || echo broker,controller) pid $pid $state port $(cat "$dir/port")"
     done
     ;;
   *) usage ;;

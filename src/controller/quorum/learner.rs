@@ -64,7 +64,7 @@ fn admission(is_voter: bool, known: Option<&str>, address: &str) -> Admission {
 
 /// Answers a join request on this node's controller listener.
 pub(super) async fn admit(raft: &Raft<MetadataRaft>, node_id: u64, address: String) -> Joined {
-    let decision = {
+    let (decision, committed) = {
         let metrics = raft.metrics();
         let metrics = metrics.borrow();
         let membership = metrics.membership_config.membership();
@@ -75,11 +75,15 @@ pub(super) async fn admit(raft: &Raft<MetadataRaft>, node_id: u64, address: Stri
                 .map(|node| node.addr.clone());
             return Joined::NotLeader { leader };
         }
-        admission(
+        // Applied means committed: a membership not applied yet could still be lost.
+        let membership_index = metrics.membership_config.log_id().as_ref().map(|l| l.index);
+        let committed = metrics.last_applied.as_ref().map(|l| l.index) >= membership_index;
+        let decision = admission(
             membership.voter_ids().any(|id| id == node_id),
             membership.get_node(&node_id).map(|node| node.addr.as_str()),
             &address,
-        )
+        );
+        (decision, committed)
     };
     let node = BasicNode::new(&address);
     let written = match decision {
@@ -89,7 +93,12 @@ pub(super) async fn admit(raft: &Raft<MetadataRaft>, node_id: u64, address: Stri
                  learner (give it process.roles with controller, or a node.id that is no voter)"
             ));
         }
-        Admission::AlreadyLearner => return Joined::Learner,
+        Admission::AlreadyLearner if committed => return Joined::Learner,
+        Admission::AlreadyLearner => {
+            return Joined::Failed(
+                "the membership naming this learner is not committed yet".into(),
+            );
+        }
         Admission::Add => raft.add_learner(node_id, node, false).await,
         Admission::UpdateAddress => {
             let nodes = BTreeMap::from([(node_id, node)]);
