@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A kmirror cluster of N broker processes on loopback, for tests and demos (docs/cluster.md).
-# Every node is combined (process.roles=broker,controller): a broker for clients and a voter of
-# the metadata quorum.
+# A kmirror cluster of N processes on loopback, for tests and demos (docs/cluster.md). Every node
+# is combined (process.roles=broker,controller: a broker for clients and a voter of the metadata
+# quorum) unless KMIRROR_CLUSTER_ROLES says otherwise.
 #
 #   scripts/cluster-local.sh start N DATA_DIR [BASE_PORT]   start N nodes (default base: the first
 #                                                          free block from 29100); node i listens
@@ -9,13 +9,19 @@
 #                                                          controllers on BASE+3(i-1)+1 and serves
 #                                                          /metrics on BASE+3(i-1)+2; prints
 #                                                          DATA_DIR/env (source it: it exports
-#                                                          KMIRROR_CLUSTER_BOOTSTRAP and
-#                                                          KMIRROR_CLUSTER_METRICS)
+#                                                          KMIRROR_CLUSTER_BOOTSTRAP, the
+#                                                          brokers, KMIRROR_CLUSTER_CLIENTS,
+#                                                          each node's client address or -,
+#                                                          and KMIRROR_CLUSTER_METRICS)
 #   scripts/cluster-local.sh stop DATA_DIR                 stop every node (SIGTERM, then SIGKILL)
 #   scripts/cluster-local.sh kill I DATA_DIR               SIGKILL node I (a crash)
 #   scripts/cluster-local.sh restart I DATA_DIR            start node I again on its data
-#   scripts/cluster-local.sh status DATA_DIR               each node's pid and whether it runs
+#   scripts/cluster-local.sh status DATA_DIR               each node's roles, pid, whether it runs
 #
+# KMIRROR_CLUSTER_ROLES gives each node's process.roles, node 1 first, separated by spaces, e.g.
+# "controller broker,controller broker,controller broker": node 1 controller-only (no client
+# listener), nodes 2 and 3 combined, node 4 broker-only (a learner). The voters are the nodes with
+# the controller role (at least one).
 # KMIRROR_BIN names the kmirror binary (default: target/release/kmirror, built or brought up to
 # date first);
 # KMIRROR_CLUSTER_PROPERTIES holds extra server.properties lines for every node.
@@ -25,7 +31,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 
 usage() {
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -100,28 +106,50 @@ start() {
   [[ -z "$base" ]] && base="$(free_base 29100 "$count")"
   mkdir -p "$data"
   data="$(cd "$data" && pwd)"
-  local voters="" bootstrap="" metrics=""
+  local roles=()
+  if [[ -n "${KMIRROR_CLUSTER_ROLES:-}" ]]; then
+    read -r -a roles <<<"$KMIRROR_CLUSTER_ROLES"
+    [[ "${#roles[@]}" -eq "$count" ]] || { echo "KMIRROR_CLUSTER_ROLES names ${#roles[@]} nodes, not $count" >&2; exit 2; }
+  else
+    for _ in $(seq 1 "$count"); do roles+=(broker,controller); done
+  fi
+  local voters="" bootstrap="" clients="" metrics=""
   for i in $(seq 1 "$count"); do
-    local client=$((base + 3 * (i - 1))) controller=$((base + 3 * (i - 1) + 1))
-    voters+="${voters:+,}$i@127.0.0.1:$controller"
-    bootstrap+="${bootstrap:+,}127.0.0.1:$client"
+    local client=$((base + 3 * (i - 1))) controller=$((base + 3 * (i - 1) + 1)) role="${roles[$((i - 1))]}"
+    case "$role" in
+      broker | controller | broker,controller | controller,broker) ;;
+      *) echo "node $i: process.roles '$role' is not broker, controller or broker,controller" >&2; exit 2 ;;
+    esac
+    [[ "$role" == *controller* ]] && voters+="${voters:+,}$i@127.0.0.1:$controller"
+    if [[ "$role" == *broker* ]]; then
+      bootstrap+="${bootstrap:+,}127.0.0.1:$client"
+      clients+="${clients:+,}127.0.0.1:$client"
+    else
+      clients+="${clients:+,}-"
+    fi
     metrics+="${metrics:+,}127.0.0.1:$((client + 2))"
   done
+  [[ -n "$voters" ]] || { echo "no node has the controller role" >&2; exit 2; }
   for i in $(seq 1 "$count"); do
-    local client=$((base + 3 * (i - 1))) controller=$((base + 3 * (i - 1) + 1))
+    local client=$((base + 3 * (i - 1))) controller=$((base + 3 * (i - 1) + 1)) role="${roles[$((i - 1))]}"
+    local listeners="PLAINTEXT://127.0.0.1:$client,CONTROLLER://127.0.0.1:$controller" port="$client"
+    # A controller-only node serves no clients: it listens for controllers only.
+    [[ "$role" == *broker* ]] || { listeners="CONTROLLER://127.0.0.1:$controller"; port="$controller"; }
     mkdir -p "$data/node-$i/data"
     cat >"$data/node-$i/server.properties" <<EOF
-process.roles=broker,controller
+process.roles=$role
 node.id=$i
 controller.quorum.voters=$voters
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-listeners=PLAINTEXT://127.0.0.1:$client,CONTROLLER://127.0.0.1:$controller
+listeners=$listeners
 log.dirs=$data/node-$i/data
 metrics.listener=http://127.0.0.1:$((client + 2))
 ${KMIRROR_CLUSTER_PROPERTIES:-}
 EOF
-    echo "$client" >"$data/node-$i/port"
+    # What the node listens on once started: its client port, or a controller's.
+    echo "$port" >"$data/node-$i/port"
+    echo "$role" >"$data/node-$i/roles"
   done
   for i in $(seq 1 "$count"); do
     launch "$i" "$data"
@@ -133,6 +161,7 @@ EOF
   echo "$count" >"$data/nodes"
   {
     echo "export KMIRROR_CLUSTER_BOOTSTRAP=$bootstrap"
+    echo "export KMIRROR_CLUSTER_CLIENTS=$clients"
     echo "export KMIRROR_CLUSTER_METRICS=$metrics"
     echo "export KMIRROR_CLUSTER_DIR=$data"
   } >"$data/env"
@@ -172,7 +201,7 @@ case "${1:-}" in
     for dir in "$2"/node-*; do
       pid="$(cat "$dir/pid" 2>/dev/null || echo -)"
       if kill -0 "$pid" 2>/dev/null; then state=running; else state=stopped; fi
-      echo "${dir##*/} pid $pid $state port $(cat "$dir/port")"
+      echo "${dir##*/} $(cat "$dir/roles" 2>/dev/null || echo broker,controller) pid $pid $state port $(cat "$dir/port")"
     done
     ;;
   *) usage ;;

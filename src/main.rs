@@ -14,6 +14,7 @@ mod quickstart_command;
 use clap::{Parser, Subcommand};
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
+use kmirror::broker::quorum_config::ClusterConfig;
 use kmirror::controller::Controller;
 use kmirror::controller::quorum::{Quorum, QuorumConfig};
 use kmirror::mirror::BrokerHost;
@@ -323,44 +324,107 @@ fn run_broker(path: &Path) -> ExitCode {
     }
 }
 
+/// Runs this node until SIGINT or SIGTERM (or its Raft core stops), along one start-up path
+/// per role: a single-node broker, a broker of a cluster (broker-only or combined), or a
+/// controller-only node.
 async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
-    let address = config.listener;
     if let Some(metrics) = config.metrics_listener {
         kmirror::metrics::install_exporter(metrics)
             .await
             .map_err(|e| e.to_string())?;
         tracing::info!(address = %format!("http://{metrics}/metrics"), "metrics for Prometheus");
     }
-    let (broker, quorum) = match config.cluster.clone() {
-        None => {
-            // A single node is its own (and only) controller.
-            metrics::gauge!(kmirror::metrics::CONTROLLER_ACTIVE).set(1.0);
-            metrics::gauge!(kmirror::metrics::FENCED_BROKERS).set(0.0);
-            (Broker::open(config).map_err(|e| e.to_string())?, None)
-        }
-        Some(cluster) => {
-            refuse_a_lost_quorum_log(&config.log_dir)?;
-            let quorum = Quorum::start(
-                QuorumConfig {
-                    node_id: config.node_id,
-                    voters: cluster.voters,
-                    listener: cluster.controller_listener,
-                    dir: config.log_dir.join("__cluster_metadata").join("quorum"),
-                    request_timeout: std::time::Duration::from_secs(15),
-                    heartbeat_interval: cluster.heartbeat_interval,
-                    session_timeout: cluster.session_timeout,
-                },
-                Arc::new(std::sync::Mutex::new(Controller::replica())),
-            )
+    let Some(cluster) = config.cluster.clone() else {
+        // A single node is its own (and only) controller.
+        metrics::gauge!(kmirror::metrics::CONTROLLER_ACTIVE).set(1.0);
+        metrics::gauge!(kmirror::metrics::FENCED_BROKERS).set(0.0);
+        let broker = Broker::open(config).map_err(|e| e.to_string())?;
+        return serve_broker(broker, None).await;
+    };
+    if cluster.roles.is_broker() {
+        let quorum = start_quorum(&config, cluster).await?;
+        let broker = Broker::open_clustered(config, quorum.clone())
             .await
             .map_err(|e| e.to_string())?;
-            tracing::info!(address = %cluster.controller_listener, "controller listening");
-            let broker = Broker::open_clustered(config, quorum.clone())
-                .await
-                .map_err(|e| e.to_string())?;
-            (broker, Some(quorum))
+        serve_broker(broker, Some(quorum)).await
+    } else {
+        // No broker locks the log directory here: the controller holds it for the Raft log.
+        let _dir_lock =
+            kmirror::storage::LogDirLock::acquire(&config.log_dir).map_err(|e| e.to_string())?;
+        let quorum = start_quorum(&config, cluster).await?;
+        tracing::info!(
+            node = config.node_id,
+            "kmirror controller started (no client listener)"
+        );
+        let failure = until_stop(Some(&quorum)).await?;
+        tracing::info!("shutting down");
+        quorum.shutdown().await;
+        finish(failure)
+    }
+}
+
+/// Starts this node's member of the metadata quorum (refusing a lost Raft log first).
+async fn start_quorum(
+    config: &BrokerConfig,
+    cluster: ClusterConfig,
+) -> Result<Arc<Quorum>, String> {
+    refuse_a_lost_quorum_log(&config.log_dir)?;
+    let quorum = Quorum::start(
+        QuorumConfig {
+            node_id: config.node_id,
+            roles: cluster.roles,
+            address: cluster.controller_address,
+            voters: cluster.voters,
+            listener: cluster.controller_listener,
+            dir: config.log_dir.join("__cluster_metadata").join("quorum"),
+            request_timeout: std::time::Duration::from_secs(15),
+            heartbeat_interval: cluster.heartbeat_interval,
+            session_timeout: cluster.session_timeout,
+        },
+        Arc::new(std::sync::Mutex::new(Controller::replica())),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    tracing::info!(address = %cluster.controller_listener, roles = cluster.roles.as_str(), "controller listening");
+    Ok(quorum)
+}
+
+/// Waits for SIGINT, SIGTERM or, on a node of a cluster, its Raft core stopping: the failure
+/// to report then, if any.
+async fn until_stop(quorum: Option<&Quorum>) -> Result<Option<String>, String> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    let quorum_failed = async {
+        match quorum {
+            Some(quorum) => quorum.failed().await,
+            None => std::future::pending().await,
         }
     };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => Ok(None),
+        _ = terminate.recv() => Ok(None),
+        why = quorum_failed => {
+            tracing::error!(error = why, "the metadata quorum stopped on this node: shutting down");
+            Ok(Some(format!("the metadata quorum stopped: {why}")))
+        }
+    }
+}
+
+/// How a node that stopped ends: the failure that stopped it, else cleanly.
+fn finish(failure: Option<String>) -> Result<(), String> {
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
+    tracing::info!("stopped cleanly");
+    Ok(())
+}
+
+/// Serves clients with `broker` (and, in a cluster, follows `quorum`) until [`until_stop`].
+async fn serve_broker(broker: Broker, quorum: Option<Arc<Quorum>>) -> Result<(), String> {
+    let address = broker
+        .config()
+        .listener
+        .ok_or("a broker needs a client listener (listeners)")?;
     let broker = Arc::new(broker);
     // Changes other nodes make reach this node's image through the quorum.
     let follower = quorum.as_ref().map(|_| broker.follow_metadata());
@@ -424,23 +488,7 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     let consumer_groups = every(&broker, 1_000, |broker, _| {
         broker.groups().expire_consumer_members()
     });
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
-    let quorum_failed = async {
-        match &quorum {
-            Some(quorum) => quorum.failed().await,
-            None => std::future::pending().await,
-        }
-    };
-    let mut failure = None;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-        why = quorum_failed => {
-            tracing::error!(error = why, "the metadata quorum stopped on this node: shutting down");
-            failure = Some(format!("the metadata quorum stopped: {why}"));
-        }
-    }
+    let failure = until_stop(quorum.as_deref()).await?;
     tracing::info!("shutting down");
     let _ = stop.send(true);
     retention.abort();
@@ -455,11 +503,7 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
     if let Some(quorum) = quorum {
         quorum.shutdown().await;
     }
-    if let Some(failure) = failure {
-        return Err(failure);
-    }
-    tracing::info!("stopped cleanly");
-    Ok(())
+    finish(failure)
 }
 
 /// Refuses to start a node of a cluster whose Raft log is gone while its log directory holds

@@ -49,9 +49,11 @@ pub struct BrokerConfig {
     pub cluster: Option<super::quorum_config::ClusterConfig>,
     /// `node.id`.
     pub node_id: i32,
-    /// Where the listener binds (`listeners=PLAINTEXT://host:port`).
-    pub listener: SocketAddr,
-    /// What clients are told to connect to (`advertised.listeners`, default the listener).
+    /// Where the client listener binds (`listeners=PLAINTEXT://host:port`); `None` on a
+    /// controller-only node (`process.roles=controller`), which serves no clients.
+    pub listener: Option<SocketAddr>,
+    /// What clients are told to connect to (`advertised.listeners`, default the listener); on a
+    /// controller-only node, its controller address.
     pub advertised: (String, u16),
     /// `log.dirs` (or `log.dir`): the one log directory (several, Kafka's JBOD, are refused).
     pub log_dir: PathBuf,
@@ -172,6 +174,45 @@ fn host_port(key: &str, value: &str) -> Result<(String, u16), ConfigError> {
     Ok((host.to_string(), port))
 }
 
+/// The client listener's bind address and what clients are told to connect to
+/// (`advertised.listeners`, default the listener).
+fn client_listener(
+    listeners: &str,
+    advertised: Option<&str>,
+) -> Result<(SocketAddr, (String, u16)), ConfigError> {
+    let (host, port) = host_port("listeners", listeners)?;
+    let bind_host = if host.is_empty() {
+        "0.0.0.0".to_string()
+    } else {
+        host.clone()
+    };
+    let listener: SocketAddr = format!("{bind_host}:{port}")
+        .parse()
+        .map_err(|_| invalid("listeners", listeners, "the host must be an IP address"))?;
+    let advertised = match advertised {
+        Some(v) => host_port("advertised.listeners", v)?,
+        None => (
+            if host.is_empty() {
+                "127.0.0.1".to_string()
+            } else {
+                host
+            },
+            port,
+        ),
+    };
+    Ok((listener, advertised))
+}
+
+/// A controller-only node's controller address as `(host, port)` (it has no other endpoint;
+/// its voters entry names the listener's port, as the cluster keys check).
+fn controller_endpoint(cluster: &super::quorum_config::ClusterConfig) -> (String, u16) {
+    let address = &cluster.controller_address;
+    let host = address
+        .rsplit_once(':')
+        .map_or(address.as_str(), |(host, _)| host);
+    (host.to_string(), cluster.controller_listener.port())
+}
+
 impl BrokerConfig {
     /// Reads the properties; returns the config and the unknown keys (to report).
     pub fn from_properties(
@@ -196,29 +237,18 @@ impl BrokerConfig {
         let int_max = i64::from(i32::MAX);
         let node_id = ranged("node.id", 1, 0, int_max)? as i32;
         let cluster = super::quorum_config::from_properties(props, node_id)?;
-        let listeners = match &cluster {
-            Some((_, client)) => client.as_str(),
-            None => get("listeners").ok_or(ConfigError::Missing("listeners"))?,
+        let client = match &cluster {
+            Some((_, client)) => client.as_deref(),
+            None => Some(get("listeners").ok_or(ConfigError::Missing("listeners"))?),
         };
-        let (host, port) = host_port("listeners", listeners)?;
-        let bind_host = if host.is_empty() {
-            "0.0.0.0".to_string()
-        } else {
-            host.clone()
-        };
-        let listener: SocketAddr = format!("{bind_host}:{port}")
-            .parse()
-            .map_err(|_| invalid("listeners", listeners, "the host must be an IP address"))?;
-        let advertised = match get("advertised.listeners") {
-            Some(v) => host_port("advertised.listeners", v)?,
-            None => (
-                if host.is_empty() {
-                    "127.0.0.1".to_string()
-                } else {
-                    host
-                },
-                port,
-            ),
+        let (listener, advertised) = match (client, &cluster) {
+            (Some(listeners), _) => {
+                let (listener, advertised) =
+                    client_listener(listeners, get("advertised.listeners"))?;
+                (Some(listener), advertised)
+            }
+            (None, Some((cluster, _))) => (None, controller_endpoint(cluster)),
+            (None, None) => return Err(ConfigError::Missing("listeners")),
         };
         let (dirs_key, dirs) = match (get("log.dirs"), get("log.dir")) {
             (Some(dirs), _) => ("log.dirs", dirs),
@@ -511,7 +541,7 @@ mod tests {
         .expect("parses");
         let (c, unknown) = BrokerConfig::from_properties(&props).expect("valid");
         assert_eq!(c.node_id, 3);
-        assert_eq!(c.listener, "127.0.0.1:29092".parse().expect("addr"));
+        assert_eq!(c.listener, Some("127.0.0.1:29092".parse().expect("addr")));
         assert_eq!(c.advertised, ("127.0.0.1".to_string(), 29092));
         assert_eq!(c.log_dir, PathBuf::from("/tmp/a"));
         assert_eq!(c.num_partitions, 4);

@@ -3,9 +3,13 @@
 //! controller's entry in `listeners` (with `listener.security.protocol.map`).
 //!
 //! Without `process.roles` the broker is today's single-node cluster and none of these keys
-//! matter. With it, every key is checked here, and a mistake names the key and what to write.
+//! matter. With it, every key is checked here, and a mistake names the key and what to write:
+//! a voter (`controller` role) must be in `controller.quorum.voters` and a broker-only node
+//! must not; a controller-only node has the controller listener alone; a broker has a client
+//! listener besides it.
 
 use super::config::ConfigError;
+use crate::controller::quorum::ProcessRoles;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -13,10 +17,15 @@ use std::time::Duration;
 /// A node of a cluster whose metadata a quorum of controllers replicates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterConfig {
+    /// `process.roles`.
+    pub roles: ProcessRoles,
     /// `controller.quorum.voters`: each controller's node id and `host:port`.
     pub voters: BTreeMap<i32, String>,
     /// Where this node's controller listener binds.
     pub controller_listener: SocketAddr,
+    /// Where the other nodes reach it: a voter's entry in the voters, a broker-only node's
+    /// `listeners` entry (which must name a host, not 0.0.0.0).
+    pub controller_address: String,
     /// `broker.heartbeat.interval.ms` (2000).
     pub heartbeat_interval: Duration,
     /// `broker.session.timeout.ms` (9000): a broker silent this long is fenced.
@@ -97,51 +106,33 @@ fn voters(value: &str) -> Result<BTreeMap<i32, String>, ConfigError> {
 }
 
 /// Reads the cluster keys: `None` without `process.roles` (a single-node cluster). Returns the
-/// cluster settings and the `listeners` entry clients use, as `PLAINTEXT://host:port`.
+/// cluster settings and the `listeners` entry clients use, as `PLAINTEXT://host:port` (`None`
+/// on a controller-only node, which serves no clients).
 pub(super) fn from_properties(
     props: &BTreeMap<String, String>,
     node_id: i32,
-) -> Result<Option<(ClusterConfig, String)>, ConfigError> {
+) -> Result<Option<(ClusterConfig, Option<String>)>, ConfigError> {
     let get = |k: &str| props.get(k).map(String::as_str);
-    let Some(roles) = get("process.roles") else {
+    let Some(roles_value) = get("process.roles") else {
         if props.contains_key("controller.quorum.voters") {
             return Err(invalid(
                 "controller.quorum.voters",
                 get("controller.quorum.voters").unwrap_or_default(),
-                "names a quorum, but process.roles is not set: set process.roles=broker,controller \
-                 for a node of a cluster, or remove the key for a single-node broker",
+                "names a quorum, but process.roles is not set: set process.roles (broker, \
+                 controller or broker,controller) for a node of a cluster, or remove the key for \
+                 a single-node broker",
             ));
         }
         return Ok(None);
     };
-    let roles: Vec<&str> = roles.split(',').map(str::trim).collect();
-    if roles.iter().any(|r| !matches!(*r, "broker" | "controller"))
-        || roles.len()
-            != roles
-                .iter()
-                .collect::<std::collections::BTreeSet<_>>()
-                .len()
-    {
-        return Err(invalid(
-            "process.roles",
-            &roles.join(","),
-            "expected broker, controller or broker,controller, each once",
-        ));
-    }
-    if !(roles.contains(&"broker") && roles.contains(&"controller")) {
-        return Err(invalid(
-            "process.roles",
-            &roles.join(","),
-            "only combined nodes (broker,controller) are supported: every node of a kmirror \
-             cluster runs a broker and a controller",
-        ));
-    }
+    let roles = ProcessRoles::parse(roles_value)
+        .map_err(|e| invalid("process.roles", roles_value, e.to_string()))?;
     if !props.contains_key("node.id") {
         return Err(ConfigError::Missing("node.id"));
     }
-    let voters = voters(
-        get("controller.quorum.voters").ok_or(ConfigError::Missing("controller.quorum.voters"))?,
-    )?;
+    let voters_value =
+        get("controller.quorum.voters").ok_or(ConfigError::Missing("controller.quorum.voters"))?;
+    let voters = voters(voters_value)?;
     let names_value = get("controller.listener.names")
         .ok_or(ConfigError::Missing("controller.listener.names"))?;
     let names: Vec<&str> = names_value.split(',').map(str::trim).collect();
@@ -153,22 +144,36 @@ pub(super) fn from_properties(
             "listeners",
             listeners_value,
             format!(
-                "a controller needs a listener named {} (controller.listener.names)",
+                "every node of a cluster needs a listener named {} (controller.listener.names): \
+                 controllers vote on it and broker-only nodes receive the metadata log on it",
                 names[0]
             ),
         )
     })?;
-    let client = entries
-        .iter()
-        .find(|l| !names.contains(&l.name))
-        .ok_or_else(|| {
-            invalid(
+    let client = entries.iter().find(|l| !names.contains(&l.name));
+    let client = match (roles.is_broker(), client) {
+        (true, Some(client)) => Some(client),
+        (true, None) => {
+            return Err(invalid(
                 "listeners",
                 listeners_value,
                 "a broker needs a listener for clients besides the controller's",
-            )
-        })?;
-    for listener in [controller, client] {
+            ));
+        }
+        (false, None) => None,
+        (false, Some(client)) => {
+            return Err(invalid(
+                "listeners",
+                listeners_value,
+                format!(
+                    "a controller-only node (process.roles=controller) serves no clients: \
+                     listeners must hold only the controller listener {} (remove {})",
+                    names[0], client.name
+                ),
+            ));
+        }
+    };
+    for listener in std::iter::once(controller).chain(client) {
         if protocol(map, listener.name) != "PLAINTEXT" {
             return Err(invalid(
                 "listener.security.protocol.map",
@@ -180,7 +185,7 @@ pub(super) fn from_properties(
             ));
         }
     }
-    if controller.port == client.port {
+    if client.is_some_and(|client| controller.port == client.port) {
         return Err(invalid(
             "listeners",
             listeners_value,
@@ -200,12 +205,14 @@ pub(super) fn from_properties(
                 "the host must be an IP address",
             )
         })?;
-    match voters.get(&node_id) {
-        Some(address) if address.ends_with(&format!(":{}", controller.port)) => {}
-        Some(address) => {
+    let controller_address = match (roles.is_voter(), voters.get(&node_id)) {
+        (true, Some(address)) if address.ends_with(&format!(":{}", controller.port)) => {
+            address.clone()
+        }
+        (true, Some(address)) => {
             return Err(invalid(
                 "controller.quorum.voters",
-                get("controller.quorum.voters").unwrap_or_default(),
+                voters_value,
                 format!(
                     "node {node_id}'s entry ({address}) must name its controller listener's \
                      port {}",
@@ -213,14 +220,43 @@ pub(super) fn from_properties(
                 ),
             ));
         }
-        None => {
+        (true, None) => {
             return Err(invalid(
                 "controller.quorum.voters",
-                get("controller.quorum.voters").unwrap_or_default(),
-                format!("a controller's node.id ({node_id}) must be one of the voters"),
+                voters_value,
+                format!(
+                    "a controller's node.id ({node_id}) must be one of the voters \
+                     (process.roles={})",
+                    roles.as_str()
+                ),
             ));
         }
-    }
+        (false, Some(_)) => {
+            return Err(invalid(
+                "controller.quorum.voters",
+                voters_value,
+                format!(
+                    "node {node_id} is a voter, but process.roles=broker: a broker-only node \
+                     follows the quorum without a vote. Remove it from the voters, or set \
+                     process.roles=broker,controller"
+                ),
+            ));
+        }
+        // The active controller pushes the log to this address: it must be one others reach.
+        (false, None) if controller_listener.ip().is_unspecified() => {
+            return Err(invalid(
+                "listeners",
+                listeners_value,
+                format!(
+                    "a broker-only node's controller listener {} is the address the active \
+                     controller sends the metadata log to: give it a host the other nodes \
+                     reach, not 0.0.0.0 or an empty host",
+                    names[0]
+                ),
+            ));
+        }
+        (false, None) => controller_listener.to_string(),
+    };
     let millis = |key: &str, default: u64| -> Result<Duration, ConfigError> {
         match get(key) {
             None => Ok(Duration::from_millis(default)),
@@ -241,11 +277,13 @@ pub(super) fn from_properties(
             "must be longer than broker.heartbeat.interval.ms",
         ));
     }
-    let client = format!("PLAINTEXT://{}:{}", client.host, client.port);
+    let client = client.map(|client| format!("PLAINTEXT://{}:{}", client.host, client.port));
     Ok(Some((
         ClusterConfig {
+            roles,
             voters,
             controller_listener,
+            controller_address,
             heartbeat_interval,
             session_timeout,
         },
@@ -258,80 +296,178 @@ mod tests {
     use super::*;
     use crate::broker::config::parse_properties;
 
-    fn read(text: &str) -> Result<Option<(ClusterConfig, String)>, ConfigError> {
-        from_properties(&parse_properties(text).expect("parses"), 2)
+    type Read = Result<Option<(ClusterConfig, Option<String>)>, ConfigError>;
+
+    /// Reads `text` as the node its `node.id` names (2 without one).
+    fn read(text: &str) -> Read {
+        let props = parse_properties(text).expect("parses");
+        let node_id = props
+            .get("node.id")
+            .map_or(2, |id| id.parse().expect("a number"));
+        from_properties(&props, node_id)
     }
 
-    const NODE_2: &str = "process.roles=broker,controller\nnode.id=2\n\
-        controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097\n\
+    const VOTERS: &str = "controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097\n\
         controller.listener.names=CONTROLLER\n\
         listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n";
+    const BOTH: &str = "listeners=CONTROLLER://127.0.0.1:9095,PLAINTEXT://127.0.0.1:9094\n";
+
+    fn node(roles: &str, id: i32, listeners: &str) -> String {
+        format!("process.roles={roles}\nnode.id={id}\n{VOTERS}listeners={listeners}\n")
+    }
 
     #[test]
     fn a_combined_node_reads_its_voters_and_both_listeners() {
         let (cluster, client) = read(&format!(
-            "{NODE_2}listeners=CONTROLLER://127.0.0.1:9095,PLAINTEXT://127.0.0.1:9094\n"
+            "process.roles=broker,controller\nnode.id=2\n{VOTERS}{BOTH}"
         ))
         .expect("valid")
         .expect("a cluster node");
-        assert_eq!(client, "PLAINTEXT://127.0.0.1:9094");
+        assert_eq!(cluster.roles, ProcessRoles::Combined);
+        assert_eq!(client.as_deref(), Some("PLAINTEXT://127.0.0.1:9094"));
         assert_eq!(cluster.controller_listener.port(), 9095);
+        assert_eq!(cluster.controller_address, "127.0.0.1:9095");
         assert_eq!(cluster.voters.len(), 3);
         assert_eq!(cluster.voters[&3], "127.0.0.1:9097");
         assert_eq!(read("listeners=PLAINTEXT://:1\n").expect("valid"), None);
     }
 
     #[test]
+    fn a_controller_only_node_has_the_controller_listener_alone() {
+        let (cluster, client) = read(&node("controller", 1, "CONTROLLER://127.0.0.1:9093"))
+            .expect("valid")
+            .expect("a cluster node");
+        assert_eq!(cluster.roles, ProcessRoles::Controller);
+        assert_eq!(client, None);
+        assert_eq!(cluster.controller_address, "127.0.0.1:9093");
+    }
+
+    #[test]
+    fn a_broker_only_node_is_no_voter_and_names_where_it_receives_the_log() {
+        let listeners = "PLAINTEXT://127.0.0.1:9100,CONTROLLER://127.0.0.1:9101";
+        let (cluster, client) = read(&node("broker", 4, listeners))
+            .expect("valid")
+            .expect("a cluster node");
+        assert_eq!(cluster.roles, ProcessRoles::Broker);
+        assert_eq!(client.as_deref(), Some("PLAINTEXT://127.0.0.1:9100"));
+        assert_eq!(cluster.controller_address, "127.0.0.1:9101");
+        assert!(!cluster.voters.contains_key(&4));
+    }
+
+    #[test]
     fn mistakes_name_the_key_and_the_fix() {
-        let listeners = "listeners=CONTROLLER://127.0.0.1:9095,PLAINTEXT://127.0.0.1:9094\n";
+        let combined = format!("process.roles=broker,controller\nnode.id=2\n{VOTERS}{BOTH}");
+        let broker_only = "PLAINTEXT://127.0.0.1:9100,CONTROLLER://127.0.0.1:9101";
         let cases = [
-            (NODE_2.replace("broker,controller", "broker"), "combined"),
             (
-                NODE_2.replace("broker,controller", "broker,zookeeper"),
+                combined.replace("broker,controller", "broker,zookeeper"),
+                "process.roles=",
                 "expected broker",
             ),
             (
-                NODE_2.replace("2@127.0.0.1:9095,", ""),
+                combined.replace("broker,controller", "broker,controller,broker"),
+                "process.roles=",
+                "each once",
+            ),
+            (
+                combined.replace("2@127.0.0.1:9095,", ""),
+                "controller.quorum.voters=",
                 "must be one of the voters",
             ),
             (
-                NODE_2.replace("2@127.0.0.1:9095", "2@127.0.0.1:9999"),
+                node("controller", 4, "CONTROLLER://127.0.0.1:9101"),
+                "controller.quorum.voters=",
+                "a controller's node.id (4) must be one of the voters (process.roles=controller)",
+            ),
+            (
+                combined.replace("2@127.0.0.1:9095", "2@127.0.0.1:9999"),
+                "controller.quorum.voters=",
                 "port 9095",
             ),
-            (NODE_2.replace("3@", "2@"), "named twice"),
             (
-                NODE_2.replace("broker,controller", "broker,controller,broker"),
-                "each once",
+                combined.replace("3@", "2@"),
+                "controller.quorum.voters=",
+                "named twice",
             ),
-            (NODE_2.replace("1@127.0.0.1:9093", "one@x"), "id@host:port"),
             (
-                NODE_2.replace("CONTROLLER:PLAINTEXT", "CONTROLLER:SSL"),
+                combined.replace("1@127.0.0.1:9093", "one@x"),
+                "controller.quorum.voters=",
+                "id@host:port",
+            ),
+            (
+                combined.replace("CONTROLLER:PLAINTEXT", "CONTROLLER:SSL"),
+                "listener.security.protocol.map=",
                 "must be PLAINTEXT",
             ),
+            (
+                node("broker", 2, broker_only),
+                "controller.quorum.voters=",
+                "node 2 is a voter, but process.roles=broker",
+            ),
+            (
+                node(
+                    "controller",
+                    1,
+                    "CONTROLLER://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092",
+                ),
+                "listeners=",
+                "a controller-only node (process.roles=controller) serves no clients",
+            ),
+            (
+                node(
+                    "broker",
+                    4,
+                    "PLAINTEXT://127.0.0.1:9100,CONTROLLER://0.0.0.0:9101",
+                ),
+                "listeners=",
+                "not 0.0.0.0",
+            ),
+            (
+                node("broker", 4, "PLAINTEXT://127.0.0.1:9100"),
+                "listeners=",
+                "named CONTROLLER",
+            ),
+            (
+                node("controller", 1, "PLAINTEXT://127.0.0.1:9093"),
+                "listeners=",
+                "named CONTROLLER",
+            ),
+            (
+                node("broker", 4, "CONTROLLER://127.0.0.1:9101"),
+                "listeners=",
+                "for clients",
+            ),
+            (
+                node("broker", 4, broker_only).replace(
+                    "controller.quorum.voters=1@127.0.0.1:9093,2@127.0.0.1:9095,3@127.0.0.1:9097\n",
+                    "",
+                ),
+                "controller.quorum.voters",
+                "is required",
+            ),
+            (
+                node("broker", 4, broker_only).replace("node.id=4\n", ""),
+                "node.id",
+                "is required",
+            ),
+            (
+                combined.replace(
+                    BOTH,
+                    "listeners=CONTROLLER://127.0.0.1:9095,PLAINTEXT://127.0.0.1:9095\n",
+                ),
+                "listeners=",
+                "ports of their own",
+            ),
+            (
+                "listeners=PLAINTEXT://:1\ncontroller.quorum.voters=1@h:2\n".to_string(),
+                "controller.quorum.voters=",
+                "process.roles is not set",
+            ),
         ];
-        for (text, expected) in cases {
-            let error = read(&format!("{text}{listeners}")).expect_err(expected);
-            assert!(
-                error.to_string().contains(expected),
-                "{error} lacks {expected:?}"
-            );
+        for (text, key, expected) in cases {
+            let error = read(&text).expect_err(expected).to_string();
+            assert!(error.starts_with(key), "{error} does not name {key:?}");
+            assert!(error.contains(expected), "{error} lacks {expected:?}");
         }
-        let error = read(&format!("{NODE_2}listeners=PLAINTEXT://127.0.0.1:9094\n"))
-            .expect_err("no controller listener");
-        assert!(error.to_string().contains("named CONTROLLER"), "{error}");
-        let error = read(&format!("{NODE_2}listeners=CONTROLLER://127.0.0.1:9095\n"))
-            .expect_err("no client listener");
-        assert!(error.to_string().contains("for clients"), "{error}");
-        let error = read(&format!(
-            "{NODE_2}listeners=CONTROLLER://127.0.0.1:9095,PLAINTEXT://127.0.0.1:9095\n"
-        ))
-        .expect_err("one port for both");
-        assert!(error.to_string().contains("ports of their own"), "{error}");
-        let error = read("listeners=PLAINTEXT://:1\ncontroller.quorum.voters=1@h:2\n")
-            .expect_err("voters without roles");
-        assert!(
-            error.to_string().contains("process.roles is not set"),
-            "{error}"
-        );
     }
 }

@@ -10,7 +10,8 @@
 //! appended) after which Kafka's Java producer writes to it. `process` drives `kmirror broker`
 //! processes with `kmirror mirrors`; `failback` fails over and back between two of them;
 //! `metadata` changes a mirrored topic with Kafka's own tools; `cluster` mirrors into three
-//! brokers of one cluster.
+//! brokers of one cluster; `quorum_cluster` runs three processes of one cluster and
+//! `quorum_roles` one of mixed `process.roles`.
 
 use actix::{Actor, Context, Handler};
 use kmirror::broker::Broker;
@@ -43,6 +44,7 @@ mod operator;
 mod process;
 mod quorum_cluster;
 mod quorum_coordinators;
+mod quorum_roles;
 mod scenarios;
 mod security;
 mod sync;

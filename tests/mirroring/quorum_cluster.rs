@@ -4,7 +4,7 @@
 //! mirrored into it by all three brokers.
 
 #[path = "../support/local_cluster.rs"]
-pub(super) mod local_cluster;
+pub(crate) mod local_cluster;
 
 use super::cluster::{described, wait_described};
 use super::process::{mirrors_cli, source_ends};
@@ -23,7 +23,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The topics a node's Metadata lists, with each partition's leader.
-async fn leaders_of(address: &str) -> Result<BTreeMap<String, Vec<i32>>, String> {
+pub(crate) async fn leaders_of(address: &str) -> Result<BTreeMap<String, Vec<i32>>, String> {
     Ok(topics_of(address)
         .await?
         .into_iter()
@@ -36,7 +36,7 @@ const TRANSACTION_CLEANUP: &str = "transaction.abort.timed.out.transaction.clean
 
 /// CreateTopics of one topic at a node: `Ok` once acknowledged, `Err` with the error code or
 /// what broke.
-async fn create_topic(address: &str, name: &str, partitions: i32) -> Result<(), String> {
+pub(crate) async fn create_topic(address: &str, name: &str, partitions: i32) -> Result<(), String> {
     let connection = Connection::connect(address, &ClientConfig::plaintext(address), None)
         .await
         .map_err(|e| e.to_string())?;

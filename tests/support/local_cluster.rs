@@ -17,8 +17,10 @@ use std::time::{Duration, Instant};
 /// and data) is removed then, unless the test is failing, when its path is printed instead.
 pub(crate) struct LocalCluster {
     pub(crate) dir: PathBuf,
-    /// Each node's client address, node 1 first.
+    /// Each node's client address, node 1 first (`-` for a controller-only node).
     pub(crate) clients: Vec<String>,
+    /// The brokers' client addresses.
+    bootstrap: String,
     /// Each node's `/metrics` address.
     pub(crate) metrics: Vec<String>,
 }
@@ -31,7 +33,7 @@ pub(crate) struct PartitionView {
     pub(crate) leader_epoch: i32,
 }
 
-fn script(args: &[&str], properties: &str) -> Result<String, String> {
+fn script(args: &[&str], properties: &str, roles: &str) -> Result<String, String> {
     let out = std::process::Command::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/scripts/cluster-local.sh"
@@ -39,6 +41,7 @@ fn script(args: &[&str], properties: &str) -> Result<String, String> {
     .args(args)
     .env("KMIRROR_BIN", env!("CARGO_BIN_EXE_kmirror"))
     .env("KMIRROR_CLUSTER_PROPERTIES", properties)
+    .env("KMIRROR_CLUSTER_ROLES", roles)
     .output()
     .map_err(|e| e.to_string())?;
     let text =
@@ -53,9 +56,21 @@ fn script(args: &[&str], properties: &str) -> Result<String, String> {
 impl LocalCluster {
     /// Starts `nodes` combined nodes with `properties` added to each one's server.properties.
     pub(crate) fn start(nodes: usize, properties: &str) -> LocalCluster {
+        let roles = vec!["broker,controller"; nodes];
+        LocalCluster::start_with_roles(&roles, properties)
+    }
+
+    /// Starts a node per entry of `roles` (its `process.roles`, node 1 first); the voters are
+    /// the nodes with the controller role.
+    pub(crate) fn start_with_roles(roles: &[&str], properties: &str) -> LocalCluster {
         let dir = tempfile::tempdir().expect("temp dir").keep();
         let path = dir.to_str().expect("a UTF-8 path").to_string();
-        script(&["start", &nodes.to_string(), &path], properties).expect("the cluster starts");
+        script(
+            &["start", &roles.len().to_string(), &path],
+            properties,
+            &roles.join(" "),
+        )
+        .expect("the cluster starts");
         let env = std::fs::read_to_string(dir.join("env")).expect("the env file");
         let var = |name: &str| -> Vec<String> {
             env.lines()
@@ -66,14 +81,16 @@ impl LocalCluster {
                 .collect()
         };
         LocalCluster {
-            clients: var("KMIRROR_CLUSTER_BOOTSTRAP"),
+            clients: var("KMIRROR_CLUSTER_CLIENTS"),
+            bootstrap: var("KMIRROR_CLUSTER_BOOTSTRAP").join(","),
             metrics: var("KMIRROR_CLUSTER_METRICS"),
             dir,
         }
     }
 
+    /// The brokers' client addresses, as `bootstrap.servers`.
     pub(crate) fn bootstrap(&self) -> String {
-        self.clients.join(",")
+        self.bootstrap.clone()
     }
 
     fn path(&self) -> String {
@@ -82,12 +99,12 @@ impl LocalCluster {
 
     /// SIGKILL of node `node` (a crash).
     pub(crate) fn kill(&self, node: usize) {
-        script(&["kill", &node.to_string(), &self.path()], "").expect("killed");
+        script(&["kill", &node.to_string(), &self.path()], "", "").expect("killed");
     }
 
     /// Starts node `node` again on its data and waits until it listens.
     pub(crate) fn restart(&self, node: usize) {
-        script(&["restart", &node.to_string(), &self.path()], "").expect("restarted");
+        script(&["restart", &node.to_string(), &self.path()], "", "").expect("restarted");
     }
 
     /// Sends `signal` (`STOP`, `CONT`) to node `node`.
@@ -113,6 +130,17 @@ impl LocalCluster {
         })
     }
 
+    /// Node `node`'s `kmirror_controller_fenced_brokers` (`None` when it does not answer).
+    pub(crate) fn fenced_brokers(&self, node: usize) -> Option<u32> {
+        scrape_text(&self.metrics[node - 1]).lines().find_map(|l| {
+            l.strip_prefix("kmirror_controller_fenced_brokers ")?
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .map(|v| v as u32)
+        })
+    }
+
     /// Waits for an active controller among `nodes`; panics after `within`.
     pub(crate) fn wait_active_controller(&self, nodes: &[usize], within: Duration) -> usize {
         let deadline = Instant::now() + within;
@@ -131,7 +159,7 @@ impl LocalCluster {
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
-        let _ = script(&["stop", &self.path()], "");
+        let _ = script(&["stop", &self.path()], "", "");
         if std::thread::panicking() {
             eprintln!(
                 "the cluster's logs and data are kept in {}",
@@ -156,16 +184,34 @@ pub(crate) fn scrape_text(address: &str) -> String {
     text
 }
 
+/// The brokers a node's Metadata lists, by node id.
+pub(crate) async fn brokers_of(address: &str) -> Result<Vec<i32>, String> {
+    let connection = connect(address).await?;
+    let request = MetadataRequest::default().with_topics(Some(Vec::new()));
+    let ask = connection.send("Metadata", &request, 12);
+    let (_, metadata) = tokio::time::timeout(Duration::from_secs(5), ask)
+        .await
+        .map_err(|_| format!("{address}: no answer"))?
+        .map_err(|e| e.to_string())?;
+    let mut brokers: Vec<i32> = metadata.brokers.iter().map(|b| b.node_id.0).collect();
+    brokers.sort_unstable();
+    Ok(brokers)
+}
+
+async fn connect(address: &str) -> Result<Connection, String> {
+    let config = ClientConfig::plaintext(address);
+    let connect = Connection::connect(address, &config, None);
+    tokio::time::timeout(Duration::from_secs(5), connect)
+        .await
+        .map_err(|_| format!("{address}: no connection"))?
+        .map_err(|e| e.to_string())
+}
+
 /// The topics a node's Metadata lists, each partition's leader and leader epoch.
 pub(crate) async fn topics_of(
     address: &str,
 ) -> Result<BTreeMap<String, Vec<PartitionView>>, String> {
-    let config = ClientConfig::plaintext(address);
-    let connect = Connection::connect(address, &config, None);
-    let connection = tokio::time::timeout(Duration::from_secs(5), connect)
-        .await
-        .map_err(|_| format!("{address}: no connection"))?
-        .map_err(|e| e.to_string())?;
+    let connection = connect(address).await?;
     let request = MetadataRequest::default().with_topics(None);
     let ask = connection.send("Metadata", &request, 12);
     let (_, metadata) = tokio::time::timeout(Duration::from_secs(5), ask)

@@ -4,8 +4,12 @@
 //! Lifecycle: [`Quorum::start`] opens the durable Raft log and the last snapshot under the
 //! node's `__cluster_metadata/quorum/`, replays what was committed into this node's image (so a
 //! restarted node reads its metadata before any leader exists), listens for the other
-//! controllers, and, on a node whose log is empty, proposes the voters as the first membership
-//! (every voter proposes the same one, so whichever is first wins and the others are no-ops).
+//! controllers, and, on a voter whose log is empty, proposes the voters as the first membership
+//! (every voter proposes the same one, so whichever is first wins and the others are no-ops). A
+//! broker-only node ([`ProcessRoles::Broker`]) instead asks the active controller to admit it as
+//! a learner (`learner.rs`): it follows the log and never votes, so the quorum's majority is
+//! counted over the voters alone. A node with the broker role heartbeats to the active
+//! controller; a controller-only node does not (it is no broker: never fenced).
 //!
 //! Contracts:
 //! - Every entry is one [`MetadataCommand`]; every node applies the committed entries in order
@@ -20,10 +24,12 @@
 //!   metadata directory was lost must join under a new `node.id`.
 
 mod atomic_file;
+mod learner;
 mod liveness;
 mod log_store;
 mod network;
 mod replica;
+mod roles;
 mod server;
 mod state_machine;
 #[cfg(test)]
@@ -43,11 +49,19 @@ use std::time::Duration;
 use tokio::sync::watch;
 use types::MetadataRaft;
 
+pub use roles::{ProcessRoles, UnknownRoles};
+
 /// How a node takes part in the quorum.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuorumConfig {
     /// This node's `node.id`.
     pub node_id: i32,
+    /// `process.roles`: whether this node votes (else it is a learner) and whether it
+    /// heartbeats as a broker.
+    pub roles: ProcessRoles,
+    /// Where the other nodes reach this node's controller listener (`host:port`): a learner
+    /// gives it to the active controller when it joins.
+    pub address: String,
     /// `controller.quorum.voters`: each voter's node id and controller address (`host:port`).
     pub voters: BTreeMap<i32, String>,
     /// Where this node's controller listener binds.
@@ -79,6 +93,9 @@ pub enum QuorumError {
     /// Raft refused to start.
     #[error("starting the metadata quorum: {0}")]
     Raft(String),
+    /// The active controller refused to admit this node as a learner.
+    #[error("the active controller refused this node as a learner: {0}")]
+    Refused(String),
 }
 
 /// This node's member of the metadata quorum.
@@ -178,17 +195,21 @@ impl Quorum {
             live,
             stop,
         });
-        if config.voters.contains_key(&config.node_id) {
+        if config.roles.is_voter() {
             quorum.bootstrap(&config.voters).await?;
+        } else {
+            learner::join(node_id, &config.address, &config.voters).await?;
         }
         tokio::spawn(until_stopped(
             stopped.clone(),
             quorum.clone().report_leadership(),
         ));
-        tokio::spawn(until_stopped(
-            stopped.clone(),
-            quorum.clone().heartbeats(config.heartbeat_interval),
-        ));
+        if config.roles.is_broker() {
+            tokio::spawn(until_stopped(
+                stopped.clone(),
+                quorum.clone().heartbeats(config.heartbeat_interval),
+            ));
+        }
         tokio::spawn(until_stopped(
             stopped,
             quorum

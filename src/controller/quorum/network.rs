@@ -9,6 +9,7 @@
 //! done, and the caller may try elsewhere; a failure after it ([`CallError::Broken`]) leaves the
 //! outcome unknown.
 
+use super::learner::Joined;
 use super::types::MetadataRaft;
 use crate::controller::{MetadataCommand, Outcome};
 use openraft::BasicNode;
@@ -42,6 +43,9 @@ pub(super) enum QuorumRequest {
     Forward(MetadataCommand),
     /// Broker `node_id` is alive (sent to the active controller).
     Heartbeat { node_id: i32 },
+    /// Broker-only node `node_id` asks to follow the log as a learner, reached at `address`
+    /// (its controller listener).
+    Join { node_id: u64, address: String },
 }
 
 /// The answer to a [`QuorumRequest`].
@@ -57,6 +61,8 @@ pub(super) enum QuorumResponse {
     Forwarded(Forwarded),
     /// To a heartbeat: whether the node asked is the active controller and counted it.
     Heartbeat { counted: bool },
+    /// To a join request.
+    Joined(Joined),
 }
 
 /// What became of a forwarded change.

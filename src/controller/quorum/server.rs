@@ -1,5 +1,6 @@
 //! The controller listener: answers other controllers' Raft RPCs and, on the active controller,
-//! commits the metadata changes other nodes forward (docs/cluster.md).
+//! commits the metadata changes other nodes forward and admits broker-only nodes as learners
+//! (docs/cluster.md).
 //!
 //! Protections: at most [`MAX_CONNECTIONS`] connections at once (more are closed on accept), a
 //! connection silent for [`IDLE`] is closed (peers heartbeat far more often), and a frame must
@@ -86,6 +87,9 @@ async fn answer(raft: &Raft<MetadataRaft>, live: &Live, request: QuorumRequest) 
         QuorumRequest::Vote(rpc) => QuorumResponse::Vote(raft.vote(rpc).await),
         QuorumRequest::InstallSnapshot(rpc) => {
             QuorumResponse::InstallSnapshot(raft.install_snapshot(rpc).await)
+        }
+        QuorumRequest::Join { node_id, address } => {
+            QuorumResponse::Joined(super::learner::admit(raft, node_id, address).await)
         }
         QuorumRequest::Forward(command) => {
             QuorumResponse::Forwarded(match raft.client_write(command).await {
