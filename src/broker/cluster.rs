@@ -170,10 +170,15 @@ impl Broker {
     }
 
     /// Why a partition that is not open here cannot be served: another node leads it
-    /// (NOT_LEADER_OR_FOLLOWER), or it does not exist (UNKNOWN_TOPIC_OR_PARTITION).
+    /// (NOT_LEADER_OR_FOLLOWER), it only places coordinators and has no log
+    /// (INVALID_TOPIC_EXCEPTION: not retried by clients), or it does not exist
+    /// (UNKNOWN_TOPIC_OR_PARTITION).
     pub fn missing_partition_error(&self, topic: &str, index: i32) -> i16 {
         match self.leader_of(topic, index) {
             Some(leader) if leader != self.config.node_id => ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
+            Some(_) if !internal_topics::has_partition_logs(topic) => {
+                ErrorCode::INVALID_TOPIC_EXCEPTION.0
+            }
             _ => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
         }
     }

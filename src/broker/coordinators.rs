@@ -63,21 +63,26 @@ impl Broker {
         kind: CoordinatorKind,
         key: &str,
     ) -> Option<(i32, i32)> {
+        let partition = self.coordinator_partition_of(kind, key)?;
         if self.quorum.is_none() {
-            let partitions = self.configured_partitions(kind);
-            return Some((
-                coordinator_partition(key, partitions),
-                self.coordinator_node(),
-            ));
+            return Some((partition, self.coordinator_node()));
+        }
+        let leader = self.leader_of(kind.topic(), partition)?;
+        (!self.fenced_brokers().contains(&leader)).then_some((partition, leader))
+    }
+
+    /// `key`'s coordinator partition: among the partitions of the kind's topic in a cluster
+    /// (`None` before it exists), else among the configured count.
+    pub(crate) fn coordinator_partition_of(&self, kind: CoordinatorKind, key: &str) -> Option<i32> {
+        if self.quorum.is_none() {
+            return Some(coordinator_partition(key, self.configured_partitions(kind)));
         }
         let count = self.with_controller(|c| {
             c.topics()
                 .get(kind.topic())
                 .map(|t| t.partitions.len() as i32)
         })?;
-        let partition = coordinator_partition(key, count);
-        let leader = self.leader_of(kind.topic(), partition)?;
-        (!self.fenced_brokers().contains(&leader)).then_some((partition, leader))
+        Some(coordinator_partition(key, count))
     }
 
     /// `offsets.topic.num.partitions` or `transaction.state.log.num.partitions`.

@@ -3,8 +3,10 @@
 //! OffsetFetch and OffsetCommit (as an admin: no member, no generation), as Kafka's admin
 //! clients do.
 //!
-//! Contract: a group with members is never written (its consumers' commits are its own); a
-//! coordinator that cannot be reached is an error the sync reports and retries next round.
+//! Contract: a group with members is never written (its consumers' commits are its own: the
+//! listing says so, and a group that gained members since is refused the admin commit by its
+//! coordinator); a coordinator that cannot be reached is an error the sync reports and retries
+//! next round.
 
 use super::Broker;
 use super::coordinators::CoordinatorKind;
@@ -17,7 +19,16 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::errors::ErrorCode;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long another broker's group listing is used. A group that gains members meanwhile is
+/// still safe: the admin commit is refused by its coordinator while it has members.
+const LISTING_KEPT: Duration = Duration::from_secs(1);
+
+/// Other brokers' group listings (group id to state), by node, with when they were asked.
+pub(super) type Listings = Mutex<HashMap<i32, (Instant, Arc<BTreeMap<String, String>>)>>;
 
 impl Broker {
     /// The committed offsets of `group` if it has no members (`None` if it has).
@@ -30,19 +41,11 @@ impl Broker {
             let active = self.groups.state_of(group).is_some_and(|s| s != "Empty");
             return Ok((!active).then(|| self.groups.committed(group)));
         }
-        let listed = self
-            .call_broker(node, "ListGroups", &ListGroupsRequest::default(), 4)
-            .await?;
-        if listed.error_code != 0 {
-            return Err(format!(
-                "ListGroups answered {}",
-                ErrorCode(listed.error_code)
-            ));
-        }
-        let active = listed
-            .groups
-            .iter()
-            .any(|g| g.group_id.0.as_str() == group && g.group_state.as_str() != "Empty");
+        let active = self
+            .listing_of(node)
+            .await?
+            .get(group)
+            .is_some_and(|state| state != "Empty");
         if active {
             return Ok(None);
         }
@@ -74,6 +77,43 @@ impl Broker {
             })
             .collect();
         Ok(Some(offsets))
+    }
+
+    /// Each group's state on broker `node` (ListGroups), asked at most once per
+    /// [`LISTING_KEPT`]: one round of the sync asks one listing per broker, not one per group.
+    async fn listing_of(&self, node: i32) -> Result<Arc<BTreeMap<String, String>>, String> {
+        let kept = self
+            .group_listings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&node)
+            .cloned();
+        if let Some((at, listing)) = kept
+            && at.elapsed() < LISTING_KEPT
+        {
+            return Ok(listing);
+        }
+        let listed = self
+            .call_broker(node, "ListGroups", &ListGroupsRequest::default(), 4)
+            .await?;
+        if listed.error_code != 0 {
+            return Err(format!(
+                "ListGroups answered {}",
+                ErrorCode(listed.error_code)
+            ));
+        }
+        let listing: Arc<BTreeMap<String, String>> = Arc::new(
+            listed
+                .groups
+                .iter()
+                .map(|g| (g.group_id.0.to_string(), g.group_state.to_string()))
+                .collect(),
+        );
+        self.group_listings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(node, (Instant::now(), listing.clone()));
+        Ok(listing)
     }
 
     /// Commits offsets of `group` as an admin (refused while the group has members).

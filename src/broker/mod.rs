@@ -99,6 +99,8 @@ pub struct Broker {
     reconciled: Mutex<Option<u64>>,
     /// Transactional produces verified with a coordinator on another broker.
     verified: txn_verification::Verified,
+    /// Other brokers' group listings, briefly kept for the mirror's offset sync.
+    group_listings: group_routing::Listings,
     /// The producer ids this node hands out next (a block the controller allocated).
     producer_ids: Mutex<std::ops::Range<i64>>,
     /// The log directory's lock, from open until [`Broker::close`]: a broker closed in-process
@@ -190,6 +192,7 @@ impl Broker {
             reconciled: Mutex::new(None),
             producer_ids: Mutex::new(0..0),
             verified: Default::default(),
+            group_listings: Default::default(),
             dir_lock: Mutex::new(Some(dir_lock)),
             controller,
             quorum,

@@ -64,7 +64,7 @@ impl Broker {
                         group,
                         "the group has no coordinator now; the transaction ends later"
                     );
-                    return Err(TxnError::Storage);
+                    return Err(TxnError::MarkerUndelivered);
                 }
                 Some((_, node)) if node == self.config.node_id => local_groups = true,
                 Some((partition, node)) => {
@@ -97,19 +97,18 @@ impl Broker {
             }
         }
         if local_groups {
-            self.end_group_transaction(completion.producer_id, completion.commit)?;
+            let producer = (completion.producer_id, completion.producer_epoch);
+            self.end_group_transaction(producer, completion.commit)?;
         }
         Ok(remote)
     }
 
     /// A transaction's marker for the groups this broker coordinates.
-    fn end_group_transaction(&self, producer_id: i64, commit: bool) -> Result<(), TxnError> {
-        self.groups
-            .end_transaction(producer_id, commit)
-            .map_err(|e| {
-                tracing::error!(producer_id, error = %e, "ending transactional offsets");
-                TxnError::Storage
-            })
+    fn end_group_transaction(&self, producer: (i64, i16), commit: bool) -> Result<(), TxnError> {
+        self.groups.end_transaction(producer, commit).map_err(|e| {
+            tracing::error!(producer_id = producer.0, error = %e, "ending transactional offsets");
+            TxnError::Storage
+        })
     }
 
     /// Writes one transaction marker on a partition this broker leads (on a partition of
@@ -126,9 +125,10 @@ impl Broker {
         if topic == CoordinatorKind::Group.topic() {
             return match self.leader_of(topic, index) {
                 Some(leader) if leader == self.config.node_id => self
-                    .end_group_transaction(producer_id, commit)
+                    .end_group_transaction((producer_id, producer_epoch), commit)
                     .map_or(ErrorCode::KAFKA_STORAGE_ERROR.0, |()| 0),
-                _ => self.missing_partition_error(topic, index),
+                Some(_) => ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
+                None => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
             };
         }
         let (Some(partition), Some(epoch)) = (
@@ -187,7 +187,7 @@ impl Broker {
                 error = why,
                 "writing transaction markers on another broker; retried later"
             );
-            TxnError::Storage
+            TxnError::MarkerUndelivered
         };
         let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for (topic, index) in partitions {

@@ -7,14 +7,22 @@
 //! A yes is remembered for the producer's epoch and partition until a marker for the producer
 //! lands on the partition (the transaction ended), so later batches of the same transaction
 //! cost nothing. A coordinator that does not answer is a no (the producer retries).
+//!
+//! Offsets committed in a transaction (TxnOffsetCommit, at the group's coordinator) are
+//! verified the same way, as the group's partition of `__consumer_offsets`: the transaction
+//! coordinator checks that the producer, at its current epoch, has an ongoing transaction that
+//! added the group (AddOffsetsToTxn), so a fenced producer's or a made-up producer id's offsets
+//! never wait for a marker.
 
 use super::Broker;
 use super::coordinators::CoordinatorKind;
+use crate::txn::TxnError;
 use kafka_protocol::messages::add_partitions_to_txn_request::{
     AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_protocol::errors::ErrorCode;
 
 /// Verified `(producer id, producer epoch, topic, partition)`.
 pub(super) type Verified = std::sync::Mutex<std::collections::HashSet<(i64, i16, String, i32)>>;
@@ -47,11 +55,11 @@ impl Broker {
             .verify_with(coordinator, transactional_id, producer, topic, index)
             .await
         {
-            Ok(true) => {
+            Ok(0) => {
                 self.verified().insert(key);
                 true
             }
-            Ok(false) => false,
+            Ok(_) => false,
             Err(why) => {
                 tracing::warn!(
                     coordinator,
@@ -66,6 +74,43 @@ impl Broker {
         }
     }
 
+    /// TxnOffsetCommit at the group coordinator: whether `producer`'s ongoing transaction
+    /// (`transactional_id`) added `group` (AddOffsetsToTxn), asked of the transaction
+    /// coordinator as a verification of the group's `__consumer_offsets` partition (KIP-890);
+    /// 0, or the error code the commit gets. Asked every time: once per transaction and group.
+    pub(crate) async fn verify_txn_offsets(
+        &self,
+        transactional_id: &str,
+        producer: (i64, i16),
+        group: &str,
+    ) -> i16 {
+        let coordinator = self.coordinator_of(CoordinatorKind::Transaction, transactional_id);
+        let partition = self.coordinator_partition_of(CoordinatorKind::Group, group);
+        let (Some(coordinator), Some(partition)) = (coordinator, partition) else {
+            return ErrorCode::COORDINATOR_NOT_AVAILABLE.0;
+        };
+        if coordinator == self.config.node_id {
+            return self
+                .transactions
+                .check_offsets(transactional_id, producer, |g| g == group)
+                .err()
+                .map_or(0, TxnError::code);
+        }
+        let topic = CoordinatorKind::Group.topic();
+        self.verify_with(coordinator, transactional_id, producer, topic, partition)
+            .await
+            .unwrap_or_else(|why| {
+                tracing::warn!(
+                    coordinator,
+                    transactional_id,
+                    group,
+                    error = why,
+                    "verifying transactional offsets with their transaction coordinator"
+                );
+                ErrorCode::COORDINATOR_NOT_AVAILABLE.0
+            })
+    }
+
     /// Forgets the verifications of `producer_id` on a partition (its transaction ended there).
     pub(super) fn forget_verified(&self, producer_id: i64, topic: &str, index: i32) {
         self.verified()
@@ -78,7 +123,8 @@ impl Broker {
         self.verified.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// AddPartitionsToTxn version 4, verify only, to broker `coordinator`.
+    /// AddPartitionsToTxn version 4, verify only, to broker `coordinator`: the partition's
+    /// error code (0: the transaction added it).
     async fn verify_with(
         &self,
         coordinator: i32,
@@ -86,7 +132,7 @@ impl Broker {
         producer: (i64, i16),
         topic: &str,
         index: i32,
-    ) -> Result<bool, String> {
+    ) -> Result<i16, String> {
         let request = AddPartitionsToTxnRequest::default().with_transactions(vec![
             AddPartitionsToTxnTransaction::default()
                 .with_transactional_id(TransactionalId(StrBytes::from_string(
@@ -107,11 +153,13 @@ impl Broker {
         if answer.error_code != 0 {
             return Err(format!("answered error code {}", answer.error_code));
         }
-        Ok(answer
+        answer
             .results_by_transaction
             .iter()
             .flat_map(|t| &t.topic_results)
             .flat_map(|t| &t.results_by_partition)
-            .any(|p| p.partition_index == index && p.partition_error_code == 0))
+            .find(|p| p.partition_index == index)
+            .map(|p| p.partition_error_code)
+            .ok_or_else(|| format!("no answer for {topic}-{index}"))
     }
 }

@@ -98,13 +98,16 @@ enum OffsetRecord {
     TxnCommit {
         group: String,
         producer_id: i64,
+        producer_epoch: i16,
         topic: String,
         partition: i32,
         committed: Committed,
     },
-    /// The marker of `producer_id`'s transaction: its pending offsets apply or go.
+    /// The marker of `producer_id`'s transaction at `producer_epoch`: its pending offsets (of
+    /// that epoch or older) apply or go.
     TxnEnd {
         producer_id: i64,
+        producer_epoch: i16,
         commit: bool,
     },
     /// The topic was deleted: every group forgets its offsets.
@@ -136,6 +139,25 @@ enum OffsetRecord {
         member_id: String,
         target: Option<Partitions>,
     },
+}
+
+/// The offsets one producer's unfinished transaction committed to a group.
+#[derive(Debug, Clone, Default)]
+struct Pending {
+    /// The producer epoch of the transaction.
+    epoch: i16,
+    offsets: BTreeMap<(String, i32), Committed>,
+}
+
+impl Pending {
+    /// Adds offsets committed at `epoch`; a newer epoch's transaction replaces an older one's.
+    fn add(&mut self, epoch: i16, offsets: impl IntoIterator<Item = ((String, i32), Committed)>) {
+        if epoch > self.epoch {
+            self.offsets.clear();
+            self.epoch = epoch;
+        }
+        self.offsets.extend(offsets);
+    }
 }
 
 /// A member of a group.
@@ -173,7 +195,7 @@ pub struct Group {
     /// Committed offsets.
     pub offsets: BTreeMap<(String, i32), Committed>,
     /// Offsets of unfinished transactions, by producer id.
-    pending: BTreeMap<i64, BTreeMap<(String, i32), Committed>>,
+    pending: BTreeMap<i64, Pending>,
     /// The consumer-protocol group, when the group is one.
     pub consumer: Option<ConsumerGroup>,
     rebalance_deadline: Option<Instant>,
@@ -413,6 +435,7 @@ impl GroupCoordinator {
                 OffsetRecord::TxnCommit {
                     group,
                     producer_id,
+                    producer_epoch,
                     topic,
                     partition,
                     committed,
@@ -423,12 +446,13 @@ impl GroupCoordinator {
                         .pending
                         .entry(producer_id)
                         .or_default()
-                        .insert((topic, partition), committed);
+                        .add(producer_epoch, [((topic, partition), committed)]);
                 }
                 OffsetRecord::TxnEnd {
                     producer_id,
+                    producer_epoch,
                     commit,
-                } => end_pending(&mut groups, producer_id, commit),
+                } => end_pending(&mut groups, (producer_id, producer_epoch), commit),
                 OffsetRecord::DeleteGroup { group } => {
                     groups.remove(&group);
                 }
@@ -838,13 +862,14 @@ impl GroupCoordinator {
         })
     }
 
-    /// TxnOffsetCommit: the offsets wait, durably, for the marker of `producer_id`'s
-    /// transaction. A member id must be current at `generation`, as for OffsetCommit; without
-    /// one they are taken whatever the membership (producers before KIP-447).
+    /// TxnOffsetCommit (the transaction coordinator confirmed the transaction): the offsets
+    /// wait, durably, for the marker of the transaction of `producer` (id, epoch). A member id
+    /// must be current at `generation`, as for OffsetCommit; without one they are taken
+    /// whatever the membership (producers before KIP-447).
     pub fn commit_pending(
         &self,
         group_id: &str,
-        producer_id: i64,
+        producer: (i64, i16),
         generation: i32,
         member_id: &str,
         offsets: Vec<(String, i32, Committed)>,
@@ -860,7 +885,8 @@ impl GroupCoordinator {
             .iter()
             .map(|(topic, partition, committed)| OffsetRecord::TxnCommit {
                 group: group_id.to_string(),
-                producer_id,
+                producer_id: producer.0,
+                producer_epoch: producer.1,
                 topic: topic.clone(),
                 partition: *partition,
                 committed: committed.clone(),
@@ -871,15 +897,18 @@ impl GroupCoordinator {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .append_all(&records)?;
-            let pending = groups
+            groups
                 .entry(group_id.to_string())
                 .or_insert_with(Group::new)
                 .pending
-                .entry(producer_id)
-                .or_default();
-            for (topic, partition, committed) in offsets {
-                pending.insert((topic, partition), committed);
-            }
+                .entry(producer.0)
+                .or_default()
+                .add(
+                    producer.1,
+                    offsets
+                        .into_iter()
+                        .map(|(topic, partition, committed)| ((topic, partition), committed)),
+                );
             Ok::<(), StorageError>(())
         });
         match written {
@@ -894,25 +923,29 @@ impl GroupCoordinator {
         }
     }
 
-    /// The marker of `producer_id`'s transaction: its pending offsets, in every group of this
-    /// coordinator, are committed (whatever the membership now, as in Kafka) or dropped,
-    /// durably. A marker with nothing pending (a retry) changes nothing.
-    pub fn end_transaction(&self, producer_id: i64, commit: bool) -> Result<(), StorageError> {
+    /// The marker of the transaction of `producer` (id, epoch): its pending offsets, in every
+    /// group of this coordinator, are committed (whatever the membership now, as in Kafka) or
+    /// dropped, durably. A marker with nothing pending (a retry) changes nothing, and one older
+    /// than the pending offsets' epoch leaves them.
+    pub fn end_transaction(&self, producer: (i64, i16), commit: bool) -> Result<(), StorageError> {
         self.with_groups(|groups| {
-            if !groups
-                .values()
-                .any(|g| g.pending.contains_key(&producer_id))
-            {
+            let due = groups.values().any(|g| {
+                g.pending
+                    .get(&producer.0)
+                    .is_some_and(|p| p.epoch <= producer.1)
+            });
+            if !due {
                 return Ok(());
             }
             self.log
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .append(&OffsetRecord::TxnEnd {
-                    producer_id,
+                    producer_id: producer.0,
+                    producer_epoch: producer.1,
                     commit,
                 })?;
-            end_pending(groups, producer_id, commit);
+            end_pending(groups, producer, commit);
             Ok::<(), StorageError>(())
         })?;
         self.changed.notify_waiters();
@@ -927,7 +960,7 @@ impl GroupCoordinator {
         self.with_groups(|groups| {
             groups
                 .get(group_id)
-                .is_some_and(|g| g.pending.values().any(|p| p.contains_key(&key)))
+                .is_some_and(|g| g.pending.values().any(|p| p.offsets.contains_key(&key)))
         })
     }
 
@@ -1137,11 +1170,12 @@ impl GroupCoordinator {
                     committed: committed.clone(),
                 });
             }
-            for (producer_id, offsets) in &group.pending {
-                for ((topic, partition), committed) in offsets {
+            for (producer_id, pending) in &group.pending {
+                for ((topic, partition), committed) in &pending.offsets {
                     live.push(OffsetRecord::TxnCommit {
                         group: id.clone(),
                         producer_id: *producer_id,
+                        producer_epoch: pending.epoch,
                         topic: topic.clone(),
                         partition: *partition,
                         committed: committed.clone(),
@@ -1199,7 +1233,7 @@ impl GroupCoordinator {
                 g.offsets.keys().any(|(t, _)| t == topic)
                     || g.pending
                         .values()
-                        .any(|p| p.keys().any(|(t, _)| t == topic))
+                        .any(|p| p.offsets.keys().any(|(t, _)| t == topic))
             });
             if !known {
                 return Ok(());
@@ -1332,19 +1366,26 @@ fn forget(groups: &mut HashMap<String, Group>, topic: &str) {
     for group in groups.values_mut() {
         group.offsets.retain(|(t, _), _| t != topic);
         for pending in group.pending.values_mut() {
-            pending.retain(|(t, _), _| t != topic);
+            pending.offsets.retain(|(t, _), _| t != topic);
         }
-        group.pending.retain(|_, pending| !pending.is_empty());
+        group
+            .pending
+            .retain(|_, pending| !pending.offsets.is_empty());
     }
 }
 
-/// Applies (`commit`) or drops the pending offsets of `producer_id` in every group.
-fn end_pending(groups: &mut HashMap<String, Group>, producer_id: i64, commit: bool) {
+/// Applies (`commit`) or drops the pending offsets of `producer` (id, epoch) in every group:
+/// those of its epoch or older.
+fn end_pending(groups: &mut HashMap<String, Group>, producer: (i64, i16), commit: bool) {
     for group in groups.values_mut() {
-        if let Some(pending) = group.pending.remove(&producer_id)
+        let due = group
+            .pending
+            .get(&producer.0)
+            .is_some_and(|p| p.epoch <= producer.1);
+        if let Some(pending) = due.then(|| group.pending.remove(&producer.0)).flatten()
             && commit
         {
-            group.offsets.extend(pending);
+            group.offsets.extend(pending.offsets);
         }
     }
 }

@@ -347,11 +347,11 @@ fn transactional_offsets_wait_for_their_marker_across_restarts_and_compaction() 
         // Compacting from the first byte: every append rewrites the log with the live state.
         let coordinator = GroupCoordinator::open_compacting_at(dir.path(), 1).expect("opens");
         assert_eq!(
-            coordinator.commit_pending("g", 7, -1, "", vec![("t".into(), 0, committed(5))]),
+            coordinator.commit_pending("g", (7, 0), -1, "", vec![("t".into(), 0, committed(5))]),
             vec![0]
         );
         assert_eq!(
-            coordinator.commit_pending("h", 8, -1, "", vec![("t".into(), 1, committed(9))]),
+            coordinator.commit_pending("h", (8, 2), -1, "", vec![("t".into(), 1, committed(9))]),
             vec![0]
         );
         assert!(coordinator.has_pending("g", "t", 0));
@@ -361,7 +361,13 @@ fn transactional_offsets_wait_for_their_marker_across_restarts_and_compaction() 
         );
         // A member id that is not in the group is refused, as OffsetCommit's.
         assert_eq!(
-            coordinator.commit_pending("g", 7, 1, "stranger", vec![("t".into(), 0, committed(6))]),
+            coordinator.commit_pending(
+                "g",
+                (7, 0),
+                1,
+                "stranger",
+                vec![("t".into(), 0, committed(6))]
+            ),
             vec![ErrorCode::UNKNOWN_MEMBER_ID.0]
         );
     }
@@ -370,11 +376,20 @@ fn transactional_offsets_wait_for_their_marker_across_restarts_and_compaction() 
         coordinator.has_pending("g", "t", 0),
         "pending survives a restart"
     );
-    coordinator.end_transaction(7, true).expect("commit marker");
-    coordinator.end_transaction(8, false).expect("abort marker");
+    // A marker of an older epoch than the pending offsets' leaves them.
+    coordinator
+        .end_transaction((8, 1), true)
+        .expect("a stale marker");
+    assert!(coordinator.has_pending("h", "t", 1));
+    coordinator
+        .end_transaction((7, 0), true)
+        .expect("commit marker");
+    coordinator
+        .end_transaction((8, 2), false)
+        .expect("abort marker");
     // A retried marker changes nothing.
     coordinator
-        .end_transaction(7, false)
+        .end_transaction((7, 0), false)
         .expect("retried marker");
     assert_eq!(
         coordinator.committed("g").get(&("t".to_string(), 0)),

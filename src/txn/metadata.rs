@@ -50,6 +50,10 @@ pub enum TxnError {
     /// The coordinator's log could not be written.
     #[error("the transaction log could not be written")]
     Storage,
+    /// A marker could not be delivered now (a partition's leader or a group's coordinator is
+    /// down or fenced): the completion is retried.
+    #[error("a transaction marker could not be delivered yet")]
+    MarkerUndelivered,
 }
 
 impl TxnError {
@@ -62,6 +66,7 @@ impl TxnError {
             TxnError::InvalidTxnState => ErrorCode::INVALID_TXN_STATE.0,
             TxnError::InvalidTransactionTimeout => ErrorCode::INVALID_TRANSACTION_TIMEOUT.0,
             TxnError::Storage => ErrorCode::KAFKA_STORAGE_ERROR.0,
+            TxnError::MarkerUndelivered => ErrorCode::CONCURRENT_TRANSACTIONS.0,
         }
     }
 }
@@ -222,6 +227,22 @@ impl TxnMetadata {
             return Err(TxnError::ProducerFenced);
         }
         Ok(())
+    }
+
+    /// Whether the producer at this epoch may commit offsets of a group `matches` in this
+    /// transaction (TxnOffsetCommit): the transaction is ongoing and added such a group.
+    pub fn check_offsets(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        matches: impl Fn(&str) -> bool,
+    ) -> Result<(), TxnError> {
+        self.check_producer(producer_id, producer_epoch)?;
+        if self.state == TxnState::Ongoing && self.groups.iter().any(|g| matches(g)) {
+            Ok(())
+        } else {
+            Err(TxnError::InvalidTxnState)
+        }
     }
 
     /// The state after adding partitions and/or a group (AddPartitionsToTxn, AddOffsetsToTxn).

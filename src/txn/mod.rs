@@ -301,6 +301,22 @@ impl TransactionCoordinator {
         })
     }
 
+    /// Whether `producer` may commit offsets of a group `matches` in the ongoing transaction of
+    /// `id` (TxnOffsetCommit, checked for the group coordinator): the error otherwise.
+    pub fn check_offsets(
+        &self,
+        id: &str,
+        producer: (i64, i16),
+        matches: impl Fn(&str) -> bool,
+    ) -> Result<(), TxnError> {
+        self.with_txns(|txns| {
+            txns.by_id
+                .get(id)
+                .ok_or(TxnError::InvalidProducerIdMapping)?
+                .check_offsets(producer.0, producer.1, matches)
+        })
+    }
+
     /// The state of one transactional id.
     pub fn describe(&self, id: &str) -> Option<TxnMetadata> {
         self.with_txns(|txns| txns.by_id.get(id).cloned())

@@ -177,13 +177,41 @@ fn an_exhausted_epoch_moves_to_a_new_producer_id() {
 }
 
 #[test]
-fn timeouts_are_bounded() {
+fn offsets_need_the_group_in_the_ongoing_transaction_and_timeouts_are_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let allocate = allocator();
     let (coordinator, _) = open(dir.path());
     assert_eq!(
         coordinator.init_producer_id("tx", 900_001, None, 0, &allocate),
         Err(TxnError::InvalidTransactionTimeout)
+    );
+    let is_g = |g: &str| g == "g";
+    assert_eq!(
+        coordinator.check_offsets("nobody", (1, 0), is_g),
+        Err(TxnError::InvalidProducerIdMapping)
+    );
+    let producer = init(&coordinator, TIMEOUT, 0, &allocate);
+    coordinator
+        .add("tx", producer, &partitions(), None, 1)
+        .expect("add");
+    assert_eq!(
+        coordinator.check_offsets("tx", producer, is_g),
+        Err(TxnError::InvalidTxnState),
+        "the group was not added (AddOffsetsToTxn)"
+    );
+    coordinator
+        .add("tx", producer, &[], Some("g"), 2)
+        .expect("add offsets");
+    assert_eq!(coordinator.check_offsets("tx", producer, is_g), Ok(()));
+    // A new epoch fences the old one's offsets.
+    let fencing = coordinator.init_producer_id("tx", TIMEOUT, None, 3, &allocate);
+    assert!(
+        matches!(fencing, Ok(InitOutcome::AbortFirst(..))),
+        "{fencing:?}"
+    );
+    assert_eq!(
+        coordinator.check_offsets("tx", producer, is_g),
+        Err(TxnError::ProducerFenced)
     );
 }
 

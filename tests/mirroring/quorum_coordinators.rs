@@ -2,10 +2,18 @@
 //! FindCoordinator through any node names the leader of the key's partition of
 //! `__consumer_offsets` / `__transaction_state`, the others answer NOT_COORDINATOR, and Kafka's
 //! TransactionalMessageCopier commits its group's offsets inside transactions whose
-//! coordinator is another broker, surviving the group coordinator's SIGKILL.
+//! coordinator is another broker, surviving the group coordinator's SIGKILL; offsets of a
+//! transaction that does not exist are refused and block nobody.
 
 use super::quorum_cluster::local_cluster::{LocalCluster, topics_of};
-use kafka_protocol::messages::{FindCoordinatorRequest, GroupId, OffsetFetchRequest};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    FindCoordinatorRequest, GroupId, OffsetFetchRequest, ProducerId, TopicName, TransactionalId,
+    TxnOffsetCommitRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
@@ -120,6 +128,53 @@ async fn coordinators_are_the_leaders_of_their_partitions_and_survive_a_kill() {
     let (acked, produced) = kafka_tools::verifiable_produce(&bootstrap, "copy-in", 3000);
     assert_eq!(acked, 3000, "{produced}");
     kafka_tools::copy_transactionally(&bootstrap, "copy-in", "copy-out", &id, 3000);
+
+    // Offsets of a transaction nobody began (a made-up producer id) are refused by the
+    // group coordinator after asking the transaction coordinator, and leave nothing pending.
+    let victim = format!("{id}-victim");
+    let at = coordinator(&cluster.clients[0], GROUP, &victim)
+        .await
+        .expect("a coordinator");
+    let address = &cluster.clients[at as usize - 1];
+    let request = TxnOffsetCommitRequest::default()
+        .with_transactional_id(TransactionalId(StrBytes::from_static_str("nobody-tx")))
+        .with_group_id(GroupId(StrBytes::from_string(victim.clone())))
+        .with_producer_id(ProducerId(123_456_789))
+        .with_producer_epoch(0)
+        .with_generation_id(-1)
+        .with_topics(vec![
+            TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("copy-in")))
+                .with_partitions(vec![
+                    TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(5),
+                ]),
+        ]);
+    let (_, answer) = connect(address)
+        .await
+        .send("TxnOffsetCommit", &request, 3)
+        .await
+        .expect("TxnOffsetCommit");
+    let code = answer.topics[0].partitions[0].error_code;
+    assert_eq!(code, 49, "INVALID_PRODUCER_ID_MAPPING");
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(victim)))
+        .with_require_stable(true)
+        .with_topics(Some(vec![
+            OffsetFetchRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("copy-in")))
+                .with_partition_indexes(vec![0]),
+        ]));
+    let (_, answer) = connect(address)
+        .await
+        .send("OffsetFetch", &request, 7)
+        .await
+        .expect("OffsetFetch");
+    assert_eq!(
+        answer.topics[0].partitions[0].error_code, 0,
+        "no offset pending (UNSTABLE_OFFSET_COMMIT would block READ_COMMITTED consumers)"
+    );
 
     // The group coordinator is killed and comes back: the offsets the transactions committed
     // are replayed from its log.

@@ -434,7 +434,7 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::TxnOffsetCommit => encode(
-            &transactions::commit_offsets(broker, access, Decodable::decode(body, version)?),
+            &transactions::commit_offsets(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::EndTxn => encode(

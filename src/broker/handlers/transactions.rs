@@ -66,9 +66,19 @@ pub(super) fn add_partitions(
             let topic_results = if txn.verify_only {
                 let coordinates =
                     broker.coordinates(CoordinatorKind::Transaction, &txn.transactional_id);
+                let id = txn.transactional_id.0.to_string();
                 partition_results(txn.topics, |name, index| {
                     if !coordinates {
                         ErrorCode::NOT_COORDINATOR.0
+                    } else if name == CoordinatorKind::Group.topic() {
+                        // A group coordinator verifying offsets committed in the transaction.
+                        let group_partition =
+                            |g: &str| broker.coordinator_partition_of(CoordinatorKind::Group, g);
+                        code(
+                            broker.transactions().check_offsets(&id, producer, |g| {
+                                group_partition(g) == Some(index)
+                            }),
+                        )
                     } else if broker.transactions().includes(producer, name, index) {
                         0
                     } else {
@@ -197,11 +207,12 @@ pub(super) fn add_offsets(
     AddOffsetsToTxnResponse::default().with_error_code(code(result))
 }
 
-/// TxnOffsetCommit, at the group's coordinator: the offsets wait there for the transaction's
-/// marker ([`crate::groups::GroupCoordinator::commit_pending`]).
-pub(super) fn commit_offsets(
+/// TxnOffsetCommit, at the group's coordinator: once the transaction coordinator confirms the
+/// producer's ongoing transaction added the group, the offsets wait there for the
+/// transaction's marker ([`crate::groups::GroupCoordinator::commit_pending`]).
+pub(super) async fn commit_offsets(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
     let group = request.group_id.0.to_string();
@@ -243,12 +254,21 @@ pub(super) fn commit_offsets(
     }
     // Kafka commits all or nothing: a refused partition leaves the others not attempted.
     let any_refused = codes.iter().flatten().any(|c| *c != 0);
-    let mut written = if any_refused || known.is_empty() {
+    // The transaction coordinator confirms the producer's ongoing transaction added the group.
+    let verified = if any_refused || known.is_empty() {
+        0
+    } else {
+        let producer = (request.producer_id.0, request.producer_epoch);
+        broker
+            .verify_txn_offsets(&request.transactional_id, producer, &group)
+            .await
+    };
+    let mut written = if any_refused || known.is_empty() || verified != 0 {
         Vec::new()
     } else {
         broker.groups().commit_pending(
             &group,
-            request.producer_id.0,
+            (request.producer_id.0, request.producer_epoch),
             request.generation_id,
             &request.member_id,
             known,
@@ -267,6 +287,7 @@ pub(super) fn commit_offsets(
                 .map(|(p, code)| {
                     let code = match code {
                         0 if any_refused => ErrorCode::OPERATION_NOT_ATTEMPTED.0,
+                        0 if verified != 0 => verified,
                         0 => written.next().unwrap_or(0),
                         refused => refused,
                     };
