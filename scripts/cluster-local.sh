@@ -26,6 +26,8 @@
 # date first);
 # KMIRROR_CLUSTER_PROPERTIES holds extra server.properties lines for every node.
 # Each node's log is DATA_DIR/node-I/broker.log, its data DATA_DIR/node-I/data.
+# The nodes prove DATA_DIR/quorum.secret (made at the first start) to each other's controller
+# listeners (controller.quorum.secret.file).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -130,6 +132,8 @@ start() {
     metrics+="${metrics:+,}127.0.0.1:$((client + 2))"
   done
   [[ -n "$voters" ]] || { echo "no node has the controller role" >&2; exit 2; }
+  # The nodes' shared secret: only they can talk on the controller listeners.
+  [[ -s "$data/quorum.secret" ]] || (umask 077 && head -c 32 /dev/urandom | base64 >"$data/quorum.secret")
   for i in $(seq 1 "$count"); do
     local client=$((base + 3 * (i - 1))) controller=$((base + 3 * (i - 1) + 1)) role="${roles[$((i - 1))]}"
     local listeners="PLAINTEXT://127.0.0.1:$client,CONTROLLER://127.0.0.1:$controller" port="$client"
@@ -142,6 +146,7 @@ node.id=$i
 controller.quorum.voters=$voters
 controller.listener.names=CONTROLLER
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.quorum.secret.file=$data/quorum.secret
 listeners=$listeners
 log.dirs=$data/node-$i/data
 metrics.listener=http://127.0.0.1:$((client + 2))

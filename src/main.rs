@@ -369,6 +369,12 @@ async fn start_quorum(
     cluster: ClusterConfig,
 ) -> Result<Arc<Quorum>, String> {
     refuse_a_lost_quorum_log(&config.log_dir)?;
+    if cluster.secret.is_none() {
+        tracing::warn!(
+            "the controller listener is unauthenticated: anyone who reaches it can change the \
+             metadata; set controller.quorum.secret.file on every node (docs/cluster.md)"
+        );
+    }
     let quorum = Quorum::start(
         QuorumConfig {
             node_id: config.node_id,
@@ -380,6 +386,7 @@ async fn start_quorum(
             request_timeout: std::time::Duration::from_secs(15),
             heartbeat_interval: cluster.heartbeat_interval,
             session_timeout: cluster.session_timeout,
+            secret: cluster.secret,
         },
         Arc::new(std::sync::Mutex::new(Controller::replica())),
     )

@@ -446,6 +446,7 @@ impl BrokerConfig {
             "listener.security.protocol.map",
             "broker.heartbeat.interval.ms",
             "broker.session.timeout.ms",
+            "controller.quorum.secret.file",
             "metrics.listener",
             "listeners",
             "advertised.listeners",

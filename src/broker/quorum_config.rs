@@ -9,7 +9,7 @@
 //! listener besides it.
 
 use super::config::ConfigError;
-use crate::controller::quorum::ProcessRoles;
+use crate::controller::quorum::{ProcessRoles, QuorumSecret};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -30,6 +30,9 @@ pub struct ClusterConfig {
     pub heartbeat_interval: Duration,
     /// `broker.session.timeout.ms` (9000): a broker silent this long is fenced.
     pub session_timeout: Duration,
+    /// `controller.quorum.secret.file`: the nodes' shared secret, read at start (`None`: the
+    /// controller listener is unauthenticated).
+    pub secret: Option<QuorumSecret>,
 }
 
 /// One `listeners` entry.
@@ -277,6 +280,12 @@ pub(super) fn from_properties(
             "must be longer than broker.heartbeat.interval.ms",
         ));
     }
+    let secret_key = "controller.quorum.secret.file";
+    let secret = get(secret_key)
+        .map(|path| {
+            QuorumSecret::read(std::path::Path::new(path)).map_err(|e| invalid(secret_key, path, e))
+        })
+        .transpose()?;
     let client = client.map(|client| format!("PLAINTEXT://{}:{}", client.host, client.port));
     Ok(Some((
         ClusterConfig {
@@ -286,6 +295,7 @@ pub(super) fn from_properties(
             controller_address,
             heartbeat_interval,
             session_timeout,
+            secret,
         },
         client,
     )))

@@ -61,6 +61,36 @@ pub(crate) async fn create_topic(address: &str, name: &str, partitions: i32) -> 
     }
 }
 
+/// Sends the quorum's frame for "create topic `forged`" straight to the controller listener of
+/// the node whose client address is `client` (its port + 1, as `scripts/cluster-local.sh`
+/// lays them out), skipping the handshake: the answer's bytes, `None` when the node closed the
+/// connection without one.
+async fn forged_creation(client: &str) -> Option<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (host, port) = client.rsplit_once(':').expect("host:port");
+    let port: u16 = port.parse().expect("a port");
+    let mut stream = tokio::net::TcpStream::connect(format!("{host}:{}", port + 1))
+        .await
+        .expect("the controller listener accepts");
+    let body = serde_json::json!({"Forward": {"CreateTopic": {
+        "name": "forged", "partitions": 1, "configs": {},
+        "topic_id": "6f1d3f2e-8a1b-4c59-9a3e-1d2c3b4a5f60"
+    }}})
+    .to_string();
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend_from_slice(body.as_bytes());
+    stream.write_all(&frame).await.expect("written");
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer));
+    match read.await {
+        Ok(Ok(_)) if answer.is_empty() => None,
+        // A reset is a refusal too.
+        Ok(Err(_)) => None,
+        Ok(Ok(_)) => Some(answer),
+        Err(_) => panic!("the controller listener neither answered nor closed"),
+    }
+}
+
 /// The first segment of a partition in a node's log directory.
 fn node_segment(data: &Path, topic: &str, partition: i32) -> Vec<u8> {
     let path = data
@@ -96,6 +126,18 @@ async fn three_processes_serve_kafka_clients_and_survive_their_active_controller
         .filter_map(|l| l.split("Leader: ").nth(1)?.split_whitespace().next())
         .collect();
     assert_eq!(leaders, BTreeSet::from(["1", "2", "3"]), "{described}");
+
+    // A process without the nodes' secret cannot write metadata on a controller listener:
+    // a well-formed forwarded creation is dropped before it is read.
+    let forged = forged_creation(&cluster.clients[0]).await;
+    assert_eq!(forged, None, "the controller listener answered a stranger");
+    assert!(
+        !leaders_of(&cluster.clients[1])
+            .await
+            .expect("metadata")
+            .contains_key("forged"),
+        "the forged topic was not created"
+    );
 
     kafka_tools::produce(&bootstrap, "orders", 30_000, "lz4", &[]);
     let consumed = kafka_tool(

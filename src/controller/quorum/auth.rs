@@ -41,7 +41,8 @@ impl QuorumSecret {
     /// The secret in `path`: its content without surrounding whitespace, at least
     /// [`MIN_SECRET_BYTES`] bytes; else why not.
     pub fn read(path: &Path) -> Result<QuorumSecret, String> {
-        let raw = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let raw =
+            std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let secret = raw.trim_ascii();
         if secret.len() < MIN_SECRET_BYTES {
             return Err(format!(
@@ -69,7 +70,10 @@ impl QuorumSecret {
     }
 
     fn proof(&self, role: &[u8], first: &[u8], second: &[u8]) -> Vec<u8> {
-        self.mac(role, first, second).finalize().into_bytes().to_vec()
+        self.mac(role, first, second)
+            .finalize()
+            .into_bytes()
+            .to_vec()
     }
 
     /// Whether `given` is the proof (compared in constant time).
@@ -133,7 +137,9 @@ pub(super) async fn server_handshake(
     secret: &QuorumSecret,
 ) -> std::io::Result<()> {
     let Handshake::Hello { nonce: theirs } = next(stream).await? else {
-        return Err(refused("a controller connection did not start with the handshake"));
+        return Err(refused(
+            "a controller connection did not start with the handshake",
+        ));
     };
     let mine: [u8; 32] = rand::random();
     let proof = secret.proof(SERVER, &theirs, &mine);
@@ -177,8 +183,13 @@ mod tests {
         let client = match client {
             Some(secret) => client_handshake(&mut stream, &secret).await,
             // A stranger sends a quorum request straight away.
-            None => write_frame(&mut stream, &serde_json::json!({"Heartbeat": {"node_id": 1}}))
-                .await,
+            None => {
+                write_frame(
+                    &mut stream,
+                    &serde_json::json!({"Heartbeat": {"node_id": 1}}),
+                )
+                .await
+            }
         };
         drop(stream);
         (client, serving.await.expect("served"))
@@ -197,16 +208,27 @@ mod tests {
         assert!(server.is_err(), "the listener never accepts it");
 
         let (_, server) = shake(None, secret).await;
-        assert!(server.is_err(), "a request without the handshake is refused");
+        assert!(
+            server.is_err(),
+            "a request without the handshake is refused"
+        );
     }
 
     #[test]
     fn a_short_or_missing_secret_file_is_refused() {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("secret");
-        assert!(QuorumSecret::read(&path).expect_err("missing").contains("cannot read"));
+        assert!(
+            QuorumSecret::read(&path)
+                .expect_err("missing")
+                .contains("cannot read")
+        );
         std::fs::write(&path, "short\n").expect("written");
-        assert!(QuorumSecret::read(&path).expect_err("short").contains("at least 16"));
+        assert!(
+            QuorumSecret::read(&path)
+                .expect_err("short")
+                .contains("at least 16")
+        );
         std::fs::write(&path, "  a-secret-of-enough-bytes\n").expect("written");
         assert_eq!(
             QuorumSecret::read(&path).expect("read"),

@@ -12,6 +12,7 @@
 //! (its configuration and the quorum's disagree: refused).
 
 use super::QuorumError;
+use super::auth::QuorumSecret;
 use super::network::{Peer, QuorumRequest, QuorumResponse};
 use super::types::MetadataRaft;
 use openraft::error::{ClientWriteError, RaftError};
@@ -124,6 +125,7 @@ pub(super) async fn join(
     node_id: u64,
     address: &str,
     voters: &BTreeMap<i32, String>,
+    secret: &Option<QuorumSecret>,
 ) -> Result<(), QuorumError> {
     let request = QuorumRequest::Join {
         node_id,
@@ -139,7 +141,8 @@ pub(super) async fn join(
             .collect();
         let mut last = String::from("no voter answered");
         for target in asked {
-            match Peer::new(&target).call(&request, ASK_WITHIN).await {
+            let mut peer = Peer::new(&target, secret.clone());
+            match peer.call(&request, ASK_WITHIN).await {
                 Ok(QuorumResponse::Joined(Joined::Learner)) => {
                     tracing::info!(
                         controller = target,

@@ -24,6 +24,7 @@
 //!   metadata directory was lost must join under a new `node.id`.
 
 mod atomic_file;
+mod auth;
 mod learner;
 mod liveness;
 mod log_store;
@@ -49,6 +50,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use types::MetadataRaft;
 
+pub use auth::{MIN_SECRET_BYTES, QuorumSecret};
 pub use roles::{ProcessRoles, UnknownRoles};
 
 /// How a node takes part in the quorum.
@@ -76,6 +78,9 @@ pub struct QuorumConfig {
     /// `broker.session.timeout.ms`: how long the active controller waits for a broker's
     /// heartbeat before fencing it.
     pub session_timeout: Duration,
+    /// `controller.quorum.secret.file`: the secret every connection between nodes proves
+    /// (`None`: the controller listener is unauthenticated).
+    pub secret: Option<QuorumSecret>,
 }
 
 /// Why the quorum could not start.
@@ -106,6 +111,8 @@ pub struct Quorum {
     request_timeout: Duration,
     /// Heartbeat sessions while this node is the active controller.
     live: liveness::Live,
+    /// What this node proves to the others' controller listeners.
+    secret: Option<QuorumSecret>,
     stop: watch::Sender<bool>,
 }
 
@@ -167,7 +174,7 @@ impl Quorum {
         let raft = Raft::new(
             node_id,
             Arc::new(raft_config()?),
-            network::Network,
+            network::Network::new(config.secret.clone()),
             log,
             state,
         )
@@ -185,6 +192,7 @@ impl Quorum {
             listener,
             raft.clone(),
             live.clone(),
+            config.secret.clone(),
             stopped.clone(),
         ));
         let quorum = Arc::new(Quorum {
@@ -193,12 +201,13 @@ impl Quorum {
             image,
             request_timeout: config.request_timeout,
             live,
+            secret: config.secret.clone(),
             stop,
         });
         if config.roles.is_voter() {
             quorum.bootstrap(&config.voters).await?;
         } else {
-            learner::join(node_id, &config.address, &config.voters).await?;
+            learner::join(node_id, &config.address, &config.voters, &config.secret).await?;
         }
         tokio::spawn(until_stopped(
             stopped.clone(),
@@ -281,7 +290,7 @@ impl Quorum {
                 continue;
             }
             if peer.as_ref().is_none_or(|(id, _)| *id != leader) {
-                peer = Some((leader, Peer::new(&address)));
+                peer = Some((leader, Peer::new(&address, self.secret.clone())));
             }
             if let Some((_, peer)) = peer.as_mut() {
                 let beat = QuorumRequest::Heartbeat {
@@ -424,7 +433,10 @@ impl Quorum {
             address: address.to_string(),
             reason,
         };
-        match Peer::new(address).call(&request, within).await? {
+        match Peer::new(address, self.secret.clone())
+            .call(&request, within)
+            .await?
+        {
             QuorumResponse::Forwarded(Forwarded::Applied { index, outcome }) => {
                 let within = deadline.saturating_duration_since(tokio::time::Instant::now());
                 self.raft

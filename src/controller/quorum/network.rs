@@ -1,6 +1,7 @@
 //! The quorum's wire: Raft's RPCs between controllers and metadata writes forwarded to the
 //! active controller, over TCP on each controller's listener (docs/cluster.md).
 //!
+//! A connection starts with [`super::auth`]'s handshake when the nodes share a secret.
 //! Framing: `u32 length (big-endian) | one JSON value`, a request answered by one response on
 //! the same connection, one request in flight per connection. A frame longer than
 //! [`MAX_FRAME`] is refused, so a stray client cannot make a controller allocate at will.
@@ -9,6 +10,7 @@
 //! done, and the caller may try elsewhere; a failure after it ([`CallError::Broken`]) leaves the
 //! outcome unknown.
 
+use super::auth::{QuorumSecret, client_handshake};
 use super::learner::Joined;
 use super::types::MetadataRaft;
 use crate::controller::{MetadataCommand, Outcome};
@@ -137,19 +139,32 @@ pub(super) async fn read_frame<T: DeserializeOwned>(
         .map_err(std::io::Error::other)
 }
 
-/// A connection to one controller, opened on first use and again after a failure.
+/// A connection to one controller, opened on first use (and authenticated, with a secret) and
+/// again after a failure.
 #[derive(Debug)]
 pub(super) struct Peer {
     address: String,
+    secret: Option<QuorumSecret>,
     stream: Option<TcpStream>,
 }
 
 impl Peer {
-    pub(super) fn new(address: &str) -> Peer {
+    pub(super) fn new(address: &str, secret: Option<QuorumSecret>) -> Peer {
         Peer {
             address: address.to_string(),
+            secret,
             stream: None,
         }
+    }
+
+    /// A new connection, through the handshake when the nodes share a secret.
+    async fn connect(&self) -> std::io::Result<TcpStream> {
+        let mut stream = TcpStream::connect(&self.address).await?;
+        let _ = stream.set_nodelay(true);
+        if let Some(secret) = &self.secret {
+            client_handshake(&mut stream, secret).await?;
+        }
+        Ok(stream)
     }
 
     /// Sends `request` and waits for its answer, all within `within`.
@@ -170,12 +185,11 @@ impl Peer {
         let deadline = tokio::time::Instant::now() + within;
         let mut stream = match self.stream.take() {
             Some(stream) => stream,
-            None => tokio::time::timeout_at(deadline, TcpStream::connect(&self.address))
+            None => tokio::time::timeout_at(deadline, self.connect())
                 .await
                 .map_err(|_| unreachable(format!("no connection within {within:?}")))?
                 .map_err(|e| unreachable(e.to_string()))?,
         };
-        let _ = stream.set_nodelay(true);
         let exchange = async {
             write_frame(&mut stream, request).await?;
             read_frame::<QuorumResponse>(&mut stream).await
@@ -193,8 +207,16 @@ impl Peer {
 }
 
 /// Makes a [`Peer`] per controller for Raft's replication.
-#[derive(Debug, Default)]
-pub(super) struct Network;
+#[derive(Debug)]
+pub(super) struct Network {
+    secret: Option<QuorumSecret>,
+}
+
+impl Network {
+    pub(super) fn new(secret: Option<QuorumSecret>) -> Network {
+        Network { secret }
+    }
+}
 
 impl RaftNetworkFactory<MetadataRaft> for Network {
     type Network = RaftPeer;
@@ -202,7 +224,7 @@ impl RaftNetworkFactory<MetadataRaft> for Network {
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> RaftPeer {
         RaftPeer {
             target,
-            peer: Peer::new(&node.addr),
+            peer: Peer::new(&node.addr, self.secret.clone()),
         }
     }
 }

@@ -2,10 +2,12 @@
 //! commits the metadata changes other nodes forward and admits broker-only nodes as learners
 //! (docs/cluster.md).
 //!
-//! Protections: at most [`MAX_CONNECTIONS`] connections at once (more are closed on accept), a
+//! Protections: with a shared secret, nothing is read or answered before the connection's
+//! handshake ([`super::auth`]) proves the other side knows it; at most [`MAX_CONNECTIONS`] connections at once (more are closed on accept), a
 //! connection silent for [`IDLE`] is closed (peers heartbeat far more often), and a frame must
 //! arrive whole within [`IDLE`] too, so a slow or stray client cannot hold the listener.
 
+use super::auth::{QuorumSecret, server_handshake};
 use super::liveness::Live;
 use super::network::{Forwarded, QuorumRequest, QuorumResponse, read_frame, write_frame};
 use super::types::MetadataRaft;
@@ -26,6 +28,7 @@ pub(super) async fn serve(
     listener: TcpListener,
     raft: Raft<MetadataRaft>,
     live: Live,
+    secret: Option<QuorumSecret>,
     mut stop: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
@@ -37,10 +40,16 @@ pub(super) async fn serve(
                         tracing::warn!(%peer, limit = MAX_CONNECTIONS, "too many controller connections: closing a new one");
                         continue;
                     };
-                    let (raft, live) = (raft.clone(), live.clone());
+                    let (raft, live, secret) = (raft.clone(), live.clone(), secret.clone());
                     tokio::spawn(async move {
-                        if let Err(e) = connection(stream, &raft, &live).await {
-                            tracing::debug!(%peer, error = %e, "controller connection ended");
+                        match connection(stream, &raft, &live, secret.as_ref()).await {
+                            Ok(()) => {}
+                            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                                tracing::warn!(%peer, error = %e, "refused a controller connection");
+                            }
+                            Err(e) => {
+                                tracing::debug!(%peer, error = %e, "controller connection ended");
+                            }
                         }
                         drop(slot);
                     });
@@ -62,8 +71,14 @@ async fn connection(
     mut stream: TcpStream,
     raft: &Raft<MetadataRaft>,
     live: &Live,
+    secret: Option<&QuorumSecret>,
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
+    if let Some(secret) = secret {
+        tokio::time::timeout(IDLE, server_handshake(&mut stream, secret))
+            .await
+            .map_err(|_| std::io::Error::other(format!("no handshake within {IDLE:?}")))??;
+    }
     loop {
         let request = tokio::time::timeout(IDLE, read_frame::<QuorumRequest>(&mut stream))
             .await
