@@ -113,8 +113,16 @@ pub struct Quorum {
     live: liveness::Live,
     /// What this node proves to the others' controller listeners.
     secret: Option<QuorumSecret>,
+    /// Connections kept for forwarded writes: (controller address, last used, connection).
+    forwarders: Mutex<Vec<(String, tokio::time::Instant, Peer)>>,
     stop: watch::Sender<bool>,
 }
+
+/// The most connections kept for forwarded writes (one write in flight on each).
+const FORWARDERS_KEPT: usize = 16;
+/// A kept connection unused this long is not used again: the listener closes connections
+/// silent for [`server::IDLE`], and a write sent on a closed one would look lost.
+const FORWARDER_FRESH: Duration = Duration::from_secs(20);
 
 /// Runs `work` until `stop` turns true.
 async fn until_stopped(
@@ -202,6 +210,7 @@ impl Quorum {
             request_timeout: config.request_timeout,
             live,
             secret: config.secret.clone(),
+            forwarders: Mutex::new(Vec::new()),
             stop,
         });
         if config.roles.is_voter() {
@@ -419,6 +428,25 @@ impl Quorum {
         }
     }
 
+    /// A connection to the controller at `address` for one forwarded write: a kept one used
+    /// lately, else a new one (connected and authenticated on first use).
+    fn forwarder(&self, address: &str) -> Peer {
+        let mut kept = self.forwarders.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|(_, used, _)| used.elapsed() < FORWARDER_FRESH);
+        match kept.iter().position(|(a, _, _)| a == address) {
+            Some(i) => kept.swap_remove(i).2,
+            None => Peer::new(address, self.secret.clone()),
+        }
+    }
+
+    /// Keeps a connection whose call was answered, for the next forwarded write.
+    fn keep_forwarder(&self, address: &str, peer: Peer) {
+        let mut kept = self.forwarders.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() < FORWARDERS_KEPT {
+            kept.push((address.to_string(), tokio::time::Instant::now(), peer));
+        }
+    }
+
     /// Forwards `command` to the controller at `address`: its outcome once this node applied
     /// it too, or `None` when that controller is not active (nothing was written).
     async fn forward(
@@ -433,10 +461,10 @@ impl Quorum {
             address: address.to_string(),
             reason,
         };
-        match Peer::new(address, self.secret.clone())
-            .call(&request, within)
-            .await?
-        {
+        let mut peer = self.forwarder(address);
+        let answer = peer.call(&request, within).await?;
+        self.keep_forwarder(address, peer);
+        match answer {
             QuorumResponse::Forwarded(Forwarded::Applied { index, outcome }) => {
                 let within = deadline.saturating_duration_since(tokio::time::Instant::now());
                 self.raft
