@@ -23,7 +23,7 @@
 # listener), nodes 2 and 3 combined, node 4 broker-only (a learner). The voters are the nodes with
 # the controller role (at least one).
 # KMIRROR_BIN names the kmirror binary (default: target/release/kmirror, built or brought up to
-# date first);
+# date first); `restart` runs the binary the cluster was started with unless KMIRROR_BIN is set;
 # KMIRROR_CLUSTER_PROPERTIES holds extra server.properties lines for every node.
 # Each node's log is DATA_DIR/node-I/broker.log, its data DATA_DIR/node-I/data.
 # The nodes prove DATA_DIR/quorum.secret (made at the first start) to each other's controller
@@ -33,7 +33,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 
 usage() {
-  sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -90,9 +90,11 @@ wait_listening() {
   return 1
 }
 
+# Node $1 of the cluster in $2 runs the binary the cluster was started with (DATA_DIR/bin),
+# unless KMIRROR_BIN names another: a restart never swaps versions behind one's back.
 launch() {
-  local node="$1" data="$2"
-  local bin; bin="$(kmirror_bin)"
+  local node="$1" data="$2" bin
+  if [[ -z "${KMIRROR_BIN:-}" && -s "$data/bin" ]]; then bin="$(cat "$data/bin")"; else bin="$(kmirror_bin)"; fi
   (cd "$data/node-$node" && exec setsid "$bin" broker --config server.properties >>broker.log 2>&1) &
   echo $! >"$data/node-$node/pid"
 }
@@ -108,6 +110,8 @@ start() {
   [[ -z "$base" ]] && base="$(free_base 29100 "$count")"
   mkdir -p "$data"
   data="$(cd "$data" && pwd)"
+  local bin; bin="$(kmirror_bin)"
+  echo "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" >"$data/bin"
   local roles=()
   if [[ -n "${KMIRROR_CLUSTER_ROLES:-}" ]]; then
     read -r -a roles <<<"$KMIRROR_CLUSTER_ROLES"

@@ -473,6 +473,11 @@ mod tests {
                 "controller.quorum.voters=",
                 "process.roles is not set",
             ),
+            (
+                format!("{combined}controller.quorum.secret.file=/nonexistent/quorum.secret\n"),
+                "controller.quorum.secret.file=",
+                "cannot read /nonexistent/quorum.secret",
+            ),
         ];
         for (text, key, expected) in cases {
             let error = read(&text).expect_err(expected).to_string();
