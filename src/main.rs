@@ -368,7 +368,10 @@ async fn start_quorum(
     config: &BrokerConfig,
     cluster: ClusterConfig,
 ) -> Result<Arc<Quorum>, String> {
-    refuse_a_lost_quorum_log(&config.log_dir)?;
+    // A learner has no vote: with its log gone it takes the quorum's log again.
+    if cluster.roles.is_voter() {
+        refuse_a_lost_quorum_log(&config.log_dir)?;
+    }
     if cluster.secret.is_none() {
         tracing::warn!(
             "the controller listener is unauthenticated: anyone who reaches it can change the \

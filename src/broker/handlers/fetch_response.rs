@@ -102,8 +102,8 @@ impl FetchAnswer {
             for partition in &topic.partitions {
                 partition.encode_fields(&mut out, version)?;
                 match &partition.records {
-                    None if flexible => write_unsigned_varint(&mut out, 0),
-                    None => write_int32(&mut out, -1),
+                    // Empty, not null, as Kafka sends with an error: librdkafka refuses null.
+                    None => write_records_len(&mut out, 0, flexible)?,
                     Some(records) => {
                         write_records_len(&mut out, records.len(), flexible)?;
                         chunks.push(out.split().freeze());
@@ -210,7 +210,7 @@ mod tests {
                             .with_last_stable_offset(p.last_stable_offset)
                             .with_log_start_offset(p.log_start_offset)
                             .with_preferred_read_replica(BrokerId(-1))
-                            .with_records(p.records.clone())
+                            .with_records(Some(p.records.clone().unwrap_or_default()))
                             .with_aborted_transactions(p.aborted_transactions.as_ref().map(|a| {
                                 a.iter()
                                     .map(|(id, first)| {

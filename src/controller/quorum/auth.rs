@@ -16,7 +16,7 @@
 //! listener belongs on a private network. A node configured without a secret skips the
 //! handshake (and warns at start); it cannot talk to nodes that have one.
 
-use super::network::{read_frame, write_frame};
+use super::network::{read_frame_within, write_frame};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -100,10 +100,22 @@ fn refused(why: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::PermissionDenied, why.to_string())
 }
 
+/// The largest handshake frame (each holds two 32-byte values at most, as JSON arrays).
+const MAX_HANDSHAKE_FRAME: usize = 1024;
+
 async fn next(stream: &mut TcpStream) -> std::io::Result<Handshake> {
-    read_frame::<Handshake>(stream)
-        .await?
-        .ok_or_else(|| refused("the connection closed during the controller handshake"))
+    match read_frame_within::<Handshake>(stream, MAX_HANDSHAKE_FRAME).await {
+        Ok(Some(frame)) => Ok(frame),
+        Ok(None) => Err(refused(
+            "the other side closed the controller handshake (a node with another \
+             controller.quorum.secret.file, or none?)",
+        )),
+        // Not a handshake frame: a node without a secret, or a stranger.
+        Err(e) => Err(refused(&format!(
+            "not a controller handshake ({e}): a node without controller.quorum.secret.file, \
+             or not a node"
+        ))),
+    }
 }
 
 /// The connecting side: proves it knows the secret and checks that the listener does.
@@ -124,7 +136,7 @@ pub(super) async fn client_handshake(
     };
     if !secret.verify(SERVER, &mine, &nonce, &proof) {
         return Err(refused(
-            "the controller does not know controller.quorum.secret.file's secret",
+            "the controller proved another secret than this node's controller.quorum.secret.file",
         ));
     }
     let proof = secret.proof(CLIENT, &nonce, &mine);

@@ -44,27 +44,38 @@ pub(super) enum Joined {
 enum Admission {
     /// A voter cannot also be a learner.
     RefuseVoter,
+    /// A learner at another address that is still alive (heard within the session timeout):
+    /// a second process with the same node.id, refused as Kafka refuses a duplicate
+    /// registration until the first one's session ends.
+    RefuseDuplicate,
     /// Already a learner at this address: nothing to write.
     AlreadyLearner,
-    /// A learner at another address: the address is updated.
+    /// A learner at another address, no longer heard: the address is updated.
     UpdateAddress,
     /// Not a member: added as a learner.
     Add,
 }
 
-/// Decides what admitting a node means, given whether it is a voter and the address the
-/// membership holds for it.
-fn admission(is_voter: bool, known: Option<&str>, address: &str) -> Admission {
+/// Decides what admitting a node means, given whether it is a voter, the address the
+/// membership holds for it and whether the node there is alive.
+fn admission(is_voter: bool, known: Option<&str>, address: &str, alive: bool) -> Admission {
     match known {
         _ if is_voter => Admission::RefuseVoter,
         Some(known) if known == address => Admission::AlreadyLearner,
+        Some(_) if alive => Admission::RefuseDuplicate,
         Some(_) => Admission::UpdateAddress,
         None => Admission::Add,
     }
 }
 
-/// Answers a join request on this node's controller listener.
-pub(super) async fn admit(raft: &Raft<MetadataRaft>, node_id: u64, address: String) -> Joined {
+/// Answers a join request on this node's controller listener; `alive`: whether broker
+/// `node_id` is heard from now.
+pub(super) async fn admit(
+    raft: &Raft<MetadataRaft>,
+    node_id: u64,
+    address: String,
+    alive: bool,
+) -> Joined {
     let (decision, committed) = {
         let metrics = raft.metrics();
         let metrics = metrics.borrow();
@@ -83,6 +94,7 @@ pub(super) async fn admit(raft: &Raft<MetadataRaft>, node_id: u64, address: Stri
             membership.voter_ids().any(|id| id == node_id),
             membership.get_node(&node_id).map(|node| node.addr.as_str()),
             &address,
+            alive,
         );
         (decision, committed)
     };
@@ -92,6 +104,12 @@ pub(super) async fn admit(raft: &Raft<MetadataRaft>, node_id: u64, address: Stri
             return Joined::Refused(format!(
                 "node {node_id} is a voter of the metadata quorum: a voter cannot join as a \
                  learner (give it process.roles with controller, or a node.id that is no voter)"
+            ));
+        }
+        Admission::RefuseDuplicate => {
+            return Joined::Failed(format!(
+                "node {node_id} is alive at another address: a second node with node.id \
+                 {node_id} is admitted only once the first one's session has ended"
             ));
         }
         Admission::AlreadyLearner if committed => return Joined::Learner,
@@ -187,15 +205,23 @@ mod tests {
     #[test]
     fn a_learner_joins_once_moves_its_address_and_a_voter_never_joins() {
         let here = "127.0.0.1:9093";
-        assert_eq!(admission(false, None, here), Admission::Add);
+        assert_eq!(admission(false, None, here, false), Admission::Add);
         assert_eq!(
-            admission(false, Some(here), here),
+            admission(false, Some(here), here, true),
             Admission::AlreadyLearner
         );
         assert_eq!(
-            admission(false, Some("127.0.0.1:1"), here),
+            admission(false, Some("127.0.0.1:1"), here, false),
             Admission::UpdateAddress
         );
-        assert_eq!(admission(true, Some(here), here), Admission::RefuseVoter);
+        assert_eq!(
+            admission(false, Some("127.0.0.1:1"), here, true),
+            Admission::RefuseDuplicate,
+            "the node at the other address is still heard"
+        );
+        assert_eq!(
+            admission(true, Some(here), here, false),
+            Admission::RefuseVoter
+        );
     }
 }

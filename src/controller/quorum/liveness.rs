@@ -28,6 +28,16 @@ pub(super) fn heard(live: &Live, node_id: i32, now: Instant) -> bool {
     }
 }
 
+/// Whether broker `node_id` heartbeated within `timeout` before `now` (false when this node is
+/// not the active controller).
+pub(super) fn alive(live: &Live, node_id: i32, now: Instant, timeout: Duration) -> bool {
+    live.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|sessions| sessions.last.get(&node_id))
+        .is_some_and(|heard| now.saturating_duration_since(*heard) < timeout)
+}
+
 /// The active controller's record of heartbeats.
 #[derive(Debug)]
 pub(super) struct Sessions {

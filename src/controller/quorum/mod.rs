@@ -200,6 +200,7 @@ impl Quorum {
             listener,
             raft.clone(),
             live.clone(),
+            config.session_timeout,
             config.secret.clone(),
             stopped.clone(),
         ));
@@ -409,7 +410,11 @@ impl Quorum {
                                 }
                             }
                         }
-                        _ => last = "an election is under way".to_string(),
+                        _ => {
+                            last = "no active controller (an election is under way, or fewer \
+                                    than a majority of the voters are up)"
+                                .to_string()
+                        }
                     }
                 }
                 Err(e) => {

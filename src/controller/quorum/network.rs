@@ -110,6 +110,14 @@ pub(super) async fn write_frame<T: Serialize>(
 pub(super) async fn read_frame<T: DeserializeOwned>(
     stream: &mut TcpStream,
 ) -> std::io::Result<Option<T>> {
+    read_frame_within(stream, MAX_FRAME).await
+}
+
+/// Reads one frame of at most `max` bytes (`None` at a clean end of the connection).
+pub(super) async fn read_frame_within<T: DeserializeOwned>(
+    stream: &mut TcpStream,
+    max: usize,
+) -> std::io::Result<Option<T>> {
     let mut length = [0u8; 4];
     match stream.read_exact(&mut length).await {
         Ok(_) => {}
@@ -117,9 +125,9 @@ pub(super) async fn read_frame<T: DeserializeOwned>(
         Err(e) => return Err(e),
     }
     let length = u32::from_be_bytes(length) as usize;
-    if length > MAX_FRAME {
+    if length > max {
         return Err(std::io::Error::other(format!(
-            "a frame of {length} bytes is larger than {MAX_FRAME}"
+            "a frame of {length} bytes is larger than {max}"
         )));
     }
     // Grown as bytes arrive: a length with no body behind it costs nothing.
@@ -183,7 +191,10 @@ impl Peer {
             reason,
         };
         let deadline = tokio::time::Instant::now() + within;
-        let mut stream = match self.stream.take() {
+        // A kept connection the other side closed (it restarted, or closed an idle one) is
+        // replaced before anything is sent on it, so its loss never looks like a lost request.
+        let kept = self.stream.take().filter(still_open);
+        let mut stream = match kept {
             Some(stream) => stream,
             None => tokio::time::timeout_at(deadline, self.connect())
                 .await
@@ -204,6 +215,13 @@ impl Peer {
             Err(_) => Err(broken(format!("no answer within {within:?}"))),
         }
     }
+}
+
+/// Whether a kept connection is still open: nothing to read (an answer is only ever read
+/// after a request), neither an end nor an error.
+fn still_open(stream: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 /// Makes a [`Peer`] per controller for Raft's replication.
