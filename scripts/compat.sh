@@ -50,6 +50,18 @@ python_env "$CACHE/venv" "$CLIENTS/python/requirements.txt"
 python_env "$CACHE/venv-confluent-2.0" "$CLIENTS/python/requirements-confluent-2.0.txt"
 
 echo "== compat: kafkajs"
+# kafkajs-lz4's native codec (lz4) is built by node-gyp, which downloads the running Node's headers
+# unless told where they are: point it at the ones installed beside this Node (Debian's nodejs
+# ships them under /usr/include/node), since only the package registries are reachable.
+if [ -z "${npm_config_nodedir:-}" ]; then
+  node_prefix="$(node -p "require('path').resolve(process.execPath, '..', '..')")"
+  node_header="$node_prefix/include/node/node_version.h"
+  [ -f "$node_header" ] || fail "no Node headers at $node_header for node-gyp (install the nodejs package's headers, or set npm_config_nodedir)"
+  header_version="$(awk '/define NODE_(MAJOR|MINOR|PATCH)_VERSION/ {v = v (v ? "." : "") $3} END {print v}' "$node_header")"
+  [ "v$header_version" = "$(node --version)" ] \
+    || fail "the Node headers at $node_header are v$header_version, node is $(node --version): set npm_config_nodedir to the matching ones"
+  export npm_config_nodedir="$node_prefix"
+fi
 if ! fresh "$CACHE/node/.stamp" "$CLIENTS/node/package-lock.json"; then
   rm -rf "$CACHE/node" && mkdir -p "$CACHE/node"
   cp "$CLIENTS/node/package.json" "$CLIENTS/node/package-lock.json" "$CACHE/node/"
