@@ -199,6 +199,7 @@ fn broker(count: usize, stop: usize) -> Figures {
                 .send(StartTopic {
                     mirror: "scale".into(),
                     topic: topic.clone(),
+                    confirmed: Default::default(),
                 })
                 .await
                 .expect("alive")

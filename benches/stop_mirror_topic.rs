@@ -91,6 +91,7 @@ fn main() {
             .send(StartTopic {
                 mirror: "bench".into(),
                 topic: topic.clone(),
+                confirmed: Default::default(),
             })
             .await
             .expect("alive")

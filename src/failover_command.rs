@@ -5,13 +5,17 @@
 //! then stops them (StopMirrorTopics), printing each partition's source and destination offsets
 //! at that moment. If the lag does not get there within the timeout (60 s by default), or a
 //! partition is not mirroring, or the source's offsets cannot be read, it stops nothing and
-//! names the partitions that held it back (exit 1).
+//! names the partitions that held it back (exit 1). After the stop it waits (the same timeout
+//! again) until every partition it stopped is STOPPED, i.e. writable: that is when producers may
+//! move. Partitions that are not by then are named, and it exits 1.
 //!
 //! The lag is the source's high watermark (every record it acknowledged, asked at each check)
-//! minus the destination's log end: records of a transaction still open on the source wait
-//! above its last stable offset (the mirror copies committed data only), and the command says
-//! so. A partition STOPPED or PAUSED cannot get there by waiting: refused at once. `--stop` is the disaster command: it stops at once, whatever the lag and even with the
-//! source gone (docs/failover.md).
+//! minus the destination's last stable offset: the stop keeps the destination's log up to its
+//! LSO only (an open transaction's records above it are cut), so that is what survives it.
+//! Records of a transaction still open on the source wait above its last stable offset (the
+//! mirror copies committed data only), and the command says so. A partition STOPPED or PAUSED
+//! cannot get there by waiting: refused at once. `--stop` is the disaster command: it stops at
+//! once, whatever the lag and even with the source gone (docs/failover.md).
 
 use crate::mirrors_command::{
     Failure, TopicChange, TopicSelection, change_topics, describe_every_broker, mirror_error,
@@ -48,6 +52,8 @@ struct Row {
     /// The source's high watermark: every acknowledged record (-1: unknown).
     high_watermark: i64,
     destination_offset: i64,
+    /// The destination's last stable offset: what a stop keeps (-1: unknown).
+    destination_stable: i64,
     error: Option<String>,
 }
 
@@ -61,12 +67,13 @@ enum Held {
 }
 
 impl Row {
-    /// Records the destination lacks of what the source acknowledged (-1: unknown).
+    /// Records of what the source acknowledged that the destination will not hold after a
+    /// stop (-1: unknown).
     fn lag(&self) -> i64 {
-        if self.high_watermark < 0 || self.destination_offset < 0 {
+        if self.high_watermark < 0 || self.destination_stable < 0 {
             -1
         } else {
-            (self.high_watermark - self.destination_offset).max(0)
+            (self.high_watermark - self.destination_stable).max(0)
         }
     }
 
@@ -99,12 +106,19 @@ impl Row {
                     .as_deref()
                     .unwrap_or("the source's offsets could not be read")
             )))
-        } else if lag > max_lag && self.destination_offset >= self.source_offset {
+        } else if lag > max_lag && self.destination_stable >= self.source_offset {
             Some(Held::Waiting(format!(
                 "lag {lag} > {max_lag}: a transaction still open on the source holds back the \
                  {} acknowledged records above its last stable offset {}",
                 self.high_watermark - self.source_offset,
                 self.source_offset
+            )))
+        } else if lag > max_lag && self.destination_offset > self.destination_stable {
+            Some(Held::Waiting(format!(
+                "lag {lag} > {max_lag}: the destination holds {} offsets of a transaction whose \
+                 marker it has not copied yet above its last stable offset {}, which a stop cuts",
+                self.destination_offset - self.destination_stable,
+                self.destination_stable
             )))
         } else if lag > max_lag {
             Some(Held::Waiting(format!("lag {lag} > {max_lag}")))
@@ -140,6 +154,7 @@ fn rows(
             source_offset: p.source_offset,
             high_watermark: p.source_high_watermark,
             destination_offset: p.destination_offset,
+            destination_stable: p.destination_last_stable_offset,
             error: p.error_message.clone(),
         }));
     }
@@ -211,13 +226,17 @@ pub(crate) async fn run(
         return Err(refused(error_code, error_message));
     }
     println!(
-        "{:<32} {:>9} {:>14} {:>19}",
-        "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET"
+        "{:<32} {:>9} {:>14} {:>19} {:>10}",
+        "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LOST"
     );
     for row in &caught_up {
         println!(
-            "{:<32} {:>9} {:>14} {:>19}",
-            row.topic, row.partition, row.high_watermark, row.destination_offset
+            "{:<32} {:>9} {:>14} {:>19} {:>10}",
+            row.topic,
+            row.partition,
+            row.high_watermark,
+            row.destination_stable,
+            row.lag()
         );
     }
     println!(
@@ -239,7 +258,57 @@ pub(crate) async fn run(
             "{refused_topics} topic(s) were refused the stop"
         )));
     }
-    Ok(())
+    let stopped: Vec<String> = caught_up.iter().map(|r| r.topic.clone()).collect();
+    await_stopped(bootstrap, connection, &request, &mirror, &stopped, timeout).await
+}
+
+/// Waits until every partition of `topics` is STOPPED (writable), describing every broker
+/// each [`CHECK_EVERY`]; past `timeout` names those that are not, and fails.
+async fn await_stopped(
+    bootstrap: &str,
+    connection: &Connection,
+    request: &DescribeMirrorsRequest,
+    mirror: &str,
+    topics: &[String],
+    timeout: Duration,
+) -> Result<(), Failure> {
+    let mut topics = topics.to_vec();
+    topics.dedup();
+    let deadline = Instant::now() + timeout;
+    loop {
+        let pending: Vec<Row> = match describe_every_broker(bootstrap, connection, request).await {
+            Ok(answer) => rows(&answer, mirror, &topics)?
+                .into_iter()
+                .filter(|r| r.state != "STOPPED")
+                .collect(),
+            // A broker that does not answer now may later: its partitions count as pending.
+            Err(Failure::Unreachable(why)) if Instant::now() < deadline => {
+                eprintln!("kmirror mirrors: describing the mirror: {why}; trying again");
+                tokio::time::sleep(CHECK_EVERY).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        if pending.is_empty() {
+            println!("every partition is STOPPED and writable: move the producers and consumers");
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            for row in &pending {
+                let why = row
+                    .error
+                    .as_deref()
+                    .unwrap_or("its failover has not finished");
+                eprintln!("{}-{}: {}: {why}", row.topic, row.partition, row.state);
+            }
+            return Err(Failure::Refused(format!(
+                "{} partition(s) are not STOPPED within {timeout:?}: they are not writable yet \
+                 (their failover goes on; see `kmirror mirrors --describe`)",
+                pending.len()
+            )));
+        }
+        tokio::time::sleep(CHECK_EVERY).await;
+    }
 }
 
 /// Reads `--timeout`: a number with a unit (`500ms`, `30s`, `5m`, `1h`); a bare number is
@@ -286,6 +355,7 @@ mod tests {
             source_offset: lso,
             high_watermark: hw,
             destination_offset: end,
+            destination_stable: end,
             error: None,
         };
         assert_eq!(row("MIRRORING", 10, 10, 10).holds_back(0), None);
@@ -311,5 +381,27 @@ mod tests {
             row("STOPPED", -1, -1, 11).holds_back(0),
             Some(Held::Never(_))
         ));
+    }
+
+    /// The review's finding 6: the lag bounds what the stop keeps (the destination LSO), not
+    /// its log end. Source: T1 commits with its marker at 97, T2 is open from 96 (source LSO 96,
+    /// HW 98); the destination fetched to 96, but without T1's marker its LSO is 10.
+    #[test]
+    fn the_lag_counts_what_the_stop_cuts() {
+        let row = Row {
+            topic: "t".into(),
+            partition: 0,
+            state: "MIRRORING".into(),
+            source_offset: 96,
+            high_watermark: 98,
+            destination_offset: 96,
+            destination_stable: 10,
+            error: None,
+        };
+        assert_eq!(row.lag(), 88);
+        let Some(Held::Waiting(why)) = row.holds_back(5) else {
+            panic!("a stop now cuts 86 records: --max-lag 5 must hold it back");
+        };
+        assert!(why.contains("last stable offset 10"), "{why}");
     }
 }

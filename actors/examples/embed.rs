@@ -104,6 +104,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         StartTopic {
             mirror: "dr".into(),
             topic: "orders".into(),
+            confirmed: Default::default(),
         },
     )
     .await?;

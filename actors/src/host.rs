@@ -17,7 +17,7 @@
 //!
 //! The engine's own procedures over a leased log live here too ([`next_fetch`],
 //! [`apply_fetch`], [`truncate_to_lso`], [`latest_mirrored_epoch`], [`ends_with_barrier`],
-//! [`written_since_failover`]): the broker's adapter, the in-memory host and the simulation run
+//! [`local_records`], [`opens_read_only`]): the broker's adapter, the in-memory host and the simulation run
 //! the same code. docs/design.md §15 describes the contracts as a whole; `memory::cluster`
 //! (feature `test-util`) is a complete host in one file, and `examples/embed.rs` runs it.
 
@@ -485,6 +485,16 @@ pub fn apply_fetch(
                 });
             };
             checked.truncate(keep);
+            // A source log start inside a batch (DeleteRecords moved it there) answers a fetch
+            // from that start with the whole batch, beginning below it. An empty log restarts
+            // at the batch's base offset, as Kafka's followers do; the records below the source's
+            // log start stay readable here until retention removes them.
+            let first_base = checked.batches().first().map(|b| b.base_offset());
+            if let Some(base) = first_base.filter(|base| *base < request.offset)
+                && log.log_end_offset() == log.log_start_offset()
+            {
+                log.truncate_fully_and_start_at(base)?;
+            }
             log.append_mirrored(checked)?;
             Ok(FetchProgress::Appended {
                 source_epoch: with_sle(max_epoch),
@@ -564,19 +574,81 @@ pub fn ends_with_barrier(log: &dyn MirrorLog) -> Result<bool, Cause> {
     Ok(last.is_some_and(|b| is_barrier(&b)))
 }
 
-/// How many offsets this cluster wrote to a partition since it last failed over: those after
-/// the newest MIRROR_PID_RESET barrier (0 if it never failed over here). Restarting the mirror
-/// of a stopped topic discards them. Only the epochs after the barrier are read: the barrier
-/// opens the epoch the stop bumped to, above every mirrored one.
-pub fn written_since_failover(log: &dyn MirrorLog) -> Result<i64, Cause> {
-    let history = log.epoch_history();
-    let log_end = log.log_end_offset();
-    for (i, (_, start)) in history.iter().enumerate().rev() {
-        let end = history.get(i + 1).map_or(log_end, |(_, next)| *next);
-        let found = log.find_batch(*start, &mut |b| b.base_offset() >= end || is_barrier(b))?;
-        if let Some(barrier) = found.filter(|b| b.base_offset() < end) {
-            return Ok(log_end - (barrier.last_offset() + 1));
+/// The offset of the first MIRROR_PID_RESET barrier in the log (`None`: it never failed over
+/// here, or the barrier was truncated away). Everything from it on was written by this
+/// cluster's producers: the barrier opens the epoch the stop bumped to, above every mirrored
+/// one, and PREPARING cuts below it before anything is mirrored again. A barrier is the first
+/// batch of its epoch, so only the first batch of each epoch is read.
+pub fn first_barrier(log: &dyn MirrorLog) -> Result<Option<i64>, Cause> {
+    let start = log.log_start_offset();
+    let end = log.log_end_offset();
+    for (_, epoch_start) in log.epoch_history() {
+        let from = epoch_start.max(start);
+        if from >= end {
+            break;
+        }
+        if let Some(batch) = log.find_batch(from, &mut |_| true)?
+            && is_barrier(&batch)
+        {
+            return Ok(Some(batch.base_offset()));
         }
     }
-    Ok(0)
+    Ok(None)
+}
+
+/// The records this cluster's producers wrote to a stopped partition since its failover (those
+/// from its first barrier on), which restarting the mirror discards; control records (the
+/// barrier, transaction markers) are not counted.
+pub fn local_records(log: &dyn MirrorLog) -> Result<u64, Cause> {
+    match first_barrier(log)? {
+        Some(barrier) => records_from(log, barrier),
+        None => Ok(0),
+    }
+}
+
+/// The records this cluster's producers wrote that cutting the log at `cut` removes (0 when the
+/// log never failed over here: a mirror's own history is the source's, fetched again).
+pub fn local_records_from(log: &dyn MirrorLog, cut: i64) -> Result<u64, Cause> {
+    match first_barrier(log)? {
+        Some(barrier) => records_from(log, barrier.max(cut)),
+        None => Ok(0),
+    }
+}
+
+/// Whether a partition of a topic whose `mirror.name` is `mirror_name` opens read-only when a
+/// broker (re)opens it (docs/failover.md "A stopped topic stays writable"): a mirror topic is,
+/// except one its mirror stopped whose log holds the barrier. The barrier is durable before
+/// STOPPED is recorded, so it proves the failover finished here: the topic stays writable
+/// while its record is read, from a shard that may be on a broker that is away.
+pub fn opens_read_only(mirror_name: Option<&str>, log: &dyn MirrorLog) -> Result<bool, Cause> {
+    match mirror_name.filter(|v| !v.is_empty()) {
+        None => Ok(false),
+        Some(value) => match crate::metadata::mirror_of(value) {
+            Some((_, crate::partition::Desired::Stopped)) => Ok(first_barrier(log)?.is_none()),
+            _ => Ok(true),
+        },
+    }
+}
+
+/// How a change of a topic's `mirror.name` from `old` to `new` sets its partitions' read-only
+/// flag at once, before the engine acts (docs/failover.md): `Some(true)` when the topic is to
+/// be mirrored or paused and was not (a restart of a stopped topic: produce is refused from the
+/// moment `mirror.name` names the mirror again, not from when PREPARING is durable),
+/// `Some(false)` when it leaves mirroring altogether, `None` when the engine decides (a stop
+/// makes the topic writable once STOPPED).
+pub fn read_only_on_change(old: Option<&str>, new: Option<&str>) -> Option<bool> {
+    // None: not a mirror topic; Some(true): mirrored or paused; Some(false): stopped.
+    let mirrored = |v: Option<&str>| {
+        v.filter(|v| !v.is_empty()).map(|v| {
+            !matches!(
+                crate::metadata::mirror_of(v),
+                Some((_, crate::partition::Desired::Stopped))
+            )
+        })
+    };
+    match (mirrored(old), mirrored(new)) {
+        (Some(_), None) => Some(false),
+        (None | Some(false), Some(true)) => Some(true),
+        _ => None,
+    }
 }

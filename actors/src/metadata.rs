@@ -12,6 +12,34 @@ use crate::host::TopicMeta;
 use crate::partition::Desired;
 use std::collections::BTreeMap;
 
+/// The topic config where a restart of a stopped topic records what the operator confirmed
+/// discarding (docs/failover.md "Restarting a stopped topic"): for each partition that holds
+/// records written on this cluster since its failover, the log end offset at which they were
+/// counted, as `partition:offset` pairs separated by commas. PREPARING cuts such records only
+/// while the log still ends there; like `mirror.name`, only the mirror RPCs set it.
+pub const DISCARD_CONFIRMED: &str = "mirror.discard.confirmed";
+
+/// The log end offsets a [`DISCARD_CONFIRMED`] value confirms, by partition (entries that do
+/// not parse confirm nothing).
+pub fn confirmed_log_ends(value: &str) -> BTreeMap<i32, i64> {
+    value
+        .split(',')
+        .filter_map(|pair| {
+            let (partition, offset) = pair.split_once(':')?;
+            Some((partition.trim().parse().ok()?, offset.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The [`DISCARD_CONFIRMED`] value confirming `log_ends`.
+pub fn confirmed_value(log_ends: &BTreeMap<i32, i64>) -> String {
+    log_ends
+        .iter()
+        .map(|(partition, offset)| format!("{partition}:{offset}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// What `mirror.name` asks of a topic of `mirror`; `None` when the value is not one of the
 /// mirror's three spellings.
 pub fn desired_from_mirror_name(mirror: &str, value: &str) -> Option<Desired> {

@@ -164,6 +164,7 @@ async fn start(h: &impl Harness, side: Side, mirror: &str, topic: &str) {
         StartTopic {
             mirror: mirror.to_string(),
             topic: topic.to_string(),
+            confirmed: Default::default(),
         },
     )
     .await;

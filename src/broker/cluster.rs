@@ -14,13 +14,14 @@
 //! [`Broker::follow_metadata`] runs it after every change made through another.
 
 use super::config::BrokerConfig;
-use super::{Broker, Partition, internal_topics, is_mirror_topic};
+use super::{Broker, Partition, internal_topics};
 use crate::controller::quorum::Quorum;
 use crate::controller::{
     ANY_NODE, BrokerEndpoint, Controller, ControllerError, MetadataCommand, PartitionMeta,
     TopicMeta,
 };
 use crate::storage::StorageError;
+use kmirror_actors::host::read_only_on_change;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -248,19 +249,22 @@ impl Broker {
             };
             let mut applied = partition.configs.lock().unwrap_or_else(|e| e.into_inner());
             if *applied != topic.configs {
-                partition
-                    .log
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .set_config(internal_topics::log_config(
-                        &self.config.log,
-                        name,
-                        &topic.configs,
-                    ));
-                let mirror = is_mirror_topic(&topic.configs);
-                if is_mirror_topic(&applied) != mirror {
-                    partition.read_only.store(mirror, Ordering::SeqCst);
+                let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                log.set_config(internal_topics::log_config(
+                    &self.config.log,
+                    name,
+                    &topic.configs,
+                ));
+                // Under the log's lock: a produce checks the flag under it too, so none appends
+                // after a restart's `mirror.name` is applied (docs/failover.md).
+                let mirror_name = |c: &BTreeMap<String, String>| c.get("mirror.name").cloned();
+                if let Some(read_only) = read_only_on_change(
+                    mirror_name(&applied).as_deref(),
+                    mirror_name(&topic.configs).as_deref(),
+                ) {
+                    partition.read_only.store(read_only, Ordering::SeqCst);
                 }
+                drop(log);
                 *applied = topic.configs.clone();
             }
         }

@@ -300,6 +300,10 @@ impl Broker {
             let epoch = topic.partitions[index as usize].leader_epoch;
             log.assign_leader_epoch(epoch)?;
         }
+        let read_only = crate::mirror::log::opens_read_only(
+            &mut log,
+            topic.configs.get("mirror.name").map(String::as_str),
+        );
         self.partitions
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -309,7 +313,7 @@ impl Broker {
                 index,
                 Arc::new(Partition {
                     log: Mutex::new(log),
-                    read_only: AtomicBool::new(is_mirror_topic(&topic.configs)),
+                    read_only: AtomicBool::new(read_only),
                     topic_id: topic.topic_id,
                     configs: Mutex::new(topic.configs.clone()),
                 }),

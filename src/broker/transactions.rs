@@ -10,7 +10,7 @@
 //! the source's batches, and the mirror's truncation drops the transaction's data there.
 
 use super::coordinators::CoordinatorKind;
-use super::{Broker, now_ms};
+use super::{Broker, Partition, now_ms};
 use crate::storage::StorageError;
 use crate::txn::{Completion, TxnError};
 use kafka_protocol::messages::write_txn_markers_request::{
@@ -18,6 +18,8 @@ use kafka_protocol::messages::write_txn_markers_request::{
 };
 use kafka_protocol::messages::{ProducerId, TopicName, WriteTxnMarkersRequest};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_actors::metadata::mirror_of;
+use kmirror_actors::partition::Desired;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -138,14 +140,23 @@ impl Broker {
             return self.missing_partition_error(topic, index);
         };
         let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-        // Under the log's lock: the flag is set before the mirror first truncates, so a
-        // marker that got in before the flag is cut by that truncation.
-        if partition.read_only.load(Ordering::SeqCst) {
-            tracing::warn!(
+        // Under the log's lock. A partition its mirror owns (mirrored or paused) holds the
+        // source's batches: a local transaction there is one a restart is cutting (the flag is
+        // set before PREPARING truncates). Once it is cut there is nothing to close and the
+        // marker is skipped; until then the coordinator is asked to retry, since a restart
+        // refused for unconfirmed writes leaves the transaction in place for a later stop. A
+        // stopped topic's partition that is read-only for a moment (reloading, or finishing
+        // its failover) holds this cluster's own transactions: their markers are written, or
+        // the LSO would stay behind them for good (docs/failover.md).
+        if partition.read_only.load(Ordering::SeqCst) && mirror_owns(&partition) {
+            if log.producer_state().has_ongoing(producer_id) {
+                return ErrorCode::NOT_LEADER_OR_FOLLOWER.0;
+            }
+            tracing::info!(
                 topic,
                 partition = index,
                 producer_id,
-                "skipping the transaction marker of a read-only mirror partition"
+                "skipping the transaction marker of a mirror partition: the restart of its mirror cut the transaction"
             );
             return 0;
         }
@@ -266,4 +277,16 @@ impl Broker {
         }
         finished
     }
+}
+
+/// Whether a partition's topic is mirrored or paused (its `mirror.name` names a mirror and does
+/// not ask it to stop).
+fn mirror_owns(partition: &Partition) -> bool {
+    partition
+        .configs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get("mirror.name")
+        .and_then(|v| mirror_of(v))
+        .is_some_and(|(_, desired)| desired != Desired::Stopped)
 }

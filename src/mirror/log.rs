@@ -12,13 +12,26 @@ use kmirror_protocol::batch::{CheckedBatches, RecordBatch};
 /// The log while the engine holds it.
 pub(super) struct Lease<'a>(pub(super) &'a mut PartitionLog);
 
-/// A storage failure as the engine classifies it: I/O may heal, anything else is a log that
-/// refuses what it was given.
+/// A storage failure as the engine classifies it: I/O may heal, and so may batches that
+/// overlap the log end (the next fetch asks from the log end again, after the source's log or
+/// leader moved); anything else is a log that refuses what it was given.
 fn cause(e: StorageError) -> Cause {
     match e {
-        StorageError::Io { .. } => Cause::retryable(e.to_string()),
+        StorageError::Io { .. } | StorageError::OffsetOverlap { .. } => {
+            Cause::retryable(e.to_string())
+        }
         _ => Cause::fatal(e.to_string()),
     }
+}
+
+/// Whether a partition of a topic whose `mirror.name` is `mirror_name` opens read-only (the
+/// engine's rule, [`kmirror_actors::host::opens_read_only`]); a log that cannot be read opens
+/// read-only, the side that loses no write.
+pub fn opens_read_only(log: &mut PartitionLog, mirror_name: Option<&str>) -> bool {
+    kmirror_actors::host::opens_read_only(mirror_name, &Lease(log)).unwrap_or_else(|e| {
+        tracing::error!(error = %e.message, "reading a stopped mirror partition for its barrier; it opens read-only");
+        true
+    })
 }
 
 impl Lease<'_> {

@@ -254,6 +254,11 @@ impl ProducerStateManager {
         self.ongoing.keys().next().copied()
     }
 
+    /// Whether `producer_id` has a transaction open in this partition.
+    pub fn has_ongoing(&self, producer_id: i64) -> bool {
+        self.ongoing.values().any(|id| *id == producer_id)
+    }
+
     /// Aborted transactions a READ_COMMITTED fetch of `[start, upper)` must know about.
     pub fn aborted_between(&self, start: i64, upper: i64) -> Vec<AbortedTxn> {
         self.aborted

@@ -411,6 +411,7 @@ async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_w
         .send(StartTopic {
             mirror: "dr".into(),
             topic: topic.clone(),
+            confirmed: Default::default(),
         })
         .await
         .expect("alive")

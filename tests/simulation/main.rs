@@ -828,3 +828,40 @@ fn the_source_leader_epoch_drives_the_epoch_bump() {
     assert_eq!(idle(7), FetchProgress::HeldBack { source_epoch: 7 });
     assert_eq!(epoch::bump_for(7, 10), Some(17));
 }
+
+/// Engine review finding 4: a source whose log start was moved inside a batch (DeleteRecords)
+/// answers a fetch from that start with the whole batch, beginning below it. The mirror, out of
+/// range, restarts its empty log there and appends the batch, as Kafka's followers do. Failed
+/// before the fix: the batch overlapping the log end was refused and the partition failed for
+/// good.
+#[test]
+fn a_source_log_start_inside_a_batch_is_mirrored() {
+    let mut source = MemoryLog::default();
+    for _ in 0..4 {
+        source.produce(3, 1, -1, false);
+    }
+    source.delete_records(4);
+    let memory = MemorySource {
+        cluster_id: "a".into(),
+        log: Some(&source),
+        lmes: Default::default(),
+        unreachable: None,
+    };
+    // Behind the source's log start: out of range, restarted there.
+    let mut destination = MemoryLog::default();
+    let progress = fetch_round(&mut destination, &memory, 10, 1 << 20).expect("out of range");
+    assert_eq!(progress, FetchProgress::Truncated { records: 0 });
+    assert_eq!(destination.log_start_offset(), 4);
+    let progress = fetch_round(&mut destination, &memory, 10, 1 << 20).expect("appended");
+    assert!(
+        matches!(progress, FetchProgress::Appended { .. }),
+        "{progress:?}"
+    );
+    assert_eq!(destination.log_start_offset(), 3);
+    assert_eq!(destination.log_end_offset(), 12);
+    assert_eq!(
+        destination.bytes(),
+        source.bytes(),
+        "the batches are the source's, byte for byte"
+    );
+}

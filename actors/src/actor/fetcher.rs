@@ -213,11 +213,15 @@ impl<P: FetcherPorts> Fetcher<P> {
                     .range::<TopicPartition, _>((Bound::Unbounded, before))
                     .take(wrapped),
             );
+        let mut first = None;
         let mut served = None;
+        let mut full = false;
         for (key, member) in members {
             if requests.len() == self.config.max_partitions_per_fetch {
+                full = true;
                 break;
             }
+            first = first.or(Some(key));
             served = Some(key);
             if member.applying {
                 continue;
@@ -230,8 +234,14 @@ impl<P: FetcherPorts> Fetcher<P> {
                 Err(cause) => failed.push((key.clone(), cause)),
             }
         }
-        if let Some(served) = served.cloned() {
-            self.cursor = Some(served);
+        // The next Fetch starts after the last partition this one reached, or, when this one
+        // reached them all, one past its first: the order rotates either way, so a source that
+        // answers the partitions in the order asked (kmirror, a Kafka without fetch sessions)
+        // under a byte limit cannot leave the later ones without data (Kafka's fetchers rotate
+        // the same way).
+        let next = if full { served } else { first };
+        if let Some(next) = next.cloned() {
+            self.cursor = Some(next);
         }
         for (key, cause) in failed {
             self.report(ctx, &key, FetcherProgress::Failed(cause));

@@ -25,7 +25,7 @@ use dashmap::DashMap;
 use kmirror_protocol::batch::RecordBatches;
 use kmirror_protocol::client::source::EARLIEST;
 use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, FetchedPartition, Isolation};
-use kmirror_protocol::errors::{ErrorClass, ErrorCode};
+use kmirror_protocol::errors::ErrorCode;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -220,9 +220,14 @@ async fn gone_topics(
         return gone;
     };
     for (TopicPartition { topic, partition }, id) in unknown {
-        // A source that still has this topic (its metadata propagating) is left to retry.
-        if let Err(cause) =
-            super::source_topic::check(&metadata, source_cluster_id, topic, id, *partition)
+        // A source that still has this topic (its metadata propagating) is left to retry, and
+        // so is one that only a first lookup finds gone.
+        let first = super::source_topic::check(&metadata, source_cluster_id, topic, id, *partition);
+        let confirmed =
+            super::source_topic::confirm(first, source, source_cluster_id, topic, id, *partition)
+                .await;
+        if let Err(cause) = confirmed
+            && !cause.retryable
         {
             gone.insert(topic.clone(), cause.message);
         }
@@ -339,9 +344,10 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                         (ErrorCode::OFFSET_OUT_OF_RANGE, _) => Ok(FetchResponse::OffsetOutOfRange {
                             log_start_offset: -1,
                         }),
-                        (code, _) if code.class() == Some(ErrorClass::Fatal) => {
-                            Err(Cause::fatal(format!("the source answered {code}")))
-                        }
+                        // Any other error is retried after the backoff, as Kafka's fetchers do:
+                        // one a client treats as final (UNKNOWN_SERVER_ERROR, an authorization
+                        // an ACL change may restore) is no proof the partition cannot go on.
+                        // A deleted or re-created topic is found by the check above.
                         (code, _) => Err(Cause::retryable(format!("the source answered {code}"))),
                     };
                     Some((key, answer))

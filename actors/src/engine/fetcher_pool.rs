@@ -306,9 +306,20 @@ impl<H: Host> Handler<Attach> for FetcherPool<H> {
                 let metadata = source.metadata(Some(&[topic.as_str()])).await;
                 // Err: the source did not answer; Ok(Err): the topic under that name is gone or
                 // is another one (checked before a fetch by name, below Fetch v13, could read
-                // another topic's log as this one's).
+                // another topic's log as this one's), confirmed by a second lookup.
+                let verdict = match &metadata {
+                    Ok(m) => {
+                        let first =
+                            super::source_topic::check(m, &cluster, &topic, local_id, partition);
+                        super::source_topic::confirm(
+                            first, &*source, &cluster, &topic, local_id, partition,
+                        )
+                        .await
+                    }
+                    Err(_) => Ok(()),
+                };
                 let leaders: Result<SourceLeaders, _> = metadata.map(|m| {
-                    super::source_topic::check(&m, &cluster, &topic, local_id, partition)?;
+                    verdict?;
                     Ok(m.topics
                         .get(&topic)
                         .map(|t| {
@@ -354,15 +365,16 @@ impl<H: Host> Handler<Detach> for FetcherPool<H> {
         self.attaching.remove(&msg.0);
         self.stats.forget(&msg.0);
         self.epochs.remove(&msg.0);
-        let fetcher = self
-            .members
-            .remove(&msg.0)
-            .and_then(|(leader, _)| self.fetchers.get(&leader).cloned());
+        self.members.remove(&msg.0);
+        // Every fetcher of the pool, not only the one the partition is attached to: a leader
+        // move detached it from its previous fetcher without waiting, and an apply still in
+        // flight there must not land after this (STOPPING's cut to the LSO). A fetcher that
+        // never had the partition answers at once; one that is gone appends nothing more.
+        let fetchers: Vec<_> = self.fetchers.values().cloned().collect();
         Box::pin(
             async move {
-                if let Some(fetcher) = fetcher {
-                    // A fetcher that is gone appends nothing more either.
-                    let _ = fetcher.send(DetachPartition(msg.0)).await;
+                for fetcher in fetchers {
+                    let _ = fetcher.send(DetachPartition(msg.0.clone())).await;
                 }
             }
             .into_actor(self),

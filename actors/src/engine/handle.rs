@@ -7,7 +7,7 @@
 
 use super::shard_service::{ReadLastMirroredEpochs, ServeReadMirrorStates, ServeWriteMirrorStates};
 use super::system::{LoadMirror, MirrorError, MirrorSystem, Settle};
-use super::topics::{ChangeTopic, DescribeMirror, SourceTopics, StartTopic, WrittenSinceFailover};
+use super::topics::{ChangeTopic, CountLocalWrites, DescribeMirror, SourceTopics, StartTopic};
 use super::validate::ValidateSource;
 use crate::host::Host;
 use crate::partition::RetryPolicy;
@@ -59,7 +59,7 @@ requests! {
     DescribeMirror => describe_mirror: Vec<super::topics::TopicSnapshot>,
     ServeReadMirrorStates => read_states: kmirror_protocol::messages::ReadMirrorStatesResponse,
     ServeWriteMirrorStates => write_states: kmirror_protocol::messages::WriteMirrorStatesResponse,
-    WrittenSinceFailover => written_since_failover: Vec<(String, i32, i64)>,
+    CountLocalWrites => count_local_writes: Vec<super::topics::LocalWrites>,
     ValidateSource => validate_source: Vec<super::validate::SourceCheck>,
     ReadLastMirroredEpochs => read_lmes: Vec<(crate::host::TopicPartition, super::shard_service::LmeAnswer)>,
 }

@@ -14,6 +14,7 @@ use crate::actor::{FetcherProgress, PartitionPorts, PortFuture};
 use crate::coordinator::{PartitionKey, StateRead, StateWrite};
 use crate::epoch::{self, Alignment};
 use crate::host::{self, Host, MirrorLog, Source, TopicPartition};
+use crate::metadata::{DISCARD_CONFIRMED, confirmed_log_ends};
 use crate::partition::{Cause, StoredState};
 use actix::Addr;
 use kmirror_protocol::client::Isolation;
@@ -113,6 +114,35 @@ impl<H: Host> EnginePartitionPorts<H> {
             topic_id: self.site.topic_id,
             partition: self.site.partition,
         }
+    }
+
+    /// PREPARING's guard (docs/failover.md "Restarting a stopped topic"): cutting the log at
+    /// `cut` may remove records this cluster's producers wrote since the failover only if the
+    /// restart counted them and the operator confirmed that count, i.e. the topic's
+    /// [`DISCARD_CONFIRMED`] names this partition at the log end it still has. Checked under
+    /// the same lease as the cut; anything else is refused for good, the records kept.
+    fn check_discard_confirmed(&self, log: &dyn MirrorLog, cut: i64) -> Result<(), Cause> {
+        let local = host::local_records_from(log, cut)?;
+        if local == 0 {
+            return Ok(());
+        }
+        let site = &self.site;
+        let confirmed = self
+            .host
+            .topic(&site.topic)
+            .and_then(|t| t.configs.get(DISCARD_CONFIRMED).cloned())
+            .and_then(|v| confirmed_log_ends(&v).get(&site.partition).copied());
+        let end = log.log_end_offset();
+        if confirmed == Some(end) {
+            return Ok(());
+        }
+        let counted = confirmed.map_or_else(
+            || "the start counted none here".to_string(),
+            |at| format!("the start counted them at log end {at}, it is {end} now"),
+        );
+        Err(Cause::fatal(format!(
+            "restarting the mirror would discard {local} records written on this cluster since              the failover that the operator did not confirm ({counted}); they are kept. Stop              the topic to write to it again, or start it again to count them"
+        )))
     }
 
     /// The partition's record in its shard.
@@ -239,6 +269,7 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
             let removed = match alignment {
                 Alignment::KeepAll => 0,
                 Alignment::TruncateTo(offset) => ports.with_log(|log| {
+                    ports.check_discard_confirmed(log, offset)?;
                     let removed = host::records_from(log, offset)?;
                     log.truncate_to(offset)?;
                     Ok(removed)
@@ -246,7 +277,9 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 Alignment::TruncateFully => {
                     let start = ports.source_log_start().await?;
                     ports.with_log(|log| {
-                        let removed = host::records_from(log, log.log_start_offset())?;
+                        let from = log.log_start_offset();
+                        ports.check_discard_confirmed(log, from)?;
+                        let removed = host::records_from(log, from)?;
                         log.truncate_fully_and_start_at(start)?;
                         Ok(removed)
                     })?

@@ -42,6 +42,7 @@ impl<H: Host> Handler<MetadataChanged> for MirrorSystem<H> {
         if delta.cluster {
             self.drop_deleted_mirrors();
             self.take_changed_configs();
+            self.readdress_remote_shards();
         }
         if delta.cluster || delta.topics.iter().any(|t| !topics.contains_key(t)) {
             self.forget_the_dead();

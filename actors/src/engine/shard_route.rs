@@ -43,7 +43,7 @@ impl<H: Host> std::fmt::Debug for ShardRoute<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ShardRoute::Local(_) => f.write_str("Local"),
-            ShardRoute::Remote(remote) => write!(f, "Remote({})", remote.address),
+            ShardRoute::Remote(remote) => write!(f, "Remote({})", remote.address()),
         }
     }
 }
@@ -51,32 +51,49 @@ impl<H: Host> std::fmt::Debug for ShardRoute<H> {
 /// A shard led by another broker of the cluster.
 #[derive(Debug)]
 pub struct RemoteShard {
-    address: String,
-    connection: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// `host:port` of the broker leading the shard, followed as it changes (a broker-only
+    /// node that joins again may come back at another address).
+    address: std::sync::Mutex<String>,
+    /// The open connection, with the address it reaches.
+    connection: tokio::sync::Mutex<Option<(String, Arc<Connection>)>>,
 }
 
 impl RemoteShard {
     /// The shard led by the broker at `address` (`host:port`).
     pub fn new(address: String) -> Self {
         RemoteShard {
-            address,
+            address: std::sync::Mutex::new(address),
             connection: tokio::sync::Mutex::new(None),
         }
     }
 
+    /// Where the shard's broker is now.
+    pub fn address(&self) -> String {
+        self.address
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The shard's broker is now at `address`: the next request connects there (every
+    /// partition sharing this route follows at once).
+    pub fn readdress(&self, address: String) {
+        *self.address.lock().unwrap_or_else(|e| e.into_inner()) = address;
+    }
+
     async fn connection(&self) -> Result<Arc<Connection>, Cause> {
+        let address = self.address();
         let mut cached = self.connection.lock().await;
-        if let Some(connection) = cached.as_ref() {
+        if let Some((at, connection)) = cached.as_ref()
+            && *at == address
+        {
             return Ok(connection.clone());
         }
-        let connection =
-            Connection::connect(&self.address, &ClientConfig::plaintext(&self.address), None)
-                .await
-                .map_err(|e| {
-                    Cause::retryable(format!("the coordinator at {}: {e}", self.address))
-                })?;
+        let connection = Connection::connect(&address, &ClientConfig::plaintext(&address), None)
+            .await
+            .map_err(|e| Cause::retryable(format!("the coordinator at {address}: {e}")))?;
         let connection = Arc::new(connection);
-        *cached = Some(connection.clone());
+        *cached = Some((address, connection.clone()));
         Ok(connection)
     }
 
@@ -91,13 +108,13 @@ impl RemoteShard {
             Ok((0, answer)) => Ok(answer),
             Ok((code, _)) => Err(Cause::retryable(format!(
                 "the coordinator at {} answered error {code}",
-                self.address
+                self.address()
             ))),
             Err(e) => {
                 *self.connection.lock().await = None;
                 Err(Cause::retryable(format!(
                     "the coordinator at {}: {e}",
-                    self.address
+                    self.address()
                 )))
             }
         }

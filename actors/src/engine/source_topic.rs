@@ -15,6 +15,7 @@
 use crate::host::Source;
 use crate::partition::Cause;
 use kmirror_protocol::client::source::ClusterMetadata;
+use kmirror_protocol::errors::ErrorCode;
 use std::sync::OnceLock;
 use uuid::Uuid;
 
@@ -31,6 +32,17 @@ pub(crate) fn check(
     if let (Some(expected), Some(found)) = (expected_cluster.get(), metadata.cluster_id.as_deref())
     {
         super::sync_plan::check_source_cluster(expected, found).map_err(Cause::fatal)?;
+    }
+    // A topic the source refused to describe (not authorized after an ACL change, no leader
+    // yet) is not a deleted one: only UNKNOWN_TOPIC_OR_PARTITION (or no entry) says it is gone.
+    if let Some(code) = metadata
+        .refused
+        .get(topic)
+        .filter(|code| **code != ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)
+    {
+        return Err(Cause::retryable(format!(
+            "the source answered {code} for the metadata of topic {topic}"
+        )));
     }
     let Some(found) = metadata.topics.get(topic) else {
         return Err(Cause::fatal(format!(
@@ -54,7 +66,9 @@ pub(crate) fn check(
 }
 
 /// [`check`] on the source's metadata now; a source that does not answer is a retryable
-/// failure.
+/// failure, and so is a topic that one lookup finds gone but the next, [`CONFIRM_AFTER`] later,
+/// does not: a broker whose metadata lags (a ZooKeeper-mode source) answers
+/// UNKNOWN_TOPIC_OR_PARTITION for a topic that exists, and a fatal verdict must hold twice.
 pub(crate) async fn check_now(
     source: &impl Source,
     expected_cluster: &OnceLock<String>,
@@ -66,5 +80,37 @@ pub(crate) async fn check_now(
         .metadata(Some(&[topic]))
         .await
         .map_err(|e| super::cause(&e))?;
-    check(&metadata, expected_cluster, topic, topic_id, partition)
+    let first = check(&metadata, expected_cluster, topic, topic_id, partition);
+    confirm(first, source, expected_cluster, topic, topic_id, partition).await
+}
+
+/// How long a fatal verdict waits before it is asked again.
+pub(crate) const CONFIRM_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A fatal verdict of [`check`] stands only if the source's metadata [`CONFIRM_AFTER`] later
+/// gives one too; anything else is retried.
+pub(crate) async fn confirm(
+    first: Result<(), Cause>,
+    source: &impl Source,
+    expected_cluster: &OnceLock<String>,
+    topic: &str,
+    topic_id: Uuid,
+    partition: i32,
+) -> Result<(), Cause> {
+    let first = match first {
+        Err(cause) if !cause.retryable => cause,
+        other => return other,
+    };
+    tokio::time::sleep(CONFIRM_AFTER).await;
+    let metadata = source
+        .metadata(Some(&[topic]))
+        .await
+        .map_err(|e| super::cause(&e))?;
+    match check(&metadata, expected_cluster, topic, topic_id, partition) {
+        Err(second) => Err(second),
+        Ok(()) => Err(Cause::retryable(format!(
+            "the source's metadata disagreed about topic {topic} (first: {}); asked again",
+            first.message
+        ))),
+    }
 }

@@ -171,6 +171,7 @@ impl<H: Host> MirrorSystem<H> {
         let start = StartTopic {
             mirror: mirror.to_string(),
             topic: topic.clone(),
+            confirmed: Default::default(),
         };
         let mirror = mirror.to_string();
         let started = ctx.address().send(start);

@@ -183,6 +183,7 @@ impl<H: Host> MirrorSystem<H> {
     /// and the metadata change that brings it runs the reactions again.
     pub(super) fn ensure_shards(&mut self, ctx: &mut Context<Self>) -> Result<(), MirrorError> {
         if !self.shards.is_empty() {
+            self.readdress_remote_shards();
             return Ok(());
         }
         let Some(topic) = self.host.topic(MIRROR_STATE_TOPIC) else {
@@ -220,6 +221,23 @@ impl<H: Host> MirrorSystem<H> {
             })
             .collect();
         Ok(())
+    }
+
+    /// Points each remote shard at its leader's current address (a broker that joined again at
+    /// another one), so partitions reading or writing their state follow it.
+    pub(super) fn readdress_remote_shards(&self) {
+        let Some(topic) = self.host.topic(MIRROR_STATE_TOPIC) else {
+            return;
+        };
+        for (route, p) in self.shards.iter().zip(&topic.partitions) {
+            if let ShardRoute::Remote(remote) = route
+                && let Some(address) = self.host.node_address(p.leader)
+                && address != remote.address()
+            {
+                tracing::info!(from = %remote.address(), to = %address, "a __mirror_state shard's broker moved");
+                remote.readdress(address);
+            }
+        }
     }
 
     /// Runs `then` once `__mirror_state` exists (creating it first when needed), so a request

@@ -18,7 +18,9 @@ use crate::actor::{
     SupervisedPartition,
 };
 use crate::host::{Host, HostRefusal, Source, TopicPartition};
-use crate::metadata::{KnownTopic, mirror_name_value, mirror_of};
+use crate::metadata::{
+    DISCARD_CONFIRMED, KnownTopic, confirmed_value, mirror_name_value, mirror_of,
+};
 use crate::partition::Desired;
 use actix::{ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture};
 use kmirror_protocol::client::Isolation;
@@ -39,6 +41,10 @@ pub struct StartTopic {
     pub mirror: String,
     /// The source topic (the destination topic gets the same name and id).
     pub topic: String,
+    /// For a restart of a stopped topic: the partitions holding records written here since the
+    /// failover that the operator confirmed discarding, with the log end offset each was
+    /// counted at (recorded as [`crate::metadata::DISCARD_CONFIRMED`]); empty otherwise.
+    pub confirmed: BTreeMap<i32, i64>,
 }
 
 /// Pause, resume or stop a mirrored topic.
@@ -124,13 +130,13 @@ impl<H: Host> Handler<StartTopic> for MirrorSystem<H> {
                 )
             })
         };
-        let (mirror, topic) = (msg.mirror, msg.topic);
+        let (mirror, topic, confirmed) = (msg.mirror, msg.topic, msg.confirmed);
         Box::pin(
             asked
                 .into_actor(self)
                 .then(move |source_topic, system, _| {
                     let placed = source_topic.and_then(|source_topic| {
-                        system.place_topic(&mirror, &topic, &source_topic)
+                        system.place_topic(&mirror, &topic, &source_topic, &confirmed)
                     });
                     async move { placed?.await.map_err(refused).map(|()| (mirror, topic)) }
                         .into_actor(system)
@@ -152,6 +158,7 @@ impl<H: Host> MirrorSystem<H> {
         mirror: &str,
         topic: &str,
         source_topic: &TopicMetadata,
+        confirmed: &BTreeMap<i32, i64>,
     ) -> Result<crate::host::HostFuture<Result<(), HostRefusal>>, MirrorError> {
         match self.host.topic(topic) {
             None => {
@@ -183,6 +190,13 @@ impl<H: Host> MirrorSystem<H> {
                 }
                 let mut configs = existing.configs.clone();
                 configs.insert("mirror.name".to_string(), mirror.to_string());
+                // Written with `mirror.name` in one change: no partition sees the restart
+                // without the confirmation it carries.
+                if confirmed.is_empty() {
+                    configs.remove(DISCARD_CONFIRMED);
+                } else {
+                    configs.insert(DISCARD_CONFIRMED.to_string(), confirmed_value(confirmed));
+                }
                 Ok(self.host.set_topic_configs(topic, configs))
             }
         }
@@ -352,6 +366,10 @@ impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
             "mirror.name".to_string(),
             mirror_name_value(&msg.mirror, msg.desired),
         );
+        // A stop ends what a restart confirmed; the next restart counts again.
+        if msg.desired == Desired::Stopped {
+            configs.remove(DISCARD_CONFIRMED);
+        }
         // `mirror.name` stays set (`<mirror>.removed` for a stop), so the topic stays read-only
         // until its partition actors reach STOPPED.
         let changed = self.host.set_topic_configs(&msg.topic, configs);
@@ -611,23 +629,37 @@ async fn source_offsets(
     offsets
 }
 
-/// For each partition here of the topics named that are stopped in `mirror`: how many offsets
-/// this cluster wrote since the failover ([`crate::host::written_since_failover`]), which
-/// starting the mirror again would discard. Partitions with none are left out.
+/// For each partition this broker leads of the named topics that are stopped in `mirror`: the
+/// records this cluster's producers wrote since the failover ([`crate::host::local_records`]),
+/// which restarting the mirror discards, and the log end offset they were counted at. A
+/// restart is confirmed against these counts from every partition's leader.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
-#[rtype(result = "Result<Vec<(String, i32, i64)>, MirrorError>")]
-pub struct WrittenSinceFailover {
+#[rtype(result = "Result<Vec<LocalWrites>, MirrorError>")]
+pub struct CountLocalWrites {
     /// The mirror.
     pub mirror: String,
     /// The topics.
     pub topics: Vec<String>,
 }
 
-impl<H: Host> Handler<WrittenSinceFailover> for MirrorSystem<H> {
-    type Result = Result<Vec<(String, i32, i64)>, MirrorError>;
+/// One stopped partition's writes since its failover, as [`CountLocalWrites`] answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalWrites {
+    /// The topic.
+    pub topic: String,
+    /// The partition.
+    pub partition: i32,
+    /// Records written on this cluster since the failover.
+    pub records: u64,
+    /// The log end offset when they were counted.
+    pub log_end: i64,
+}
 
-    fn handle(&mut self, msg: WrittenSinceFailover, _: &mut Context<Self>) -> Self::Result {
-        let mut written = Vec::new();
+impl<H: Host> Handler<CountLocalWrites> for MirrorSystem<H> {
+    type Result = Result<Vec<LocalWrites>, MirrorError>;
+
+    fn handle(&mut self, msg: CountLocalWrites, _: &mut Context<Self>) -> Self::Result {
+        let mut counted = Vec::new();
         for name in &msg.topics {
             let Some(topic) = self.host.topic(name) else {
                 continue;
@@ -641,20 +673,25 @@ impl<H: Host> Handler<WrittenSinceFailover> for MirrorSystem<H> {
                 if !self.host.leads(partition) {
                     continue;
                 }
-                let count = self
+                let (records, log_end) = self
                     .host
-                    .with_log(name, index, |log| crate::host::written_since_failover(log))
+                    .with_log(name, index, |log| {
+                        Ok((crate::host::local_records(log)?, log.log_end_offset()))
+                    })
                     .map_err(|e| {
                         MirrorError::new(
                             ErrorCode::KAFKA_STORAGE_ERROR,
                             format!("reading {name}-{index}: {}", e.message),
                         )
                     })?;
-                if count > 0 {
-                    written.push((name.clone(), index, count));
-                }
+                counted.push(LocalWrites {
+                    topic: name.clone(),
+                    partition: index,
+                    records,
+                    log_end,
+                });
             }
         }
-        Ok(written)
+        Ok(counted)
     }
 }

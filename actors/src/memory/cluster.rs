@@ -198,14 +198,13 @@ impl MemoryCluster {
         });
     }
 
-    /// What a broker restart loses: the read-only flags, set again from `mirror.name` as the
-    /// partitions open (the engine then clears them for STOPPED partitions).
+    /// What a broker restart loses: the read-only flags, set again as the partitions open.
     pub fn reopen(&self) {
         let mut state = self.state();
         state.read_only.clear();
         let names: Vec<String> = state.topics.keys().cloned().collect();
         for name in names {
-            follow_mirror_name(&mut state, &name, false);
+            open_read_only(&mut state, &name);
         }
     }
 
@@ -268,27 +267,45 @@ fn create(
         for p in 0..partitions {
             s.logs.insert((name.to_string(), p), MemoryLog::default());
         }
-        follow_mirror_name(s, name, false);
+        follow_mirror_name(s, name, None);
         Ok(())
     })
 }
 
-/// As a broker does: a topic that becomes a mirror topic (`mirror.name` set) is read-only, one
-/// that stops being one is writable; otherwise the engine owns the flag.
-fn follow_mirror_name(state: &mut State, topic: &str, was_mirror: bool) {
+/// As a broker does when `mirror.name` changes from `old`: the engine's rule
+/// ([`crate::host::read_only_on_change`]) sets the flag at once where it says so; otherwise the
+/// engine owns it.
+fn follow_mirror_name(state: &mut State, topic: &str, old: Option<&str>) {
     let Some(meta) = state.topics.get(topic) else {
         return;
     };
-    let is_mirror = meta.configs.contains_key("mirror.name");
-    if is_mirror == was_mirror {
+    let new = meta.configs.get("mirror.name").map(String::as_str);
+    let Some(read_only) = crate::host::read_only_on_change(old, new) else {
         return;
-    }
+    };
     for p in 0..meta.partitions.len() as i32 {
         let key = (topic.to_string(), p);
-        if is_mirror {
+        if read_only {
             state.read_only.insert(key);
         } else {
             state.read_only.remove(&key);
+        }
+    }
+}
+
+/// As a broker does when it opens a partition at start ([`crate::host::opens_read_only`]).
+fn open_read_only(state: &mut State, topic: &str) {
+    let Some(meta) = state.topics.get(topic) else {
+        return;
+    };
+    let mirror_name = meta.configs.get("mirror.name").cloned();
+    for p in 0..meta.partitions.len() as i32 {
+        let key = (topic.to_string(), p);
+        let read_only = state.logs.get(&key).is_none_or(|log| {
+            crate::host::opens_read_only(mirror_name.as_deref(), log).unwrap_or(true)
+        });
+        if read_only {
+            state.read_only.insert(key);
         }
     }
 }
@@ -387,9 +404,9 @@ impl Host for MemoryCluster {
     ) -> HostFuture<Result<(), HostRefusal>> {
         let set = self.change(|s| match s.topics.get_mut(name) {
             Some(topic) => {
-                let was_mirror = topic.configs.contains_key("mirror.name");
+                let old = topic.configs.get("mirror.name").cloned();
                 topic.configs = configs;
-                follow_mirror_name(s, name, was_mirror);
+                follow_mirror_name(s, name, old.as_deref());
                 Ok(())
             }
             None => Err(refusal(

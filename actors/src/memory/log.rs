@@ -34,6 +34,13 @@ impl MemoryLog {
             .collect()
     }
 
+    /// Moves the log start to `offset`, as Kafka's DeleteRecords does: whole batches below it
+    /// go; a batch holding it stays, its records below the start no longer served.
+    pub fn delete_records(&mut self, offset: i64) {
+        self.batches.retain(|b| b.last_offset() >= offset);
+        self.start = self.start.max(offset);
+    }
+
     /// Kafka's end offset for `epoch` over this log.
     pub fn end_offset_for(&self, epoch: i32) -> (i32, i64) {
         let history = self.epoch_history();
@@ -297,7 +304,9 @@ impl MemorySource<'_> {
         for b in log
             .batches()
             .iter()
-            .filter(|b| b.base_offset() >= request.offset && b.base_offset() < lso)
+            // From the batch holding the fetch offset, as Kafka answers (a log start moved
+            // inside a batch by DeleteRecords is answered with that whole batch).
+            .filter(|b| b.last_offset() >= request.offset && b.base_offset() < lso)
         {
             if !out.is_empty() && out.len() + b.size() > request.max_bytes {
                 break;

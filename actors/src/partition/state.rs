@@ -182,15 +182,17 @@ pub enum Phase {
 impl Phase {
     /// Whether the partition waits for an effect to complete (a supervisor expects inputs
     /// then); settled phases may see none for as long as nothing changes, and neither may a
-    /// partition waiting for its followers, which takes as long as a follower is away.
+    /// partition waiting for its followers, which takes as long as a follower is away, nor one
+    /// reading its record, which its shell reads again every second for as long as the shard
+    /// is away (a coordinator that does not answer is retried, never a failure).
     pub fn is_busy(&self) -> bool {
         match self {
             Phase::Preparing {
                 step: PreparePhase::WaitingForIsr,
                 ..
-            } => false,
-            Phase::Loading(_)
-            | Phase::Persisting { .. }
+            }
+            | Phase::Loading(_) => false,
+            Phase::Persisting { .. }
             | Phase::Preparing { .. }
             | Phase::Pausing(_)
             | Phase::Stopping(_) => true,

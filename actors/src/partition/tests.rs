@@ -929,3 +929,154 @@ fn a_failure_in_stopping_backs_off_and_keeps_the_alignment() {
     let again = h.persist_ok(MirrorState::Stopping);
     assert_eq!(again.previous, MirrorState::Mirroring);
 }
+
+/// Drives a fresh partition through a failover to STOPPED (writable).
+fn stopped(h: &mut Harness) {
+    h.start_mirroring();
+    failover(h, true);
+    assert_eq!(h.p.phase(), &Phase::Stopped);
+    h.pending.clear();
+}
+
+/// Engine review finding 2: a restart of a stopped topic makes it read-only before PREPARING's
+/// record is even issued, and a write that fails (the shard away) leaves it read-only: it must
+/// not take produce that PREPARING then cuts. Failed before the fix: SetReadOnly(true) came only
+/// with the durable PREPARING.
+#[test]
+fn a_restart_is_read_only_before_its_record_is_written() {
+    let mut h = Harness::new();
+    stopped(&mut h);
+    let step = h.send(Input::DesiredChanged(Desired::Mirroring));
+    let read_only = step
+        .effects
+        .iter()
+        .position(|e| *e == Effect::SetReadOnly(true))
+        .expect("read-only at once");
+    let persist = step
+        .effects
+        .iter()
+        .position(|e| matches!(e, Effect::PersistState { .. }))
+        .expect("PREPARING written");
+    assert!(read_only < persist, "{:?}", step.effects);
+    let op = h.op_of(|e| matches!(e, Effect::PersistState { .. }));
+    let step = h.send(Input::StatePersisted {
+        op,
+        result: Err(Cause::retryable(
+            "the coordinator at b3: connection refused",
+        )),
+    });
+    assert!(
+        !step.effects.contains(&Effect::SetReadOnly(false)),
+        "{:?}",
+        step.effects
+    );
+    assert!(matches!(h.p.phase(), Phase::Failed { .. }));
+}
+
+/// Engine review finding 9: a partition whose topic is stopped but has no state record (stopped
+/// before its first record, or the record lost) runs STOPPING, whose steps are idempotent, instead
+/// of turning writable with no LSO cut, no bump and no barrier. Failed before the fix: it went
+/// straight to writable.
+#[test]
+fn stopped_without_a_record_still_runs_stopping() {
+    let mut h = Harness::new();
+    h.send(Input::BecameLeader {
+        leader_epoch: 4,
+        desired: Desired::Stopped,
+    });
+    let op = h.op_of(|e| matches!(e, Effect::LoadState { .. }));
+    let step = h.send(Input::StateLoaded { op, stored: None });
+    assert!(
+        !step.effects.contains(&Effect::SetReadOnly(false)),
+        "{:?}",
+        step.effects
+    );
+    // The state table reaches STOPPING through PREPARING, which stops at once.
+    h.persist_ok(MirrorState::Preparing);
+    h.persist_ok(MirrorState::Stopping);
+    assert!(
+        h.pending
+            .iter()
+            .any(|e| matches!(e, Effect::DetachFetcher { .. }))
+    );
+}
+
+/// Engine review finding 12: a stopped topic's partition that becomes leader again (a broker
+/// restart, a supervisor restart) is not made read-only while its record is read; the broker
+/// opened it writable because its log holds the barrier. Failed before the fix: BecameLeader
+/// always emitted SetReadOnly(true), so produce failed for as long as the shard was away.
+#[test]
+fn a_stopped_partition_stays_writable_while_its_record_loads() {
+    let mut h = Harness::new();
+    let step = h.send(Input::BecameLeader {
+        leader_epoch: 9,
+        desired: Desired::Stopped,
+    });
+    assert!(
+        !step.effects.contains(&Effect::SetReadOnly(true)),
+        "{:?}",
+        step.effects
+    );
+    // Loading is not busy: a shard away for long is not a reason for a supervisor to give up.
+    assert!(!h.p.phase().is_busy());
+    // A mirrored one is read-only at once.
+    let mut m = Harness::new();
+    let step = m.send(Input::BecameLeader {
+        leader_epoch: 9,
+        desired: Desired::Mirroring,
+    });
+    assert!(step.effects.contains(&Effect::SetReadOnly(true)));
+}
+
+/// Engine review finding 13: a failover, once started, is retried whatever fails inside it: a
+/// fatal cause, more failures than the policy's attempts, a supervisor giving up while a retry
+/// waits. Failed before the fix: each left the partition read-only with no timer.
+#[test]
+fn a_failover_is_never_abandoned() {
+    let mut h = Harness::new();
+    h.policy.max_attempts = 2;
+    h.start_mirroring();
+    h.send(Input::DesiredChanged(Desired::Stopped));
+    h.persist_ok(MirrorState::Stopping);
+    let detach = h.op_of(|e| matches!(e, Effect::DetachFetcher { .. }));
+    h.send(Input::FetcherDetached { op: detach });
+    for attempt in 0..5 {
+        let bump = h.op_of(|e| matches!(e, Effect::BumpLeaderEpoch { .. }));
+        h.pending.clear();
+        h.send(Input::EpochBumped {
+            op: bump,
+            result: Err(Cause::fatal("the partition is gone")),
+        });
+        let Phase::Failed {
+            failure,
+            retry: Some(timer),
+        } = h.p.phase().clone()
+        else {
+            panic!("attempt {attempt}: no retry in {:?}", h.p.phase());
+        };
+        assert_eq!(failure.previous, MirrorState::Stopping);
+        assert!(failure.retry_attempt > 0 && failure.retry_attempt <= 2);
+        if attempt == 3 {
+            // A supervisor giving up while the retry waits does not end the failover either.
+            h.send(Input::GaveUp("no progress".into()));
+            assert!(
+                matches!(h.p.phase(), Phase::Failed { retry: Some(_), .. }),
+                "{:?}",
+                h.p.phase()
+            );
+            let Phase::Failed {
+                retry: Some(timer), ..
+            } = h.p.phase().clone()
+            else {
+                unreachable!()
+            };
+            h.pending.clear();
+            h.send(Input::TimerFired { op: timer });
+        } else {
+            h.send(Input::TimerFired { op: timer });
+        }
+        h.persist_ok(MirrorState::Stopping);
+        let detach = h.op_of(|e| matches!(e, Effect::DetachFetcher { .. }));
+        h.send(Input::FetcherDetached { op: detach });
+    }
+}

@@ -203,7 +203,13 @@ impl Partition {
                 self.given_up = None;
                 let op = self.op();
                 self.phase = Phase::Loading(op);
-                fx.push(Effect::SetReadOnly(true));
+                // A stopped topic keeps the writability the broker opened it with (writable
+                // when its log holds the barrier of a finished failover) while its record is
+                // read: its shard may be away (docs/failover.md). Whatever the record then
+                // asks that is not STOPPED makes it read-only first.
+                if *desired != Desired::Stopped {
+                    fx.push(Effect::SetReadOnly(true));
+                }
                 fx.push(Effect::LoadState { op });
                 Applied
             }
@@ -557,8 +563,14 @@ impl Partition {
         }
     }
 
-    /// Writes `target` first; [`Partition::enter`] runs when the write is confirmed.
+    /// Writes `target` first; [`Partition::enter`] runs when the write is confirmed. The two
+    /// states a writable partition enters (PREPARING of a restart, STOPPING) make it read-only
+    /// before their write is issued: a write that is slow or fails (its shard away) must not
+    /// leave a mirror topic taking produce that PREPARING would then cut.
     fn begin(&mut self, target: Target, fx: &mut Vec<Effect>) {
+        if matches!(target, Target::Preparing | Target::Stopping) {
+            fx.push(Effect::SetReadOnly(true));
+        }
         let op = self.op();
         fx.push(Effect::PersistState {
             op,
@@ -570,6 +582,12 @@ impl Partition {
     /// The write of `target` is durable: start its work.
     fn enter(&mut self, target: Target, env: &Env<'_>, fx: &mut Vec<Effect>) {
         match target {
+            // A topic to stop whose PREPARING was written only because no record existed (the
+            // state table reaches STOPPING from PREPARING, not from UNKNOWN): stop at once.
+            Target::Preparing if self.desired == Desired::Stopped => {
+                self.aligned = false;
+                self.begin(Target::Stopping, fx);
+            }
             Target::Preparing => {
                 self.aligned = false;
                 let op = self.op();
@@ -577,7 +595,6 @@ impl Partition {
                     op,
                     step: PreparePhase::LookingUpLme,
                 };
-                fx.push(Effect::SetReadOnly(true));
                 fx.push(Effect::LookUpLme { op });
             }
             Target::Mirroring => {
@@ -599,7 +616,6 @@ impl Partition {
             Target::Stopping => {
                 let op = self.op();
                 self.phase = Phase::Stopping(Stopping::DetachingFetcher(op));
-                fx.push(Effect::SetReadOnly(true));
                 fx.push(Effect::DetachFetcher { op });
             }
             Target::Stopped => {
@@ -635,6 +651,15 @@ impl Partition {
         Some(op)
     }
 
+    /// The next attempt of a failing failover: counted up to the last one the policy allows and
+    /// kept there, so it is always retried, at most every max backoff.
+    fn failover_attempt(&self, env: &Env<'_>) -> i16 {
+        self.retry_attempt
+            .max(0)
+            .saturating_add(1)
+            .min(env.retry.max_attempts.max(1))
+    }
+
     /// An effect of the current state failed: record FAILED with the state it happened in.
     ///
     /// A failure inside STOPPING is not written: the STOPPING record stays, with what it says
@@ -655,17 +680,25 @@ impl Partition {
             },
             phase => phase.state(),
         };
-        let failure = Failure {
-            previous,
-            retry_attempt,
-            error: cause.message.clone(),
-        };
         if previous == MirrorState::Stopping {
+            // A failover, once started, finishes whatever the source and the shards do: every
+            // failure inside it is retried, at most every max backoff, however often it
+            // failed or however it was classified.
+            let failure = Failure {
+                previous,
+                retry_attempt: self.failover_attempt(env),
+                error: cause.message.clone(),
+            };
             self.retry_attempt = failure.retry_attempt;
             let retry = self.schedule_retry(&failure, env, fx);
             self.phase = Phase::Failed { failure, retry };
             return;
         }
+        let failure = Failure {
+            previous,
+            retry_attempt,
+            error: cause.message.clone(),
+        };
         self.begin(Target::Failed(failure), fx);
     }
 
@@ -678,11 +711,15 @@ impl Partition {
         env: &Env<'_>,
         fx: &mut Vec<Effect>,
     ) {
+        // A failover's writes are retried whatever the cause, like its other steps.
+        let failing_over = matches!(target, Target::Stopping | Target::Stopped);
         let failure = match target {
             Target::Failed(f) => f.clone(),
             other => Failure {
                 previous: other.state(),
-                retry_attempt: if cause.retryable {
+                retry_attempt: if failing_over {
+                    self.failover_attempt(env)
+                } else if cause.retryable {
                     self.retry_attempt.max(0).saturating_add(1)
                 } else {
                     -1
@@ -725,12 +762,11 @@ impl Partition {
             }),
             // A pause cannot apply to a stopped partition (only MIRRORING pauses): it stays.
             (MirrorState::Stopped, Desired::Stopped | Desired::Paused) => Target::Stopped,
-            (MirrorState::Unknown, Desired::Stopped) => {
-                // Stopped before it ever had mirror state: an ordinary topic, nothing to undo.
-                self.phase = Phase::Unknown;
-                fx.push(Effect::SetReadOnly(false));
-                return;
-            }
+            // Without a record (stopped before the first was written, or a record lost) the
+            // log may still hold mirrored data: STOPPING's steps are idempotent and leave the
+            // barrier a restart's count relies on (docs/failover.md). The state table reaches
+            // STOPPING through PREPARING, whose entry then stops at once.
+            (MirrorState::Unknown, Desired::Stopped) => Target::Preparing,
             (_, Desired::Stopped) => Target::Stopping,
             (MirrorState::Paused, Desired::Paused) => Target::Paused,
             (MirrorState::Mirroring | MirrorState::Pausing, Desired::Paused) => Target::Pausing,
@@ -811,13 +847,9 @@ impl Partition {
         let target = match (&self.phase, self.desired) {
             (Phase::Mirroring { .. }, Desired::Paused) => Target::Pausing,
             (Phase::Failed { .. }, Desired::Stopped) => match self.persisted {
-                // Nothing was ever recorded: an ordinary topic, nothing to undo.
-                MirrorState::Unknown => {
-                    self.phase = Phase::Unknown;
-                    fx.push(Effect::SetReadOnly(false));
-                    return;
-                }
                 MirrorState::Stopped => Target::Stopped,
+                // Nothing recorded yet: through PREPARING, as a load without a record does.
+                MirrorState::Unknown => Target::Preparing,
                 _ => Target::Stopping,
             },
             (Phase::Mirroring { .. } | Phase::Paused, Desired::Stopped) => Target::Stopping,

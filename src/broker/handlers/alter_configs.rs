@@ -137,7 +137,10 @@ async fn alter(
     };
     let (base, changes) = changes(&topic.configs);
     let named: Vec<&str> = changes.iter().map(|(name, _, _)| name.as_str()).collect();
-    if named.contains(&mirror_guards::MIRROR_NAME) {
+    if named
+        .iter()
+        .any(|key| mirror_guards::managed_by_mirror_rpcs(key))
+    {
         return Err((
             ErrorCode::INVALID_CONFIG.0,
             mirror_guards::MIRROR_NAME_REFUSED.to_string(),

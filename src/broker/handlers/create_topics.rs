@@ -74,7 +74,7 @@ pub(super) async fn handle(
         if topic
             .configs
             .iter()
-            .any(|c| &*c.name == mirror_guards::MIRROR_NAME)
+            .any(|c| mirror_guards::managed_by_mirror_rpcs(&c.name))
         {
             results.push(
                 result

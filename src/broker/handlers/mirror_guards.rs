@@ -21,7 +21,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 /// The topic config only the mirror RPCs set.
-pub(super) const MIRROR_NAME: &str = "mirror.name";
+const MIRROR_NAME: &str = "mirror.name";
+
+/// Whether `key` is a topic config only the mirror RPCs set: `mirror.name` and what a restart
+/// confirmed ([`kmirror_actors::metadata::DISCARD_CONFIRMED`]).
+pub(super) fn managed_by_mirror_rpcs(key: &str) -> bool {
+    key == MIRROR_NAME || key == kmirror_actors::metadata::DISCARD_CONFIRMED
+}
 
 /// Why a client may not touch `mirror.name`.
 pub(super) const MIRROR_NAME_REFUSED: &str = "mirror.name is managed by the mirror RPCs and \
@@ -89,7 +95,11 @@ pub(super) fn config_change_refused(
     after: &BTreeMap<String, String>,
 ) -> Option<(kmirror_protocol::errors::ErrorCode, String)> {
     use kmirror_protocol::errors::ErrorCode;
-    if before.get(MIRROR_NAME) != after.get(MIRROR_NAME) {
+    let managed_changed = before
+        .keys()
+        .chain(after.keys())
+        .any(|key| managed_by_mirror_rpcs(key) && before.get(key) != after.get(key));
+    if managed_changed {
         return Some((ErrorCode::INVALID_CONFIG, MIRROR_NAME_REFUSED.to_string()));
     }
     let value = guarded_mirror_name(broker, topic, before)?;

@@ -20,7 +20,7 @@ use crate::acl::Operation;
 use crate::broker::Broker;
 use kmirror_actors::engine::system::LoadMirror;
 use kmirror_actors::engine::topics::{
-    ChangeTopic, DescribeMirror, SourceTopics, StartTopic, WrittenSinceFailover,
+    ChangeTopic, CountLocalWrites, DescribeMirror, LocalWrites, SourceTopics, StartTopic,
 };
 use kmirror_actors::engine::{Engine, MirrorError};
 use kmirror_actors::metadata::mirror_of;
@@ -33,6 +33,7 @@ use kmirror_protocol::messages::{
     StopMirrorTopicsResponse, describe_mirrors_response, pause_mirror_topics_response,
     resume_mirror_topics_response, start_mirror_topics_response, stop_mirror_topics_response,
 };
+use std::collections::BTreeMap;
 
 /// A top-level answer and one per topic: (topic, error code, message).
 struct Outcome {
@@ -125,6 +126,7 @@ async fn matching_source_topics(
 }
 
 async fn start(
+    broker: &Broker,
     engine: Option<&Engine>,
     access: &Access<'_>,
     request: StartMirrorTopicsRequest,
@@ -149,7 +151,8 @@ async fn start(
             .filter(|m| !names.contains(m))
             .collect::<Vec<_>>(),
     );
-    if let Err(refused) = confirm_discarded_writes(
+    let mut confirmed = match confirm_discarded_writes(
+        broker,
         engine,
         &request.mirror_name,
         &names,
@@ -157,8 +160,9 @@ async fn start(
     )
     .await
     {
-        return refused;
-    }
+        Ok(confirmed) => confirmed,
+        Err(refused) => return refused,
+    };
     let mut topics = Vec::new();
     for name in names {
         if !access.topic(Operation::AlterConfigs, &name) {
@@ -176,6 +180,7 @@ async fn start(
             .ask(StartTopic {
                 mirror: request.mirror_name.clone(),
                 topic: name.clone(),
+                confirmed: confirmed.remove(&name).unwrap_or_default(),
             })
             .await;
         let (code, message) = match started {
@@ -191,41 +196,141 @@ async fn start(
 }
 
 /// Restarting the mirror of a stopped topic cuts its log back to where it failed over,
-/// discarding what this cluster wrote since. The engine never does that unasked: the start is
-/// refused, naming how many records would go, unless `confirmed` is exactly that many.
+/// discarding what this cluster wrote since (docs/failover.md "Restarting a stopped topic").
+/// That is never done unasked: every partition's leader counts its partition's records (the
+/// topic may be spread over the brokers), and the start is refused, naming the total, unless
+/// `confirmed` is exactly that many. Answers, per stopped topic, the log end offset each
+/// partition with such records was counted at: the restart records it with `mirror.name`, and
+/// PREPARING cuts only a log that still ends there, so a write that lands after the count (the
+/// topic is writable until `mirror.name` changes) is kept, never cut unconfirmed.
 async fn confirm_discarded_writes(
+    broker: &Broker,
     engine: &Engine,
     mirror: &str,
     names: &[String],
     confirmed: i64,
-) -> Result<(), Outcome> {
-    let written = engine
-        .ask(WrittenSinceFailover {
+) -> Result<BTreeMap<String, BTreeMap<i32, i64>>, Outcome> {
+    let stopped: Vec<String> = names
+        .iter()
+        .filter(|name| {
+            broker
+                .topic(name)
+                .and_then(|t| t.configs.get("mirror.name").cloned())
+                .is_some_and(|v| mirror_of(&v) == Some((mirror, Desired::Stopped)))
+        })
+        .cloned()
+        .collect();
+    if stopped.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let counted = count_local_writes(broker, engine, mirror, &stopped)
+        .await
+        .map_err(|why| {
+            Outcome::refused(
+                ErrorCode::LEADER_NOT_AVAILABLE.0,
+                format!("{why}; nothing was changed, try again"),
+            )
+        })?;
+    let total: u64 = counted.iter().map(|w| w.records).sum();
+    let total = records(total);
+    if total != 0 && confirmed != total {
+        let details: Vec<String> = counted
+            .iter()
+            .filter(|w| w.records > 0)
+            .map(|w| format!("{}-{}: {}", w.topic, w.partition, w.records))
+            .collect();
+        return Err(Outcome::refused(
+            ErrorCode::POLICY_VIOLATION.0,
+            format!(
+                "restarting the mirror discards {total} records written on this cluster since \
+                 the failover ({}); nothing was changed. To discard them, start again with \
+                 --discard-local-writes {total}",
+                details.join(", ")
+            ),
+        ));
+    }
+    let mut log_ends: BTreeMap<String, BTreeMap<i32, i64>> = BTreeMap::new();
+    for w in counted.into_iter().filter(|w| w.records > 0) {
+        log_ends
+            .entry(w.topic)
+            .or_default()
+            .insert(w.partition, w.log_end);
+    }
+    Ok(log_ends)
+}
+
+/// Every partition's count of [`confirm_discarded_writes`], from its leader: this broker's
+/// engine for its own, DescribeMirrors (its `LocalRecords`) for the others'. Fails naming a
+/// partition whose leader gave none.
+async fn count_local_writes(
+    broker: &Broker,
+    engine: &Engine,
+    mirror: &str,
+    topics: &[String],
+) -> Result<Vec<LocalWrites>, String> {
+    let mut counted = engine
+        .ask(CountLocalWrites {
             mirror: mirror.to_string(),
-            topics: names.to_vec(),
+            topics: topics.to_vec(),
         })
         .await
-        .map_err(|e| Outcome {
-            error: from_error(e),
-            topics: Vec::new(),
-        })?;
-    let total: i64 = written.iter().map(|(_, _, count)| count).sum();
-    let details: Vec<String> = written
-        .iter()
-        .map(|(name, index, count)| format!("{name}-{index}: {count}"))
-        .collect();
-    if total == 0 || confirmed == total {
-        return Ok(());
+        .map_err(|e| e.message)?;
+    let mut expected = Vec::new();
+    let mut others = std::collections::BTreeSet::new();
+    for name in topics {
+        let Some(topic) = broker.topic(name) else {
+            continue;
+        };
+        for (index, partition) in (0..).zip(&topic.partitions) {
+            expected.push((name.clone(), index));
+            if !broker.leads(partition) {
+                others.insert(partition.leader);
+            }
+        }
     }
-    Err(Outcome::refused(
-        ErrorCode::POLICY_VIOLATION.0,
-        format!(
-            "restarting the mirror discards {total} records written on this cluster since the \
-             failover ({}); nothing was changed. To discard them, start again with \
-             --discard-local-writes {total}",
-            details.join(", ")
-        ),
-    ))
+    let request = DescribeMirrorsRequest {
+        mirror_names: vec![mirror.to_string()],
+        ..Default::default()
+    };
+    for node in others {
+        let answer = broker
+            .call_broker(node, "DescribeMirrors", &request, 0)
+            .await
+            .map_err(|e| format!("broker {node} could not count its partitions' writes: {e}"))?;
+        for described in answer
+            .mirrors
+            .into_iter()
+            .filter(|m| m.mirror_name == mirror)
+        {
+            for topic in described.topics {
+                for p in topic
+                    .partitions
+                    .into_iter()
+                    .filter(|p| p.local_records >= 0)
+                {
+                    counted.push(LocalWrites {
+                        topic: topic.topic_name.clone(),
+                        partition: p.partition_index,
+                        records: u64::try_from(p.local_records).unwrap_or(0),
+                        log_end: p.destination_offset,
+                    });
+                }
+            }
+        }
+    }
+    counted.retain(|w| expected.contains(&(w.topic.clone(), w.partition)));
+    for (name, index) in &expected {
+        if !counted
+            .iter()
+            .any(|w| &w.topic == name && w.partition == *index)
+        {
+            return Err(format!(
+                "the leader of {name}-{index} did not count the records written there since \
+                 the failover (it is away, or has not seen the stop yet)"
+            ));
+        }
+    }
+    Ok(counted)
 }
 
 /// Refuses a pause or resume the topic's current `mirror.name` does not allow.
@@ -311,6 +416,7 @@ macro_rules! topic_response {
 }
 
 pub(super) async fn start_topics(
+    broker: &Broker,
     engine: Option<&Engine>,
     access: &Access<'_>,
     request: StartMirrorTopicsRequest,
@@ -318,7 +424,7 @@ pub(super) async fn start_topics(
     topic_response!(
         StartMirrorTopicsResponse,
         start_mirror_topics_response,
-        start(engine, access, request).await
+        start(broker, engine, access, request).await
     )
 }
 
@@ -421,6 +527,16 @@ pub(super) async fn describe(
             Ok(()) => engine.ask(DescribeMirror(name.clone())).await,
             Err(e) => Err(e),
         };
+        let local_writes = match &loaded {
+            Ok(topics) => engine
+                .ask(CountLocalWrites {
+                    mirror: name.clone(),
+                    topics: topics.iter().map(|t| t.topic.clone()).collect(),
+                })
+                .await
+                .unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
         match loaded {
             Ok(topics) => {
                 described.topics = topics
@@ -430,22 +546,25 @@ pub(super) async fn describe(
                             .partitions
                             .iter()
                             .map(|view| {
-                                let end =
-                                    broker
-                                        .partition(&t.topic, view.partition)
-                                        .map_or(-1, |part| {
-                                            part.log
-                                                .lock()
-                                                .unwrap_or_else(|e| e.into_inner())
-                                                .log_end_offset()
-                                        });
+                                let (end, stable) = broker
+                                    .partition(&t.topic, view.partition)
+                                    .map_or((-1, -1), |part| {
+                                        let log =
+                                            part.log.lock().unwrap_or_else(|e| e.into_inner());
+                                        (log.log_end_offset(), log.last_stable_offset())
+                                    });
+                                let counted = local_writes
+                                    .iter()
+                                    .find(|w| w.topic == t.topic && w.partition == view.partition);
+                                let local = counted.map_or(-1, |w| records(w.records));
+                                // The count's own log end: the two come from one read.
+                                let end = counted.map_or(end, |w| w.log_end);
                                 let source = view.source_offset.unwrap_or(-1);
                                 let lag = if source >= 0 && end >= 0 {
                                     (source - end).max(0)
                                 } else {
                                     -1
                                 };
-                                let records = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
                                 describe_mirrors_response::DescribedPartition {
                                     partition_index: view.partition,
                                     state: view.snapshot.state.name().to_string(),
@@ -458,6 +577,8 @@ pub(super) async fn describe(
                                     truncated_at_stop_records: records(view.truncated.at_stop),
                                     truncated_at_start_records: records(view.truncated.at_start),
                                     source_high_watermark: view.source_high_watermark.unwrap_or(-1),
+                                    destination_last_stable_offset: stable,
+                                    local_records: local,
                                     ..Default::default()
                                 }
                             })
@@ -482,4 +603,9 @@ pub(super) async fn describe(
         mirrors,
         ..Default::default()
     }
+}
+
+/// A count of records as an `int64` field.
+fn records(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }

@@ -154,7 +154,7 @@ pub(super) async fn dispatch_mirror(
         }
         MirrorApiKey::StartMirrorTopics => {
             let request = Decodable::decode(body, version)?;
-            mirror_topics::start_topics(engine, access, request)
+            mirror_topics::start_topics(broker, engine, access, request)
                 .await
                 .encode(&mut out, version)?
         }

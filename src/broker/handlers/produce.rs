@@ -17,6 +17,8 @@ use kafka_protocol::messages::produce_response::{PartitionProduceResponse, Topic
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
 use kmirror_actors::engine::state_log::MIRROR_STATE_TOPIC;
+use kmirror_actors::metadata::mirror_of;
+use kmirror_actors::partition::Desired;
 use kmirror_protocol::batch::RecordBatch;
 use kmirror_protocol::batch::validate::{TimestampLimits, validate_produced};
 use kmirror_protocol::errors::ErrorCode;
@@ -90,11 +92,7 @@ pub(super) async fn handle(
                 broker.leader_epoch(&name, data.index),
             ) {
                 (Some(partition), Some(_)) if partition.read_only.load(Ordering::SeqCst) => {
-                    out = out
-                        .with_error_code(ErrorCode::READ_ONLY_TOPIC.0)
-                        .with_error_message(Some(StrBytes::from_static_str(
-                            "a mirror topic is read-only until its mirror partition is STOPPED",
-                        )));
+                    out = read_only(&partition, out);
                 }
                 (Some(_), Some(_)) if outside_transaction => {
                     out = out
@@ -132,6 +130,32 @@ pub(super) async fn handle(
     (request.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
 }
 
+/// The answer to a produce to a read-only partition: READ_ONLY_TOPIC while the topic is
+/// mirrored or paused; NOT_LEADER_OR_FOLLOWER, which clients retry, while a stopped topic's
+/// partition finishes its failover or reloads its state (docs/failover.md).
+fn read_only(partition: &Partition, out: PartitionProduceResponse) -> PartitionProduceResponse {
+    let stopping = partition
+        .configs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get("mirror.name")
+        .and_then(|v| mirror_of(v))
+        .is_some_and(|(_, desired)| desired == Desired::Stopped);
+    let (code, message) = if stopping {
+        (
+            ErrorCode::NOT_LEADER_OR_FOLLOWER,
+            "the topic's mirror partition is finishing its failover; retry",
+        )
+    } else {
+        (
+            ErrorCode::READ_ONLY_TOPIC,
+            "a mirror topic is read-only until its mirror partition is STOPPED",
+        )
+    };
+    out.with_error_code(code.0)
+        .with_error_message(Some(StrBytes::from_static_str(message)))
+}
+
 /// Appends validated records as the leader and fills in the answer.
 fn append(
     partition: &Partition,
@@ -140,6 +164,12 @@ fn append(
     out: PartitionProduceResponse,
 ) -> PartitionProduceResponse {
     let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+    // Again under the log's lock, where the flag is set before the log is cut or counted: a
+    // produce that passed the first check while a restart's `mirror.name` was being applied
+    // must not append after it (docs/failover.md "Restarting a stopped topic").
+    if partition.read_only.load(Ordering::SeqCst) {
+        return read_only(partition, out);
+    }
     match log.append_as_leader(records, epoch, now_ms()) {
         Ok(info) => {
             let end = log.log_end_offset();
