@@ -407,6 +407,45 @@ impl Broker {
             .cloned()
     }
 
+    /// Why produced `records` are too large for partition `index` of `topic`: a record batch
+    /// larger than its `max.message.bytes` (else the broker's `message.max.bytes`), each batch
+    /// judged alone as Kafka does. `None` when every batch fits, when the partition is not open
+    /// here, or for bytes that do not frame as batches (validation names those). Only Produce
+    /// asks: mirrored batches are the source's, appended whatever their size.
+    pub(crate) fn oversized_batch(
+        &self,
+        topic: &str,
+        index: i32,
+        records: Option<&bytes::Bytes>,
+    ) -> Option<String> {
+        let partition = self.partition(topic, index)?;
+        let limit = {
+            let configs = partition.configs.lock().unwrap_or_else(|e| e.into_inner());
+            self.config.log.with_overrides(&configs).max_message_bytes
+        };
+        let size = kmirror_protocol::batch::RecordBatches::new(records?.clone())
+            .map_while(Result::ok)
+            .map(|batch| batch.size() as u64)
+            .find(|size| *size > limit)?;
+        Some(format!(
+            "a record batch of {size} bytes is larger than max.message.bytes={limit} of topic \
+             {topic}"
+        ))
+    }
+
+    /// The brokers that can take new replicas: the registered ones not fenced (every registered
+    /// one while all are fenced, as placement takes them then).
+    pub(crate) fn live_brokers(&self) -> usize {
+        self.with_controller(|c| {
+            let live = c
+                .brokers()
+                .keys()
+                .filter(|id| !c.fenced().contains(id))
+                .count();
+            if live == 0 { c.brokers().len() } else { live }
+        })
+    }
+
     /// Opens or closes a partition to producers (the engine clears it when a mirror partition
     /// reaches STOPPED); false when the partition does not exist.
     pub fn set_read_only(&self, topic: &str, index: i32, read_only: bool) -> bool {
