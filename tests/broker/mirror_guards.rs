@@ -529,6 +529,69 @@ async fn create_mirror_refuses_this_cluster_as_its_source() {
     shut(running).await;
 }
 
+/// Hostile report 2026-12-02 finding 7: DescribeConfigs of a mirror hides every key Kafka types
+/// PASSWORD (value null, flagged sensitive, as `kmirror mirrors --describe-configs` then shows
+/// it): a private key's passphrase and PEM material given inline as well as passwords.
+#[tokio::test]
+async fn describe_configs_of_a_mirror_hides_every_password_typed_key() {
+    use kafka_protocol::messages::DescribeConfigsRequest;
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let secrets = [
+        (
+            "sasl.oauthbearer.assertion.private.key.passphrase",
+            "LEAK-passphrase",
+        ),
+        ("ssl.keystore.certificate.chain", "LEAK-chain"),
+        ("ssl.truststore.certificates", "LEAK-ca"),
+        ("ssl.key.password", "LEAK-password"),
+    ];
+    let mut configs: BTreeMap<String, String> = secrets
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    configs.insert("bootstrap.servers".into(), "source:9092".into());
+    running
+        .broker
+        .create_mirror("guarded", configs)
+        .await
+        .expect("created");
+    let request = DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(64)
+            .with_resource_name(name("guarded"))
+            .with_configuration_keys(None),
+    ]);
+    let (_, answer) = connection(&running.address)
+        .await
+        .send("DescribeConfigs", &request, 4)
+        .await
+        .expect("DescribeConfigs answers");
+    let described = &answer.results[0];
+    assert_eq!(described.error_code, 0, "{described:?}");
+    for (key, _) in secrets {
+        let entry = described
+            .configs
+            .iter()
+            .find(|c| &*c.name == key)
+            .unwrap_or_else(|| panic!("{key} is listed: {described:?}"));
+        assert!(
+            entry.is_sensitive && entry.value.is_none(),
+            "{key} hidden: {entry:?}"
+        );
+    }
+    assert!(!format!("{answer:?}").contains("LEAK"), "{answer:?}");
+    assert!(
+        described
+            .configs
+            .iter()
+            .any(|c| &*c.name == "bootstrap.servers" && c.value.as_deref() == Some("source:9092")),
+        "other keys shown: {described:?}"
+    );
+    shut(running).await;
+}
+
 /// CreateMirror checks every config it will run with and names the failing key.
 #[tokio::test]
 async fn create_mirror_validates_every_config_naming_the_key() {
