@@ -529,6 +529,68 @@ async fn create_mirror_refuses_this_cluster_as_its_source() {
     shut(running).await;
 }
 
+/// Hostile report 2026-12-02 finding 6: a CreateMirror that does not give
+/// `mirror.source.cluster.id` makes the broker ask the source for it, as `kmirror mirrors
+/// --create` does: this cluster is refused as a source the same way, another cluster's id is
+/// stored with the mirror, and a source that does not answer is refused naming the key (given,
+/// the id creates the mirror anyway).
+#[tokio::test]
+async fn create_mirror_without_a_source_cluster_id_asks_the_source() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let (code, message) = create_mirror(
+        &running,
+        "loop",
+        &[("bootstrap.servers", running.address.as_str())],
+    )
+    .await;
+    assert_eq!(code, ErrorCode::INVALID_CONFIG.0, "{message}");
+    assert!(message.contains("this cluster"), "{message}");
+    assert!(running.broker.mirrors().is_empty(), "not created");
+
+    let source_dir = tempfile::tempdir().expect("temp dir");
+    let source = start(source_dir.path()).await;
+    let (code, message) = create_mirror(
+        &running,
+        "dr",
+        &[("bootstrap.servers", source.address.as_str())],
+    )
+    .await;
+    assert_eq!(code, 0, "{message}");
+    assert_eq!(
+        running.broker.mirrors()["dr"]
+            .get("mirror.source.cluster.id")
+            .cloned(),
+        Some(source.broker.cluster_id()),
+        "the source's id is stored"
+    );
+    shut(source).await;
+
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let (code, message) = create_mirror(
+        &running,
+        "nowhere",
+        &[("bootstrap.servers", nowhere.as_str())],
+    )
+    .await;
+    assert_eq!(code, ErrorCode::INVALID_CONFIG.0, "{message}");
+    assert!(message.contains("mirror.source.cluster.id"), "{message}");
+    let (code, message) = create_mirror(
+        &running,
+        "nowhere",
+        &[
+            ("bootstrap.servers", nowhere.as_str()),
+            ("mirror.source.cluster.id", "SRC"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{message}");
+    shut(running).await;
+}
+
 /// Hostile report 2026-12-02 finding 7: DescribeConfigs of a mirror hides every key Kafka types
 /// PASSWORD (value null, flagged sensitive, as `kmirror mirrors --describe-configs` then shows
 /// it): a private key's passphrase and PEM material given inline as well as passwords.
