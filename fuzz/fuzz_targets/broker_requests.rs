@@ -23,7 +23,7 @@ fn target() -> &'static Target {
     TARGET.get_or_init(|| {
         let dir = tempfile::tempdir().expect("temp dir");
         let props = parse_properties(&format!(
-            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:9092\nlog.dirs={}\nlog.segment.bytes=65536\n",
+            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:9092\nlog.dirs={}\nlog.segment.bytes=1048576\n",
             dir.path().display()
         ))
         .expect("parses");

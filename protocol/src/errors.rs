@@ -179,6 +179,9 @@ impl ErrorCode {
     pub const REQUEST_TIMED_OUT: ErrorCode = ErrorCode(7);
     /// Kafka's REPLICA_NOT_AVAILABLE.
     pub const REPLICA_NOT_AVAILABLE: ErrorCode = ErrorCode(9);
+    /// Kafka's MESSAGE_TOO_LARGE: a produced record batch larger than the topic's
+    /// `max.message.bytes`.
+    pub const MESSAGE_TOO_LARGE: ErrorCode = ErrorCode(10);
     /// Kafka's NETWORK_EXCEPTION: a connection could not be made or broke.
     pub const NETWORK_EXCEPTION: ErrorCode = ErrorCode(13);
     /// Kafka's COORDINATOR_LOAD_IN_PROGRESS: the coordinator is still loading; ask again.
@@ -216,6 +219,9 @@ impl ErrorCode {
     pub const TOPIC_ALREADY_EXISTS: ErrorCode = ErrorCode(36);
     /// Kafka's INVALID_PARTITIONS: a partition count that cannot be used.
     pub const INVALID_PARTITIONS: ErrorCode = ErrorCode(37);
+    /// Kafka's INVALID_REPLICATION_FACTOR: a topic asking for more replicas than there are
+    /// live brokers, or for fewer than one.
+    pub const INVALID_REPLICATION_FACTOR: ErrorCode = ErrorCode(38);
     /// Kafka's INVALID_CONFIG: a config value (of a topic or a mirror) that cannot be used, or
     /// `mirror.name` named by a client.
     pub const INVALID_CONFIG: ErrorCode = ErrorCode(40);

@@ -338,6 +338,12 @@ impl BrokerConfig {
             },
             flush_messages: positive("log.flush.interval.messages", i64::MAX)? as u64,
             flush_ms: positive("log.flush.interval.ms", i64::MAX)?,
+            max_message_bytes: ranged(
+                "message.max.bytes",
+                defaults.max_message_bytes as i64,
+                0,
+                int_max,
+            )? as u64,
         };
         let log_open_files_max = positive(
             "log.open.files.max",
@@ -465,6 +471,7 @@ impl BrokerConfig {
             "log.roll.hours",
             "log.flush.interval.messages",
             "log.flush.interval.ms",
+            "message.max.bytes",
             "socket.request.max.bytes",
             "log.retention.check.interval.ms",
             "transaction.max.timeout.ms",
@@ -626,6 +633,7 @@ mod tests {
             ("socket.request.max.bytes", "2147483648"),
             ("log.segment.bytes", "1"),
             ("log.segment.bytes", "13"),
+            ("log.segment.bytes", "1048575"),
             ("log.segment.bytes", "2147483648"),
             ("log.roll.ms", "0"),
             ("log.index.interval.bytes", "-1"),
@@ -636,6 +644,8 @@ mod tests {
             ("log.retention.hours", "2147483648"),
             ("log.flush.interval.messages", "0"),
             ("log.flush.interval.ms", "0"),
+            ("message.max.bytes", "-1"),
+            ("message.max.bytes", "2147483648"),
             ("log.retention.check.interval.ms", "0"),
             ("log.open.files.max", "0"),
             ("transaction.max.timeout.ms", "2147483648"),
@@ -666,13 +676,13 @@ mod tests {
             );
         }
         let (c, unknown) = config(
-            "node.id=0\nlog.segment.bytes=14\nlog.index.interval.bytes=0\nlog.retention.hours=-1\n\
+            "node.id=0\nlog.segment.bytes=1048576\nlog.index.interval.bytes=0\nlog.retention.hours=-1\n\
              log.retention.bytes=-1\nmirror.supervision.max.restarts=0\nmirror.num.replica.fetchers=64\n\
-             mirror.supervision.max.restart=5\n",
+             mirror.supervision.max.restart=5\nmessage.max.bytes=0\n",
         )
         .expect("the ends of the ranges are valid");
         assert_eq!(c.node_id, 0);
-        assert_eq!(c.log.segment_bytes, 14);
+        assert_eq!(c.log.segment_bytes, 1 << 20);
         assert_eq!(c.log.index_interval_bytes, 0);
         assert_eq!((c.log.retention_ms, c.log.retention_bytes), (-1, -1));
         assert_eq!(

@@ -119,24 +119,46 @@ pub fn is_mirror_topic(configs: &BTreeMap<String, String>) -> bool {
         .is_some_and(|name| !name.is_empty())
 }
 
-/// Whether a log directory entry is a partition directory (`<topic>-<index>`) that no topic in
-/// `topics` owns. Internal topics' directories are the broker's own state and are never set
-/// aside; a client's topic whose name merely starts with `__` is judged like any other (else a
-/// topic created again under its name would serve the old one's records).
-fn is_stray_partition_dir(name: &str, topics: &[(String, TopicMeta)]) -> bool {
+/// The topic and index of a log directory entry that is a partition directory
+/// (`<topic>-<index>`) no topic in `topics` owns. Internal topics' directories are the broker's
+/// own state and are never set aside; a client's topic whose name merely starts with `__` is
+/// judged like any other (else a topic created again under its name would serve the old one's
+/// records).
+fn stray_partition_dir<'a>(
+    name: &'a str,
+    topics: &[(String, TopicMeta)],
+) -> Option<(&'a str, usize)> {
     // Only directories named as partition logs are ours to judge.
-    let Some((topic, index)) = name
-        .rsplit_once('-')
+    partition_dir(name).filter(|(topic, index)| {
+        !topics
+            .iter()
+            .any(|(owner, t)| owner == topic && *index < t.partitions.len())
+    })
+}
+
+/// The topic and index a log directory entry named `<topic>-<index>` holds, for a topic that is
+/// not internal.
+fn partition_dir(name: &str) -> Option<(&str, usize)> {
+    name.rsplit_once('-')
         .and_then(|(t, i)| Some((t, i.parse::<usize>().ok()?)))
-        .filter(|(t, _)| {
-            crate::controller::valid_topic_name(t) && !internal_topics::is_internal(t)
-        })
-    else {
-        return false;
-    };
-    !topics
-        .iter()
-        .any(|(owner, t)| owner == topic && index < t.partitions.len())
+        .filter(|(t, _)| crate::controller::valid_topic_name(t) && !internal_topics::is_internal(t))
+}
+
+/// The longest file name a log directory's file system takes (NAME_MAX).
+const MAX_FILE_NAME_BYTES: usize = 255;
+
+/// The name a stray partition directory is set aside under: `<topic>-<index>.<id>-stray`, its
+/// topic cut so the whole name stays within [`MAX_FILE_NAME_BYTES`] (a legal 249-character topic
+/// would otherwise exceed it by the suffix), as Kafka caps its `-stray` and `-delete` names.
+fn stray_dir_name(topic: &str, index: usize) -> String {
+    let tail = format!("-{index}.{}-stray", Uuid::new_v4().simple());
+    let mut keep = topic
+        .len()
+        .min(MAX_FILE_NAME_BYTES.saturating_sub(tail.len()));
+    while !topic.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    format!("{}{tail}", &topic[..keep])
 }
 
 /// Milliseconds since the Unix epoch.
@@ -246,11 +268,14 @@ impl Broker {
         f(&mut guard)
     }
 
-    /// Renames partition directories no topic owns aside, as Kafka does (`<name>.<id>-stray`),
-    /// and reports them in one warning. A deletion that crashed before removing its logs leaves
-    /// such directories, and so does metadata that lost a topic (a damaged tail cut off its
-    /// log): the metadata's silence does not prove the data unwanted, so deleting is left to the
-    /// operator, and a topic created again under the name starts empty.
+    /// Renames partition directories no topic owns aside, as Kafka does (`<name>.<id>-stray`,
+    /// see [`stray_dir_name`]), and reports them in one warning. A deletion that crashed before
+    /// removing its logs leaves such directories, and so does metadata that lost a topic (a
+    /// damaged tail cut off its log): the metadata's silence does not prove the data unwanted, so
+    /// deleting is left to the operator, and a topic created again under the name starts empty.
+    /// A directory that cannot be renamed is logged as an error and left where it is: no topic
+    /// reads it, and refusing to start would keep every other partition offline
+    /// (docs/broker-configs.md, "Log directory").
     fn set_aside_stray_logs(&self, topics: &[(String, TopicMeta)]) -> Result<(), StorageError> {
         let dir = &self.config.log_dir;
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -259,11 +284,21 @@ impl Broker {
         let mut strays = Vec::new();
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if entry.path().is_dir() && is_stray_partition_dir(&name, topics) {
-                let aside = dir.join(format!("{name}.{}-stray", Uuid::new_v4().simple()));
-                std::fs::rename(entry.path(), &aside)
-                    .map_err(crate::storage::error::io("rename", entry.path()))?;
-                strays.push(format!("{name} -> {}", aside.display()));
+            let Some((topic, index)) = stray_partition_dir(&name, topics) else {
+                continue;
+            };
+            if !entry.path().is_dir() {
+                continue;
+            }
+            let aside = dir.join(stray_dir_name(topic, index));
+            match std::fs::rename(entry.path(), &aside) {
+                Ok(()) => strays.push(format!("{name} -> {}", aside.display())),
+                Err(e) => tracing::error!(
+                    directory = %entry.path().display(),
+                    to = %aside.display(),
+                    error = %e,
+                    "a partition directory no topic owns could not be renamed aside; it stays as it is, unused, until an operator moves or deletes it"
+                ),
             }
         }
         if !strays.is_empty() {
@@ -374,6 +409,45 @@ impl Broker {
             .get(topic)
             .and_then(|open| open.get(&index))
             .cloned()
+    }
+
+    /// Why produced `records` are too large for partition `index` of `topic`: a record batch
+    /// larger than its `max.message.bytes` (else the broker's `message.max.bytes`), each batch
+    /// judged alone as Kafka does. `None` when every batch fits, when the partition is not open
+    /// here, or for bytes that do not frame as batches (validation names those). Only Produce
+    /// asks: mirrored batches are the source's, appended whatever their size.
+    pub(crate) fn oversized_batch(
+        &self,
+        topic: &str,
+        index: i32,
+        records: Option<&bytes::Bytes>,
+    ) -> Option<String> {
+        let partition = self.partition(topic, index)?;
+        let limit = {
+            let configs = partition.configs.lock().unwrap_or_else(|e| e.into_inner());
+            self.config.log.with_overrides(&configs).max_message_bytes
+        };
+        let size = kmirror_protocol::batch::RecordBatches::new(records?.clone())
+            .map_while(Result::ok)
+            .map(|batch| batch.size() as u64)
+            .find(|size| *size > limit)?;
+        Some(format!(
+            "a record batch of {size} bytes is larger than max.message.bytes={limit} of topic \
+             {topic}"
+        ))
+    }
+
+    /// The brokers that can take new replicas: the registered ones not fenced (every registered
+    /// one while all are fenced, as placement takes them then).
+    pub(crate) fn live_brokers(&self) -> usize {
+        self.with_controller(|c| {
+            let live = c
+                .brokers()
+                .keys()
+                .filter(|id| !c.fenced().contains(id))
+                .count();
+            if live == 0 { c.brokers().len() } else { live }
+        })
     }
 
     /// Opens or closes a partition to producers (the engine clears it when a mirror partition
@@ -784,12 +858,12 @@ mod tests {
                 configs: BTreeMap::new(),
             },
         )];
-        assert!(!is_stray_partition_dir("events-0", &owned));
-        assert!(is_stray_partition_dir("events-1", &owned));
-        assert!(is_stray_partition_dir("__foo-0", &owned));
-        assert!(is_stray_partition_dir("__Mirror_State-0", &owned));
-        assert!(!is_stray_partition_dir("__mirror_state-0", &owned));
-        assert!(!is_stray_partition_dir("__consumer_offsets", &owned));
-        assert!(!is_stray_partition_dir(".lock", &owned));
+        assert!(stray_partition_dir("events-0", &owned).is_none());
+        assert!(stray_partition_dir("events-1", &owned).is_some());
+        assert!(stray_partition_dir("__foo-0", &owned).is_some());
+        assert!(stray_partition_dir("__Mirror_State-0", &owned).is_some());
+        assert!(stray_partition_dir("__mirror_state-0", &owned).is_none());
+        assert!(stray_partition_dir("__consumer_offsets", &owned).is_none());
+        assert!(stray_partition_dir(".lock", &owned).is_none());
     }
 }

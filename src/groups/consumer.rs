@@ -15,6 +15,9 @@
 //!   keeps partitions it must revoke beyond its rebalance timeout. Removal bumps the group epoch.
 //! - A heartbeat with an older epoch is fenced (FENCED_MEMBER_EPOCH) unless it is the epoch just
 //!   before and owns nothing outside its assignment (its last answer was lost).
+//! - Requests Kafka refuses are INVALID_REQUEST: epoch -2 without an instance id, an epoch below
+//!   -2, and SubscribedTopicNames beyond [`MAX_SUBSCRIBED_TOPIC_NAMES`] names or
+//!   [`MAX_SUBSCRIBED_TOPIC_NAMES_BYTES`] bytes (docs/errors.md).
 //!
 //! The durable part ([`ConsumerGroupState`]) is written to the offsets log on every change and
 //! replayed at start, so members keep their epochs and partitions across a broker restart; the
@@ -152,6 +155,31 @@ pub type TopicsView = BTreeMap<String, (String, i32, bool)>;
 /// The longest SubscribedTopicRegex taken (Kafka sets none; a regex this long is no topic
 /// filter, and compiling it costs every member of the broker).
 pub const MAX_REGEX_BYTES: usize = 4096;
+
+/// The most bytes of names (their lengths summed) one member's SubscribedTopicNames may hold.
+/// Kafka sets no such bound, but the member record that stores the names must fit one
+/// `__consumer_offsets` batch (about 1 MiB), so a larger subscription fails there; here every
+/// member's subscription is held in memory and written on each change.
+pub const MAX_SUBSCRIBED_TOPIC_NAMES_BYTES: usize = 1 << 20;
+
+/// The most names one member's SubscribedTopicNames may hold: each costs memory whatever its
+/// length, and a larger set of topics is better named by SubscribedTopicRegex.
+pub const MAX_SUBSCRIBED_TOPIC_NAMES: usize = 32_768;
+
+/// Refuses a SubscribedTopicNames beyond [`MAX_SUBSCRIBED_TOPIC_NAMES`] names or
+/// [`MAX_SUBSCRIBED_TOPIC_NAMES_BYTES`] bytes.
+fn check_subscribed_topic_names(names: &[String]) -> Result<(), HeartbeatError> {
+    let bytes: usize = names.iter().map(String::len).sum();
+    if names.len() > MAX_SUBSCRIBED_TOPIC_NAMES || bytes > MAX_SUBSCRIBED_TOPIC_NAMES_BYTES {
+        return Err(HeartbeatError::InvalidRequest(format!(
+            "SubscribedTopicNames holds {} names of {bytes} bytes: at most \
+             {MAX_SUBSCRIBED_TOPIC_NAMES} names and {MAX_SUBSCRIBED_TOPIC_NAMES_BYTES} bytes \
+             are taken (SubscribedTopicRegex names many topics at once)",
+            names.len()
+        )));
+    }
+    Ok(())
+}
 
 /// The most memory one compiled subscription regex may take (its program and its lazy DFA).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
@@ -442,6 +470,17 @@ impl ConsumerGroup {
         now: Instant,
     ) -> Result<HeartbeatAnswer, HeartbeatError> {
         self.expire(now, settings);
+        if hb.member_epoch < -2 {
+            return Err(HeartbeatError::InvalidRequest(format!(
+                "MemberEpoch {} is invalid",
+                hb.member_epoch
+            )));
+        }
+        if hb.member_epoch == -2 && hb.instance_id.is_none() {
+            return Err(HeartbeatError::InvalidRequest(
+                "InstanceId can't be null: MemberEpoch -2 is a static member's leave".into(),
+            ));
+        }
         if hb.member_epoch < 0 {
             return self.leave(hb);
         }
@@ -471,8 +510,11 @@ impl ConsumerGroup {
                 });
             }
         }
-        // Checked before anything changes: a regex that cannot be used is this member's
+        // Checked before anything changes: a subscription that cannot be used is this member's
         // error alone, and is never stored.
+        if let Some(names) = &hb.subscribed_topic_names {
+            check_subscribed_topic_names(names)?;
+        }
         if let Some(pattern) = hb.subscribed_topic_regex.as_ref().filter(|p| !p.is_empty()) {
             self.regex(pattern)?;
         }

@@ -17,12 +17,16 @@ pub struct LogConfig {
     pub flush_messages: u64,
     /// `flush.ms`: fsync when the last flush is older than this.
     pub flush_ms: i64,
+    /// `max.message.bytes`: the largest record batch a producer may append. Produce checks it
+    /// (MESSAGE_TOO_LARGE), not the log: a mirror appends the source's batches as they are.
+    pub max_message_bytes: u64,
 }
 
 impl Default for LogConfig {
     /// Kafka's defaults: 1 GiB segments rolled weekly, an index entry every 4 KiB, 7 days of
-    /// retention, and flushing left to the OS (durability from replication). A single-node
-    /// deployment that must survive power loss sets `flush.messages=1`.
+    /// retention, flushing left to the OS (durability from replication), and batches of up to
+    /// 1 MiB plus a batch's log overhead. A single-node deployment that must survive power loss
+    /// sets `flush.messages=1`.
     fn default() -> Self {
         LogConfig {
             segment_bytes: 1 << 30,
@@ -32,12 +36,19 @@ impl Default for LogConfig {
             retention_ms: 7 * 24 * 3600 * 1000,
             flush_messages: u64::MAX,
             flush_ms: i64::MAX,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
         }
     }
 }
 
-/// The smallest segment Kafka's validators accept: one record batch header.
-pub const MIN_SEGMENT_BYTES: i64 = 14;
+/// The smallest segment Kafka 4's validators accept (1 MiB, KIP-1030), for `segment.bytes` and
+/// the broker's `log.segment.bytes`: smaller ones let a client make a file per batch and use up
+/// the log directory's inodes.
+pub const MIN_SEGMENT_BYTES: i64 = 1 << 20;
+
+/// Kafka's default `max.message.bytes` (and broker `message.max.bytes`): 1 MiB and the 12 bytes
+/// of a batch's offset and length.
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = (1 << 20) + 12;
 
 impl LogConfig {
     /// The range Kafka's validators give a topic config of these settings (and the broker key
@@ -52,6 +63,7 @@ impl LogConfig {
             "retention.bytes" | "retention.ms" => (-1, i64::MAX),
             "flush.messages" => (1, i64::MAX),
             "flush.ms" => (0, i64::MAX),
+            "max.message.bytes" => (0, int_max),
             _ => return None,
         })
     }
@@ -72,7 +84,7 @@ impl LogConfig {
     }
 
     /// The topic config names of these settings, in [`LogConfig::entries`] order.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "segment.bytes",
         "segment.ms",
         "index.interval.bytes",
@@ -80,6 +92,7 @@ impl LogConfig {
         "retention.ms",
         "flush.messages",
         "flush.ms",
+        "max.message.bytes",
     ];
 
     /// These settings under their topic config names, as DescribeConfigs reports them.
@@ -94,6 +107,7 @@ impl LogConfig {
             self.retention_ms.to_string(),
             flush_messages.to_string(),
             self.flush_ms.to_string(),
+            self.max_message_bytes.to_string(),
         ];
         LogConfig::NAMES.into_iter().zip(values).collect()
     }
@@ -114,6 +128,7 @@ impl LogConfig {
                 "retention.ms" => set(&mut out.retention_ms, value),
                 "flush.messages" => set(&mut out.flush_messages, value),
                 "flush.ms" => set(&mut out.flush_ms, value),
+                "max.message.bytes" => set(&mut out.max_message_bytes, value),
                 _ => {}
             }
         }

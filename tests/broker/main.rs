@@ -526,22 +526,25 @@ async fn mirror_topics_are_read_only_until_opened() {
     shut(running).await;
 }
 
-/// Retention from topic configs: with `segment.bytes=1024` and `retention.bytes=2048`, the log
+/// Retention from topic configs: with `segment.ms=1` (a segment per produce, as the test waits
+/// between them; `segment.bytes` may not go below 1 MiB) and `retention.bytes=2048`, the log
 /// manager's pass deletes the oldest segments and the earliest offset a consumer can list moves
 /// up; what is left still reads back.
 #[tokio::test]
 async fn retention_deletes_old_segments_and_moves_the_log_start() {
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start(dir.path()).await;
-    let configs = [("segment.bytes", "1024"), ("retention.bytes", "2048")];
+    let configs = [("segment.ms", "1"), ("retention.bytes", "2048")];
     assert_eq!(
         create_with_configs(&running.address, "retained", 1, &configs).await,
         0
     );
     for _ in 0..20 {
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         let batch = BatchSpec {
             records: 3,
             value_size: 100,
+            timestamp_ms: kmirror::broker::now_ms(),
             ..BatchSpec::default()
         }
         .build();

@@ -529,6 +529,131 @@ async fn create_mirror_refuses_this_cluster_as_its_source() {
     shut(running).await;
 }
 
+/// Hostile report 2026-12-02 finding 6: a CreateMirror that does not give
+/// `mirror.source.cluster.id` makes the broker ask the source for it, as `kmirror mirrors
+/// --create` does: this cluster is refused as a source the same way, another cluster's id is
+/// stored with the mirror, and a source that does not answer is refused naming the key (given,
+/// the id creates the mirror anyway).
+#[tokio::test]
+async fn create_mirror_without_a_source_cluster_id_asks_the_source() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let (code, message) = create_mirror(
+        &running,
+        "loop",
+        &[("bootstrap.servers", running.address.as_str())],
+    )
+    .await;
+    assert_eq!(code, ErrorCode::INVALID_CONFIG.0, "{message}");
+    assert!(message.contains("this cluster"), "{message}");
+    assert!(running.broker.mirrors().is_empty(), "not created");
+
+    let source_dir = tempfile::tempdir().expect("temp dir");
+    let source = start(source_dir.path()).await;
+    let (code, message) = create_mirror(
+        &running,
+        "dr",
+        &[("bootstrap.servers", source.address.as_str())],
+    )
+    .await;
+    assert_eq!(code, 0, "{message}");
+    assert_eq!(
+        running.broker.mirrors()["dr"]
+            .get("mirror.source.cluster.id")
+            .cloned(),
+        Some(source.broker.cluster_id()),
+        "the source's id is stored"
+    );
+    shut(source).await;
+
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let (code, message) = create_mirror(
+        &running,
+        "nowhere",
+        &[("bootstrap.servers", nowhere.as_str())],
+    )
+    .await;
+    assert_eq!(code, ErrorCode::INVALID_CONFIG.0, "{message}");
+    assert!(message.contains("mirror.source.cluster.id"), "{message}");
+    let (code, message) = create_mirror(
+        &running,
+        "nowhere",
+        &[
+            ("bootstrap.servers", nowhere.as_str()),
+            ("mirror.source.cluster.id", "SRC"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{message}");
+    shut(running).await;
+}
+
+/// Hostile report 2026-12-02 finding 7: DescribeConfigs of a mirror hides every key Kafka types
+/// PASSWORD (value null, flagged sensitive, as `kmirror mirrors --describe-configs` then shows
+/// it): a private key's passphrase and PEM material given inline as well as passwords.
+#[tokio::test]
+async fn describe_configs_of_a_mirror_hides_every_password_typed_key() {
+    use kafka_protocol::messages::DescribeConfigsRequest;
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    let secrets = [
+        (
+            "sasl.oauthbearer.assertion.private.key.passphrase",
+            "LEAK-passphrase",
+        ),
+        ("ssl.keystore.certificate.chain", "LEAK-chain"),
+        ("ssl.truststore.certificates", "LEAK-ca"),
+        ("ssl.key.password", "LEAK-password"),
+    ];
+    let mut configs: BTreeMap<String, String> = secrets
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    configs.insert("bootstrap.servers".into(), "source:9092".into());
+    running
+        .broker
+        .create_mirror("guarded", configs)
+        .await
+        .expect("created");
+    let request = DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(64)
+            .with_resource_name(name("guarded"))
+            .with_configuration_keys(None),
+    ]);
+    let (_, answer) = connection(&running.address)
+        .await
+        .send("DescribeConfigs", &request, 4)
+        .await
+        .expect("DescribeConfigs answers");
+    let described = &answer.results[0];
+    assert_eq!(described.error_code, 0, "{described:?}");
+    for (key, _) in secrets {
+        let entry = described
+            .configs
+            .iter()
+            .find(|c| &*c.name == key)
+            .unwrap_or_else(|| panic!("{key} is listed: {described:?}"));
+        assert!(
+            entry.is_sensitive && entry.value.is_none(),
+            "{key} hidden: {entry:?}"
+        );
+    }
+    assert!(!format!("{answer:?}").contains("LEAK"), "{answer:?}");
+    assert!(
+        described
+            .configs
+            .iter()
+            .any(|c| &*c.name == "bootstrap.servers" && c.value.as_deref() == Some("source:9092")),
+        "other keys shown: {described:?}"
+    );
+    shut(running).await;
+}
+
 /// CreateMirror checks every config it will run with and names the failing key.
 #[tokio::test]
 async fn create_mirror_validates_every_config_naming_the_key() {

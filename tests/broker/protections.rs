@@ -236,10 +236,11 @@ async fn described(running: &Running, topic: &str, key: &str) -> Option<String> 
 #[tokio::test]
 async fn internal_topics_refuse_clients_and_keep_their_records_whatever_retention_says() {
     let dir = tempfile::tempdir().expect("temp dir");
-    // Broker defaults under which any other topic loses its older segments.
+    // Broker defaults under which any other topic loses its older segments (a segment per
+    // append, as the appends below are apart).
     let running = start_with(
         dir.path(),
-        "log.retention.bytes=1024\nlog.retention.ms=1000\nlog.segment.bytes=1024\nmirror.state.topic.num.partitions=2\n",
+        "log.retention.bytes=1024\nlog.retention.ms=1000\nlog.roll.ms=1\nmirror.state.topic.num.partitions=2\n",
     )
     .await;
     let internal = [
@@ -333,6 +334,7 @@ async fn internal_topics_refuse_clients_and_keep_their_records_whatever_retentio
         .leader_epoch(MIRROR_STATE_TOPIC, 0)
         .expect("epoch");
     for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(2));
         let batch = BatchSpec {
             records: 3,
             value_size: 100,
@@ -346,6 +348,11 @@ async fn internal_topics_refuse_clients_and_keep_their_records_whatever_retentio
             .append_as_leader(batch, epoch, kmirror::broker::now_ms())
             .expect("appends");
     }
+    let segments = partition.log.lock().expect("lock").segment_bases().len();
+    assert!(
+        segments > 1,
+        "{segments} segments: retention has some to delete"
+    );
     running.broker.housekeeping(kmirror::broker::now_ms());
     let kept = {
         let log = partition.log.lock().expect("lock");
@@ -591,6 +598,206 @@ async fn topic_configs_the_broker_does_not_enforce_or_out_of_range_are_refused()
             .as_deref(),
         Some("1048576")
     );
+    shut(running).await;
+}
+
+/// Hostile report 2026-12-02 finding 5: `segment.bytes` below Kafka 4's floor of 1 MiB
+/// (KIP-1030) is refused by CreateTopics, IncrementalAlterConfigs and AlterConfigs, naming the
+/// key, so a client cannot make the broker write one segment file per batch.
+#[tokio::test]
+async fn segment_bytes_below_one_mebibyte_is_refused_by_every_config_request() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    for value in ["14", "1024", "1048575"] {
+        let answer = create_many(&running, &[("tiny", 1, &[("segment.bytes", value)])]).await;
+        assert_eq!(
+            answer[0].0,
+            ErrorCode::INVALID_CONFIG.0,
+            "segment.bytes={value}: {answer:?}"
+        );
+        assert!(answer[0].1.contains("segment.bytes"), "{answer:?}");
+    }
+    assert!(running.broker.topic("tiny").is_none(), "not created");
+    assert_eq!(create(&running.address, "tiny", 1).await, 0);
+    assert_eq!(
+        alter_error(&running, "tiny", "segment.bytes", "1048575").await,
+        ErrorCode::INVALID_CONFIG.0
+    );
+    let (code, message) = alter_legacy(&running, "tiny", &[("segment.bytes", "14")]).await;
+    assert_eq!(code, ErrorCode::INVALID_CONFIG.0, "{message}");
+    assert!(message.contains("segment.bytes"), "{message}");
+    assert_eq!(
+        described(&running, "tiny", "segment.bytes")
+            .await
+            .as_deref(),
+        Some("1073741824"),
+        "unchanged"
+    );
+    assert_eq!(
+        alter_error(&running, "tiny", "segment.bytes", "1048576").await,
+        0,
+        "the floor itself is taken"
+    );
+    shut(running).await;
+}
+
+/// The legacy AlterConfigs of a topic (the given set replaces its configs): code and message.
+async fn alter_legacy(running: &Running, topic: &str, configs: &[(&str, &str)]) -> (i16, String) {
+    use kafka_protocol::messages::AlterConfigsRequest;
+    use kafka_protocol::messages::alter_configs_request::{
+        AlterConfigsResource as LegacyResource, AlterableConfig as LegacyConfig,
+    };
+    let request = AlterConfigsRequest::default().with_resources(vec![
+        LegacyResource::default()
+            .with_resource_type(2)
+            .with_resource_name(name(topic))
+            .with_configs(
+                configs
+                    .iter()
+                    .map(|(k, v)| {
+                        LegacyConfig::default()
+                            .with_name(name(k))
+                            .with_value(Some(name(v)))
+                    })
+                    .collect(),
+            ),
+    ]);
+    let (_, answer) = connection(&running.address)
+        .await
+        .send("AlterConfigs", &request, 2)
+        .await
+        .expect("AlterConfigs answers");
+    let result = &answer.responses[0];
+    (
+        result.error_code,
+        result
+            .error_message
+            .as_deref()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+/// Hostile report 2026-12-02 finding 5: a produced record batch larger than the topic's
+/// `max.message.bytes` (Kafka's default, 1048588 bytes, from the broker's `message.max.bytes`)
+/// is MESSAGE_TOO_LARGE and nothing is appended; a topic that raises its limit takes it.
+#[tokio::test]
+async fn a_batch_larger_than_max_message_bytes_is_message_too_large() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    assert_eq!(create(&running.address, "limited", 1).await, 0);
+    assert_eq!(
+        described(&running, "limited", "max.message.bytes")
+            .await
+            .as_deref(),
+        Some("1048588")
+    );
+    let big = BatchSpec {
+        records: 2,
+        value_size: 600_000,
+        timestamp_ms: kmirror::broker::now_ms(),
+        ..BatchSpec::default()
+    }
+    .build();
+    assert!(big.len() > 1_048_588, "{} bytes", big.len());
+    assert_eq!(
+        produce(&running.address, "limited", 0, big.clone(), -1)
+            .await
+            .map(|(code, _)| code),
+        Some(ErrorCode::MESSAGE_TOO_LARGE.0)
+    );
+    let end = |running: &Running| {
+        running
+            .broker
+            .partition("limited", 0)
+            .expect("open")
+            .log
+            .lock()
+            .expect("lock")
+            .log_end_offset()
+    };
+    assert_eq!(end(&running), 0, "nothing appended");
+    assert_eq!(
+        alter_error(&running, "limited", "max.message.bytes", "2000000").await,
+        0
+    );
+    assert_eq!(
+        produce(&running.address, "limited", 0, big, -1).await,
+        Some((0, 0)),
+        "taken under the raised limit"
+    );
+    assert_eq!(end(&running), 2);
+    shut(running).await;
+
+    // The broker's message.max.bytes is every topic's default.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start_with(dir.path(), "message.max.bytes=2000\n").await;
+    assert_eq!(create(&running.address, "small", 1).await, 0);
+    let batch = |value_size| {
+        BatchSpec {
+            records: 1,
+            value_size,
+            timestamp_ms: kmirror::broker::now_ms(),
+            ..BatchSpec::default()
+        }
+        .build()
+    };
+    assert_eq!(
+        produce(&running.address, "small", 0, batch(3000), -1)
+            .await
+            .map(|(code, _)| code),
+        Some(ErrorCode::MESSAGE_TOO_LARGE.0)
+    );
+    assert_eq!(
+        produce(&running.address, "small", 0, batch(1000), -1).await,
+        Some((0, 0))
+    );
+    shut(running).await;
+}
+
+/// CreateTopics with replication factor `factor`: code and message.
+async fn create_replicated(running: &Running, topic: &str, factor: i16) -> (i16, String) {
+    let request = CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(TopicName(name(topic)))
+            .with_num_partitions(1)
+            .with_replication_factor(factor),
+    ]);
+    let (_, answer) = connection(&running.address)
+        .await
+        .send("CreateTopics", &request, 7)
+        .await
+        .expect("CreateTopics answers");
+    let result = &answer.topics[0];
+    (
+        result.error_code,
+        result
+            .error_message
+            .as_deref()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+/// Hostile report 2026-12-02 finding 5: a replication factor the cluster's live brokers cannot
+/// give (here one broker), or one below 1 other than -1 (the default), is
+/// INVALID_REPLICATION_FACTOR, as Kafka answers, and nothing is created.
+#[tokio::test]
+async fn a_replication_factor_above_the_live_brokers_is_invalid() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    for factor in [2, 7, 0, -2] {
+        let (code, message) = create_replicated(&running, "replicated", factor).await;
+        assert_eq!(
+            code,
+            ErrorCode::INVALID_REPLICATION_FACTOR.0,
+            "replication factor {factor}: {message}"
+        );
+        assert!(message.contains("replication factor"), "{message}");
+    }
+    assert!(running.broker.topic("replicated").is_none(), "not created");
+    assert_eq!(create_replicated(&running, "default", -1).await.0, 0);
+    assert_eq!(create_replicated(&running, "one", 1).await.0, 0);
     shut(running).await;
 }
 

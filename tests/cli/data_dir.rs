@@ -271,6 +271,59 @@ fn a_damaged_metadata_log_tail_is_cut_and_partitions_it_no_longer_names_are_kept
     }
 }
 
+/// Hostile report 2026-12-02 finding 3: the partition directory of a 249-character topic (the
+/// longest name a topic may have) that no topic owns, as a deletion while the broker was down
+/// leaves it, is renamed aside under a name of at most 255 bytes with its data, and the broker
+/// starts.
+#[test]
+fn a_stray_directory_of_a_249_character_topic_is_set_aside_and_the_broker_starts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    stopped_broker_with_data(&data);
+    let topic = "x".repeat(249);
+    let stray = data.join(format!("{topic}-0"));
+    std::fs::create_dir_all(&stray).expect("created");
+    std::fs::write(stray.join("00000000000000000000.log"), b"kept bytes").expect("written");
+
+    let mut broker = spawn(
+        dir.path(),
+        "broker",
+        &format!("log.dirs={}\n", data.display()),
+        dir.path(),
+    );
+    assert!(
+        broker.serves_within(Duration::from_secs(60)),
+        "the broker starts:\n{}",
+        broker.stderr()
+    );
+    drop(broker);
+    let stderr = std::fs::read_to_string(dir.path().join("broker.stderr")).expect("stderr");
+    assert!(!stray.exists(), "set aside:\n{stderr}");
+    let aside: Vec<String> = std::fs::read_dir(&data)
+        .expect("lists")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with("xxxx") && name.ends_with("-stray"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}\n{stderr}");
+    assert!(
+        aside[0].len() <= 255,
+        "{} bytes: {}",
+        aside[0].len(),
+        aside[0]
+    );
+    assert!(
+        aside[0].contains("-0."),
+        "the partition is kept: {}",
+        aside[0]
+    );
+    assert_eq!(
+        std::fs::read(data.join(&aside[0]).join("00000000000000000000.log")).expect("kept"),
+        b"kept bytes"
+    );
+    assert!(stderr.contains("renamed aside"), "{stderr}");
+}
+
 /// Issue 18 item 2: a second broker on a log directory another broker runs on refuses to start
 /// and names the directory's `.lock`; the first one goes on serving, and once it is gone (even
 /// killed) the directory can be used again.

@@ -82,6 +82,42 @@ fn validate_only_passes_every_check_of_a_good_source_and_creates_nothing() {
     nothing_created(&destination);
 }
 
+/// Hostile report 2026-12-02 finding 8: SASL against a source whose listener has none (a kmirror
+/// broker serves no SaslHandshake) fails the authentication check, saying so; it never says the
+/// credentials were accepted.
+#[test]
+fn validate_only_fails_authentication_against_a_source_without_sasl() {
+    let (source_dir, dir) = (
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    );
+    let source = broker(source_dir.path());
+    let destination = broker(dir.path());
+    let (code, text) = validate(
+        dir.path(),
+        &destination,
+        &[
+            ("bootstrap.servers", source.1.clone()),
+            ("security.protocol", "SASL_PLAINTEXT".into()),
+            ("sasl.mechanism", "PLAIN".into()),
+            ("sasl.username", "bob".into()),
+            ("sasl.password", "bobs-password".into()),
+        ],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(
+        checks(&text),
+        ["OK   configs", "OK   connection", "FAIL authentication"],
+        "{text}"
+    );
+    assert!(
+        text.contains("SASL_AUTHENTICATION_FAILED") && text.contains("no SASL"),
+        "{text}"
+    );
+    assert!(!text.contains("accepted"), "{text}");
+    nothing_created(&destination);
+}
+
 #[test]
 fn validate_only_names_an_unreachable_source_a_bad_config_and_a_wrong_protocol() {
     let dir = tempfile::tempdir().expect("temp dir");

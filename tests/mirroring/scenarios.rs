@@ -242,3 +242,102 @@ impl Harness for BrokerHarness {
 }
 
 kmirror_actors::scenario_tests!(BrokerHarness::new().await);
+
+/// Hostile report 2026-12-02 finding 5: `max.message.bytes` limits producers only. A source
+/// batch larger than the destination topic's limit (the broker default, 1048588 bytes: the
+/// source's own setting is excluded from the sync) is mirrored byte for byte, as Kafka's
+/// replicas take what their leader wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirrored_batch_larger_than_max_message_bytes_is_appended() {
+    use kmirror_actors::engine::system::LoadMirror;
+    use kmirror_actors::engine::topics::StartTopic;
+    use kmirror_actors::scenarios::Harness as _;
+    use std::time::{Duration, Instant};
+    let harness = BrokerHarness::new().await;
+    let source = harness.broker(Side::A);
+    crate::written(source.create_topic(
+        "large",
+        1,
+        BTreeMap::from([("max.message.bytes".to_string(), "4000000".to_string())]),
+        None,
+    ))
+    .expect("created");
+    let batch = BatchSpec {
+        records: 2,
+        value_size: 1_000_000,
+        timestamp_ms: kmirror::broker::now_ms(),
+        ..BatchSpec::default()
+    }
+    .build();
+    assert!(batch.len() > 2_000_000, "{} bytes", batch.len());
+    {
+        let partition = source.partition("large", 0).expect("open");
+        let mut log = partition.log.lock().expect("log");
+        log.append_as_leader(batch, 0, kmirror::broker::now_ms())
+            .expect("appended on the source");
+        let end = log.log_end_offset();
+        log.update_high_watermark(end);
+    }
+    harness.create_mirror(
+        Side::B,
+        "dr",
+        BTreeMap::from([
+            ("bootstrap.servers".to_string(), harness.address(Side::A)),
+            (
+                "mirror.source.cluster.id".to_string(),
+                harness.cluster_id(Side::A),
+            ),
+            (
+                "mirror.topic.properties.exclude".to_string(),
+                "max\\.message\\.bytes".to_string(),
+            ),
+        ]),
+    );
+    let engine = harness.engine(Side::B);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // The engine answers COORDINATOR_NOT_AVAILABLE while it creates `__mirror_state`.
+    loop {
+        let started = match engine.ask(LoadMirror("dr".into())).await {
+            Ok(()) => engine
+                .ask(StartTopic {
+                    mirror: "dr".into(),
+                    topic: "large".into(),
+                })
+                .await
+                .map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok(()) => break,
+            Err(e) => assert!(Instant::now() < deadline, "the engine refused: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    loop {
+        let mirrored = harness.log_bytes(Side::B, "large", 0);
+        if !mirrored.is_empty() {
+            assert_eq!(
+                mirrored,
+                harness.log_bytes(Side::A, "large", 0),
+                "byte for byte"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the batch never arrived (destination log end {})",
+            harness.log_end(Side::B, "large", 0)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let configs = harness
+        .broker(Side::B)
+        .topic("large")
+        .expect("mirrored")
+        .configs;
+    assert!(
+        !configs.contains_key("max.message.bytes"),
+        "the destination keeps the default limit: {configs:?}"
+    );
+    harness.shut().await;
+}

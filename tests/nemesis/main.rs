@@ -1273,7 +1273,7 @@ async fn run(kind: SourceKind) {
                 port_s,
                 &format!(
                     "advertised.listeners=PLAINTEXT://{proxy_address}\n\
-                     auto.create.topics.enable=false\nlog.segment.bytes=16384\n"
+                     auto.create.topics.enable=false\nlog.roll.ms=1000\n"
                 ),
             );
             (Source::Kmirror(source), proxy, proxy_address)
@@ -1296,11 +1296,11 @@ async fn run(kind: SourceKind) {
         "destination",
         dir_d.path(),
         port_d,
-        // Small segments, rolled elsewhere than the source's: truncation and recovery cross
-        // segment files.
+        // Small segments (rolled by age, as segment.bytes may not go below 1 MiB), rolled
+        // elsewhere than the source's: truncation and recovery cross segment files.
         &format!(
             "metrics.listener=http://{metrics}\nauto.create.topics.enable=false\n\
-             log.segment.bytes=24576\n"
+             log.roll.ms=1700\n"
         ),
     );
     let mirror_config = dir_d.path().join("m.properties");

@@ -451,7 +451,7 @@ pub(crate) async fn run() {
         "source",
         source_dir.path(),
         free_port(),
-        "log.segment.bytes=65536\nlog.retention.ms=-1\n",
+        "log.roll.ms=2000\nlog.retention.ms=-1\n",
     );
     let source_address = source.address();
     assert_eq!(
@@ -463,7 +463,7 @@ pub(crate) async fn run() {
         NODES,
         &format!(
             "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms={}\n\
-             log.segment.bytes=32768\nlog.retention.ms=-1\nmirror.state.topic.num.partitions=6\n",
+             log.roll.ms=1500\nlog.retention.ms=-1\nmirror.state.topic.num.partitions=6\n",
             SESSION.as_millis()
         ),
     );

@@ -371,13 +371,18 @@ impl Connection {
             broker: broker.to_string(),
             message,
         };
-        let pick = |key: i16, ours: (i16, i16)| -> Result<i16, ClientError> {
-            pick_version(versions, key, ours).ok_or_else(|| ClientError::UnsupportedVersion {
-                broker: broker.to_string(),
-                api: "SASL",
+        // A listener that serves no SaslHandshake or SaslAuthenticate has no SASL: the
+        // credentials cannot be checked there, which is this connection's authentication
+        // failing, not a feature the broker lacks.
+        let pick = |key: i16, ours: (i16, i16), api: &str| -> Result<i16, ClientError> {
+            pick_version(versions, key, ours).ok_or_else(|| {
+                auth_error(format!(
+                    "this listener has no SASL (the broker serves no {api}): connect to its SASL \
+                     listener, or use a security.protocol without SASL"
+                ))
             })
         };
-        let handshake_version = pick(17, (1, 1))?;
+        let handshake_version = pick(17, (1, 1), "SaslHandshake v1")?;
         let response: SaslHandshakeResponse = roundtrip(
             stream,
             broker,
@@ -395,7 +400,7 @@ impl Connection {
                 sasl.mechanism.name()
             )));
         }
-        let version = pick(36, (1, 2))?;
+        let version = pick(36, (1, 2), "SaslAuthenticate v1 or v2")?;
         match sasl.mechanism {
             SaslMechanism::Plain => {
                 let token = sasl::plain(&sasl.username, &sasl.password);

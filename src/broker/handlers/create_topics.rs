@@ -4,7 +4,10 @@
 //! is refused (INVALID_REQUEST, see [`crate::broker::internal_topics`]). Configs are checked
 //! as IncrementalAlterConfigs checks them (only configs this broker enforces, within their
 //! ranges: INVALID_CONFIG), so a topic never silently lacks what it was created with. One
-//! request creates at most [`MAX_PARTITIONS_PER_REQUEST`] partitions (POLICY_VIOLATION).
+//! request creates at most [`MAX_PARTITIONS_PER_REQUEST`] partitions (POLICY_VIOLATION). A
+//! replication factor of 0, below -1 (the default) or above the live brokers is
+//! INVALID_REPLICATION_FACTOR, as Kafka answers, though each partition has one replica here
+//! (docs/errors.md).
 
 use super::access::Access;
 use super::mirror_guards;
@@ -33,6 +36,18 @@ pub(super) fn take_partitions(used: &mut i64, adding: i64) -> Result<(), String>
     }
     *used += adding.max(0);
     Ok(())
+}
+
+/// Why a topic cannot have `factor` replicas with `live` brokers (-1 takes the default, one).
+fn replication_refused(factor: i16, live: usize) -> Option<String> {
+    if factor == 0 || factor < -1 {
+        return Some(format!(
+            "replication factor {factor}: it must be at least 1, or -1 for the default"
+        ));
+    }
+    (usize::try_from(factor).is_ok_and(|f| f > live)).then(|| {
+        format!("replication factor {factor} cannot be reached: only {live} broker(s) are live")
+    })
 }
 
 pub(super) async fn handle(
@@ -82,6 +97,14 @@ pub(super) async fn handle(
                     .with_error_message(Some(StrBytes::from_static_str(
                         mirror_guards::MIRROR_NAME_REFUSED,
                     ))),
+            );
+            continue;
+        }
+        if let Some(why) = replication_refused(topic.replication_factor, broker.live_brokers()) {
+            results.push(
+                result
+                    .with_error_code(ErrorCode::INVALID_REPLICATION_FACTOR.0)
+                    .with_error_message(Some(StrBytes::from_string(why))),
             );
             continue;
         }

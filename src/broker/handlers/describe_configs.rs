@@ -40,6 +40,7 @@ fn broker_key(topic_key: &str) -> &str {
         "retention.ms" => "log.retention.ms",
         "flush.messages" => "log.flush.interval.messages",
         "flush.ms" => "log.flush.interval.ms",
+        "max.message.bytes" => "message.max.bytes",
         other => other,
     }
 }

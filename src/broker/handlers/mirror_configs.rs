@@ -1,8 +1,7 @@
 //! DescribeConfigs and IncrementalAlterConfigs (and the legacy AlterConfigs) on a mirror: the
 //! KIP's CLUSTER_MIRROR config resource (type 64, named by the mirror). Describing needs
-//! DESCRIBE_CONFIGS on the ClusterMirror resource and never shows a secret (passwords,
-//! `sasl.jaas.config`, private keys: flagged sensitive, value null, as Kafka shows PASSWORD
-//! configs). Altering needs ALTER_CONFIGS; the result is checked as a whole by
+//! DESCRIBE_CONFIGS on the ClusterMirror resource and never shows a secret (every key Kafka
+//! types PASSWORD, see [`is_secret`]: flagged sensitive, value null, as Kafka shows them). Altering needs ALTER_CONFIGS; the result is checked as a whole by
 //! [`kmirror_actors::engine::mirror_configs::validate`] and by building the source client from it
 //! (stores read, keys decrypted: INVALID_CONFIG naming what is wrong), then written by
 //! the controller; every broker's engine then drops the mirror's source connections, so the
@@ -22,6 +21,21 @@ use std::collections::BTreeMap;
 pub(super) const CLUSTER_MIRROR: i8 = 64;
 /// Config source of a mirror's keys, as Kafka numbers dynamic configs of other resources.
 const DYNAMIC_CONFIG: i8 = 1;
+
+/// Kafka's PASSWORD-typed client keys that [`mirror_configs::is_password`] does not name: PEM
+/// material given inline (certificates included, as Kafka hides them too).
+const INLINE_PEM_KEYS: [&str; 2] = [
+    "ssl.keystore.certificate.chain",
+    "ssl.truststore.certificates",
+];
+
+/// Whether a mirror config is never shown: the engine's secrets (passwords, secrets, the JAAS
+/// entry, the private key), a private key's passphrase
+/// (`sasl.oauthbearer.assertion.private.key.passphrase`, Kafka 4.1) and [`INLINE_PEM_KEYS`]:
+/// every key Kafka types PASSWORD (docs/mirror-configs.md).
+fn is_secret(key: &str) -> bool {
+    mirror_configs::is_password(key) || key.contains("passphrase") || INLINE_PEM_KEYS.contains(&key)
+}
 
 /// The configs of mirror `name`, secrets hidden; `Err` is the error code and message.
 pub(super) fn describe(
@@ -44,7 +58,7 @@ pub(super) fn describe(
     Ok(configs
         .into_iter()
         .map(|(key, value)| {
-            let secret = mirror_configs::is_password(&key);
+            let secret = is_secret(&key);
             DescribeConfigsResourceResult::default()
                 .with_name(StrBytes::from_string(key))
                 .with_value((!secret).then(|| StrBytes::from_string(value)))

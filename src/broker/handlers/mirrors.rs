@@ -4,13 +4,15 @@
 //!
 //! CreateMirror checks every config the mirror will run with
 //! ([`kmirror_actors::engine::mirror_configs::validate`]: INVALID_CONFIG naming the key) and refuses a
-//! `mirror.source.cluster.id` that is this cluster's own id (`kmirror mirrors --create` fills it
-//! from the cluster `bootstrap.servers` reach); secrets in the configs (`sasl.password`) are
-//! stored but never shown. With ValidateOnly (v1) nothing is created: after the same
-//! authorization and name checks as a real create, the engine checks the configs and the source
-//! from this broker ([`kmirror_actors::engine::validate`]) and the response lists each check
-//! up to the first that failed. Authorization: CREATE on the ClusterMirror
-//! resource for CreateMirror, DELETE for DeleteMirror, DESCRIBE for ListMirrors (a mirror the
+//! `mirror.source.cluster.id` that is this cluster's own id. Without one it asks the source
+//! for its id, as `kmirror mirrors --create` does, refuses this cluster's the same way and
+//! stores the id with the mirror; a source that does not answer is refused (INVALID_CONFIG
+//! naming the key: given, the id creates the mirror while its source is down). Secrets in the
+//! configs (`sasl.password`) are stored but never shown. With ValidateOnly (v1) nothing is
+//! created: after the same authorization and name checks as a real create, the engine checks
+//! the configs and the source from this broker ([`kmirror_actors::engine::validate`]) and the
+//! response lists each check up to the first that failed. Authorization: CREATE on the
+//! ClusterMirror resource for CreateMirror, DELETE for DeleteMirror, DESCRIBE for ListMirrors (a mirror the
 //! principal may not describe is left out), CLUSTER_ACTION on the cluster for
 //! LastMirroredEpochs.
 //!
@@ -29,6 +31,7 @@ use kmirror_actors::engine::shard_service::{LmeAnswer, ReadLastMirroredEpochs};
 use kmirror_actors::engine::validate::ValidateSource;
 use kmirror_actors::host::TopicPartition;
 use kmirror_actors::metadata::mirror_of;
+use kmirror_protocol::client::{ClientConfig, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     CreateMirrorRequest, CreateMirrorResponse, DeleteMirrorRequest, DeleteMirrorResponse,
@@ -64,26 +67,34 @@ pub(super) async fn create(
         let checked =
             mirror_configs::validate(&configs, broker.config().mirror_num_replica_fetchers)
                 .and_then(|settings| {
-                    if let Some(source) = configs.get("mirror.source.cluster.id") {
+                    if let Some(source) = configs.get(SOURCE_CLUSTER_ID) {
                         mirror_configs::check_not_this_cluster(source, &broker.cluster_id())?
                     }
-                    Ok(settings.renamed)
+                    Ok(settings)
                 });
-        match checked {
-            Err(e) => refused(ErrorCode::INVALID_CONFIG, e.to_string()),
-            Ok(renamed) => match broker.create_mirror(&request.mirror_name, configs).await {
-                Ok(()) => {
-                    for (old, new) in renamed {
-                        tracing::warn!(
-                            mirror = request.mirror_name,
-                            "{}",
-                            mirror_configs::alias_warning(old, new)
-                        );
+        let created = match checked {
+            Err(e) => Err(e.to_string()),
+            Ok(settings) => with_source_cluster_id(broker, configs, settings.client)
+                .await
+                .map(|configs| (configs, settings.renamed)),
+        };
+        match created {
+            Err(why) => refused(ErrorCode::INVALID_CONFIG, why),
+            Ok((configs, renamed)) => {
+                match broker.create_mirror(&request.mirror_name, configs).await {
+                    Ok(()) => {
+                        for (old, new) in renamed {
+                            tracing::warn!(
+                                mirror = request.mirror_name,
+                                "{}",
+                                mirror_configs::alias_warning(old, new)
+                            );
+                        }
+                        (0, None)
                     }
-                    (0, None)
+                    Err(e) => (e.error_code(), Some(e.to_string())),
                 }
-                Err(e) => (e.error_code(), Some(e.to_string())),
-            },
+            }
         }
     };
     CreateMirrorResponse {
@@ -91,6 +102,34 @@ pub(super) async fn create(
         error_message,
         ..Default::default()
     }
+}
+
+/// The mirror config naming the cluster the mirror copies.
+const SOURCE_CLUSTER_ID: &str = "mirror.source.cluster.id";
+
+/// `configs` with [`SOURCE_CLUSTER_ID`]: as given, else the id the source answers with through
+/// `client`, which must not be this cluster's; why not, naming the key.
+async fn with_source_cluster_id(
+    broker: &Broker,
+    mut configs: BTreeMap<String, String>,
+    client: ClientConfig,
+) -> Result<BTreeMap<String, String>, String> {
+    if configs.contains_key(SOURCE_CLUSTER_ID) {
+        return Ok(configs);
+    }
+    let found = match SourceClient::connect(client).await {
+        Ok(source) => source.cluster_id().await,
+        Err(e) => Err(e),
+    };
+    let id = found.map_err(|e| {
+        format!(
+            "{SOURCE_CLUSTER_ID} is not set and the source did not tell its cluster id ({e}): \
+             make bootstrap.servers reachable from this broker, or set {SOURCE_CLUSTER_ID}"
+        )
+    })?;
+    mirror_configs::check_not_this_cluster(&id, &broker.cluster_id()).map_err(|e| e.to_string())?;
+    configs.insert(SOURCE_CLUSTER_ID.to_string(), id);
+    Ok(configs)
 }
 
 /// CreateMirror with ValidateOnly: a real create's refusals of the request itself (top-level

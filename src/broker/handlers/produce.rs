@@ -1,6 +1,7 @@
 //! Produce: leader appends (offsets assigned, leader epoch stamped, idempotence checked), then
 //! the high watermark moves to the log end (one replica) and waiting fetches wake. `acks=0`
-//! gets no response. A read-only (mirror) partition answers READ_ONLY_TOPIC. A transactional
+//! gets no response. A record batch larger than the topic's `max.message.bytes` answers
+//! MESSAGE_TOO_LARGE. A read-only (mirror) partition answers READ_ONLY_TOPIC. A transactional
 //! batch must belong to an ongoing transaction that added the partition (INVALID_TXN_STATE
 //! otherwise), so no data escapes the markers its coordinator writes. Needs WRITE on each topic
 //! and, for a transactional producer, on its transactional id. `__mirror_state` is written by
@@ -71,6 +72,13 @@ pub(super) async fn handle(
                 .with_log_start_offset(-1);
             if let Some(code) = denied {
                 partitions.push(out.with_error_code(code));
+                continue;
+            }
+            if let Some(why) = broker.oversized_batch(&name, data.index, data.records.as_ref()) {
+                partitions.push(
+                    out.with_error_code(ErrorCode::MESSAGE_TOO_LARGE.0)
+                        .with_error_message(Some(StrBytes::from_string(why))),
+                );
                 continue;
             }
             let transactional = transactional_producer(data.records.as_ref());

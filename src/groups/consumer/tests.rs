@@ -496,3 +496,82 @@ fn regexes_are_compiled_for_members_only_and_forgotten_with_them() {
     leave(&mut group, "r", &view, now);
     assert!(group.regexes.is_empty(), "forgotten with its member");
 }
+
+/// Hostile report 2026-12-02 finding 4: SubscribedTopicNames beyond
+/// [`MAX_SUBSCRIBED_TOPIC_NAMES`] names or [`MAX_SUBSCRIBED_TOPIC_NAMES_BYTES`] bytes of names is
+/// INVALID_REQUEST and the member is not stored; a subscription at the caps joins.
+#[test]
+fn a_subscription_beyond_the_caps_is_an_invalid_request() {
+    let view = topics(&[("t", 2)]);
+    let now = Instant::now();
+    let mut group = ConsumerGroup::default();
+    let join = |id: &str, names: Vec<String>| Heartbeat {
+        member_id: id.to_string(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topic_names: Some(names),
+        owned: Some(Partitions::new()),
+        ..Heartbeat::default()
+    };
+    let many: Vec<String> = (0..=MAX_SUBSCRIBED_TOPIC_NAMES)
+        .map(|i| format!("t{i}"))
+        .collect();
+    let long: Vec<String> = (0..4300)
+        .map(|i| format!("{i:04}{}", "x".repeat(245)))
+        .collect();
+    for (what, names) in [("too many names", many.clone()), ("too many bytes", long)] {
+        let refused = group
+            .heartbeat(join("m", names), &view, &settings(), now)
+            .expect_err(what);
+        assert_eq!(
+            refused.code(),
+            ErrorCode::INVALID_REQUEST.0,
+            "{what}: {refused}"
+        );
+        assert!(
+            refused.to_string().contains("SubscribedTopicNames"),
+            "{refused}"
+        );
+        assert!(!group.state.members.contains_key("m"), "{what}: not stored");
+    }
+    let at_cap = many[..MAX_SUBSCRIBED_TOPIC_NAMES].to_vec();
+    group
+        .heartbeat(join("m", at_cap), &view, &settings(), now)
+        .expect("the caps themselves are taken");
+}
+
+/// Hostile report 2026-12-02 item 10: MemberEpoch -2 (a static member leaving for a while)
+/// without an InstanceId is INVALID_REQUEST, as Kafka answers, and so is an epoch below -2; the
+/// member stays.
+#[test]
+fn a_static_leave_without_an_instance_id_is_an_invalid_request() {
+    let view = topics(&[("t", 2)]);
+    let now = Instant::now();
+    let mut group = ConsumerGroup::default();
+    Client::join(&mut group, "a", &view, now);
+    for epoch in [-2, -3] {
+        let leaving = Heartbeat {
+            member_id: "a".into(),
+            member_epoch: epoch,
+            ..Heartbeat::default()
+        };
+        let refused = group
+            .heartbeat(leaving, &view, &settings(), now)
+            .expect_err("refused");
+        assert_eq!(
+            refused.code(),
+            ErrorCode::INVALID_REQUEST.0,
+            "{epoch}: {refused}"
+        );
+        let reason = if epoch == -2 {
+            "InstanceId can't be null"
+        } else {
+            "MemberEpoch -3 is invalid"
+        };
+        assert!(refused.to_string().contains(reason), "{refused}");
+        assert!(
+            group.state.members.contains_key("a"),
+            "{epoch}: still a member"
+        );
+    }
+}
