@@ -302,6 +302,7 @@ async fn a_mirrored_batch_larger_than_max_message_bytes_is_appended() {
                 .ask(StartTopic {
                     mirror: "dr".into(),
                     topic: "large".into(),
+                    confirmed: Default::default(),
                 })
                 .await
                 .map(|_| ()),
