@@ -568,9 +568,13 @@ impl Broker {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, ControllerError> {
+        // The configs the caller changed are this broker's image of them (it read them
+        // there): only its changes apply, to the configs as the controller has them.
+        let base = self.topic(name).map(|t| t.configs);
         self.write(MetadataCommand::SetTopicConfigs {
             name: name.to_string(),
             configs,
+            base,
         })
         .await?;
         self.changed_topic(name)

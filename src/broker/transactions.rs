@@ -141,24 +141,30 @@ impl Broker {
         };
         let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
         // Under the log's lock. A partition its mirror owns (mirrored or paused) holds the
-        // source's batches: a local transaction there is one a restart is cutting (the flag is
-        // set before PREPARING truncates). Once it is cut there is nothing to close and the
-        // marker is skipped; until then the coordinator is asked to retry, since a restart
-        // refused for unconfirmed writes leaves the transaction in place for a later stop. A
-        // stopped topic's partition that is read-only for a moment (reloading, or finishing
-        // its failover) holds this cluster's own transactions: their markers are written, or
-        // the LSO would stay behind them for good (docs/failover.md).
+        // source's batches, and a transaction of this cluster's producers only after a
+        // failover's barrier, while a restart is about to cut it: its marker is written (a
+        // restart refused for unconfirmed writes leaves the transaction in place, and a later
+        // stop must not find it open), anything else is skipped (the flag is set before
+        // PREPARING truncates, so a transaction that got in before it is cut). A stopped
+        // topic's partition that is read-only for a moment (reloading, or finishing its
+        // failover) holds this cluster's own transactions: their markers are written, or the
+        // LSO would stay behind them for good (docs/failover.md).
         if partition.read_only.load(Ordering::SeqCst) && mirror_owns(&partition) {
-            if log.producer_state().has_ongoing(producer_id) {
-                return ErrorCode::NOT_LEADER_OR_FOLLOWER.0;
+            let local = match log.producer_state().ongoing_start(producer_id) {
+                Some(start) => {
+                    crate::mirror::log::first_barrier(&mut log).is_some_and(|b| b <= start)
+                }
+                None => false,
+            };
+            if !local {
+                tracing::warn!(
+                    topic,
+                    partition = index,
+                    producer_id,
+                    "skipping the transaction marker of a mirror partition: the mirror's restart cuts the transaction"
+                );
+                return 0;
             }
-            tracing::info!(
-                topic,
-                partition = index,
-                producer_id,
-                "skipping the transaction marker of a mirror partition: the restart of its mirror cut the transaction"
-            );
-            return 0;
         }
         match log.append_txn_marker(producer_id, producer_epoch, commit, 0, epoch, now_ms()) {
             Ok(_) => {
@@ -289,4 +295,76 @@ fn mirror_owns(partition: &Partition) -> bool {
         .get("mirror.name")
         .and_then(|v| mirror_of(v))
         .is_some_and(|(_, desired)| desired != Desired::Stopped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::config::{BrokerConfig, parse_properties};
+    use kmirror_protocol::testing::BatchSpec;
+    use std::sync::Arc;
+
+    fn broker(dir: &std::path::Path) -> Broker {
+        let props =
+            parse_properties(&format!("node.id=1\nlog.dirs={}\n", dir.display())).expect("parses");
+        let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
+        Broker::open(config).expect("opens")
+    }
+
+    /// A topic with `mirror.name` = `value` whose partition 0 holds an open transaction of
+    /// producer 7 and is read-only (a stopped topic reloading, or a restart cutting it).
+    async fn open_transaction(broker: &Broker, value: &str) -> Arc<Partition> {
+        let configs = BTreeMap::from([("mirror.name".to_string(), value.to_string())]);
+        broker
+            .create_topic("t", 1, configs, None)
+            .await
+            .expect("created");
+        broker.reconcile().expect("opened");
+        let partition = broker.partition("t", 0).expect("open here");
+        let epoch = broker.leader_epoch("t", 0).expect("led here");
+        let batch = BatchSpec {
+            partition_leader_epoch: epoch,
+            producer_id: 7,
+            producer_epoch: 0,
+            base_sequence: 0,
+            transactional: true,
+            records: 3,
+            ..BatchSpec::default()
+        }
+        .build();
+        let mut log = partition.log.lock().expect("log");
+        log.append_as_leader(batch, epoch, now_ms())
+            .expect("appended");
+        assert_eq!(log.last_stable_offset(), 0);
+        drop(log);
+        partition.read_only.store(true, Ordering::SeqCst);
+        partition
+    }
+
+    /// Engine review finding 3: the marker of a transaction on a stopped topic's partition is
+    /// written while the partition is read-only for a moment (at every broker start, a stopped
+    /// topic without its barrier yet opens read-only), so the LSO moves past it. Failed before
+    /// the fix: the marker was skipped and answered as written, and READ_COMMITTED readers
+    /// waited behind the transaction for good.
+    #[tokio::test]
+    async fn a_stopped_topics_markers_are_written_while_it_is_read_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = broker(dir.path());
+        let partition = open_transaction(&broker, "m.removed").await;
+        assert_eq!(broker.write_marker("t", 0, 7, 0, true), 0);
+        let log = partition.log.lock().expect("log");
+        assert_eq!(log.log_end_offset(), 4, "the marker follows the 3 records");
+        assert_eq!(log.last_stable_offset(), 4);
+    }
+
+    /// On a topic its mirror owns, a transaction from before any failover is one the mirror's
+    /// start cuts: its marker is skipped, the log left as the mirror will have it.
+    #[tokio::test]
+    async fn a_mirror_partitions_marker_is_skipped_without_a_failover() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let broker = broker(dir.path());
+        let partition = open_transaction(&broker, "m").await;
+        assert_eq!(broker.write_marker("t", 0, 7, 0, true), 0);
+        assert_eq!(partition.log.lock().expect("log").log_end_offset(), 3);
+    }
 }

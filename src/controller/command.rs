@@ -42,10 +42,16 @@ pub enum MetadataCommand {
     },
     /// CreatePartitions.
     CreatePartitions { name: String, count: i32 },
-    /// A topic's dynamic configs, all of them.
+    /// A topic's dynamic configs, all of them. With `base`, the configs the writer read and
+    /// changed into `configs`: only the keys it changed (set, changed or removed) are applied
+    /// to the topic's configs as they are when the command applies, as Kafka's per-key config
+    /// records are, so writers of different keys from a stale image never undo each other (a
+    /// config change racing a stop cannot bring `mirror.name` back).
     SetTopicConfigs {
         name: String,
         configs: BTreeMap<String, String>,
+        #[serde(default)]
+        base: Option<BTreeMap<String, String>>,
     },
     /// DeleteTopics.
     DeleteTopic { name: String },
@@ -111,8 +117,16 @@ impl Controller {
             MetadataCommand::CreatePartitions { name, count } => {
                 self.create_partitions(name, *count)?;
             }
-            MetadataCommand::SetTopicConfigs { name, configs } => {
-                self.set_topic_configs(name, configs.clone())?;
+            MetadataCommand::SetTopicConfigs {
+                name,
+                configs,
+                base,
+            } => {
+                let configs = match base {
+                    Some(base) => self.rebased_configs(name, base, configs)?,
+                    None => configs.clone(),
+                };
+                self.set_topic_configs(name, configs)?;
             }
             MetadataCommand::DeleteTopic { name } => {
                 self.delete_topic(name)?;

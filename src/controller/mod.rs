@@ -663,6 +663,31 @@ impl Controller {
         Ok(self.topics[name].clone())
     }
 
+    /// The configs of topic `name` now, with the changes a writer made from `base` to
+    /// `configs` applied to them key by key (see [`MetadataCommand::SetTopicConfigs`]).
+    pub fn rebased_configs(
+        &self,
+        name: &str,
+        base: &BTreeMap<String, String>,
+        configs: &BTreeMap<String, String>,
+    ) -> Result<BTreeMap<String, String>, ControllerError> {
+        let mut current = self
+            .topics
+            .get(name)
+            .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))?
+            .configs
+            .clone();
+        for (key, value) in configs {
+            if base.get(key) != Some(value) {
+                current.insert(key.clone(), value.clone());
+            }
+        }
+        for key in base.keys().filter(|k| !configs.contains_key(*k)) {
+            current.remove(key);
+        }
+        Ok(current)
+    }
+
     /// Deletes a topic; returns what it was.
     pub fn delete_topic(&mut self, name: &str) -> Result<TopicMeta, ControllerError> {
         let topic = self
@@ -755,6 +780,38 @@ impl Controller {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Engine review finding 8: two writers of different keys from the same (stale) configs do
+    /// not undo each other: a stop's `mirror.name` survives a config change read before it.
+    /// Failed before the fix: the later write replaced the whole map, reverting the stop.
+    #[test]
+    fn config_writes_from_a_stale_image_change_only_their_keys() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut c = Controller::open(dir.path()).expect("opens");
+        let read = BTreeMap::from([("mirror.name".to_string(), "m".to_string())]);
+        c.create_topic("orders", 1, read.clone(), None)
+            .expect("creates");
+        let stop = BTreeMap::from([("mirror.name".to_string(), "m.removed".to_string())]);
+        let stale = BTreeMap::from([
+            ("mirror.name".to_string(), "m".to_string()),
+            ("min.insync.replicas".to_string(), "2".to_string()),
+        ]);
+        for (configs, base) in [(stop, read.clone()), (stale, read)] {
+            c.execute(&MetadataCommand::SetTopicConfigs {
+                name: "orders".into(),
+                configs,
+                base: Some(base),
+            })
+            .expect("applied");
+        }
+        assert_eq!(
+            c.topics()["orders"].configs,
+            BTreeMap::from([
+                ("min.insync.replicas".to_string(), "2".to_string()),
+                ("mirror.name".to_string(), "m.removed".to_string()),
+            ])
+        );
+    }
 
     #[test]
     fn metadata_survives_restarts_and_torn_tails() {

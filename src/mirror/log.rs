@@ -34,6 +34,15 @@ pub fn opens_read_only(log: &mut PartitionLog, mirror_name: Option<&str>) -> boo
     })
 }
 
+/// The offset of the log's first MIRROR_PID_RESET barrier ([`kmirror_actors::host::first_barrier`]);
+/// `None` when there is none or the log cannot be read.
+pub fn first_barrier(log: &mut PartitionLog) -> Option<i64> {
+    kmirror_actors::host::first_barrier(&Lease(log)).unwrap_or_else(|e| {
+        tracing::error!(error = %e.message, "reading a partition log for its barrier");
+        None
+    })
+}
+
 impl Lease<'_> {
     /// Keeps the high watermark at the log end after a change.
     fn committed(&mut self) {

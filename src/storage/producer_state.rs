@@ -254,9 +254,12 @@ impl ProducerStateManager {
         self.ongoing.keys().next().copied()
     }
 
-    /// Whether `producer_id` has a transaction open in this partition.
-    pub fn has_ongoing(&self, producer_id: i64) -> bool {
-        self.ongoing.values().any(|id| *id == producer_id)
+    /// The first offset of `producer_id`'s open transaction in this partition, if it has one.
+    pub fn ongoing_start(&self, producer_id: i64) -> Option<i64> {
+        self.ongoing
+            .iter()
+            .find(|(_, id)| **id == producer_id)
+            .map(|(first, _)| *first)
     }
 
     /// Aborted transactions a READ_COMMITTED fetch of `[start, upper)` must know about.

@@ -218,6 +218,76 @@ async fn restarting_a_stopped_topic_keeps_its_local_writes_unless_confirmed() {
     );
 }
 
+/// The hostile report's check-then-act race: a `--start` of a stopped topic counts its local
+/// writes (none), then waits for a source that is frozen; writes acknowledged meanwhile (the
+/// topic is still writable) are not cut: PREPARING finds records the start did not count, keeps
+/// them and fails the partition with their number; a stop makes the topic writable again with
+/// every record in place. Before the fix all 1,000 acknowledged records were truncated.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka's tools: run scripts/test.sh"]
+async fn writes_racing_a_start_are_never_cut_unconfirmed() {
+    let topic = format!("race-{}", std::process::id());
+    let pair = mirrored_pair(&topic, 1, 300).await;
+    let destination = pair.destination_address.clone();
+    cli_ok(
+        &destination,
+        &["--stop", "--mirror", "m1", "--topics", &topic],
+    );
+    let barrier = pair.ends[0] + 1;
+    wait_described(&destination, "m1", &topic, "STOPPED", &[barrier]).await;
+
+    pair.source.signal("STOP");
+    let start = {
+        let (destination, topic) = (destination.clone(), topic.clone());
+        std::thread::spawn(move || {
+            mirrors_cli(
+                &destination,
+                &["--start", "--mirror", "m1", "--topics", &topic],
+            )
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (acked, out) = verifiable_produce(&destination, &topic, 1_000).await;
+    pair.source.signal("CONT");
+    assert_eq!(acked, 1_000, "writable while the start waits: {out}");
+    let (code, text) = start.join().expect("the start returned");
+    assert_eq!(code, Some(0), "{text}");
+
+    let end = barrier + 1_000;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = super::process::described(&destination, "m1", &topic).await;
+        if let [(state, offset)] = now.as_slice()
+            && state.starts_with("FAILED")
+        {
+            assert!(state.contains("discard 1000 records"), "{state}");
+            assert_eq!(*offset, end, "every acknowledged record kept");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{now:?}, waiting for FAILED");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cli_ok(
+        &destination,
+        &["--stop", "--mirror", "m1", "--topics", &topic],
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = super::process::described(&destination, "m1", &topic).await;
+        if matches!(now.as_slice(), [(state, _)] if state == "STOPPED") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{now:?}, waiting for STOPPED");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (acked, out) = verifiable_produce(&destination, &topic, 10).await;
+    assert_eq!(acked, 10, "writable again: {out}");
+    let dest_client = source_client(&destination).await;
+    let ends = source_ends(&dest_client, &topic, 1).await;
+    // The second stop appended a second barrier after the kept records.
+    assert_eq!(ends, vec![end + 1 + 10], "nothing was cut");
+}
+
 /// Issue 17 items 8 and 15: a source topic deleted and created again fails the mirror
 /// partitions for good with the reason, and the destination keeps its copy, the last one
 /// left, across a clean restart of the destination.

@@ -375,6 +375,34 @@ async fn apache_kafka_is_mirrored_by_all_three_brokers_byte_for_byte_and_stopped
         acked, 600,
         "the failed-over topic takes writes on every broker: {out}"
     );
+
+    // Engine review finding 1: restarting the mirror discards those writes, which three brokers
+    // hold; the start through one of them counts them all and is refused until the operator
+    // confirms all 600. (Before the fix it counted only the receiving broker's partitions and
+    // went ahead, cutting the others' writes unasked.)
+    let start = ["--start", "--mirror", "dr", "--topics", topic.as_str()];
+    let (code, text) = mirrors_cli(&cluster.clients[0], &start);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("discards 600 records") && text.contains("--discard-local-writes 600"),
+        "{text}"
+    );
+    let (code, text) = mirrors_cli(
+        &cluster.clients[0],
+        &[&start[..], &["--discard-local-writes", "600"]].concat(),
+    );
+    assert_eq!(code, Some(0), "{text}");
+    // Cut at the failover point on every broker, then Kafka's log again, byte for byte.
+    wait_described(&cluster.clients[1], &topic, "MIRRORING", &ends).await;
+    let leaders = leaders_of(&cluster.clients[0]).await.expect("metadata")[&topic].clone();
+    for (partition, leader) in leaders.iter().enumerate() {
+        let partition = partition as i32;
+        assert_eq!(
+            node_segment(&cluster.data(*leader as usize), &topic, partition),
+            segment(&topic, partition),
+            "partition {partition} on broker {leader} is Kafka's segment again"
+        );
+    }
 }
 
 /// confluent-kafka (librdkafka) transactions against three processes, whose coordinator and

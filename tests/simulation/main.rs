@@ -865,3 +865,35 @@ fn a_source_log_start_inside_a_batch_is_mirrored() {
         "the batches are the source's, byte for byte"
     );
 }
+
+/// What a restart counts and what a broker opens writable (docs/failover.md): the records
+/// written from the first barrier on, over two failovers; a stopped topic's partition opens
+/// writable only when its log holds a barrier (engine review finding 12), a mirrored one never.
+#[test]
+fn local_writes_count_from_the_first_barrier() {
+    let mut log = MemoryLog::default();
+    for _ in 0..3 {
+        log.produce(4, 2, -1, false);
+    }
+    assert_eq!(host::local_records(&log).expect("read"), 0);
+    assert_eq!(host::first_barrier(&log).expect("read"), None);
+    assert!(host::opens_read_only(Some("m.removed"), &log).expect("read"));
+    assert!(host::opens_read_only(Some("m"), &log).expect("read"));
+    assert!(!host::opens_read_only(None, &log).expect("read"));
+
+    log.append_pid_reset(12, "src").expect("barrier");
+    assert_eq!(host::first_barrier(&log).expect("read"), Some(12));
+    assert!(!host::opens_read_only(Some("m.removed"), &log).expect("read"));
+    assert!(host::opens_read_only(Some("m.paused"), &log).expect("read"));
+    log.produce(5, 12, 7, false);
+    log.produce(5, 12, 7, false);
+    assert_eq!(host::local_records(&log).expect("read"), 10);
+    // A restart that failed before its cut, then a second stop: its barrier does not hide the
+    // first failover's writes.
+    log.append_pid_reset(13, "src").expect("second barrier");
+    log.produce(2, 13, 7, false);
+    assert_eq!(host::local_records(&log).expect("read"), 12);
+    // A cut inside the local writes removes only those after it; one below them all.
+    assert_eq!(host::local_records_from(&log, 18).expect("read"), 7);
+    assert_eq!(host::local_records_from(&log, 0).expect("read"), 12);
+}
