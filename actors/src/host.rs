@@ -16,7 +16,7 @@
 //! with the message, an operator decides).
 //!
 //! The engine's own procedures over a leased log live here too ([`next_fetch`],
-//! [`apply_fetch`], [`truncate_to_lso`], [`latest_mirrored_epoch`], [`ends_with_barrier`],
+//! [`apply_fetch`], [`truncate_to_lso`], [`latest_mirrored_epoch`], [`own_failover_barrier`],
 //! [`local_records`], [`opens_read_only`]): the broker's adapter, the in-memory host and the simulation run
 //! the same code. docs/design.md §15 describes the contracts as a whole; `memory::cluster`
 //! (feature `test-util`) is a complete host in one file, and `examples/embed.rs` runs it.
@@ -517,11 +517,20 @@ pub fn is_barrier(batch: &RecordBatch) -> bool {
 /// runs again, and its LME must not be the barrier's destination epoch); `None` if none. A batch
 /// that cannot be read counts its epoch as mirrored: the conservative answer for an LME.
 pub fn latest_mirrored_epoch(log: &dyn MirrorLog) -> Option<i32> {
+    latest_mirrored_epoch_below(log, log.log_end_offset())
+}
+
+/// [`latest_mirrored_epoch`] of the batches below `limit`.
+fn latest_mirrored_epoch_below(log: &dyn MirrorLog, limit: i64) -> Option<i32> {
     let history = log.epoch_history();
     for (i, (epoch, start)) in history.iter().enumerate().rev() {
+        if *start >= limit {
+            continue;
+        }
         let end = history
             .get(i + 1)
-            .map_or(log.log_end_offset(), |(_, next)| *next);
+            .map_or(limit, |(_, next)| *next)
+            .min(limit);
         let found = log.find_batch(*start, &mut |b| b.base_offset() >= end || !is_barrier(b));
         match found {
             Ok(Some(batch)) if batch.base_offset() < end => return Some(*epoch),
@@ -554,24 +563,50 @@ pub fn records_from(log: &dyn MirrorLog, offset: i64) -> Result<u64, Cause> {
 }
 
 /// STOPPING's truncate-to-LSO branch: returns the newest mirrored epoch left in the log (the
-/// LME; `None`: nothing mirrored is left) and the records removed.
-pub fn truncate_to_lso(log: &mut dyn MirrorLog) -> Result<(Option<i32>, u64), Cause> {
+/// LME; `None`: nothing mirrored is left) and the records removed. A log whose newest barrier is
+/// this cluster's own ([`own_failover_barrier`]: a STOPPING run again after its barrier, the
+/// partition writable since) is not cut: everything after the barrier was written by this
+/// cluster's producers, and the LME is the one from before it.
+pub fn truncate_to_lso(
+    log: &mut dyn MirrorLog,
+    cluster_id: &str,
+) -> Result<(Option<i32>, u64), Cause> {
+    if let Some(barrier) = own_failover_barrier(log, cluster_id)? {
+        return Ok((latest_mirrored_epoch_below(log, barrier), 0));
+    }
     let lso = log.last_stable_offset();
     let removed = records_from(log, lso)?;
     log.truncate_to(lso)?;
     Ok((latest_mirrored_epoch(log), removed))
 }
 
-/// Whether the log's last batch is a MIRROR_PID_RESET barrier: a STOPPING run again (after a
-/// crash between its barrier and STOPPED) finds its own barrier there and appends no second
-/// one, so the log stays the source's up to exactly one barrier.
-pub fn ends_with_barrier(log: &dyn MirrorLog) -> Result<bool, Cause> {
+/// The offset of the log's newest MIRROR_PID_RESET barrier if this cluster wrote it when its
+/// mirror failed over: one that fences another cluster's producer ids than `cluster_id`'s (a
+/// barrier mirrored back in a failback fences this cluster's own, and is followed by the other
+/// cluster's batches). Everything after such a barrier was written here as leader: its failover's
+/// steps that change the log (the LSO cut, the barrier) are done, and STOPPING run again skips
+/// them, while the partition takes writes (docs/failover.md "A stopped topic stays writable").
+pub fn own_failover_barrier(log: &dyn MirrorLog, cluster_id: &str) -> Result<Option<i64>, Cause> {
+    let start = log.log_start_offset();
     let end = log.log_end_offset();
-    if end <= log.log_start_offset() {
-        return Ok(false);
+    for (_, epoch_start) in log.epoch_history().into_iter().rev() {
+        let from = epoch_start.max(start);
+        if from >= end {
+            continue;
+        }
+        let Some(batch) = log.find_batch(from, &mut |_| true)? else {
+            continue;
+        };
+        if !batch.is_control() {
+            continue;
+        }
+        if let Ok(ControlRecord::MirrorPidReset { source_cluster_id }) =
+            ControlRecord::parse(&batch)
+        {
+            return Ok((source_cluster_id != cluster_id).then(|| batch.base_offset()));
+        }
     }
-    let last = log.find_batch(end - 1, &mut |b| b.last_offset() >= end - 1)?;
-    Ok(last.is_some_and(|b| is_barrier(&b)))
+    Ok(None)
 }
 
 /// The offset of the first MIRROR_PID_RESET barrier in the log (`None`: it never failed over
@@ -616,15 +651,22 @@ pub fn local_records_from(log: &dyn MirrorLog, cut: i64) -> Result<u64, Cause> {
 }
 
 /// Whether a partition of a topic whose `mirror.name` is `mirror_name` opens read-only when a
-/// broker (re)opens it (docs/failover.md "A stopped topic stays writable"): a mirror topic is,
-/// except one its mirror stopped whose log holds the barrier. The barrier is durable before
-/// STOPPED is recorded, so it proves the failover finished here: the topic stays writable
+/// broker of cluster `cluster_id` (re)opens it (docs/failover.md "A stopped topic stays
+/// writable"): a mirror topic is, except one its mirror stopped whose newest barrier is this
+/// cluster's own ([`own_failover_barrier`]). The barrier is durable after the failover's last
+/// change to the log, so it proves the failover's data is final here: the topic stays writable
 /// while its record is read, from a shard that may be on a broker that is away.
-pub fn opens_read_only(mirror_name: Option<&str>, log: &dyn MirrorLog) -> Result<bool, Cause> {
+pub fn opens_read_only(
+    mirror_name: Option<&str>,
+    log: &dyn MirrorLog,
+    cluster_id: &str,
+) -> Result<bool, Cause> {
     match mirror_name.filter(|v| !v.is_empty()) {
         None => Ok(false),
         Some(value) => match crate::metadata::mirror_of(value) {
-            Some((_, crate::partition::Desired::Stopped)) => Ok(first_barrier(log)?.is_none()),
+            Some((_, crate::partition::Desired::Stopped)) => {
+                Ok(own_failover_barrier(log, cluster_id)?.is_none())
+            }
             _ => Ok(true),
         },
     }

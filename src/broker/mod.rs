@@ -338,6 +338,7 @@ impl Broker {
         let read_only = crate::mirror::log::opens_read_only(
             &mut log,
             topic.configs.get("mirror.name").map(String::as_str),
+            &self.cluster_id(),
         );
         self.partitions
             .write()

@@ -305,8 +305,11 @@ mod tests {
     use std::sync::Arc;
 
     fn broker(dir: &std::path::Path) -> Broker {
-        let props =
-            parse_properties(&format!("node.id=1\nlog.dirs={}\n", dir.display())).expect("parses");
+        let props = parse_properties(&format!(
+            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs={}\n",
+            dir.display()
+        ))
+        .expect("parses");
         let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
         Broker::open(config).expect("opens")
     }

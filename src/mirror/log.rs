@@ -27,8 +27,12 @@ fn cause(e: StorageError) -> Cause {
 /// Whether a partition of a topic whose `mirror.name` is `mirror_name` opens read-only (the
 /// engine's rule, [`kmirror_actors::host::opens_read_only`]); a log that cannot be read opens
 /// read-only, the side that loses no write.
-pub fn opens_read_only(log: &mut PartitionLog, mirror_name: Option<&str>) -> bool {
-    kmirror_actors::host::opens_read_only(mirror_name, &Lease(log)).unwrap_or_else(|e| {
+pub fn opens_read_only(
+    log: &mut PartitionLog,
+    mirror_name: Option<&str>,
+    cluster_id: &str,
+) -> bool {
+    kmirror_actors::host::opens_read_only(mirror_name, &Lease(log), cluster_id).unwrap_or_else(|e| {
         tracing::error!(error = %e.message, "reading a stopped mirror partition for its barrier; it opens read-only");
         true
     })

@@ -339,7 +339,7 @@ impl Sim {
             }
             Effect::TruncateToLso { op } => Input::TruncatedToLso {
                 op,
-                result: host::truncate_to_lso(&mut c.log).map(|(lme, _)| lme),
+                result: host::truncate_to_lso(&mut c.log, &c.id).map(|(lme, _)| lme),
             },
             Effect::AppendPidReset { op } => Input::PidResetAppended {
                 op,
@@ -875,16 +875,25 @@ fn local_writes_count_from_the_first_barrier() {
     for _ in 0..3 {
         log.produce(4, 2, -1, false);
     }
+    let here = "dst";
     assert_eq!(host::local_records(&log).expect("read"), 0);
     assert_eq!(host::first_barrier(&log).expect("read"), None);
-    assert!(host::opens_read_only(Some("m.removed"), &log).expect("read"));
-    assert!(host::opens_read_only(Some("m"), &log).expect("read"));
-    assert!(!host::opens_read_only(None, &log).expect("read"));
+    assert!(host::opens_read_only(Some("m.removed"), &log, here).expect("read"));
+    assert!(host::opens_read_only(Some("m"), &log, here).expect("read"));
+    assert!(!host::opens_read_only(None, &log, here).expect("read"));
 
     log.append_pid_reset(12, "src").expect("barrier");
     assert_eq!(host::first_barrier(&log).expect("read"), Some(12));
-    assert!(!host::opens_read_only(Some("m.removed"), &log).expect("read"));
-    assert!(host::opens_read_only(Some("m.paused"), &log).expect("read"));
+    assert_eq!(
+        host::own_failover_barrier(&log, here).expect("read"),
+        Some(12)
+    );
+    assert!(!host::opens_read_only(Some("m.removed"), &log, here).expect("read"));
+    assert!(host::opens_read_only(Some("m.paused"), &log, here).expect("read"));
+    // A barrier mirrored back in a failback fences this cluster's own producers: not a
+    // failover of this cluster's.
+    assert_eq!(host::own_failover_barrier(&log, "src").expect("read"), None);
+    assert!(host::opens_read_only(Some("m.removed"), &log, "src").expect("read"));
     log.produce(5, 12, 7, false);
     log.produce(5, 12, 7, false);
     assert_eq!(host::local_records(&log).expect("read"), 10);
@@ -896,4 +905,33 @@ fn local_writes_count_from_the_first_barrier() {
     // A cut inside the local writes removes only those after it; one below them all.
     assert_eq!(host::local_records_from(&log, 18).expect("read"), 7);
     assert_eq!(host::local_records_from(&log, 0).expect("read"), 12);
+}
+
+/// Found by the failover nemesis (seed 1796286075203145862, a SIGKILL in STOPPING): a broker
+/// killed after its stop's barrier but before STOPPED was recorded opens the partition writable
+/// (the barrier proves the failover's data final) and takes writes; STOPPING then runs again.
+/// It must neither cut those writes (an open local transaction before them would hold the LSO
+/// back) nor append a second barrier after them, and it records the LME from before the
+/// barrier. Failed before the fix: a second barrier followed the writes, so they sat "before
+/// STOPPED" in the log.
+#[test]
+fn stopping_again_after_its_barrier_keeps_the_writes_since() {
+    let mut log = MemoryLog::default();
+    for _ in 0..3 {
+        log.produce(4, 2, -1, false);
+    }
+    log.append_pid_reset(12, "src").expect("barrier");
+    // A local transaction left open, then acknowledged writes.
+    log.produce(2, 12, 7, true);
+    log.produce(5, 12, 8, false);
+    let before = log.bytes();
+    let (lme, removed) = host::truncate_to_lso(&mut log, "dst").expect("stopping again");
+    assert_eq!((lme, removed), (Some(2), 0));
+    assert_eq!(log.bytes(), before, "nothing cut");
+    assert!(
+        host::own_failover_barrier(&log, "dst")
+            .expect("read")
+            .is_some(),
+        "so no second barrier is appended"
+    );
 }

@@ -346,7 +346,8 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
     fn truncate_to_lso(&self) -> PortFuture<Result<Option<i32>, Cause>> {
         let ports = self.clone();
         Box::pin(async move {
-            let (lme, removed) = ports.with_log(host::truncate_to_lso)?;
+            let cluster_id = ports.site.cluster_id.clone();
+            let (lme, removed) = ports.with_log(|log| host::truncate_to_lso(log, &cluster_id))?;
             if removed > 0 {
                 let site = &ports.site;
                 tracing::warn!(mirror = %site.mirror, topic = %site.topic, partition = site.partition, records = removed, "stopping: truncated to the last stable offset (records of transactions still open on the source at the stop are gone)");
@@ -384,8 +385,11 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 .get()
                 .cloned()
                 .unwrap_or_default();
+            let cluster_id = &ports.site.cluster_id;
             ports.with_log(|log| {
-                if host::ends_with_barrier(log)? {
+                // A STOPPING run again after its barrier (the partition took writes since)
+                // appends no second one: the log stays the source's up to exactly one barrier.
+                if host::own_failover_barrier(log, cluster_id)?.is_some() {
                     return Ok(());
                 }
                 log.append_pid_reset(epoch, &source)

@@ -200,11 +200,12 @@ impl MemoryCluster {
 
     /// What a broker restart loses: the read-only flags, set again as the partitions open.
     pub fn reopen(&self) {
+        let cluster_id = self.inner.cluster_id.clone();
         let mut state = self.state();
         state.read_only.clear();
         let names: Vec<String> = state.topics.keys().cloned().collect();
         for name in names {
-            open_read_only(&mut state, &name);
+            open_read_only(&mut state, &name, &cluster_id);
         }
     }
 
@@ -293,8 +294,9 @@ fn follow_mirror_name(state: &mut State, topic: &str, old: Option<&str>) {
     }
 }
 
-/// As a broker does when it opens a partition at start ([`crate::host::opens_read_only`]).
-fn open_read_only(state: &mut State, topic: &str) {
+/// As a broker of cluster `cluster_id` does when it opens a partition at start
+/// ([`crate::host::opens_read_only`]).
+fn open_read_only(state: &mut State, topic: &str, cluster_id: &str) {
     let Some(meta) = state.topics.get(topic) else {
         return;
     };
@@ -302,7 +304,7 @@ fn open_read_only(state: &mut State, topic: &str) {
     for p in 0..meta.partitions.len() as i32 {
         let key = (topic.to_string(), p);
         let read_only = state.logs.get(&key).is_none_or(|log| {
-            crate::host::opens_read_only(mirror_name.as_deref(), log).unwrap_or(true)
+            crate::host::opens_read_only(mirror_name.as_deref(), log, cluster_id).unwrap_or(true)
         });
         if read_only {
             state.read_only.insert(key);
