@@ -134,6 +134,13 @@ pub enum ControllerError {
     /// The mirror still has topics (MIRROR_NOT_EMPTY).
     #[error("mirror {0} still has topics")]
     MirrorNotEmpty(String),
+    /// A change of a topic's `mirror.name` made from a value that is no longer the topic's
+    /// (another mirror RPC changed it meanwhile, through another broker): refused, so a pause or
+    /// a start racing a stop cannot undo it (INVALID_MIRROR_STATES).
+    #[error(
+        "the mirror state of topic {topic} changed meanwhile (mirror.name is now {now:?}); nothing was changed"
+    )]
+    MirrorStateChanged { topic: String, now: String },
     /// The metadata log could not be written.
     #[error("{0}")]
     Storage(String),
@@ -161,6 +168,7 @@ impl ControllerError {
             ControllerError::InvalidMirrorName(_) => ErrorCode::INVALID_MIRROR_NAME.0,
             ControllerError::UnknownMirror(_) => ErrorCode::UNKNOWN_MIRROR.0,
             ControllerError::MirrorNotEmpty(_) => ErrorCode::MIRROR_NOT_EMPTY.0,
+            ControllerError::MirrorStateChanged { .. } => ErrorCode::INVALID_MIRROR_STATES.0,
             ControllerError::Storage(_) => ErrorCode::KAFKA_STORAGE_ERROR.0,
             ControllerError::Unavailable(_) => ErrorCode::REQUEST_TIMED_OUT.0,
         }
@@ -677,6 +685,17 @@ impl Controller {
             .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))?
             .configs
             .clone();
+        // `mirror.name` is compared and set: its changes are the mirror RPCs' state
+        // transitions, each legal only from the value it was checked against.
+        const MIRROR_NAME: &str = "mirror.name";
+        if configs.get(MIRROR_NAME) != base.get(MIRROR_NAME)
+            && current.get(MIRROR_NAME) != base.get(MIRROR_NAME)
+        {
+            return Err(ControllerError::MirrorStateChanged {
+                topic: name.to_string(),
+                now: current.get(MIRROR_NAME).cloned().unwrap_or_default(),
+            });
+        }
         for (key, value) in configs {
             if base.get(key) != Some(value) {
                 current.insert(key.clone(), value.clone());
@@ -811,6 +830,19 @@ mod tests {
                 ("mirror.name".to_string(), "m.removed".to_string()),
             ])
         );
+        // A pause checked against the mirroring topic, landing after the stop, is refused
+        // (found by the cluster nemesis: it turned the STOPPED topic read-only again).
+        let pause = BTreeMap::from([("mirror.name".to_string(), "m.paused".to_string())]);
+        let stale = BTreeMap::from([("mirror.name".to_string(), "m".to_string())]);
+        assert!(matches!(
+            c.execute(&MetadataCommand::SetTopicConfigs {
+                name: "orders".into(),
+                configs: pause,
+                base: Some(stale),
+            }),
+            Err(ControllerError::MirrorStateChanged { .. })
+        ));
+        assert_eq!(c.topics()["orders"].configs["mirror.name"], "m.removed");
     }
 
     #[test]

@@ -23,6 +23,7 @@
 //! line printed is a summary for RELIABILITY.md.
 
 mod client;
+mod cluster;
 mod process;
 mod proxy;
 mod quorum;
@@ -1410,6 +1411,12 @@ async fn the_metadata_quorum_survives_the_nemesis() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failover_survives_the_nemesis() {
     run(SourceKind::Kmirror).await;
+}
+
+/// The failover nemesis with a destination cluster of three processes (see `cluster.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_to_a_cluster_survives_the_nemesis() {
+    cluster::run().await;
 }
 
 /// The nemesis with Apache Kafka as the source: the destination crashes, freezes and is cut off

@@ -17,7 +17,7 @@
 //! `NEMESIS_SEED` replays a schedule; `NEMESIS_CYCLES` (3) sets the length.
 
 #[path = "../support/local_cluster.rs"]
-mod local_cluster;
+pub(crate) mod local_cluster;
 
 use super::Rng;
 use super::client::{self, Outcome, Producer};
