@@ -279,6 +279,33 @@ async fn fetches_serve_partitions_round_robin_with_one_in_flight() {
     );
 }
 
+/// Engine review finding 7: with every partition fitting one Fetch, the order still rotates, so
+/// a source that answers in the order asked under a byte limit (kmirror, a Kafka without fetch
+/// sessions) cannot keep the later partitions without data. Failed before the fix: every Fetch
+/// listed a, b, c in that order.
+#[actix_rt::test]
+async fn the_fetch_order_rotates_when_every_partition_fits() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start(&source, 10);
+    for topic in ["a", "b", "c"] {
+        attach(&fetcher, topic, &reports).await;
+    }
+    let before = source.0.borrow().fetches.len();
+    pause(450).await;
+    let rounds: Vec<Vec<TopicPartition>> = source.0.borrow().fetches[before..].to_vec();
+    let firsts: std::collections::HashSet<TopicPartition> = rounds
+        .iter()
+        .filter(|f| f.len() == 3)
+        .filter_map(|f| f.first().cloned())
+        .collect();
+    assert!(
+        firsts.len() >= 2,
+        "every Fetch starts with the same partition: {rounds:?}"
+    );
+}
+
 #[actix_rt::test]
 async fn detach_completes_after_the_apply_in_flight_and_nothing_follows() {
     tokio::time::pause();

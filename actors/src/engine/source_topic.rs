@@ -114,3 +114,56 @@ pub(crate) async fn confirm(
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kmirror_protocol::client::source::{PartitionMetadata, TopicMetadata};
+    use std::collections::HashMap;
+
+    fn metadata(
+        topic: Option<(&str, Uuid)>,
+        refused: Option<(&str, ErrorCode)>,
+    ) -> ClusterMetadata {
+        ClusterMetadata {
+            cluster_id: Some("src".into()),
+            brokers: HashMap::new(),
+            topics: topic
+                .map(|(name, id)| {
+                    let partition = PartitionMetadata {
+                        partition: 0,
+                        leader: 1,
+                        leader_epoch: 0,
+                        replicas: vec![1],
+                        isr: vec![1],
+                    };
+                    let t = TopicMetadata {
+                        name: name.into(),
+                        topic_id: id,
+                        partitions: vec![partition],
+                    };
+                    HashMap::from([(name.to_string(), t)])
+                })
+                .unwrap_or_default(),
+            refused: refused
+                .map(|(name, code)| HashMap::from([(name.to_string(), code)]))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Engine review finding 11: a topic the source refuses to describe (not authorized after an
+    /// ACL change, no leader yet) is retried, not failed for good as "deleted". Failed before the
+    /// fix: every refused topic read as deleted, non-retryable.
+    #[test]
+    fn only_an_unknown_topic_is_gone() {
+        let cluster = OnceLock::new();
+        let id = Uuid::from_u128(9);
+        let unauthorized = metadata(None, Some(("t", ErrorCode::TOPIC_AUTHORIZATION_FAILED)));
+        let cause = check(&unauthorized, &cluster, "t", id, 0).expect_err("not usable");
+        assert!(cause.retryable, "{cause:?}");
+        let unknown = metadata(None, Some(("t", ErrorCode::UNKNOWN_TOPIC_OR_PARTITION)));
+        let cause = check(&unknown, &cluster, "t", id, 0).expect_err("gone");
+        assert!(!cause.retryable, "{cause:?}");
+        assert!(check(&metadata(Some(("t", id)), None), &cluster, "t", id, 0).is_ok());
+    }
+}
