@@ -185,10 +185,21 @@ async fn failover_waits_for_the_lag_and_stops_nothing_when_it_cannot_catch_up() 
         assert!(
             text.lines()
                 .any(|l| l.split_whitespace().collect::<Vec<_>>()
-                    == [&topic, &p.to_string(), &end.to_string(), &end.to_string()]),
-            "partition {p} at {end} on both sides:\n{text}"
+                    == [
+                        &topic,
+                        &p.to_string(),
+                        &end.to_string(),
+                        &end.to_string(),
+                        "0"
+                    ]),
+            "partition {p} at {end} on both sides, nothing lost:\n{text}"
         );
     }
+    // It returned once every partition was STOPPED, i.e. writable.
+    assert!(
+        text.contains("every partition is STOPPED and writable"),
+        "{text}"
+    );
     // Every acknowledged record, then the stop's barrier.
     let after_barrier: Vec<i64> = ends.iter().map(|e| e + 1).collect();
     wait_described(&address, "dr", &topic, "STOPPED", &after_barrier).await;

@@ -88,6 +88,9 @@ pub struct PartitionSnapshot {
     pub progress: u64,
     /// Whether the partition waits for an effect to complete.
     pub busy: bool,
+    /// Whether it is reading its record from `__mirror_state` (not busy: a shard away for long
+    /// is retried, not given up on; a broker settling before it listens waits for it).
+    pub loading: bool,
 }
 
 /// The partition cannot go on (its supervisor gave up on it, or the metadata sync found its
@@ -500,6 +503,7 @@ impl<P: PartitionPorts> Handler<DescribePartition> for MirrorPartition<P> {
             restarts: self.restarts,
             progress: self.progress,
             busy: self.partition.phase().is_busy(),
+            loading: matches!(self.partition.phase(), crate::partition::Phase::Loading(_)),
         })
     }
 }

@@ -531,7 +531,7 @@ impl<H: Host> Handler<Settle> for MirrorSystem<H> {
                 for actor in actors {
                     while tokio::time::Instant::now() < deadline {
                         match actor.send(crate::actor::DescribePartition).await {
-                            Ok(s) if s.busy && s.state == MirrorState::Unknown => {
+                            Ok(s) if (s.busy || s.loading) && s.state == MirrorState::Unknown => {
                                 tokio::time::sleep(std::time::Duration::from_millis(5)).await
                             }
                             Ok(_) | Err(_) => break,
