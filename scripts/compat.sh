@@ -53,6 +53,7 @@ echo "== compat: kafkajs"
 # kafkajs-lz4's native codec (lz4) is built by node-gyp, which downloads the running Node's headers
 # unless told where they are: point it at the ones installed beside this Node (Debian's nodejs
 # ships them under /usr/include/node), since only the package registries are reachable.
+command -v node >/dev/null 2>&1 || fail "node is not installed (kafkajs needs Node.js and npm)"
 if [ -z "${npm_config_nodedir:-}" ]; then
   node_prefix="$(node -p "require('path').resolve(process.execPath, '..', '..')")"
   node_header="$node_prefix/include/node/node_version.h"

@@ -22,8 +22,10 @@ use crate::mirrors_command::{
     mirror_topics_matching, refused,
 };
 use kmirror_protocol::client::connection::Connection;
+use kmirror_protocol::client::{ClientConfig, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{DescribeMirrorsRequest, DescribeMirrorsResponse};
+use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -129,10 +131,13 @@ impl Row {
 }
 
 /// The partitions of `topics` in a describe answer; a topic the mirror does not have is refused.
+/// Every partition of `counts` (each topic's partition count) has a row: one no broker described
+/// (its leader did not answer) holds the failover back like any partition not there yet.
 fn rows(
     answer: &DescribeMirrorsResponse,
     mirror: &str,
     topics: &[String],
+    counts: &BTreeMap<String, i32>,
 ) -> Result<Vec<Row>, Failure> {
     let described = answer.mirrors.iter().find(|m| m.mirror_name == mirror);
     let mut rows = Vec::new();
@@ -157,8 +162,44 @@ fn rows(
             destination_stable: p.destination_last_stable_offset,
             error: p.error_message.clone(),
         }));
+        let count = counts.get(topic).copied().unwrap_or(0);
+        for partition in 0..count {
+            if !t.partitions.iter().any(|p| p.partition_index == partition) {
+                rows.push(Row {
+                    topic: topic.clone(),
+                    partition,
+                    state: "UNKNOWN".into(),
+                    source_offset: -1,
+                    high_watermark: -1,
+                    destination_offset: -1,
+                    destination_stable: -1,
+                    error: Some("not described: the broker leading it did not answer".into()),
+                });
+            }
+        }
     }
     Ok(rows)
+}
+
+/// Each topic's partition count on the destination (`bootstrap`'s metadata).
+async fn partition_counts(
+    bootstrap: &str,
+    topics: &[String],
+) -> Result<BTreeMap<String, i32>, Failure> {
+    let unreachable =
+        |e: kmirror_protocol::client::ClientError| Failure::Unreachable(e.to_string());
+    let cluster = SourceClient::connect(ClientConfig::plaintext(bootstrap))
+        .await
+        .map_err(unreachable)?;
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    let metadata = cluster.metadata(Some(&names)).await.map_err(unreachable)?;
+    Ok(topics
+        .iter()
+        .map(|t| {
+            let count = metadata.topics.get(t).map_or(0, |m| m.partitions.len());
+            (t.clone(), i32::try_from(count).unwrap_or(i32::MAX))
+        })
+        .collect())
 }
 
 /// Runs `--failover` against the cluster `connection` reaches (`bootstrap` for the others).
@@ -183,11 +224,12 @@ pub(crate) async fn run(
         mirror_names: vec![mirror.clone()],
         ..Default::default()
     };
+    let counts = partition_counts(bootstrap, &topics).await?;
     let deadline = Instant::now() + timeout;
     let caught_up = loop {
         let answer = describe_every_broker(bootstrap, connection, &request).await?;
         mirror_error(&answer)?;
-        let rows = rows(&answer, &mirror, &topics)?;
+        let rows = rows(&answer, &mirror, &topics, &counts)?;
         let held: Vec<(&Row, Held)> = rows
             .iter()
             .filter_map(|r| r.holds_back(max_lag).map(|why| (r, why)))
@@ -259,7 +301,10 @@ pub(crate) async fn run(
         )));
     }
     let stopped: Vec<String> = caught_up.iter().map(|r| r.topic.clone()).collect();
-    await_stopped(bootstrap, connection, &request, &mirror, &stopped, timeout).await
+    await_stopped(
+        bootstrap, connection, &request, &mirror, &stopped, &counts, timeout,
+    )
+    .await
 }
 
 /// Waits until every partition of `topics` is STOPPED (writable), describing every broker
@@ -270,6 +315,7 @@ async fn await_stopped(
     request: &DescribeMirrorsRequest,
     mirror: &str,
     topics: &[String],
+    counts: &BTreeMap<String, i32>,
     timeout: Duration,
 ) -> Result<(), Failure> {
     let mut topics = topics.to_vec();
@@ -277,7 +323,7 @@ async fn await_stopped(
     let deadline = Instant::now() + timeout;
     loop {
         let pending: Vec<Row> = match describe_every_broker(bootstrap, connection, request).await {
-            Ok(answer) => rows(&answer, mirror, &topics)?
+            Ok(answer) => rows(&answer, mirror, &topics, counts)?
                 .into_iter()
                 .filter(|r| r.state != "STOPPED")
                 .collect(),
@@ -381,6 +427,40 @@ mod tests {
             row("STOPPED", -1, -1, 11).holds_back(0),
             Some(Held::Never(_))
         ));
+    }
+
+    /// A partition no broker described (its leader does not answer) holds the failover back,
+    /// before the stop and while it waits for STOPPED (found by the review of issue 33: the
+    /// command stopped the others and reported every partition STOPPED).
+    #[test]
+    fn an_undescribed_partition_holds_the_failover_back() {
+        use kmirror_protocol::messages::describe_mirrors_response::{
+            DescribedMirror, DescribedPartition, DescribedTopic,
+        };
+        let answer = DescribeMirrorsResponse {
+            mirrors: vec![DescribedMirror {
+                mirror_name: "m".into(),
+                topics: vec![DescribedTopic {
+                    topic_name: "t".into(),
+                    partitions: vec![DescribedPartition {
+                        partition_index: 1,
+                        state: "STOPPED".into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let counts = BTreeMap::from([("t".to_string(), 2)]);
+        let Ok(rows) = rows(&answer, "m", &["t".to_string()], &counts) else {
+            panic!("the topic is the mirror's");
+        };
+        assert_eq!(rows.len(), 2);
+        let missing = rows.iter().find(|r| r.partition == 0).expect("a row");
+        assert_ne!(missing.state, "STOPPED");
+        assert!(matches!(missing.holds_back(0), Some(Held::Waiting(_))));
     }
 
     /// The review's finding 6: the lag bounds what the stop keeps (the destination LSO), not

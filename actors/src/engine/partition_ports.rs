@@ -141,7 +141,9 @@ impl<H: Host> EnginePartitionPorts<H> {
             |at| format!("the start counted them at log end {at}, it is {end} now"),
         );
         Err(Cause::fatal(format!(
-            "restarting the mirror would discard {local} records written on this cluster since              the failover that the operator did not confirm ({counted}); they are kept. Stop              the topic to write to it again, or start it again to count them"
+            "restarting the mirror would discard {local} records written on this cluster since \
+             the failover that the operator did not confirm ({counted}); they are kept. Stop \
+             the topic to write to it again, or start it again to count them"
         )))
     }
 

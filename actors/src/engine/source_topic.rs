@@ -76,12 +76,23 @@ pub(crate) async fn check_now(
     topic_id: Uuid,
     partition: i32,
 ) -> Result<(), Cause> {
+    let first = look_up(source, expected_cluster, topic, topic_id, partition).await;
+    confirm(first, source, expected_cluster, topic, topic_id, partition).await
+}
+
+/// [`check`] on the source's metadata asked now.
+async fn look_up(
+    source: &impl Source,
+    expected_cluster: &OnceLock<String>,
+    topic: &str,
+    topic_id: Uuid,
+    partition: i32,
+) -> Result<(), Cause> {
     let metadata = source
         .metadata(Some(&[topic]))
         .await
         .map_err(|e| super::cause(&e))?;
-    let first = check(&metadata, expected_cluster, topic, topic_id, partition);
-    confirm(first, source, expected_cluster, topic, topic_id, partition).await
+    check(&metadata, expected_cluster, topic, topic_id, partition)
 }
 
 /// How long a fatal verdict waits before it is asked again.
@@ -102,11 +113,7 @@ pub(crate) async fn confirm(
         other => return other,
     };
     tokio::time::sleep(CONFIRM_AFTER).await;
-    let metadata = source
-        .metadata(Some(&[topic]))
-        .await
-        .map_err(|e| super::cause(&e))?;
-    match check(&metadata, expected_cluster, topic, topic_id, partition) {
+    match look_up(source, expected_cluster, topic, topic_id, partition).await {
         Err(second) => Err(second),
         Ok(()) => Err(Cause::retryable(format!(
             "the source's metadata disagreed about topic {topic} (first: {}); asked again",

@@ -275,19 +275,23 @@ async fn count_local_writes(
         })
         .await
         .map_err(|e| e.message)?;
-    let mut expected = Vec::new();
+    // Each partition's count is taken from its leader only: a broker that led it before a
+    // move may still answer for it.
+    let mut leaders: BTreeMap<(String, i32), Option<i32>> = BTreeMap::new();
     let mut others = std::collections::BTreeSet::new();
     for name in topics {
         let Some(topic) = broker.topic(name) else {
             continue;
         };
         for (index, partition) in (0..).zip(&topic.partitions) {
-            expected.push((name.clone(), index));
-            if !broker.leads(partition) {
+            let local = broker.leads(partition);
+            leaders.insert((name.clone(), index), (!local).then_some(partition.leader));
+            if !local {
                 others.insert(partition.leader);
             }
         }
     }
+    counted.retain(|w| leaders.get(&(w.topic.clone(), w.partition)) == Some(&None));
     let request = DescribeMirrorsRequest {
         mirror_names: vec![mirror.to_string()],
         ..Default::default()
@@ -303,10 +307,12 @@ async fn count_local_writes(
             .filter(|m| m.mirror_name == mirror)
         {
             for topic in described.topics {
+                let leads =
+                    |p: i32| leaders.get(&(topic.topic_name.clone(), p)) == Some(&Some(node));
                 for p in topic
                     .partitions
                     .into_iter()
-                    .filter(|p| p.local_records >= 0)
+                    .filter(|p| p.local_records >= 0 && leads(p.partition_index))
                 {
                     counted.push(LocalWrites {
                         topic: topic.topic_name.clone(),
@@ -318,8 +324,7 @@ async fn count_local_writes(
             }
         }
     }
-    counted.retain(|w| expected.contains(&(w.topic.clone(), w.partition)));
-    for (name, index) in &expected {
+    for (name, index) in leaders.keys() {
         if !counted
             .iter()
             .any(|w| &w.topic == name && w.partition == *index)
