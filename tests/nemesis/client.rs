@@ -358,6 +358,12 @@ impl Producer {
         };
         let key = (topic.to_string(), partition);
         let sequence = *self.sequences.get(&key).unwrap_or(&0);
+        // Now, not a fixed instant: a broker's time retention (7 days by default) deletes the
+        // segments of older records, and a long-lived Kafka source did so in the middle of a
+        // run.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
         let records: Vec<Record> = values
             .iter()
             .enumerate()
@@ -370,7 +376,7 @@ impl Producer {
                 timestamp_type: TimestampType::Creation,
                 offset: i as i64,
                 sequence: sequence + i as i32,
-                timestamp: 1_700_000_000_000 + i as i64,
+                timestamp: now + i as i64,
                 key: Some(Bytes::from(format!("k{i}"))),
                 value: Some(Bytes::from(v.clone())),
                 headers: Default::default(),
