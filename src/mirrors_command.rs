@@ -127,6 +127,7 @@ pub(crate) enum TopicChange {
 }
 
 /// Why an action did not complete.
+#[derive(Debug)]
 pub(crate) enum Failure {
     Refused(String),
     Usage(String),
@@ -261,6 +262,16 @@ pub(crate) async fn describe_every_broker(
             ),
         }
     }
+    merge_answers(answers)
+}
+
+/// The brokers' DescribeMirrors answers as one: one entry per mirror and topic, partitions in
+/// order, each once. A broker may answer twice (reached at its bootstrap address and at a
+/// different advertised one: a proxy, NAT) and a partition whose leadership just moved may be
+/// reported by both leaders: the first report of a partition is kept.
+fn merge_answers(
+    answers: Vec<DescribeMirrorsResponse>,
+) -> Result<DescribeMirrorsResponse, Failure> {
     let mut merged = DescribeMirrorsResponse::default();
     for answer in answers {
         if answer.error_code != 0 {
@@ -281,7 +292,17 @@ pub(crate) async fn describe_every_broker(
                     .iter_mut()
                     .find(|t| t.topic_name == topic.topic_name)
                 {
-                    Some(t) => t.partitions.extend(topic.partitions),
+                    Some(t) => {
+                        for p in topic.partitions {
+                            if !t
+                                .partitions
+                                .iter()
+                                .any(|q| q.partition_index == p.partition_index)
+                            {
+                                t.partitions.push(p);
+                            }
+                        }
+                    }
                     None => into.topics.push(topic),
                 }
             }
@@ -841,4 +862,49 @@ pub(crate) async fn change_topics(
             topics
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merge_answers;
+    use kmirror_protocol::messages::DescribeMirrorsResponse;
+    use kmirror_protocol::messages::describe_mirrors_response::{
+        DescribedMirror, DescribedPartition, DescribedTopic,
+    };
+
+    fn answer(partitions: &[i32]) -> DescribeMirrorsResponse {
+        DescribeMirrorsResponse {
+            mirrors: vec![DescribedMirror {
+                mirror_name: "dr".into(),
+                topics: vec![DescribedTopic {
+                    topic_name: "orders".into(),
+                    partitions: partitions
+                        .iter()
+                        .map(|&p| DescribedPartition {
+                            partition_index: p,
+                            state: "MIRRORING".into(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// A broker reached at its bootstrap address and again at the one it advertises (the
+    /// cluster nemesis's source behind its proxy listed every partition twice).
+    #[test]
+    fn a_broker_that_answers_twice_shows_each_partition_once() {
+        let merged =
+            merge_answers(vec![answer(&[1, 0]), answer(&[0, 1]), answer(&[2])]).expect("merged");
+        let shown: Vec<i32> = merged.mirrors[0].topics[0]
+            .partitions
+            .iter()
+            .map(|p| p.partition_index)
+            .collect();
+        assert_eq!(shown, [0, 1, 2]);
+    }
 }

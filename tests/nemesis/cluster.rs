@@ -1,7 +1,8 @@
 //! The failover nemesis with a destination cluster: three `kmirror broker` processes
-//! (`scripts/cluster-local.sh`) mirror a `kmirror broker` source through a fault proxy (the
-//! source advertises it), the mirror partitions and the `__mirror_state` shards spread over the
-//! three. Each cycle mirrors a fresh topic of six partitions while the source is written,
+//! (`scripts/cluster-local.sh`) mirror a source through a fault proxy (the source advertises
+//! it), the mirror partitions and the `__mirror_state` shards spread over the three. The source
+//! is a `kmirror broker`, or the Apache Kafka `scripts/test.sh` runs (its REMOTE listener
+//! advertises the proxy; shared with other tests, it is never crashed). Each cycle mirrors a fresh topic of six partitions while the source is written,
 //! injects one fault at one step of the mirror's life, fails the topic over with `--stop`
 //! through a random node while a producer writes to every partition's leader, ends the faults
 //! and checks:
@@ -13,14 +14,20 @@
 //! - every write the destination acknowledged lies after that barrier (no produce succeeded
 //!   before the failover's data was final) and reads back at its offset with its value, after
 //!   every later fault;
-//! - the failed-over topic takes writes on every broker.
+//! - the failed-over topic takes writes on every broker;
+//! - after a failback (a `kmirror broker` source only: Kafka cannot mirror) the old source is
+//!   MIRRORING at each partition's last stable offset on the destination within the bound, its
+//!   log the leader's byte for byte; failed over again, it is the destination's up to a second
+//!   barrier and takes writes after it.
 //!
 //! The faults: SIGKILL (then restart) or SIGSTOP (then SIGCONT, past the brokers' session
 //! timeout) of the broker leading a mirror partition or of the broker leading its
 //! `__mirror_state` shard, SIGKILL of the active controller, the proxy dropping or stalling
 //! every connection between the clusters, `--stop` racing `--pause` through two other brokers,
-//! and a topic config change racing the stop through another broker. Each lands while the
-//! topic is PREPARING (right after `--start`), MIRRORING, or STOPPING (right after `--stop`).
+//! and a topic config change racing the stop through another broker, SIGKILL of the old source
+//! while it fails back. Each lands while the topic is PREPARING (right after `--start`),
+//! MIRRORING, STOPPING (right after `--stop`) or in failback (right after the old source's
+//! `--start`; the failback's fetches do not cross the proxy).
 //!
 //! `NEMESIS_SEED` replays a schedule, `NEMESIS_CYCLES` (3) sets the length; the last line
 //! printed is a summary for RELIABILITY.md.
@@ -29,7 +36,7 @@ use super::client::{self, Acked, Outcome, Producer};
 use super::process::{Broker, free_port, mirrors_cli};
 use super::proxy::{FaultProxy, Mode};
 use super::quorum::local_cluster::{LocalCluster, topics_of};
-use super::{Rng, compare_segments, schedule};
+use super::{Rng, Source, SourceKind, compare_segments, schedule};
 use kafka_protocol::messages::IncrementalAlterConfigsRequest;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
@@ -38,14 +45,18 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
+use kmirror_protocol::kafka_tools::kafka_env;
 use kmirror_protocol::sharding::mirror_partition_shard;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const NODES: usize = 3;
 const MIRROR: &str = "cm";
+/// The old source's mirror of the destination cluster, for failback.
+const BACK: &str = "cm-back";
 const PARTITIONS: i32 = 6;
 const SHARDS: i32 = 6;
 const SESSION: Duration = Duration::from_secs(4);
@@ -63,9 +74,10 @@ enum Fault {
     ProxyStall,
     StopRacesPause,
     ConfigRacesStop,
+    KillOldSource,
 }
 
-const FAULTS: [Fault; 9] = [
+const FAULTS: [Fault; 10] = [
     Fault::KillPartitionLeader,
     Fault::FreezePartitionLeader,
     Fault::KillShardOwner,
@@ -75,6 +87,7 @@ const FAULTS: [Fault; 9] = [
     Fault::ProxyStall,
     Fault::StopRacesPause,
     Fault::ConfigRacesStop,
+    Fault::KillOldSource,
 ];
 
 /// Where in the topic's life the fault lands.
@@ -83,22 +96,34 @@ enum Step {
     Preparing,
     Mirroring,
     Stopping,
+    Failback,
 }
 
-const STEPS: [Step; 3] = [Step::Preparing, Step::Mirroring, Step::Stopping];
+/// Failback last: a Kafka source has no failback.
+const STEPS: [Step; 4] = [
+    Step::Preparing,
+    Step::Mirroring,
+    Step::Stopping,
+    Step::Failback,
+];
 
 struct World {
     rng: Rng,
     seed: u64,
     cycle: u32,
     cluster: LocalCluster,
-    source: Broker,
+    source: Source,
     proxy: FaultProxy,
     violations: Vec<String>,
     /// Writes the destination acknowledged, by topic.
     acked: BTreeMap<String, Vec<Acked>>,
     faults: BTreeMap<(Fault, Step), u32>,
     records_checked: u64,
+    /// Whether the source has mirror [`BACK`] yet.
+    back_created: bool,
+    failbacks: u32,
+    /// Failbacks followed by a second failover, to the old source.
+    failovers_back: u32,
 }
 
 impl World {
@@ -141,41 +166,6 @@ impl World {
         panic!("no leaders for {topic}");
     }
 
-    /// The partitions of `topic` as `--describe --json` shows them through a node (every
-    /// broker's merged): (partition, state, destination offset).
-    async fn states(&self, topic: &str) -> Vec<(i32, String, i64)> {
-        for address in &self.cluster.clients {
-            let (code, text) =
-                mirrors_cli(address, &["--describe", "--mirror", MIRROR, "--json"]).await;
-            let Ok(json) = serde_json::from_str::<serde_json::Value>(text.trim()) else {
-                continue;
-            };
-            if code != Some(0) {
-                continue;
-            }
-            let mut at: Vec<(i32, String, i64)> = json["mirrors"][0]["partitions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|p| p["topic"] == topic)
-                .map(|p| {
-                    let state = match p["error"].as_str() {
-                        Some(e) if p["state"] == "FAILED" => format!("FAILED: {e}"),
-                        _ => p["state"].as_str().unwrap_or_default().to_string(),
-                    };
-                    (
-                        p["partition"].as_i64().unwrap_or(-1) as i32,
-                        state,
-                        p["destinationOffset"].as_i64().unwrap_or(-1),
-                    )
-                })
-                .collect();
-            at.sort();
-            return at;
-        }
-        Vec::new()
-    }
-
     /// Waits until every partition of `topic` is in `state` (at `ends`, when given).
     async fn wait_state(
         &self,
@@ -183,21 +173,26 @@ impl World {
         state: &str,
         ends: Option<&[i64]>,
     ) -> Result<(), Vec<(i32, String, i64)>> {
-        let deadline = Instant::now() + STATE_BOUND;
-        loop {
-            let now = self.states(topic).await;
-            let done = now.len() == PARTITIONS as usize
-                && now.iter().all(|(p, s, end)| {
-                    s == state && ends.is_none_or(|e| e.get(*p as usize) == Some(end))
-                });
-            if done {
-                return Ok(());
+        wait_described(&self.cluster.clients, MIRROR, topic, state, ends).await
+    }
+
+    /// Each partition's last stable offset on its leader (retried while a node restarts).
+    async fn lsos(&self, topic: &str) -> Vec<i64> {
+        let leaders = self.leaders(topic).await;
+        let mut lsos = Vec::new();
+        for p in 0..PARTITIONS {
+            let leader = self.client(leaders[p as usize] as usize);
+            let mut lso = -1;
+            for _ in 0..100 {
+                if let Ok(at) = client::end_offset(&leader, topic, p, true).await {
+                    lso = at;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            if Instant::now() > deadline {
-                return Err(now);
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            lsos.push(lso);
         }
+        lsos
     }
 
     /// The node leading the `__mirror_state` shard of `topic`'s partition `partition`.
@@ -218,6 +213,66 @@ impl World {
             .get("__mirror_state")?
             .get(shard as usize)
             .map(|v| v.leader)
+    }
+}
+
+/// The partitions of `topic` in `mirror` as `--describe --json` shows them through the first of
+/// `addresses` that answers: (partition, state, destination offset).
+async fn described(addresses: &[String], mirror: &str, topic: &str) -> Vec<(i32, String, i64)> {
+    for address in addresses {
+        let (code, text) =
+            mirrors_cli(address, &["--describe", "--mirror", mirror, "--json"]).await;
+        let Ok(json) = serde_json::from_str::<serde_json::Value>(text.trim()) else {
+            continue;
+        };
+        if code != Some(0) {
+            continue;
+        }
+        let mut at: Vec<(i32, String, i64)> = json["mirrors"][0]["partitions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["topic"] == topic)
+            .map(|p| {
+                let state = match p["error"].as_str() {
+                    Some(e) if p["state"] == "FAILED" => format!("FAILED: {e}"),
+                    _ => p["state"].as_str().unwrap_or_default().to_string(),
+                };
+                (
+                    p["partition"].as_i64().unwrap_or(-1) as i32,
+                    state,
+                    p["destinationOffset"].as_i64().unwrap_or(-1),
+                )
+            })
+            .collect();
+        at.sort();
+        return at;
+    }
+    Vec::new()
+}
+
+/// Waits until every partition of `topic` in `mirror` is in `state` (at `ends`, when given).
+async fn wait_described(
+    addresses: &[String],
+    mirror: &str,
+    topic: &str,
+    state: &str,
+    ends: Option<&[i64]>,
+) -> Result<(), Vec<(i32, String, i64)>> {
+    let deadline = Instant::now() + STATE_BOUND;
+    loop {
+        let now = described(addresses, mirror, topic).await;
+        let done = now.len() == PARTITIONS as usize
+            && now.iter().all(|(p, s, end)| {
+                s == state && ends.is_none_or(|e| e.get(*p as usize) == Some(end))
+            });
+        if done {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(now);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 
@@ -336,6 +391,13 @@ async fn inject(world: &mut World, fault: Fault, topic: &str) {
             tokio::time::sleep(hold).await;
             world.proxy.set(Mode::Pass);
         }
+        Fault::KillOldSource => {
+            if let Source::Kmirror(old) = &mut world.source {
+                old.kill();
+                tokio::time::sleep(hold).await;
+                old.restart();
+            }
+        }
         // Injected with the stop.
         Fault::StopRacesPause | Fault::ConfigRacesStop => {}
     }
@@ -420,12 +482,23 @@ async fn check_acks(world: &mut World) {
 
 async fn cycle(world: &mut World, run: &str) {
     let topic = format!("cn-{run}-{}", world.cycle);
-    let fault = FAULTS[world.rng.below(FAULTS.len() as u64) as usize];
+    let kmirror = matches!(world.source, Source::Kmirror(_));
+    let possible: Vec<Fault> = FAULTS
+        .into_iter()
+        .filter(|f| kmirror || *f != Fault::KillOldSource)
+        .collect();
+    let fault = possible[world.rng.below(possible.len() as u64) as usize];
     let racing = matches!(fault, Fault::StopRacesPause | Fault::ConfigRacesStop);
-    let step = if racing {
-        Step::Stopping
+    // A Kafka source has no failback; the failback's fetches do not cross the proxy.
+    let steps = if kmirror && !matches!(fault, Fault::ProxyDrop | Fault::ProxyStall) {
+        STEPS.len()
     } else {
-        STEPS[world.rng.below(STEPS.len() as u64) as usize]
+        STEPS.len() - 1
+    };
+    let step = match fault {
+        _ if racing => Step::Stopping,
+        Fault::KillOldSource => Step::Failback,
+        _ => STEPS[world.rng.below(steps as u64) as usize],
     };
     *world.faults.entry((fault, step)).or_default() += 1;
     world.note(&format!("topic {topic}, {fault:?} at {step:?}"));
@@ -552,37 +625,174 @@ async fn cycle(world: &mut World, run: &str) {
         }
     }
     check_acks(world).await;
+    if step == Step::Failback {
+        fail_back(world, fault, &topic).await;
+    }
 }
 
-pub(crate) async fn run() {
+/// Fails `topic` back: the old source mirrors the destination cluster with mirror [`BACK`],
+/// `fault` lands right after its `--start`; once MIRRORING at each partition's last stable
+/// offset on the destination its log is the leader's byte for byte. Half the time it then fails
+/// over again.
+async fn fail_back(world: &mut World, fault: Fault, topic: &str) {
+    let Source::Kmirror(old) = &world.source else {
+        return;
+    };
+    let source = old.address();
+    if !world.back_created {
+        let config = old.dir.join("back.properties");
+        std::fs::write(
+            &config,
+            format!("bootstrap.servers={}\n", world.cluster.clients.join(",")),
+        )
+        .expect("written");
+        let config = config.to_str().expect("utf-8").to_string();
+        let (code, text) = mirrors_cli(
+            &source,
+            &["--create", "--mirror", BACK, "--mirror-config", &config],
+        )
+        .await;
+        assert_eq!(code, Some(0), "--create --mirror {BACK}: {text}");
+        world.back_created = true;
+    }
+    world.failbacks += 1;
+    let (code, text) =
+        mirrors_cli(&source, &["--start", "--mirror", BACK, "--topics", topic]).await;
+    world.note(&format!("failback --start: {code:?} {}", text.trim()));
+    if code != Some(0) {
+        world.violation(format!("{topic}: failback --start failed: {}", text.trim()));
+        return;
+    }
+    inject(world, fault, topic).await;
+    let lsos = world.lsos(topic).await;
+    let old = [source.clone()];
+    if let Err(now) = wait_described(&old, BACK, topic, "MIRRORING", Some(&lsos)).await {
+        world.violation(format!(
+            "{topic}: failback not MIRRORING at the destination's last stable offsets {lsos:?} \
+             within {STATE_BOUND:?}: {now:?}"
+        ));
+        return;
+    }
+    let leaders = world.leaders(topic).await;
+    let mut fronts = Vec::new();
+    for p in 0..PARTITIONS {
+        let leader = leaders[p as usize];
+        let front = super::process::concatenated_segments(
+            &world
+                .cluster
+                .data(leader as usize)
+                .join(format!("{topic}-{p}")),
+        );
+        let back = world.source.log_bytes(topic, p);
+        world.records_checked += lsos[p as usize].max(0) as u64;
+        if back != front {
+            world.violation(format!(
+                "{topic}-{p}: after failback the old source's log ({} bytes) differs from its \
+                 leader's, node {leader} ({} bytes)",
+                back.len(),
+                front.len()
+            ));
+        }
+        fronts.push(front);
+    }
+    if world.rng.chance(50) {
+        fail_over_again(world, topic, &fronts, &lsos).await;
+    }
+}
+
+/// After a failback the old source fails over once more (`--stop` of mirror [`BACK`]): its log
+/// is then the destination's (`fronts`) up to a second barrier at the destination's last stable
+/// offsets `lsos`, and it takes writes after it.
+async fn fail_over_again(world: &mut World, topic: &str, fronts: &[Vec<u8>], lsos: &[i64]) {
+    let source = world.source.address();
+    world.failovers_back += 1;
+    let (code, text) = mirrors_cli(&source, &["--stop", "--mirror", BACK, "--topics", topic]).await;
+    world.note(&format!("failback --stop: {code:?} {}", text.trim()));
+    if code != Some(0) {
+        world.violation(format!(
+            "{topic}: --stop of mirror {BACK} failed: {}",
+            text.trim()
+        ));
+        return;
+    }
+    let old = [source.clone()];
+    if let Err(now) = wait_described(&old, BACK, topic, "STOPPED", None).await {
+        world.violation(format!(
+            "{topic}: the old source not STOPPED within {STATE_BOUND:?} of --stop of mirror \
+             {BACK}: {now:?}"
+        ));
+        return;
+    }
+    for p in 0..PARTITIONS {
+        let tp = format!("{topic}-{p} (failed over back)");
+        let (barrier, wrong) = compare_segments(
+            &tp,
+            &fronts[p as usize],
+            &world.source.log_bytes(topic, p),
+            Some(lsos[p as usize]),
+        );
+        world.records_checked += barrier.max(0) as u64;
+        for w in wrong {
+            world.violation(w);
+        }
+        let mut producer = Producer::idempotent(&source);
+        let value = vec![format!("c{}-back-{p}", world.cycle)];
+        match producer.produce(topic, p, &value, Compression::None).await {
+            Outcome::Acked(a) if a.iter().all(|a| a.offset > barrier) => {}
+            other => world.violation(format!(
+                "{tp}: a produce to the old source after it failed over again: {other:?} \
+                 (expected acknowledged after the barrier at {barrier})"
+            )),
+        }
+    }
+}
+
+pub(crate) async fn run(kind: SourceKind) {
     let (seed, cycles) = schedule();
     let started = Instant::now();
     let source_dir = tempfile::tempdir().expect("temp dir");
-    let port = free_port();
-    let proxy_address = format!("127.0.0.1:{}", free_port());
-    let proxy = FaultProxy::start(&proxy_address, &format!("127.0.0.1:{port}"));
-    // The source advertises the proxy: every fetch of the mirror crosses it. Its records carry
-    // timestamps of 2023: retention must not delete them.
-    let source = Broker::start(
-        "source",
-        source_dir.path(),
-        port,
-        &format!(
-            "advertised.listeners=PLAINTEXT://{proxy_address}\nauto.create.topics.enable=false\n\
-             log.roll.ms=1000\nlog.retention.ms=-1\n"
-        ),
-    );
+    // Every fetch of the mirror crosses the proxy: the source advertises it.
+    let (source, proxy, bootstrap) = match kind {
+        SourceKind::Kmirror => {
+            let port = free_port();
+            let proxy_address = format!("127.0.0.1:{}", free_port());
+            let proxy = FaultProxy::start(&proxy_address, &format!("127.0.0.1:{port}"));
+            let source = Broker::start(
+                "source",
+                source_dir.path(),
+                port,
+                &format!(
+                    "advertised.listeners=PLAINTEXT://{proxy_address}\n\
+                     auto.create.topics.enable=false\nlog.roll.ms=1000\n"
+                ),
+            );
+            let bootstrap = source.address();
+            (Source::Kmirror(source), proxy, bootstrap)
+        }
+        SourceKind::Kafka => {
+            // scripts/kafka-local.sh's REMOTE listener advertises a port nothing listens on:
+            // the proxy takes it.
+            let proxy_address = kafka_env("KMIRROR_KAFKA_REMOTE");
+            let proxy =
+                FaultProxy::start(&proxy_address, &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"));
+            let source = Source::Kafka {
+                address: kafka_env("KMIRROR_KAFKA_BOOTSTRAP"),
+                logs: PathBuf::from(kafka_env("KMIRROR_KAFKA_DATA")).join("logs"),
+            };
+            (source, proxy, proxy_address)
+        }
+    };
     let cluster = LocalCluster::start(
         NODES,
         &format!(
             "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms={}\n\
-             log.roll.ms=1500\nlog.retention.ms=-1\nmirror.state.topic.num.partitions={SHARDS}\n\
+             log.roll.ms=1500\nmirror.state.topic.num.partitions={SHARDS}\n\
              mirror.metadata.refresh.interval.ms=1000\n",
             SESSION.as_millis()
         ),
     );
     let config = cluster.dir.join("cm.properties");
-    std::fs::write(&config, format!("bootstrap.servers={}\n", source.address())).expect("written");
+    std::fs::write(&config, format!("bootstrap.servers={bootstrap}\n")).expect("written");
     let config = config.to_str().expect("utf-8").to_string();
     let (code, text) = mirrors_cli(
         &cluster.clients[0],
@@ -590,7 +800,7 @@ pub(crate) async fn run() {
     )
     .await;
     assert_eq!(code, Some(0), "{text}");
-    let run = format!("{}", std::process::id());
+    let run = super::run_name(kind);
     let mut world = World {
         rng: Rng(seed),
         seed,
@@ -602,6 +812,9 @@ pub(crate) async fn run() {
         acked: BTreeMap::new(),
         faults: BTreeMap::new(),
         records_checked: 0,
+        back_created: false,
+        failbacks: 0,
+        failovers_back: 0,
     };
     for c in 1..=cycles {
         world.cycle = c;
@@ -613,10 +826,16 @@ pub(crate) async fn run() {
         .map(|((f, s), n)| format!("{f:?}@{s:?}={n}"))
         .collect();
     println!(
-        "CLUSTER_NEMESIS_SUMMARY seed={seed} cycles={cycles} elapsed={}s faults[{}] \
-         records_checked={} violations={}",
+        "CLUSTER_NEMESIS_SUMMARY source={} seed={seed} cycles={cycles} elapsed={}s faults[{}] \
+         failbacks={} failovers_back={} records_checked={} violations={}",
+        match kind {
+            SourceKind::Kmirror => "kmirror",
+            SourceKind::Kafka => "Kafka",
+        },
         started.elapsed().as_secs(),
         faults.join(" "),
+        world.failbacks,
+        world.failovers_back,
         world.records_checked,
         world.violations.len()
     );

@@ -61,7 +61,7 @@ impl Broker {
             .append(true)
             .open(self.dir.join("broker.log"))
             .expect("broker.log opens");
-        let child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        let child = Command::new(kmirror_bin())
             .args(["broker", "--config"])
             .arg(self.dir.join("server.properties"))
             .stdout(Stdio::null())
@@ -150,6 +150,15 @@ impl Broker {
     }
 }
 
+/// The `kmirror` binary the nemesis runs: `KMIRROR_TEST_BIN` (a long run against a release
+/// build, kept apart from later builds), else this build's.
+pub(crate) fn kmirror_bin() -> PathBuf {
+    std::env::var_os("KMIRROR_TEST_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_kmirror")),
+        PathBuf::from,
+    )
+}
+
 /// The segment files (`*.log`) of the partition folder `dir` concatenated in offset order.
 pub(crate) fn concatenated_segments(dir: &Path) -> Vec<u8> {
     let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -181,7 +190,7 @@ pub(crate) async fn mirrors_cli(address: &str, args: &[&str]) -> (Option<i32>, S
     let address = address.to_string();
     let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        let mut child = Command::new(kmirror_bin())
             .args(["mirrors", "--bootstrap-server", &address])
             .args(&args)
             .stdout(Stdio::piped())

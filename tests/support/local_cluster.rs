@@ -39,7 +39,13 @@ fn script(args: &[&str], properties: &str, roles: &str) -> Result<String, String
         "/scripts/cluster-local.sh"
     ))
     .args(args)
-    .env("KMIRROR_BIN", env!("CARGO_BIN_EXE_kmirror"))
+    // KMIRROR_TEST_BIN: the binary a long nemesis run was started with, kept apart from
+    // later builds.
+    .env(
+        "KMIRROR_BIN",
+        std::env::var_os("KMIRROR_TEST_BIN")
+            .unwrap_or_else(|| env!("CARGO_BIN_EXE_kmirror").into()),
+    )
     .env("KMIRROR_CLUSTER_PROPERTIES", properties)
     .env("KMIRROR_CLUSTER_ROLES", roles)
     .output()
