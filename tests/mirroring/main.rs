@@ -44,6 +44,7 @@ mod operator;
 mod process;
 mod quorum_cluster;
 mod quorum_coordinators;
+mod quorum_elections;
 mod quorum_roles;
 mod scenarios;
 mod security;

@@ -25,6 +25,7 @@
 
 mod atomic_file;
 mod auth;
+mod election;
 mod learner;
 mod liveness;
 mod log_store;
@@ -144,9 +145,9 @@ impl std::fmt::Debug for Quorum {
     }
 }
 
-/// Raft's timing. A follower stands for election once it has heard nothing for the leader's
-/// lease (openraft: the longest election timeout) plus its own election timeout, so a dead
-/// active controller is replaced in 1.8 to 2.4 s; the shortest timeout is four heartbeats and
+/// Raft's timing. openraft's election timer is off: `election.rs` stands for elections after a
+/// pre-vote, 1.8 to 2.4 s after the active controller was last heard; the shortest election
+/// timeout (which sets openraft's leader lease with the longest) is four heartbeats and
 /// far above an fsync's latency on a busy 2-core machine, so slow disks do not cause elections.
 fn raft_config() -> Result<openraft::Config, QuorumError> {
     openraft::Config {
@@ -161,6 +162,8 @@ fn raft_config() -> Result<openraft::Config, QuorumError> {
         // A BumpLeaderEpochs entry of a large Stop holds thousands of partitions: few entries
         // per AppendEntries keep a frame far below the wire's limit.
         max_payload_entries: 16,
+        // election.rs stands for elections, after a pre-vote.
+        enable_elect: false,
         ..Default::default()
     }
     .validate()
@@ -196,9 +199,11 @@ impl Quorum {
             })?;
         let (stop, stopped) = watch::channel(false);
         let live = liveness::Live::default();
+        let contact = election::Contact::new(std::time::Instant::now());
         tokio::spawn(server::serve(
             listener,
             raft.clone(),
+            contact.clone(),
             live.clone(),
             config.session_timeout,
             config.secret.clone(),
@@ -222,6 +227,15 @@ impl Quorum {
         tokio::spawn(until_stopped(
             stopped.clone(),
             quorum.clone().report_leadership(),
+        ));
+        tokio::spawn(until_stopped(
+            stopped.clone(),
+            election::stand_for_election(
+                quorum.raft.clone(),
+                contact,
+                node_id,
+                config.secret.clone(),
+            ),
         ));
         if config.roles.is_broker() {
             tokio::spawn(until_stopped(

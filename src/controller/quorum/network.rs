@@ -39,6 +39,8 @@ pub(super) enum QuorumRequest {
     AppendEntries(AppendEntriesRequest<MetadataRaft>),
     /// Raft's RequestVote.
     Vote(VoteRequest<u64>),
+    /// Would the node asked vote for `candidate` now ([`super::election`])? Changes nothing.
+    PreVote { candidate: u64 },
     /// A snapshot chunk.
     InstallSnapshot(InstallSnapshotRequest<MetadataRaft>),
     /// A metadata change for the active controller to commit.
@@ -57,6 +59,8 @@ pub(super) enum QuorumResponse {
     AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
     /// To RequestVote.
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
+    /// To a pre-vote.
+    PreVote { granted: bool },
     /// To a snapshot chunk.
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     /// To a forwarded change.

@@ -14,11 +14,13 @@
 //! - Refusals are logged at most once per [`WARN_EVERY`], with how many were not.
 
 use super::auth::{QuorumSecret, server_handshake};
+use super::election::{self, Contact};
 use super::liveness::Live;
 use super::network::{Forwarded, QuorumRequest, QuorumResponse, read_frame, write_frame};
 use super::types::MetadataRaft;
 use openraft::Raft;
 use openraft::error::{ClientWriteError, RaftError};
+use openraft::raft::AppendEntriesResponse;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +64,8 @@ impl Throttle {
 /// What every connection of the listener shares.
 struct Shared {
     raft: Raft<MetadataRaft>,
+    /// When this node last heard an active controller (for pre-votes).
+    contact: Contact,
     live: Live,
     /// `broker.session.timeout.ms`: a learner heard within it is alive.
     session_timeout: Duration,
@@ -90,6 +94,7 @@ impl Shared {
 pub(super) async fn serve(
     listener: TcpListener,
     raft: Raft<MetadataRaft>,
+    contact: Contact,
     live: Live,
     session_timeout: Duration,
     secret: Option<QuorumSecret>,
@@ -97,6 +102,7 @@ pub(super) async fn serve(
 ) {
     let shared = Arc::new(Shared {
         raft,
+        contact,
         live,
         session_timeout,
         secret,
@@ -205,12 +211,33 @@ async fn answer(shared: &Shared, request: QuorumRequest) -> QuorumResponse {
         QuorumRequest::Heartbeat { node_id } => QuorumResponse::Heartbeat {
             counted: super::liveness::heard(live, node_id, std::time::Instant::now()),
         },
+        // What openraft accepted from an active controller, and a vote granted, put off this
+        // node's own candidacy (election.rs).
         QuorumRequest::AppendEntries(rpc) => {
-            QuorumResponse::AppendEntries(raft.append_entries(rpc).await)
+            let answer = raft.append_entries(rpc).await;
+            if matches!(&answer, Ok(a) if !matches!(a, AppendEntriesResponse::HigherVote(_))) {
+                shared.contact.heard(Instant::now());
+            }
+            QuorumResponse::AppendEntries(answer)
         }
-        QuorumRequest::Vote(rpc) => QuorumResponse::Vote(raft.vote(rpc).await),
+        QuorumRequest::Vote(rpc) => {
+            let answer = raft.vote(rpc).await;
+            if matches!(&answer, Ok(a) if a.vote_granted) {
+                shared.contact.heard(Instant::now());
+            }
+            QuorumResponse::Vote(answer)
+        }
+        QuorumRequest::PreVote { candidate } => {
+            let granted = election::answer(raft, &shared.contact);
+            tracing::debug!(candidate, granted, "pre-vote");
+            QuorumResponse::PreVote { granted }
+        }
         QuorumRequest::InstallSnapshot(rpc) => {
-            QuorumResponse::InstallSnapshot(raft.install_snapshot(rpc).await)
+            let answer = raft.install_snapshot(rpc).await;
+            if answer.is_ok() {
+                shared.contact.heard(Instant::now());
+            }
+            QuorumResponse::InstallSnapshot(answer)
         }
         QuorumRequest::Join { node_id, address } => {
             let alive = super::liveness::alive(

@@ -1,0 +1,71 @@
+//! Elections of the metadata quorum with a pre-vote (docs/cluster.md, "Elections with a
+//! pre-vote"), on three processes started with `scripts/cluster-local.sh`.
+
+use super::quorum_cluster::local_cluster::LocalCluster;
+use std::time::Duration;
+
+/// How often a node's log says it stopped being the active controller.
+fn depositions(cluster: &LocalCluster, node: usize) -> usize {
+    std::fs::read_to_string(cluster.dir.join(format!("node-{node}/broker.log")))
+        .unwrap_or_default()
+        .matches("no longer the active controller")
+        .count()
+}
+
+/// A voter cut off from the others (restarted with a wrong `controller.quorum.secret`, so
+/// nobody accepts its connections) keeps standing for election while away; once it comes back
+/// with the right secret the active controller stays active: the voter never raised its term
+/// (without the pre-vote its higher term deposed the leader).
+#[tokio::test]
+async fn a_voter_cut_off_and_back_does_not_depose_the_active_controller() {
+    let cluster = LocalCluster::start(3, "");
+    let leader = cluster.wait_active_controller(&[1, 2, 3], Duration::from_secs(30));
+    let cut = if leader == 3 { 2 } else { 3 };
+    let properties = cluster.dir.join(format!("node-{cut}/server.properties"));
+    let right = std::fs::read_to_string(&properties).expect("the node's properties");
+    let wrong_secret = cluster.dir.join("wrong.secret");
+    std::fs::write(&wrong_secret, "a-secret-no-other-node-knows-0123456789").expect("written");
+    let wrong: String = right
+        .lines()
+        .map(|l| {
+            if l.starts_with("controller.quorum.secret.file=") {
+                format!("controller.quorum.secret.file={}\n", wrong_secret.display())
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert_ne!(wrong, right, "the node's properties name its secret file");
+
+    cluster.kill(cut);
+    std::fs::write(&properties, &wrong).expect("written");
+    // Started by hand: without the quorum it never opens its client listener, which
+    // `cluster.restart` waits for.
+    let node_dir = cluster.dir.join(format!("node-{cut}"));
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(node_dir.join("broker.log"))
+        .expect("the node's log");
+    let mut alone = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["broker", "--config", "server.properties"])
+        .current_dir(&node_dir)
+        .stdout(log.try_clone().expect("the log"))
+        .stderr(log)
+        .spawn()
+        .expect("the node starts");
+    // Several election timeouts (1.8 to 2.4 s each) alone.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let _ = alone.kill();
+    let _ = alone.wait();
+    std::fs::write(&properties, &right).expect("written");
+    let before = depositions(&cluster, leader);
+    cluster.restart(cut);
+    tokio::time::sleep(Duration::from_secs(8)).await;
+
+    assert_eq!(
+        depositions(&cluster, leader),
+        before,
+        "node {leader} stopped being the active controller when node {cut} came back"
+    );
+    assert_eq!(cluster.active_controller(&[1, 2, 3]), Some(leader));
+}
