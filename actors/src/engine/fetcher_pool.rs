@@ -10,6 +10,9 @@
 //! fetchers are alive; a dead one (a panicking handler closes its mailbox) is started again and
 //! its partitions attached again, so they fetch from their log ends.
 
+#[cfg(test)]
+mod tests;
+
 use super::fetch::{
     DestinationEpochs, EngineFetcherPorts, LeaderMoved, SourceClusterId, SourceEpochs,
 };

@@ -6,6 +6,9 @@
 //! request connects again; every failure is retryable for the partition (its state machine
 //! tries again after its backoff).
 
+#[cfg(test)]
+mod tests;
+
 use super::state_log::StateLogPorts;
 use crate::actor::{CoordinatorShard, ReadState, WriteStates};
 use crate::coordinator::{PartitionKey, StateRead, StateWrite};

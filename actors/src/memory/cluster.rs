@@ -111,6 +111,10 @@ struct State {
     acls: Vec<AclBinding>,
     /// Appends made durable, per partition (what [`Host::make_durable`] was asked).
     durable_calls: HashMap<(String, i32), u64>,
+    /// Where the cluster's other brokers listen, by node id.
+    node_addresses: HashMap<i32, String>,
+    /// Partitions whose next [`Host::spawn_with_log`] waits for the test to release it.
+    held_leases: HashMap<(String, i32), tokio::sync::oneshot::Receiver<()>>,
 }
 
 impl MemoryCluster {
@@ -196,6 +200,22 @@ impl MemoryCluster {
                 p.leader_epoch += 1;
             }
         });
+    }
+
+    /// Where broker `node` of this cluster listens, as a metadata change (a broker-only node
+    /// that joins again may come back at another address, docs/cluster.md "Roles").
+    pub fn set_node_address(&self, node: i32, address: &str) {
+        self.change(|s| s.node_addresses.insert(node, address.to_string()));
+    }
+
+    /// Holds the next [`Host::spawn_with_log`] on a partition (a fetcher's apply, say) until the
+    /// returned sender fires or is dropped: a lease kept in flight, as a slow disk keeps one.
+    pub fn hold_next_lease(&self, topic: &str, partition: i32) -> tokio::sync::oneshot::Sender<()> {
+        let (release, held) = tokio::sync::oneshot::channel();
+        self.state()
+            .held_leases
+            .insert((topic.to_string(), partition), held);
+        release
     }
 
     /// What a broker restart loses: the read-only flags, set again as the partitions open.
@@ -385,7 +405,10 @@ impl Host for MemoryCluster {
     }
 
     fn node_address(&self, node_id: i32) -> Option<String> {
-        (node_id == NODE).then(|| self.address())
+        if node_id == NODE {
+            return Some(self.address());
+        }
+        self.state().node_addresses.get(&node_id).cloned()
     }
 
     fn create_topic(
@@ -485,7 +508,18 @@ impl Host for MemoryCluster {
         partition: i32,
         f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause> + Send + 'static,
     ) -> HostFuture<Result<T, Cause>> {
-        Box::pin(std::future::ready(self.with_log(topic, partition, f)))
+        let held = self
+            .state()
+            .held_leases
+            .remove(&(topic.to_string(), partition));
+        let Some(held) = held else {
+            return Box::pin(std::future::ready(self.with_log(topic, partition, f)));
+        };
+        let (cluster, topic) = (self.clone(), topic.to_string());
+        Box::pin(async move {
+            let _ = held.await;
+            cluster.with_log(&topic, partition, f)
+        })
     }
 
     fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), Cause>> {

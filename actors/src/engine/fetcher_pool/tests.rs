@@ -1,0 +1,207 @@
+//! The fetcher pool over an in-memory destination and source on paused time: what a partition
+//! hears from it (failures) and what lands in its log (appends), around leader lookups and
+//! detaches.
+
+use super::*;
+use crate::host::Host;
+use crate::memory::{MemoryCluster, MemoryNetwork};
+use kmirror_protocol::client::ClientConfig;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use uuid::Uuid;
+
+/// Stands in for a partition actor: collects what the pool and its fetchers report.
+struct Reports(Rc<RefCell<Vec<FetcherProgress>>>);
+
+impl Actor for Reports {
+    type Context = Context<Self>;
+}
+
+impl Handler<FetcherProgress> for Reports {
+    type Result = ();
+
+    fn handle(&mut self, msg: FetcherProgress, _: &mut Context<Self>) {
+        self.0.borrow_mut().push(msg);
+    }
+}
+
+/// A source cluster and a destination cluster on one network, the destination mirroring topic
+/// [`TOPIC`] through `pool`, whose reports to the partition go to `reports`.
+struct Setup {
+    network: MemoryNetwork,
+    source: MemoryCluster,
+    destination: MemoryCluster,
+    pool: Addr<FetcherPool<MemoryCluster>>,
+    reports: Rc<RefCell<Vec<FetcherProgress>>>,
+}
+
+const TOPIC: &str = "t";
+
+fn key() -> TopicPartition {
+    TopicPartition::new(TOPIC, 0)
+}
+
+/// The [`Setup`] of a one-partition destination topic with id `id`, led here at epoch 0; the
+/// source has no topic yet.
+async fn setup(id: Uuid) -> Setup {
+    let network = MemoryNetwork::default();
+    let source = network.cluster("src");
+    let destination = network.cluster("dst");
+    destination
+        .create_topic(TOPIC, 1, BTreeMap::new(), Some(id))
+        .await
+        .expect("destination topic");
+    let client = || {
+        Arc::new(
+            destination
+                .connect_source(ClientConfig::plaintext(&source.address()))
+                .expect("source client"),
+        )
+    };
+    let destination_epochs = DestinationEpochs::default();
+    super::super::fetch::set_epoch(&destination_epochs, key(), id, 0);
+    let pool = FetcherPool::new(
+        destination.clone(),
+        client(),
+        client(),
+        Arc::new(MirrorStats::new("m")),
+        FetchSettings::default(),
+        Arc::new(Throttle::new(None)),
+        SourceClusterId::default(),
+        destination_epochs,
+    )
+    .start();
+    Setup {
+        network,
+        source,
+        destination,
+        pool,
+        reports: Rc::default(),
+    }
+}
+
+impl Setup {
+    /// Attaches the partition, as its actor does (without waiting for the leader lookup).
+    fn attach(&self) {
+        let progress = Reports(self.reports.clone()).start().recipient();
+        self.pool.do_send(Attach {
+            key: key(),
+            progress,
+        });
+    }
+
+    /// The failures reported so far.
+    fn failures(&self) -> Vec<Cause> {
+        self.reports
+            .borrow()
+            .iter()
+            .filter_map(|p| match p {
+                FetcherProgress::Failed(cause) => Some(cause.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+async fn pause(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+/// Engine review finding 10: a lookup that finds no source leader moves the partition off its
+/// fetcher without waiting, and an apply still in flight there must not land after the
+/// partition's Detach completed (STOPPING cuts the log to its LSO right after it). Failed
+/// before the fix: the Detach waited only on the fetcher the partition was then on (none), and
+/// the held apply appended the records after it.
+#[actix_rt::test]
+async fn no_append_lands_after_a_detach_from_the_previous_fetcher() {
+    tokio::time::pause();
+    let id = Uuid::from_u128(7);
+    let s = setup(id).await;
+    s.source
+        .create_topic(TOPIC, 1, BTreeMap::new(), Some(id))
+        .await
+        .expect("source topic");
+    s.source.produce(TOPIC, 0, 5).expect("produced");
+    let release = s.destination.hold_next_lease(TOPIC, 0);
+    s.attach();
+    pause(100).await;
+    assert_eq!(s.destination.log_end(TOPIC, 0), 0, "the apply is held");
+    // The source stops answering: attached again once its leaders are stale, the partition
+    // waits on no fetcher while the old one still applies.
+    s.network.set_reachable(&s.source.address(), false);
+    pause(600).await;
+    s.attach();
+    pause(100).await;
+    let detached_at = Rc::new(RefCell::new(None));
+    let detach = s.pool.send(Detach(key()));
+    let (at, destination) = (detached_at.clone(), s.destination.clone());
+    actix::spawn(async move {
+        detach.await.expect("pool alive");
+        *at.borrow_mut() = Some(destination.log_end(TOPIC, 0));
+    });
+    pause(500).await;
+    let _ = release.send(());
+    pause(500).await;
+    assert_eq!(
+        s.destination.log_end(TOPIC, 0),
+        5,
+        "the held apply appended"
+    );
+    assert_eq!(
+        *detached_at.borrow(),
+        Some(5),
+        "the log end when the Detach completed: an append landed after it"
+    );
+}
+
+/// Engine review finding 11: a source whose metadata lags (a ZooKeeper-mode broker) does not
+/// know a topic it has; one lookup that misses it is asked again a second later, so the
+/// partition only retries (its actor attaches again after its backoff) and then mirrors.
+/// Failed before the fix: the first lookup failed the partition for good as deleted.
+#[actix_rt::test]
+async fn a_topic_only_the_first_lookup_misses_is_retried_and_mirrored() {
+    tokio::time::pause();
+    let id = Uuid::from_u128(8);
+    let s = setup(id).await;
+    s.attach();
+    pause(500).await;
+    s.source
+        .create_topic(TOPIC, 1, BTreeMap::new(), Some(id))
+        .await
+        .expect("source topic");
+    s.source.produce(TOPIC, 0, 5).expect("produced");
+    pause(1000).await;
+    let failures = s.failures();
+    assert!(
+        failures.iter().all(|cause| cause.retryable),
+        "failed for good: {failures:?}"
+    );
+    s.attach();
+    pause(500).await;
+    assert_eq!(
+        s.destination.log_end(TOPIC, 0),
+        5,
+        "the records are mirrored"
+    );
+}
+
+/// Engine review finding 11: a topic that both lookups, a second apart, miss is gone: the
+/// partition fails for good, and only after the second lookup.
+#[actix_rt::test]
+async fn a_topic_both_lookups_miss_is_gone() {
+    tokio::time::pause();
+    let s = setup(Uuid::from_u128(9)).await;
+    s.attach();
+    pause(500).await;
+    assert_eq!(s.failures(), Vec::new(), "failed on one lookup");
+    pause(1000).await;
+    let failures = s.failures();
+    let [cause] = failures.as_slice() else {
+        panic!("one failure, not {failures:?}");
+    };
+    assert!(
+        !cause.retryable && cause.message.contains("was deleted"),
+        "{cause:?}"
+    );
+}
