@@ -52,6 +52,7 @@ impl Broker {
         quorum: Arc<Quorum>,
     ) -> Result<Broker, ClusterStartError> {
         let dir_lock = crate::storage::LogDirLock::acquire(&config.log_dir)?;
+        let directory_id = crate::storage::meta_properties::directory_id(&config.log_dir)?;
         let image = quorum.image().clone();
         let (broker, unfinished) = Broker::assemble(config, image, Some(quorum), dir_lock)?;
         let (node_id, (host, port)) = (broker.config.node_id, broker.config.advertised.clone());
@@ -63,6 +64,7 @@ impl Broker {
                 node_id,
                 host,
                 port,
+                directory_id: Some(directory_id.clone()),
             },
             MetadataCommand::ResumeLeadership { node_id },
         ] {
@@ -138,6 +140,7 @@ impl Broker {
                 node_id: self.config.node_id,
                 host,
                 port,
+                directory_id: None,
             }];
         }
         brokers

@@ -186,7 +186,9 @@ impl Broker {
     ) -> Result<Broker, StorageError> {
         let (broker, unfinished) = Broker::assemble(config, controller, None, dir_lock)?;
         let (node_id, (host, port)) = (broker.config.node_id, broker.config.advertised.clone());
-        broker.with_controller(|c| c.register_broker(node_id, &host, port))?;
+        // One process, one log directory holding the metadata too: a replaced directory is a
+        // new cluster, nothing to compare.
+        broker.with_controller(|c| c.register_broker(node_id, &host, port, None))?;
         broker.with_controller(|c| c.resume_leadership(node_id))?;
         broker.recover(unfinished)?;
         Ok(broker)

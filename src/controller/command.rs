@@ -26,6 +26,10 @@ pub enum MetadataCommand {
         node_id: i32,
         host: String,
         port: u16,
+        /// The `directory.id` of its log directory (absent from commands written before
+        /// brokers sent it).
+        #[serde(default)]
+        directory_id: Option<String>,
     },
     /// Broker `node_id` stopped heartbeating (the active controller decided).
     FenceBroker { node_id: i32 },
@@ -102,7 +106,12 @@ impl Controller {
                 node_id,
                 host,
                 port,
-            } => self.register_broker(*node_id, host, *port)?,
+                directory_id,
+            } => {
+                let directory_id = directory_id.as_deref();
+                self.check_directory(*node_id, directory_id)?;
+                self.register_broker(*node_id, host, *port, directory_id)?;
+            }
             MetadataCommand::FenceBroker { node_id } => self.fence_broker(*node_id, true)?,
             MetadataCommand::UnfenceBroker { node_id } => self.fence_broker(*node_id, false)?,
             MetadataCommand::ResumeLeadership { node_id } => self.resume_leadership(*node_id)?,

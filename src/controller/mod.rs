@@ -37,6 +37,10 @@ pub enum MetadataRecord {
         node_id: i32,
         host: String,
         port: u16,
+        /// The `directory.id` of its log directory (`meta.properties`); absent from records
+        /// written before brokers sent it.
+        #[serde(default)]
+        directory_id: Option<String>,
     },
     /// Broker `node_id` was fenced (it stopped heartbeating: its partitions have no leader for
     /// clients and new partitions avoid it), or unfenced (it is back).
@@ -104,6 +108,9 @@ pub struct BrokerEndpoint {
     pub host: String,
     /// The advertised port.
     pub port: u16,
+    /// The `directory.id` of the log directory it registered with (docs/cluster.md, "A
+    /// replaced log directory").
+    pub directory_id: Option<String>,
 }
 
 /// Why a metadata change was refused. Serialisable: a command's outcome travels from the node
@@ -141,6 +148,19 @@ pub enum ControllerError {
         "the mirror state of topic {topic} changed meanwhile (mirror.name is now {now:?}); nothing was changed"
     )]
     MirrorStateChanged { topic: String, now: String },
+    /// A broker registered with a log directory other than the one holding the partitions it
+    /// leads: its data was lost or the directory replaced (Kafka: a replica whose directory is
+    /// unknown is offline). It is not admitted.
+    #[error(
+        "node {node_id} leads partitions kept in log directory {registered}, but its log \
+         directory is now another one ({now}): its data was lost or the directory replaced. \
+         Restore that directory, or start the node under a new node.id"
+    )]
+    DirectoryReplaced {
+        node_id: i32,
+        registered: String,
+        now: String,
+    },
     /// The metadata log could not be written.
     #[error("{0}")]
     Storage(String),
@@ -169,7 +189,10 @@ impl ControllerError {
             ControllerError::UnknownMirror(_) => ErrorCode::UNKNOWN_MIRROR.0,
             ControllerError::MirrorNotEmpty(_) => ErrorCode::MIRROR_NOT_EMPTY.0,
             ControllerError::MirrorStateChanged { .. } => ErrorCode::INVALID_MIRROR_STATES.0,
-            ControllerError::Storage(_) => ErrorCode::KAFKA_STORAGE_ERROR.0,
+            // The registering broker's log directory is not the one holding its partitions.
+            ControllerError::Storage(_) | ControllerError::DirectoryReplaced { .. } => {
+                ErrorCode::KAFKA_STORAGE_ERROR.0
+            }
             ControllerError::Unavailable(_) => ErrorCode::REQUEST_TIMED_OUT.0,
         }
     }
@@ -258,6 +281,7 @@ impl Controller {
                 node_id,
                 host,
                 port,
+                directory_id,
             } => {
                 self.brokers.insert(
                     *node_id,
@@ -265,6 +289,7 @@ impl Controller {
                         node_id: *node_id,
                         host: host.clone(),
                         port: *port,
+                        directory_id: directory_id.clone(),
                     },
                 );
             }
@@ -423,17 +448,49 @@ impl Controller {
         &self.brokers
     }
 
-    /// Records where broker `node_id` is reached (nothing is written when that is known).
+    /// Refuses broker `node_id` when it leads partitions and registers with another log
+    /// directory than the one it registered with before ([`ControllerError::DirectoryReplaced`]).
+    pub fn check_directory(
+        &self,
+        node_id: i32,
+        directory_id: Option<&str>,
+    ) -> Result<(), ControllerError> {
+        let registered = self
+            .brokers
+            .get(&node_id)
+            .and_then(|b| b.directory_id.as_deref());
+        match (registered, directory_id) {
+            (Some(registered), Some(now))
+                if registered != now && self.leads_partitions(node_id) =>
+            {
+                Err(ControllerError::DirectoryReplaced {
+                    node_id,
+                    registered: registered.to_string(),
+                    now: now.to_string(),
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Records where broker `node_id` is reached and its log directory (nothing is written
+    /// when that is known; a broker that sends no directory keeps the one recorded).
     pub fn register_broker(
         &mut self,
         node_id: i32,
         host: &str,
         port: u16,
+        directory_id: Option<&str>,
     ) -> Result<(), StorageError> {
+        let registered = self
+            .brokers
+            .get(&node_id)
+            .and_then(|b| b.directory_id.clone());
         let endpoint = BrokerEndpoint {
             node_id,
             host: host.to_string(),
             port,
+            directory_id: directory_id.map(str::to_string).or(registered),
         };
         let mut records = Vec::new();
         if self.brokers.get(&node_id) != Some(&endpoint) {
@@ -441,6 +498,7 @@ impl Controller {
                 node_id,
                 host: endpoint.host,
                 port,
+                directory_id: endpoint.directory_id,
             });
         }
         // A broker that registers is alive.
@@ -454,6 +512,14 @@ impl Controller {
             return Ok(());
         }
         self.append_all(records)
+    }
+
+    /// Whether broker `node_id` leads a partition.
+    fn leads_partitions(&self, node_id: i32) -> bool {
+        self.topics
+            .values()
+            .flat_map(|t| &t.partitions)
+            .any(|p| p.leader == node_id)
     }
 
     /// Fences or unfences a registered broker (nothing is written when it already is).
@@ -803,6 +869,40 @@ mod tests {
     /// Engine review finding 8: two writers of different keys from the same (stale) configs do
     /// not undo each other: a stop's `mirror.name` survives a config change read before it.
     /// Failed before the fix: the later write replaced the whole map, reverting the stop.
+    /// Hostile review: a node whose data directory was wiped came back under its old id and
+    /// served its partitions empty. Its registration with a new directory is refused while it
+    /// leads partitions; one that leads nothing may change directory.
+    #[test]
+    fn a_broker_leading_partitions_cannot_register_a_new_directory() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut c = Controller::open(dir.path()).expect("opens");
+        let register = |dir: &str| MetadataCommand::RegisterBroker {
+            node_id: 1,
+            host: "h".into(),
+            port: 9092,
+            directory_id: Some(dir.into()),
+        };
+        c.execute(&register("a")).expect("first registration");
+        c.execute(&register("b"))
+            .expect("leads nothing: may change");
+        c.execute(&register("b")).expect("the same directory again");
+        c.create_topic("orders", 2, BTreeMap::new(), None)
+            .expect("creates");
+        assert!(
+            c.topics()["orders"]
+                .partitions
+                .iter()
+                .all(|p| p.leader == 1)
+        );
+        assert!(matches!(
+            c.execute(&register("c")),
+            Err(ControllerError::DirectoryReplaced { node_id: 1, ref registered, ref now })
+                if registered == "b" && now == "c"
+        ));
+        assert_eq!(c.brokers()[&1].directory_id.as_deref(), Some("b"));
+        c.execute(&register("b")).expect("its own directory back");
+    }
+
     #[test]
     fn config_writes_from_a_stale_image_change_only_their_keys() {
         let dir = tempfile::tempdir().expect("temp dir");

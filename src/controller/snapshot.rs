@@ -21,6 +21,7 @@ impl Controller {
                 node_id: broker.node_id,
                 host: broker.host.clone(),
                 port: broker.port,
+                directory_id: broker.directory_id.clone(),
             });
         }
         for node_id in &self.fenced {
@@ -93,8 +94,9 @@ mod tests {
     fn an_image_rebuilt_from_its_records_is_the_same_image() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut c = Controller::open(dir.path()).expect("opens");
-        c.register_broker(1, "h1", 9092).expect("registers");
-        c.register_broker(2, "h2", 9092).expect("registers");
+        c.register_broker(1, "h1", 9092, Some("d1"))
+            .expect("registers");
+        c.register_broker(2, "h2", 9092, None).expect("registers");
         c.fence_broker(2, true).expect("fences");
         c.create_topic(
             "orders",

@@ -14,6 +14,7 @@ pub mod dump;
 pub mod epoch_cache;
 pub mod error;
 pub mod log;
+pub mod meta_properties;
 pub mod open_files;
 pub mod producer_state;
 pub mod segment;

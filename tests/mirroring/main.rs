@@ -10,7 +10,8 @@
 //! appended) after which Kafka's Java producer writes to it. `process` drives `kmirror broker`
 //! processes with `kmirror mirrors`; `failback` fails over and back between two of them;
 //! `metadata` changes a mirrored topic with Kafka's own tools; `cluster` mirrors into three
-//! brokers of one cluster; `quorum_cluster` runs three processes of one cluster and
+//! brokers of one cluster; `quorum_cluster` runs three processes of one cluster (`quorum_elections`
+//! its pre-vote, `quorum_wiped` a node whose data directory was wiped) and
 //! `quorum_roles` one of mixed `process.roles`.
 
 use actix::{Actor, Context, Handler};
@@ -46,6 +47,7 @@ mod quorum_cluster;
 mod quorum_coordinators;
 mod quorum_elections;
 mod quorum_roles;
+mod quorum_wiped;
 mod scenarios;
 mod security;
 mod sync;

@@ -197,6 +197,29 @@ pub(crate) async fn mirrors_cli(address: &str, args: &[&str]) -> (Option<i32>, S
             .stderr(Stdio::piped())
             .spawn()
             .expect("kmirror mirrors runs");
+        // Read while it runs: an answer larger than a pipe's buffer (a describe of many
+        // topics) would otherwise block it until it is killed.
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut text = String::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_string(&mut text);
+                }
+                text
+            })
+        };
+        let out = drain(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let err = drain(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
         let deadline = Instant::now() + Duration::from_secs(30);
         let status = loop {
             match child.try_wait().expect("waits") {
@@ -209,13 +232,8 @@ pub(crate) async fn mirrors_cli(address: &str, args: &[&str]) -> (Option<i32>, S
                 None => std::thread::sleep(Duration::from_millis(20)),
             }
         };
-        let mut text = String::new();
-        if let Some(mut out) = child.stdout.take() {
-            let _ = out.read_to_string(&mut text);
-        }
-        if let Some(mut err) = child.stderr.take() {
-            let _ = err.read_to_string(&mut text);
-        }
+        let mut text = out.join().unwrap_or_default();
+        text.push_str(&err.join().unwrap_or_default());
         if status.is_none() {
             text.push_str("\n(killed after 30 s)");
         }

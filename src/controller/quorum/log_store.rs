@@ -162,6 +162,11 @@ pub(crate) struct LogReader<C: RaftTypeConfig> {
     log: SharedLog<C>,
 }
 
+/// Whether `dir` holds a Raft log (a node that never started, or whose log was lost, has none).
+pub(crate) fn log_exists(dir: &Path) -> bool {
+    dir.join("log").exists()
+}
+
 impl<C: RaftTypeConfig> LogStore<C>
 where
     C::Entry: Clone,

@@ -29,6 +29,7 @@ mod election;
 mod learner;
 mod liveness;
 mod log_store;
+mod lost_log;
 mod network;
 mod replica;
 mod roles;
@@ -102,6 +103,18 @@ pub enum QuorumError {
     /// The active controller refused to admit this node as a learner.
     #[error("the active controller refused this node as a learner: {0}")]
     Refused(String),
+    /// This node has no Raft log, but the active controller replicated entries to it: its
+    /// data directory was lost or replaced (lost_log.rs).
+    #[error(
+        "node {node_id} has no metadata log, but the active controller (node {voter}) replicated \
+         it up to index {index}: this node's data was lost or the directory replaced. Restore \
+         the directory, or start the node under a new node.id with an empty log directory"
+    )]
+    LostLog {
+        node_id: u64,
+        voter: i32,
+        index: u64,
+    },
 }
 
 /// This node's member of the metadata quorum.
@@ -179,6 +192,10 @@ impl Quorum {
     ) -> Result<Arc<Quorum>, QuorumError> {
         std::fs::create_dir_all(&config.dir)
             .map_err(crate::storage::error::io("create", &config.dir))?;
+        if !log_store::log_exists(&config.dir) {
+            lost_log::refuse_a_lost_log(config.node_id as u64, &config.voters, &config.secret)
+                .await?;
+        }
         let log = log_store::LogStore::open(&config.dir)?;
         let state = state_machine::StateMachine::open(&config.dir, image.clone())?;
         let node_id = config.node_id as u64;

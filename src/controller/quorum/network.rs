@@ -41,6 +41,9 @@ pub(super) enum QuorumRequest {
     Vote(VoteRequest<u64>),
     /// Would the node asked vote for `candidate` now ([`super::election`])? Changes nothing.
     PreVote { candidate: u64 },
+    /// Up to which index did the node asked (the active controller) replicate to `node_id`
+    /// ([`super::lost_log`])?
+    ReplicatedTo { node_id: u64 },
     /// A snapshot chunk.
     InstallSnapshot(InstallSnapshotRequest<MetadataRaft>),
     /// A metadata change for the active controller to commit.
@@ -61,6 +64,9 @@ pub(super) enum QuorumResponse {
     Vote(Result<VoteResponse<u64>, RaftError<u64>>),
     /// To a pre-vote.
     PreVote { granted: bool },
+    /// To ReplicatedTo: `None` when the node asked is not the active controller or replicated
+    /// nothing to it.
+    ReplicatedTo { index: Option<u64> },
     /// To a snapshot chunk.
     InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
     /// To a forwarded change.

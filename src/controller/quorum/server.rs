@@ -227,6 +227,9 @@ async fn answer(shared: &Shared, request: QuorumRequest) -> QuorumResponse {
             }
             QuorumResponse::Vote(answer)
         }
+        QuorumRequest::ReplicatedTo { node_id } => QuorumResponse::ReplicatedTo {
+            index: super::lost_log::replicated_to(raft, node_id),
+        },
         QuorumRequest::PreVote { candidate } => {
             let granted = election::answer(raft, &shared.contact);
             tracing::debug!(candidate, granted, "pre-vote");
