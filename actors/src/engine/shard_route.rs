@@ -2,9 +2,11 @@
 //! on this broker, or the broker of the cluster that leads the shard's partition, reached with
 //! ReadMirrorStates / WriteMirrorStates over TCP.
 //!
-//! A remote shard's connection is opened on first use and dropped after a failure, so the next
-//! request connects again; every failure is retryable for the partition (its state machine
-//! tries again after its backoff).
+//! A remote shard's connection is opened on first use and dropped after a failure or once the
+//! other side closed it (its broker restarted), so the next request connects again; a request
+//! waits [`SHARD_REQUEST_TIMEOUT`] at most (a frozen broker's shards move within its session
+//! timeout); every failure is retryable for the partition (its state machine tries again after
+//! its backoff).
 
 #[cfg(test)]
 mod tests;
@@ -24,6 +26,11 @@ use kmirror_protocol::messages::{
 };
 use kmirror_protocol::state::MirrorState;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a request to a remote shard may take: shorter than a client's 30 s, since a
+/// partition waiting on a frozen broker should retry at the shard's new leader soon.
+pub const SHARD_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One shard, local or remote.
 pub enum ShardRoute<H: Host> {
@@ -89,10 +96,13 @@ impl RemoteShard {
         let mut cached = self.connection.lock().await;
         if let Some((at, connection)) = cached.as_ref()
             && *at == address
+            && connection.is_alive()
         {
             return Ok(connection.clone());
         }
-        let connection = Connection::connect(&address, &ClientConfig::plaintext(&address), None)
+        let mut config = ClientConfig::plaintext(&address);
+        config.request_timeout = SHARD_REQUEST_TIMEOUT;
+        let connection = Connection::connect(&address, &config, None)
             .await
             .map_err(|e| Cause::retryable(format!("the coordinator at {address}: {e}")))?;
         let connection = Arc::new(connection);

@@ -40,12 +40,36 @@ async fn coordinator() -> String {
     address
 }
 
+/// A coordinator that closes each connection once it answered one mirror state request, as
+/// a broker that restarted between two requests.
+async fn coordinator_closing_each_connection() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("listens");
+    let address = listener.local_addr().expect("address").to_string();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(serve_for(stream, 1));
+        }
+    });
+    address
+}
+
 /// One connection's requests, answered in order until it closes.
-async fn serve(mut stream: TcpStream) {
-    while let Ok(size) = stream.read_i32().await {
+async fn serve(stream: TcpStream) {
+    serve_for(stream, usize::MAX).await;
+}
+
+/// One connection's requests, answered in order until it closes or `requests` mirror state
+/// requests (ApiVersions aside) were answered.
+async fn serve_for(mut stream: TcpStream, mut requests: usize) {
+    while requests > 0
+        && let Ok(size) = stream.read_i32().await
+    {
         let mut request = vec![0; usize::try_from(size).unwrap_or(0)];
         if stream.read_exact(&mut request).await.is_err() {
             return;
+        }
+        if request.get(..2) != Some(&API_VERSIONS.to_be_bytes()[..]) {
+            requests -= 1;
         }
         let answer = answer(Bytes::from(request)).expect("a request the coordinator serves");
         let size = i32::try_from(answer.len()).expect("small").to_be_bytes();
@@ -218,4 +242,31 @@ async fn a_remote_shard_is_reached_where_its_broker_moved() {
     destination.set_node_address(2, &coordinator().await);
     until(&engine, &destination, (vec![MirrorState::Mirroring], 5)).await;
     engine.stop();
+}
+
+/// Review MEDIUM: a shard's broker that closed the connection (it restarted) is connected to
+/// again for the next request, which succeeds; before, the cached dead connection was used and
+/// the request failed (the partition's load waited a backoff for nothing).
+#[tokio::test]
+async fn a_connection_its_broker_closed_is_not_used_again() {
+    use crate::coordinator::PartitionKey;
+    use crate::engine::shard_route::{RemoteShard, ShardRoute};
+    use std::sync::Arc;
+    let route: ShardRoute<MemoryCluster> = ShardRoute::Remote(Arc::new(RemoteShard::new(
+        coordinator_closing_each_connection().await,
+    )));
+    let key = PartitionKey {
+        mirror: "m".into(),
+        topic_id: uuid::Uuid::from_u128(7),
+        partition: 0,
+    };
+    for request in 1..=3 {
+        let read = route.read_state(key.clone(), "t").await;
+        assert!(
+            matches!(read, Ok(Ok(ref r)) if r.stored.is_none()),
+            "request {request}: {read:?}"
+        );
+        // The coordinator's close reaches this side.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
