@@ -62,27 +62,13 @@ impl<H: Host> MirrorSystem<H> {
         if shards.is_empty() {
             return;
         }
-        let mut live: LiveTopics = self
-            .host
-            .mirrors()
-            .into_keys()
-            .map(|m| (m, BTreeMap::new()))
-            .collect();
-        for (name, topic) in self.host.topics() {
-            let Some((mirror, _)) = topic.configs.get("mirror.name").and_then(|v| mirror_of(v))
-            else {
-                continue;
-            };
-            if let Some(topics) = live.get_mut(mirror) {
-                topics.insert(topic.topic_id, name);
-            }
-        }
         for shard in shards {
-            let live = live.clone();
+            let host = self.host.clone();
             actix::spawn(async move {
-                // A shard still loading refuses writes: asked again a little later.
+                // A shard still loading refuses writes: asked again a little later, with the
+                // topics live then (a topic started meanwhile must not lose its record).
                 for _ in 0..FORGET_ATTEMPTS {
-                    match shard.send(ForgetAllBut(live.clone())).await {
+                    match shard.send(ForgetAllBut(live_topics(&host))).await {
                         Ok(Ok(())) | Err(_) => return,
                         Ok(Err(cause)) => {
                             tracing::warn!(error = %cause.message, "forgetting mirror states");
@@ -361,4 +347,22 @@ pub(super) fn log_rejection(
             Err(e) => tracing::warn!(error = %e, "a partition actor is gone"),
         }
     });
+}
+
+/// Every mirror of `host` with the topics in it now (by topic id), as the shards keep them.
+fn live_topics<H: Host>(host: &H) -> LiveTopics {
+    let mut live: LiveTopics = host
+        .mirrors()
+        .into_keys()
+        .map(|m| (m, BTreeMap::new()))
+        .collect();
+    for (name, topic) in host.topics() {
+        let Some((mirror, _)) = topic.configs.get("mirror.name").and_then(|v| mirror_of(v)) else {
+            continue;
+        };
+        if let Some(topics) = live.get_mut(mirror) {
+            topics.insert(topic.topic_id, name);
+        }
+    }
+    live
 }
