@@ -39,20 +39,7 @@ async fn a_voter_cut_off_and_back_does_not_depose_the_active_controller() {
 
     cluster.kill(cut);
     std::fs::write(&properties, &wrong).expect("written");
-    // Started by hand: without the quorum it never opens its client listener, which
-    // `cluster.restart` waits for.
-    let node_dir = cluster.dir.join(format!("node-{cut}"));
-    let log = std::fs::OpenOptions::new()
-        .append(true)
-        .open(node_dir.join("broker.log"))
-        .expect("the node's log");
-    let mut alone = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .args(["broker", "--config", "server.properties"])
-        .current_dir(&node_dir)
-        .stdout(log.try_clone().expect("the log"))
-        .stderr(log)
-        .spawn()
-        .expect("the node starts");
+    let mut alone = cluster.spawn_unwaited(cut);
     // Several election timeouts (1.8 to 2.4 s each) alone.
     tokio::time::sleep(Duration::from_secs(10)).await;
     let _ = alone.kill();

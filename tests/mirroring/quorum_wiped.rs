@@ -23,21 +23,10 @@ async fn a_node_whose_data_directory_was_wiped_is_refused_not_served_empty() {
     cluster.kill(3);
     let node_dir = cluster.dir.join("node-3");
     std::fs::remove_dir_all(cluster.data(3)).expect("wiped");
-    let log = std::fs::OpenOptions::new()
-        .append(true)
-        .open(node_dir.join("broker.log"))
-        .expect("the node's log");
     let before = std::fs::metadata(node_dir.join("broker.log"))
         .expect("the log")
         .len() as usize;
-    // Started by hand: `cluster.restart` waits for a listener that must never open.
-    let mut wiped = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .args(["broker", "--config", "server.properties"])
-        .current_dir(&node_dir)
-        .stdout(log.try_clone().expect("the log"))
-        .stderr(log)
-        .spawn()
-        .expect("the node starts");
+    let mut wiped = cluster.spawn_unwaited(3);
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(status) = wiped.try_wait().expect("the node's status") {

@@ -725,24 +725,18 @@ async fn fail_over_again(world: &mut World, topic: &str, fronts: &[Vec<u8>], lso
     }
     for p in 0..PARTITIONS {
         let tp = format!("{topic}-{p} (failed over back)");
-        let (barrier, wrong) = compare_segments(
+        let (checked, wrong) = super::check_failed_over_back(
             &tp,
             &fronts[p as usize],
             &world.source.log_bytes(topic, p),
-            Some(lsos[p as usize]),
-        );
-        world.records_checked += barrier.max(0) as u64;
+            lsos[p as usize],
+            (&source, topic, p),
+            world.cycle,
+        )
+        .await;
+        world.records_checked += checked;
         for w in wrong {
             world.violation(w);
-        }
-        let mut producer = Producer::idempotent(&source);
-        let value = vec![format!("c{}-back-{p}", world.cycle)];
-        match producer.produce(topic, p, &value, Compression::None).await {
-            Outcome::Acked(a) if a.iter().all(|a| a.offset > barrier) => {}
-            other => world.violation(format!(
-                "{tp}: a produce to the old source after it failed over again: {other:?} \
-                 (expected acknowledged after the barrier at {barrier})"
-            )),
         }
     }
 }

@@ -930,26 +930,47 @@ async fn fail_over_again(world: &mut World, topic: &str, lsos: &[i64]) {
     }
     for p in 0..PARTITIONS {
         let tp = format!("{topic}-{p} (failed over back)");
-        let (stop, wrong) = compare_segments(
+        let (checked, wrong) = check_failed_over_back(
             &tp,
             &world.destination.log_bytes(topic, p),
             &world.source.log_bytes(topic, p),
-            Some(lsos[p as usize]),
-        );
-        world.records_checked += stop.max(0) as u64;
+            lsos[p as usize],
+            (&source, topic, p),
+            world.cycle,
+        )
+        .await;
+        world.records_checked += checked;
         for w in wrong {
             world.violation(w);
         }
-        let mut producer = Producer::idempotent(&source);
-        let value = vec![format!("c{}-back-{p}", world.cycle)];
-        match producer.produce(topic, p, &value, Compression::None).await {
-            Outcome::Acked(a) if a.iter().all(|a| a.offset > stop) => {}
-            other => world.violation(format!(
-                "{tp}: a produce to the old source after it failed over again: {other:?} \
-                 (expected acknowledged after the barrier at {stop})"
-            )),
-        }
     }
+}
+
+/// The old source, failed over once more: its log `back` is `front` (the log it mirrored back)
+/// up to a barrier at `lso`, and a write to `(address, topic, partition)` lands after that
+/// barrier. Answers the records checked and what is wrong.
+async fn check_failed_over_back(
+    tp: &str,
+    front: &[u8],
+    back: &[u8],
+    lso: i64,
+    (address, topic, partition): (&str, &str, i32),
+    cycle: u32,
+) -> (u64, Vec<String>) {
+    let (barrier, mut wrong) = compare_segments(tp, front, back, Some(lso));
+    let mut producer = Producer::idempotent(address);
+    let value = vec![format!("c{cycle}-back-{partition}")];
+    match producer
+        .produce(topic, partition, &value, Compression::None)
+        .await
+    {
+        Outcome::Acked(a) if a.iter().all(|a| a.offset > barrier) => {}
+        other => wrong.push(format!(
+            "{tp}: a produce to the old source after it failed over again: {other:?} \
+             (expected acknowledged after the barrier at {barrier})"
+        )),
+    }
+    (barrier.max(0) as u64, wrong)
 }
 
 /// One cycle of the schedule; violations go to the world.

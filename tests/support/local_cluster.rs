@@ -113,6 +113,27 @@ impl LocalCluster {
         script(&["restart", &node.to_string(), &self.path()], "", "").expect("restarted");
     }
 
+    /// Starts node `node` on its data without waiting for its client listener (a node that
+    /// cannot reach the quorum never opens it, one that is refused exits): the caller holds
+    /// the process, its output goes to the node's `broker.log`.
+    pub(crate) fn spawn_unwaited(&self, node: usize) -> std::process::Child {
+        let dir = self.dir.join(format!("node-{node}"));
+        let log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("broker.log"))
+            .expect("the node's log");
+        std::process::Command::new(
+            std::env::var_os("KMIRROR_TEST_BIN")
+                .unwrap_or_else(|| env!("CARGO_BIN_EXE_kmirror").into()),
+        )
+        .args(["broker", "--config", "server.properties"])
+        .current_dir(&dir)
+        .stdout(log.try_clone().expect("the log"))
+        .stderr(log)
+        .spawn()
+        .expect("the node starts")
+    }
+
     /// Sends `signal` (`STOP`, `CONT`) to node `node`.
     pub(crate) fn signal(&self, node: usize, signal: &str) {
         let pid = std::fs::read_to_string(self.dir.join(format!("node-{node}/pid")))
