@@ -56,3 +56,51 @@ async fn a_voter_cut_off_and_back_does_not_depose_the_active_controller() {
     );
     assert_eq!(cluster.active_controller(&[1, 2, 3]), Some(leader));
 }
+
+/// How often a node's log says it became the active controller.
+fn elections(cluster: &LocalCluster, node: usize) -> usize {
+    std::fs::read_to_string(cluster.dir.join(format!("node-{node}/broker.log")))
+        .unwrap_or_default()
+        .matches("this node is the active controller")
+        .count()
+}
+
+/// The active controller frozen (SIGSTOP: it accepts connections and never answers) is
+/// replaced by one election, and the new active controller stays: before, a voter's pre-vote
+/// waited for the frozen node's answer while another voter won, then stood anyway and deposed
+/// the new leader (the review saw three elections in four of five rounds).
+#[tokio::test]
+async fn a_frozen_active_controller_is_replaced_once() {
+    let cluster = LocalCluster::start(3, "");
+    for round in 1..=3 {
+        let frozen = cluster.wait_active_controller(&[1, 2, 3], Duration::from_secs(30));
+        let others: Vec<usize> = (1..=3).filter(|n| *n != frozen).collect();
+        let before: Vec<(usize, usize)> = others
+            .iter()
+            .map(|n| (elections(&cluster, *n), depositions(&cluster, *n)))
+            .collect();
+        cluster.signal(frozen, "STOP");
+        let new = cluster.wait_active_controller(&others, Duration::from_secs(30));
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let after: Vec<(usize, usize)> = others
+            .iter()
+            .map(|n| (elections(&cluster, *n), depositions(&cluster, *n)))
+            .collect();
+        cluster.signal(frozen, "CONT");
+        let elected: usize = after.iter().zip(&before).map(|(a, b)| a.0 - b.0).sum();
+        let deposed: usize = after.iter().zip(&before).map(|(a, b)| a.1 - b.1).sum();
+        assert_eq!(
+            (elected, deposed),
+            (1, 0),
+            "round {round}: node {frozen} frozen, node {new} active: elections and depositions \
+             among {others:?}"
+        );
+        assert_eq!(
+            cluster.active_controller(&others),
+            Some(new),
+            "round {round}"
+        );
+        // The thawed node rejoins as a follower before the next round.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    }
+}

@@ -11,9 +11,14 @@
 //!   snapshot chunk openraft accepted, a vote it granted, or being the active controller itself.
 //! - A voter stands once it heard no active controller for [`STAND_AFTER`] plus up to
 //!   [`JITTER`] (drawn anew after each try, so voters rarely stand together); a node grants a
-//!   pre-vote only when it is not the active controller and heard none for [`LEASE`] (openraft's
-//!   leader lease, during which it would refuse the real vote anyway). The pre-vote changes
-//!   nothing durable on either side: only the real election that follows does.
+//!   pre-vote only when it is not the active controller, heard none for [`LEASE`] (openraft's
+//!   leader lease, during which it would refuse the real vote anyway) and the candidate has
+//!   applied the metadata at least as far as it has (a lagging voter's term would only depose
+//!   a leader it cannot replace). The pre-vote changes nothing durable on either side: only the
+//!   real election that follows does.
+//! - The round ends as soon as a majority granted (a frozen voter accepts connections and never
+//!   answers: waiting for it let another voter win meanwhile), and the voter stands only if it
+//!   still heard no active controller since the round began.
 //! - Learners (broker-only nodes) never stand.
 //!
 //! [`grants`] and [`won`] are pure; the loop passes them the time.
@@ -21,7 +26,7 @@
 use super::auth::QuorumSecret;
 use super::network::{Peer, QuorumRequest, QuorumResponse};
 use super::types::MetadataRaft;
-use openraft::Raft;
+use openraft::{LogId, Raft};
 use rand::Rng;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,15 +57,19 @@ impl Contact {
         *at = (*at).max(now);
     }
 
+    fn at(&self) -> Instant {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn since(&self, now: Instant) -> Duration {
-        now.saturating_duration_since(*self.0.lock().unwrap_or_else(|e| e.into_inner()))
+        now.saturating_duration_since(self.at())
     }
 }
 
-/// Whether a node grants a pre-vote: it is not the active controller and heard none for
-/// [`LEASE`].
-pub(super) fn grants(is_leader: bool, since_contact: Duration) -> bool {
-    !is_leader && since_contact >= LEASE
+/// Whether a node grants a pre-vote: it is not the active controller, heard none for
+/// [`LEASE`], and the candidate is not behind it (`candidate_behind`).
+pub(super) fn grants(is_leader: bool, since_contact: Duration, candidate_behind: bool) -> bool {
+    !is_leader && since_contact >= LEASE && !candidate_behind
 }
 
 /// Whether `granted` pre-votes (this node's own included) are a majority of `voters`.
@@ -74,13 +83,24 @@ fn draw_patience() -> Duration {
 }
 
 /// This node's answer to a pre-vote.
-pub(super) fn answer(raft: &Raft<MetadataRaft>, contact: &Contact) -> bool {
-    let is_leader = {
+pub(super) fn answer(
+    raft: &Raft<MetadataRaft>,
+    contact: &Contact,
+    candidate_applied: Option<LogId<u64>>,
+) -> bool {
+    let (is_leader, applied) = {
         let metrics = raft.metrics();
         let metrics = metrics.borrow();
-        metrics.current_leader == Some(metrics.id)
+        (
+            metrics.current_leader == Some(metrics.id),
+            metrics.last_applied,
+        )
     };
-    grants(is_leader, contact.since(Instant::now()))
+    grants(
+        is_leader,
+        contact.since(Instant::now()),
+        candidate_applied < applied,
+    )
 }
 
 /// Stands for election when this voter heard no active controller for a while and a majority
@@ -95,7 +115,7 @@ pub(super) async fn stand_for_election(
     let mut tick = tokio::time::interval(TICK);
     loop {
         tick.tick().await;
-        let (is_leader, voters) = {
+        let (is_leader, voters, applied) = {
             let metrics = raft.metrics();
             let metrics = metrics.borrow();
             let membership = metrics.membership_config.membership();
@@ -103,7 +123,11 @@ pub(super) async fn stand_for_election(
                 .voter_ids()
                 .filter_map(|id| Some((id, membership.get_node(&id)?.addr.clone())))
                 .collect();
-            (metrics.current_leader == Some(node_id), voters)
+            (
+                metrics.current_leader == Some(node_id),
+                voters,
+                metrics.last_applied,
+            )
         };
         let now = Instant::now();
         if is_leader {
@@ -117,18 +141,27 @@ pub(super) async fn stand_for_election(
         for (_, address) in voters.iter().filter(|(id, _)| *id != node_id) {
             let mut peer = Peer::new(address, secret.clone());
             asks.spawn(async move {
-                let ask = QuorumRequest::PreVote { candidate: node_id };
+                let ask = QuorumRequest::PreVote {
+                    candidate: node_id,
+                    last_applied: applied,
+                };
                 matches!(
                     peer.call(&ask, ASK_WITHIN).await,
                     Ok(QuorumResponse::PreVote { granted: true })
                 )
             });
         }
+        let heard_before = contact.at();
         let mut granted = 1;
-        while let Some(answer) = asks.join_next().await {
+        while !won(granted, voters.len())
+            && let Some(answer) = asks.join_next().await
+        {
             granted += usize::from(answer.unwrap_or(false));
         }
-        if won(granted, voters.len()) {
+        asks.abort_all();
+        if contact.at() > heard_before {
+            tracing::debug!("an active controller was heard during the pre-vote: not standing");
+        } else if won(granted, voters.len()) {
             tracing::info!(
                 granted,
                 voters = voters.len(),
@@ -156,9 +189,14 @@ mod tests {
 
     #[test]
     fn a_node_that_hears_a_controller_refuses_the_pre_vote() {
-        assert!(!grants(false, LEASE - Duration::from_millis(1)));
-        assert!(grants(false, LEASE));
-        assert!(!grants(true, Duration::from_secs(60)));
+        assert!(!grants(false, LEASE - Duration::from_millis(1), false));
+        assert!(grants(false, LEASE, false));
+        assert!(!grants(true, Duration::from_secs(60), false));
+    }
+
+    #[test]
+    fn a_candidate_behind_is_refused_the_pre_vote() {
+        assert!(!grants(false, LEASE, true));
     }
 
     #[test]

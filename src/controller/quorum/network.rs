@@ -39,8 +39,13 @@ pub(super) enum QuorumRequest {
     AppendEntries(AppendEntriesRequest<MetadataRaft>),
     /// Raft's RequestVote.
     Vote(VoteRequest<u64>),
-    /// Would the node asked vote for `candidate` now ([`super::election`])? Changes nothing.
-    PreVote { candidate: u64 },
+    /// Would the node asked vote for `candidate`, whose metadata is applied up to
+    /// `last_applied`, now ([`super::election`])? Changes nothing.
+    PreVote {
+        candidate: u64,
+        #[serde(default)]
+        last_applied: Option<openraft::LogId<u64>>,
+    },
     /// Up to which index did the node asked (the active controller) replicate to `node_id`
     /// ([`super::lost_log`])?
     ReplicatedTo { node_id: u64 },

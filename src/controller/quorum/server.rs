@@ -230,8 +230,11 @@ async fn answer(shared: &Shared, request: QuorumRequest) -> QuorumResponse {
         QuorumRequest::ReplicatedTo { node_id } => QuorumResponse::ReplicatedTo {
             index: super::lost_log::replicated_to(raft, node_id),
         },
-        QuorumRequest::PreVote { candidate } => {
-            let granted = election::answer(raft, &shared.contact);
+        QuorumRequest::PreVote {
+            candidate,
+            last_applied,
+        } => {
+            let granted = election::answer(raft, &shared.contact, last_applied);
             tracing::debug!(candidate, granted, "pre-vote");
             QuorumResponse::PreVote { granted }
         }
