@@ -276,10 +276,18 @@ impl Connection {
         {
             let pending = pending.clone();
             let fail_all = fail_all.clone();
+            let alive = alive.clone();
             tokio::spawn(async move {
                 while let Some(out) = receiver.recv().await {
                     if let Ok(mut p) = pending.lock() {
                         p.push_back((out.correlation_id, out.reply));
+                    }
+                    // The reader is gone (the broker closed the connection): nothing would
+                    // answer this request, which would wait its whole timeout. Checked after
+                    // the push, so a reader ending meanwhile fails it too.
+                    if !alive.load(Ordering::SeqCst) {
+                        fail_all("connection closed by the broker".into());
+                        continue;
                     }
                     if let Err(e) = write_half.write_all(&out.frame).await {
                         fail_all(e.to_string());
@@ -482,6 +490,9 @@ impl Connection {
             broker: self.broker.clone(),
             message: "connection closed".into(),
         };
+        if !self.is_alive() {
+            return Err(closed());
+        }
         self.sender
             .send(Outgoing {
                 correlation_id,

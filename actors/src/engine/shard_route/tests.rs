@@ -270,3 +270,32 @@ async fn a_connection_its_broker_closed_is_not_used_again() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// The same at the client: a request sent on a connection its broker closed fails at once
+/// ("connection closed"), so the caller connects again; before, it was written to the dead
+/// socket and waited its whole request timeout (the long cluster nemesis saw a failback's
+/// LastMirroredEpochs and Metadata wait 30 s each on a restarted broker's old connection).
+#[tokio::test]
+async fn a_request_on_a_connection_its_broker_closed_fails_at_once() {
+    use kmirror_protocol::client::connection::Connection;
+    use kmirror_protocol::client::{ClientConfig, ClientError};
+    let address = coordinator_closing_each_connection().await;
+    let mut config = ClientConfig::plaintext(&address);
+    config.request_timeout = Duration::from_secs(5);
+    let connection = Connection::connect(&address, &config, None)
+        .await
+        .expect("connected");
+    let request = ReadMirrorStatesRequest::default();
+    connection
+        .send("ReadMirrorStates", &request, 0)
+        .await
+        .expect("the first request is answered");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    let second = connection.send("ReadMirrorStates", &request, 0).await;
+    assert!(
+        matches!(second, Err(ClientError::Connection { .. })),
+        "{second:?} after {:?}",
+        started.elapsed()
+    );
+}
