@@ -52,6 +52,19 @@ if ! command -v kcat >/dev/null 2>&1; then
 fi
 kcat -V | grep -m1 Version
 
+echo "== the KIP-1279 prototype (its admin CLI and message classes) for tests/interop/prototype"
+export KMIRROR_PROTOTYPE_DIR="${KMIRROR_PROTOTYPE_DIR:-$(cd .. && pwd)/shared/kip1279-prototype}"
+if [ ! -f "$KMIRROR_PROTOTYPE_DIR/kafka-cluster-mirrors.sh" ] || [ ! -d "$KMIRROR_PROTOTYPE_DIR/lib" ]; then
+  echo "the KIP-1279 prototype is not at $KMIRROR_PROTOTYPE_DIR (kafka-cluster-mirrors.sh and lib/):" >&2
+  echo "set KMIRROR_PROTOTYPE_DIR to its folder; docs/wire.md says where it comes from" >&2
+  exit 1
+fi
+java -version 2>&1 | head -1 | grep -q '"17\|"1[89]\|"2[0-9]' || {
+  echo "the prototype's tests need Java 17 or newer; java -version says: $(java -version 2>&1 | head -1)" >&2
+  exit 1
+}
+echo "   at $KMIRROR_PROTOTYPE_DIR"
+
 echo "== the release broker, for the hostile-client suite (tests/hostile)"
 cargo build --release --locked --bin kmirror
 export KMIRROR_HOSTILE_BROKER="$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/kmirror"

@@ -148,7 +148,7 @@ fn rows(
             .find(|t| &t.topic_name == topic)
         else {
             return Err(refused(
-                ErrorCode::TOPIC_NOT_IN_MIRROR.0,
+                ErrorCode::TOPIC_NOT_IN_CLUSTER_MIRROR.0,
                 Some(format!("{topic} is not a topic of mirror {mirror}")),
             ));
         };

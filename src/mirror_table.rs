@@ -124,47 +124,49 @@ pub(crate) fn render(answer: &DescribeMirrorsResponse, previous: &mut Previous) 
     out
 }
 
-/// `--describe --json`: every mirror with its error (if any) and its partitions; unknown
-/// figures are `null`.
+/// `--describe --json`: one row per partition, as the KIP prototype's `kafka-cluster-mirrors.sh
+/// --describe --json` prints them (`mirror, topic, partition, sourceOffset, destinationOffset,
+/// lag, state, retryAttempt, errorMessage`), so scripts written for it read kmirror's too, with
+/// kmirror's figures after them; unknown figures are `null`. A mirror that could not be
+/// described is one row with its `errorCode` and `errorMessage` and no topic.
 pub(crate) fn json(answer: &DescribeMirrorsResponse) -> serde_json::Value {
     let or_null = |v: i64| (v >= 0).then_some(v);
-    let mirrors: Vec<serde_json::Value> = answer
-        .mirrors
-        .iter()
-        .map(|m| {
-            let partitions: Vec<serde_json::Value> = m
-                .topics
-                .iter()
-                .flat_map(|t| {
-                    t.partitions.iter().map(move |p| {
-                        let (records, ms) = lag(p);
-                        let note = note(p);
-                        serde_json::json!({
-                            "topic": t.topic_name,
-                            "partition": p.partition_index,
-                            "state": p.state,
-                            "destinationOffset": or_null(p.destination_offset),
-                            "sourceOffset": or_null(p.source_offset),
-                            "lag": or_null(records),
-                            "lagTimeMs": or_null(ms),
-                            "truncatedAtStop": p.truncated_at_stop_records,
-                            "truncatedAtStart": p.truncated_at_start_records,
-                            "retryAttempt": p.retry_attempt,
-                            "error": p.error_message,
-                            "note": (!note.is_empty()).then_some(note),
-                        })
-                    })
-                })
-                .collect();
-            serde_json::json!({
+    let mut rows = Vec::new();
+    for m in &answer.mirrors {
+        if m.error_code != 0 {
+            rows.push(serde_json::json!({
                 "mirror": m.mirror_name,
+                "topic": null,
+                "partition": null,
+                "state": null,
                 "errorCode": m.error_code,
                 "errorMessage": m.error_message,
-                "partitions": partitions,
-            })
-        })
-        .collect();
-    serde_json::json!({ "mirrors": mirrors })
+            }));
+            continue;
+        }
+        for t in &m.topics {
+            for p in &t.partitions {
+                let (records, ms) = lag(p);
+                let note = note(p);
+                rows.push(serde_json::json!({
+                    "mirror": m.mirror_name,
+                    "topic": t.topic_name,
+                    "partition": p.partition_index,
+                    "sourceOffset": or_null(p.source_offset),
+                    "destinationOffset": or_null(p.destination_offset),
+                    "lag": or_null(records),
+                    "state": p.state,
+                    "retryAttempt": p.retry_attempt,
+                    "errorMessage": p.error_message,
+                    "lagTimeMs": or_null(ms),
+                    "truncatedAtStop": p.truncated_at_stop_records,
+                    "truncatedAtStart": p.truncated_at_start_records,
+                    "note": (!note.is_empty()).then_some(note),
+                }));
+            }
+        }
+    }
+    serde_json::Value::Array(rows)
 }
 
 #[cfg(test)]
@@ -231,9 +233,6 @@ mod tests {
             lag: 5,
             ..Default::default()
         }]));
-        assert_eq!(
-            json["mirrors"][0]["partitions"][0]["lag"],
-            serde_json::Value::Null
-        );
+        assert_eq!(json[0]["lag"], serde_json::Value::Null);
     }
 }

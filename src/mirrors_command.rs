@@ -27,10 +27,10 @@ use kmirror_protocol::client::{ClientConfig, ClientError, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorsRequest, DescribeMirrorsResponse,
-    ListMirrorsRequest, PauseMirrorTopicsRequest, ResumeMirrorTopicsRequest,
-    StartMirrorTopicsRequest, StopMirrorTopicsRequest, create_mirror_request,
-    pause_mirror_topics_request, resume_mirror_topics_request, start_mirror_topics_request,
-    stop_mirror_topics_request,
+    LastMirroredEpochsRequest, ListMirrorsRequest, PauseMirrorTopicsRequest,
+    ResumeMirrorTopicsRequest, StartMirrorTopicsRequest, StopMirrorTopicsRequest,
+    create_mirror_request, pause_mirror_topics_request, resume_mirror_topics_request,
+    start_mirror_topics_request, stop_mirror_topics_request,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -697,15 +697,20 @@ async fn validate_create(
     mirror: &str,
     props: impl IntoIterator<Item = (String, String)>,
 ) -> Result<(), Failure> {
-    if connection.version_of::<CreateMirrorRequest>() < Some(1) {
+    // ValidateOnly is a kmirror tagged field: a broker without it would ignore the tag and
+    // create the mirror, so only a kmirror broker (it also serves LastMirroredEpochs) is asked.
+    if connection
+        .version_of::<LastMirroredEpochsRequest>()
+        .is_none()
+    {
         return Err(Failure::Refused(
-            "the broker does not support --validate-only (CreateMirror v1): nothing was created"
+            "the broker does not support --validate-only (a kmirror extension of CreateClusterMirror): nothing was created"
                 .into(),
         ));
     }
     let request = create_request(mirror, props, true);
     let (_, answer) = connection
-        .send("CreateMirror", &request, 1)
+        .send("CreateMirror", &request, 0)
         .await
         .map_err(|e| Failure::Unreachable(e.to_string()))?;
     if answer.error_code != 0 {
@@ -763,7 +768,7 @@ pub(crate) async fn mirror_topics_matching(
         .map_err(|e| Failure::Unreachable(e.to_string()))?;
     let Some(listed) = answer.mirrors.into_iter().find(|m| m.mirror_name == mirror) else {
         return Err(refused(
-            ErrorCode::UNKNOWN_MIRROR.0,
+            ErrorCode::UNKNOWN_CLUSTER_MIRROR.0,
             Some(format!("no mirror {mirror}")),
         ));
     };

@@ -51,13 +51,16 @@ pub fn desired_from_mirror_name(mirror: &str, value: &str) -> Option<Desired> {
     }
 }
 
-/// The mirror a `mirror.name` value names, and what it asks of the topic.
+/// The mirror a `mirror.name` value names, and what it asks of the topic. Mirror names may hold
+/// dots but never end in `.paused` or `.removed`, so those suffixes are read first and anything
+/// else is the name of a mirror to mirror from.
 pub fn mirror_of(value: &str) -> Option<(&str, Desired)> {
-    let (mirror, desired) = match value.rsplit_once('.') {
-        Some((mirror, "paused")) => (mirror, Desired::Paused),
-        Some((mirror, "removed")) => (mirror, Desired::Stopped),
-        Some(_) => return None,
-        None => (value, Desired::Mirroring),
+    let (mirror, desired) = if let Some(mirror) = value.strip_suffix(".paused") {
+        (mirror, Desired::Paused)
+    } else if let Some(mirror) = value.strip_suffix(".removed") {
+        (mirror, Desired::Stopped)
+    } else {
+        (value, Desired::Mirroring)
     };
     (!mirror.is_empty()).then_some((mirror, desired))
 }
@@ -174,7 +177,11 @@ mod tests {
         assert_eq!(mirror_of("dr"), Some(("dr", Desired::Mirroring)));
         assert_eq!(mirror_of("dr.paused"), Some(("dr", Desired::Paused)));
         assert_eq!(mirror_of("dr.removed"), Some(("dr", Desired::Stopped)));
-        assert_eq!(mirror_of("dr.other"), None);
+        assert_eq!(mirror_of("dr.west"), Some(("dr.west", Desired::Mirroring)));
+        assert_eq!(
+            mirror_of("dr.west.paused"),
+            Some(("dr.west", Desired::Paused))
+        );
         assert_eq!(mirror_of(""), None);
         assert_eq!(mirror_of(".paused"), None);
     }

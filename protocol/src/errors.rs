@@ -1,5 +1,6 @@
 //! One table of error codes: Kafka's (through kafka-protocol's `ResponseError`, codes -1 to 133)
-//! and KIP-1279's (134 to 145, docs/design.md §7), each with its name, a message and a class.
+//! and KIP-1279's (134 to 146, numbered as the KIP prototype numbers them: docs/wire.md), each with
+//! its name, a message and a class.
 //!
 //! The class is decided here once, so every layer reacts the same way:
 //! - [`ErrorClass::Retriable`]: try again, perhaps after refreshing metadata;
@@ -42,7 +43,7 @@ pub struct ErrorInfo {
     pub action: Option<&'static str>,
 }
 
-/// KIP-1279's error codes, ours until upstream assigns final numbers.
+/// KIP-1279's error codes, numbered and named as the KIP prototype numbers them (docs/wire.md).
 const MIRROR_ERRORS: [ErrorInfo; 12] = [
     mirror(
         134,
@@ -52,81 +53,81 @@ const MIRROR_ERRORS: [ErrorInfo; 12] = [
         "write to the source cluster, or fail the topic over first: kmirror mirrors --stop --mirror M --topics T, then wait until --describe shows it STOPPED",
     ),
     mirror(
-        135,
-        "INVALID_MIRROR_NAME",
-        "The mirror name is not 1 to 249 characters of a-z, A-Z, 0-9, _ and -.",
+        136,
+        "CLUSTER_MIRROR_ALREADY_EXISTS",
+        "A mirror with this name already exists.",
         ErrorClass::Fatal,
-        "name the mirror with 1 to 249 characters of a-z, A-Z, 0-9, '_' and '-'",
+        "pick another name, or change the existing mirror's configs with --alter (--describe-configs shows them)",
     ),
     mirror(
-        136,
-        "UNKNOWN_MIRROR",
+        137,
+        "UNKNOWN_CLUSTER_MIRROR",
         "No mirror has this name.",
         ErrorClass::Fatal,
         "check the name: kmirror mirrors --list shows the mirrors; create one with --create",
     ),
     mirror(
-        137,
-        "TOPIC_ALREADY_IN_MIRROR",
+        138,
+        "TOPIC_ALREADY_IN_CLUSTER_MIRROR",
         "The topic is already mirrored by a mirror.",
         ErrorClass::Fatal,
         "the topic belongs to another mirror: kmirror mirrors --list --json shows which; stop it there with --stop first, or leave it to that mirror",
     ),
     mirror(
-        138,
-        "TOPIC_NOT_IN_MIRROR",
+        139,
+        "TOPIC_NOT_IN_CLUSTER_MIRROR",
         "The topic is not mirrored by this mirror.",
         ErrorClass::Fatal,
         "check the mirror and topic names: kmirror mirrors --list --json shows each mirror's topics; --start adds a topic to a mirror",
     ),
     mirror(
-        139,
+        140,
         "MIRROR_TOPIC_ALREADY_PAUSED",
         "The mirror topic is already paused.",
         ErrorClass::Fatal,
         "nothing to do, the topic is paused: --resume continues it, --stop fails it over",
     ),
     mirror(
-        140,
+        141,
         "MIRROR_TOPIC_NOT_PAUSED",
         "The mirror topic is not paused.",
         ErrorClass::Fatal,
         "the topic is not paused, so there is nothing to resume: pause the topic first with --pause, or use --stop to fail it over",
     ),
     mirror(
-        141,
+        142,
         "MIRROR_TOPIC_BEING_STOPPED",
         "The mirror topic is stopping or stopped.",
         ErrorClass::Fatal,
         "the topic is stopping or stopped and no longer follows the source: --describe shows its state; --start mirrors it again",
     ),
     mirror(
-        142,
-        "MIRROR_NOT_EMPTY",
-        "The mirror still has topics (stopped ones included).",
+        143,
+        "CLUSTER_MIRROR_NOT_EMPTY",
+        "The mirror still has topics that are not stopped.",
         ErrorClass::Fatal,
-        "a mirror keeps every topic it ever had, stopped ones included: stop the mirror's topics with --stop, then delete the topics you no longer need (kafka-topics --delete) before --delete; --list --json shows them",
+        "stop the mirror's remaining topics first (--stop --mirror M --topics ...), wait until --describe shows them STOPPED, then --delete; --list --json shows them",
     ),
     mirror(
-        143,
-        "MIRROR_AUTHORIZATION_FAILED",
+        144,
+        "CLUSTER_MIRROR_AUTHORIZATION_FAILED",
         "The principal is not authorized for this operation on the mirror.",
         ErrorClass::Fatal,
         "grant the principal an ACL on the mirror's CLUSTER_MIRROR resource (CREATE for --create, DELETE for --delete, ALTER to start, stop, pause or resume topics, DESCRIBE to list and describe, ALTER_CONFIGS and DESCRIBE_CONFIGS for its configs), or run as a super user",
     ),
     mirror(
-        144,
-        "MIRROR_ALREADY_EXISTS",
-        "A mirror with this name already exists.",
-        ErrorClass::Fatal,
-        "pick another name, or change the existing mirror's configs with --alter (--describe-configs shows them)",
-    ),
-    mirror(
         145,
-        "INVALID_MIRROR_STATES",
+        "INVALID_CLUSTER_MIRROR_STATES",
         "The mirror partition states changed concurrently or do not allow this change; read them again.",
         ErrorClass::Retriable,
         "brokers retry this themselves; if --describe --failed keeps showing it, check that every broker runs the same kmirror version",
+    ),
+    mirror(
+        146,
+        "MIRROR_TOPIC_NOT_STOPPED",
+        "The mirror topic is not stopped.",
+        ErrorClass::Fatal,
+        "the operation needs the topic STOPPED: --stop it first and wait until --describe shows it STOPPED",
     ),
 ];
 
@@ -294,28 +295,28 @@ impl ErrorCode {
     pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(128);
     /// Produce to a mirror partition that is not STOPPED.
     pub const READ_ONLY_TOPIC: ErrorCode = ErrorCode(134);
-    /// A mirror name breaks the naming rules.
-    pub const INVALID_MIRROR_NAME: ErrorCode = ErrorCode(135);
     /// No mirror has the name.
-    pub const UNKNOWN_MIRROR: ErrorCode = ErrorCode(136);
+    pub const UNKNOWN_CLUSTER_MIRROR: ErrorCode = ErrorCode(137);
     /// Start on a topic another mirror already has.
-    pub const TOPIC_ALREADY_IN_MIRROR: ErrorCode = ErrorCode(137);
+    pub const TOPIC_ALREADY_IN_CLUSTER_MIRROR: ErrorCode = ErrorCode(138);
     /// Stop, pause or resume with the wrong mirror.
-    pub const TOPIC_NOT_IN_MIRROR: ErrorCode = ErrorCode(138);
+    pub const TOPIC_NOT_IN_CLUSTER_MIRROR: ErrorCode = ErrorCode(139);
     /// Pause of a paused topic.
-    pub const MIRROR_TOPIC_ALREADY_PAUSED: ErrorCode = ErrorCode(139);
+    pub const MIRROR_TOPIC_ALREADY_PAUSED: ErrorCode = ErrorCode(140);
     /// Resume of a topic that is not paused.
-    pub const MIRROR_TOPIC_NOT_PAUSED: ErrorCode = ErrorCode(140);
+    pub const MIRROR_TOPIC_NOT_PAUSED: ErrorCode = ErrorCode(141);
     /// Pause or resume of a stopping or stopped topic.
-    pub const MIRROR_TOPIC_BEING_STOPPED: ErrorCode = ErrorCode(141);
-    /// Delete of a mirror that still has topics.
-    pub const MIRROR_NOT_EMPTY: ErrorCode = ErrorCode(142);
+    pub const MIRROR_TOPIC_BEING_STOPPED: ErrorCode = ErrorCode(142);
+    /// Delete of a mirror that still has topics that are not stopped.
+    pub const CLUSTER_MIRROR_NOT_EMPTY: ErrorCode = ErrorCode(143);
     /// ACLs deny the operation on the mirror.
-    pub const MIRROR_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(143);
+    pub const CLUSTER_MIRROR_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(144);
     /// Create of a mirror that exists.
-    pub const MIRROR_ALREADY_EXISTS: ErrorCode = ErrorCode(144);
+    pub const CLUSTER_MIRROR_ALREADY_EXISTS: ErrorCode = ErrorCode(136);
     /// Concurrent or illegal mirror state change.
-    pub const INVALID_MIRROR_STATES: ErrorCode = ErrorCode(145);
+    pub const INVALID_CLUSTER_MIRROR_STATES: ErrorCode = ErrorCode(145);
+    /// An operation that needs a stopped topic, on one that is not.
+    pub const MIRROR_TOPIC_NOT_STOPPED: ErrorCode = ErrorCode(146);
 
     /// Whether the code means success.
     pub fn is_ok(self) -> bool {
@@ -516,22 +517,22 @@ mod tests {
             STALE_MEMBER_EPOCH,
             INVALID_REGULAR_EXPRESSION,
             READ_ONLY_TOPIC,
-            INVALID_MIRROR_NAME,
-            UNKNOWN_MIRROR,
-            TOPIC_ALREADY_IN_MIRROR,
-            TOPIC_NOT_IN_MIRROR,
+            UNKNOWN_CLUSTER_MIRROR,
+            TOPIC_ALREADY_IN_CLUSTER_MIRROR,
+            TOPIC_NOT_IN_CLUSTER_MIRROR,
             MIRROR_TOPIC_ALREADY_PAUSED,
             MIRROR_TOPIC_NOT_PAUSED,
             MIRROR_TOPIC_BEING_STOPPED,
-            MIRROR_NOT_EMPTY,
-            MIRROR_AUTHORIZATION_FAILED,
-            MIRROR_ALREADY_EXISTS,
-            INVALID_MIRROR_STATES,
+            CLUSTER_MIRROR_NOT_EMPTY,
+            CLUSTER_MIRROR_AUTHORIZATION_FAILED,
+            CLUSTER_MIRROR_ALREADY_EXISTS,
+            INVALID_CLUSTER_MIRROR_STATES,
+            MIRROR_TOPIC_NOT_STOPPED,
         );
     }
 
     #[test]
-    fn mirror_codes_are_the_decisions_table() {
+    fn mirror_codes_are_the_prototypes() {
         let ours: Vec<(i16, &str)> = all()
             .into_iter()
             .filter(|i| i.code >= 134)
@@ -541,17 +542,17 @@ mod tests {
             ours,
             [
                 (134, "READ_ONLY_TOPIC"),
-                (135, "INVALID_MIRROR_NAME"),
-                (136, "UNKNOWN_MIRROR"),
-                (137, "TOPIC_ALREADY_IN_MIRROR"),
-                (138, "TOPIC_NOT_IN_MIRROR"),
-                (139, "MIRROR_TOPIC_ALREADY_PAUSED"),
-                (140, "MIRROR_TOPIC_NOT_PAUSED"),
-                (141, "MIRROR_TOPIC_BEING_STOPPED"),
-                (142, "MIRROR_NOT_EMPTY"),
-                (143, "MIRROR_AUTHORIZATION_FAILED"),
-                (144, "MIRROR_ALREADY_EXISTS"),
-                (145, "INVALID_MIRROR_STATES"),
+                (136, "CLUSTER_MIRROR_ALREADY_EXISTS"),
+                (137, "UNKNOWN_CLUSTER_MIRROR"),
+                (138, "TOPIC_ALREADY_IN_CLUSTER_MIRROR"),
+                (139, "TOPIC_NOT_IN_CLUSTER_MIRROR"),
+                (140, "MIRROR_TOPIC_ALREADY_PAUSED"),
+                (141, "MIRROR_TOPIC_NOT_PAUSED"),
+                (142, "MIRROR_TOPIC_BEING_STOPPED"),
+                (143, "CLUSTER_MIRROR_NOT_EMPTY"),
+                (144, "CLUSTER_MIRROR_AUTHORIZATION_FAILED"),
+                (145, "INVALID_CLUSTER_MIRROR_STATES"),
+                (146, "MIRROR_TOPIC_NOT_STOPPED"),
             ]
         );
         assert_eq!(ErrorCode::READ_ONLY_TOPIC.name(), "READ_ONLY_TOPIC");
@@ -565,7 +566,7 @@ mod tests {
         }
         assert_eq!(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.action(), None);
         assert_eq!(
-            ErrorCode::INVALID_MIRROR_STATES.class(),
+            ErrorCode::INVALID_CLUSTER_MIRROR_STATES.class(),
             Some(ErrorClass::Retriable)
         );
     }
@@ -581,9 +582,10 @@ mod tests {
             ErrorCode(134).to_string(),
             "READ_ONLY_TOPIC (134): The topic is a mirror topic and is read-only until its mirroring is stopped."
         );
-        // Codes are unique and the table is dense from -1 to 145, 0 excepted.
+        // Codes are unique and the table is dense from -1 to 146, 0 and 135 (which the KIP
+        // prototype leaves unassigned) excepted.
         let codes: Vec<i16> = all().iter().map(|i| i.code).collect();
-        let expected: Vec<i16> = (-1..=145).filter(|c| *c != 0).collect();
+        let expected: Vec<i16> = (-1..=146).filter(|c| *c != 0 && *c != 135).collect();
         assert_eq!(codes, expected);
     }
 }

@@ -129,21 +129,23 @@ pub enum ControllerError {
     /// No such topic (Kafka: UNKNOWN_TOPIC_OR_PARTITION).
     #[error("unknown topic {0}")]
     UnknownTopic(String),
-    /// A mirror with the name exists (MIRROR_ALREADY_EXISTS).
+    /// A mirror with the name exists (CLUSTER_MIRROR_ALREADY_EXISTS).
     #[error("mirror {0} already exists")]
     MirrorExists(String),
-    /// A mirror name breaks the rules (INVALID_MIRROR_NAME).
-    #[error("invalid mirror name {0:?}: 1 to 249 of [a-zA-Z0-9_-]")]
+    /// A mirror name breaks the rules (INVALID_REQUEST: the KIP prototype has no code for it).
+    #[error(
+        "invalid mirror name {0:?}: a mirror is named like a Kafka topic (1 to 249 of [a-zA-Z0-9._-], not . or ..), and the name may not end in .paused or .removed"
+    )]
     InvalidMirrorName(String),
-    /// No mirror has the name (UNKNOWN_MIRROR).
+    /// No mirror has the name (UNKNOWN_CLUSTER_MIRROR).
     #[error("unknown mirror {0}")]
     UnknownMirror(String),
-    /// The mirror still has topics (MIRROR_NOT_EMPTY).
-    #[error("mirror {0} still has topics")]
+    /// The mirror still has topics that are not stopped (CLUSTER_MIRROR_NOT_EMPTY).
+    #[error("mirror {0} still has topics that are not stopped; stop them first")]
     MirrorNotEmpty(String),
     /// A change of a topic's `mirror.name` made from a value that is no longer the topic's
     /// (another mirror RPC changed it meanwhile, through another broker): refused, so a pause or
-    /// a start racing a stop cannot undo it (INVALID_MIRROR_STATES).
+    /// a start racing a stop cannot undo it (INVALID_CLUSTER_MIRROR_STATES).
     #[error(
         "the mirror state of topic {topic} changed meanwhile (mirror.name is now {now:?}); nothing was changed"
     )]
@@ -184,11 +186,13 @@ impl ControllerError {
             ControllerError::InvalidName(_) => ErrorCode::INVALID_TOPIC_EXCEPTION.0,
             ControllerError::InvalidPartitions(_) => ErrorCode::INVALID_PARTITIONS.0,
             ControllerError::UnknownTopic(_) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
-            ControllerError::MirrorExists(_) => ErrorCode::MIRROR_ALREADY_EXISTS.0,
-            ControllerError::InvalidMirrorName(_) => ErrorCode::INVALID_MIRROR_NAME.0,
-            ControllerError::UnknownMirror(_) => ErrorCode::UNKNOWN_MIRROR.0,
-            ControllerError::MirrorNotEmpty(_) => ErrorCode::MIRROR_NOT_EMPTY.0,
-            ControllerError::MirrorStateChanged { .. } => ErrorCode::INVALID_MIRROR_STATES.0,
+            ControllerError::MirrorExists(_) => ErrorCode::CLUSTER_MIRROR_ALREADY_EXISTS.0,
+            ControllerError::InvalidMirrorName(_) => ErrorCode::INVALID_REQUEST.0,
+            ControllerError::UnknownMirror(_) => ErrorCode::UNKNOWN_CLUSTER_MIRROR.0,
+            ControllerError::MirrorNotEmpty(_) => ErrorCode::CLUSTER_MIRROR_NOT_EMPTY.0,
+            ControllerError::MirrorStateChanged { .. } => {
+                ErrorCode::INVALID_CLUSTER_MIRROR_STATES.0
+            }
             // The registering broker's log directory is not the one holding its partitions.
             ControllerError::Storage(_) | ControllerError::DirectoryReplaced { .. } => {
                 ErrorCode::KAFKA_STORAGE_ERROR.0
@@ -223,14 +227,11 @@ pub fn new_cluster_id() -> String {
     kmirror_protocol::topic_id::to_kafka_string(&Uuid::new_v4())
 }
 
-/// Mirror names: 1 to 249 of `[a-zA-Z0-9_-]` (no `.`, which `mirror.name` values use for their
-/// `.paused` and `.removed` suffixes).
+/// Mirror names follow Kafka's topic-name rules, as in the KIP prototype, except that a name may
+/// not end in `.paused` or `.removed`: those suffixes are how `mirror.name` values ask a topic
+/// to pause or stop (docs/design.md), and a name ending in one would read as another mirror's.
 pub fn valid_mirror_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 249
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'))
+    valid_topic_name(name) && !name.ends_with(".paused") && !name.ends_with(".removed")
 }
 
 /// Kafka's topic-name rules: 1 to 249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -607,13 +608,27 @@ impl Controller {
         Ok(())
     }
 
-    /// DeleteMirror: only a mirror without topics goes.
+    /// DeleteMirror: a mirror goes once every topic it has is asked to stop (the broker checked
+    /// that their partitions are STOPPED). Those topics keep their data and leave the mirror:
+    /// their `mirror.*` configs are removed, so they are ordinary writable topics.
     pub fn delete_mirror(&mut self, name: &str) -> Result<(), ControllerError> {
         if !self.mirrors.contains_key(name) {
             return Err(ControllerError::UnknownMirror(name.to_string()));
         }
-        if !self.mirror_topics(name).is_empty() {
+        let topics = self.mirror_topics(name);
+        let stopped = |t: &TopicMeta| {
+            t.configs
+                .get("mirror.name")
+                .and_then(|v| kmirror_actors::metadata::mirror_of(v))
+                .is_some_and(|(_, desired)| desired == kmirror_actors::partition::Desired::Stopped)
+        };
+        if topics.iter().any(|t| !stopped(&self.topics[t])) {
             return Err(ControllerError::MirrorNotEmpty(name.to_string()));
+        }
+        for topic in topics {
+            let mut configs = self.topics[&topic].configs.clone();
+            configs.retain(|key, _| !key.starts_with("mirror."));
+            self.append(MetadataRecord::TopicConfigs { topic, configs })?;
         }
         self.append(MetadataRecord::MirrorDeleted {
             name: name.to_string(),

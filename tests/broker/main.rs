@@ -934,7 +934,8 @@ async fn impossible_array_lengths_are_refused_without_reserving_them() {
 #[tokio::test]
 async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     use kmirror_protocol::messages::{
-        CreateMirrorRequest, DeleteMirrorRequest, ListMirrorsRequest, create_mirror_request,
+        CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorsRequest, DescribeMirrorsResponse,
+        ListMirrorsRequest, create_mirror_request, describe_mirrors_request,
     };
     let dir = tempfile::tempdir().expect("temp dir");
     let running = start(dir.path()).await;
@@ -960,12 +961,17 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
         (create_mirror("m1", &source_configs), 0),
         (
             create_mirror("m1", &source_configs),
-            ErrorCode::MIRROR_ALREADY_EXISTS.0,
+            ErrorCode::CLUSTER_MIRROR_ALREADY_EXISTS.0,
         ),
         (
-            create_mirror("bad.name", &source_configs),
-            ErrorCode::INVALID_MIRROR_NAME.0,
+            create_mirror("bad name", &source_configs),
+            ErrorCode::INVALID_REQUEST.0,
         ),
+        (
+            create_mirror("m1.paused", &source_configs),
+            ErrorCode::INVALID_REQUEST.0,
+        ),
+        (create_mirror("dc.west", &source_configs), 0),
         (
             create_mirror("m2", &[("mirror.source.cluster.id", "X")]),
             ErrorCode::INVALID_CONFIG.0,
@@ -977,6 +983,19 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
             .expect("CreateMirror answers");
         assert_eq!(answer.error_code, code, "{:?}", request.mirror_name);
     }
+    // A mirror named with dots, as topics may be, goes like any other.
+    let (_, deleted) = client
+        .send(
+            "DeleteMirror",
+            &DeleteMirrorRequest {
+                mirror_name: "dc.west".into(),
+                ..Default::default()
+            },
+            0,
+        )
+        .await
+        .expect("DeleteMirror answers");
+    assert_eq!(deleted.error_code, 0, "{deleted:?}");
     shut(running).await;
 
     let running = start(dir.path()).await;
@@ -1018,6 +1037,66 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
     let none = lmes_once_loaded(&source, "ANOTHER", "orders", topic_id, &[0]).await;
     assert_eq!(none, vec![-1], "no mirror from that cluster");
 
+    // The KIP prototype's failback lookup asks the same through DescribeClusterMirrors' tagged
+    // fields, by topic id; a topic id this cluster does not have answers -1.
+    let unknown_id = uuid::Uuid::from_u128(78);
+    let lookup = |cluster_id: &str| DescribeMirrorsRequest {
+        mirror_names: vec!["m1".into()],
+        cluster_id: Some(cluster_id.into()),
+        last_mirror_epoch_lookups: [(topic_id, vec![0, 1]), (unknown_id, vec![0])]
+            .into_iter()
+            .map(
+                |(topic_id, partitions)| describe_mirrors_request::LastMirrorEpochLookup {
+                    topic_id,
+                    partitions,
+                    ..Default::default()
+                },
+            )
+            .collect(),
+        ..Default::default()
+    };
+    let answered = |answer: &DescribeMirrorsResponse| -> Vec<(uuid::Uuid, i32, i32)> {
+        answer
+            .lookup_results
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.topic_id, p.partition_index, p.last_mirror_epoch))
+            })
+            .collect()
+    };
+    let (_, described) = client
+        .send("DescribeMirrors", &lookup("SRC-ID"), 0)
+        .await
+        .expect("DescribeMirrors answers");
+    assert_eq!(described.error_code, 0, "{described:?}");
+    assert_eq!(
+        answered(&described),
+        [(topic_id, 0, 5), (topic_id, 1, -1), (unknown_id, 0, -1)]
+    );
+    let (_, described) = client
+        .send("DescribeMirrors", &lookup("ANOTHER"), 0)
+        .await
+        .expect("DescribeMirrors answers");
+    assert_eq!(
+        answered(&described),
+        [(topic_id, 0, -1), (topic_id, 1, -1), (unknown_id, 0, -1)],
+        "no mirror from that cluster"
+    );
+
+    // Stop, then delete: a topic not stopped keeps the mirror; a stopped one leaves with it
+    // and stays, writable.
+    running
+        .broker
+        .create_topic(
+            "audit",
+            1,
+            std::collections::BTreeMap::from([("mirror.name".to_string(), "m1.paused".into())]),
+            None,
+        )
+        .await
+        .expect("created");
     let delete = DeleteMirrorRequest {
         mirror_name: "m1".into(),
         ..Default::default()
@@ -1026,18 +1105,27 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
         .send("DeleteMirror", &delete, 0)
         .await
         .expect("DeleteMirror answers");
-    assert_eq!(refused.error_code, ErrorCode::MIRROR_NOT_EMPTY.0);
-    running
-        .broker
-        .delete_topic("orders")
-        .await
-        .expect("deleted");
+    assert_eq!(refused.error_code, ErrorCode::CLUSTER_MIRROR_NOT_EMPTY.0);
+    assert!(
+        refused
+            .error_message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("audit"),
+        "{refused:?}"
+    );
+    running.broker.delete_topic("audit").await.expect("deleted");
     let (_, deleted) = client
         .send("DeleteMirror", &delete, 0)
         .await
         .expect("DeleteMirror answers");
-    assert_eq!(deleted.error_code, 0);
+    assert_eq!(deleted.error_code, 0, "{deleted:?}");
     assert!(running.broker.mirrors().is_empty());
+    let orders = running
+        .broker
+        .topic("orders")
+        .expect("the stopped topic stays");
+    assert_eq!(orders.configs.get("mirror.name"), None, "{orders:?}");
     shut(running).await;
 }
 
@@ -2090,7 +2178,12 @@ async fn start_mirror_topics_refuses_internal_topic_names() {
         .send("StartMirrorTopics", &request, 0)
         .await
         .expect("StartMirrorTopics answers");
-    assert_eq!(answer.error_code, 0, "{answer:?}");
+    // The top-level error is the first topic's, as the KIP prototype's clients read it.
+    assert_eq!(
+        answer.error_code,
+        ErrorCode::INVALID_TOPIC_EXCEPTION.0,
+        "{answer:?}"
+    );
     let codes: Vec<i16> = answer.topics.iter().map(|t| t.error_code).collect();
     assert_eq!(
         codes,

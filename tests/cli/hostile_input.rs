@@ -82,7 +82,8 @@ fn kip_errors_say_what_to_do() {
     let (code, text) = mirrors(&destination, &["--delete", "--mirror", "nope"]);
     assert_eq!(code, Some(1), "{text}");
     assert!(
-        text.contains("UNKNOWN_MIRROR (136)") && text.contains("what to do: check the name"),
+        text.contains("UNKNOWN_CLUSTER_MIRROR (137)")
+            && text.contains("what to do: check the name"),
         "{text}"
     );
     let (code, text) = mirrors(

@@ -88,8 +88,8 @@ class Broker:
         deadline, seen = time.monotonic() + timeout, None
         while time.monotonic() < deadline:
             described = json.loads(run(*mirrors, "--describe", "--mirror", "compat", "--json"))
-            seen = {(p["partition"], p["state"], p.get("destinationOffset"), p.get("error"))
-                    for m in described["mirrors"] for p in m["partitions"] if p["topic"] == topic}
+            seen = {(p["partition"], p["state"], p.get("destinationOffset"), p.get("errorMessage"))
+                    for p in described if p["topic"] == topic}
             if seen == {(p, "MIRRORING", end, None) for p, end in ends.items()}:
                 return
             time.sleep(0.3)

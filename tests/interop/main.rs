@@ -7,6 +7,7 @@
 //! listeners with a CA made by openssl and a SCRAM user created at format time. Fault tests kill,
 //! freeze and restart the broker, so every test takes one lock and they run one at a time.
 
+mod prototype;
 mod version_cap;
 
 use bytes::Bytes;

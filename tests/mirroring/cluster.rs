@@ -87,14 +87,13 @@ pub(crate) fn described(address: &str, topic: &str) -> Vec<(String, i64)> {
     let Ok(json) = serde_json::from_str::<serde_json::Value>(text.trim()) else {
         return Vec::new();
     };
-    json["mirrors"][0]["partitions"]
-        .as_array()
+    json.as_array()
         .into_iter()
         .flatten()
         .filter(|p| p["topic"] == topic)
         .map(|p| {
             let state = p["state"].as_str().unwrap_or_default().to_string();
-            let state = match p["error"].as_str() {
+            let state = match p["errorMessage"].as_str() {
                 Some(error) => format!("{state}: {error}"),
                 None => state,
             };

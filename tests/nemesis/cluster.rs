@@ -228,13 +228,13 @@ async fn described(addresses: &[String], mirror: &str, topic: &str) -> Vec<(i32,
         if code != Some(0) {
             continue;
         }
-        let mut at: Vec<(i32, String, i64)> = json["mirrors"][0]["partitions"]
+        let mut at: Vec<(i32, String, i64)> = json
             .as_array()
             .into_iter()
             .flatten()
             .filter(|p| p["topic"] == topic)
             .map(|p| {
-                let state = match p["error"].as_str() {
+                let state = match p["errorMessage"].as_str() {
                     Some(e) if p["state"] == "FAILED" => format!("FAILED: {e}"),
                     _ => p["state"].as_str().unwrap_or_default().to_string(),
                 };

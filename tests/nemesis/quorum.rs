@@ -302,7 +302,7 @@ async fn wait_caught_up(cluster: &LocalCluster, source: &str, violations: &mut V
         .await;
         let parsed = serde_json::from_str::<serde_json::Value>(text.trim());
         if let (Some(0), Ok(json)) = (code, parsed) {
-            let mut at: Vec<(i64, String, i64)> = json["mirrors"][0]["partitions"]
+            let mut at: Vec<(i64, String, i64)> = json
                 .as_array()
                 .into_iter()
                 .flatten()

@@ -13,7 +13,7 @@
 //! Rules: a shard answers only for keys that hash to it (NOT_COORDINATOR otherwise), nothing
 //! while loading (COORDINATOR_LOAD_IN_PROGRESS); a write carrying a destination leader epoch
 //! below the stored one is fenced (FENCED_LEADER_EPOCH); states must be real states
-//! (`INVALID_MIRROR_STATES`). The LME of a mirror's partitions lives in one
+//! (`INVALID_CLUSTER_MIRROR_STATES`). The LME of a mirror's partitions lives in one
 //! `LastMirrorEpochs` record per mirror and shard, rewritten whole when one partition changes.
 //! Deleting a mirror writes tombstones for all its records.
 
@@ -230,7 +230,7 @@ impl Shard {
             } else if !self.owns(&key) {
                 ErrorCode::NOT_COORDINATOR
             } else if write.stored.state == MirrorState::Unknown {
-                ErrorCode::INVALID_MIRROR_STATES
+                ErrorCode::INVALID_CLUSTER_MIRROR_STATES
             } else if write.stored.leader_epoch < stored_epoch {
                 ErrorCode::FENCED_LEADER_EPOCH
             } else {
@@ -280,7 +280,7 @@ impl Shard {
     }
 
     /// WriteMirrorStates from another broker: [`Shard::write`] over the request's partitions
-    /// (a state that is not a real state is INVALID_MIRROR_STATES), as its response.
+    /// (a state that is not a real state is INVALID_CLUSTER_MIRROR_STATES), as its response.
     pub fn write_states(
         &self,
         request: &WriteMirrorStatesRequest,
@@ -319,7 +319,7 @@ impl Shard {
                 .iter()
                 .map(|p| {
                     let error = if invalid.contains(&(topic.topic_id, p.partition_index)) {
-                        ErrorCode::INVALID_MIRROR_STATES
+                        ErrorCode::INVALID_CLUSTER_MIRROR_STATES
                     } else {
                         answered
                             .next()

@@ -5,7 +5,7 @@
 //! Every request is an [`EngineRequest`] answered by [`Engine::ask`]: the engine's answer, or
 //! COORDINATOR_NOT_AVAILABLE when the engine has stopped.
 
-use super::shard_service::{ReadLastMirroredEpochs, ServeReadMirrorStates, ServeWriteMirrorStates};
+use super::shard_service::{ReadPartitionStates, ServeReadMirrorStates, ServeWriteMirrorStates};
 use super::system::{LoadMirror, MirrorError, MirrorSystem, Settle};
 use super::topics::{ChangeTopic, CountLocalWrites, DescribeMirror, SourceTopics, StartTopic};
 use super::validate::ValidateSource;
@@ -61,7 +61,7 @@ requests! {
     ServeWriteMirrorStates => write_states: kmirror_protocol::messages::WriteMirrorStatesResponse,
     CountLocalWrites => count_local_writes: Vec<super::topics::LocalWrites>,
     ValidateSource => validate_source: Vec<super::validate::SourceCheck>,
-    ReadLastMirroredEpochs => read_lmes: Vec<(crate::host::TopicPartition, super::shard_service::LmeAnswer)>,
+    ReadPartitionStates => read_partition_states: Vec<(crate::host::TopicPartition, super::shard_service::StateAnswer)>,
 }
 
 impl std::fmt::Debug for Engine {

@@ -224,9 +224,139 @@ pub fn check_not_this_cluster(
     }
 }
 
+/// Patterns a StartMirrorTopics or StopMirrorTopics request keeps for auto-discovery.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Patterns<'a> {
+    /// A start's IncludePatterns: added to `topics.include`.
+    pub include: &'a [String],
+    /// A start's ExcludePatterns: added to `topics.exclude`.
+    pub exclude: &'a [String],
+    /// A stop's Patterns: each is taken out of `topics.include`, or else added to
+    /// `topics.exclude`, so it starts nothing any more.
+    pub stop: &'a [String],
+}
+
+/// `configs` with `patterns` kept in `topics.include` and `topics.exclude` (comma-separated
+/// lists; an alias in use, such as `mirror.topics.include`, is written under its own name). An
+/// unset `topics.exclude` starts from its default `__.*`, so internal topics stay excluded.
+pub fn with_patterns(
+    configs: &BTreeMap<String, String>,
+    patterns: &Patterns<'_>,
+) -> BTreeMap<String, String> {
+    let mut out = configs.clone();
+    let key_of = |key: &'static str| {
+        ALIASES
+            .iter()
+            .find(|(old, new)| *new == key && configs.contains_key(*old))
+            .map_or(key, |(old, _)| *old)
+    };
+    let (include_key, exclude_key) = (key_of("topics.include"), key_of("topics.exclude"));
+    let list = |key: &str, default: &str| -> Vec<String> {
+        configs
+            .get(key)
+            .map_or(default, String::as_str)
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let mut include = list(include_key, "");
+    let mut exclude = list(exclude_key, "__.*");
+    let add = |list: &mut Vec<String>, pattern: &String| {
+        if !list.contains(pattern) {
+            list.push(pattern.clone());
+        }
+    };
+    for pattern in patterns.include {
+        add(&mut include, pattern);
+    }
+    for pattern in patterns.exclude {
+        add(&mut exclude, pattern);
+    }
+    for pattern in patterns.stop {
+        if include.contains(pattern) {
+            include.retain(|p| p != pattern);
+        } else {
+            add(&mut exclude, pattern);
+        }
+    }
+    let mut put = |key: &str, list: Vec<String>, unchanged: Vec<String>| {
+        if list == unchanged {
+            return;
+        }
+        if list.is_empty() {
+            out.remove(key);
+        } else {
+            out.insert(key.to_string(), list.join(","));
+        }
+    };
+    put(include_key, include, list(include_key, ""));
+    put(exclude_key, exclude, list(exclude_key, "__.*"));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn start_and_stop_patterns_are_kept_for_auto_discovery() {
+        let configs = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let s = |v: &[&str]| v.iter().map(|p| p.to_string()).collect::<Vec<_>>();
+        let (ord, tmp) = (s(&["ord.*"]), s(&["tmp.*"]));
+        let started = with_patterns(
+            &configs(&[("bootstrap.servers", "b:9092")]),
+            &Patterns {
+                include: &ord,
+                exclude: &tmp,
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            started,
+            configs(&[
+                ("bootstrap.servers", "b:9092"),
+                ("topics.include", "ord.*"),
+                ("topics.exclude", "__.*,tmp.*"),
+            ])
+        );
+        // Again: nothing changes.
+        let again = Patterns {
+            include: &ord,
+            ..Default::default()
+        };
+        assert_eq!(with_patterns(&started, &again), started);
+        // A stop takes an included pattern out, and excludes one that was never included.
+        let stopped = with_patterns(
+            &started,
+            &Patterns {
+                stop: &s(&["ord.*", "pay.*"]),
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            stopped,
+            configs(&[
+                ("bootstrap.servers", "b:9092"),
+                ("topics.exclude", "__.*,tmp.*,pay.*"),
+            ])
+        );
+        // An alias in use is written under its own name.
+        let aliased = with_patterns(
+            &configs(&[("mirror.topics.include", "a.*")]),
+            &Patterns {
+                include: &ord,
+                ..Default::default()
+            },
+        );
+        assert_eq!(aliased, configs(&[("mirror.topics.include", "a.*,ord.*")]));
+    }
 
     fn configs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

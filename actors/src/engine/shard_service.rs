@@ -6,7 +6,7 @@
 use super::shard_route::ShardRoute;
 use super::system::{MirrorError, MirrorSystem};
 use crate::actor::{ReadMirrorStates, WriteMirrorStates};
-use crate::coordinator::PartitionKey;
+use crate::coordinator::{PartitionKey, StateRead};
 use crate::host::{Host, TopicPartition};
 use actix::{Context, Handler, Message, ResponseActFuture, WrapFuture};
 use kmirror_protocol::errors::ErrorCode;
@@ -166,37 +166,37 @@ serve_by_shard!(
     WriteMirrorStates
 );
 
-/// A partition's LME (`None`: none recorded), or why its shard could not answer.
-pub type LmeAnswer = Result<Option<i32>, ErrorCode>;
+/// A partition's stored state and LME as its shard answered, or the error to give the asker
+/// (loading, moved, unreachable), who asks again.
+pub type StateAnswer = Result<StateRead, ErrorCode>;
 
-/// The LMEs `mirror` recorded for partitions of this cluster's topics, read from the shards
-/// that own them wherever they are led (this broker's shard actors, or other brokers' over
-/// ReadMirrorStates), so an answer needs no replay of the state topic. Each entry is `(topic,
-/// partition)` with its LME (-1 for none) or, for a shard that could not answer yet (loading,
-/// moved, unreachable), the error to give the asking cluster, which asks again.
+/// The states and LMEs `mirror` recorded for partitions of this cluster's topics, read from the
+/// shards that own them wherever they are led (this broker's shard actors, or other brokers'
+/// over ReadMirrorStates), so an answer needs no replay of the state topic. Each entry is
+/// `(topic, partition)` with what its shard answered.
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<Vec<(TopicPartition, LmeAnswer)>, MirrorError>")]
-pub struct ReadLastMirroredEpochs {
+#[rtype(result = "Result<Vec<(TopicPartition, StateAnswer)>, MirrorError>")]
+pub struct ReadPartitionStates {
     /// The mirror.
     pub mirror: String,
     /// Each topic's name, id and partitions.
     pub topics: Vec<(String, uuid::Uuid, Vec<i32>)>,
 }
 
-impl<H: Host> Handler<ReadLastMirroredEpochs> for MirrorSystem<H> {
-    type Result = ResponseActFuture<Self, Result<Vec<(TopicPartition, LmeAnswer)>, MirrorError>>;
+impl<H: Host> Handler<ReadPartitionStates> for MirrorSystem<H> {
+    type Result = ResponseActFuture<Self, Result<Vec<(TopicPartition, StateAnswer)>, MirrorError>>;
 
-    fn handle(&mut self, msg: ReadLastMirroredEpochs, _: &mut Context<Self>) -> Self::Result {
-        self.after_state_topic(move |system, ctx| system.read_lmes(msg, ctx))
+    fn handle(&mut self, msg: ReadPartitionStates, _: &mut Context<Self>) -> Self::Result {
+        self.after_state_topic(move |system, ctx| system.read_states(msg, ctx))
     }
 }
 
 impl<H: Host> MirrorSystem<H> {
-    fn read_lmes(
+    fn read_states(
         &mut self,
-        msg: ReadLastMirroredEpochs,
+        msg: ReadPartitionStates,
         ctx: &mut Context<Self>,
-    ) -> ResponseActFuture<Self, Result<Vec<(TopicPartition, LmeAnswer)>, MirrorError>> {
+    ) -> ResponseActFuture<Self, Result<Vec<(TopicPartition, StateAnswer)>, MirrorError>> {
         let asked = self.ensure_shards(ctx).map(|()| {
             let mut reads = Vec::new();
             for (name, topic_id, partitions) in &msg.topics {
@@ -213,13 +213,9 @@ impl<H: Host> MirrorSystem<H> {
                     let topic = name.clone();
                     reads.push(async move {
                         let read = route.read_state(key, &topic).await;
-                        // A shard that could not be asked: the asking cluster asks again.
-                        let lme = match read {
-                            Ok(Ok(read)) => Ok(read.lme),
-                            Ok(Err(code)) => Err(code),
-                            Err(_) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
-                        };
-                        (TopicPartition::new(topic, partition), lme)
+                        // A shard that could not be asked: the asker asks again.
+                        let answer = read.unwrap_or(Err(ErrorCode::COORDINATOR_NOT_AVAILABLE));
+                        (TopicPartition::new(topic, partition), answer)
                     });
                 }
             }

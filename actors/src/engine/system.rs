@@ -358,7 +358,10 @@ impl<H: Host> MirrorSystem<H> {
         }
         let name = name.to_string();
         let configs = self.host.mirrors().get(&name).cloned().ok_or_else(|| {
-            MirrorError::new(ErrorCode::UNKNOWN_MIRROR, format!("no mirror {name}"))
+            MirrorError::new(
+                ErrorCode::UNKNOWN_CLUSTER_MIRROR,
+                format!("no mirror {name}"),
+            )
         })?;
         let invalid =
             |e: MirrorConfigError| MirrorError::new(ErrorCode::INVALID_CONFIG, e.to_string());

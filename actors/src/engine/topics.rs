@@ -71,8 +71,9 @@ impl<H: Host> Handler<SourceTopics> for MirrorSystem<H> {
         let source = self.mirrors.get(&msg.0).map(|r| r.source.clone());
         Box::pin(
             async move {
-                let source = source
-                    .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
+                let source = source.ok_or_else(|| {
+                    MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror")
+                })?;
                 let metadata = source.metadata(None).await.map_err(|e| {
                     MirrorError::new(
                         ErrorCode::UNKNOWN_SERVER_ERROR,
@@ -108,7 +109,7 @@ impl<H: Host> Handler<StartTopic> for MirrorSystem<H> {
 
     fn handle(&mut self, msg: StartTopic, _: &mut Context<Self>) -> Self::Result {
         let Some(runtime) = self.mirrors.get(&msg.mirror) else {
-            let unknown = MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror");
+            let unknown = MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror");
             return Box::pin(async move { Err(unknown) }.into_actor(self));
         };
         let source = runtime.source.clone();
@@ -178,7 +179,7 @@ impl<H: Host> MirrorSystem<H> {
                     value.is_empty() || mirror_of(&value) == Some((mirror, Desired::Stopped));
                 if !joins {
                     return Err(MirrorError::new(
-                        ErrorCode::TOPIC_ALREADY_IN_MIRROR,
+                        ErrorCode::TOPIC_ALREADY_IN_CLUSTER_MIRROR,
                         format!("topic {topic} is in mirror {value} already"),
                     ));
                 }
@@ -236,7 +237,7 @@ impl<H: Host> MirrorSystem<H> {
         let runtime = self
             .mirrors
             .get_mut(mirror)
-            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
+            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror"))?;
         let (source, pool, source_cluster_id, halted, destination_epochs, stats) = (
             runtime.source.clone(),
             runtime.pool.clone(),
@@ -333,10 +334,10 @@ impl<H: Host> MirrorSystem<H> {
         let runtime = self
             .mirrors
             .get_mut(mirror)
-            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))?;
+            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror"))?;
         runtime.topics.get_mut(topic).ok_or_else(|| {
             MirrorError::new(
-                ErrorCode::TOPIC_NOT_IN_MIRROR,
+                ErrorCode::TOPIC_NOT_IN_CLUSTER_MIRROR,
                 "the topic is not in the mirror",
             )
         })
@@ -357,7 +358,7 @@ impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
         });
         let Some(mut configs) = configs else {
             let refused = MirrorError::new(
-                ErrorCode::TOPIC_NOT_IN_MIRROR,
+                ErrorCode::TOPIC_NOT_IN_CLUSTER_MIRROR,
                 "the topic is not in the mirror",
             );
             return Box::pin(async move { Err(refused) }.into_actor(self));
@@ -494,7 +495,7 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
                 format!("source unreachable for {seconds} s: {error}")
             });
         let topics: Result<Vec<Described<H>>, MirrorError> = runtime
-            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_MIRROR, "no such mirror"))
+            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror"))
             .map(|runtime| {
                 runtime
                     .topics

@@ -45,13 +45,13 @@ pub(super) fn describe(
 ) -> Result<Vec<DescribeConfigsResourceResult>, (i16, String)> {
     if !access.mirror(Operation::DescribeConfigs, name) {
         return Err((
-            ErrorCode::MIRROR_AUTHORIZATION_FAILED.0,
+            ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED.0,
             format!("not authorized to describe the configs of mirror {name}"),
         ));
     }
     let configs = broker.mirrors().remove(name).ok_or_else(|| {
         (
-            ErrorCode::UNKNOWN_MIRROR.0,
+            ErrorCode::UNKNOWN_CLUSTER_MIRROR.0,
             format!("no mirror named {name}"),
         )
     })?;
@@ -79,13 +79,13 @@ pub(super) async fn alter(
 ) -> Result<(), (i16, String)> {
     if !access.mirror(Operation::AlterConfigs, name) {
         return Err((
-            ErrorCode::MIRROR_AUTHORIZATION_FAILED.0,
+            ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED.0,
             format!("not authorized to alter the configs of mirror {name}"),
         ));
     }
     let current = broker.mirrors().remove(name).ok_or_else(|| {
         (
-            ErrorCode::UNKNOWN_MIRROR.0,
+            ErrorCode::UNKNOWN_CLUSTER_MIRROR.0,
             format!("no mirror named {name}"),
         )
     })?;

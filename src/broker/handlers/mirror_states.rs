@@ -148,6 +148,7 @@ pub(super) async fn bump_leader_epochs(
                 })
                 .collect();
             bump_leader_epochs_response::TopicResult {
+                topic_name: name.unwrap_or_default(),
                 topic_id: topic.topic_id,
                 partitions,
                 ..Default::default()

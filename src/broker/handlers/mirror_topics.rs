@@ -18,6 +18,7 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
+use kmirror_actors::engine::mirror_configs::{self, Patterns};
 use kmirror_actors::engine::system::LoadMirror;
 use kmirror_actors::engine::topics::{
     ChangeTopic, CountLocalWrites, DescribeMirror, LocalWrites, SourceTopics, StartTopic,
@@ -30,8 +31,9 @@ use kmirror_protocol::messages::{
     DescribeMirrorsRequest, DescribeMirrorsResponse, PauseMirrorTopicsRequest,
     PauseMirrorTopicsResponse, ResumeMirrorTopicsRequest, ResumeMirrorTopicsResponse,
     StartMirrorTopicsRequest, StartMirrorTopicsResponse, StopMirrorTopicsRequest,
-    StopMirrorTopicsResponse, describe_mirrors_response, pause_mirror_topics_response,
-    resume_mirror_topics_response, start_mirror_topics_response, stop_mirror_topics_response,
+    StopMirrorTopicsResponse, describe_mirrors_request, describe_mirrors_response,
+    pause_mirror_topics_response, resume_mirror_topics_response, start_mirror_topics_response,
+    stop_mirror_topics_response,
 };
 use std::collections::BTreeMap;
 
@@ -48,6 +50,37 @@ impl Outcome {
             topics: Vec::new(),
         }
     }
+
+    /// The request's own error, else the first topic's, with the topic named.
+    fn top_level_error(&self) -> (i16, Option<String>) {
+        if self.error.0 != 0 {
+            return self.error.clone();
+        }
+        self.topics.iter().find(|(_, code, _)| *code != 0).map_or(
+            (0, None),
+            |(topic, code, message)| {
+                let why = message
+                    .clone()
+                    .unwrap_or_else(|| ErrorCode(*code).info().map_or("", |i| i.message).into());
+                (*code, Some(format!("{topic}: {why}")))
+            },
+        )
+    }
+}
+
+/// StateValidationOffset is how the KIP prototype's brokers tell its controller at which
+/// metadata offset they checked a request; admin clients send -1. kmirror's brokers forward
+/// nothing of the kind, so any other value is refused rather than silently not checked.
+fn refuse_state_validation_offset(offset: i64) -> Option<Outcome> {
+    (offset != -1).then(|| {
+        Outcome::refused(
+            ErrorCode::INVALID_REQUEST.0,
+            format!(
+                "StateValidationOffset {offset}: this broker validates the request itself; \
+                 clients send -1"
+            ),
+        )
+    })
 }
 
 fn from_error(e: MirrorError) -> (i16, Option<String>) {
@@ -72,7 +105,7 @@ async fn prepare<'a>(
 ) -> Result<&'a Engine, Outcome> {
     if !access.mirror(Operation::Alter, mirror) {
         return Err(Outcome::refused(
-            ErrorCode::MIRROR_AUTHORIZATION_FAILED.0,
+            ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED.0,
             "ALTER on the mirror is needed",
         ));
     }
@@ -89,6 +122,44 @@ async fn prepare<'a>(
     })
 }
 
+/// Whole-name regular expressions, or INVALID_REQUEST naming the one that does not compile.
+fn compile_patterns(patterns: &[String]) -> Result<Vec<regex::Regex>, (i16, Option<String>)> {
+    patterns
+        .iter()
+        .map(|p| {
+            regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| {
+                (
+                    ErrorCode::INVALID_REQUEST.0,
+                    Some(format!("pattern {p:?}: {e}")),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Writes a start's or a stop's patterns into the mirror's auto-discovery configs
+/// ([`mirror_configs::with_patterns`]), checked like any config change; nothing is written when
+/// they are there already.
+async fn save_patterns(
+    broker: &Broker,
+    mirror: &str,
+    patterns: &Patterns<'_>,
+) -> Result<(), (i16, Option<String>)> {
+    let Some(current) = broker.mirrors().remove(mirror) else {
+        return Ok(()); // the engine answers UNKNOWN_CLUSTER_MIRROR
+    };
+    let next = mirror_configs::with_patterns(&current, patterns);
+    if next == current {
+        return Ok(());
+    }
+    mirror_configs::validate(&next, broker.config().mirror_num_replica_fetchers)
+        .map_err(|e| (ErrorCode::INVALID_REQUEST.0, Some(e.to_string())))?;
+    broker
+        .set_mirror_configs(mirror, next)
+        .await
+        .map_err(|e| (e.error_code(), Some(e.to_string())))
+}
+
 /// The source topics IncludePatterns select and ExcludePatterns do not (whole-name matches,
 /// internal `__` topics never), or why the patterns cannot be used.
 async fn matching_source_topics(
@@ -98,21 +169,8 @@ async fn matching_source_topics(
     if request.include_patterns.is_empty() {
         return Ok(Vec::new());
     }
-    let compile = |patterns: &[String]| -> Result<Vec<regex::Regex>, (i16, Option<String>)> {
-        patterns
-            .iter()
-            .map(|p| {
-                regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| {
-                    (
-                        ErrorCode::INVALID_REQUEST.0,
-                        Some(format!("pattern {p:?}: {e}")),
-                    )
-                })
-            })
-            .collect()
-    };
-    let include = compile(&request.include_patterns)?;
-    let exclude = compile(&request.exclude_patterns)?;
+    let include = compile_patterns(&request.include_patterns)?;
+    let exclude = compile_patterns(&request.exclude_patterns)?;
     let names = engine
         .ask(SourceTopics(request.mirror_name.clone()))
         .await
@@ -131,6 +189,9 @@ async fn start(
     access: &Access<'_>,
     request: StartMirrorTopicsRequest,
 ) -> Outcome {
+    if let Some(refused) = refuse_state_validation_offset(request.state_validation_offset) {
+        return refused;
+    }
     let engine = match prepare(engine, access, &request.mirror_name).await {
         Ok(engine) => engine,
         Err(refused) => return refused,
@@ -144,6 +205,24 @@ async fn start(
             };
         }
     };
+    // The patterns are kept for auto-discovery too: the sync starts the source topics created
+    // later that they select (docs/mirror-configs.md, topics.include).
+    if let Err(error) = save_patterns(
+        broker,
+        &request.mirror_name,
+        &Patterns {
+            include: &request.include_patterns,
+            exclude: &request.exclude_patterns,
+            ..Default::default()
+        },
+    )
+    .await
+    {
+        return Outcome {
+            error,
+            topics: Vec::new(),
+        };
+    }
     let mut names: Vec<String> = request.topics.into_iter().map(|t| t.topic_name).collect();
     names.extend(
         matched
@@ -399,12 +478,15 @@ async fn change(
 }
 
 /// The response of a topic RPC (each has its own generated types, of one shape).
+/// The top-level error is the request's own, else the first topic's (as the KIP prototype's
+/// schemas say), so a client that reads only it sees a refusal.
 macro_rules! topic_response {
     ($response:ident, $module:ident, $outcome:expr) => {{
-        let outcome = $outcome;
+        let outcome: Outcome = $outcome;
+        let (error_code, error_message) = outcome.top_level_error();
         $response {
-            error_code: outcome.error.0,
-            error_message: outcome.error.1,
+            error_code,
+            error_message,
             topics: outcome
                 .topics
                 .into_iter()
@@ -439,20 +521,72 @@ pub(super) async fn stop_topics(
     access: &Access<'_>,
     request: StopMirrorTopicsRequest,
 ) -> StopMirrorTopicsResponse {
-    let names = request.topics.into_iter().map(|t| t.topic_name).collect();
     topic_response!(
         StopMirrorTopicsResponse,
         stop_mirror_topics_response,
-        change(
-            broker,
-            engine,
-            access,
-            request.mirror_name,
-            names,
-            Desired::Stopped
-        )
-        .await
+        stop(broker, engine, access, request).await
     )
+}
+
+/// StopMirrorTopics: the named topics and the mirror's topics its Patterns match; the patterns
+/// leave auto-discovery too (taken out of `topics.include`, or added to `topics.exclude`), so a
+/// stopped topic's pattern does not start new source topics.
+async fn stop(
+    broker: &Broker,
+    engine: Option<&Engine>,
+    access: &Access<'_>,
+    request: StopMirrorTopicsRequest,
+) -> Outcome {
+    if let Some(refused) = refuse_state_validation_offset(request.state_validation_offset) {
+        return refused;
+    }
+    if !access.mirror(Operation::Alter, &request.mirror_name) {
+        return Outcome::refused(
+            ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED.0,
+            "ALTER on the mirror is needed",
+        );
+    }
+    let mut names: Vec<String> = request.topics.into_iter().map(|t| t.topic_name).collect();
+    if !request.patterns.is_empty() {
+        let patterns = match compile_patterns(&request.patterns) {
+            Ok(patterns) => patterns,
+            Err(error) => {
+                return Outcome {
+                    error,
+                    topics: Vec::new(),
+                };
+            }
+        };
+        for topic in broker.mirror_topics(&request.mirror_name) {
+            if patterns.iter().any(|r| r.is_match(&topic)) && !names.contains(&topic) {
+                names.push(topic);
+            }
+        }
+        let saved = save_patterns(
+            broker,
+            &request.mirror_name,
+            &Patterns {
+                stop: &request.patterns,
+                ..Default::default()
+            },
+        )
+        .await;
+        if let Err(error) = saved {
+            return Outcome {
+                error,
+                topics: Vec::new(),
+            };
+        }
+    }
+    change(
+        broker,
+        engine,
+        access,
+        request.mirror_name,
+        names,
+        Desired::Stopped,
+    )
+    .await
 }
 
 pub(super) async fn pause_topics(
@@ -461,6 +595,13 @@ pub(super) async fn pause_topics(
     access: &Access<'_>,
     request: PauseMirrorTopicsRequest,
 ) -> PauseMirrorTopicsResponse {
+    if let Some(refused) = refuse_state_validation_offset(request.state_validation_offset) {
+        return topic_response!(
+            PauseMirrorTopicsResponse,
+            pause_mirror_topics_response,
+            refused
+        );
+    }
     let names = request.topics.into_iter().map(|t| t.topic_name).collect();
     topic_response!(
         PauseMirrorTopicsResponse,
@@ -483,6 +624,13 @@ pub(super) async fn resume_topics(
     access: &Access<'_>,
     request: ResumeMirrorTopicsRequest,
 ) -> ResumeMirrorTopicsResponse {
+    if let Some(refused) = refuse_state_validation_offset(request.state_validation_offset) {
+        return topic_response!(
+            ResumeMirrorTopicsResponse,
+            resume_mirror_topics_response,
+            refused
+        );
+    }
     let names = request.topics.into_iter().map(|t| t.topic_name).collect();
     topic_response!(
         ResumeMirrorTopicsResponse,
@@ -512,6 +660,32 @@ pub(super) async fn describe(
             ..Default::default()
         };
     };
+    let lookup_results = match (
+        &request.cluster_id,
+        request.last_mirror_epoch_lookups.is_empty(),
+    ) {
+        (Some(asking), false) => {
+            if !access.cluster(Operation::ClusterAction) {
+                return DescribeMirrorsResponse {
+                    error_code: ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0,
+                    error_message: Some("the failback lookup needs CLUSTER_ACTION".into()),
+                    ..Default::default()
+                };
+            }
+            match failback_lookup(broker, engine, asking, &request.last_mirror_epoch_lookups).await
+            {
+                Ok(results) => results,
+                Err((error_code, error_message)) => {
+                    return DescribeMirrorsResponse {
+                        error_code,
+                        error_message,
+                        ..Default::default()
+                    };
+                }
+            }
+        }
+        _ => Vec::new(),
+    };
     let names: Vec<String> = if request.mirror_names.is_empty() {
         broker.mirrors().into_keys().collect()
     } else {
@@ -524,7 +698,7 @@ pub(super) async fn describe(
             ..Default::default()
         };
         if !access.mirror(Operation::Describe, &name) {
-            described.error_code = ErrorCode::MIRROR_AUTHORIZATION_FAILED.0;
+            described.error_code = ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED.0;
             mirrors.push(described);
             continue;
         }
@@ -606,8 +780,72 @@ pub(super) async fn describe(
     }
     DescribeMirrorsResponse {
         mirrors,
+        lookup_results,
         ..Default::default()
     }
+}
+
+/// The KIP prototype's failback lookup, carried by DescribeClusterMirrors' tagged fields: the
+/// same answer as LastMirroredEpochs, by topic id. Its results have no per-partition error, so a
+/// partition whose shard cannot answer yet fails the whole request (retriable), never -1, which
+/// would make the asking cluster copy everything again; a topic id this cluster does not have
+/// answers -1.
+async fn failback_lookup(
+    broker: &Broker,
+    engine: &Engine,
+    asking: &str,
+    lookups: &[describe_mirrors_request::LastMirrorEpochLookup],
+) -> Result<Vec<describe_mirrors_response::LastMirrorEpochLookupResult>, (i16, Option<String>)> {
+    let mut asked = Vec::new();
+    let mut unknown = Vec::new();
+    for lookup in lookups {
+        match broker.topic_name(&lookup.topic_id) {
+            Some(name) => asked.push((name, lookup.topic_id, lookup.partitions.clone())),
+            None => unknown.push((lookup.topic_id, lookup.partitions.clone())),
+        }
+    }
+    let found = super::mirrors::lookup_lmes(broker, Some(engine), asking, asked).await?;
+    let mut results = Vec::new();
+    for (name, topic_id, partitions) in found {
+        let mut answered = Vec::new();
+        for (partition_index, lme) in partitions {
+            let last_mirror_epoch = lme.map_err(|code| {
+                (
+                    code.0,
+                    Some(format!(
+                        "the last mirror epoch of {name}-{partition_index} cannot be read yet; ask again"
+                    )),
+                )
+            })?;
+            answered.push(describe_mirrors_response::LastMirrorEpochPartitionResult {
+                partition_index,
+                last_mirror_epoch,
+                ..Default::default()
+            });
+        }
+        results.push(describe_mirrors_response::LastMirrorEpochLookupResult {
+            topic_id,
+            partitions: answered,
+            ..Default::default()
+        });
+    }
+    for (topic_id, partitions) in unknown {
+        results.push(describe_mirrors_response::LastMirrorEpochLookupResult {
+            topic_id,
+            partitions: partitions
+                .into_iter()
+                .map(
+                    |partition_index| describe_mirrors_response::LastMirrorEpochPartitionResult {
+                        partition_index,
+                        last_mirror_epoch: -1,
+                        ..Default::default()
+                    },
+                )
+                .collect(),
+            ..Default::default()
+        });
+    }
+    Ok(results)
 }
 
 /// A count of records as an `int64` field.

@@ -25,12 +25,15 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
+use kmirror_actors::MirrorState;
+use kmirror_actors::coordinator::StateRead;
 use kmirror_actors::engine::Engine;
 use kmirror_actors::engine::mirror_configs;
-use kmirror_actors::engine::shard_service::{LmeAnswer, ReadLastMirroredEpochs};
+use kmirror_actors::engine::shard_service::{ReadPartitionStates, StateAnswer};
 use kmirror_actors::engine::validate::ValidateSource;
 use kmirror_actors::host::TopicPartition;
 use kmirror_actors::metadata::mirror_of;
+use kmirror_actors::partition::Desired;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
@@ -55,7 +58,7 @@ pub(super) async fn create(
     }
     let (error_code, error_message) = if !access.mirror(Operation::Create, &request.mirror_name) {
         refused(
-            ErrorCode::MIRROR_AUTHORIZATION_FAILED,
+            ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED,
             "CREATE on the mirror is needed",
         )
     } else {
@@ -143,17 +146,15 @@ async fn validate(
     let name = &request.mirror_name;
     let refusal = if !access.mirror(Operation::Create, name) {
         Some(refused(
-            ErrorCode::MIRROR_AUTHORIZATION_FAILED,
+            ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED,
             "CREATE on the mirror is needed",
         ))
     } else if !crate::controller::valid_mirror_name(name) {
-        Some(refused(
-            ErrorCode::INVALID_MIRROR_NAME,
-            format!("invalid mirror name {name:?}"),
-        ))
+        let invalid = crate::controller::ControllerError::InvalidMirrorName(name.clone());
+        Some((invalid.error_code(), Some(invalid.to_string())))
     } else if broker.mirrors().contains_key(name) {
         Some(refused(
-            ErrorCode::MIRROR_ALREADY_EXISTS,
+            ErrorCode::CLUSTER_MIRROR_ALREADY_EXISTS,
             format!("mirror {name} exists"),
         ))
     } else {
@@ -235,26 +236,119 @@ pub(super) fn list(
     }
 }
 
+/// DeleteClusterMirror: the KIP's workflow is stop, then delete, so a mirror goes once each of
+/// its topics is STOPPED (its partitions too, not merely asked to stop); the stopped topics stay
+/// as ordinary writable topics (docs/failover.md).
 pub(super) async fn delete(
     broker: &Broker,
+    engine: Option<&Engine>,
     access: &Access<'_>,
     request: DeleteMirrorRequest,
 ) -> DeleteMirrorResponse {
-    let (error_code, error_message) = if !access.mirror(Operation::Delete, &request.mirror_name) {
+    let name = &request.mirror_name;
+    let (error_code, error_message) = if !access.mirror(Operation::Delete, name) {
         refused(
-            ErrorCode::MIRROR_AUTHORIZATION_FAILED,
+            ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED,
             "DELETE on the mirror is needed",
         )
     } else {
-        match broker.delete_mirror(&request.mirror_name).await {
-            Ok(()) => (0, None),
-            Err(e) => (e.error_code(), Some(e.to_string())),
+        match all_stopped(broker, engine, name).await {
+            Err(refusal) => refusal,
+            Ok(()) => match broker.delete_mirror(name).await {
+                Ok(()) => (0, None),
+                Err(e) => (e.error_code(), Some(e.to_string())),
+            },
         }
     };
     DeleteMirrorResponse {
         error_code,
         error_message,
         ..Default::default()
+    }
+}
+
+/// Whether every partition of every topic of `mirror` is STOPPED, as the shards recorded it;
+/// the refusal to answer if not. The controller checks again that every topic is asked to stop
+/// when it deletes the mirror, so a start racing the delete loses one way or the other.
+async fn all_stopped(
+    broker: &Broker,
+    engine: Option<&Engine>,
+    mirror: &str,
+) -> Result<(), (i16, Option<String>)> {
+    if !broker.mirrors().contains_key(mirror) {
+        return Ok(()); // the controller answers UNKNOWN_CLUSTER_MIRROR
+    }
+    let mut asked = Vec::new();
+    let mut not_stopped = Vec::new();
+    for topic in broker.mirror_topics(mirror) {
+        let Some(meta) = broker.topic(&topic) else {
+            continue;
+        };
+        let value = meta.configs.get("mirror.name").cloned().unwrap_or_default();
+        if mirror_of(&value).map(|(_, desired)| desired) != Some(Desired::Stopped) {
+            not_stopped.push(topic);
+            continue;
+        }
+        asked.push((
+            topic,
+            meta.topic_id,
+            (0..meta.partitions.len() as i32).collect(),
+        ));
+    }
+    if !not_stopped.is_empty() {
+        return Err(refused(
+            ErrorCode::CLUSTER_MIRROR_NOT_EMPTY,
+            format!(
+                "mirror {mirror} still has topics that are not stopped: {}; stop them first",
+                not_stopped.join(", ")
+            ),
+        ));
+    }
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let Some(engine) = engine else {
+        return Err(refused(
+            ErrorCode::COORDINATOR_NOT_AVAILABLE,
+            "the mirroring engine is not running",
+        ));
+    };
+    let read = engine
+        .ask(ReadPartitionStates {
+            mirror: mirror.to_string(),
+            topics: asked,
+        })
+        .await
+        .map_err(|e| (e.code.0, Some(e.message)))?;
+    let mut stopping = Vec::new();
+    for (partition, answer) in read {
+        match answer {
+            Err(code) => {
+                return Err(refused(
+                    code,
+                    format!("the state of {partition} could not be read; try again"),
+                ));
+            }
+            Ok(StateRead {
+                stored: Some(stored),
+                ..
+            }) if stored.state == MirrorState::Stopped => {}
+            Ok(read) => stopping.push(format!(
+                "{partition} ({})",
+                read.stored.map_or("UNKNOWN", |s| s.state.name())
+            )),
+        }
+    }
+    if stopping.is_empty() {
+        Ok(())
+    } else {
+        Err(refused(
+            ErrorCode::CLUSTER_MIRROR_NOT_EMPTY,
+            format!(
+                "mirror {mirror} has partitions that are not STOPPED yet: {}; wait until --describe shows them STOPPED",
+                stopping.join(", ")
+            ),
+        ))
     }
 }
 
@@ -270,95 +364,123 @@ pub(super) async fn last_mirrored_epochs(
             ..Default::default()
         };
     }
+    let asked = request
+        .topics
+        .into_iter()
+        .map(|t| (t.name, t.topic_id, t.partitions))
+        .collect();
+    match lookup_lmes(broker, engine, &request.cluster_id, asked).await {
+        Err((error_code, error_message)) => LastMirroredEpochsResponse {
+            error_code,
+            error_message,
+            ..Default::default()
+        },
+        Ok(found) => LastMirroredEpochsResponse {
+            topics: found
+                .into_iter()
+                .map(
+                    |(name, topic_id, partitions)| last_mirrored_epochs_response::Topic {
+                        name,
+                        topic_id,
+                        partitions: partitions
+                            .into_iter()
+                            .map(|(partition_index, lme)| {
+                                let (last_mirrored_epoch, error_code) = match lme {
+                                    Ok(lme) => (lme, 0),
+                                    Err(code) => (-1, code.0),
+                                };
+                                last_mirrored_epochs_response::Partition {
+                                    partition_index,
+                                    last_mirrored_epoch,
+                                    error_code,
+                                    ..Default::default()
+                                }
+                            })
+                            .collect(),
+                        ..Default::default()
+                    },
+                )
+                .collect(),
+            ..Default::default()
+        },
+    }
+}
+
+/// One topic's LMEs as the failback lookup answers them: its name, id and, per partition, the
+/// LME (-1: none) or the error that says "ask again".
+pub(super) type TopicLmes = (String, uuid::Uuid, Vec<(i32, Result<i32, ErrorCode>)>);
+
+/// The failback lookup, for LastMirroredEpochs and DescribeClusterMirrors' tagged fields alike:
+/// the LMEs this cluster recorded for `topics` (name, id, partitions) while mirroring from the
+/// cluster `asking`. Every mirror whose `mirror.source.cluster.id` is `asking` may hold a topic;
+/// the one the local topic's `mirror.name` names answers first.
+pub(super) async fn lookup_lmes(
+    broker: &Broker,
+    engine: Option<&Engine>,
+    asking: &str,
+    topics: Vec<(String, uuid::Uuid, Vec<i32>)>,
+) -> Result<Vec<TopicLmes>, (i16, Option<String>)> {
     let mirrors: Vec<String> = broker
         .mirrors()
         .into_iter()
-        .filter(|(_, configs)| configs.get("mirror.source.cluster.id") == Some(&request.cluster_id))
+        .filter(|(_, configs)| configs.get(SOURCE_CLUSTER_ID).map(String::as_str) == Some(asking))
         .map(|(name, _)| name)
         .collect();
-    let topics: Vec<(String, uuid::Uuid, Vec<i32>)> = request
-        .topics
-        .iter()
-        .map(|t| (t.name.clone(), t.topic_id, t.partitions.clone()))
-        .collect();
-    // Every mirror of the asking cluster may hold a topic; each mirror's answers by partition.
-    let mut answers: Vec<(String, HashMap<TopicPartition, LmeAnswer>)> = Vec::new();
+    let mut answers: Vec<(String, HashMap<TopicPartition, StateAnswer>)> = Vec::new();
     if !mirrors.is_empty() {
         let Some(engine) = engine else {
-            return LastMirroredEpochsResponse {
-                error_code: ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
-                error_message: Some("the mirroring engine is not running".into()),
-                ..Default::default()
-            };
+            return Err(refused(
+                ErrorCode::COORDINATOR_NOT_AVAILABLE,
+                "the mirroring engine is not running",
+            ));
         };
         for mirror in mirrors {
             let read = engine
-                .ask(ReadLastMirroredEpochs {
+                .ask(ReadPartitionStates {
                     mirror: mirror.clone(),
                     topics: topics.clone(),
                 })
-                .await;
-            match read {
-                Ok(lmes) => answers.push((mirror, lmes.into_iter().collect())),
-                Err(e) => {
-                    return LastMirroredEpochsResponse {
-                        error_code: e.code.0,
-                        error_message: Some(e.message),
-                        ..Default::default()
-                    };
-                }
-            }
+                .await
+                .map_err(|e| (e.code.0, Some(e.message)))?;
+            answers.push((mirror, read.into_iter().collect()));
         }
     }
-    let topics = request
-        .topics
+    Ok(topics
         .into_iter()
-        .map(|topic| {
-            // The mirror the local topic names (a stopped topic keeps `<mirror>.removed`) is
-            // asked first.
+        .map(|(name, topic_id, partitions)| {
+            // A stopped topic keeps `<mirror>.removed`: that mirror is asked first.
             let named = broker
-                .topic(&topic.name)
+                .topic(&name)
                 .and_then(|t| t.configs.get("mirror.name").cloned())
                 .and_then(|v| mirror_of(&v).map(|(m, _)| m.to_string()));
             answers.sort_by_key(|(m, _)| Some(m) != named.as_ref());
-            let partitions = topic
-                .partitions
+            let lmes = partitions
                 .iter()
                 .map(|&index| {
-                    let key = TopicPartition::new(topic.name.clone(), index);
-                    let mut out = last_mirrored_epochs_response::Partition {
-                        partition_index: index,
-                        ..Default::default()
-                    };
-                    for (_, lmes) in &answers {
-                        match lmes.get(&key) {
-                            Some(Ok(Some(lme))) => {
-                                out.last_mirrored_epoch = *lme;
-                                out.error_code = 0;
+                    let key = TopicPartition::new(name.clone(), index);
+                    let mut lme = Ok(-1);
+                    for (_, read) in &answers {
+                        match read.get(&key) {
+                            Some(Ok(StateRead {
+                                lme: Some(found), ..
+                            })) => {
+                                lme = Ok(*found);
                                 break;
                             }
-                            // Not known yet is not "none": the asking cluster asks again
-                            // (a mirror asked later must not answer for this one).
+                            // Not known yet is not "none": the asking cluster asks again (a
+                            // mirror asked later must not answer for this one), since -1
+                            // makes it copy everything again.
                             Some(Err(code)) => {
-                                out.error_code = code.0;
+                                lme = Err(*code);
                                 break;
                             }
                             _ => {}
                         }
                     }
-                    out
+                    (index, lme)
                 })
                 .collect();
-            last_mirrored_epochs_response::Topic {
-                name: topic.name,
-                topic_id: topic.topic_id,
-                partitions,
-                ..Default::default()
-            }
+            (name, topic_id, lmes)
         })
-        .collect();
-    LastMirroredEpochsResponse {
-        topics,
-        ..Default::default()
-    }
+        .collect())
 }

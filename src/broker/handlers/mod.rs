@@ -104,9 +104,8 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
 /// The versions this broker serves of each KIP-1279 API; `None` for those it does not serve.
 pub(super) fn supported_mirror(api: MirrorApiKey) -> Option<(i16, i16)> {
     match api {
-        // v1: ValidateOnly.
-        MirrorApiKey::CreateMirror => Some((0, 1)),
-        MirrorApiKey::ListMirrors
+        MirrorApiKey::CreateMirror
+        | MirrorApiKey::ListMirrors
         | MirrorApiKey::DeleteMirror
         | MirrorApiKey::LastMirroredEpochs
         | MirrorApiKey::StartMirrorTopics
@@ -142,7 +141,7 @@ pub(super) async fn dispatch_mirror(
                 .encode(&mut out, version)?
         }
         MirrorApiKey::DeleteMirror => {
-            mirrors::delete(broker, access, Decodable::decode(body, version)?)
+            mirrors::delete(broker, engine, access, Decodable::decode(body, version)?)
                 .await
                 .encode(&mut out, version)?
         }
