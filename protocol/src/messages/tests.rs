@@ -208,3 +208,25 @@ fn defaults_follow_the_schemas() {
     let d = describe_mirrors_response::DescribedPartition::default();
     assert_eq!((d.source_offset, d.destination_offset, d.lag), (-1, -1, -1));
 }
+
+#[test]
+fn the_wire_doc_lists_every_api_and_mirror_error_code() {
+    let doc = include_str!("../../../docs/wire.md");
+    for key in MirrorApiKey::ALL {
+        assert!(
+            doc.contains(&format!("| {} | ", key.key()))
+                && doc.contains(&format!("`{}`", key.name())),
+            "docs/wire.md does not list API {} {}",
+            key.key(),
+            key.name()
+        );
+    }
+    for info in crate::errors::all().into_iter().filter(|i| i.code >= 134) {
+        assert!(
+            doc.contains(&format!("| {} | {} |", info.code, info.name)),
+            "docs/wire.md does not list error {} {}",
+            info.code,
+            info.name
+        );
+    }
+}
