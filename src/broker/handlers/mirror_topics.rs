@@ -436,18 +436,15 @@ fn refuse_change(broker: &Broker, mirror: &str, topic: &str, desired: Desired) -
     }
 }
 
+/// Asks `desired` of each of `names`, on an engine [`prepare`] gave.
 async fn change(
     broker: &Broker,
-    engine: Option<&Engine>,
+    engine: &Engine,
     access: &Access<'_>,
     mirror: String,
     names: Vec<String>,
     desired: Desired,
 ) -> Outcome {
-    let engine = match prepare(engine, access, &mirror).await {
-        Ok(engine) => engine,
-        Err(refused) => return refused,
-    };
     let mut topics = Vec::new();
     for name in names {
         if !access.topic(Operation::AlterConfigs, &name) {
@@ -540,12 +537,10 @@ async fn stop(
     if let Some(refused) = refuse_state_validation_offset(request.state_validation_offset) {
         return refused;
     }
-    if !access.mirror(Operation::Alter, &request.mirror_name) {
-        return Outcome::refused(
-            ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED.0,
-            "ALTER on the mirror is needed",
-        );
-    }
+    let engine = match prepare(engine, access, &request.mirror_name).await {
+        Ok(engine) => engine,
+        Err(refused) => return refused,
+    };
     let mut names: Vec<String> = request.topics.into_iter().map(|t| t.topic_name).collect();
     if !request.patterns.is_empty() {
         let patterns = match compile_patterns(&request.patterns) {
@@ -602,19 +597,25 @@ pub(super) async fn pause_topics(
             refused
         );
     }
-    let names = request.topics.into_iter().map(|t| t.topic_name).collect();
+    let outcome = match prepare(engine, access, &request.mirror_name).await {
+        Ok(engine) => {
+            let names = request.topics.into_iter().map(|t| t.topic_name).collect();
+            change(
+                broker,
+                engine,
+                access,
+                request.mirror_name,
+                names,
+                Desired::Paused,
+            )
+            .await
+        }
+        Err(refused) => refused,
+    };
     topic_response!(
         PauseMirrorTopicsResponse,
         pause_mirror_topics_response,
-        change(
-            broker,
-            engine,
-            access,
-            request.mirror_name,
-            names,
-            Desired::Paused
-        )
-        .await
+        outcome
     )
 }
 
@@ -631,19 +632,25 @@ pub(super) async fn resume_topics(
             refused
         );
     }
-    let names = request.topics.into_iter().map(|t| t.topic_name).collect();
+    let outcome = match prepare(engine, access, &request.mirror_name).await {
+        Ok(engine) => {
+            let names = request.topics.into_iter().map(|t| t.topic_name).collect();
+            change(
+                broker,
+                engine,
+                access,
+                request.mirror_name,
+                names,
+                Desired::Mirroring,
+            )
+            .await
+        }
+        Err(refused) => refused,
+    };
     topic_response!(
         ResumeMirrorTopicsResponse,
         resume_mirror_topics_response,
-        change(
-            broker,
-            engine,
-            access,
-            request.mirror_name,
-            names,
-            Desired::Mirroring
-        )
-        .await
+        outcome
     )
 }
 
