@@ -214,11 +214,13 @@ pub(crate) async fn run(
         max_lag,
         timeout,
     } = failover;
-    let topics = match topics {
-        TopicSelection::Names(names) => names,
-        TopicSelection::Pattern(pattern) => {
-            mirror_topics_matching(connection, &mirror, &pattern).await?
-        }
+    // A pattern also leaves auto-discovery with the stop (docs/wire.md).
+    let (topics, patterns) = match topics {
+        TopicSelection::Names(names) => (names, Vec::new()),
+        TopicSelection::Pattern(pattern) => (
+            mirror_topics_matching(connection, &mirror, &pattern).await?,
+            vec![pattern],
+        ),
     };
     let request = DescribeMirrorsRequest {
         mirror_names: vec![mirror.clone()],
@@ -260,7 +262,7 @@ pub(crate) async fn run(
         TopicChange::Stop,
         mirror.clone(),
         topics,
-        Vec::new(),
+        patterns,
     )
     .await
     .map_err(|e| Failure::Unreachable(e.to_string()))?;

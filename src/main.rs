@@ -84,7 +84,7 @@ struct MirrorsArgs {
     /// List the mirrors.
     #[arg(long)]
     list: bool,
-    /// Delete a mirror that has no topics (needs --mirror).
+    /// Delete a mirror whose topics are all stopped (needs --mirror); they stay, writable.
     #[arg(long)]
     delete: bool,
     /// Start mirroring topics (needs --mirror and --topics).

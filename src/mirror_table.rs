@@ -126,21 +126,26 @@ pub(crate) fn render(answer: &DescribeMirrorsResponse, previous: &mut Previous) 
 
 /// `--describe --json`: one row per partition, as the KIP prototype's `kafka-cluster-mirrors.sh
 /// --describe --json` prints them (`mirror, topic, partition, sourceOffset, destinationOffset,
-/// lag, state, retryAttempt, errorMessage`), so scripts written for it read kmirror's too, with
-/// kmirror's figures after them; unknown figures are `null`. A mirror that could not be
-/// described is one row with its `errorCode` and `errorMessage` and no topic.
+/// lag, state, retryAttempt, errorMessage`, -1 for a figure not known), so scripts written for it
+/// read kmirror's too, with kmirror's figures after them (`null` when not known). A mirror that
+/// could not be described is one row with no topic, its `errorCode` and its `errorMessage`.
 pub(crate) fn json(answer: &DescribeMirrorsResponse) -> serde_json::Value {
     let or_null = |v: i64| (v >= 0).then_some(v);
+    let known = |v: i64| v.max(-1);
     let mut rows = Vec::new();
     for m in &answer.mirrors {
         if m.error_code != 0 {
             rows.push(serde_json::json!({
                 "mirror": m.mirror_name,
                 "topic": null,
-                "partition": null,
+                "partition": -1,
+                "sourceOffset": -1,
+                "destinationOffset": -1,
+                "lag": -1,
                 "state": null,
-                "errorCode": m.error_code,
+                "retryAttempt": 0,
                 "errorMessage": m.error_message,
+                "errorCode": m.error_code,
             }));
             continue;
         }
@@ -152,9 +157,9 @@ pub(crate) fn json(answer: &DescribeMirrorsResponse) -> serde_json::Value {
                     "mirror": m.mirror_name,
                     "topic": t.topic_name,
                     "partition": p.partition_index,
-                    "sourceOffset": or_null(p.source_offset),
-                    "destinationOffset": or_null(p.destination_offset),
-                    "lag": or_null(records),
+                    "sourceOffset": known(p.source_offset),
+                    "destinationOffset": known(p.destination_offset),
+                    "lag": known(records),
                     "state": p.state,
                     "retryAttempt": p.retry_attempt,
                     "errorMessage": p.error_message,
@@ -233,6 +238,7 @@ mod tests {
             lag: 5,
             ..Default::default()
         }]));
-        assert_eq!(json[0]["lag"], serde_json::Value::Null);
+        // As the prototype prints a figure not known.
+        assert_eq!(json[0]["lag"], -1);
     }
 }

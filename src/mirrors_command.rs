@@ -573,6 +573,11 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                     })?;
                     (Vec::new(), vec![pattern])
                 }
+                // A stop also takes the pattern out of auto-discovery (the broker keeps it).
+                (TopicSelection::Pattern(pattern), TopicChange::Stop) => (
+                    mirror_topics_matching(&connection, &mirror, &pattern).await?,
+                    vec![pattern],
+                ),
                 (TopicSelection::Pattern(pattern), _) => (
                     mirror_topics_matching(&connection, &mirror, &pattern).await?,
                     Vec::new(),
@@ -822,12 +827,14 @@ macro_rules! topic_rpc {
     }};
 }
 
+/// Sends the topic RPC of `change` for `topics`; `patterns` are a start's IncludePatterns or a
+/// stop's Patterns (the broker keeps them for auto-discovery, docs/wire.md), unused otherwise.
 pub(crate) async fn change_topics(
     connection: &Connection,
     change: TopicChange,
     mirror: String,
     topics: Vec<String>,
-    include_patterns: Vec<String>,
+    patterns: Vec<String>,
 ) -> Result<TopicResults, kmirror_protocol::client::ClientError> {
     Ok(match change {
         TopicChange::Start {
@@ -839,7 +846,7 @@ pub(crate) async fn change_topics(
             start_mirror_topics_request,
             mirror,
             topics,
-            include_patterns = include_patterns,
+            include_patterns = patterns,
             discard_local_records = discard_local_records
         ),
         TopicChange::Stop => topic_rpc!(
@@ -848,7 +855,8 @@ pub(crate) async fn change_topics(
             StopMirrorTopicsRequest,
             stop_mirror_topics_request,
             mirror,
-            topics
+            topics,
+            patterns = patterns
         ),
         TopicChange::Pause => topic_rpc!(
             connection,

@@ -779,16 +779,19 @@ impl Broker {
         .map(drop)
     }
 
-    /// A mirror's new configs (all of them, already checked), durably; every broker's engine
-    /// takes them on the next connection to the source.
+    /// A mirror's new configs (all of them, already checked), made from `base` (the configs
+    /// read: refused with [`ControllerError::MirrorConfigsChanged`] if they changed since),
+    /// durably; every broker's engine takes them on the next connection to the source.
     pub async fn set_mirror_configs(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
+        base: BTreeMap<String, String>,
     ) -> Result<(), ControllerError> {
         self.write(MetadataCommand::SetMirrorConfigs {
             name: name.to_string(),
             configs,
+            base: Some(base),
         })
         .await
         .map(drop)

@@ -317,6 +317,12 @@ mod tests {
     /// A topic with `mirror.name` = `value` whose partition 0 holds an open transaction of
     /// producer 7 and is read-only (a stopped topic reloading, or a restart cutting it).
     async fn open_transaction(broker: &Broker, value: &str) -> Arc<Partition> {
+        if let Some((mirror, _)) = mirror_of(value) {
+            broker
+                .create_mirror(mirror, BTreeMap::new())
+                .await
+                .expect("mirror created");
+        }
         let configs = BTreeMap::from([("mirror.name".to_string(), value.to_string())]);
         broker
             .create_topic("t", 1, configs, None)

@@ -72,6 +72,11 @@ pub enum MetadataCommand {
     SetMirrorConfigs {
         name: String,
         configs: BTreeMap<String, String>,
+        /// The configs the writer read and changed: when the mirror's configs are no longer
+        /// these, the change is refused ([`ControllerError::MirrorConfigsChanged`]) and the
+        /// writer reads them again, so two changes racing through two brokers cannot lose one.
+        #[serde(default)]
+        base: Option<BTreeMap<String, String>>,
     },
     /// DeleteMirror.
     DeleteMirror { name: String },
@@ -149,7 +154,15 @@ impl Controller {
             MetadataCommand::CreateMirror { name, configs } => {
                 self.create_mirror(name, configs.clone())?
             }
-            MetadataCommand::SetMirrorConfigs { name, configs } => {
+            MetadataCommand::SetMirrorConfigs {
+                name,
+                configs,
+                base,
+            } => {
+                let current = self.mirrors().get(name);
+                if base.is_some() && current.is_some() && current != base.as_ref() {
+                    return Err(ControllerError::MirrorConfigsChanged(name.clone()));
+                }
                 self.set_mirror_configs(name, configs.clone())?
             }
             MetadataCommand::DeleteMirror { name } => self.delete_mirror(name)?,

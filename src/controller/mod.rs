@@ -150,6 +150,11 @@ pub enum ControllerError {
         "the mirror state of topic {topic} changed meanwhile (mirror.name is now {now:?}); nothing was changed"
     )]
     MirrorStateChanged { topic: String, now: String },
+    /// A change of a mirror's configs made from configs that are no longer the mirror's
+    /// (another change landed meanwhile, through another broker): refused, read them again
+    /// (INVALID_CLUSTER_MIRROR_STATES, which clients retry).
+    #[error("the configs of mirror {0} changed meanwhile; nothing was changed, try again")]
+    MirrorConfigsChanged(String),
     /// A broker registered with a log directory other than the one holding the partitions it
     /// leads: its data was lost or the directory replaced (Kafka: a replica whose directory is
     /// unknown is offline). It is not admitted.
@@ -190,7 +195,8 @@ impl ControllerError {
             ControllerError::InvalidMirrorName(_) => ErrorCode::INVALID_REQUEST.0,
             ControllerError::UnknownMirror(_) => ErrorCode::UNKNOWN_CLUSTER_MIRROR.0,
             ControllerError::MirrorNotEmpty(_) => ErrorCode::CLUSTER_MIRROR_NOT_EMPTY.0,
-            ControllerError::MirrorStateChanged { .. } => {
+            ControllerError::MirrorStateChanged { .. }
+            | ControllerError::MirrorConfigsChanged(_) => {
                 ErrorCode::INVALID_CLUSTER_MIRROR_STATES.0
             }
             // The registering broker's log directory is not the one holding its partitions.
@@ -625,15 +631,40 @@ impl Controller {
         if topics.iter().any(|t| !stopped(&self.topics[t])) {
             return Err(ControllerError::MirrorNotEmpty(name.to_string()));
         }
-        for topic in topics {
-            let mut configs = self.topics[&topic].configs.clone();
-            configs.retain(|key, _| !key.starts_with("mirror."));
-            self.append(MetadataRecord::TopicConfigs { topic, configs })?;
-        }
-        self.append(MetadataRecord::MirrorDeleted {
+        // One batch: a crash leaves the mirror with its topics or gone without them.
+        let mut records: Vec<MetadataRecord> = topics
+            .into_iter()
+            .map(|topic| {
+                let mut configs = self.topics[&topic].configs.clone();
+                configs.retain(|key, _| !key.starts_with("mirror."));
+                MetadataRecord::TopicConfigs { topic, configs }
+            })
+            .collect();
+        records.push(MetadataRecord::MirrorDeleted {
             name: name.to_string(),
-        })?;
+        });
+        self.append_all(records)?;
         Ok(())
+    }
+
+    /// A topic's new `mirror.name` (in `configs`; `current` are its configs now, `None` for a new
+    /// topic) may only name a mirror that exists: a start racing the mirror's deletion through
+    /// another broker would otherwise leave a read-only topic no mirror answers for.
+    fn check_mirror_named(
+        &self,
+        configs: &BTreeMap<String, String>,
+        current: Option<&BTreeMap<String, String>>,
+    ) -> Result<(), ControllerError> {
+        let value = configs.get("mirror.name");
+        if value == current.and_then(|c| c.get("mirror.name")) {
+            return Ok(());
+        }
+        match value.and_then(|v| kmirror_actors::metadata::mirror_of(v)) {
+            Some((mirror, _)) if !self.mirrors.contains_key(mirror) => {
+                Err(ControllerError::UnknownMirror(mirror.to_string()))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Every ACL.
@@ -693,6 +724,7 @@ impl Controller {
         topic_id: Option<Uuid>,
     ) -> Result<TopicMeta, ControllerError> {
         self.check_create_topic(name, partitions)?;
+        self.check_mirror_named(&configs, None)?;
         let id = topic_id.unwrap_or_else(Uuid::new_v4);
         let leaders = self.place(name, 0, partitions as usize);
         self.append(MetadataRecord::Topic {
@@ -742,9 +774,10 @@ impl Controller {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> Result<TopicMeta, ControllerError> {
-        if !self.topics.contains_key(name) {
+        let Some(topic) = self.topics.get(name) else {
             return Err(ControllerError::UnknownTopic(name.to_string()));
-        }
+        };
+        self.check_mirror_named(&configs, Some(&topic.configs))?;
         self.append(MetadataRecord::TopicConfigs {
             topic: name.to_string(),
             configs,
@@ -922,6 +955,7 @@ mod tests {
     fn config_writes_from_a_stale_image_change_only_their_keys() {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut c = Controller::open(dir.path()).expect("opens");
+        c.create_mirror("m", BTreeMap::new()).expect("created");
         let read = BTreeMap::from([("mirror.name".to_string(), "m".to_string())]);
         c.create_topic("orders", 1, read.clone(), None)
             .expect("creates");
@@ -958,6 +992,61 @@ mod tests {
             Err(ControllerError::MirrorStateChanged { .. })
         ));
         assert_eq!(c.topics()["orders"].configs["mirror.name"], "m.removed");
+    }
+
+    #[test]
+    fn a_topic_cannot_join_a_mirror_that_is_gone() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut c = Controller::open(dir.path()).expect("opens");
+        let mirror_name = |v: &str| BTreeMap::from([("mirror.name".to_string(), v.to_string())]);
+        c.create_mirror("m", BTreeMap::new()).expect("created");
+        c.create_topic("stopped", 1, mirror_name("m.removed"), None)
+            .expect("created");
+        c.create_topic("plain", 1, BTreeMap::new(), None)
+            .expect("created");
+        c.delete_mirror("m")
+            .expect("deleted: its only topic is stopped");
+        assert_eq!(c.topics()["stopped"].configs, BTreeMap::new());
+        // A start that checked the mirror before the delete lands after it: refused.
+        assert!(matches!(
+            c.create_topic("late", 1, mirror_name("m"), None),
+            Err(ControllerError::UnknownMirror(_))
+        ));
+        assert!(matches!(
+            c.set_topic_configs("plain", mirror_name("m")),
+            Err(ControllerError::UnknownMirror(_))
+        ));
+        assert!(!c.topics().contains_key("late"));
+        assert_eq!(c.topics()["plain"].configs, BTreeMap::new());
+    }
+
+    #[test]
+    fn a_mirror_config_change_from_stale_configs_is_refused() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut c = Controller::open(dir.path()).expect("opens");
+        let configs = |include: &str| {
+            BTreeMap::from([
+                ("bootstrap.servers".to_string(), "src:9092".to_string()),
+                ("topics.include".to_string(), include.to_string()),
+            ])
+        };
+        c.create_mirror("m", configs("a")).expect("created");
+        let set = |configs, base| MetadataCommand::SetMirrorConfigs {
+            name: "m".into(),
+            configs,
+            base: Some(base),
+        };
+        // Two starts read `a`; the first adds `b`, the second, adding `c` from `a`, is refused
+        // rather than dropping `b`.
+        c.execute(&set(configs("a,b"), configs("a")))
+            .expect("applies");
+        assert!(matches!(
+            c.execute(&set(configs("a,c"), configs("a"))),
+            Err(ControllerError::MirrorConfigsChanged(_))
+        ));
+        c.execute(&set(configs("a,b,c"), configs("a,b")))
+            .expect("applies");
+        assert_eq!(c.mirrors()["m"], configs("a,b,c"));
     }
 
     #[test]

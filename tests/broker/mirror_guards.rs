@@ -46,6 +46,14 @@ fn records(count: usize) -> Bytes {
 /// Makes `topic` a topic of mirror `dr` in `state` (`dr`, `dr.paused`, `dr.removed`), as the
 /// mirror RPCs do: through the broker, not a client request.
 async fn set_mirror_name(running: &Running, topic: &str, value: &str) {
+    // A topic joins only a mirror that exists.
+    if !running.broker.mirrors().contains_key("dr") {
+        running
+            .broker
+            .create_mirror("dr", std::collections::BTreeMap::new())
+            .await
+            .expect("mirror dr created");
+    }
     let mut configs = running.broker.topics()[topic].configs.clone();
     configs.insert("mirror.name".into(), value.into());
     running

@@ -227,7 +227,8 @@ pub fn check_not_this_cluster(
 /// Patterns a StartMirrorTopics or StopMirrorTopics request keeps for auto-discovery.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Patterns<'a> {
-    /// A start's IncludePatterns: added to `topics.include`.
+    /// A start's IncludePatterns: added to `topics.include`, and taken out of `topics.exclude`
+    /// if an earlier stop put them there.
     pub include: &'a [String],
     /// A start's ExcludePatterns: added to `topics.exclude`.
     pub exclude: &'a [String],
@@ -270,6 +271,7 @@ pub fn with_patterns(
     };
     for pattern in patterns.include {
         add(&mut include, pattern);
+        exclude.retain(|p| p != pattern);
     }
     for pattern in patterns.exclude {
         add(&mut exclude, pattern);
@@ -345,6 +347,23 @@ mod tests {
             configs(&[
                 ("bootstrap.servers", "b:9092"),
                 ("topics.exclude", "__.*,tmp.*,pay.*"),
+            ])
+        );
+        // Starting a stopped pattern again undoes the stop's exclusion.
+        let pay = s(&["pay.*"]);
+        let restarted = with_patterns(
+            &stopped,
+            &Patterns {
+                include: &pay,
+                ..Default::default()
+            },
+        );
+        assert_eq!(
+            restarted,
+            configs(&[
+                ("bootstrap.servers", "b:9092"),
+                ("topics.include", "pay.*"),
+                ("topics.exclude", "__.*,tmp.*"),
             ])
         );
         // An alias in use is written under its own name.

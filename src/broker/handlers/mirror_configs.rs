@@ -111,7 +111,7 @@ pub(super) async fn alter(
         return Ok(());
     }
     broker
-        .set_mirror_configs(name, next)
+        .set_mirror_configs(name, next, current)
         .await
         .map_err(|e| (e.error_code(), e.to_string()))
 }

@@ -18,6 +18,7 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
+use crate::controller::ControllerError;
 use kmirror_actors::engine::mirror_configs::{self, Patterns};
 use kmirror_actors::engine::system::LoadMirror;
 use kmirror_actors::engine::topics::{
@@ -123,41 +124,71 @@ async fn prepare<'a>(
 }
 
 /// Whole-name regular expressions, or INVALID_REQUEST naming the one that does not compile.
+/// Empty patterns and patterns with a comma are refused too: `topics.include` and
+/// `topics.exclude` keep them as a comma-separated list.
 fn compile_patterns(patterns: &[String]) -> Result<Vec<regex::Regex>, (i16, Option<String>)> {
+    let invalid = |why: String| (ErrorCode::INVALID_REQUEST.0, Some(why));
     patterns
         .iter()
         .map(|p| {
-            regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| {
-                (
-                    ErrorCode::INVALID_REQUEST.0,
-                    Some(format!("pattern {p:?}: {e}")),
-                )
-            })
+            if p.trim().is_empty() || p.contains(',') {
+                return Err(invalid(format!(
+                    "pattern {p:?}: a pattern is kept in a comma-separated list, so it may be \
+                     neither empty nor hold a comma"
+                )));
+            }
+            regex::Regex::new(&format!("^(?:{p})$"))
+                .map_err(|e| invalid(format!("pattern {p:?} (Rust regex syntax): {e}")))
         })
         .collect()
 }
 
 /// Writes a start's or a stop's patterns into the mirror's auto-discovery configs
 /// ([`mirror_configs::with_patterns`]), checked like any config change; nothing is written when
-/// they are there already.
+/// they are there already. The write is refused if another change of the mirror's configs
+/// landed since they were read (two starts through two brokers): it is made again from the
+/// configs now, a few times, so neither start's patterns are lost.
 async fn save_patterns(
     broker: &Broker,
+    access: &Access<'_>,
     mirror: &str,
     patterns: &Patterns<'_>,
 ) -> Result<(), (i16, Option<String>)> {
-    let Some(current) = broker.mirrors().remove(mirror) else {
-        return Ok(()); // the engine answers UNKNOWN_CLUSTER_MIRROR
-    };
-    let next = mirror_configs::with_patterns(&current, patterns);
-    if next == current {
+    if patterns.include.is_empty() && patterns.exclude.is_empty() && patterns.stop.is_empty() {
         return Ok(());
     }
-    mirror_configs::validate(&next, broker.config().mirror_num_replica_fetchers)
-        .map_err(|e| (ErrorCode::INVALID_REQUEST.0, Some(e.to_string())))?;
-    broker
-        .set_mirror_configs(mirror, next)
-        .await
-        .map_err(|e| (e.error_code(), Some(e.to_string())))
+    // They change the mirror's configs as `--alter` would, and what auto-discovery starts.
+    if !access.mirror(Operation::AlterConfigs, mirror) {
+        return Err((
+            ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED.0,
+            Some(
+                "patterns are kept in the mirror's topics.include / topics.exclude: \
+                 ALTER_CONFIGS on the mirror is needed (or name the topics instead)"
+                    .into(),
+            ),
+        ));
+    }
+    const ATTEMPTS: u64 = 5;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let Some(current) = broker.mirrors().remove(mirror) else {
+            return Ok(()); // the engine answers UNKNOWN_CLUSTER_MIRROR
+        };
+        let next = mirror_configs::with_patterns(&current, patterns);
+        if next == current {
+            return Ok(());
+        }
+        mirror_configs::validate(&next, broker.config().mirror_num_replica_fetchers)
+            .map_err(|e| (ErrorCode::INVALID_REQUEST.0, Some(e.to_string())))?;
+        match broker.set_mirror_configs(mirror, next, current).await {
+            // This broker's metadata may trail the change that won: give it time to arrive.
+            Err(ControllerError::MirrorConfigsChanged(_)) if attempt < ATTEMPTS => {
+                tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
+            }
+            written => return written.map_err(|e| (e.error_code(), Some(e.to_string()))),
+        }
+    }
 }
 
 /// The source topics IncludePatterns select and ExcludePatterns do not (whole-name matches,
@@ -166,11 +197,11 @@ async fn matching_source_topics(
     engine: &Engine,
     request: &StartMirrorTopicsRequest,
 ) -> Result<Vec<String>, (i16, Option<String>)> {
-    if request.include_patterns.is_empty() {
-        return Ok(Vec::new());
-    }
     let include = compile_patterns(&request.include_patterns)?;
     let exclude = compile_patterns(&request.exclude_patterns)?;
+    if include.is_empty() {
+        return Ok(Vec::new());
+    }
     let names = engine
         .ask(SourceTopics(request.mirror_name.clone()))
         .await
@@ -205,24 +236,6 @@ async fn start(
             };
         }
     };
-    // The patterns are kept for auto-discovery too: the sync starts the source topics created
-    // later that they select (docs/mirror-configs.md, topics.include).
-    if let Err(error) = save_patterns(
-        broker,
-        &request.mirror_name,
-        &Patterns {
-            include: &request.include_patterns,
-            exclude: &request.exclude_patterns,
-            ..Default::default()
-        },
-    )
-    .await
-    {
-        return Outcome {
-            error,
-            topics: Vec::new(),
-        };
-    }
     let mut names: Vec<String> = request.topics.into_iter().map(|t| t.topic_name).collect();
     names.extend(
         matched
@@ -242,6 +255,19 @@ async fn start(
         Ok(confirmed) => confirmed,
         Err(refused) => return refused,
     };
+    // The patterns are kept for auto-discovery too: the sync starts the source topics created
+    // later that they select (docs/mirror-configs.md, topics.include).
+    let patterns = Patterns {
+        include: &request.include_patterns,
+        exclude: &request.exclude_patterns,
+        ..Default::default()
+    };
+    if let Err(error) = save_patterns(broker, access, &request.mirror_name, &patterns).await {
+        return Outcome {
+            error,
+            topics: Vec::new(),
+        };
+    }
     let mut topics = Vec::new();
     for name in names {
         if !access.topic(Operation::AlterConfigs, &name) {
@@ -559,6 +585,7 @@ async fn stop(
         }
         let saved = save_patterns(
             broker,
+            access,
             &request.mirror_name,
             &Patterns {
                 stop: &request.patterns,

@@ -246,7 +246,15 @@ pub(super) async fn delete(
     request: DeleteMirrorRequest,
 ) -> DeleteMirrorResponse {
     let name = &request.mirror_name;
-    let (error_code, error_message) = if !access.mirror(Operation::Delete, name) {
+    let (error_code, error_message) = if request.state_validation_offset != -1 {
+        refused(
+            ErrorCode::INVALID_REQUEST,
+            format!(
+                "StateValidationOffset {}: this broker validates the request itself; clients send -1",
+                request.state_validation_offset
+            ),
+        )
+    } else if !access.mirror(Operation::Delete, name) {
         refused(
             ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED,
             "DELETE on the mirror is needed",

@@ -34,7 +34,9 @@ fn broker() -> Broker {
     std::fs::write(
         &config,
         format!(
-            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\n",
+            // A metadata sync every second: auto-discovery starts new topics within seconds.
+            "node.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={}/data\n\
+             mirror.metadata.refresh.interval.ms=1000\n",
             dir.path().display()
         ),
     )
@@ -118,6 +120,26 @@ fn log_end(bootstrap: &str, topic: &str) -> i64 {
     .sum()
 }
 
+/// Mirror `dr`'s config `key`, as `kmirror mirrors --describe-configs` shows it.
+fn mirror_config(destination: &Broker, key: &str) -> Option<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_kmirror"))
+        .args(["mirrors", "--bootstrap-server", &destination.address])
+        .args(["--describe-configs", "--mirror", "dr"])
+        .output()
+        .expect("kmirror runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text.lines().find_map(|l| {
+        l.trim()
+            .strip_prefix(&format!("{key}="))
+            .map(str::to_string)
+    })
+}
+
 /// The `--describe --json` rows of mirror `dr`.
 fn described(destination: &Broker) -> Vec<serde_json::Value> {
     let text = cli(destination, &["--describe", "--mirror", "dr", "--json"]);
@@ -173,17 +195,11 @@ fn the_prototype_cli_drives_a_kmirror_destination_end_to_end() {
         format!("bootstrap.servers={}\n", source.address),
     )
     .expect("written");
-    let mirror_config = config.path().to_str().expect("a UTF-8 path");
+    let config_file = config.path().to_str().expect("a UTF-8 path");
 
     let created = cli(
         &destination,
-        &[
-            "--create",
-            "--mirror",
-            "dr",
-            "--mirror-config",
-            mirror_config,
-        ],
+        &["--create", "--mirror", "dr", "--mirror-config", config_file],
     );
     assert!(created.contains("Created mirror dr"), "{created}");
     let listed = cli(&destination, &["--list"]);
@@ -208,6 +224,11 @@ fn the_prototype_cli_drives_a_kmirror_destination_end_to_end() {
     assert!(!started.contains("Exception"), "{started}");
     let all = ["orders", "payments", "audit-1", "audit-2"];
     let rows = wait_for(&destination, &all, "MIRRORING");
+    assert_eq!(
+        mirror_config(&destination, "topics.include").as_deref(),
+        Some("orders,payments,audit-.*"),
+        "the start's patterns are kept"
+    );
     assert_eq!(rows.len(), 5, "one row per partition: {rows:#?}");
     for row in &rows {
         for field in [
@@ -227,10 +248,15 @@ fn the_prototype_cli_drives_a_kmirror_destination_end_to_end() {
     for topic in all {
         assert_eq!(log_end(&destination.address, topic), 40, "{topic} mirrored");
     }
+    // The pattern was kept for auto-discovery: a matching topic created later is mirrored too.
+    create_topic(&source.address, "audit-3", 1, &[]);
+    produce(&source.address, "audit-3", 7);
+    wait_for(&destination, &["audit-3"], "MIRRORING");
+    assert_eq!(log_end(&destination.address, "audit-3"), 7);
     let table = cli(&destination, &["--describe", "--mirror", "dr"]);
     assert_eq!(
         table.lines().filter(|l| l.contains("MIRRORING")).count(),
-        5,
+        6,
         "{table}"
     );
     let failed = cli(&destination, &["--describe", "--mirror", "dr", "--failed"]);
@@ -239,7 +265,7 @@ fn the_prototype_cli_drives_a_kmirror_destination_end_to_end() {
     assert!(
         listed
             .lines()
-            .any(|l| l.split_whitespace().take(2).eq(["dr", "4"])),
+            .any(|l| l.split_whitespace().take(2).eq(["dr", "5"])),
         "{listed}"
     );
 
@@ -293,7 +319,10 @@ fn the_prototype_cli_drives_a_kmirror_destination_end_to_end() {
         stopped.contains("Stopped mirroring for topics"),
         "{stopped}"
     );
+    let all = ["orders", "payments", "audit-1", "audit-2", "audit-3"];
     wait_for(&destination, &all, "STOPPED");
+    // The stop took its patterns out of auto-discovery: nothing restarts what failed over.
+    assert_eq!(mirror_config(&destination, "topics.include"), None);
     produce(&destination.address, "orders", 5);
     // Each partition ends with the failover barrier (one offset), then the new records.
     assert_eq!(log_end(&destination.address, "orders"), 50 + 2 + 5);
