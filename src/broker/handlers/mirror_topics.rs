@@ -611,38 +611,35 @@ async fn stop(
     .await
 }
 
+/// PauseMirrorTopics and ResumeMirrorTopics: `desired` of the named topics.
+async fn pause_or_resume(
+    broker: &Broker,
+    engine: Option<&Engine>,
+    access: &Access<'_>,
+    (mirror, names, state_validation_offset): (String, Vec<String>, i64),
+    desired: Desired,
+) -> Outcome {
+    if let Some(refused) = refuse_state_validation_offset(state_validation_offset) {
+        return refused;
+    }
+    match prepare(engine, access, &mirror).await {
+        Ok(engine) => change(broker, engine, access, mirror, names, desired).await,
+        Err(refused) => refused,
+    }
+}
+
 pub(super) async fn pause_topics(
     broker: &Broker,
     engine: Option<&Engine>,
     access: &Access<'_>,
     request: PauseMirrorTopicsRequest,
 ) -> PauseMirrorTopicsResponse {
-    if let Some(refused) = refuse_state_validation_offset(request.state_validation_offset) {
-        return topic_response!(
-            PauseMirrorTopicsResponse,
-            pause_mirror_topics_response,
-            refused
-        );
-    }
-    let outcome = match prepare(engine, access, &request.mirror_name).await {
-        Ok(engine) => {
-            let names = request.topics.into_iter().map(|t| t.topic_name).collect();
-            change(
-                broker,
-                engine,
-                access,
-                request.mirror_name,
-                names,
-                Desired::Paused,
-            )
-            .await
-        }
-        Err(refused) => refused,
-    };
+    let names = request.topics.into_iter().map(|t| t.topic_name).collect();
+    let asked = (request.mirror_name, names, request.state_validation_offset);
     topic_response!(
         PauseMirrorTopicsResponse,
         pause_mirror_topics_response,
-        outcome
+        pause_or_resume(broker, engine, access, asked, Desired::Paused).await
     )
 }
 
@@ -652,32 +649,12 @@ pub(super) async fn resume_topics(
     access: &Access<'_>,
     request: ResumeMirrorTopicsRequest,
 ) -> ResumeMirrorTopicsResponse {
-    if let Some(refused) = refuse_state_validation_offset(request.state_validation_offset) {
-        return topic_response!(
-            ResumeMirrorTopicsResponse,
-            resume_mirror_topics_response,
-            refused
-        );
-    }
-    let outcome = match prepare(engine, access, &request.mirror_name).await {
-        Ok(engine) => {
-            let names = request.topics.into_iter().map(|t| t.topic_name).collect();
-            change(
-                broker,
-                engine,
-                access,
-                request.mirror_name,
-                names,
-                Desired::Mirroring,
-            )
-            .await
-        }
-        Err(refused) => refused,
-    };
+    let names = request.topics.into_iter().map(|t| t.topic_name).collect();
+    let asked = (request.mirror_name, names, request.state_validation_offset);
     topic_response!(
         ResumeMirrorTopicsResponse,
         resume_mirror_topics_response,
-        outcome
+        pause_or_resume(broker, engine, access, asked, Desired::Mirroring).await
     )
 }
 
