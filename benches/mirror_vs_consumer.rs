@@ -137,6 +137,13 @@ fn main() {
             .await
             .expect("metadata");
         let t = &metadata.topics[topic.as_str()];
+        broker
+            .create_mirror(
+                "bench",
+                BTreeMap::from([("bootstrap.servers".to_string(), bootstrap.clone())]),
+            )
+            .await
+            .expect("mirror bench created");
         let configs = BTreeMap::from([("mirror.name".to_string(), "bench".to_string())]);
         broker
             .create_topic(&topic, PARTITIONS, configs, Some(t.topic_id))

@@ -140,6 +140,15 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
 
     let dir = tempfile::tempdir().expect("temp dir");
     let broker = open_broker(dir.path());
+    // Its topics name mirror dr, which must exist; no engine runs here, the fetcher is driven
+    // by hand.
+    broker
+        .create_mirror(
+            "dr",
+            BTreeMap::from([("bootstrap.servers".to_string(), bootstrap.clone())]),
+        )
+        .await
+        .expect("mirror dr created");
     let mut partitions = Vec::new();
     let mut leader = -1;
     for topic in [&plain, &transactional] {
