@@ -18,8 +18,8 @@
 //! once, whatever the lag and even with the source gone (docs/failover.md).
 
 use crate::mirrors_command::{
-    Failure, TopicChange, TopicSelection, change_topics, describe_every_broker, mirror_error,
-    mirror_topics_matching, refused,
+    Failure, TopicChange, TopicSelection, change_topics, describe_every_broker, kept_pattern,
+    mirror_error, mirror_topics_matching, refused,
 };
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
@@ -219,7 +219,7 @@ pub(crate) async fn run(
         TopicSelection::Names(names) => (names, Vec::new()),
         TopicSelection::Pattern(pattern) => (
             mirror_topics_matching(connection, &mirror, &pattern).await?,
-            vec![pattern],
+            kept_pattern(pattern),
         ),
     };
     let request = DescribeMirrorsRequest {

@@ -573,10 +573,11 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                     })?;
                     (Vec::new(), vec![pattern])
                 }
-                // A stop also takes the pattern out of auto-discovery (the broker keeps it).
+                // A stop also takes the pattern out of auto-discovery (the broker keeps it). One
+                // with a comma was never kept (the configs are comma-separated lists).
                 (TopicSelection::Pattern(pattern), TopicChange::Stop) => (
                     mirror_topics_matching(&connection, &mirror, &pattern).await?,
-                    vec![pattern],
+                    kept_pattern(pattern),
                 ),
                 (TopicSelection::Pattern(pattern), _) => (
                     mirror_topics_matching(&connection, &mirror, &pattern).await?,
@@ -825,6 +826,16 @@ macro_rules! topic_rpc {
             .map(|t| (t.name, t.error_code, t.error_message));
         (a.error_code, a.error_message, per.collect())
     }};
+}
+
+/// `pattern`, to take out of auto-discovery with a stop, unless it holds a comma: such a pattern
+/// cannot have been kept, and the broker refuses it.
+pub(crate) fn kept_pattern(pattern: String) -> Vec<String> {
+    if pattern.contains(',') {
+        Vec::new()
+    } else {
+        vec![pattern]
+    }
 }
 
 /// Sends the topic RPC of `change` for `topics`; `patterns` are a start's IncludePatterns or a
