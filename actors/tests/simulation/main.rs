@@ -741,7 +741,7 @@ fn mirroring_survives_random_faults_and_interleavings() {
                 .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
             panic!(
-                "seed {seed} failed: {message}\nreplay with SIM_SEED={seed} cargo test --test simulation"
+                "seed {seed} failed: {message}\nreplay with SIM_SEED={seed} cargo test -p kmirror-actors --test simulation"
             );
         }
     }
