@@ -288,3 +288,6 @@ impl<P: ShardLogPorts> CoordinatorShard<P> {
         Ok(durable)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -451,3 +451,6 @@ impl<P: FetcherPorts> Handler<DescribeFetcher> for Fetcher<P> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -16,15 +16,6 @@ pub mod partition;
 pub mod ports;
 pub mod supervision;
 
-#[cfg(test)]
-mod coordinator_tests;
-#[cfg(test)]
-mod fetcher_tests;
-#[cfg(test)]
-mod partition_tests;
-#[cfg(test)]
-mod supervision_tests;
-
 pub use coordinator::{
     CoordinatorShard, ForgetAllBut, LastMirroredEpoch, ReadMirrorStates, ReadState, ShardLogPorts,
     WriteMirrorStates, WriteStates,

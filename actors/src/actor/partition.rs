@@ -507,3 +507,6 @@ impl<P: PartitionPorts> Handler<DescribePartition> for MirrorPartition<P> {
         })
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests;

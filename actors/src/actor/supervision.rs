@@ -225,3 +225,6 @@ impl<P: PartitionPorts + Clone> SupervisedPartition<P> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

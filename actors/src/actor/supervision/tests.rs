@@ -3,8 +3,8 @@
 //! persisted state; one that never moves is failed through its state machine once the restart
 //! budget is spent; an actor killed by a panic is created again with its leadership.
 
-use super::partition_tests::ScriptedPorts;
-use super::*;
+use crate::actor::partition::tests::ScriptedPorts;
+use crate::actor::*;
 use crate::liveness::{LivenessPolicy, Verdict};
 use crate::partition::{Desired, RetryPolicy};
 use kmirror_protocol::state::MirrorState;

@@ -1,7 +1,7 @@
 //! The coordinator shard actor with a scripted `__mirror_state` partition on paused time.
 
-use super::coordinator::*;
-use super::ports::PortFuture;
+use super::*;
+use crate::actor::ports::PortFuture;
 use crate::coordinator::shard::tests::{
     SHARDS, partition_in, read as read_request, write as write_request,
 };

@@ -1,9 +1,9 @@
 //! The fetcher actor with scripted ports on paused time: one Fetch in flight, a partition not
 //! fetched again before its answer is applied, round robin, detach after the apply in flight.
 
-use super::fetcher::*;
-use super::ports::FetcherProgress;
-use super::ports::PortFuture;
+use super::*;
+use crate::actor::ports::FetcherProgress;
+use crate::actor::ports::PortFuture;
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
 use actix::{Actor, Addr, Context, Handler};

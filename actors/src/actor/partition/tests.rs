@@ -1,7 +1,7 @@
 //! The partition actor on an actix system with paused time and scripted ports: the messages it
 //! takes, the port calls it makes in order, retries on timers, restarts from persisted state.
 
-use super::*;
+use crate::actor::*;
 use crate::partition::{Cause, Desired, RetryPolicy, StoredState};
 use actix::{Addr, Recipient, Supervisor};
 use kmirror_protocol::state::MirrorState;
@@ -12,15 +12,15 @@ use std::time::Duration;
 
 /// What the scripted broker holds and what it was asked.
 #[derive(Default)]
-pub(super) struct Script {
-    pub(super) stored: Option<StoredState>,
-    pub(super) lme_answers: VecDeque<Result<i32, Cause>>,
+pub(in crate::actor) struct Script {
+    pub(in crate::actor) stored: Option<StoredState>,
+    pub(in crate::actor) lme_answers: VecDeque<Result<i32, Cause>>,
     /// LME lookups that never complete (a source that accepts the request and never answers).
-    pub(super) lme_hangs: u32,
+    pub(in crate::actor) lme_hangs: u32,
     /// State loads that panic (a bug that kills the actor).
-    pub(super) load_panics: u32,
+    pub(in crate::actor) load_panics: u32,
     /// Followers that have not truncated yet: the ISR wait ends when this turns true.
-    pub(super) followers_caught_up: Option<tokio::sync::watch::Receiver<bool>>,
+    pub(in crate::actor) followers_caught_up: Option<tokio::sync::watch::Receiver<bool>>,
     /// A truncation for the LME that lands (changes the log) only when this turns true (a
     /// full truncation waiting on the source's log start).
     truncation_gate: Option<tokio::sync::watch::Receiver<bool>>,
@@ -28,19 +28,19 @@ pub(super) struct Script {
     landed: Vec<String>,
     leader_epoch: i32,
     read_only: Option<bool>,
-    pub(super) fetcher: Option<Recipient<FetcherProgress>>,
+    pub(in crate::actor) fetcher: Option<Recipient<FetcherProgress>>,
     calls: Vec<String>,
 }
 
 #[derive(Clone, Default)]
-pub(super) struct ScriptedPorts(pub(super) Rc<RefCell<Script>>);
+pub(in crate::actor) struct ScriptedPorts(pub(in crate::actor) Rc<RefCell<Script>>);
 
 impl ScriptedPorts {
     fn call(&self, name: impl Into<String>) {
         self.0.borrow_mut().calls.push(name.into());
     }
 
-    pub(super) fn calls(&self) -> Vec<String> {
+    pub(in crate::actor) fn calls(&self) -> Vec<String> {
         self.0.borrow().calls.clone()
     }
 }
