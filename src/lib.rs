@@ -9,6 +9,7 @@
 //! - [`mirror`]: the mirroring engine's ports over this broker and a source client.
 //! - [`record_log`]: small durable logs of serde records, replayed at start.
 //! - [`metrics`]: the broker's metrics catalogue and the Prometheus exporter.
+//! - [`accept_errors`]: the back-off of the Kafka and metrics listeners' accept loops.
 
 /// mimalloc reserves large allocations with `MAP_NORESERVE`: a decoder that reserves an
 /// attacker-chosen array length up front (kafka-protocol 0.18 does) gets address space it never
@@ -17,6 +18,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+pub mod accept_errors;
 pub mod acl;
 pub mod broker;
 pub mod controller;

@@ -9,7 +9,7 @@
 //! seconds and exported as histograms. Labels: `mirror` (the mirror's name), `topic`,
 //! `partition`, `kind` (a metadata sync step), `api` (a Kafka or KIP-1279 API name).
 
-use crate::broker::network::AcceptErrors;
+use crate::accept_errors::AcceptErrors;
 use kmirror_actors::metrics::{MetricDef, MetricKind};
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::net::SocketAddr;

@@ -17,37 +17,16 @@
 //!   earlier one cannot be told apart from such damage and is refused the same way.
 
 use crate::storage::StorageError;
-use crate::storage::error::io;
+use crate::storage::error::{Damage, io};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
-use thiserror::Error;
 
 /// Bytes of a frame before its body: length and CRC32C.
 const HEADER: usize = 8;
-
-/// Why the bytes at an offset of a record log are not an intact record.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum Damage {
-    /// Fewer bytes are left than a frame header.
-    #[error("{0} bytes left, fewer than a record header")]
-    ShortHeader(usize),
-    /// The declared length runs past the end of the file.
-    #[error("a record of {length} bytes declared, {available} left in the file")]
-    PastEnd { length: usize, available: usize },
-    /// A zero length, which no append writes (zeroed space reads this way).
-    #[error("a record of zero bytes")]
-    Empty,
-    /// The body does not match its CRC32C.
-    #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
-    Checksum { stored: u32, computed: u32 },
-    /// The checksum holds but the body is not a record this version reads.
-    #[error("the checksum holds but the record does not decode: {0}")]
-    Undecodable(String),
-}
 
 /// Damage the framing cannot prove to be a tail: opening refuses.
 #[derive(Debug, Clone, PartialEq, Eq)]

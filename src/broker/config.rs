@@ -3,6 +3,7 @@
 //! naming the key. Every key has a range, Kafka's where Kafka has the key (its config
 //! validators), listed with the defaults in `docs/broker-configs.md`.
 
+use super::config_error::{ConfigError, invalid};
 use super::consumer_group_config;
 use super::network::{self, NetworkConfig};
 use crate::acl::AuthorizerConfig;
@@ -12,27 +13,7 @@ use kmirror_actors::liveness::LivenessPolicy;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use thiserror::Error;
 
-/// Why a configuration cannot start a broker.
-#[derive(Debug, Error, PartialEq, Eq)]
-pub enum ConfigError {
-    /// A required key is missing.
-    #[error("{0} is required")]
-    Missing(&'static str),
-    /// A value does not parse or is out of range.
-    #[error("{key}={value}: {reason}")]
-    Invalid {
-        key: String,
-        value: String,
-        reason: String,
-    },
-    /// A line is not `key=value`.
-    #[error("line {line}: expected key=value, got {text:?}")]
-    Syntax { line: usize, text: String },
-}
-
-/// The broker's settings.
 /// How many coordinator partitions each kind of key hashes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CoordinatorPartitions {
@@ -42,6 +23,7 @@ pub struct CoordinatorPartitions {
     pub transactions: i32,
 }
 
+/// The broker's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerConfig {
     /// With `process.roles`: this node's part in a multi-process cluster (docs/cluster.md);
@@ -149,14 +131,6 @@ fn range_text(min: i64, max: i64) -> String {
         format!("must be at least {min}")
     } else {
         format!("must be between {min} and {max}")
-    }
-}
-
-fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.into(),
     }
 }
 

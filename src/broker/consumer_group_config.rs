@@ -2,7 +2,7 @@
 //! (session and heartbeat timing, group size, the server-side assignors). Defaults and bounds
 //! are Apache Kafka 4's; the bounds keys limit what the timing keys may be set to, as Kafka's do.
 
-use super::config::ConfigError;
+use super::config_error::{ConfigError, invalid};
 use crate::groups::assignors::Assignor;
 use crate::groups::consumer::ConsumerSettings;
 use std::collections::BTreeMap;
@@ -19,14 +19,6 @@ pub(super) const KEYS: &[&str] = &[
     "group.consumer.max.size",
     "group.consumer.assignors",
 ];
-
-fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.into(),
-    }
-}
 
 /// An assignor by its short name or Kafka's class name.
 fn assignor(name: &str) -> Option<Assignor> {

@@ -27,6 +27,7 @@
 mod cluster;
 pub use cluster::ClusterStartError;
 pub mod config;
+pub mod config_error;
 mod consumer_group_config;
 pub mod coordinators;
 mod durability;
@@ -35,6 +36,7 @@ mod group_commit;
 mod group_routing;
 mod handlers;
 mod internal_topics;
+pub(crate) mod mirror_log;
 pub mod network;
 mod peers;
 pub mod quorum_config;
@@ -357,7 +359,7 @@ impl Broker {
             let epoch = topic.partitions[index as usize].leader_epoch;
             log.assign_leader_epoch(epoch)?;
         }
-        let read_only = crate::mirror::log::opens_read_only(
+        let read_only = mirror_log::opens_read_only(
             &mut log,
             topic.configs.get("mirror.name").map(String::as_str),
             &self.cluster_id(),

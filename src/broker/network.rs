@@ -1,7 +1,7 @@
 //! What the listener does against clients that would hold the broker: Kafka's connection keys,
 //! the bound on request bytes being read, the cap on a Fetch's wait and the accept loop's
-//! back-off. The decisions are pure code here; [`super::server`] is the async shell applying
-//! them.
+//! back-off. The decisions are pure code, here and in [`crate::accept_errors`] (the back-off);
+//! [`super::server`] is the async shell applying them.
 //!
 //! - `max.connections` (2147483647): at the cap the listener stops accepting until a connection
 //!   closes; new ones wait in the kernel's backlog, as behind Kafka's acceptor.
@@ -18,10 +18,10 @@
 //! - Accept errors (descriptors exhausted) pause the accept loop, doubling from 5 ms to 1 s until
 //!   one succeeds, and are logged at most once per 10 s with how many occurred.
 
-use super::config::ConfigError;
+use super::config_error::{ConfigError, invalid};
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The listener's protective settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,14 +58,6 @@ pub const KEYS: &[&str] = &[
     "queued.max.request.bytes",
     "fetch.max.wait.ms",
 ];
-
-fn invalid(key: &str, value: &str, reason: String) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason,
-    }
-}
 
 impl NetworkConfig {
     /// Reads [`KEYS`] (absent keys take Kafka's defaults); `socket_request_max_bytes` bounds
@@ -199,55 +191,6 @@ impl Connections {
     }
 }
 
-/// The first pause after an accept error.
-const FIRST_PAUSE: Duration = Duration::from_millis(5);
-/// The longest pause between accept attempts.
-const MAX_PAUSE: Duration = Duration::from_secs(1);
-/// At most one accept-error log line per this interval.
-const REPORT_INTERVAL: Duration = Duration::from_secs(10);
-
-/// The accept loop's answer to its errors. An error that does not consume the pending
-/// connection (EMFILE: no descriptor to give it) returns at once on the next attempt, so
-/// retrying without a pause spins a core and floods the log.
-#[derive(Debug, Default)]
-pub struct AcceptErrors {
-    pause: Option<Duration>,
-    last_report: Option<Instant>,
-    unreported: u64,
-}
-
-/// What to do after an accept error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AcceptPause {
-    /// How long to wait before accepting again.
-    pub pause: Duration,
-    /// Log now, with this many errors (this one included) since the last line.
-    pub report: Option<u64>,
-}
-
-impl AcceptErrors {
-    /// An accept failed at `now`.
-    pub fn failed(&mut self, now: Instant) -> AcceptPause {
-        let pause = self.pause.map_or(FIRST_PAUSE, |p| (p * 2).min(MAX_PAUSE));
-        self.pause = Some(pause);
-        self.unreported += 1;
-        let due = self
-            .last_report
-            .is_none_or(|at| now.duration_since(at) >= REPORT_INTERVAL);
-        let report = due.then(|| {
-            self.last_report = Some(now);
-            std::mem::take(&mut self.unreported)
-        });
-        AcceptPause { pause, report }
-    }
-
-    /// An accept succeeded: the next error pauses briefly again (its count is still reported
-    /// with the next line).
-    pub fn accepted(&mut self) {
-        self.pause = None;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,32 +279,5 @@ mod tests {
         connections.close(a);
         connections.close(b);
         assert_eq!((connections.open, connections.by_ip.len()), (0, 0));
-    }
-
-    #[test]
-    fn accept_errors_back_off_and_are_reported_at_a_bounded_rate() {
-        let mut errors = AcceptErrors::default();
-        let start = Instant::now();
-        let first = errors.failed(start);
-        assert_eq!(first.pause, FIRST_PAUSE);
-        assert_eq!(first.report, Some(1), "the first error is logged at once");
-        let mut now = start;
-        let mut lines = 1;
-        let mut errors_seen = 1;
-        let mut last = first;
-        // A minute of errors, each retried after its pause.
-        while now < start + Duration::from_secs(60) {
-            now += last.pause;
-            last = errors.failed(now);
-            errors_seen += 1;
-            lines += u64::from(last.report.is_some());
-        }
-        assert_eq!(last.pause, MAX_PAUSE);
-        assert!(errors_seen < 80, "{errors_seen} attempts in a minute");
-        assert!(lines <= 7, "{lines} lines in a minute");
-        errors.accepted();
-        let again = errors.failed(now + Duration::from_millis(1));
-        assert_eq!(again.pause, FIRST_PAUSE, "a success resets the pause");
-        assert_eq!(again.report, None, "but not the rate of lines");
     }
 }

@@ -8,7 +8,7 @@
 //! must not; a controller-only node has the controller listener alone; a broker has a client
 //! listener besides it.
 
-use super::config::ConfigError;
+use super::config_error::{ConfigError, invalid};
 use crate::controller::quorum::{ProcessRoles, QuorumSecret};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -41,14 +41,6 @@ struct Listener<'a> {
     name: &'a str,
     host: &'a str,
     port: u16,
-}
-
-fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key: key.to_string(),
-        value: value.to_string(),
-        reason: reason.into(),
-    }
 }
 
 fn listeners(value: &str) -> Result<Vec<Listener<'_>>, ConfigError> {

@@ -19,7 +19,8 @@
 
 use super::Broker;
 use super::handlers::{self, Response};
-use super::network::{AcceptErrors, Connections, NetworkConfig};
+use super::network::{Connections, NetworkConfig};
+use crate::accept_errors::AcceptErrors;
 use crate::metrics::{ACCEPT_ERRORS, CONNECTIONS, CONNECTIONS_CLOSED};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};

@@ -152,7 +152,7 @@ impl Broker {
         if partition.read_only.load(Ordering::SeqCst) && mirror_owns(&partition) {
             let local = match log.producer_state().ongoing_start(producer_id) {
                 Some(start) => {
-                    crate::mirror::log::first_barrier(&mut log).is_some_and(|b| b <= start)
+                    super::mirror_log::first_barrier(&mut log).is_some_and(|b| b <= start)
                 }
                 None => false,
             };

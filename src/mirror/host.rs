@@ -7,8 +7,8 @@
 //! and the durability of `__mirror_state` and of the MIRROR_PID_RESET barrier go through the
 //! broker's group commits.
 
-use super::log::Lease;
 use crate::acl::AclFilter;
+use crate::broker::mirror_log::Lease;
 use crate::broker::{Broker, now_ms};
 use crate::controller::ControllerError;
 use crate::groups::Committed;

@@ -3,11 +3,10 @@
 //! only says how the engine reaches this broker's metadata, controller, logs, groups, ACLs and
 //! source connections.
 //!
-//! - [`host`]: [`BrokerHost`], the engine's `Host` over the broker;
-//! - [`log`]: a partition log leased to the engine as its `MirrorLog` (the mirror path of the
-//!   storage engine, the high watermark kept at the log end: one replica).
+//! - [`host`]: [`BrokerHost`], the engine's `Host` over the broker, which leases the broker's
+//!   partition logs to the engine as its `MirrorLog` (`crate::broker`'s `mirror_log`: the
+//!   broker reads its own logs through it too, so it lives there).
 
 pub mod host;
-pub mod log;
 
 pub use host::BrokerHost;

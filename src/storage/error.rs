@@ -24,7 +24,7 @@ pub enum StorageError {
     CorruptRecordLog {
         path: PathBuf,
         offset: u64,
-        damage: crate::record_log::Damage,
+        damage: Damage,
         intact_after: Option<u64>,
     },
     /// Another broker (process or thread) holds the log directory's `.lock`.
@@ -116,6 +116,26 @@ pub enum StorageError {
     /// A batch could not be encoded.
     #[error("encoding a control batch: {0}")]
     Encode(#[from] kmirror_protocol::codec::CodecError),
+}
+
+/// Why the bytes at an offset of a record log ([`crate::record_log`]) are not an intact record.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Damage {
+    /// Fewer bytes are left than a frame header.
+    #[error("{0} bytes left, fewer than a record header")]
+    ShortHeader(usize),
+    /// The declared length runs past the end of the file.
+    #[error("a record of {length} bytes declared, {available} left in the file")]
+    PastEnd { length: usize, available: usize },
+    /// A zero length, which no append writes (zeroed space reads this way).
+    #[error("a record of zero bytes")]
+    Empty,
+    /// The body does not match its CRC32C.
+    #[error("checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    Checksum { stored: u32, computed: u32 },
+    /// The checksum holds but the body is not a record this version reads.
+    #[error("the checksum holds but the record does not decode: {0}")]
+    Undecodable(String),
 }
 
 /// How a [`StorageError::CorruptRecordLog`] message says what follows the damage.

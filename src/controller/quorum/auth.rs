@@ -16,7 +16,7 @@
 //! listener belongs on a private network. A node configured without a secret skips the
 //! handshake (and warns at start); it cannot talk to nodes that have one.
 
-use super::network::{read_frame_within, write_frame};
+use super::frame::{read_frame_within, write_frame};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;

@@ -24,7 +24,8 @@
 //! [`grants`] and [`won`] are pure; the loop passes them the time.
 
 use super::auth::QuorumSecret;
-use super::network::{Peer, QuorumRequest, QuorumResponse};
+use super::messages::{QuorumRequest, QuorumResponse};
+use super::network::Peer;
 use super::types::MetadataRaft;
 use openraft::{LogId, Raft};
 use rand::Rng;

@@ -13,11 +13,11 @@
 
 use super::QuorumError;
 use super::auth::QuorumSecret;
-use super::network::{Peer, QuorumRequest, QuorumResponse};
+use super::messages::{Joined, QuorumRequest, QuorumResponse};
+use super::network::Peer;
 use super::types::MetadataRaft;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers, Raft};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -25,19 +25,6 @@ use std::time::Duration;
 const ASK_WITHIN: Duration = Duration::from_secs(5);
 /// The pause between rounds over the voters.
 const RETRY_AFTER: Duration = Duration::from_millis(200);
-
-/// The answer to a join request.
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) enum Joined {
-    /// The node is a learner at the address it gave.
-    Learner,
-    /// The node asked is not the active controller; it names the one it knows (its address).
-    NotLeader { leader: Option<String> },
-    /// The node can never join as a learner (it is a voter).
-    Refused(String),
-    /// The change could not be committed now (a membership change in progress, ...).
-    Failed(String),
-}
 
 /// What the active controller does for a node asking to join as a learner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

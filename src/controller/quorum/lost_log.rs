@@ -11,7 +11,8 @@
 
 use super::QuorumError;
 use super::auth::QuorumSecret;
-use super::network::{Peer, QuorumRequest, QuorumResponse};
+use super::messages::{QuorumRequest, QuorumResponse};
+use super::network::Peer;
 use super::types::MetadataRaft;
 use openraft::Raft;
 use std::collections::BTreeMap;

@@ -26,10 +26,12 @@
 mod atomic_file;
 mod auth;
 mod election;
+mod frame;
 mod learner;
 mod liveness;
 mod log_store;
 mod lost_log;
+mod messages;
 mod network;
 mod replica;
 mod roles;
@@ -41,7 +43,8 @@ mod types;
 
 use crate::controller::{Controller, ControllerError, MetadataCommand, Outcome};
 use crate::storage::StorageError;
-use network::{CallError, Forwarded, Peer, QuorumRequest, QuorumResponse};
+use messages::{Forwarded, QuorumRequest, QuorumResponse};
+use network::{CallError, Peer};
 use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::{BasicNode, Raft};
 use std::collections::BTreeMap;

@@ -1,19 +1,18 @@
 //! The quorum's wire: Raft's RPCs between controllers and metadata writes forwarded to the
 //! active controller, over TCP on each controller's listener (docs/cluster.md).
 //!
-//! A connection starts with [`super::auth`]'s handshake when the nodes share a secret.
-//! Framing: `u32 length (big-endian) | one JSON value`, a request answered by one response on
-//! the same connection, one request in flight per connection. A frame longer than
-//! [`MAX_FRAME`] is refused, so a stray client cannot make a controller allocate at will.
+//! A connection starts with [`super::auth`]'s handshake when the nodes share a secret. Each
+//! request ([`super::messages`]) is one frame ([`super::frame`]), answered by one response on
+//! the same connection, one request in flight per connection.
 //!
 //! Contract: a failure before the request was written ([`CallError::Unreachable`]) left nothing
 //! done, and the caller may try elsewhere; a failure after it ([`CallError::Broken`]) leaves the
 //! outcome unknown.
 
 use super::auth::{QuorumSecret, client_handshake};
-use super::learner::Joined;
+use super::frame::{read_frame, write_frame};
+use super::messages::{QuorumRequest, QuorumResponse};
 use super::types::MetadataRaft;
-use crate::controller::{MetadataCommand, Outcome};
 use openraft::BasicNode;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
@@ -23,76 +22,8 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-/// The largest frame read (snapshots are sent in chunks well below it).
-pub(super) const MAX_FRAME: usize = 32 * 1024 * 1024;
-
-/// What one controller asks another.
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) enum QuorumRequest {
-    /// Raft's AppendEntries.
-    AppendEntries(AppendEntriesRequest<MetadataRaft>),
-    /// Raft's RequestVote.
-    Vote(VoteRequest<u64>),
-    /// Would the node asked vote for `candidate`, whose metadata is applied up to
-    /// `last_applied`, now ([`super::election`])? Changes nothing.
-    PreVote {
-        candidate: u64,
-        #[serde(default)]
-        last_applied: Option<openraft::LogId<u64>>,
-    },
-    /// Up to which index did the node asked (the active controller) replicate to `node_id`
-    /// ([`super::lost_log`])?
-    ReplicatedTo { node_id: u64 },
-    /// A snapshot chunk.
-    InstallSnapshot(InstallSnapshotRequest<MetadataRaft>),
-    /// A metadata change for the active controller to commit.
-    Forward(MetadataCommand),
-    /// Broker `node_id` is alive (sent to the active controller).
-    Heartbeat { node_id: i32 },
-    /// Broker-only node `node_id` asks to follow the log as a learner, reached at `address`
-    /// (its controller listener).
-    Join { node_id: u64, address: String },
-}
-
-/// The answer to a [`QuorumRequest`].
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) enum QuorumResponse {
-    /// To AppendEntries.
-    AppendEntries(Result<AppendEntriesResponse<u64>, RaftError<u64>>),
-    /// To RequestVote.
-    Vote(Result<VoteResponse<u64>, RaftError<u64>>),
-    /// To a pre-vote.
-    PreVote { granted: bool },
-    /// To ReplicatedTo: `None` when the node asked is not the active controller or replicated
-    /// nothing to it.
-    ReplicatedTo { index: Option<u64> },
-    /// To a snapshot chunk.
-    InstallSnapshot(Result<InstallSnapshotResponse<u64>, RaftError<u64, InstallSnapshotError>>),
-    /// To a forwarded change.
-    Forwarded(Forwarded),
-    /// To a heartbeat: whether the node asked is the active controller and counted it.
-    Heartbeat { counted: bool },
-    /// To a join request.
-    Joined(Joined),
-}
-
-/// What became of a forwarded change.
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) enum Forwarded {
-    /// Committed at log `index` and applied there with this outcome.
-    Applied { index: u64, outcome: Outcome },
-    /// The node asked is not the active controller (it names the one it knows, if any):
-    /// nothing was written.
-    NotLeader { leader: Option<u64> },
-    /// The active controller could not commit it (its outcome is unknown).
-    Failed(String),
-}
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -103,63 +34,6 @@ pub(super) enum CallError {
     /// The request may have been received; no answer came.
     #[error("no answer from {address}: {reason}")]
     Broken { address: String, reason: String },
-}
-
-/// Writes one frame.
-pub(super) async fn write_frame<T: Serialize>(
-    stream: &mut TcpStream,
-    value: &T,
-) -> std::io::Result<()> {
-    let body = serde_json::to_vec(value).map_err(std::io::Error::other)?;
-    let length = u32::try_from(body.len())
-        .ok()
-        .filter(|l| (*l as usize) <= MAX_FRAME)
-        .ok_or_else(|| std::io::Error::other(format!("a frame of {} bytes", body.len())))?;
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&length.to_be_bytes());
-    frame.extend_from_slice(&body);
-    stream.write_all(&frame).await
-}
-
-/// Reads one frame (`None` at a clean end of the connection).
-pub(super) async fn read_frame<T: DeserializeOwned>(
-    stream: &mut TcpStream,
-) -> std::io::Result<Option<T>> {
-    read_frame_within(stream, MAX_FRAME).await
-}
-
-/// Reads one frame of at most `max` bytes (`None` at a clean end of the connection).
-pub(super) async fn read_frame_within<T: DeserializeOwned>(
-    stream: &mut TcpStream,
-    max: usize,
-) -> std::io::Result<Option<T>> {
-    let mut length = [0u8; 4];
-    match stream.read_exact(&mut length).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
-    }
-    let length = u32::from_be_bytes(length) as usize;
-    if length > max {
-        return Err(std::io::Error::other(format!(
-            "a frame of {length} bytes is larger than {max}"
-        )));
-    }
-    // Grown as bytes arrive: a length with no body behind it costs nothing.
-    let mut body = Vec::new();
-    (&mut *stream)
-        .take(length as u64)
-        .read_to_end(&mut body)
-        .await?;
-    if body.len() != length {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            format!("a frame of {length} bytes ended after {}", body.len()),
-        ));
-    }
-    serde_json::from_slice(&body)
-        .map(Some)
-        .map_err(std::io::Error::other)
 }
 
 /// A connection to one controller, opened on first use (and authenticated, with a secret) and

@@ -15,8 +15,9 @@
 
 use super::auth::{QuorumSecret, server_handshake};
 use super::election::{self, Contact};
+use super::frame::{read_frame, write_frame};
 use super::liveness::Live;
-use super::network::{Forwarded, QuorumRequest, QuorumResponse, read_frame, write_frame};
+use super::messages::{Forwarded, QuorumRequest, QuorumResponse};
 use super::types::MetadataRaft;
 use openraft::Raft;
 use openraft::error::{ClientWriteError, RaftError};

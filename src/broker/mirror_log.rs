@@ -1,8 +1,12 @@
 //! A partition log leased to the engine as its [`MirrorLog`]: the mirror path of the storage
 //! engine, with the high watermark kept at the log end after every change (one replica: what
 //! is appended is committed).
+//!
+//! It lives in the broker, which reads its own logs through it by the engine's rules (whether a
+//! partition opens read-only, where a log's first barrier is); the engine's host
+//! ([`crate::mirror`]) leases it to the engine.
 
-use crate::broker::now_ms;
+use super::now_ms;
 use crate::storage::{GapPolicy, PartitionLog, StorageError};
 use bytes::Bytes;
 use kmirror_actors::epoch::EpochStart;
@@ -10,7 +14,7 @@ use kmirror_actors::host::{Cause, MirrorLog};
 use kmirror_protocol::batch::{CheckedBatches, RecordBatch};
 
 /// The log while the engine holds it.
-pub(super) struct Lease<'a>(pub(super) &'a mut PartitionLog);
+pub(crate) struct Lease<'a>(pub(crate) &'a mut PartitionLog);
 
 /// A storage failure as the engine classifies it: I/O may heal, and so may batches that
 /// overlap the log end (the next fetch asks from the log end again, after the source's log or
@@ -27,7 +31,7 @@ fn cause(e: StorageError) -> Cause {
 /// Whether a partition of a topic whose `mirror.name` is `mirror_name` opens read-only (the
 /// engine's rule, [`kmirror_actors::host::opens_read_only`]); a log that cannot be read opens
 /// read-only, the side that loses no write.
-pub fn opens_read_only(
+pub(super) fn opens_read_only(
     log: &mut PartitionLog,
     mirror_name: Option<&str>,
     cluster_id: &str,
@@ -40,7 +44,7 @@ pub fn opens_read_only(
 
 /// The offset of the log's first MIRROR_PID_RESET barrier ([`kmirror_actors::host::first_barrier`]);
 /// `None` when there is none or the log cannot be read.
-pub fn first_barrier(log: &mut PartitionLog) -> Option<i64> {
+pub(super) fn first_barrier(log: &mut PartitionLog) -> Option<i64> {
     kmirror_actors::host::first_barrier(&Lease(log)).unwrap_or_else(|e| {
         tracing::error!(error = %e.message, "reading a partition log for its barrier");
         None
