@@ -6,12 +6,12 @@
 //!
 //! Exit codes: 0 success, 1 the command ran and found damage (dump-log), 2 usage or I/O error.
 
-mod failover_command;
-mod mirror_table;
-mod mirrors_command;
-mod quickstart_command;
+mod cli;
 
 use clap::{Parser, Subcommand};
+use cli::failover::Failover;
+use cli::mirrors::MirrorsAction;
+use cli::topics::{TopicChange, TopicSelection};
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::broker::quorum_config::ClusterConfig;
@@ -22,7 +22,6 @@ use kmirror::storage::dump;
 use kmirror_actors::engine::EngineRuntime;
 use kmirror_protocol::errors;
 use kmirror_protocol::messages::MirrorApiKey;
-use mirrors_command::{MirrorsAction, TopicChange, TopicSelection};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -168,7 +167,7 @@ fn main() -> ExitCode {
             mirror_seconds,
             records_per_second,
             exit_after_failover,
-        } => quickstart_command::run(quickstart_command::Options {
+        } => cli::quickstart::run(cli::quickstart::Options {
             mirror_seconds,
             records_per_second,
             exit_after_failover,
@@ -227,7 +226,7 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
     } else if args.list {
         MirrorsAction::List { json: args.json }
     } else if args.failover {
-        let timeout = match failover_command::parse_duration(&args.timeout) {
+        let timeout = match cli::failover::parse_duration(&args.timeout) {
             Ok(timeout) => timeout,
             Err(e) => return usage(&e),
         };
@@ -235,7 +234,7 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
             return usage("--max-lag must be 0 or more");
         }
         match (args.mirror, TopicSelection::parse(args.topics)) {
-            (Some(mirror), Some(topics)) => MirrorsAction::Failover(failover_command::Failover {
+            (Some(mirror), Some(topics)) => MirrorsAction::Failover(Failover {
                 mirror,
                 topics,
                 max_lag: args.max_lag,
@@ -272,7 +271,7 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
             _ => return usage("--start, --stop, --pause and --resume need --mirror and --topics"),
         }
     };
-    mirrors_command::run(&args.bootstrap_server, action)
+    cli::mirrors::run(&args.bootstrap_server, action)
 }
 
 /// Logs to stderr: JSON lines (`kmirror.log.format=json`) or text, coloured on a terminal only.

@@ -11,8 +11,11 @@
 //! Ctrl-C (or ends there with `--exit-after-failover`). Either way both brokers are stopped with
 //! SIGTERM (they shut down cleanly) and the folder is removed.
 
-use crate::mirror_table;
-use crate::mirrors_command::{self, Failure, MirrorsAction, TopicChange, TopicSelection};
+use super::describe::describe_every_broker;
+use super::failure::Failure;
+use super::mirror_table;
+use super::mirrors::{self, MirrorsAction};
+use super::topics::{TopicChange, TopicSelection};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -195,7 +198,7 @@ async fn quickstart(options: Options, clusters: &mut Clusters) -> Result<(), Str
         "\n$ kmirror mirrors --bootstrap-server {destination} --create --mirror {MIRROR} --mirror-config {}",
         mirror_config.display()
     );
-    mirrors_command::execute(
+    mirrors::execute(
         &destination,
         MirrorsAction::Create {
             mirror: MIRROR.into(),
@@ -270,7 +273,7 @@ async fn quickstart(options: Options, clusters: &mut Clusters) -> Result<(), Str
 }
 
 async fn topics(destination: &str, change: TopicChange) -> Result<(), String> {
-    mirrors_command::execute(
+    mirrors::execute(
         destination,
         MirrorsAction::Topics {
             change,
@@ -323,7 +326,7 @@ impl Table {
             mirror_names: vec![MIRROR.into()],
             ..Default::default()
         };
-        mirrors_command::describe_every_broker(&self.destination, &self.connection, &request)
+        describe_every_broker(&self.destination, &self.connection, &request)
             .await
             .map_err(failed)
     }

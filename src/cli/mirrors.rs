@@ -12,10 +12,16 @@
 //! and nothing is created. `--alter` changes a mirror's configs (IncrementalAlterConfigs on
 //! the mirror's config resource); `--describe-configs` shows them, secrets hidden. Exit codes: 0 done, 1 refused by the broker (its error code and
 //! message are printed, with what to do for KIP-1279's codes; docs/errors.md), 2 bad usage or
-//! configuration, 3 a cluster could not be reached. Names echoed (a mirror's, a topic's, also
-//! inside the broker's messages) are cut to [`NAME_SHOWN`] characters, saying how long they were.
+//! configuration, 3 a cluster could not be reached ([`Failure`]). Names echoed (a mirror's, a
+//! topic's, also inside the broker's messages) are cut, saying how long they were ([`shown`]).
 
-use crate::mirror_table;
+use super::describe::{describe_every_broker, mirror_error};
+use super::failover::Failover;
+use super::failure::{Failure, explained, refused, shown, with_names_shown};
+use super::mirror_table;
+use super::topics::{
+    TopicChange, TopicSelection, change_topics, kept_pattern, mirror_topics_matching,
+};
 use kafka_protocol::messages::{
     DescribeConfigsRequest, IncrementalAlterConfigsRequest, describe_configs_request,
     incremental_alter_configs_request,
@@ -27,17 +33,14 @@ use kmirror_protocol::client::{ClientConfig, ClientError, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
     CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorsRequest, DescribeMirrorsResponse,
-    LastMirroredEpochsRequest, ListMirrorsRequest, PauseMirrorTopicsRequest,
-    ResumeMirrorTopicsRequest, StartMirrorTopicsRequest, StopMirrorTopicsRequest,
-    create_mirror_request, pause_mirror_topics_request, resume_mirror_topics_request,
-    start_mirror_topics_request, stop_mirror_topics_request,
+    LastMirroredEpochsRequest, ListMirrorsRequest, create_mirror_request,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// The config resource type of a cluster mirror (KIP-1279's CLUSTER_MIRROR).
 const CLUSTER_MIRROR_RESOURCE: i8 = 64;
-use std::process::ExitCode;
 
 /// What `kmirror mirrors` was asked to do.
 #[derive(Debug)]
@@ -74,7 +77,7 @@ pub(crate) enum MirrorsAction {
         json: bool,
     },
     /// `--failover --mirror M --topics X [--max-lag N] [--timeout D]`.
-    Failover(crate::failover_command::Failover),
+    Failover(Failover),
     /// `--describe --watch [--mirror M] [--json]`: the table (or a line of JSON) again every
     /// `every`, until Ctrl-C or until stdout's reader is gone.
     Watch {
@@ -82,129 +85,6 @@ pub(crate) enum MirrorsAction {
         every: std::time::Duration,
         json: bool,
     },
-}
-
-/// Which topics `--topics` names: a comma-separated list of names, or a regular expression
-/// (any value that is not a list of valid topic names) matched against whole names: the
-/// source's topics for `--start` (the broker resolves it), the mirror's for the others.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum TopicSelection {
-    Names(Vec<String>),
-    Pattern(String),
-}
-
-impl TopicSelection {
-    /// Reads `--topics`' values (already split at commas); `None` when they name nothing
-    /// (`--topics ''`).
-    pub(crate) fn parse(values: Vec<String>) -> Option<TopicSelection> {
-        if values.iter().all(|v| v.trim().is_empty()) {
-            return None;
-        }
-        Some(
-            if values
-                .iter()
-                .all(|v| kmirror::controller::valid_topic_name(v))
-            {
-                TopicSelection::Names(values)
-            } else {
-                TopicSelection::Pattern(values.join(","))
-            },
-        )
-    }
-}
-
-/// What to do with topics.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum TopicChange {
-    /// Start; restarting stopped topics discards this many records written since their
-    /// failover (-1: none; the broker refuses and names the count when there are some).
-    Start {
-        discard_local_records: i64,
-    },
-    Stop,
-    Pause,
-    Resume,
-}
-
-/// Why an action did not complete.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    Refused(String),
-    Usage(String),
-    Unreachable(String),
-}
-
-/// How many characters of a name are echoed.
-const NAME_SHOWN: usize = 64;
-
-/// `name` as echoed: its first [`NAME_SHOWN`] characters and its length when it is longer.
-pub(crate) fn shown(name: &str) -> String {
-    match name.char_indices().nth(NAME_SHOWN) {
-        Some((cut, _)) => format!("{}… ({} characters)", &name[..cut], name.chars().count()),
-        None => name.to_string(),
-    }
-}
-
-/// `text` with every run of name characters (a topic's or a mirror's: `[A-Za-z0-9._-]`)
-/// longer than [`NAME_SHOWN`] cut as [`shown`] does, for messages that may echo a name given
-/// by the operator (a broker's, a regular expression's parse error).
-pub(crate) fn with_names_shown(text: &str) -> String {
-    let is_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    let mut out = String::with_capacity(text.len().min(4096));
-    let mut run = String::new();
-    for c in text.chars() {
-        if is_name(c) {
-            run.push(c);
-        } else {
-            out.push_str(&shown(&run));
-            run.clear();
-            out.push(c);
-        }
-    }
-    out.push_str(&shown(&run));
-    out
-}
-
-impl Failure {
-    /// What went wrong, for the operator.
-    pub(crate) fn message(&self) -> &str {
-        match self {
-            Failure::Refused(m) | Failure::Usage(m) | Failure::Unreachable(m) => m,
-        }
-    }
-
-    fn exit(self) -> ExitCode {
-        let (code, message) = match self {
-            Failure::Refused(m) => (1, m),
-            Failure::Usage(m) => (2, m),
-            Failure::Unreachable(m) => (3, m),
-        };
-        eprintln!("kmirror mirrors: {}", with_names_shown(&message));
-        ExitCode::from(code)
-    }
-}
-
-/// A broker's refusal: the code's name and number, the broker's message (or the table's
-/// when it sent none) and, for KIP-1279's codes, what to do.
-pub(crate) fn refused(code: i16, message: Option<String>) -> Failure {
-    Failure::Refused(explained(code, message))
-}
-
-/// `NAME (code): message` for one error code, then what to do on a line of its own.
-fn explained(code: i16, message: Option<String>) -> String {
-    let error = ErrorCode(code);
-    let name = error.name();
-    let message = message
-        .filter(|m| !m.trim().is_empty())
-        .or_else(|| error.info().map(|i| i.message.to_string()));
-    let mut text = match message {
-        Some(m) => format!("{name} ({code}): {}", with_names_shown(&m)),
-        None => format!("{name} ({code})"),
-    };
-    if let Some(action) = error.action() {
-        text.push_str(&format!("\n  what to do: {action}"));
-    }
-    text
 }
 
 /// Runs the action against the cluster at `bootstrap`.
@@ -220,98 +100,6 @@ pub(crate) fn run(bootstrap: &str, action: MirrorsAction) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => f.exit(),
     }
-}
-
-/// DescribeMirrors of every broker of the cluster (each reports the partitions it leads),
-/// merged: one entry per mirror and topic, partitions in order.
-pub(crate) async fn describe_every_broker(
-    bootstrap: &str,
-    first: &Connection,
-    request: &DescribeMirrorsRequest,
-) -> Result<DescribeMirrorsResponse, Failure> {
-    let unreachable =
-        |e: kmirror_protocol::client::ClientError| Failure::Unreachable(e.to_string());
-    let cluster = SourceClient::connect(ClientConfig::plaintext(bootstrap))
-        .await
-        .map_err(unreachable)?;
-    let brokers = cluster
-        .metadata(Some(&[]))
-        .await
-        .map_err(unreachable)?
-        .brokers;
-    let mut answers = vec![
-        first
-            .send("DescribeMirrors", request, 0)
-            .await
-            .map_err(unreachable)?
-            .1,
-    ];
-    let first_address = first.broker().to_string();
-    for address in brokers.values().filter(|a| **a != first_address) {
-        // A broker that does not answer (down, not yet fenced) leaves out only its partitions.
-        let answer = async {
-            let connection =
-                Connection::connect(address, &ClientConfig::plaintext(address), None).await?;
-            connection.send("DescribeMirrors", request, 0).await
-        };
-        match answer.await {
-            Ok((_, answer)) => answers.push(answer),
-            Err(e) => eprintln!(
-                "kmirror mirrors: broker {address} did not answer ({e}); the partitions it \
-                 leads are not shown"
-            ),
-        }
-    }
-    merge_answers(answers)
-}
-
-/// The brokers' DescribeMirrors answers as one: one entry per mirror and topic, partitions in
-/// order, each once. A broker may answer twice (reached at its bootstrap address and at a
-/// different advertised one: a proxy, NAT) and a partition whose leadership just moved may be
-/// reported by both leaders: the first report of a partition is kept.
-fn merge_answers(
-    answers: Vec<DescribeMirrorsResponse>,
-) -> Result<DescribeMirrorsResponse, Failure> {
-    let mut merged = DescribeMirrorsResponse::default();
-    for answer in answers {
-        if answer.error_code != 0 {
-            return Err(refused(answer.error_code, answer.error_message));
-        }
-        for mirror in answer.mirrors {
-            let Some(into) = merged
-                .mirrors
-                .iter_mut()
-                .find(|m| m.mirror_name == mirror.mirror_name)
-            else {
-                merged.mirrors.push(mirror);
-                continue;
-            };
-            for topic in mirror.topics {
-                match into
-                    .topics
-                    .iter_mut()
-                    .find(|t| t.topic_name == topic.topic_name)
-                {
-                    Some(t) => {
-                        for p in topic.partitions {
-                            if !t
-                                .partitions
-                                .iter()
-                                .any(|q| q.partition_index == p.partition_index)
-                            {
-                                t.partitions.push(p);
-                            }
-                        }
-                    }
-                    None => into.topics.push(topic),
-                }
-            }
-        }
-    }
-    for topic in merged.mirrors.iter_mut().flat_map(|m| m.topics.iter_mut()) {
-        topic.partitions.sort_by_key(|p| p.partition_index);
-    }
-    Ok(merged)
 }
 
 /// Writes `text` to stdout: `false` once its reader is gone (`--watch | head`), which ends the
@@ -339,22 +127,6 @@ fn show(
         emit(&mirror_table::render(answer, previous))
     } else {
         Ok(true)
-    }
-}
-
-/// The first mirror-level error of a describe answer (an unknown mirror, one not authorized),
-/// as the command's failure.
-pub(crate) fn mirror_error(answer: &DescribeMirrorsResponse) -> Result<(), Failure> {
-    match answer.mirrors.iter().find(|m| m.error_code != 0) {
-        Some(m) => Err(refused(
-            m.error_code,
-            Some(format!(
-                "mirror {}: {}",
-                m.mirror_name,
-                m.error_message.as_deref().unwrap_or("refused")
-            )),
-        )),
-        None => Ok(()),
     }
 }
 
@@ -637,7 +409,7 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
             mirror_error(&answer)?;
         }
         MirrorsAction::Failover(failover) => {
-            crate::failover_command::run(bootstrap, &connection, failover).await?;
+            super::failover::run(bootstrap, &connection, failover).await?;
         }
         MirrorsAction::Watch {
             mirror,
@@ -675,8 +447,6 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
     Ok(())
 }
 
-/// `--create --validate-only`: CreateMirror v1 with ValidateOnly and the file's configs as they
-/// are (the broker reaches the source, not this tool); one line per check the broker made.
 /// CreateMirror of `mirror` with the configs `props`.
 fn create_request(
     mirror: &str,
@@ -698,6 +468,8 @@ fn create_request(
     }
 }
 
+/// `--create --validate-only`: CreateMirror v1 with ValidateOnly and the file's configs as they
+/// are (the broker reaches the source, not this tool); one line per check the broker made.
 async fn validate_create(
     connection: &Connection,
     mirror: &str,
@@ -753,182 +525,5 @@ async fn validate_create(
             );
             Ok(())
         }
-    }
-}
-
-/// The topics of `mirror` whose whole name `pattern` matches (ListMirrors).
-pub(crate) async fn mirror_topics_matching(
-    connection: &Connection,
-    mirror: &str,
-    pattern: &str,
-) -> Result<Vec<String>, Failure> {
-    let regex = regex::Regex::new(&format!("^(?:{pattern})$"))
-        .map_err(|e| Failure::Usage(format!("--topics {pattern:?}: {e}")))?;
-    let request = ListMirrorsRequest {
-        include_topic_names: true,
-        ..Default::default()
-    };
-    let (_, answer) = connection
-        .send("ListMirrors", &request, 0)
-        .await
-        .map_err(|e| Failure::Unreachable(e.to_string()))?;
-    let Some(listed) = answer.mirrors.into_iter().find(|m| m.mirror_name == mirror) else {
-        return Err(refused(
-            ErrorCode::UNKNOWN_CLUSTER_MIRROR.0,
-            Some(format!("no mirror {mirror}")),
-        ));
-    };
-    let names: Vec<String> = listed
-        .topic_names
-        .into_iter()
-        .filter(|t| regex.is_match(t))
-        .collect();
-    if names.is_empty() {
-        return Err(Failure::Usage(format!(
-            "no topic of mirror {} matches {pattern:?} (a regular expression over whole names \
-             of the mirror's topics; --list --json shows them)",
-            shown(mirror)
-        )));
-    }
-    Ok(names)
-}
-
-/// The broker's answer to a topic change: top-level code and message, then per topic.
-type TopicResults = (i16, Option<String>, Vec<(String, i16, Option<String>)>);
-
-/// Sends one topic RPC (each has its own generated types, of one shape) and reads its answer.
-macro_rules! topic_rpc {
-    (
-        $connection:expr,
-        $api:literal,
-        $request:ident,
-        $module:ident,
-        $mirror:expr,
-        $topics:expr
-        $(, $field:ident = $value:expr)*
-    ) => {{
-        let request = $request {
-            mirror_name: $mirror,
-            $($field: $value,)*
-            topics: $topics
-                .into_iter()
-                .map(|topic_name| $module::TopicMetadata {
-                    topic_name,
-                    ..Default::default()
-                })
-                .collect(),
-            ..Default::default()
-        };
-        let (_, a) = $connection.send($api, &request, 0).await?;
-        let per = a
-            .topics
-            .into_iter()
-            .map(|t| (t.name, t.error_code, t.error_message));
-        (a.error_code, a.error_message, per.collect())
-    }};
-}
-
-/// `pattern`, to take out of auto-discovery with a stop, unless it holds a comma: such a pattern
-/// cannot have been kept, and the broker refuses it.
-pub(crate) fn kept_pattern(pattern: String) -> Vec<String> {
-    if pattern.contains(',') {
-        Vec::new()
-    } else {
-        vec![pattern]
-    }
-}
-
-/// Sends the topic RPC of `change` for `topics`; `patterns` are a start's IncludePatterns or a
-/// stop's Patterns (the broker keeps them for auto-discovery, docs/wire.md), unused otherwise.
-pub(crate) async fn change_topics(
-    connection: &Connection,
-    change: TopicChange,
-    mirror: String,
-    topics: Vec<String>,
-    patterns: Vec<String>,
-) -> Result<TopicResults, kmirror_protocol::client::ClientError> {
-    Ok(match change {
-        TopicChange::Start {
-            discard_local_records,
-        } => topic_rpc!(
-            connection,
-            "StartMirrorTopics",
-            StartMirrorTopicsRequest,
-            start_mirror_topics_request,
-            mirror,
-            topics,
-            include_patterns = patterns,
-            discard_local_records = discard_local_records
-        ),
-        TopicChange::Stop => topic_rpc!(
-            connection,
-            "StopMirrorTopics",
-            StopMirrorTopicsRequest,
-            stop_mirror_topics_request,
-            mirror,
-            topics,
-            patterns = patterns
-        ),
-        TopicChange::Pause => topic_rpc!(
-            connection,
-            "PauseMirrorTopics",
-            PauseMirrorTopicsRequest,
-            pause_mirror_topics_request,
-            mirror,
-            topics
-        ),
-        TopicChange::Resume => topic_rpc!(
-            connection,
-            "ResumeMirrorTopics",
-            ResumeMirrorTopicsRequest,
-            resume_mirror_topics_request,
-            mirror,
-            topics
-        ),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::merge_answers;
-    use kmirror_protocol::messages::DescribeMirrorsResponse;
-    use kmirror_protocol::messages::describe_mirrors_response::{
-        DescribedMirror, DescribedPartition, DescribedTopic,
-    };
-
-    fn answer(partitions: &[i32]) -> DescribeMirrorsResponse {
-        DescribeMirrorsResponse {
-            mirrors: vec![DescribedMirror {
-                mirror_name: "dr".into(),
-                topics: vec![DescribedTopic {
-                    topic_name: "orders".into(),
-                    partitions: partitions
-                        .iter()
-                        .map(|&p| DescribedPartition {
-                            partition_index: p,
-                            state: "MIRRORING".into(),
-                            ..Default::default()
-                        })
-                        .collect(),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }],
-            ..Default::default()
-        }
-    }
-
-    /// A broker reached at its bootstrap address and again at the one it advertises (the
-    /// cluster nemesis's source behind its proxy listed every partition twice).
-    #[test]
-    fn a_broker_that_answers_twice_shows_each_partition_once() {
-        let merged =
-            merge_answers(vec![answer(&[1, 0]), answer(&[0, 1]), answer(&[2])]).expect("merged");
-        let shown: Vec<i32> = merged.mirrors[0].topics[0]
-            .partitions
-            .iter()
-            .map(|p| p.partition_index)
-            .collect();
-        assert_eq!(shown, [0, 1, 2]);
     }
 }

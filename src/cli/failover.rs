@@ -17,9 +17,10 @@
 //! cannot get there by waiting: refused at once. `--stop` is the disaster command: it stops at
 //! once, whatever the lag and even with the source gone (docs/failover.md).
 
-use crate::mirrors_command::{
-    Failure, TopicChange, TopicSelection, change_topics, describe_every_broker, kept_pattern,
-    mirror_error, mirror_topics_matching, refused,
+use super::describe::{describe_every_broker, mirror_error};
+use super::failure::{Failure, refused};
+use super::topics::{
+    TopicChange, TopicSelection, change_topics, kept_pattern, mirror_topics_matching,
 };
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::{ClientConfig, SourceClient};

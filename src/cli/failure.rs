@@ -1,0 +1,89 @@
+//! How a `kmirror mirrors` action fails ([`Failure`]: refused by the broker, bad usage, a cluster
+//! out of reach, each with its exit code 1, 2, 3) and how what it prints echoes names: a
+//! mirror's or a topic's, also inside the broker's messages, is cut to [`NAME_SHOWN`] characters,
+//! saying how long it was. Shared by every command of the CLI, so a leaf.
+
+use kmirror_protocol::errors::ErrorCode;
+use std::process::ExitCode;
+
+/// Why an action did not complete.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Refused(String),
+    Usage(String),
+    Unreachable(String),
+}
+
+/// How many characters of a name are echoed.
+const NAME_SHOWN: usize = 64;
+
+/// `name` as echoed: its first [`NAME_SHOWN`] characters and its length when it is longer.
+pub(crate) fn shown(name: &str) -> String {
+    match name.char_indices().nth(NAME_SHOWN) {
+        Some((cut, _)) => format!("{}… ({} characters)", &name[..cut], name.chars().count()),
+        None => name.to_string(),
+    }
+}
+
+/// `text` with every run of name characters (a topic's or a mirror's: `[A-Za-z0-9._-]`)
+/// longer than [`NAME_SHOWN`] cut as [`shown`] does, for messages that may echo a name given
+/// by the operator (a broker's, a regular expression's parse error).
+pub(crate) fn with_names_shown(text: &str) -> String {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    let mut out = String::with_capacity(text.len().min(4096));
+    let mut run = String::new();
+    for c in text.chars() {
+        if is_name(c) {
+            run.push(c);
+        } else {
+            out.push_str(&shown(&run));
+            run.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(&shown(&run));
+    out
+}
+
+impl Failure {
+    /// What went wrong, for the operator.
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            Failure::Refused(m) | Failure::Usage(m) | Failure::Unreachable(m) => m,
+        }
+    }
+
+    /// Prints what went wrong and gives the exit code of its kind (1, 2, 3).
+    pub(crate) fn exit(self) -> ExitCode {
+        let (code, message) = match self {
+            Failure::Refused(m) => (1, m),
+            Failure::Usage(m) => (2, m),
+            Failure::Unreachable(m) => (3, m),
+        };
+        eprintln!("kmirror mirrors: {}", with_names_shown(&message));
+        ExitCode::from(code)
+    }
+}
+
+/// A broker's refusal: the code's name and number, the broker's message (or the table's
+/// when it sent none) and, for KIP-1279's codes, what to do.
+pub(crate) fn refused(code: i16, message: Option<String>) -> Failure {
+    Failure::Refused(explained(code, message))
+}
+
+/// `NAME (code): message` for one error code, then what to do on a line of its own.
+pub(crate) fn explained(code: i16, message: Option<String>) -> String {
+    let error = ErrorCode(code);
+    let name = error.name();
+    let message = message
+        .filter(|m| !m.trim().is_empty())
+        .or_else(|| error.info().map(|i| i.message.to_string()));
+    let mut text = match message {
+        Some(m) => format!("{name} ({code}): {}", with_names_shown(&m)),
+        None => format!("{name} ({code})"),
+    };
+    if let Some(action) = error.action() {
+        text.push_str(&format!("\n  what to do: {action}"));
+    }
+    text
+}

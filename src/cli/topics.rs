@@ -1,0 +1,186 @@
+//! The topics of a mirror as the commands change them: which topics `--topics` names
+//! ([`TopicSelection`]), what to do with them ([`TopicChange`]) and the topic RPC that does it
+//! ([`change_topics`]), shared by `--start`/`--stop`/`--pause`/`--resume` and `--failover`.
+
+use super::failure::{Failure, refused, shown};
+use kmirror_protocol::client::connection::Connection;
+use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::messages::{
+    ListMirrorsRequest, PauseMirrorTopicsRequest, ResumeMirrorTopicsRequest,
+    StartMirrorTopicsRequest, StopMirrorTopicsRequest, pause_mirror_topics_request,
+    resume_mirror_topics_request, start_mirror_topics_request, stop_mirror_topics_request,
+};
+
+/// Which topics `--topics` names: a comma-separated list of names, or a regular expression
+/// (any value that is not a list of valid topic names) matched against whole names: the
+/// source's topics for `--start` (the broker resolves it), the mirror's for the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TopicSelection {
+    Names(Vec<String>),
+    Pattern(String),
+}
+
+impl TopicSelection {
+    /// Reads `--topics`' values (already split at commas); `None` when they name nothing
+    /// (`--topics ''`).
+    pub(crate) fn parse(values: Vec<String>) -> Option<TopicSelection> {
+        if values.iter().all(|v| v.trim().is_empty()) {
+            return None;
+        }
+        Some(
+            if values
+                .iter()
+                .all(|v| kmirror::controller::valid_topic_name(v))
+            {
+                TopicSelection::Names(values)
+            } else {
+                TopicSelection::Pattern(values.join(","))
+            },
+        )
+    }
+}
+
+/// What to do with topics.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum TopicChange {
+    /// Start; restarting stopped topics discards this many records written since their
+    /// failover (-1: none; the broker refuses and names the count when there are some).
+    Start {
+        discard_local_records: i64,
+    },
+    Stop,
+    Pause,
+    Resume,
+}
+
+/// The topics of `mirror` whose whole name `pattern` matches (ListMirrors).
+pub(crate) async fn mirror_topics_matching(
+    connection: &Connection,
+    mirror: &str,
+    pattern: &str,
+) -> Result<Vec<String>, Failure> {
+    let regex = regex::Regex::new(&format!("^(?:{pattern})$"))
+        .map_err(|e| Failure::Usage(format!("--topics {pattern:?}: {e}")))?;
+    let request = ListMirrorsRequest {
+        include_topic_names: true,
+        ..Default::default()
+    };
+    let (_, answer) = connection
+        .send("ListMirrors", &request, 0)
+        .await
+        .map_err(|e| Failure::Unreachable(e.to_string()))?;
+    let Some(listed) = answer.mirrors.into_iter().find(|m| m.mirror_name == mirror) else {
+        return Err(refused(
+            ErrorCode::UNKNOWN_CLUSTER_MIRROR.0,
+            Some(format!("no mirror {mirror}")),
+        ));
+    };
+    let names: Vec<String> = listed
+        .topic_names
+        .into_iter()
+        .filter(|t| regex.is_match(t))
+        .collect();
+    if names.is_empty() {
+        return Err(Failure::Usage(format!(
+            "no topic of mirror {} matches {pattern:?} (a regular expression over whole names \
+             of the mirror's topics; --list --json shows them)",
+            shown(mirror)
+        )));
+    }
+    Ok(names)
+}
+
+/// The broker's answer to a topic change: top-level code and message, then per topic.
+type TopicResults = (i16, Option<String>, Vec<(String, i16, Option<String>)>);
+
+/// Sends one topic RPC (each has its own generated types, of one shape) and reads its answer.
+macro_rules! topic_rpc {
+    (
+        $connection:expr,
+        $api:literal,
+        $request:ident,
+        $module:ident,
+        $mirror:expr,
+        $topics:expr
+        $(, $field:ident = $value:expr)*
+    ) => {{
+        let request = $request {
+            mirror_name: $mirror,
+            $($field: $value,)*
+            topics: $topics
+                .into_iter()
+                .map(|topic_name| $module::TopicMetadata {
+                    topic_name,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let (_, a) = $connection.send($api, &request, 0).await?;
+        let per = a
+            .topics
+            .into_iter()
+            .map(|t| (t.name, t.error_code, t.error_message));
+        (a.error_code, a.error_message, per.collect())
+    }};
+}
+
+/// `pattern`, to take out of auto-discovery with a stop, unless it holds a comma: such a pattern
+/// cannot have been kept, and the broker refuses it.
+pub(crate) fn kept_pattern(pattern: String) -> Vec<String> {
+    if pattern.contains(',') {
+        Vec::new()
+    } else {
+        vec![pattern]
+    }
+}
+
+/// Sends the topic RPC of `change` for `topics`; `patterns` are a start's IncludePatterns or a
+/// stop's Patterns (the broker keeps them for auto-discovery, docs/wire.md), unused otherwise.
+pub(crate) async fn change_topics(
+    connection: &Connection,
+    change: TopicChange,
+    mirror: String,
+    topics: Vec<String>,
+    patterns: Vec<String>,
+) -> Result<TopicResults, kmirror_protocol::client::ClientError> {
+    Ok(match change {
+        TopicChange::Start {
+            discard_local_records,
+        } => topic_rpc!(
+            connection,
+            "StartMirrorTopics",
+            StartMirrorTopicsRequest,
+            start_mirror_topics_request,
+            mirror,
+            topics,
+            include_patterns = patterns,
+            discard_local_records = discard_local_records
+        ),
+        TopicChange::Stop => topic_rpc!(
+            connection,
+            "StopMirrorTopics",
+            StopMirrorTopicsRequest,
+            stop_mirror_topics_request,
+            mirror,
+            topics,
+            patterns = patterns
+        ),
+        TopicChange::Pause => topic_rpc!(
+            connection,
+            "PauseMirrorTopics",
+            PauseMirrorTopicsRequest,
+            pause_mirror_topics_request,
+            mirror,
+            topics
+        ),
+        TopicChange::Resume => topic_rpc!(
+            connection,
+            "ResumeMirrorTopics",
+            ResumeMirrorTopicsRequest,
+            resume_mirror_topics_request,
+            mirror,
+            topics
+        ),
+    })
+}
