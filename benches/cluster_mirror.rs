@@ -6,14 +6,12 @@
 //!
 //! `CLUSTER_BENCH_MB` (300) sizes the backlog, `CLUSTER_BENCH_ROUNDS` (2) the pairs of runs.
 
-#[path = "../tests/support/local_cluster.rs"]
-mod local_cluster;
 mod support;
 
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
 use kmirror_protocol::kafka_tools::{self, kafka_env};
-use local_cluster::LocalCluster;
+use kmirror_testkit::local_cluster::LocalCluster;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

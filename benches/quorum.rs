@@ -10,8 +10,6 @@
 //!
 //! `QUORUM_BENCH_TOPICS` (300) sets the creations.
 
-#[path = "../tests/support/local_cluster.rs"]
-mod local_cluster;
 mod support;
 
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
@@ -20,7 +18,7 @@ use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::messages::{BumpLeaderEpochsRequest, bump_leader_epochs_request};
-use local_cluster::{LocalCluster, topics_of};
+use kmirror_testkit::local_cluster::{LocalCluster, topics_of};
 use std::time::{Duration, Instant};
 
 async fn connect(address: &str) -> Connection {

@@ -8,8 +8,6 @@
 //! broker equals Kafka's segment, that a stop reaches STOPPED everywhere, and that Kafka's
 //! producer then writes to the topic through the cluster's metadata.
 
-use super::process::{mirrors_cli, source_ends};
-use super::{segment, source_client};
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::controller::Controller;
@@ -20,6 +18,8 @@ use kmirror_actors::engine::state_log::MIRROR_STATE_TOPIC;
 use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
 use kmirror_protocol::records::coordinator_records;
 use kmirror_protocol::sharding::mirror_partition_shard;
+use kmirror_testkit::cli::{mirrors_cli, wait_described};
+use kmirror_testkit::source::{segment, source_client, source_ends};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -77,31 +77,6 @@ async fn start_member(root: &Path, node_id: i32, controller: Arc<Mutex<Controlle
     }
 }
 
-/// `kmirror mirrors --describe --json` (every broker's partitions, merged): (state, destination
-/// offset) per partition of `topic`, in partition order.
-pub(crate) fn described(address: &str, topic: &str) -> Vec<(String, i64)> {
-    let (code, text) = mirrors_cli(address, &["--describe", "--mirror", "dr", "--json"]);
-    if code != Some(0) {
-        return Vec::new();
-    }
-    let Ok(json) = serde_json::from_str::<serde_json::Value>(text.trim()) else {
-        return Vec::new();
-    };
-    json.as_array()
-        .into_iter()
-        .flatten()
-        .filter(|p| p["topic"] == topic)
-        .map(|p| {
-            let state = p["state"].as_str().unwrap_or_default().to_string();
-            let state = match p["errorMessage"].as_str() {
-                Some(error) => format!("{state}: {error}"),
-                None => state,
-            };
-            (state, p["destinationOffset"].as_i64().unwrap_or(-1))
-        })
-        .collect()
-}
-
 /// `kmirror mirrors` off the test's runtime (which serves the brokers meanwhile).
 async fn cli(address: &str, args: &[&str]) -> (Option<i32>, String) {
     let address = address.to_string();
@@ -112,22 +87,6 @@ async fn cli(address: &str, args: &[&str]) -> (Option<i32>, String) {
     })
     .await
     .expect("ran")
-}
-
-pub(crate) async fn wait_described(address: &str, topic: &str, state: &str, ends: &[i64]) {
-    let wanted: Vec<(String, i64)> = ends.iter().map(|e| (state.to_string(), *e)).collect();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (address, topic) = (address.to_string(), topic.to_string());
-        let now = tokio::task::spawn_blocking(move || described(&address, &topic))
-            .await
-            .expect("ran");
-        if now == wanted {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{now:?}, waiting for {wanted:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 #[actix_rt::test]

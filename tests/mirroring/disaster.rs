@@ -4,11 +4,12 @@
 //! mirroring fails over with one `kmirror mirrors --stop`, all without the source.
 
 use super::process::{
-    create_mirror, free_port, kmirror_segment, mirrors_cli, produce, source_ends, spawn_broker,
-    verifiable_produce, wait_described,
+    create_mirror, free_port, kmirror_segment, produce, spawn_broker, verifiable_produce,
+    wait_described,
 };
-use super::source_client;
 use kmirror_protocol::kafka_tools;
+use kmirror_testkit::cli::mirrors_cli;
+use kmirror_testkit::source::{source_client, source_ends};
 use std::time::{Duration, Instant};
 
 /// Runs `kmirror mirrors` and expects success.

@@ -5,11 +5,11 @@
 //! copies only what B wrote after the failover, so both logs end byte-identical.
 
 use super::process::{
-    BrokerProcess, create_mirror, free_port, kmirror_segment, mirrors_cli, produce, source_ends,
-    spawn_broker, wait_described,
+    BrokerProcess, create_mirror, free_port, kmirror_segment, produce, spawn_broker, wait_described,
 };
-use super::source_client;
 use kmirror_protocol::kafka_tools;
+use kmirror_testkit::cli::mirrors_cli;
+use kmirror_testkit::source::{source_client, source_ends};
 
 /// Runs `kmirror mirrors` and expects success.
 fn cli_ok(address: &str, args: &[&str]) {

@@ -10,9 +10,8 @@
 //! appended) after which Kafka's Java producer writes to it. `process` drives `kmirror broker`
 //! processes with `kmirror mirrors`; `failback` fails over and back between two of them;
 //! `metadata` changes a mirrored topic with Kafka's own tools; `cluster` mirrors into three
-//! brokers of one cluster; `quorum_cluster` runs three processes of one cluster (`quorum_elections`
-//! its pre-vote, `quorum_wiped` a node whose data directory was wiped) and
-//! `quorum_roles` one of mixed `process.roles`.
+//! brokers of one cluster in one process (clusters of `kmirror broker` processes are the
+//! `cluster` test binary's).
 
 use actix::{Actor, Context, Handler};
 use kmirror::broker::Broker;
@@ -27,12 +26,12 @@ use kmirror_actors::actor::{
 use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, set_epoch};
 use kmirror_actors::engine::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use kmirror_actors::host::TopicPartition;
+use kmirror_protocol::client::Isolation;
 use kmirror_protocol::client::source::LATEST;
-use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
 use kmirror_protocol::kafka_tools::{self, kafka_env};
+use kmirror_testkit::source::{segment, source_client};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,11 +42,6 @@ mod failback;
 mod metadata;
 mod operator;
 mod process;
-mod quorum_cluster;
-mod quorum_coordinators;
-mod quorum_elections;
-mod quorum_roles;
-mod quorum_wiped;
 mod scenarios;
 mod security;
 mod sync;
@@ -65,14 +59,6 @@ impl Handler<FetcherProgress> for Reports {
     fn handle(&mut self, msg: FetcherProgress, _: &mut Context<Self>) {
         self.0.borrow_mut().push(msg);
     }
-}
-
-fn segment(topic: &str, partition: i32) -> Vec<u8> {
-    let path = PathBuf::from(kafka_env("KMIRROR_KAFKA_DATA"))
-        .join("logs")
-        .join(format!("{topic}-{partition}"))
-        .join("00000000000000000000.log");
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The outcome of a metadata write of a single-node broker or of an in-process cluster, which
@@ -93,13 +79,6 @@ fn ensure_state_topic(broker: &Broker) {
         written(broker.create_topic(MIRROR_STATE_TOPIC, partitions, BTreeMap::new(), None))
             .expect("__mirror_state");
     }
-}
-
-/// A client of the source cluster, patient with a loaded machine.
-async fn source_client(bootstrap: &str) -> Arc<SourceClient> {
-    let mut config = ClientConfig::plaintext(bootstrap);
-    config.request_timeout = Duration::from_secs(15);
-    Arc::new(SourceClient::connect(config).await.expect("connects"))
 }
 
 fn destination_bytes(broker: &Broker, topic: &str, partition: i32) -> Vec<u8> {

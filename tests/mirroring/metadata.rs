@@ -7,11 +7,11 @@
 //! `--describe --failed` shows.
 
 use super::process::{
-    create_mirror, free_port, mirrors_cli, produce, source_ends, spawn_broker, spawn_broker_with,
-    wait_described,
+    create_mirror, free_port, produce, spawn_broker, spawn_broker_with, wait_described,
 };
-use super::source_client;
 use kmirror_protocol::kafka_tools::{self, kafka_tool_output};
+use kmirror_testkit::cli::mirrors_cli;
+use kmirror_testkit::source::{source_client, source_ends};
 use std::time::{Duration, Instant};
 
 /// Runs one of Kafka's tools off the test's runtime: whether it succeeded, and its output.

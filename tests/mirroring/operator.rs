@@ -12,11 +12,11 @@
 //! - the old `mirror.`-prefixed key names still work, with a warning naming the new key.
 
 use super::process::{
-    BrokerProcess, free_port, kmirror_segment, mirrors_cli, produce, source_ends,
-    spawn_broker_with, wait_described,
+    BrokerProcess, free_port, kmirror_segment, produce, spawn_broker_with, wait_described,
 };
-use super::{segment, source_client};
 use kmirror_protocol::kafka_tools::{self, kafka_env};
+use kmirror_testkit::cli::mirrors_cli;
+use kmirror_testkit::source::{segment, source_client, source_ends};
 use std::time::{Duration, Instant};
 
 /// A `kmirror broker` process refreshing metadata every 500 ms, on a free port.

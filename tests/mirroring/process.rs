@@ -2,10 +2,10 @@
 //! mirror's lifecycle, DescribeMirrors to watch it, SIGKILL for crashes. Each broker writes its
 //! log lines to `broker.log` in its folder (appended across restarts).
 
-use super::{segment, source_client};
-use kmirror_protocol::client::source::LATEST;
-use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
+use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
+use kmirror_testkit::cli::mirrors_cli;
+use kmirror_testkit::source::{segment, source_client, source_ends};
 use std::time::{Duration, Instant};
 
 /// A `kmirror broker` process over `dir` on `port`, killed when dropped.
@@ -97,18 +97,6 @@ pub(crate) fn spawn_broker_with(dir: &std::path::Path, port: u16, extra: &str) -
     BrokerProcess(child)
 }
 
-/// `kmirror mirrors --bootstrap-server address ARGS`: exit code and output.
-pub(crate) fn mirrors_cli(address: &str, args: &[&str]) -> (Option<i32>, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
-        .args(["mirrors", "--bootstrap-server", address])
-        .args(args)
-        .output()
-        .expect("kmirror mirrors runs");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.code(), text)
-}
-
 /// Creates mirror `mirror` of the cluster at `bootstrap` on the broker at `address` with
 /// `kmirror mirrors --create` (its config file in `dir`).
 pub(crate) fn create_mirror(dir: &std::path::Path, address: &str, mirror: &str, bootstrap: &str) {
@@ -186,21 +174,6 @@ pub(crate) async fn wait_described(
         assert!(Instant::now() < deadline, "{now:?}, waiting for {wanted:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// The source's last stable offsets of `topic`'s partitions.
-pub(crate) async fn source_ends(source: &SourceClient, topic: &str, partitions: i32) -> Vec<i64> {
-    let metadata = source.metadata(Some(&[topic])).await.expect("metadata");
-    let mut ends = Vec::new();
-    for p in 0..partitions {
-        let leader = metadata.topics[topic].partitions[p as usize].leader;
-        let (lso, _) = source
-            .list_offsets(leader, topic, p, LATEST, Isolation::ReadCommitted)
-            .await
-            .expect("list offsets");
-        ends.push(lso);
-    }
-    ends
 }
 
 /// `kmirror broker` as operators run it: a mirror created and a topic started with

@@ -7,12 +7,11 @@
 //! ever printed. The stores are the ones `scripts/kafka-local.sh` makes (client "mirror"
 //! signed by the test CA, "stranger" by an unrelated one).
 
-use super::process::{
-    described, free_port, kmirror_segment, mirrors_cli, source_ends, spawn_broker, wait_described,
-};
-use super::{segment, source_client};
+use super::process::{described, free_port, kmirror_segment, spawn_broker, wait_described};
 use kmirror_protocol::client::SourceClient;
 use kmirror_protocol::kafka_tools::{self, kafka_env};
+use kmirror_testkit::cli::mirrors_cli;
+use kmirror_testkit::source::{segment, source_client, source_ends};
 use std::path::{Path, PathBuf};
 
 /// A mirror's configs.

@@ -11,16 +11,15 @@
 //! `--describe --failed` and in a metric.
 
 use super::process::{
-    create_mirror, free_port, mirrors_cli, produce, source_ends, spawn_broker, spawn_broker_with,
-    wait_described,
+    create_mirror, free_port, produce, spawn_broker, spawn_broker_with, wait_described,
 };
-use super::source_client;
 use kmirror_actors::metrics::{MetricDef, MetricKind};
 use kmirror_protocol::client::SourceClient;
 use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool_output};
+use kmirror_testkit::cli::mirrors_cli;
+use kmirror_testkit::eventually;
+use kmirror_testkit::source::{source_client, source_ends};
 use std::collections::{BTreeSet, HashMap};
-use std::future::Future;
-use std::time::{Duration, Instant};
 
 /// Runs one of Kafka's tools off the test's runtime: its exit success and output.
 async fn tool(class: &'static str, args: Vec<String>) -> (bool, String) {
@@ -37,24 +36,6 @@ async fn tool(class: &'static str, args: Vec<String>) -> (bool, String) {
 
 fn strings(args: &[&str]) -> Vec<String> {
     args.iter().map(|a| a.to_string()).collect()
-}
-
-/// Waits until `check` holds (asked every 200 ms, for at most 60 s); panics with `what` and the
-/// last answer.
-pub(super) async fn eventually<T: std::fmt::Debug, F: Future<Output = T>>(
-    what: &str,
-    mut ask: impl FnMut() -> F,
-    check: impl Fn(&T) -> bool,
-) -> T {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let answer = ask().await;
-        if check(&answer) {
-            return answer;
-        }
-        assert!(Instant::now() < deadline, "{what}: still {answer:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// `kmirror mirrors --create` with these mirror configs.

@@ -32,10 +32,8 @@
 //! `NEMESIS_SEED` replays a schedule, `NEMESIS_CYCLES` (3) sets the length; the last line
 //! printed is a summary for RELIABILITY.md.
 
-use super::client::{self, Acked, Outcome, Producer};
 use super::process::{Broker, free_port, mirrors_cli};
 use super::proxy::{FaultProxy, Mode};
-use super::quorum::local_cluster::{LocalCluster, topics_of};
 use super::{Rng, Source, SourceKind, compare_segments, schedule};
 use kafka_protocol::messages::IncrementalAlterConfigsRequest;
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -47,6 +45,8 @@ use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
 use kmirror_protocol::kafka_tools::kafka_env;
 use kmirror_protocol::sharding::mirror_partition_shard;
+use kmirror_testkit::client::{self, Acked, Outcome, Producer};
+use kmirror_testkit::local_cluster::{LocalCluster, topics_of};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

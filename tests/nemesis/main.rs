@@ -22,19 +22,18 @@
 //! length. Violations are collected with seed and cycle and the test fails listing them; the last
 //! line printed is a summary for RELIABILITY.md.
 
-mod client;
 mod cluster;
 mod process;
 mod proxy;
 mod quorum;
 
 use bytes::Bytes;
-use client::{Acked, Outcome, Producer, Sent};
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use kmirror_protocol::batch::{RecordBatch, RecordBatches};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::kafka_tools::kafka_env;
 use kmirror_protocol::records::ControlRecord;
+use kmirror_testkit::client::{self, Acked, Outcome, Producer, Sent};
 use process::{Broker, described, free_port, mirrors_cli, scrape};
 use proxy::{FaultProxy, Mode};
 use std::collections::{BTreeMap, BTreeSet};

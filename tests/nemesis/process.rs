@@ -5,6 +5,7 @@
 use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::messages::DescribeMirrorsRequest;
+use kmirror_testkit::kmirror_bin;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -148,15 +149,6 @@ impl Broker {
     pub(crate) fn log_bytes(&self, topic: &str, partition: i32) -> Vec<u8> {
         concatenated_segments(&self.dir.join("data").join(format!("{topic}-{partition}")))
     }
-}
-
-/// The `kmirror` binary the nemesis runs: `KMIRROR_TEST_BIN` (a long run against a release
-/// build, kept apart from later builds), else this build's.
-pub(crate) fn kmirror_bin() -> PathBuf {
-    std::env::var_os("KMIRROR_TEST_BIN").map_or_else(
-        || PathBuf::from(env!("CARGO_BIN_EXE_kmirror")),
-        PathBuf::from,
-    )
 }
 
 /// The segment files (`*.log`) of the partition folder `dir` concatenated in offset order.

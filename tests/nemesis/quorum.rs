@@ -16,14 +16,11 @@
 //!
 //! `NEMESIS_SEED` replays a schedule; `NEMESIS_CYCLES` (3) sets the length.
 
-#[path = "../support/local_cluster.rs"]
-pub(crate) mod local_cluster;
-
 use super::Rng;
-use super::client::{self, Outcome, Producer};
 use super::process::{Broker, concatenated_segments, free_port, mirrors_cli};
 use kafka_protocol::records::Compression;
-use local_cluster::{LocalCluster, topics_of};
+use kmirror_testkit::client::{self, Outcome, Producer};
+use kmirror_testkit::local_cluster::{self, LocalCluster, topics_of};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -2,20 +2,15 @@
 //! node 1 controller-only, nodes 2 and 3 combined, node 4 broker-only (a Raft learner), as a
 //! client sees it through kmirror's own Kafka client.
 
-use super::quorum_cluster::local_cluster::{LocalCluster, brokers_of};
 use super::quorum_cluster::{create_topic, leaders_of};
 use kafka_protocol::messages::DescribeClusterRequest;
 use kafka_protocol::records::Compression;
 use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
+use kmirror_testkit::client::{Outcome, Producer, read_back};
+use kmirror_testkit::local_cluster::{LocalCluster, brokers_of};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-
-#[path = "../nemesis/client.rs"]
-#[allow(dead_code)]
-mod raw_client;
-
-use raw_client::{Outcome, Producer, read_back};
 
 /// A quick liveness cycle, so the test sees a silent broker fenced within seconds.
 const LIVENESS: &str = "broker.heartbeat.interval.ms=500\nbroker.session.timeout.ms=3000";

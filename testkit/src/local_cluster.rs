@@ -1,11 +1,9 @@
 //! A kmirror cluster of `kmirror broker` processes started by `scripts/cluster-local.sh`
-//! (docs/cluster.md), shared by the test crates that drive one (`#[path]`-included): its nodes'
+//! (docs/cluster.md), shared by the test binaries and benchmarks that drive one: its nodes'
 //! addresses, crashes (SIGKILL), freezes (SIGSTOP/SIGCONT) and restarts, which node is the
 //! active controller (from `/metrics`), and what each node's Metadata shows.
 
-// Each crate that includes this file uses part of it.
-#![allow(dead_code)]
-
+use crate::kmirror_bin;
 use kafka_protocol::messages::MetadataRequest;
 use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
@@ -15,37 +13,33 @@ use std::time::{Duration, Instant};
 
 /// The nodes started by `scripts/cluster-local.sh`, stopped when dropped; their folder (logs
 /// and data) is removed then, unless the test is failing, when its path is printed instead.
-pub(crate) struct LocalCluster {
-    pub(crate) dir: PathBuf,
+#[derive(Debug)]
+pub struct LocalCluster {
+    pub dir: PathBuf,
     /// Each node's client address, node 1 first (`-` for a controller-only node).
-    pub(crate) clients: Vec<String>,
+    pub clients: Vec<String>,
     /// The brokers' client addresses.
     bootstrap: String,
     /// Each node's `/metrics` address.
-    pub(crate) metrics: Vec<String>,
+    pub metrics: Vec<String>,
 }
 
 /// A partition as a node's Metadata shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PartitionView {
+pub struct PartitionView {
     /// The leader (-1 while its broker is fenced).
-    pub(crate) leader: i32,
-    pub(crate) leader_epoch: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
 }
 
+/// `scripts/cluster-local.sh` (the workspace's, beside this crate) with `args`.
 fn script(args: &[&str], properties: &str, roles: &str) -> Result<String, String> {
     let out = std::process::Command::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/scripts/cluster-local.sh"
+        "/../scripts/cluster-local.sh"
     ))
     .args(args)
-    // KMIRROR_TEST_BIN: the binary a long nemesis run was started with, kept apart from
-    // later builds.
-    .env(
-        "KMIRROR_BIN",
-        std::env::var_os("KMIRROR_TEST_BIN")
-            .unwrap_or_else(|| env!("CARGO_BIN_EXE_kmirror").into()),
-    )
+    .env("KMIRROR_BIN", kmirror_bin())
     .env("KMIRROR_CLUSTER_PROPERTIES", properties)
     .env("KMIRROR_CLUSTER_ROLES", roles)
     .output()
@@ -61,14 +55,14 @@ fn script(args: &[&str], properties: &str, roles: &str) -> Result<String, String
 
 impl LocalCluster {
     /// Starts `nodes` combined nodes with `properties` added to each one's server.properties.
-    pub(crate) fn start(nodes: usize, properties: &str) -> LocalCluster {
+    pub fn start(nodes: usize, properties: &str) -> LocalCluster {
         let roles = vec!["broker,controller"; nodes];
         LocalCluster::start_with_roles(&roles, properties)
     }
 
     /// Starts a node per entry of `roles` (its `process.roles`, node 1 first); the voters are
     /// the nodes with the controller role.
-    pub(crate) fn start_with_roles(roles: &[&str], properties: &str) -> LocalCluster {
+    pub fn start_with_roles(roles: &[&str], properties: &str) -> LocalCluster {
         let dir = tempfile::tempdir().expect("temp dir").keep();
         let path = dir.to_str().expect("a UTF-8 path").to_string();
         script(
@@ -95,7 +89,7 @@ impl LocalCluster {
     }
 
     /// The brokers' client addresses, as `bootstrap.servers`.
-    pub(crate) fn bootstrap(&self) -> String {
+    pub fn bootstrap(&self) -> String {
         self.bootstrap.clone()
     }
 
@@ -104,38 +98,35 @@ impl LocalCluster {
     }
 
     /// SIGKILL of node `node` (a crash).
-    pub(crate) fn kill(&self, node: usize) {
+    pub fn kill(&self, node: usize) {
         script(&["kill", &node.to_string(), &self.path()], "", "").expect("killed");
     }
 
     /// Starts node `node` again on its data and waits until it listens.
-    pub(crate) fn restart(&self, node: usize) {
+    pub fn restart(&self, node: usize) {
         script(&["restart", &node.to_string(), &self.path()], "", "").expect("restarted");
     }
 
     /// Starts node `node` on its data without waiting for its client listener (a node that
     /// cannot reach the quorum never opens it, one that is refused exits): the caller holds
     /// the process, its output goes to the node's `broker.log`.
-    pub(crate) fn spawn_unwaited(&self, node: usize) -> std::process::Child {
+    pub fn spawn_unwaited(&self, node: usize) -> std::process::Child {
         let dir = self.dir.join(format!("node-{node}"));
         let log = std::fs::OpenOptions::new()
             .append(true)
             .open(dir.join("broker.log"))
             .expect("the node's log");
-        std::process::Command::new(
-            std::env::var_os("KMIRROR_TEST_BIN")
-                .unwrap_or_else(|| env!("CARGO_BIN_EXE_kmirror").into()),
-        )
-        .args(["broker", "--config", "server.properties"])
-        .current_dir(&dir)
-        .stdout(log.try_clone().expect("the log"))
-        .stderr(log)
-        .spawn()
-        .expect("the node starts")
+        std::process::Command::new(kmirror_bin())
+            .args(["broker", "--config", "server.properties"])
+            .current_dir(&dir)
+            .stdout(log.try_clone().expect("the log"))
+            .stderr(log)
+            .spawn()
+            .expect("the node starts")
     }
 
     /// Sends `signal` (`STOP`, `CONT`) to node `node`.
-    pub(crate) fn signal(&self, node: usize, signal: &str) {
+    pub fn signal(&self, node: usize, signal: &str) {
         let pid = std::fs::read_to_string(self.dir.join(format!("node-{node}/pid")))
             .expect("the node's pid");
         let _ = std::process::Command::new("kill")
@@ -144,12 +135,12 @@ impl LocalCluster {
     }
 
     /// Node `node`'s log directory.
-    pub(crate) fn data(&self, node: usize) -> PathBuf {
+    pub fn data(&self, node: usize) -> PathBuf {
         self.dir.join(format!("node-{node}")).join("data")
     }
 
     /// The node among `nodes` whose `/metrics` says it is the active controller.
-    pub(crate) fn active_controller(&self, nodes: &[usize]) -> Option<usize> {
+    pub fn active_controller(&self, nodes: &[usize]) -> Option<usize> {
         nodes.iter().copied().find(|node| {
             scrape_text(&self.metrics[node - 1])
                 .lines()
@@ -158,7 +149,7 @@ impl LocalCluster {
     }
 
     /// Node `node`'s `kmirror_controller_fenced_brokers` (`None` when it does not answer).
-    pub(crate) fn fenced_brokers(&self, node: usize) -> Option<u32> {
+    pub fn fenced_brokers(&self, node: usize) -> Option<u32> {
         scrape_text(&self.metrics[node - 1]).lines().find_map(|l| {
             l.strip_prefix("kmirror_controller_fenced_brokers ")?
                 .trim()
@@ -169,7 +160,7 @@ impl LocalCluster {
     }
 
     /// Waits for an active controller among `nodes`; panics after `within`.
-    pub(crate) fn wait_active_controller(&self, nodes: &[usize], within: Duration) -> usize {
+    pub fn wait_active_controller(&self, nodes: &[usize], within: Duration) -> usize {
         let deadline = Instant::now() + within;
         loop {
             if let Some(node) = self.active_controller(nodes) {
@@ -199,7 +190,7 @@ impl Drop for LocalCluster {
 }
 
 /// `GET /metrics` of a node (empty when it does not answer within 2 s).
-pub(crate) fn scrape_text(address: &str) -> String {
+pub fn scrape_text(address: &str) -> String {
     use std::io::{Read, Write};
     let Ok(mut stream) = std::net::TcpStream::connect(address) else {
         return String::new();
@@ -212,7 +203,7 @@ pub(crate) fn scrape_text(address: &str) -> String {
 }
 
 /// The brokers a node's Metadata lists, by node id.
-pub(crate) async fn brokers_of(address: &str) -> Result<Vec<i32>, String> {
+pub async fn brokers_of(address: &str) -> Result<Vec<i32>, String> {
     let connection = connect(address).await?;
     let request = MetadataRequest::default().with_topics(Some(Vec::new()));
     let ask = connection.send("Metadata", &request, 12);
@@ -235,9 +226,7 @@ async fn connect(address: &str) -> Result<Connection, String> {
 }
 
 /// The topics a node's Metadata lists, each partition's leader and leader epoch.
-pub(crate) async fn topics_of(
-    address: &str,
-) -> Result<BTreeMap<String, Vec<PartitionView>>, String> {
+pub async fn topics_of(address: &str) -> Result<BTreeMap<String, Vec<PartitionView>>, String> {
     let connection = connect(address).await?;
     let request = MetadataRequest::default().with_topics(None);
     let ask = connection.send("Metadata", &request, 12);

@@ -5,7 +5,6 @@
 //! coordinator is another broker, surviving the group coordinator's SIGKILL; offsets of a
 //! transaction that does not exist are refused and block nobody.
 
-use super::quorum_cluster::local_cluster::{LocalCluster, topics_of};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
@@ -18,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::kafka_tools::{self, kafka_tool};
+use kmirror_testkit::local_cluster::{LocalCluster, topics_of};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 

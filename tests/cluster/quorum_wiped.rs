@@ -1,8 +1,8 @@
 //! A node of a three-process cluster whose whole data directory was wiped comes back under its
 //! old `node.id` (docs/cluster.md, "A replaced log directory").
 
-use super::quorum_cluster::local_cluster::LocalCluster;
 use super::quorum_cluster::{create_topic, leaders_of};
+use kmirror_testkit::local_cluster::LocalCluster;
 use std::time::{Duration, Instant};
 
 /// The node is refused, with a message naming the lost directory, instead of serving the

@@ -3,21 +3,17 @@
 //! against it, the active controller killed while topics are being created, and Apache Kafka
 //! mirrored into it by all three brokers.
 
-#[path = "../support/local_cluster.rs"]
-pub(crate) mod local_cluster;
-
-use super::cluster::{described, wait_described};
-use super::process::{mirrors_cli, source_ends};
 use super::quorum_coordinators::{GROUP, coordinator};
-use super::sync::eventually;
-use super::{segment, source_client};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::client::ClientConfig;
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
-use local_cluster::{LocalCluster, topics_of};
+use kmirror_testkit::cli::{described, mirrors_cli, wait_described};
+use kmirror_testkit::eventually;
+use kmirror_testkit::local_cluster::{LocalCluster, topics_of};
+use kmirror_testkit::source::{segment, source_client, source_ends};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};

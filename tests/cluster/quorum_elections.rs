@@ -1,7 +1,7 @@
 //! Elections of the metadata quorum with a pre-vote (docs/cluster.md, "Elections with a
 //! pre-vote"), on three processes started with `scripts/cluster-local.sh`.
 
-use super::quorum_cluster::local_cluster::LocalCluster;
+use kmirror_testkit::local_cluster::LocalCluster;
 use std::time::Duration;
 
 /// How often a node's log says it stopped being the active controller.

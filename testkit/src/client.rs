@@ -29,15 +29,15 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A record the broker acknowledged (acks=-1): where it is and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Acked {
-    pub(crate) partition: i32,
-    pub(crate) offset: i64,
-    pub(crate) value: String,
+pub struct Acked {
+    pub partition: i32,
+    pub offset: i64,
+    pub value: String,
 }
 
 /// What became of one produce.
 #[derive(Debug)]
-pub(crate) enum Outcome {
+pub enum Outcome {
     /// Written at these offsets.
     Acked(Vec<Acked>),
     /// The broker answered with this error code: nothing written.
@@ -70,11 +70,7 @@ fn name(s: &str) -> StrBytes {
 }
 
 /// CreateTopics of `topic` with `partitions`; the topic's error code.
-pub(crate) async fn create_topic(
-    address: &str,
-    topic: &str,
-    partitions: i32,
-) -> Result<i16, String> {
+pub async fn create_topic(address: &str, topic: &str, partitions: i32) -> Result<i16, String> {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(10_000)
         .with_topics(vec![
@@ -89,7 +85,7 @@ pub(crate) async fn create_topic(
 }
 
 /// The log end offset (`committed` false) or last stable offset of `topic`-`partition`.
-pub(crate) async fn end_offset(
+pub async fn end_offset(
     address: &str,
     topic: &str,
     partition: i32,
@@ -119,18 +115,18 @@ pub(crate) async fn end_offset(
 
 /// An idempotent batch as sent, to send again verbatim from elsewhere.
 #[derive(Debug, Clone)]
-pub(crate) struct Sent {
-    pub(crate) topic: String,
-    pub(crate) partition: i32,
-    pub(crate) batch: Bytes,
+pub struct Sent {
+    pub topic: String,
+    pub partition: i32,
+    pub batch: Bytes,
     /// Where the broker that acknowledged it put it.
-    pub(crate) base_offset: i64,
-    pub(crate) producer: (i64, i16, i32),
+    pub base_offset: i64,
+    pub producer: (i64, i16, i32),
 }
 
 /// Sends `sent.batch` again, as its producer would retry it, to the broker at `address` (no
 /// InitProducerId: the producer id, epoch and sequence are the original ones).
-pub(crate) async fn resend(address: &str, sent: &Sent) -> Outcome {
+pub async fn resend(address: &str, sent: &Sent) -> Outcome {
     let connection = match connect(address).await {
         Ok(c) => c,
         Err(e) => return Outcome::Unknown(e),
@@ -178,7 +174,8 @@ fn produce_request(
 /// Any request without an answer drops the connection and the producer id, so the next use
 /// starts over with InitProducerId (for a transactional id that fences and aborts whatever
 /// the lost one left open).
-pub(crate) struct Producer {
+#[derive(Debug)]
+pub struct Producer {
     address: String,
     transactional_id: Option<String>,
     session: Option<(Connection, i64, i16)>,
@@ -186,15 +183,15 @@ pub(crate) struct Producer {
     /// Partitions added to the open transaction.
     in_txn: Vec<(String, i32)>,
     /// The last batch acknowledged.
-    pub(crate) last: Option<Sent>,
+    pub last: Option<Sent>,
 }
 
 impl Producer {
-    pub(crate) fn idempotent(address: &str) -> Producer {
+    pub fn idempotent(address: &str) -> Producer {
         Producer::new(address, None)
     }
 
-    pub(crate) fn transactional(address: &str, transactional_id: &str) -> Producer {
+    pub fn transactional(address: &str, transactional_id: &str) -> Producer {
         Producer::new(address, Some(transactional_id.to_string()))
     }
 
@@ -210,7 +207,7 @@ impl Producer {
     }
 
     /// Forgets the connection and producer id.
-    pub(crate) fn reset(&mut self) {
+    pub fn reset(&mut self) {
         self.session = None;
         self.sequences.clear();
         self.in_txn.clear();
@@ -245,7 +242,7 @@ impl Producer {
 
     /// Starts over with InitProducerId, which for a transactional id fences the previous
     /// producer and aborts the transaction it left open.
-    pub(crate) async fn fence(&mut self) -> Result<(), String> {
+    pub async fn fence(&mut self) -> Result<(), String> {
         self.reset();
         let result = self.session().await.map(|_| ());
         if result.is_err() {
@@ -255,16 +252,12 @@ impl Producer {
     }
 
     /// Whether a transaction is open (partitions were added to it).
-    pub(crate) fn in_transaction(&self) -> bool {
+    pub fn in_transaction(&self) -> bool {
         !self.in_txn.is_empty()
     }
 
     /// Adds `topic`'s `partitions` to the transaction (transactional producers only).
-    pub(crate) async fn add_partitions(
-        &mut self,
-        topic: &str,
-        partitions: &[i32],
-    ) -> Result<(), String> {
+    pub async fn add_partitions(&mut self, topic: &str, partitions: &[i32]) -> Result<(), String> {
         let txn = self
             .transactional_id
             .clone()
@@ -314,7 +307,7 @@ impl Producer {
     }
 
     /// Ends the open transaction; Ok(()) only when the broker answered without error.
-    pub(crate) async fn end(&mut self, commit: bool) -> Result<(), String> {
+    pub async fn end(&mut self, commit: bool) -> Result<(), String> {
         let txn = self
             .transactional_id
             .clone()
@@ -341,7 +334,7 @@ impl Producer {
     }
 
     /// Produces `values` as one batch to `topic`-`partition` with acks=-1.
-    pub(crate) async fn produce(
+    pub async fn produce(
         &mut self,
         topic: &str,
         partition: i32,
@@ -442,7 +435,7 @@ impl Producer {
 
 /// Every data record of `topic`-`partition` at `address` (READ_UNCOMMITTED), by offset, read
 /// with Fetch; control records are left out.
-pub(crate) async fn read_back(
+pub async fn read_back(
     address: &str,
     topic: &str,
     partition: i32,
