@@ -7,12 +7,14 @@
 //! Run it with `cargo run -p kmirror-actors --example embed`.
 
 use kmirror_actors::MirrorState;
+use kmirror_actors::engine::describe::DescribeMirror;
 use kmirror_actors::engine::system::LoadMirror;
-use kmirror_actors::engine::topics::{ChangeTopic, DescribeMirror, StartTopic};
-use kmirror_actors::engine::{Engine, EngineRuntime, MirrorError};
+use kmirror_actors::engine::topics::{ChangeTopic, StartTopic};
+use kmirror_actors::engine::{Engine, EngineRuntime};
 use kmirror_actors::host::Host;
 use kmirror_actors::memory::{MemoryCluster, MemoryNetwork};
 use kmirror_actors::partition::Desired;
+use kmirror_actors::policy::MirrorError;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -292,6 +292,15 @@ pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
         name: &str,
         configs: BTreeMap<String, String>,
     ) -> HostFuture<Result<(), HostRefusal>>;
+    /// Replaces a mirror's configs (already checked) with `configs`, made from `base`, the
+    /// configs read: if they changed since (another change landed first), refused with
+    /// INVALID_CLUSTER_MIRROR_STATES so the engine makes its change again from the configs now.
+    fn set_mirror_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        base: BTreeMap<String, String>,
+    ) -> HostFuture<Result<(), HostRefusal>>;
     /// Grows a topic to `count` partitions.
     fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostRefusal>>;
     /// BumpLeaderEpochs for one partition: its leader epoch afterwards, above

@@ -12,7 +12,7 @@
 //! 3. hand your request handlers the [`engine::Engine`] and send it the KIP-1279 RPCs' work
 //!    ([`engine::Engine::ask`] with [`engine::system::LoadMirror`],
 //!    [`engine::topics::StartTopic`], [`engine::topics::ChangeTopic`],
-//!    [`engine::topics::DescribeMirror`], Read/WriteMirrorStates and LastMirroredEpochs).
+//!    [`engine::describe::DescribeMirror`], Read/WriteMirrorStates and LastMirroredEpochs).
 //!
 //! Inside, the decisions are pure code, testable without a runtime:
 //! - [`partition`]: each mirror partition's state machine (one exhaustive transition function);
@@ -39,6 +39,7 @@ pub mod memory;
 pub mod metadata;
 pub mod metrics;
 pub mod partition;
+pub mod policy;
 #[cfg(feature = "test-util")]
 pub mod scenarios;
 

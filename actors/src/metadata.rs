@@ -12,6 +12,10 @@ use crate::host::TopicMeta;
 use crate::partition::Desired;
 use std::collections::BTreeMap;
 
+/// The topic config that says which mirror a topic belongs to and what it should do:
+/// `<mirror>`, `<mirror>.paused` or `<mirror>.removed` (docs/design.md §2).
+pub const MIRROR_NAME: &str = "mirror.name";
+
 /// The topic config where a restart of a stopped topic records what the operator confirmed
 /// discarding (docs/failover.md "Restarting a stopped topic"): for each partition that holds
 /// records written on this cluster since its failover, the log end offset at which they were

@@ -140,6 +140,19 @@ impl Host for BrokerHost {
         })
     }
 
+    fn set_mirror_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        base: BTreeMap<String, String>,
+    ) -> HostFuture<Result<(), HostRefusal>> {
+        let (broker, name) = (self.0.clone(), name.to_string());
+        Box::pin(async move {
+            let set = broker.set_mirror_configs(&name, configs, base).await;
+            set.map_err(refused)
+        })
+    }
+
     fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostRefusal>> {
         let (broker, name) = (self.0.clone(), name.to_string());
         Box::pin(async move {

@@ -5,12 +5,18 @@
 //! Every request is an [`EngineRequest`] answered by [`Engine::ask`]: the engine's answer, or
 //! COORDINATOR_NOT_AVAILABLE when the engine has stopped.
 
+use super::describe::{DescribeMirror, DescribeMirrors};
+use super::epoch_bumps::ServeBumpLeaderEpochs;
+use super::lme_lookup::LookupLmes;
+use super::local_writes::CountLocalWrites;
 use super::shard_service::{ReadPartitionStates, ServeReadMirrorStates, ServeWriteMirrorStates};
-use super::system::{LoadMirror, MirrorError, MirrorSystem, Settle};
-use super::topics::{ChangeTopic, CountLocalWrites, DescribeMirror, SourceTopics, StartTopic};
+use super::system::{LoadMirror, MirrorSystem, Settle};
+use super::topic_requests::{ChangeTopics, StartTopics, TopicResult};
+use super::topics::{ChangeTopic, SourceTopics, StartTopic};
 use super::validate::ValidateSource;
 use crate::host::Host;
 use crate::partition::RetryPolicy;
+use crate::policy::MirrorError;
 use actix::{Actor, Message, Recipient};
 use kmirror_protocol::errors::ErrorCode;
 
@@ -56,10 +62,15 @@ requests! {
     StartTopic => start_topic: (),
     ChangeTopic => change_topic: (),
     SourceTopics => source_topics: Vec<String>,
-    DescribeMirror => describe_mirror: Vec<super::topics::TopicSnapshot>,
+    StartTopics => start_topics: Vec<TopicResult>,
+    ChangeTopics => change_topics: Vec<TopicResult>,
+    LookupLmes => lookup_lmes: Vec<super::lme_lookup::TopicLmes>,
+    ServeBumpLeaderEpochs => bump_leader_epochs: kmirror_protocol::messages::BumpLeaderEpochsResponse,
+    DescribeMirror => describe_mirror: Vec<super::describe::TopicSnapshot>,
+    DescribeMirrors => describe_mirrors: Vec<super::describe::DescribedMirror>,
     ServeReadMirrorStates => read_states: kmirror_protocol::messages::ReadMirrorStatesResponse,
     ServeWriteMirrorStates => write_states: kmirror_protocol::messages::WriteMirrorStatesResponse,
-    CountLocalWrites => count_local_writes: Vec<super::topics::LocalWrites>,
+    CountLocalWrites => count_local_writes: Vec<super::local_writes::LocalWrites>,
     ValidateSource => validate_source: Vec<super::validate::SourceCheck>,
     ReadPartitionStates => read_partition_states: Vec<(crate::host::TopicPartition, super::shard_service::StateAnswer)>,
 }

@@ -65,6 +65,43 @@ pub fn is_password(key: &str) -> bool {
         || key == "ssl.keystore.key"
 }
 
+/// Kafka's PASSWORD-typed client keys that [`is_password`] does not name: PEM material given
+/// inline (certificates included, as Kafka hides them too).
+const INLINE_PEM_KEYS: [&str; 2] = [
+    "ssl.keystore.certificate.chain",
+    "ssl.truststore.certificates",
+];
+
+/// Whether a mirror config is never shown to a client: [`is_password`]'s secrets, a private
+/// key's passphrase (`sasl.oauthbearer.assertion.private.key.passphrase`, Kafka 4.1) and
+/// [`INLINE_PEM_KEYS`]: every key Kafka types PASSWORD (docs/mirror-configs.md).
+pub fn is_secret(key: &str) -> bool {
+    is_password(key) || key.contains("passphrase") || INLINE_PEM_KEYS.contains(&key)
+}
+
+/// A client's change of a mirror's configs from `current` to `next`, checked as a whole: valid
+/// together ([`validate`]), `mirror.source.cluster.id` unchanged (it is what the mirror's
+/// cluster-id guard checks), and a source client buildable from them as the engine will build
+/// it (stores read, keys decrypted), so a config it could not use is refused, not logged later.
+/// Answers the settings, or why the change is refused (INVALID_CONFIG).
+pub fn check_change(
+    current: &BTreeMap<String, String>,
+    next: &BTreeMap<String, String>,
+    broker_fetchers: usize,
+) -> Result<MirrorSettings, String> {
+    let id = "mirror.source.cluster.id";
+    if next.get(id) != current.get(id) {
+        return Err(format!(
+            "{id} cannot change: it names the cluster this mirror copies (create another mirror \
+             for another cluster)"
+        ));
+    }
+    let settings = validate(next, broker_fetchers).map_err(|e| e.to_string())?;
+    kmirror_protocol::client::SourceClient::new(settings.client.clone())
+        .map_err(|e| e.to_string())?;
+    Ok(settings)
+}
+
 /// A mirror's configs under their names now, and the aliases that were renamed (old, new).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Canonical {

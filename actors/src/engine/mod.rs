@@ -3,7 +3,13 @@
 //!
 //! - [`system`]: the MirrorSystem actor (shards, fetcher pools, partition actors), the
 //!   supervisor of its partitions, and its reactions to metadata changes ([`reactions`]);
-//! - [`topics`]: StartMirrorTopics' work, pause/resume/stop, what DescribeMirrors shows;
+//! - [`topic_requests`]: Start/Stop/Pause/ResumeMirrorTopics at the request level, per topic,
+//!   by the rules of [`crate::policy`];
+//! - [`topics`]: one topic started, paused, resumed or stopped;
+//! - [`local_writes`]: what a restart of a stopped topic would discard, counted on every leader;
+//! - [`describe`]: what DescribeMirrors shows;
+//! - [`lme_lookup`]: the failback lookup of last mirror epochs;
+//! - [`epoch_bumps`]: BumpLeaderEpochs served for another broker;
 //! - [`fetcher_pool`] and [`fetch`]: a mirror's fetchers, each partition on a fetcher of its
 //!   source leader, and Kafka's fetch error table;
 //! - [`partition_ports`]: a partition actor's effects carried out over the host;
@@ -22,10 +28,14 @@
 //!
 //! [`Host`]: crate::host::Host
 
+pub mod describe;
+pub mod epoch_bumps;
 pub mod fetch;
 pub mod fetch_settings;
 pub mod fetcher_pool;
 pub mod handle;
+pub mod lme_lookup;
+pub mod local_writes;
 pub mod mirror_configs;
 pub mod partition_ports;
 mod reactions;
@@ -40,11 +50,12 @@ mod sync;
 pub mod sync_plan;
 pub mod system;
 pub mod throttle;
+pub mod topic_requests;
 pub mod topics;
 pub mod validate;
 
 pub use handle::{Engine, EngineRequest, EngineRuntime};
-pub use system::{MirrorError, MirrorSystem};
+pub use system::MirrorSystem;
 
 use crate::partition::Cause;
 use kmirror_protocol::client::ClientError;

@@ -119,19 +119,19 @@ impl<H: Host> EnginePartitionPorts<H> {
     /// PREPARING's guard (docs/failover.md "Restarting a stopped topic"): cutting the log at
     /// `cut` may remove records this cluster's producers wrote since the failover only if the
     /// restart counted them and the operator confirmed that count, i.e. the topic's
-    /// [`DISCARD_CONFIRMED`] names this partition at the log end it still has. Checked under
-    /// the same lease as the cut; anything else is refused for good, the records kept.
-    fn check_discard_confirmed(&self, log: &dyn MirrorLog, cut: i64) -> Result<(), Cause> {
+    /// [`DISCARD_CONFIRMED`] names this partition at the log end it still has (`confirmed`,
+    /// [`Self::discard_confirmed`], read before the lease: a host may hold its metadata lock for
+    /// the lease). The log end is checked under the same lease as the cut; anything else is
+    /// refused for good, the records kept.
+    fn check_discard_confirmed(
+        log: &dyn MirrorLog,
+        cut: i64,
+        confirmed: Option<i64>,
+    ) -> Result<(), Cause> {
         let local = host::local_records_from(log, cut)?;
         if local == 0 {
             return Ok(());
         }
-        let site = &self.site;
-        let confirmed = self
-            .host
-            .topic(&site.topic)
-            .and_then(|t| t.configs.get(DISCARD_CONFIRMED).cloned())
-            .and_then(|v| confirmed_log_ends(&v).get(&site.partition).copied());
         let end = log.log_end_offset();
         if confirmed == Some(end) {
             return Ok(());
@@ -145,6 +145,15 @@ impl<H: Host> EnginePartitionPorts<H> {
              the failover that the operator did not confirm ({counted}); they are kept. Stop \
              the topic to write to it again, or start it again to count them"
         )))
+    }
+
+    /// The log end offset the topic's [`DISCARD_CONFIRMED`] confirms for this partition.
+    fn discard_confirmed(&self) -> Option<i64> {
+        let site = &self.site;
+        self.host
+            .topic(&site.topic)
+            .and_then(|t| t.configs.get(DISCARD_CONFIRMED).cloned())
+            .and_then(|v| confirmed_log_ends(&v).get(&site.partition).copied())
     }
 
     /// The partition's record in its shard.
@@ -268,10 +277,11 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
             })?;
             let site = &ports.site;
             tracing::info!(mirror = %site.mirror, topic = %site.topic, partition = site.partition, last_mirrored_epoch = lme, ?alignment, "aligning the log to the last mirrored epoch");
+            let confirmed = ports.discard_confirmed();
             let removed = match alignment {
                 Alignment::KeepAll => 0,
                 Alignment::TruncateTo(offset) => ports.with_log(|log| {
-                    ports.check_discard_confirmed(log, offset)?;
+                    Self::check_discard_confirmed(log, offset, confirmed)?;
                     let removed = host::records_from(log, offset)?;
                     log.truncate_to(offset)?;
                     Ok(removed)
@@ -280,7 +290,7 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                     let start = ports.source_log_start().await?;
                     ports.with_log(|log| {
                         let from = log.log_start_offset();
-                        ports.check_discard_confirmed(log, from)?;
+                        Self::check_discard_confirmed(log, from, confirmed)?;
                         let removed = host::records_from(log, from)?;
                         log.truncate_fully_and_start_at(start)?;
                         Ok(removed)

@@ -4,10 +4,11 @@
 //! broker's route is stale); the parts are merged into one response.
 
 use super::shard_route::ShardRoute;
-use super::system::{MirrorError, MirrorSystem};
+use super::system::MirrorSystem;
 use crate::actor::{ReadMirrorStates, WriteMirrorStates};
 use crate::coordinator::{PartitionKey, StateRead};
 use crate::host::{Host, TopicPartition};
+use crate::policy::MirrorError;
 use actix::{Context, Handler, Message, ResponseActFuture, WrapFuture};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{

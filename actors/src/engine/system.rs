@@ -38,6 +38,7 @@ use crate::host::{Host, Source};
 use crate::liveness::LivenessPolicy;
 use crate::metadata::KnownTopic;
 use crate::partition::RetryPolicy;
+use crate::policy::MirrorError;
 use actix::{
     Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, ResponseActFuture,
     WrapFuture,
@@ -47,26 +48,6 @@ use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::state::MirrorState;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
-
-/// Why a mirror request was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{code}: {message}")]
-pub struct MirrorError {
-    /// The KIP-1279 (or Kafka) error code.
-    pub code: ErrorCode,
-    /// For the operator.
-    pub message: String,
-}
-
-impl MirrorError {
-    /// A refusal with `code`, explained by `message`.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        MirrorError {
-            code,
-            message: message.into(),
-        }
-    }
-}
 
 /// A loaded mirror: its source and what runs for it here.
 pub(super) struct MirrorRuntime<H: Host> {

@@ -1,5 +1,6 @@
-//! Mirrored topics on the MirrorSystem: StartMirrorTopics' work, the start of this broker's
-//! partitions of a topic, pause/resume/stop, and what DescribeMirrors shows.
+//! One mirrored topic on the MirrorSystem: its start, the start of this broker's partitions of
+//! it, and its pause, resume or stop. The request-level rules around these (patterns,
+//! authorization, which change a topic allows) are [`super::topic_requests`]'s.
 //!
 //! StartMirrorTopics ([`StartTopic`]) asks the source for the topic, then: creates the
 //! destination topic with the source's id and partition count and `mirror.name` set; or joins a
@@ -11,8 +12,7 @@
 
 use super::partition_ports::{EnginePartitionPorts, MirrorPartitionSite};
 use super::reactions::log_rejection;
-use super::stats::Truncated;
-use super::system::{MirrorError, MirrorSystem, MirroredTopic, rand_unit};
+use super::system::{MirrorSystem, MirroredTopic, rand_unit};
 use crate::actor::{
     BecomeLeader, DescribePartition, MirrorPartition, PartitionLabels, PartitionSnapshot,
     SupervisedPartition,
@@ -22,12 +22,11 @@ use crate::metadata::{
     DISCARD_CONFIRMED, KnownTopic, confirmed_value, mirror_name_value, mirror_of,
 };
 use crate::partition::Desired;
+use crate::policy::MirrorError;
 use actix::{ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture};
-use kmirror_protocol::client::Isolation;
 use kmirror_protocol::client::source::TopicMetadata;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::sharding::mirror_partition_shard;
-use kmirror_protocol::state::MirrorState;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -397,9 +396,7 @@ impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
                         .map_err(|e| {
                             MirrorError::new(ErrorCode::UNKNOWN_SERVER_ERROR, e.to_string())
                         })?
-                        .map_err(|e| {
-                            MirrorError::new(ErrorCode::MIRROR_TOPIC_BEING_STOPPED, e.to_string())
-                        })?;
+                        .map_err(|e| crate::policy::refusal::rejection(&e))?;
                 }
                 Ok(())
             }
@@ -427,272 +424,5 @@ impl<H: Host> Handler<DescribeTopic> for MirrorSystem<H> {
             }
             .into_actor(self),
         )
-    }
-}
-
-/// One mirrored topic as DescribeMirrors shows it on this broker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TopicSnapshot {
-    /// The topic.
-    pub topic: String,
-    /// Its id (the source's).
-    pub topic_id: uuid::Uuid,
-    /// The partitions this broker leads.
-    pub partitions: Vec<PartitionView>,
-}
-
-/// One mirror partition as DescribeMirrors shows it on this broker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionView {
-    /// The partition index.
-    pub partition: i32,
-    /// Its actor's state.
-    pub snapshot: PartitionSnapshot,
-    /// The source's last stable offset (what the mirror copies up to); `None` where the
-    /// source was not asked (the partition needs nothing of it) or did not answer.
-    pub source_offset: Option<i64>,
-    /// The source's high watermark: every acknowledged record, those of transactions still
-    /// open included (the mirror copies them once they commit); `None` as above.
-    pub source_high_watermark: Option<i64>,
-    /// How old the oldest source record it has not mirrored is (0: caught up); `None` before
-    /// its first fetch answer here, when it is not fetching, or while the source does not
-    /// answer.
-    pub lag_ms: Option<i64>,
-    /// Records its truncations removed here.
-    pub truncated: Truncated,
-}
-
-/// Every topic of a mirror, with the snapshots of its partitions on this broker.
-#[derive(Debug, Clone, PartialEq, Eq, Message)]
-#[rtype(result = "Result<Vec<TopicSnapshot>, MirrorError>")]
-pub struct DescribeMirror(pub String);
-
-impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
-    type Result = ResponseActFuture<Self, Result<Vec<TopicSnapshot>, MirrorError>>;
-
-    fn handle(&mut self, msg: DescribeMirror, _: &mut Context<Self>) -> Self::Result {
-        type Described<H> = (String, uuid::Uuid, Vec<(i32, PartitionAddr<H>)>);
-        let now_ms = self.host.now_ms();
-        let runtime = self.mirrors.get(&msg.0);
-        let stats = runtime.map(|r| r.stats.clone());
-        // A source known not to answer is not asked (a frozen one would hold the describe for
-        // the client's whole request timeout); the partitions it holds up say why instead.
-        let source = runtime
-            .filter(|r| r.unreachable.is_none())
-            .map(|r| r.source.clone());
-        // Why partitions waiting on the source make no progress: it does not answer (the
-        // probe or the sync found), or its fetches fail. Fetches usually fail first and the
-        // sync finds out later: the time counts from the first to fail.
-        let unreachable = runtime
-            .and_then(|r| match (r.unreachable.clone(), r.stats.failing()) {
-                (Some((since, error)), Some((fetches_since, _))) => {
-                    Some((since.min(fetches_since), error))
-                }
-                (told, fetches) => told.or(fetches),
-            })
-            .map(|(since, error)| {
-                let seconds = (now_ms - since).max(0) / 1000;
-                format!("source unreachable for {seconds} s: {error}")
-            });
-        let topics: Result<Vec<Described<H>>, MirrorError> = runtime
-            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror"))
-            .map(|runtime| {
-                runtime
-                    .topics
-                    .iter()
-                    .map(|(name, mirrored)| {
-                        let addrs = mirrored
-                            .partitions
-                            .iter()
-                            .map(|(index, p)| (*index, p.addr().clone()))
-                            .collect();
-                        (name.clone(), mirrored.topic_id, addrs)
-                    })
-                    .collect()
-            });
-        Box::pin(
-            async move {
-                let deadline = tokio::time::Instant::now() + DESCRIBE_SOURCE_BUDGET;
-                let mut out = Vec::new();
-                for (topic, topic_id, actors) in topics? {
-                    let mut partitions = Vec::new();
-                    for (index, actor) in actors {
-                        let mut snapshot = actor.send(DescribePartition).await.map_err(|e| {
-                            MirrorError::new(ErrorCode::UNKNOWN_SERVER_ERROR, e.to_string())
-                        })?;
-                        let fetching = waits_for_source(snapshot.state);
-                        if fetching && snapshot.error.is_none() {
-                            snapshot.error.clone_from(&unreachable);
-                        }
-                        let key = TopicPartition::new(topic.clone(), index);
-                        partitions.push(PartitionView {
-                            partition: index,
-                            snapshot,
-                            source_offset: None,
-                            source_high_watermark: None,
-                            // Unknown while the source does not answer: what it took
-                            // meanwhile cannot be known.
-                            lag_ms: stats
-                                .as_ref()
-                                .filter(|_| fetching && unreachable.is_none())
-                                .and_then(|s| s.lag_ms(&key, now_ms)),
-                            truncated: stats
-                                .as_ref()
-                                .map(|s| s.truncations(&key))
-                                .unwrap_or_default(),
-                        });
-                    }
-                    // Stopped and paused partitions need nothing of the source.
-                    let asked: Vec<i32> = partitions
-                        .iter()
-                        .filter(|p| waits_for_source(p.snapshot.state))
-                        .map(|p| p.partition)
-                        .collect();
-                    if let Some(source) = source.as_ref().filter(|_| !asked.is_empty()) {
-                        let offsets = tokio::time::timeout_at(
-                            deadline,
-                            source_offsets(&**source, &topic, &asked),
-                        )
-                        .await
-                        .unwrap_or_default();
-                        for (index, (lso, hw)) in asked.iter().zip(offsets) {
-                            if let Some(p) = partitions.iter_mut().find(|p| p.partition == *index) {
-                                p.source_offset = lso;
-                                p.source_high_watermark = hw;
-                            }
-                        }
-                    }
-                    out.push(TopicSnapshot {
-                        topic,
-                        topic_id,
-                        partitions,
-                    });
-                }
-                Ok(out)
-            }
-            .into_actor(self),
-        )
-    }
-}
-
-/// How long one DescribeMirror waits for the source's offsets in all (past it, they show -1).
-const DESCRIBE_SOURCE_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Whether a partition in `state` needs the source to make progress.
-fn waits_for_source(state: MirrorState) -> bool {
-    match state {
-        MirrorState::Preparing | MirrorState::Mirroring | MirrorState::Failed => true,
-        MirrorState::Unknown
-        | MirrorState::Pausing
-        | MirrorState::Paused
-        | MirrorState::Stopping
-        | MirrorState::Stopped => false,
-    }
-}
-
-/// The source's last stable offsets and high watermarks of `topic`'s partitions `indexes`
-/// (`None` where unknown).
-async fn source_offsets(
-    source: &impl Source,
-    topic: &str,
-    indexes: &[i32],
-) -> Vec<(Option<i64>, Option<i64>)> {
-    let leaders: Vec<i32> = match source.metadata(Some(&[topic])).await {
-        Ok(metadata) => metadata
-            .topics
-            .get(topic)
-            .map(|t| t.partitions.iter().map(|p| p.leader).collect())
-            .unwrap_or_default(),
-        Err(_) => Vec::new(),
-    };
-    let mut offsets = Vec::with_capacity(indexes.len());
-    for &partition in indexes {
-        let Some(&leader) = leaders.get(partition as usize) else {
-            offsets.push((None, None));
-            continue;
-        };
-        let latest = |isolation| {
-            source.list_offsets(
-                leader,
-                topic,
-                partition,
-                kmirror_protocol::client::source::LATEST,
-                isolation,
-            )
-        };
-        let lso = latest(Isolation::ReadCommitted).await.ok().map(|(o, _)| o);
-        let hw = latest(Isolation::ReadUncommitted)
-            .await
-            .ok()
-            .map(|(o, _)| o);
-        offsets.push((lso, hw));
-    }
-    offsets
-}
-
-/// For each partition this broker leads of the named topics that are stopped in `mirror`: the
-/// records this cluster's producers wrote since the failover ([`crate::host::local_records`]),
-/// which restarting the mirror discards, and the log end offset they were counted at. A
-/// restart is confirmed against these counts from every partition's leader.
-#[derive(Debug, Clone, PartialEq, Eq, Message)]
-#[rtype(result = "Result<Vec<LocalWrites>, MirrorError>")]
-pub struct CountLocalWrites {
-    /// The mirror.
-    pub mirror: String,
-    /// The topics.
-    pub topics: Vec<String>,
-}
-
-/// One stopped partition's writes since its failover, as [`CountLocalWrites`] answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalWrites {
-    /// The topic.
-    pub topic: String,
-    /// The partition.
-    pub partition: i32,
-    /// Records written on this cluster since the failover.
-    pub records: u64,
-    /// The log end offset when they were counted.
-    pub log_end: i64,
-}
-
-impl<H: Host> Handler<CountLocalWrites> for MirrorSystem<H> {
-    type Result = Result<Vec<LocalWrites>, MirrorError>;
-
-    fn handle(&mut self, msg: CountLocalWrites, _: &mut Context<Self>) -> Self::Result {
-        let mut counted = Vec::new();
-        for name in &msg.topics {
-            let Some(topic) = self.host.topic(name) else {
-                continue;
-            };
-            let stopped = topic.configs.get("mirror.name").and_then(|v| mirror_of(v))
-                == Some((msg.mirror.as_str(), Desired::Stopped));
-            if !stopped {
-                continue;
-            }
-            for (index, partition) in (0..).zip(&topic.partitions) {
-                if !self.host.leads(partition) {
-                    continue;
-                }
-                let (records, log_end) = self
-                    .host
-                    .with_log(name, index, |log| {
-                        Ok((crate::host::local_records(log)?, log.log_end_offset()))
-                    })
-                    .map_err(|e| {
-                        MirrorError::new(
-                            ErrorCode::KAFKA_STORAGE_ERROR,
-                            format!("reading {name}-{index}: {}", e.message),
-                        )
-                    })?;
-                counted.push(LocalWrites {
-                    topic: name.clone(),
-                    partition: index,
-                    records,
-                    log_end,
-                });
-            }
-        }
-        Ok(counted)
     }
 }

@@ -19,8 +19,9 @@
 //! Nothing is created, stored or started; the source connection is dropped afterwards.
 
 use super::mirror_configs;
-use super::system::{MirrorError, MirrorSystem};
+use super::system::MirrorSystem;
 use crate::host::{Host, Source};
+use crate::policy::MirrorError;
 use actix::{Context, Handler, Message, ResponseActFuture, WrapFuture};
 use kmirror_protocol::client::{ClientConfig, ClientError};
 use kmirror_protocol::errors::ErrorCode;

@@ -442,6 +442,29 @@ impl Host for MemoryCluster {
         Box::pin(std::future::ready(set))
     }
 
+    fn set_mirror_configs(
+        &self,
+        name: &str,
+        configs: BTreeMap<String, String>,
+        base: BTreeMap<String, String>,
+    ) -> HostFuture<Result<(), HostRefusal>> {
+        let set = self.change(|s| match s.mirrors.get_mut(name) {
+            None => Err(refusal(
+                ErrorCode::UNKNOWN_CLUSTER_MIRROR,
+                format!("no mirror {name}"),
+            )),
+            Some(current) if *current != base => Err(refusal(
+                ErrorCode::INVALID_CLUSTER_MIRROR_STATES,
+                format!("the configs of mirror {name} changed since they were read"),
+            )),
+            Some(current) => {
+                *current = configs;
+                Ok(())
+            }
+        });
+        Box::pin(std::future::ready(set))
+    }
+
     fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostRefusal>> {
         let created = self.change(|s| {
             let Some(topic) = s.topics.get_mut(name) else {

@@ -34,6 +34,18 @@ impl<'a> Access<'a> {
             .authorize(&self.session, operation, ResourceType::Topic, name)
     }
 
+    /// `operation` on any resource of type `resource`, as a check the mirroring engine makes
+    /// per resource it selects (the topics a pattern matches, every mirror).
+    pub(super) fn of_every(
+        &self,
+        broker: &std::sync::Arc<Broker>,
+        operation: Operation,
+        resource: ResourceType,
+    ) -> std::sync::Arc<dyn Fn(&str) -> bool + Send + Sync> {
+        let (broker, session) = (broker.clone(), self.session.clone());
+        std::sync::Arc::new(move |name: &str| broker.authorize(&session, operation, resource, name))
+    }
+
     /// `operation` on group `name`.
     pub(super) fn group(&self, operation: Operation, name: &str) -> bool {
         self.broker

@@ -22,6 +22,7 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsResponse, alter_configs_response, incremental_alter_configs_response,
 };
 use kafka_protocol::protocol::StrBytes;
+use kmirror_actors::policy::guards;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
@@ -137,23 +138,20 @@ async fn alter(
     };
     let (base, changes) = changes(&topic.configs);
     let named: Vec<&str> = changes.iter().map(|(name, _, _)| name.as_str()).collect();
-    if named
-        .iter()
-        .any(|key| mirror_guards::managed_by_mirror_rpcs(key))
-    {
+    if named.iter().any(|key| guards::managed_by_mirror_rpcs(key)) {
         return Err((
             ErrorCode::INVALID_CONFIG.0,
-            mirror_guards::MIRROR_NAME_REFUSED.to_string(),
+            guards::MIRROR_NAME_REFUSED.to_string(),
         ));
     }
     let configs = apply(&base, &changes).map_err(|why| (ErrorCode::INVALID_CONFIG.0, why))?;
     if let Some(why) = internal_topics::config_change_refused(name, &topic.configs, &configs) {
         return Err((ErrorCode::POLICY_VIOLATION.0, why));
     }
-    if let Some((code, why)) =
+    if let Some(refused) =
         mirror_guards::config_change_refused(broker, name, &topic.configs, &configs)
     {
-        return Err((code.0, why));
+        return Err((refused.code.0, refused.message));
     }
     if validate_only {
         return Ok(());

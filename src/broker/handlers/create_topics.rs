@@ -1,6 +1,6 @@
 //! CreateTopics: through the controller, then the partition logs. Needs CREATE on the cluster
 //! or on the topic. A topic created with `mirror.name` is refused (INVALID_CONFIG): only
-//! StartMirrorTopics makes mirror topics (see [`super::mirror_guards`]). An internal topic's name
+//! StartMirrorTopics makes mirror topics (see `kmirror_actors::policy::guards`). An internal topic's name
 //! is refused (INVALID_REQUEST, see [`crate::broker::internal_topics`]). Configs are checked
 //! as IncrementalAlterConfigs checks them (only configs this broker enforces, within their
 //! ranges: INVALID_CONFIG), so a topic never silently lacks what it was created with. One
@@ -10,12 +10,12 @@
 //! (docs/errors.md).
 
 use super::access::Access;
-use super::mirror_guards;
 use crate::acl::Operation;
 use crate::broker::{Broker, internal_topics};
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_actors::policy::guards;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
@@ -89,13 +89,13 @@ pub(super) async fn handle(
         if topic
             .configs
             .iter()
-            .any(|c| mirror_guards::managed_by_mirror_rpcs(&c.name))
+            .any(|c| guards::managed_by_mirror_rpcs(&c.name))
         {
             results.push(
                 result
                     .with_error_code(ErrorCode::INVALID_CONFIG.0)
                     .with_error_message(Some(StrBytes::from_static_str(
-                        mirror_guards::MIRROR_NAME_REFUSED,
+                        guards::MIRROR_NAME_REFUSED,
                     ))),
             );
             continue;

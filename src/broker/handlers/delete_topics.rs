@@ -1,15 +1,15 @@
 //! DeleteTopics: by name (every version) or by topic id (v6+). Needs DELETE on the topic. A
 //! mirroring or paused topic answers READ_ONLY_TOPIC, telling the operator to stop it first;
-//! a stopped one (`<mirror>.removed`) is deleted like any topic (see [`super::mirror_guards`]).
+//! a stopped one (`<mirror>.removed`) is deleted like any topic (see `kmirror_actors::policy::guards`).
 //! An internal topic is never deleted (INVALID_REQUEST, see [`crate::broker::internal_topics`]).
 
 use super::access::Access;
-use super::mirror_guards;
 use crate::acl::Operation;
 use crate::broker::{Broker, internal_topics};
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use kmirror_actors::policy::guards;
 use kmirror_protocol::errors::ErrorCode;
 
 pub(super) async fn handle(
@@ -58,7 +58,7 @@ pub(super) async fn handle(
             }
             let refused = broker
                 .topic(&name)
-                .and_then(|t| mirror_guards::delete_refused(&name, &t.configs));
+                .and_then(|t| guards::delete_refused(&name, &t.configs));
             if let Some(why) = refused {
                 return result
                     .with_topic_id(id)

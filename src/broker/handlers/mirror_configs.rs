@@ -1,7 +1,7 @@
 //! DescribeConfigs and IncrementalAlterConfigs (and the legacy AlterConfigs) on a mirror: the
 //! KIP's CLUSTER_MIRROR config resource (type 64, named by the mirror). Describing needs
 //! DESCRIBE_CONFIGS on the ClusterMirror resource and never shows a secret (every key Kafka
-//! types PASSWORD, see [`is_secret`]: flagged sensitive, value null, as Kafka shows them). Altering needs ALTER_CONFIGS; the result is checked as a whole by
+//! types PASSWORD, see [`mirror_configs::is_secret`]: flagged sensitive, value null, as Kafka shows them). Altering needs ALTER_CONFIGS; the result is checked as a whole by
 //! [`kmirror_actors::engine::mirror_configs::validate`] and by building the source client from it
 //! (stores read, keys decrypted: INVALID_CONFIG naming what is wrong), then written by
 //! the controller; every broker's engine then drops the mirror's source connections, so the
@@ -21,21 +21,6 @@ use std::collections::BTreeMap;
 pub(super) const CLUSTER_MIRROR: i8 = 64;
 /// Config source of a mirror's keys, as Kafka numbers dynamic configs of other resources.
 const DYNAMIC_CONFIG: i8 = 1;
-
-/// Kafka's PASSWORD-typed client keys that [`mirror_configs::is_password`] does not name: PEM
-/// material given inline (certificates included, as Kafka hides them too).
-const INLINE_PEM_KEYS: [&str; 2] = [
-    "ssl.keystore.certificate.chain",
-    "ssl.truststore.certificates",
-];
-
-/// Whether a mirror config is never shown: the engine's secrets (passwords, secrets, the JAAS
-/// entry, the private key), a private key's passphrase
-/// (`sasl.oauthbearer.assertion.private.key.passphrase`, Kafka 4.1) and [`INLINE_PEM_KEYS`]:
-/// every key Kafka types PASSWORD (docs/mirror-configs.md).
-fn is_secret(key: &str) -> bool {
-    mirror_configs::is_password(key) || key.contains("passphrase") || INLINE_PEM_KEYS.contains(&key)
-}
 
 /// The configs of mirror `name`, secrets hidden; `Err` is the error code and message.
 pub(super) fn describe(
@@ -58,7 +43,7 @@ pub(super) fn describe(
     Ok(configs
         .into_iter()
         .map(|(key, value)| {
-            let secret = is_secret(&key);
+            let secret = mirror_configs::is_secret(&key);
             DescribeConfigsResourceResult::default()
                 .with_name(StrBytes::from_string(key))
                 .with_value((!secret).then(|| StrBytes::from_string(value)))
@@ -91,22 +76,11 @@ pub(super) async fn alter(
     })?;
     let invalid = |why: String| (ErrorCode::INVALID_CONFIG.0, why);
     let next = change(&current).map_err(invalid)?;
-    let id = "mirror.source.cluster.id";
-    if next.get(id) != current.get(id) {
-        return Err(invalid(format!(
-            "{id} cannot change: it names the cluster this mirror copies (create another mirror \
-             for another cluster)"
-        )));
-    }
-    let settings = mirror_configs::validate(&next, broker.config().mirror_num_replica_fetchers)
-        .map_err(|e| invalid(e.to_string()))?;
+    let fetchers = broker.config().mirror_num_replica_fetchers;
+    let settings = mirror_configs::check_change(&current, &next, fetchers).map_err(invalid)?;
     for (old, new) in &settings.renamed {
         tracing::warn!(mirror = name, "{}", mirror_configs::alias_warning(old, new));
     }
-    // The client is built as the engine will build it (stores read, keys decrypted), so a
-    // config it could not use is refused here rather than logged there.
-    kmirror_protocol::client::SourceClient::new(settings.client)
-        .map_err(|e| invalid(e.to_string()))?;
     if validate_only || next == current {
         return Ok(());
     }

@@ -28,12 +28,14 @@ use crate::broker::Broker;
 use kmirror_actors::MirrorState;
 use kmirror_actors::coordinator::StateRead;
 use kmirror_actors::engine::Engine;
+use kmirror_actors::engine::lme_lookup::{LookupLmes, SOURCE_CLUSTER_ID};
 use kmirror_actors::engine::mirror_configs;
-use kmirror_actors::engine::shard_service::{ReadPartitionStates, StateAnswer};
+use kmirror_actors::engine::shard_service::ReadPartitionStates;
 use kmirror_actors::engine::validate::ValidateSource;
-use kmirror_actors::host::TopicPartition;
 use kmirror_actors::metadata::mirror_of;
 use kmirror_actors::partition::Desired;
+use kmirror_actors::policy::MirrorError;
+use kmirror_actors::policy::refusal::state_validation_offset;
 use kmirror_protocol::client::{ClientConfig, SourceClient};
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::messages::{
@@ -41,7 +43,7 @@ use kmirror_protocol::messages::{
     LastMirroredEpochsRequest, LastMirroredEpochsResponse, ListMirrorsRequest, ListMirrorsResponse,
     create_mirror_response, last_mirrored_epochs_response, list_mirrors_response,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 fn refused(code: ErrorCode, message: impl Into<String>) -> (i16, Option<String>) {
     (code.0, Some(message.into()))
@@ -106,9 +108,6 @@ pub(super) async fn create(
         ..Default::default()
     }
 }
-
-/// The mirror config naming the cluster the mirror copies.
-const SOURCE_CLUSTER_ID: &str = "mirror.source.cluster.id";
 
 /// `configs` with [`SOURCE_CLUSTER_ID`]: as given, else the id the source answers with through
 /// `client`, which must not be this cluster's; why not, naming the key.
@@ -246,28 +245,23 @@ pub(super) async fn delete(
     request: DeleteMirrorRequest,
 ) -> DeleteMirrorResponse {
     let name = &request.mirror_name;
-    let (error_code, error_message) = if request.state_validation_offset != -1 {
-        refused(
-            ErrorCode::INVALID_REQUEST,
-            format!(
-                "StateValidationOffset {}: this broker validates the request itself; clients send -1",
-                request.state_validation_offset
-            ),
-        )
-    } else if !access.mirror(Operation::Delete, name) {
-        refused(
-            ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED,
-            "DELETE on the mirror is needed",
-        )
-    } else {
-        match all_stopped(broker, engine, name).await {
-            Err(refusal) => refusal,
-            Ok(()) => match broker.delete_mirror(name).await {
-                Ok(()) => (0, None),
-                Err(e) => (e.error_code(), Some(e.to_string())),
-            },
-        }
-    };
+    let (error_code, error_message) =
+        if let Err(e) = state_validation_offset(request.state_validation_offset) {
+            (e.code.0, Some(e.message))
+        } else if !access.mirror(Operation::Delete, name) {
+            refused(
+                ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED,
+                "DELETE on the mirror is needed",
+            )
+        } else {
+            match all_stopped(broker, engine, name).await {
+                Err(refusal) => refusal,
+                Ok(()) => match broker.delete_mirror(name).await {
+                    Ok(()) => (0, None),
+                    Err(e) => (e.error_code(), Some(e.to_string())),
+                },
+            }
+        };
     DeleteMirrorResponse {
         error_code,
         error_message,
@@ -361,7 +355,6 @@ async fn all_stopped(
 }
 
 pub(super) async fn last_mirrored_epochs(
-    broker: &Broker,
     engine: Option<&Engine>,
     access: &Access<'_>,
     request: LastMirroredEpochsRequest,
@@ -377,10 +370,18 @@ pub(super) async fn last_mirrored_epochs(
         .into_iter()
         .map(|t| (t.name, t.topic_id, t.partitions))
         .collect();
-    match lookup_lmes(broker, engine, &request.cluster_id, asked).await {
-        Err((error_code, error_message)) => LastMirroredEpochsResponse {
-            error_code,
-            error_message,
+    let lookup = LookupLmes {
+        asking: request.cluster_id,
+        topics: asked,
+    };
+    let found = match engine {
+        Some(engine) => engine.ask(lookup).await,
+        None => Err(MirrorError::engine_not_running()),
+    };
+    match found {
+        Err(e) => LastMirroredEpochsResponse {
+            error_code: e.code.0,
+            error_message: Some(e.message),
             ..Default::default()
         },
         Ok(found) => LastMirroredEpochsResponse {
@@ -412,83 +413,4 @@ pub(super) async fn last_mirrored_epochs(
             ..Default::default()
         },
     }
-}
-
-/// One topic's LMEs as the failback lookup answers them: its name, id and, per partition, the
-/// LME (-1: none) or the error that says "ask again".
-pub(super) type TopicLmes = (String, uuid::Uuid, Vec<(i32, Result<i32, ErrorCode>)>);
-
-/// The failback lookup, for LastMirroredEpochs and DescribeClusterMirrors' tagged fields alike:
-/// the LMEs this cluster recorded for `topics` (name, id, partitions) while mirroring from the
-/// cluster `asking`. Every mirror whose `mirror.source.cluster.id` is `asking` may hold a topic;
-/// the one the local topic's `mirror.name` names answers first.
-pub(super) async fn lookup_lmes(
-    broker: &Broker,
-    engine: Option<&Engine>,
-    asking: &str,
-    topics: Vec<(String, uuid::Uuid, Vec<i32>)>,
-) -> Result<Vec<TopicLmes>, (i16, Option<String>)> {
-    let mirrors: Vec<String> = broker
-        .mirrors()
-        .into_iter()
-        .filter(|(_, configs)| configs.get(SOURCE_CLUSTER_ID).map(String::as_str) == Some(asking))
-        .map(|(name, _)| name)
-        .collect();
-    let mut answers: Vec<(String, HashMap<TopicPartition, StateAnswer>)> = Vec::new();
-    if !mirrors.is_empty() {
-        let Some(engine) = engine else {
-            return Err(refused(
-                ErrorCode::COORDINATOR_NOT_AVAILABLE,
-                "the mirroring engine is not running",
-            ));
-        };
-        for mirror in mirrors {
-            let read = engine
-                .ask(ReadPartitionStates {
-                    mirror: mirror.clone(),
-                    topics: topics.clone(),
-                })
-                .await
-                .map_err(|e| (e.code.0, Some(e.message)))?;
-            answers.push((mirror, read.into_iter().collect()));
-        }
-    }
-    Ok(topics
-        .into_iter()
-        .map(|(name, topic_id, partitions)| {
-            // A stopped topic keeps `<mirror>.removed`: that mirror is asked first.
-            let named = broker
-                .topic(&name)
-                .and_then(|t| t.configs.get("mirror.name").cloned())
-                .and_then(|v| mirror_of(&v).map(|(m, _)| m.to_string()));
-            answers.sort_by_key(|(m, _)| Some(m) != named.as_ref());
-            let lmes = partitions
-                .iter()
-                .map(|&index| {
-                    let key = TopicPartition::new(name.clone(), index);
-                    let mut lme = Ok(-1);
-                    for (_, read) in &answers {
-                        match read.get(&key) {
-                            Some(Ok(StateRead {
-                                lme: Some(found), ..
-                            })) => {
-                                lme = Ok(*found);
-                                break;
-                            }
-                            // Not known yet is not "none": the asking cluster asks again (a
-                            // mirror asked later must not answer for this one), since -1
-                            // makes it copy everything again.
-                            Some(Err(code)) => {
-                                lme = Err(*code);
-                                break;
-                            }
-                            _ => {}
-                        }
-                    }
-                    (index, lme)
-                })
-                .collect();
-            (name, topic_id, lmes)
-        })
-        .collect())
 }

@@ -147,7 +147,7 @@ pub(super) async fn dispatch_mirror(
         }
         MirrorApiKey::LastMirroredEpochs => {
             let request = Decodable::decode(body, version)?;
-            mirrors::last_mirrored_epochs(broker, engine, access, request)
+            mirrors::last_mirrored_epochs(engine, access, request)
                 .await
                 .encode(&mut out, version)?
         }
@@ -194,7 +194,7 @@ pub(super) async fn dispatch_mirror(
                 .encode(&mut out, version)?
         }
         MirrorApiKey::BumpLeaderEpochs => {
-            mirror_states::bump_leader_epochs(broker, access, Decodable::decode(body, version)?)
+            mirror_states::bump_leader_epochs(engine, access, Decodable::decode(body, version)?)
                 .await
                 .encode(&mut out, version)?
         }

@@ -3,8 +3,8 @@
 //! broker's address.
 
 use crate::engine::EngineRuntime;
+use crate::engine::describe::DescribeMirror;
 use crate::engine::state_log::MIRROR_STATE_TOPIC;
-use crate::engine::topics::DescribeMirror;
 use crate::host::Host;
 use crate::memory::{MemoryCluster, MemoryNetwork};
 use bytes::Bytes;

@@ -1,0 +1,324 @@
+//! What DescribeMirrors shows of a mirror on this broker: per partition it leads, its actor's
+//! state, the source's last stable offset and high watermark (asked at describe time, within
+//! [`DESCRIBE_SOURCE_BUDGET`]; unknown when the source does not answer), the destination's log
+//! end and last stable offsets, the lag in time, the records truncations removed, and for a
+//! stopped topic the records written here since its failover (what a restart would discard).
+
+use super::partition_ports::EnginePartitionPorts;
+use super::stats::Truncated;
+use super::system::LoadMirror;
+use super::system::MirrorSystem;
+use crate::actor::{DescribePartition, MirrorPartition, PartitionSnapshot};
+use crate::host::{Host, Source, TopicPartition};
+use crate::metadata::{MIRROR_NAME, mirror_of};
+use crate::partition::Desired;
+use crate::policy::MirrorError;
+use actix::{Addr, AsyncContext, Context, Handler, Message, ResponseFuture};
+use kmirror_protocol::client::Isolation;
+use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::state::MirrorState;
+use std::sync::Arc;
+
+type PartitionAddr<H> = Addr<MirrorPartition<EnginePartitionPorts<H>>>;
+
+/// One mirrored topic as DescribeMirrors shows it on this broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSnapshot {
+    /// The topic.
+    pub topic: String,
+    /// Its id (the source's).
+    pub topic_id: uuid::Uuid,
+    /// The partitions this broker leads.
+    pub partitions: Vec<PartitionView>,
+}
+
+/// One mirror partition as DescribeMirrors shows it on this broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionView {
+    /// The partition index.
+    pub partition: i32,
+    /// Its actor's state.
+    pub snapshot: PartitionSnapshot,
+    /// The source's last stable offset (what the mirror copies up to); `None` where the
+    /// source was not asked (the partition needs nothing of it) or did not answer.
+    pub source_offset: Option<i64>,
+    /// The source's high watermark: every acknowledged record, those of transactions still
+    /// open included (the mirror copies them once they commit); `None` as above.
+    pub source_high_watermark: Option<i64>,
+    /// How old the oldest source record it has not mirrored is (0: caught up); `None` before
+    /// its first fetch answer here, when it is not fetching, or while the source does not
+    /// answer.
+    pub lag_ms: Option<i64>,
+    /// Records its truncations removed here.
+    pub truncated: Truncated,
+    /// The destination log's end and last stable offsets, read together (-1: not readable).
+    pub log_end_offset: i64,
+    /// See `log_end_offset`.
+    pub last_stable_offset: i64,
+    /// For a stopped topic, the records written on this cluster since its failover
+    /// ([`crate::host::local_records`]), counted in the same read as `log_end_offset`.
+    pub local_records: Option<u64>,
+}
+
+impl PartitionView {
+    /// The records the destination lacks of what the source has (its last stable offset less
+    /// the destination's log end), when both are known.
+    pub fn lag(&self) -> Option<i64> {
+        let source = self.source_offset?;
+        (self.log_end_offset >= 0).then(|| (source - self.log_end_offset).max(0))
+    }
+}
+
+/// Every topic of a mirror, with the snapshots of its partitions on this broker.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<Vec<TopicSnapshot>, MirrorError>")]
+pub struct DescribeMirror(pub String);
+
+impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
+    type Result = ResponseFuture<Result<Vec<TopicSnapshot>, MirrorError>>;
+
+    fn handle(&mut self, msg: DescribeMirror, _: &mut Context<Self>) -> Self::Result {
+        type Described<H> = (String, uuid::Uuid, Vec<(i32, PartitionAddr<H>)>);
+        let now_ms = self.host.now_ms();
+        let host = self.host.clone();
+        let mirror = msg.0.clone();
+        let runtime = self.mirrors.get(&msg.0);
+        let stats = runtime.map(|r| r.stats.clone());
+        // A source known not to answer is not asked (a frozen one would hold the describe for
+        // the client's whole request timeout); the partitions it holds up say why instead.
+        let source = runtime
+            .filter(|r| r.unreachable.is_none())
+            .map(|r| r.source.clone());
+        // Why partitions waiting on the source make no progress: it does not answer (the
+        // probe or the sync found), or its fetches fail. Fetches usually fail first and the
+        // sync finds out later: the time counts from the first to fail.
+        let unreachable = runtime
+            .and_then(|r| match (r.unreachable.clone(), r.stats.failing()) {
+                (Some((since, error)), Some((fetches_since, _))) => {
+                    Some((since.min(fetches_since), error))
+                }
+                (told, fetches) => told.or(fetches),
+            })
+            .map(|(since, error)| {
+                let seconds = (now_ms - since).max(0) / 1000;
+                format!("source unreachable for {seconds} s: {error}")
+            });
+        let topics: Result<Vec<Described<H>>, MirrorError> = runtime
+            .ok_or_else(MirrorError::unknown_mirror)
+            .map(|runtime| {
+                runtime
+                    .topics
+                    .iter()
+                    .map(|(name, mirrored)| {
+                        let addrs = mirrored
+                            .partitions
+                            .iter()
+                            .map(|(index, p)| (*index, p.addr().clone()))
+                            .collect();
+                        (name.clone(), mirrored.topic_id, addrs)
+                    })
+                    .collect()
+            });
+        Box::pin(async move {
+            let deadline = tokio::time::Instant::now() + DESCRIBE_SOURCE_BUDGET;
+            let mut out = Vec::new();
+            for (topic, topic_id, actors) in topics? {
+                let stopped = host
+                    .topic(&topic)
+                    .and_then(|t| t.configs.get(MIRROR_NAME).cloned())
+                    .is_some_and(|v| mirror_of(&v) == Some((&mirror, Desired::Stopped)));
+                let mut partitions = Vec::new();
+                for (index, actor) in actors {
+                    let mut snapshot = actor.send(DescribePartition).await.map_err(|e| {
+                        MirrorError::new(ErrorCode::UNKNOWN_SERVER_ERROR, e.to_string())
+                    })?;
+                    let fetching = waits_for_source(snapshot.state);
+                    if fetching && snapshot.error.is_none() {
+                        snapshot.error.clone_from(&unreachable);
+                    }
+                    let key = TopicPartition::new(topic.clone(), index);
+                    let (log_end_offset, last_stable_offset, local_records) =
+                        log_figures(&host, &topic, index, stopped);
+                    partitions.push(PartitionView {
+                        partition: index,
+                        snapshot,
+                        source_offset: None,
+                        source_high_watermark: None,
+                        // Unknown while the source does not answer: what it took
+                        // meanwhile cannot be known.
+                        lag_ms: stats
+                            .as_ref()
+                            .filter(|_| fetching && unreachable.is_none())
+                            .and_then(|s| s.lag_ms(&key, now_ms)),
+                        truncated: stats
+                            .as_ref()
+                            .map(|s| s.truncations(&key))
+                            .unwrap_or_default(),
+                        log_end_offset,
+                        last_stable_offset,
+                        local_records,
+                    });
+                }
+                // Stopped and paused partitions need nothing of the source.
+                let asked: Vec<i32> = partitions
+                    .iter()
+                    .filter(|p| waits_for_source(p.snapshot.state))
+                    .map(|p| p.partition)
+                    .collect();
+                if let Some(source) = source.as_ref().filter(|_| !asked.is_empty()) {
+                    let offsets = tokio::time::timeout_at(
+                        deadline,
+                        source_offsets(&**source, &topic, &asked),
+                    )
+                    .await
+                    .unwrap_or_default();
+                    for (index, (lso, hw)) in asked.iter().zip(offsets) {
+                        if let Some(p) = partitions.iter_mut().find(|p| p.partition == *index) {
+                            p.source_offset = lso;
+                            p.source_high_watermark = hw;
+                        }
+                    }
+                }
+                out.push(TopicSnapshot {
+                    topic,
+                    topic_id,
+                    partitions,
+                });
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// A partition's log end and last stable offsets and, when `stopped`, its records written
+/// here since the failover, from one read of the log (-1 and `None` where it cannot be read).
+fn log_figures(
+    host: &impl Host,
+    topic: &str,
+    partition: i32,
+    stopped: bool,
+) -> (i64, i64, Option<u64>) {
+    host.with_log(topic, partition, |log| {
+        let local = stopped
+            .then(|| crate::host::local_records(log).ok())
+            .flatten();
+        Ok((log.log_end_offset(), log.last_stable_offset(), local))
+    })
+    .unwrap_or((-1, -1, None))
+}
+
+/// How long one DescribeMirror waits for the source's offsets in all (past it, they show -1).
+const DESCRIBE_SOURCE_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a partition in `state` needs the source to make progress.
+fn waits_for_source(state: MirrorState) -> bool {
+    match state {
+        MirrorState::Preparing | MirrorState::Mirroring | MirrorState::Failed => true,
+        MirrorState::Unknown
+        | MirrorState::Pausing
+        | MirrorState::Paused
+        | MirrorState::Stopping
+        | MirrorState::Stopped => false,
+    }
+}
+
+/// The source's last stable offsets and high watermarks of `topic`'s partitions `indexes`
+/// (`None` where unknown).
+async fn source_offsets(
+    source: &impl Source,
+    topic: &str,
+    indexes: &[i32],
+) -> Vec<(Option<i64>, Option<i64>)> {
+    let leaders: Vec<i32> = match source.metadata(Some(&[topic])).await {
+        Ok(metadata) => metadata
+            .topics
+            .get(topic)
+            .map(|t| t.partitions.iter().map(|p| p.leader).collect())
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let mut offsets = Vec::with_capacity(indexes.len());
+    for &partition in indexes {
+        let Some(&leader) = leaders.get(partition as usize) else {
+            offsets.push((None, None));
+            continue;
+        };
+        let latest = |isolation| {
+            source.list_offsets(
+                leader,
+                topic,
+                partition,
+                kmirror_protocol::client::source::LATEST,
+                isolation,
+            )
+        };
+        let lso = latest(Isolation::ReadCommitted).await.ok().map(|(o, _)| o);
+        let hw = latest(Isolation::ReadUncommitted)
+            .await
+            .ok()
+            .map(|(o, _)| o);
+        offsets.push((lso, hw));
+    }
+    offsets
+}
+
+/// One mirror of [`DescribeMirrors`]: its name, and its topics or why they are not shown.
+pub type DescribedMirror = (String, Result<Vec<TopicSnapshot>, MirrorError>);
+
+/// DescribeMirrors: the mirrors named (every mirror when none is), each loaded (one created
+/// since the broker started connects to its source) and described, or why not.
+#[derive(Clone, Message)]
+#[rtype(result = "Result<Vec<DescribedMirror>, MirrorError>")]
+pub struct DescribeMirrors {
+    /// The mirrors asked; empty: all.
+    pub names: Vec<String>,
+    /// DESCRIBE on a mirror, as the host's authorizer answers it (a mirror without it answers
+    /// CLUSTER_MIRROR_AUTHORIZATION_FAILED).
+    pub may_describe: Arc<dyn Fn(&str) -> bool + Send + Sync>,
+}
+
+impl std::fmt::Debug for DescribeMirrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DescribeMirrors")
+            .field("names", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H: Host> Handler<DescribeMirrors> for MirrorSystem<H> {
+    type Result = ResponseFuture<Result<Vec<DescribedMirror>, MirrorError>>;
+
+    fn handle(&mut self, msg: DescribeMirrors, ctx: &mut Context<Self>) -> Self::Result {
+        let names = if msg.names.is_empty() {
+            self.host.mirrors().into_keys().collect()
+        } else {
+            msg.names
+        };
+        let system = ctx.address();
+        let stopped = |e: actix::MailboxError| {
+            MirrorError::new(ErrorCode::COORDINATOR_NOT_AVAILABLE, e.to_string())
+        };
+        Box::pin(async move {
+            let mut described = Vec::with_capacity(names.len());
+            for name in names {
+                let topics = if (msg.may_describe)(&name) {
+                    match system.send(LoadMirror(name.clone())).await.map_err(stopped) {
+                        Ok(Ok(())) => system
+                            .send(DescribeMirror(name.clone()))
+                            .await
+                            .map_err(stopped)
+                            .and_then(|r| r),
+                        Ok(Err(e)) | Err(e) => Err(e),
+                    }
+                } else {
+                    Err(MirrorError::new(
+                        ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED,
+                        "DESCRIBE on the mirror is needed",
+                    ))
+                };
+                described.push((name, topics));
+            }
+            Ok(described)
+        })
+    }
+}
