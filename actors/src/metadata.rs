@@ -8,7 +8,7 @@
 //! and reacts: a new desired state, a higher leader epoch, or the topic gone from the mirror
 //! (deleted, or `mirror.name` naming something else), whose partitions are released.
 
-use crate::host::TopicMeta;
+use crate::host::types::TopicMeta;
 use crate::partition::Desired;
 use std::collections::BTreeMap;
 

@@ -13,23 +13,19 @@
 //! at start-up, and every topic when a mirror was created), so a change costs what it touched,
 //! not what the broker holds.
 
+use super::partition_commands::log_rejection;
 use super::system::MirrorSystem;
+use super::system_events::MetadataChanged;
 use crate::actor::ForgetAllBut;
 use crate::coordinator::LiveTopics;
 use crate::host::{Host, MetadataDelta, Source, TopicMeta, TopicPartition};
 use crate::liveness::Observation;
 use crate::metadata::{Reaction, TopicView, mirror_of, react};
-use crate::partition::Rejection;
-use actix::{ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
+use actix::{ActorFutureExt, AsyncContext, Context, Handler, WrapFuture};
 use std::collections::BTreeMap;
 
 /// How often a sweep asks a shard that is still loading.
 const FORGET_ATTEMPTS: u32 = 30;
-
-/// The broker's metadata changed (or the system started).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
-#[rtype(result = "()")]
-pub(super) struct MetadataChanged;
 
 impl<H: Host> Handler<MetadataChanged> for MirrorSystem<H> {
     type Result = ();
@@ -332,21 +328,6 @@ impl<H: Host> MirrorSystem<H> {
             partition.supervise(&policy, now_ms, observation);
         }
     }
-}
-
-/// Runs a command sent to a partition actor, logging a refusal (the metadata is the truth; the
-/// actor's state machine decides what the command means for it).
-pub(super) fn log_rejection(
-    command: impl std::future::Future<Output = Result<Result<(), Rejection>, actix::MailboxError>>
-    + 'static,
-) {
-    actix::spawn(async move {
-        match command.await {
-            Ok(Ok(())) => {}
-            Ok(Err(rejection)) => tracing::warn!(%rejection, "a metadata change was refused"),
-            Err(e) => tracing::warn!(error = %e, "a partition actor is gone"),
-        }
-    });
 }
 
 /// Every mirror of `host` with the topics in it now (by topic id), as the shards keep them.

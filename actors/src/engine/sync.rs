@@ -21,28 +21,24 @@
 //! cluster together cover every partition. A group with members is skipped and counted
 //! ([`crate::metrics::GROUPS_SKIPPED`]).
 
-use super::reactions::log_rejection;
+use super::partition_commands::log_rejection;
 use super::repeated::{RepeatedWarnings, Verdict};
 use super::shard_route::ShardRoute;
 use super::stats::MirrorStats;
 use super::sync_plan::{self, DYNAMIC_TOPIC_CONFIG, DestinationLog, SyncFilters};
 use super::system::MirrorSystem;
+use super::system_events::SyncMetadata;
 use super::topics::StartTopic;
 use crate::host::{Host, Source};
 use crate::metadata::mirror_topics;
 use crate::metrics;
-use actix::{ActorFutureExt, AsyncContext, Context, Handler, Message, WrapFuture};
+use actix::{ActorFutureExt, AsyncContext, Context, Handler, WrapFuture};
 use kmirror_protocol::acl::AclBinding;
 use kmirror_protocol::client::ClientError;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::sharding::mirror_shard;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-
-/// Time for every mirror's metadata sync.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
-#[rtype(result = "()")]
-pub(super) struct SyncMetadata;
 
 /// The sync steps, as the `kind` label names them.
 const CLUSTER_ID: &str = "cluster_id";

@@ -26,12 +26,11 @@
 use super::fetcher_pool::FetcherPool;
 use super::mirror_configs::{self, MirrorConfigError, MirrorSettings};
 use super::partition_ports::EnginePartitionPorts;
-use super::reactions::MetadataChanged;
 use super::repeated::RepeatedWarnings;
 use super::shard_route::{RemoteShard, ShardRoute};
 use super::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use super::stats::MirrorStats;
-use super::sync::SyncMetadata;
+use super::system_events::{MetadataChanged, SyncMetadata};
 use super::throttle::Throttle;
 use crate::actor::{CoordinatorShard, SupervisedPartition};
 use crate::host::{Host, Source};

@@ -10,8 +10,8 @@
 //! the way. The partitions this broker leads start at once; the other brokers start theirs
 //! when they see the metadata.
 
+use super::partition_commands::log_rejection;
 use super::partition_ports::{EnginePartitionPorts, MirrorPartitionSite};
-use super::reactions::log_rejection;
 use super::system::{MirrorSystem, MirroredTopic, rand_unit};
 use crate::actor::{
     BecomeLeader, DescribePartition, MirrorPartition, PartitionLabels, PartitionSnapshot,

@@ -1,0 +1,303 @@
+//! The engine's own procedures over a leased log ([`super::Host::with_log`]): where a fetch
+//! starts, applying a fetch answer, cutting to the last stable offset, the MIRROR_PID_RESET
+//! barriers a failover writes and what they say (the records written here since, whether a
+//! partition opens read-only). The broker's adapter, the in-memory host and the simulation run
+//! the same code.
+
+use super::types::{FetchProgress, FetchRequest, FetchResponse};
+use super::{Cause, MirrorLog};
+use crate::epoch;
+use kmirror_protocol::batch::{CheckedBatches, RecordBatch};
+use kmirror_protocol::records::ControlRecord;
+
+/// The fetch a mirror fetcher sends for one partition (docs/design.md §4): at the log end, with
+/// the epoch of the last local batch.
+pub fn next_fetch(log: &dyn MirrorLog, max_bytes: usize) -> FetchRequest {
+    FetchRequest {
+        offset: log.log_end_offset(),
+        last_fetched_epoch: log.epoch_history().last().map(|(e, _)| *e),
+        max_bytes,
+    }
+}
+
+/// Applies the source's answer to `request`: truncate on divergence or out-of-range, append the
+/// batches whose epoch does not exceed the destination leader epoch (whole, unchanged, CRC
+/// checked). `source_log_start` is the source's log start, where asked for (a divergence with
+/// no common epoch restarts the log there).
+pub fn apply_fetch(
+    log: &mut dyn MirrorLog,
+    source_log_start: Option<i64>,
+    request: &FetchRequest,
+    response: FetchResponse,
+    destination_leader_epoch: i32,
+) -> Result<FetchProgress, Cause> {
+    // An answer to a fetch from another log end is stale: the log was truncated or appended to
+    // while it was in flight (a stop, a PREPARING truncation, another fetcher for a moment
+    // after a leader move). Applied, it would truncate what is no longer there or, the log
+    // allowing gaps, leave a silent hole. The next fetch asks from the log end again.
+    if request.offset != log.log_end_offset() {
+        return Ok(FetchProgress::Idle);
+    }
+    let source_start =
+        || source_log_start.ok_or_else(|| Cause::retryable("the source's log start is not known"));
+    match response {
+        FetchResponse::Diverging { epoch, .. } if epoch < 0 => {
+            let start = source_start()?;
+            let records = records_from(log, log.log_start_offset())?;
+            log.truncate_fully_and_start_at(start)?;
+            Ok(FetchProgress::Truncated { records })
+        }
+        FetchResponse::Diverging { epoch, end_offset } => {
+            let at =
+                epoch::divergence_offset(epoch, end_offset, &log.epoch_history(), request.offset);
+            let records = records_from(log, at)?;
+            log.truncate_to(at)?;
+            Ok(FetchProgress::Truncated { records })
+        }
+        FetchResponse::OffsetOutOfRange { log_start_offset } => {
+            let records = records_from(log, log.log_start_offset())?;
+            log.truncate_fully_and_start_at(log_start_offset)?;
+            Ok(FetchProgress::Truncated { records })
+        }
+        FetchResponse::Records {
+            records,
+            source_leader_epoch,
+            ..
+        } => {
+            let mut checked = CheckedBatches::check(records)
+                .map_err(|e| Cause::fatal(format!("corrupt batch from the source: {e}")))?;
+            // The source epoch a batch reports: the greater of its own and the SLE.
+            let with_sle = |epoch: i32| source_leader_epoch.map_or(epoch, |sle| epoch.max(sle));
+            let mut keep = 0;
+            let mut max_epoch = None;
+            for batch in checked.batches() {
+                let epoch = batch.partition_leader_epoch();
+                if epoch > destination_leader_epoch {
+                    if keep == 0 {
+                        return Ok(FetchProgress::HeldBack {
+                            source_epoch: with_sle(epoch),
+                        });
+                    }
+                    break;
+                }
+                max_epoch = max_epoch.max(Some(epoch));
+                keep += 1;
+            }
+            let Some(max_epoch) = max_epoch else {
+                let close = source_leader_epoch
+                    .filter(|sle| epoch::bump_for(*sle, destination_leader_epoch).is_some());
+                return Ok(match close {
+                    Some(sle) => FetchProgress::HeldBack { source_epoch: sle },
+                    None => FetchProgress::Idle,
+                });
+            };
+            checked.truncate(keep);
+            // A source log start inside a batch (DeleteRecords moved it there) answers a fetch
+            // from that start with the whole batch, beginning below it. An empty log restarts
+            // at the batch's base offset, as Kafka's followers do; the records below the source's
+            // log start stay readable here until retention removes them.
+            let first_base = checked.batches().first().map(|b| b.base_offset());
+            if let Some(base) = first_base.filter(|base| *base < request.offset)
+                && log.log_end_offset() == log.log_start_offset()
+            {
+                log.truncate_fully_and_start_at(base)?;
+            }
+            log.append_mirrored(checked)?;
+            Ok(FetchProgress::Appended {
+                source_epoch: with_sle(max_epoch),
+            })
+        }
+    }
+}
+
+/// Whether `batch` is a MIRROR_PID_RESET barrier (written by this cluster when it stopped).
+pub fn is_barrier(batch: &RecordBatch) -> bool {
+    batch.is_control()
+        && matches!(
+            ControlRecord::parse(batch),
+            Ok(ControlRecord::MirrorPidReset { .. })
+        )
+}
+
+/// The newest epoch among the batches that came from the source: every batch except the
+/// MIRROR_PID_RESET barriers this cluster wrote itself (a STOPPING interrupted after its barrier
+/// runs again, and its LME must not be the barrier's destination epoch); `None` if none. A batch
+/// that cannot be read counts its epoch as mirrored: the conservative answer for an LME.
+pub fn latest_mirrored_epoch(log: &dyn MirrorLog) -> Option<i32> {
+    latest_mirrored_epoch_below(log, log.log_end_offset())
+}
+
+/// [`latest_mirrored_epoch`] of the batches below `limit`.
+fn latest_mirrored_epoch_below(log: &dyn MirrorLog, limit: i64) -> Option<i32> {
+    let history = log.epoch_history();
+    for (i, (epoch, start)) in history.iter().enumerate().rev() {
+        if *start >= limit {
+            continue;
+        }
+        let end = history
+            .get(i + 1)
+            .map_or(limit, |(_, next)| *next)
+            .min(limit);
+        let found = log.find_batch(*start, &mut |b| b.base_offset() >= end || !is_barrier(b));
+        match found {
+            Ok(Some(batch)) if batch.base_offset() < end => return Some(*epoch),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e.message, "reading the log for its last mirrored epoch");
+                return Some(*epoch);
+            }
+        }
+    }
+    None
+}
+
+/// The data records in the batches holding an offset at or after `offset`: what
+/// `truncate_to(offset)` removes of what producers wrote (records, not offsets: a compacted
+/// source leaves gaps inside batches; control records, such as transaction markers and the
+/// stop's barrier, are not counted).
+pub fn records_from(log: &dyn MirrorLog, offset: i64) -> Result<u64, Cause> {
+    if offset >= log.log_end_offset() {
+        return Ok(0);
+    }
+    let mut records = 0u64;
+    log.find_batch(offset.max(log.log_start_offset()), &mut |batch| {
+        if batch.last_offset() >= offset && !batch.is_control() {
+            records += u64::try_from(batch.records_count()).unwrap_or(0);
+        }
+        false
+    })?;
+    Ok(records)
+}
+
+/// STOPPING's truncate-to-LSO branch: returns the newest mirrored epoch left in the log (the
+/// LME; `None`: nothing mirrored is left) and the records removed. A log whose newest barrier is
+/// this cluster's own ([`own_failover_barrier`]: a STOPPING run again after its barrier, the
+/// partition writable since) is not cut: everything after the barrier was written by this
+/// cluster's producers, and the LME is the one from before it.
+pub fn truncate_to_lso(
+    log: &mut dyn MirrorLog,
+    cluster_id: &str,
+) -> Result<(Option<i32>, u64), Cause> {
+    if let Some(barrier) = own_failover_barrier(log, cluster_id)? {
+        return Ok((latest_mirrored_epoch_below(log, barrier), 0));
+    }
+    let lso = log.last_stable_offset();
+    let removed = records_from(log, lso)?;
+    log.truncate_to(lso)?;
+    Ok((latest_mirrored_epoch(log), removed))
+}
+
+/// The offset of the log's newest MIRROR_PID_RESET barrier if this cluster wrote it when its
+/// mirror failed over: one that fences another cluster's producer ids than `cluster_id`'s (a
+/// barrier mirrored back in a failback fences this cluster's own, and is followed by the other
+/// cluster's batches). Everything after such a barrier was written here as leader: its failover's
+/// steps that change the log (the LSO cut, the barrier) are done, and STOPPING run again skips
+/// them, while the partition takes writes (docs/failover.md "A stopped topic stays writable").
+pub fn own_failover_barrier(log: &dyn MirrorLog, cluster_id: &str) -> Result<Option<i64>, Cause> {
+    let start = log.log_start_offset();
+    let end = log.log_end_offset();
+    for (_, epoch_start) in log.epoch_history().into_iter().rev() {
+        let from = epoch_start.max(start);
+        if from >= end {
+            continue;
+        }
+        let Some(batch) = log.find_batch(from, &mut |_| true)? else {
+            continue;
+        };
+        if !batch.is_control() {
+            continue;
+        }
+        if let Ok(ControlRecord::MirrorPidReset { source_cluster_id }) =
+            ControlRecord::parse(&batch)
+        {
+            return Ok((source_cluster_id != cluster_id).then(|| batch.base_offset()));
+        }
+    }
+    Ok(None)
+}
+
+/// The offset of the first MIRROR_PID_RESET barrier in the log (`None`: it never failed over
+/// here, or the barrier was truncated away). Everything from it on was written by this
+/// cluster's producers: the barrier opens the epoch the stop bumped to, above every mirrored
+/// one, and PREPARING cuts below it before anything is mirrored again. A barrier is the first
+/// batch of its epoch, so only the first batch of each epoch is read.
+pub fn first_barrier(log: &dyn MirrorLog) -> Result<Option<i64>, Cause> {
+    let start = log.log_start_offset();
+    let end = log.log_end_offset();
+    for (_, epoch_start) in log.epoch_history() {
+        let from = epoch_start.max(start);
+        if from >= end {
+            break;
+        }
+        if let Some(batch) = log.find_batch(from, &mut |_| true)?
+            && is_barrier(&batch)
+        {
+            return Ok(Some(batch.base_offset()));
+        }
+    }
+    Ok(None)
+}
+
+/// The records this cluster's producers wrote to a stopped partition since its failover (those
+/// from its first barrier on), which restarting the mirror discards; control records (the
+/// barrier, transaction markers) are not counted.
+pub fn local_records(log: &dyn MirrorLog) -> Result<u64, Cause> {
+    match first_barrier(log)? {
+        Some(barrier) => records_from(log, barrier),
+        None => Ok(0),
+    }
+}
+
+/// The records this cluster's producers wrote that cutting the log at `cut` removes (0 when the
+/// log never failed over here: a mirror's own history is the source's, fetched again).
+pub fn local_records_from(log: &dyn MirrorLog, cut: i64) -> Result<u64, Cause> {
+    match first_barrier(log)? {
+        Some(barrier) => records_from(log, barrier.max(cut)),
+        None => Ok(0),
+    }
+}
+
+/// Whether a partition of a topic whose `mirror.name` is `mirror_name` opens read-only when a
+/// broker of cluster `cluster_id` (re)opens it (docs/failover.md "A stopped topic stays
+/// writable"): a mirror topic is, except one its mirror stopped whose newest barrier is this
+/// cluster's own ([`own_failover_barrier`]). The barrier is durable after the failover's last
+/// change to the log, so it proves the failover's data is final here: the topic stays writable
+/// while its record is read, from a shard that may be on a broker that is away.
+pub fn opens_read_only(
+    mirror_name: Option<&str>,
+    log: &dyn MirrorLog,
+    cluster_id: &str,
+) -> Result<bool, Cause> {
+    match mirror_name.filter(|v| !v.is_empty()) {
+        None => Ok(false),
+        Some(value) => match crate::metadata::mirror_of(value) {
+            Some((_, crate::partition::Desired::Stopped)) => {
+                Ok(own_failover_barrier(log, cluster_id)?.is_none())
+            }
+            _ => Ok(true),
+        },
+    }
+}
+
+/// How a change of a topic's `mirror.name` from `old` to `new` sets its partitions' read-only
+/// flag at once, before the engine acts (docs/failover.md): `Some(true)` when the topic is to
+/// be mirrored or paused and was not (a restart of a stopped topic: produce is refused from the
+/// moment `mirror.name` names the mirror again, not from when PREPARING is durable),
+/// `Some(false)` when it leaves mirroring altogether, `None` when the engine decides (a stop
+/// makes the topic writable once STOPPED).
+pub fn read_only_on_change(old: Option<&str>, new: Option<&str>) -> Option<bool> {
+    // None: not a mirror topic; Some(true): mirrored or paused; Some(false): stopped.
+    let mirrored = |v: Option<&str>| {
+        v.filter(|v| !v.is_empty()).map(|v| {
+            !matches!(
+                crate::metadata::mirror_of(v),
+                Some((_, crate::partition::Desired::Stopped))
+            )
+        })
+    };
+    match (mirrored(old), mirrored(new)) {
+        (Some(_), None) => Some(false),
+        (None | Some(false), Some(true)) => Some(true),
+        _ => None,
+    }
+}
