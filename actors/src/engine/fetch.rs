@@ -4,16 +4,17 @@
 //! each answer applied to the local partition log by [`crate::host::apply_fetch`] in one
 //! [`Host::spawn_with_log`] call.
 //!
-//! Kafka's fetch error table lives here ([`leader_moved`], [`gone_topics`], the answer
-//! mapping in `fetch`): an answer for a partition whose leader moved sends it to its new
-//! leader's fetcher, an unknown topic is looked up before it fails the partition, a fatal
-//! code fails it, anything else is retried.
+//! Kafka's fetch error table is [`super::fetch_answer::classify`], pure; this shell carries its
+//! actions out: an answer for a partition whose leader moved sends it to its new leader's
+//! fetcher, and an unknown topic is looked up twice ([`gone_topics`]) before it fails the
+//! partition.
 //!
 //! A mirror partition is the local partition with the source topic's name. The destination
 //! leader epoch of the DLE >= SLE rule is the engine's own ([`DestinationEpochs`]): set when a
 //! partition starts, raised by every leader epoch change and bump; never read from the host.
 
 use super::cause;
+use super::fetch_answer::{FetchAction, classify};
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use super::throttle::Throttle;
@@ -155,19 +156,6 @@ impl<H: Host> EngineFetcherPorts<H> {
             .map(|t| t.topic_id)
             .unwrap_or_default()
     }
-}
-
-/// Errors that say the partition is not (or no longer) led by the broker fetched from, or not
-/// at the leader epoch asked: a leader lookup heals them.
-fn leader_moved(code: ErrorCode) -> bool {
-    matches!(
-        code,
-        ErrorCode::NOT_LEADER_OR_FOLLOWER
-            | ErrorCode::FENCED_LEADER_EPOCH
-            | ErrorCode::UNKNOWN_LEADER_EPOCH
-            | ErrorCode::LEADER_NOT_AVAILABLE
-            | ErrorCode::REPLICA_NOT_AVAILABLE
-    )
 }
 
 /// One partition as a Fetch asked for it.
@@ -314,41 +302,24 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                         return None;
                     };
                     let (key, source_leader_epoch) = (a.key.clone(), a.source_leader_epoch);
-                    if let Some(reason) = gone.get(&key.topic) {
-                        return Some((key, Err(Cause::fatal(reason.clone()))));
-                    }
-                    // As Kafka's replica fetcher: the partition moves to its new leader's
-                    // fetcher (after a fresh leader lookup, with a backoff), and stays
-                    // MIRRORING. Nothing is applied from this answer.
-                    if leader_moved(p.error)
-                        && let Some(moved) = &moved
-                    {
-                        moved.do_send(LeaderMoved(key.clone()));
-                        let nothing = FetchResponse::Records {
-                            records: bytes::Bytes::new(),
-                            high_watermark: -1,
-                            source_leader_epoch: None,
-                        };
-                        return Some((key, Ok(nothing)));
-                    }
-                    let answer = match (p.error, p.diverging_epoch) {
-                        (ErrorCode::NONE, Some((epoch, end_offset))) => {
-                            Ok(FetchResponse::Diverging { epoch, end_offset })
-                        }
-                        (ErrorCode::NONE, None) => Ok(FetchResponse::Records {
-                            records: p.records,
-                            high_watermark: p.high_watermark,
-                            source_leader_epoch,
-                        }),
-                        // Answered where the source's log starts; found at apply time.
-                        (ErrorCode::OFFSET_OUT_OF_RANGE, _) => Ok(FetchResponse::OffsetOutOfRange {
-                            log_start_offset: -1,
-                        }),
-                        // Any other error is retried after the backoff, as Kafka's fetchers do:
-                        // one a client treats as final (UNKNOWN_SERVER_ERROR, an authorization
-                        // an ACL change may restore) is no proof the partition cannot go on.
-                        // A deleted or re-created topic is found by the check above.
-                        (code, _) => Err(Cause::retryable(format!("the source answered {code}"))),
+                    let gone = gone.get(&key.topic).map(String::as_str);
+                    let answer = match classify(p, source_leader_epoch, gone) {
+                        FetchAction::Apply(response) => Ok(response),
+                        FetchAction::Fail(cause) => Err(cause),
+                        // As Kafka's replica fetcher: the partition moves to its new leader's
+                        // fetcher (after a fresh leader lookup, with a backoff), and stays
+                        // MIRRORING. Nothing is applied from this answer.
+                        FetchAction::MoveToLeader => match &moved {
+                            Some(moved) => {
+                                moved.do_send(LeaderMoved(key.clone()));
+                                Ok(FetchResponse::Records {
+                                    records: bytes::Bytes::new(),
+                                    high_watermark: -1,
+                                    source_leader_epoch: None,
+                                })
+                            }
+                            None => Err(Cause::retryable("the source partition's leader moved")),
+                        },
                     };
                     Some((key, answer))
                 })

@@ -11,7 +11,7 @@
 //! - [`lme_lookup`]: the failback lookup of last mirror epochs;
 //! - [`epoch_bumps`]: BumpLeaderEpochs served for another broker;
 //! - [`fetcher_pool`] and [`fetch`]: a mirror's fetchers, each partition on a fetcher of its
-//!   source leader, and Kafka's fetch error table;
+//!   source leader; [`fetch_answer`] Kafka's fetch error table, pure;
 //! - [`partition_ports`]: a partition actor's effects carried out over the host;
 //! - [`state_log`], [`shard_route`], [`shard_service`]: `__mirror_state` (its shards here,
 //!   routes to the brokers that lead the others, and requests from them);
@@ -31,6 +31,7 @@
 pub mod describe;
 pub mod epoch_bumps;
 pub mod fetch;
+pub mod fetch_answer;
 pub mod fetch_settings;
 pub mod fetcher_pool;
 pub mod handle;
