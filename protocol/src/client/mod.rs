@@ -7,6 +7,7 @@
 pub mod config;
 pub mod connection;
 pub mod error;
+mod fetch;
 pub mod jaas;
 pub mod oauthbearer;
 pub mod sasl;

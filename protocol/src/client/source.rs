@@ -5,12 +5,12 @@
 use super::config::ClientConfig;
 use super::connection::Connection;
 use super::error::ClientError;
+use super::fetch::{FetchSession, SessionKey, build_fetch, process_fetch};
 use super::tls;
 use crate::errors::ErrorCode;
 use crate::messages::{LastMirroredEpochsRequest, last_mirrored_epochs_request};
 use bytes::Bytes;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
@@ -27,6 +27,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 use uuid::Uuid;
+
+pub use super::fetch::{
+    AbortedTransaction, FetchPartitionSpec, FetchSpec, FetchedPartition, Isolation,
+};
 
 /// ListOffsets timestamp for the log start.
 pub const EARLIEST: i64 = -2;
@@ -71,85 +75,6 @@ pub struct ClusterMetadata {
     /// Topics the broker answered with an error instead (TOPIC_AUTHORIZATION_FAILED,
     /// LEADER_NOT_AVAILABLE, ...), by name: not in `topics`.
     pub refused: HashMap<String, ErrorCode>,
-}
-
-/// Isolation of a fetch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Isolation {
-    /// Everything up to the high watermark.
-    ReadUncommitted,
-    /// Up to the last stable offset, with the aborted transactions listed.
-    ReadCommitted,
-}
-
-/// One partition of a fetch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchPartitionSpec {
-    /// The topic name.
-    pub topic: String,
-    /// The topic id (Fetch v13+ addresses topics by id).
-    pub topic_id: Uuid,
-    /// The partition.
-    pub partition: i32,
-    /// Where to read from.
-    pub offset: i64,
-    /// The leader epoch the client believes current, or -1.
-    pub current_leader_epoch: i32,
-    /// The epoch of the last batch the client holds, or -1 (enables DivergingEpoch).
-    pub last_fetched_epoch: i32,
-    /// Most bytes for this partition.
-    pub max_bytes: i32,
-}
-
-/// A consumer fetch to one broker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchSpec {
-    /// The partitions, all led by the broker asked.
-    pub partitions: Vec<FetchPartitionSpec>,
-    /// Isolation.
-    pub isolation: Isolation,
-    /// Longest wait for `min_bytes`.
-    pub max_wait_ms: i32,
-    /// Bytes to wait for.
-    pub min_bytes: i32,
-    /// Most bytes in the whole response.
-    pub max_bytes: i32,
-}
-
-/// An aborted transaction in a READ_COMMITTED answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AbortedTransaction {
-    /// The producer.
-    pub producer_id: i64,
-    /// The transaction's first offset.
-    pub first_offset: i64,
-}
-
-/// One partition of a fetch answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FetchedPartition {
-    /// The topic id.
-    pub topic_id: Uuid,
-    /// The topic name (empty when the broker answered by id only).
-    pub topic: String,
-    /// The partition.
-    pub partition: i32,
-    /// Kafka's error for this partition.
-    pub error: ErrorCode,
-    /// The high watermark.
-    pub high_watermark: i64,
-    /// The last stable offset (-1 if unknown).
-    pub last_stable_offset: i64,
-    /// The log start offset (-1 if unknown).
-    pub log_start_offset: i64,
-    /// The record batches, a zero-copy slice of the response (the last one may be partial).
-    pub records: Bytes,
-    /// For READ_COMMITTED: aborted transactions overlapping the records.
-    pub aborted_transactions: Vec<AbortedTransaction>,
-    /// `(epoch, end offset)` when the client's history diverged from the leader's.
-    pub diverging_epoch: Option<(i32, i64)>,
-    /// `(leader id, leader epoch)` when the broker knows a newer leader.
-    pub current_leader: Option<(i32, i32)>,
 }
 
 /// A config entry of a topic.
@@ -210,52 +135,6 @@ pub struct AclBinding {
     pub operation: i8,
     /// Allow or deny.
     pub permission_type: i8,
-}
-
-/// A partition of a fetch session: (topic id, topic name, partition).
-type SessionKey = (Uuid, String, i32);
-
-/// What the broker's session holds for a partition: what this client last sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct SentPartition {
-    offset: i64,
-    current_leader_epoch: i32,
-    last_fetched_epoch: i32,
-    max_bytes: i32,
-}
-
-/// An incremental fetch session with one broker.
-#[derive(Debug)]
-struct FetchSession {
-    id: i32,
-    /// The epoch the next request carries.
-    epoch: i32,
-    sent: HashMap<SessionKey, SentPartition>,
-}
-
-fn forgotten_topics(keys: &[SessionKey], by_id: bool) -> Vec<ForgottenTopic> {
-    let mut out: Vec<ForgottenTopic> = Vec::new();
-    for (id, name, partition) in keys {
-        let same = |t: &ForgottenTopic| {
-            if by_id {
-                t.topic_id == *id
-            } else {
-                t.topic.0.as_str() == name
-            }
-        };
-        match out.iter_mut().find(|t| same(t)) {
-            Some(t) => t.partitions.push(*partition),
-            None => {
-                let topic = if by_id {
-                    ForgottenTopic::default().with_topic_id(*id)
-                } else {
-                    ForgottenTopic::default().with_topic(topic_name(name))
-                };
-                out.push(topic.with_partitions(vec![*partition]));
-            }
-        }
-    }
-    out
 }
 
 struct Backoff {
@@ -690,7 +569,8 @@ impl SourceClient {
     /// partitions whose position changed and forget the ones no longer asked for, and the
     /// answer holds only partitions with news. A broker that grants no session gets full
     /// fetches. A session is taken out while its fetch runs, so a concurrent fetch to the same
-    /// broker simply goes without one.
+    /// broker simply goes without one, and one whose fetch failed is gone. The request and the
+    /// next session are made by [`build_fetch`] and [`process_fetch`]; only the sending is here.
     async fn fetch_in_session(
         &self,
         leader: i32,
@@ -708,147 +588,17 @@ impl SourceClient {
             .lock()
             .ok()
             .and_then(|mut s| s.remove(&leader));
-        let by_id = version >= 13;
-        let key = |p: &FetchPartitionSpec| (p.topic_id, p.topic.clone(), p.partition);
-        let wanted: HashMap<SessionKey, SentPartition> = spec
-            .partitions
-            .iter()
-            .map(|p| {
-                (
-                    key(p),
-                    SentPartition {
-                        offset: p.offset,
-                        current_leader_epoch: p.current_leader_epoch,
-                        last_fetched_epoch: p.last_fetched_epoch,
-                        max_bytes: p.max_bytes,
-                    },
-                )
-            })
-            .collect();
-        let (session_id, session_epoch, to_send, forgotten): (
-            i32,
-            i32,
-            Vec<&FetchPartitionSpec>,
-            Vec<SessionKey>,
-        ) = match &session {
-            Some(s) => (
-                s.id,
-                s.epoch,
-                spec.partitions
-                    .iter()
-                    .filter(|p| s.sent.get(&key(p)) != wanted.get(&key(p)))
-                    .collect(),
-                s.sent
-                    .keys()
-                    .filter(|k| !wanted.contains_key(*k))
-                    .cloned()
-                    .collect(),
-            ),
-            None => (0, 0, spec.partitions.iter().collect(), Vec::new()),
-        };
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for p in to_send {
-            let partition = FetchPartition::default()
-                .with_partition(p.partition)
-                .with_current_leader_epoch(p.current_leader_epoch)
-                .with_fetch_offset(p.offset)
-                .with_last_fetched_epoch(if version >= 12 {
-                    p.last_fetched_epoch
-                } else {
-                    -1
-                })
-                .with_log_start_offset(-1)
-                .with_partition_max_bytes(p.max_bytes);
-            let same = |t: &FetchTopic| {
-                if by_id {
-                    t.topic_id == p.topic_id
-                } else {
-                    t.topic.0.as_str() == p.topic
-                }
-            };
-            match topics.iter_mut().find(|t| same(t)) {
-                Some(t) => t.partitions.push(partition),
-                None => {
-                    let topic = if by_id {
-                        FetchTopic::default().with_topic_id(p.topic_id)
-                    } else {
-                        FetchTopic::default().with_topic(topic_name(&p.topic))
-                    };
-                    topics.push(topic.with_partitions(vec![partition]));
-                }
-            }
-        }
-        let request = FetchRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_max_wait_ms(spec.max_wait_ms)
-            .with_min_bytes(spec.min_bytes)
-            .with_max_bytes(spec.max_bytes)
-            .with_isolation_level(match spec.isolation {
-                Isolation::ReadUncommitted => 0,
-                Isolation::ReadCommitted => 1,
-            })
-            .with_session_id(session_id)
-            .with_session_epoch(session_epoch)
-            .with_topics(topics)
-            .with_forgotten_topics_data(forgotten_topics(&forgotten, by_id));
+        let (request, asked) = build_fetch(session.as_ref(), spec, version);
         let (_, response) = self
             .send_to(Target::Broker(leader), "Fetch", &request, version)
             .await?;
-        if response.error_code == 0 && response.session_id != 0 {
-            let mut sent = session.map(|s| s.sent).unwrap_or_default();
-            sent.retain(|k, _| wanted.contains_key(k));
-            sent.extend(wanted);
-            let next = FetchSession {
-                id: response.session_id,
-                // Epochs count 1, 2, ... and wrap back to 1 (0 asks for a new session).
-                epoch: if session_id == response.session_id {
-                    session_epoch.checked_add(1).unwrap_or(1)
-                } else {
-                    1
-                },
-                sent,
-            };
-            if let Ok(mut sessions) = self.sessions.lock() {
-                sessions.insert(leader, next);
-            }
+        let (fetched, next) = process_fetch(response, asked)?;
+        if let Some(next) = next
+            && let Ok(mut sessions) = self.sessions.lock()
+        {
+            sessions.insert(leader, next);
         }
-        if response.error_code != 0 {
-            return Err(ClientError::Broker {
-                api: "Fetch",
-                code: ErrorCode(response.error_code),
-            });
-        }
-        let mut out = Vec::new();
-        for t in response.responses {
-            for p in t.partitions {
-                let diverging = (p.diverging_epoch.epoch >= 0)
-                    .then_some((p.diverging_epoch.epoch, p.diverging_epoch.end_offset));
-                let leader = (p.current_leader.leader_id.0 >= 0)
-                    .then_some((p.current_leader.leader_id.0, p.current_leader.leader_epoch));
-                out.push(FetchedPartition {
-                    topic_id: t.topic_id,
-                    topic: t.topic.0.to_string(),
-                    partition: p.partition_index,
-                    error: ErrorCode(p.error_code),
-                    high_watermark: p.high_watermark,
-                    last_stable_offset: p.last_stable_offset,
-                    log_start_offset: p.log_start_offset,
-                    records: p.records.unwrap_or_default(),
-                    aborted_transactions: p
-                        .aborted_transactions
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|a| AbortedTransaction {
-                            producer_id: a.producer_id.0,
-                            first_offset: a.first_offset,
-                        })
-                        .collect(),
-                    diverging_epoch: diverging,
-                    current_leader: leader,
-                });
-            }
-        }
-        Ok(out)
+        Ok(fetched)
     }
 
     /// ListOffsets for one partition: `timestamp` is [`EARLIEST`], [`LATEST`] or a time in ms.
