@@ -33,6 +33,7 @@ pub mod coordinator;
 pub mod engine;
 pub mod epoch;
 pub mod host;
+pub mod invariant;
 pub mod liveness;
 #[cfg(feature = "test-util")]
 pub mod memory;

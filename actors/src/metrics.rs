@@ -53,8 +53,9 @@ pub const FETCH_AGE: &str = "kmirror_fetcher_last_success_age_seconds";
 pub const PARTITION_LAG: &str = "kmirror_mirror_partition_lag_records";
 /// The greatest partition lag of a mirror on this broker.
 pub const MAX_LAG: &str = "kmirror_mirror_max_lag_records";
-/// Fetched batches refused because they would break the log's invariants (corrupt, not at the
-/// log end, lowering the leader epoch), per mirror.
+/// Fetched batches refused because they would break an invariant of the log
+/// ([`crate::invariant::Invariant`]: offsets only increase, leader epochs never go down), per
+/// mirror and invariant. Corrupt source batches are not counted here.
 pub const INVARIANT_VIOLATIONS: &str = "kmirror_mirror_invariant_violations_total";
 /// Metadata sync steps run, per mirror and kind.
 pub const SYNC_RUNS: &str = "kmirror_sync_runs_total";
@@ -150,8 +151,8 @@ pub const CATALOGUE: &[MetricDef] = &[
     MetricDef {
         name: INVARIANT_VIOLATIONS,
         kind: MetricKind::Counter,
-        labels: &["mirror"],
-        help: "Fetched data refused because it would break the log's invariants.",
+        labels: &["mirror", "invariant"],
+        help: "Fetched data refused because it would break an invariant of the log.",
     },
     MetricDef {
         name: SYNC_RUNS,

@@ -413,8 +413,8 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 Ok((progress, log.log_end_offset()))
             });
             let (progress, log_end) = applied.await.inspect_err(|e| {
-                if !e.retryable {
-                    stats.invariant_violated();
+                if let Some(invariant) = e.broken {
+                    stats.invariant_violated(invariant);
                 }
             })?;
             if let FetchProgress::Truncated { records } = progress

@@ -20,9 +20,11 @@
 //! each truncation also logs its count.
 
 use crate::host::TopicPartition;
+use crate::invariant::Invariant;
 use crate::metrics;
 use ::metrics::{Counter, Gauge};
 use dashmap::DashMap;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 /// Records a partition's truncations removed here.
@@ -58,7 +60,7 @@ pub struct MirrorStats {
     requests: Counter,
     fetched_bytes: Counter,
     errors: Counter,
-    violations: Counter,
+    violations: HashMap<Invariant, Counter>,
     truncated_lso: Counter,
     truncated_lme: Counter,
     throttle_wait: Counter,
@@ -96,7 +98,18 @@ impl MirrorStats {
             requests: counter(metrics::FETCH_REQUESTS),
             fetched_bytes: counter(metrics::FETCH_BYTES),
             errors: counter(metrics::FETCH_ERRORS),
-            violations: counter(metrics::INVARIANT_VIOLATIONS),
+            violations: Invariant::ALL
+                .into_iter()
+                .map(|invariant| {
+                    let counter = ::metrics::counter!(
+                        metrics::INVARIANT_VIOLATIONS,
+                        "mirror" => mirror.to_string(),
+                        "invariant" => invariant.name(),
+                    );
+                    counter.increment(0);
+                    (invariant, counter)
+                })
+                .collect(),
             truncated_lso: truncated("lso"),
             truncated_lme: truncated("lme"),
             throttle_wait: counter(metrics::THROTTLE_WAIT),
@@ -131,9 +144,11 @@ impl MirrorStats {
             .clone()
     }
 
-    /// A fetched batch was refused: it would break the log's invariants.
-    pub fn invariant_violated(&self) {
-        self.violations.increment(1);
+    /// A fetched batch was refused: it would break `invariant` of the log.
+    pub fn invariant_violated(&self, invariant: Invariant) {
+        if let Some(counter) = self.violations.get(&invariant) {
+            counter.increment(1);
+        }
     }
 
     /// A stop's truncation to the last stable offset removed `records` of the partition.

@@ -7,6 +7,7 @@
 use super::types::{FetchProgress, FetchRequest, FetchResponse};
 use super::{Cause, MirrorLog};
 use crate::epoch;
+use crate::invariant::{BatchBounds, check_append};
 use kmirror_protocol::batch::{CheckedBatches, RecordBatch};
 use kmirror_protocol::records::ControlRecord;
 
@@ -102,6 +103,14 @@ pub fn apply_fetch(
             {
                 log.truncate_fully_and_start_at(base)?;
             }
+            let latest_epoch = log.epoch_history().last().map_or(-1, |(epoch, _)| *epoch);
+            let bounds = checked.batches().iter().map(|b| BatchBounds {
+                base_offset: b.base_offset(),
+                next_offset: b.next_offset(),
+                leader_epoch: b.partition_leader_epoch(),
+            });
+            check_append(log.log_end_offset(), latest_epoch, bounds)
+                .map_err(|(invariant, why)| Cause::broken(invariant, why))?;
             log.append_mirrored(checked)?;
             Ok(FetchProgress::Appended {
                 source_epoch: with_sle(max_epoch),

@@ -29,6 +29,8 @@ pub struct Cause {
     pub retryable: bool,
     /// For operators: DescribeMirrors shows it.
     pub message: String,
+    /// The invariant of the log this failure refused to break, if that is what it is.
+    pub broken: Option<crate::invariant::Invariant>,
 }
 
 impl Cause {
@@ -37,6 +39,7 @@ impl Cause {
         Cause {
             retryable: true,
             message: message.into(),
+            broken: None,
         }
     }
 
@@ -45,6 +48,15 @@ impl Cause {
         Cause {
             retryable: false,
             message: message.into(),
+            broken: None,
+        }
+    }
+
+    /// A fatal failure that refused to break `invariant` of the log.
+    pub fn broken(invariant: crate::invariant::Invariant, message: impl Into<String>) -> Cause {
+        Cause {
+            broken: Some(invariant),
+            ..Cause::fatal(message)
         }
     }
 }

@@ -935,3 +935,81 @@ fn stopping_again_after_its_barrier_keeps_the_writes_since() {
         "so no second barrier is appended"
     );
 }
+
+/// Issue 35 (named invariants): an answer whose batch would lower the log's leader epoch is
+/// refused as `EpochNeverLowers` and leaves the log as it was; a batch whose CRC does not check
+/// is refused too, but as corrupt input, not as a broken invariant (the metric counts only the
+/// first).
+#[test]
+fn a_broken_invariant_is_named_and_corrupt_input_is_not() {
+    use kmirror_actors::invariant::Invariant;
+    use kmirror_protocol::testing::BatchSpec;
+    let mut source = MemoryLog::default();
+    source.produce(3, 5, -1, false);
+    let mut destination = MemoryLog::default();
+    let planned = host::next_fetch(&destination, 1 << 20);
+    let answer = |records: bytes::Bytes| FetchResponse::Records {
+        records,
+        high_watermark: 6,
+        source_leader_epoch: Some(5),
+    };
+    host::apply_fetch(
+        &mut destination,
+        Some(0),
+        &planned,
+        answer(bytes::Bytes::from(source.bytes())),
+        10,
+    )
+    .expect("applied");
+    let before = destination.bytes();
+    let lower = BatchSpec {
+        base_offset: 3,
+        partition_leader_epoch: 4,
+        records: 3,
+        ..BatchSpec::default()
+    }
+    .build();
+    let planned = host::next_fetch(&destination, 1 << 20);
+    let refused = host::apply_fetch(
+        &mut destination,
+        Some(0),
+        &planned,
+        answer(lower.clone()),
+        10,
+    )
+    .expect_err("an epoch below the log's is refused");
+    assert_eq!(
+        refused.broken,
+        Some(Invariant::EpochNeverLowers),
+        "{refused:?}"
+    );
+    assert!(!refused.retryable);
+    assert_eq!(
+        destination.bytes(),
+        before,
+        "nothing of the answer was appended"
+    );
+    let mut corrupt = BatchSpec {
+        base_offset: 3,
+        partition_leader_epoch: 5,
+        records: 3,
+        ..BatchSpec::default()
+    }
+    .build()
+    .to_vec();
+    let last = corrupt.len() - 1;
+    corrupt[last] ^= 0xff;
+    let refused = host::apply_fetch(
+        &mut destination,
+        Some(0),
+        &planned,
+        answer(bytes::Bytes::from(corrupt)),
+        10,
+    )
+    .expect_err("a corrupt batch is refused");
+    assert_eq!(
+        refused.broken, None,
+        "corrupt input is no broken invariant: {refused:?}"
+    );
+    assert_eq!(destination.bytes(), before);
+}
