@@ -18,8 +18,10 @@ mod support;
 
 use actix::Actor;
 use kmirror::mirror::BrokerHost;
-use kmirror_actors::actor::{AttachPartition, Fetcher, FetcherConfig, FetcherProgress};
-use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, set_epoch};
+use kmirror_actors::actor::{
+    AttachPartition, FetchEpochs, Fetcher, FetcherConfig, FetcherProgress,
+};
+use kmirror_actors::engine::fetch::EngineFetcherPorts;
 use kmirror_actors::engine::fetch_settings::FetchSettings;
 use kmirror_actors::engine::stats::MirrorStats;
 use kmirror_actors::host::TopicPartition;
@@ -158,17 +160,6 @@ fn main() {
                 .expect("lso");
             targets.push((p, lso));
         }
-        // The destination leader epochs the engine knows when it starts these partitions.
-        let epochs = DestinationEpochs::default();
-        for p in 0..PARTITIONS {
-            let epoch = broker.leader_epoch(&topic, p).expect("led");
-            set_epoch(
-                &epochs,
-                TopicPartition::new(topic.clone(), p),
-                t.topic_id,
-                epoch,
-            );
-        }
         let sink = Sink.start().recipient();
         let started = Instant::now();
         let fetcher = Fetcher::new(
@@ -178,7 +169,6 @@ fn main() {
                 leader,
                 Arc::new(MirrorStats::new("bench")),
                 FetchSettings::default(),
-                epochs,
             ),
             FetcherConfig::default(),
         )
@@ -188,6 +178,11 @@ fn main() {
                 .send(AttachPartition {
                     key: TopicPartition::new(topic.clone(), p),
                     progress: sink.clone(),
+                    // The destination leader epoch the partition's actor attaches with.
+                    epochs: FetchEpochs {
+                        source: -1,
+                        destination: broker.leader_epoch(&topic, p).expect("led"),
+                    },
                 })
                 .await
                 .expect("fetcher alive");

@@ -41,9 +41,11 @@ fn drive(p: &mut Partition, input: Input, env: &Env<'_>) -> u64 {
                     result: Ok(Some(3)),
                 },
                 Effect::PersistLme { op, .. } => Input::LmePersisted { op, result: Ok(()) },
-                Effect::AppendPidReset { op } => Input::PidResetAppended { op, result: Ok(()) },
+                Effect::AppendPidReset { op, .. } => Input::PidResetAppended { op, result: Ok(()) },
                 Effect::ScheduleRetry { op, .. } => Input::TimerFired { op },
-                Effect::AttachFetcher | Effect::SetReadOnly(_) => continue,
+                Effect::AttachFetcher { .. }
+                | Effect::RaiseFetcherEpoch { .. }
+                | Effect::SetReadOnly(_) => continue,
             });
         }
     }

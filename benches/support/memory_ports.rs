@@ -35,7 +35,8 @@ impl PartitionPorts for MemoryPorts {
     fn await_isr(&self) -> PortFuture<()> {
         ready(())
     }
-    fn attach_fetcher(&self, _: Recipient<FetcherProgress>) {}
+    fn attach_fetcher(&self, _: Recipient<FetcherProgress>, _: i32) {}
+    fn raise_fetcher_epoch(&self, _: i32) {}
     fn detach_fetcher(&self) -> PortFuture<()> {
         ready(())
     }
@@ -50,7 +51,7 @@ impl PartitionPorts for MemoryPorts {
     fn persist_lme(&self, _: Option<i32>) -> PortFuture<Result<(), Cause>> {
         ready(Ok(()))
     }
-    fn append_pid_reset(&self) -> PortFuture<Result<(), Cause>> {
+    fn append_pid_reset(&self, _: i32) -> PortFuture<Result<(), Cause>> {
         ready(Ok(()))
     }
     fn set_read_only(&self, _: bool) {}

@@ -18,12 +18,12 @@ use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::mirror::BrokerHost;
 use kmirror_actors::actor::{
-    AttachPartition, DescribeFetcher, Fetcher, FetcherConfig, FetcherProgress,
+    AttachPartition, DescribeFetcher, FetchEpochs, Fetcher, FetcherConfig, FetcherProgress,
 };
 use kmirror_actors::actor::{
     CoordinatorShard, LastMirroredEpoch, ReadMirrorStates, WriteMirrorStates,
 };
-use kmirror_actors::engine::fetch::{DestinationEpochs, EngineFetcherPorts, set_epoch};
+use kmirror_actors::engine::fetch::EngineFetcherPorts;
 use kmirror_actors::engine::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use kmirror_actors::host::TopicPartition;
 use kmirror_protocol::client::Isolation;
@@ -143,19 +143,6 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
             partitions.push((topic.clone(), p.partition));
         }
     }
-    // The destination leader epochs the engine knows when it starts these partitions.
-    let epochs = DestinationEpochs::default();
-    for (topic, partition) in &partitions {
-        let epoch = broker.leader_epoch(topic, *partition).expect("led");
-        let topic_id = broker.topic(topic).expect("created").topic_id;
-        set_epoch(
-            &epochs,
-            TopicPartition::new(topic.clone(), *partition),
-            topic_id,
-            epoch,
-        );
-    }
-
     let reports = Rc::new(RefCell::new(Vec::new()));
     let fetcher = Fetcher::new(
         EngineFetcherPorts::new(
@@ -164,7 +151,6 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
             leader,
             Arc::new(kmirror_actors::engine::stats::MirrorStats::new("interop")),
             kmirror_actors::engine::fetch_settings::FetchSettings::default(),
-            epochs,
         ),
         FetcherConfig {
             partition_max_bytes: 64 * 1024,
@@ -178,6 +164,12 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
             .send(AttachPartition {
                 key: TopicPartition::new(key.0.clone(), key.1),
                 progress,
+                // The destination leader epoch the partition's actor would attach with; the
+                // source's unknown (-1), as a fetcher outside a pool fetches.
+                epochs: FetchEpochs {
+                    source: -1,
+                    destination: broker.leader_epoch(&key.0, key.1).expect("led"),
+                },
             })
             .await
             .expect("fetcher alive");

@@ -39,18 +39,40 @@ pub type FetchAnswers = Vec<(TopicPartition, Result<FetchResponse, Cause>)>;
 pub trait FetcherPorts: 'static {
     /// Where to fetch the partition from next ([`crate::host::next_fetch`] on its log).
     fn next_fetch(&self, key: &TopicPartition) -> Result<FetchRequest, Cause>;
-    /// One Fetch to the source broker covering every request.
-    fn fetch(
-        &self,
-        requests: Vec<(TopicPartition, FetchRequest)>,
-    ) -> PortFuture<Result<FetchAnswers, Cause>>;
-    /// Applies one partition's answer to its log ([`crate::host::apply_fetch`]).
+    /// One Fetch to the source broker covering every partition asked.
+    fn fetch(&self, requests: Vec<PartitionFetch>) -> PortFuture<Result<FetchAnswers, Cause>>;
+    /// Applies one partition's answer to its log ([`crate::host::apply_fetch`]), holding back
+    /// batches of a leader epoch above `destination_epoch`.
     fn apply(
         &self,
         key: &TopicPartition,
         request: FetchRequest,
         response: FetchResponse,
+        destination_epoch: i32,
     ) -> PortFuture<Result<FetchProgress, Cause>>;
+}
+
+/// One partition of a Fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionFetch {
+    /// The partition.
+    pub key: TopicPartition,
+    /// Where to read from.
+    pub request: FetchRequest,
+    /// The source leader epoch it is fetched at (-1: unknown), sent as Kafka's
+    /// `current_leader_epoch` so a source whose leadership moved says so.
+    pub current_leader_epoch: i32,
+}
+
+/// The leader epochs a partition is fetched under. The fetcher keeps them: the partition's
+/// actor owns the destination epoch and tells each rise ([`RaiseDestinationEpoch`]); the pool
+/// owns the source epoch its leader lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchEpochs {
+    /// The source leader epoch (-1: unknown).
+    pub source: i32,
+    /// The destination leader epoch: batches of a higher epoch are held back (DLE >= SLE).
+    pub destination: i32,
 }
 
 /// Start fetching a partition; outcomes go to `progress`.
@@ -61,6 +83,20 @@ pub struct AttachPartition {
     pub key: TopicPartition,
     /// Its actor.
     pub progress: Recipient<FetcherProgress>,
+    /// The epochs it is fetched under.
+    pub epochs: FetchEpochs,
+}
+
+/// The destination leader epoch of a partition rose (a leader epoch change in the metadata, a
+/// bump answered): its batches up to `leader_epoch` are applied from now on. A lower epoch, or
+/// a partition not attached, changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct RaiseDestinationEpoch {
+    /// The partition.
+    pub key: TopicPartition,
+    /// Its destination leader epoch now.
+    pub leader_epoch: i32,
 }
 
 /// Stop fetching a partition; completes once no append for it can follow.
@@ -93,6 +129,7 @@ struct Member {
     detaching: Vec<oneshot::Sender<()>>,
     /// The greatest source leader epoch told to the partition (-1: none yet).
     told_source_epoch: i32,
+    epochs: FetchEpochs,
 }
 
 /// Fetcher settings.
@@ -229,7 +266,11 @@ impl<P: FetcherPorts> Fetcher<P> {
             match self.ports.next_fetch(key) {
                 Ok(mut request) => {
                     request.max_bytes = self.config.partition_max_bytes;
-                    requests.push((key.clone(), request));
+                    requests.push(PartitionFetch {
+                        key: key.clone(),
+                        request,
+                        current_leader_epoch: member.epochs.source,
+                    });
                 }
                 Err(cause) => failed.push((key.clone(), cause)),
             }
@@ -251,7 +292,10 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
         self.in_flight = true;
         self.fetches += 1;
-        let sent: Vec<(TopicPartition, FetchRequest)> = requests.clone();
+        let sent: Vec<(TopicPartition, FetchRequest)> = requests
+            .iter()
+            .map(|p| (p.key.clone(), p.request))
+            .collect();
         let fetch = self.ports.fetch(requests);
         ctx.spawn(fetch.into_actor(self).map(move |answers, fetcher, ctx| {
             fetcher.in_flight = false;
@@ -315,7 +359,9 @@ impl<P: FetcherPorts> Fetcher<P> {
                     member.applying = true;
                     applying = true;
                     self.applying += 1;
-                    let apply = self.ports.apply(&key, request, response);
+                    let apply =
+                        self.ports
+                            .apply(&key, request, response, member.epochs.destination);
                     ctx.spawn(apply.into_actor(self).map(move |result, fetcher, ctx| {
                         fetcher.applied(&key, result, ctx);
                     }));
@@ -365,14 +411,25 @@ impl<P: FetcherPorts> Fetcher<P> {
             self.pump(ctx);
             return;
         }
+        // Batches held back above the destination epoch come back unchanged until the
+        // partition's bump raises it: the next Fetch waits, as after an idle one, rather than
+        // spin on them while the raise is on its way.
+        let held_back = matches!(progress, Some(FetcherProgress::HeldBack { .. }));
         if let Some(progress) = progress {
             self.report(ctx, key, progress);
         }
-        self.pump(ctx);
+        if held_back {
+            self.idle(ctx);
+        } else {
+            self.pump(ctx);
+        }
     }
 
     /// After a Fetch with nothing to apply: wait a little before the next one.
     fn idle(&mut self, ctx: &mut Context<Self>) {
+        if self.waiting {
+            return;
+        }
         self.waiting = true;
         ctx.run_later(self.config.idle_backoff, |fetcher, ctx| {
             fetcher.waiting = false;
@@ -399,6 +456,7 @@ impl<P: FetcherPorts> Handler<AttachPartition> for Fetcher<P> {
             Some(member) => {
                 member.progress = msg.progress;
                 member.told_source_epoch = -1;
+                member.epochs = msg.epochs;
             }
             None => {
                 self.members.insert(
@@ -408,11 +466,22 @@ impl<P: FetcherPorts> Handler<AttachPartition> for Fetcher<P> {
                         applying: false,
                         detaching: Vec::new(),
                         told_source_epoch: -1,
+                        epochs: msg.epochs,
                     },
                 );
             }
         }
         self.pump(ctx);
+    }
+}
+
+impl<P: FetcherPorts> Handler<RaiseDestinationEpoch> for Fetcher<P> {
+    type Result = ();
+
+    fn handle(&mut self, msg: RaiseDestinationEpoch, _: &mut Context<Self>) {
+        if let Some(member) = self.members.get_mut(&msg.key) {
+            member.epochs.destination = member.epochs.destination.max(msg.leader_epoch);
+        }
     }
 }
 

@@ -21,8 +21,8 @@ pub use coordinator::{
     WriteMirrorStates, WriteStates,
 };
 pub use fetcher::{
-    AttachPartition, DescribeFetcher, DetachPartition, FetchAnswers, Fetcher, FetcherConfig,
-    FetcherPorts, FetcherSnapshot,
+    AttachPartition, DescribeFetcher, DetachPartition, FetchAnswers, FetchEpochs, Fetcher,
+    FetcherConfig, FetcherPorts, FetcherSnapshot, PartitionFetch, RaiseDestinationEpoch,
 };
 pub use partition::{
     BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, GiveUp, LoseLeadership,

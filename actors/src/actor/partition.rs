@@ -301,7 +301,10 @@ impl<P: PartitionPorts> MirrorPartition<P> {
             Effect::AwaitIsr { op } => {
                 self.complete(ctx, ports.await_isr(), move |()| Input::IsrCaughtUp { op })
             }
-            Effect::AttachFetcher => ports.attach_fetcher(ctx.address().recipient()),
+            Effect::AttachFetcher { leader_epoch } => {
+                ports.attach_fetcher(ctx.address().recipient(), leader_epoch)
+            }
+            Effect::RaiseFetcherEpoch { leader_epoch } => ports.raise_fetcher_epoch(leader_epoch),
             Effect::DetachFetcher { op } => self.complete(ctx, ports.detach_fetcher(), move |()| {
                 Input::FetcherDetached { op }
             }),
@@ -323,11 +326,12 @@ impl<P: PartitionPorts> MirrorPartition<P> {
                     Input::LmePersisted { op, result }
                 })
             }
-            Effect::AppendPidReset { op } => {
-                self.change_log(ctx, op, ports.append_pid_reset(), move |result| {
-                    Input::PidResetAppended { op, result }
-                })
-            }
+            Effect::AppendPidReset { op, leader_epoch } => self.change_log(
+                ctx,
+                op,
+                ports.append_pid_reset(leader_epoch),
+                move |result| Input::PidResetAppended { op, result },
+            ),
             Effect::SetReadOnly(read_only) => ports.set_read_only(read_only),
             Effect::ScheduleRetry { op, after_ms } => {
                 ctx.run_later(Duration::from_millis(after_ms), move |actor, ctx| {

@@ -45,8 +45,11 @@ pub trait PartitionPorts: 'static {
     fn truncate_for_lme(&self, lme: i32) -> PortFuture<Result<(), Cause>>;
     /// Completes once every ISR member has truncated too.
     fn await_isr(&self) -> PortFuture<()>;
-    /// Starts fetching from the log end; the fetcher reports each round to `progress`.
-    fn attach_fetcher(&self, progress: Recipient<FetcherProgress>);
+    /// Starts fetching from the log end, holding back batches of a leader epoch above
+    /// `leader_epoch`; the fetcher reports each round to `progress`.
+    fn attach_fetcher(&self, progress: Recipient<FetcherProgress>, leader_epoch: i32);
+    /// Tells the running fetcher the destination leader epoch rose to `leader_epoch`.
+    fn raise_fetcher_epoch(&self, leader_epoch: i32);
     /// Stops fetching; completes once no append can follow.
     fn detach_fetcher(&self) -> PortFuture<()>;
     /// BumpLeaderEpochs: the leader epoch afterwards.
@@ -55,8 +58,8 @@ pub trait PartitionPorts: 'static {
     fn truncate_to_lso(&self) -> PortFuture<Result<Option<i32>, Cause>>;
     /// Records the LME in `__mirror_state` (`None`: records none; the one recorded stays).
     fn persist_lme(&self, lme: Option<i32>) -> PortFuture<Result<(), Cause>>;
-    /// Appends the MIRROR_PID_RESET barrier.
-    fn append_pid_reset(&self) -> PortFuture<Result<(), Cause>>;
+    /// Appends the MIRROR_PID_RESET barrier at the destination's `leader_epoch`.
+    fn append_pid_reset(&self, leader_epoch: i32) -> PortFuture<Result<(), Cause>>;
     /// Refuses (true) or accepts (false) produce requests.
     fn set_read_only(&self, read_only: bool);
 }

@@ -9,20 +9,20 @@
 //! fetcher, and an unknown topic is looked up twice ([`gone_topics`]) before it fails the
 //! partition.
 //!
-//! A mirror partition is the local partition with the source topic's name. The destination
-//! leader epoch of the DLE >= SLE rule is the engine's own ([`DestinationEpochs`]): set when a
-//! partition starts, raised by every leader epoch change and bump; never read from the host.
+//! A mirror partition is the local partition with the source topic's name. The leader epochs
+//! come with each call from the fetcher, which was told them: the source's (sent as
+//! `current_leader_epoch`) by the pool's leader lookup, the destination's (of the DLE >= SLE
+//! rule) by the partition's actor, its one owner; never read from the host.
 
 use super::cause;
 use super::fetch_answer::{FetchAction, classify};
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use super::throttle::Throttle;
-use crate::actor::{FetchAnswers, FetcherPorts, PortFuture};
+use crate::actor::{FetchAnswers, FetcherPorts, PartitionFetch, PortFuture};
 use crate::host::{self, FetchProgress, FetchRequest, FetchResponse, Host, Source, TopicPartition};
 use crate::partition::Cause;
 use actix::{Message, Recipient};
-use dashmap::DashMap;
 use kmirror_protocol::batch::RecordBatches;
 use kmirror_protocol::client::source::EARLIEST;
 use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, FetchedPartition, Isolation};
@@ -38,17 +38,12 @@ pub struct EngineFetcherPorts<H: Host> {
     leader: i32,
     stats: Arc<MirrorStats>,
     settings: FetchSettings,
-    /// The source leader epoch of each partition, as its leader lookup found it (sent as
-    /// `current_leader_epoch`, so a source whose leadership moved says so).
-    epochs: SourceEpochs,
     /// Told of a partition whose source leader moved: it finds the new one and moves the
     /// partition to that broker's fetcher.
     moved: Option<Recipient<LeaderMoved>>,
     /// The source cluster id the mirror expects (once known): an answer from another cluster
     /// fails with that reason, never as deleted topics.
     source_cluster_id: SourceClusterId,
-    /// The destination leader epoch of each partition.
-    destination_epochs: DestinationEpochs,
     /// The mirror's pace on this broker, shared by its fetchers.
     throttle: Arc<Throttle>,
 }
@@ -65,41 +60,6 @@ impl<H: Host> std::fmt::Debug for EngineFetcherPorts<H> {
 /// source first answered with.
 pub type SourceClusterId = Arc<std::sync::OnceLock<String>>;
 
-/// The source leader epochs of a mirror's partitions, shared by its pool and fetchers.
-pub type SourceEpochs = Arc<DashMap<TopicPartition, i32>>;
-
-/// The destination leader epochs of a mirror's partitions on this broker, each with the id of
-/// the topic it was set for, shared by the system (which sets them from the metadata), the
-/// partition ports (which raise them with their bumps) and the fetchers (which hold back batches
-/// above them). An epoch is never above the controller's: it is the metadata image's, or what
-/// the controller answered a bump of the same topic with.
-pub type DestinationEpochs = Arc<DashMap<TopicPartition, (Uuid, i32)>>;
-
-/// Sets a partition's destination leader epoch to the metadata image's (a topic created again
-/// under the name replaces the entry; a lower value only holds batches back until the next).
-pub fn set_epoch(epochs: &DestinationEpochs, key: TopicPartition, topic_id: Uuid, epoch: i32) {
-    epochs.insert(key, (topic_id, epoch));
-}
-
-/// Raises a partition's destination leader epoch to what the controller answered a bump with;
-/// an entry of another topic under the name, or none (the partition was released meanwhile),
-/// is left alone.
-pub fn raise_epoch(epochs: &DestinationEpochs, key: &TopicPartition, topic_id: Uuid, epoch: i32) {
-    if let Some(mut known) = epochs.get_mut(key)
-        && known.0 == topic_id
-    {
-        known.1 = known.1.max(epoch);
-    }
-}
-
-/// The destination leader epoch of partition `key` of topic `topic_id`, if it runs here.
-pub fn epoch_of(epochs: &DestinationEpochs, key: &TopicPartition, topic_id: Uuid) -> Option<i32> {
-    epochs
-        .get(key)
-        .filter(|known| known.0 == topic_id)
-        .map(|known| known.1)
-}
-
 /// A partition's source leader moved (or is not known to be where it was fetched from).
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
@@ -107,14 +67,13 @@ pub struct LeaderMoved(pub TopicPartition);
 
 impl<H: Host> EngineFetcherPorts<H> {
     /// Ports fetching from source broker `leader` into `host`'s logs as `settings` say,
-    /// counting in `stats`, holding back batches above `destination_epochs`.
+    /// counting in `stats`.
     pub fn new(
         host: H,
         source: Arc<H::Source>,
         leader: i32,
         stats: Arc<MirrorStats>,
         settings: FetchSettings,
-        destination_epochs: DestinationEpochs,
     ) -> Self {
         EngineFetcherPorts {
             host,
@@ -122,10 +81,8 @@ impl<H: Host> EngineFetcherPorts<H> {
             leader,
             stats,
             settings,
-            epochs: SourceEpochs::default(),
             moved: None,
             source_cluster_id: SourceClusterId::default(),
-            destination_epochs,
             throttle: Arc::new(Throttle::new(None)),
         }
     }
@@ -136,15 +93,13 @@ impl<H: Host> EngineFetcherPorts<H> {
         self
     }
 
-    /// These ports within a pool: its leader epochs, where moved partitions go, and the source
-    /// cluster id its mirror expects.
+    /// These ports within a pool: where moved partitions go, and the source cluster id its
+    /// mirror expects.
     pub fn in_pool(
         mut self,
-        epochs: SourceEpochs,
         moved: Recipient<LeaderMoved>,
         source_cluster_id: SourceClusterId,
     ) -> Self {
-        self.epochs = epochs;
         self.moved = Some(moved);
         self.source_cluster_id = source_cluster_id;
         self
@@ -230,30 +185,22 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         })
     }
 
-    fn fetch(
-        &self,
-        requests: Vec<(TopicPartition, FetchRequest)>,
-    ) -> PortFuture<Result<FetchAnswers, Cause>> {
+    fn fetch(&self, requests: Vec<PartitionFetch>) -> PortFuture<Result<FetchAnswers, Cause>> {
         let spec = FetchSpec {
             partitions: requests
                 .iter()
-                .map(
-                    |(TopicPartition { topic, partition }, request)| FetchPartitionSpec {
-                        topic: topic.clone(),
-                        topic_id: self.topic_id(topic),
-                        partition: *partition,
-                        offset: request.offset,
-                        current_leader_epoch: self
-                            .epochs
-                            .get(&TopicPartition::new(topic.clone(), *partition))
-                            .map_or(-1, |e| *e),
-                        last_fetched_epoch: request.last_fetched_epoch.unwrap_or(-1),
-                        max_bytes: self.throttle.partition_bytes(
-                            i32::try_from(request.max_bytes).unwrap_or(i32::MAX),
-                            requests.len(),
-                        ),
-                    },
-                )
+                .map(|p| FetchPartitionSpec {
+                    topic: p.key.topic.clone(),
+                    topic_id: self.topic_id(&p.key.topic),
+                    partition: p.key.partition,
+                    offset: p.request.offset,
+                    current_leader_epoch: p.current_leader_epoch,
+                    last_fetched_epoch: p.request.last_fetched_epoch.unwrap_or(-1),
+                    max_bytes: self.throttle.partition_bytes(
+                        i32::try_from(p.request.max_bytes).unwrap_or(i32::MAX),
+                        requests.len(),
+                    ),
+                })
                 .collect(),
             isolation: Isolation::ReadCommitted,
             max_wait_ms: self.settings.wait_max_ms,
@@ -333,6 +280,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         key: &TopicPartition,
         request: FetchRequest,
         response: FetchResponse,
+        destination_epoch: i32,
     ) -> PortFuture<Result<FetchProgress, Cause>> {
         let host = self.host.clone();
         let source = self.source.clone();
@@ -356,14 +304,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         let fetched_from = request.offset;
         let topic_id = self.topic_id(&key.topic);
         let source_cluster_id = self.source_cluster_id.clone();
-        let destination_epoch = epoch_of(&self.destination_epochs, &key, topic_id);
         Box::pin(async move {
-            let Some(destination_epoch) = destination_epoch else {
-                return Err(Cause::retryable(format!(
-                    "{}-{} is not led here",
-                    key.topic, key.partition
-                )));
-            };
             // An answer that truncates the log is taken only from the topic this mirror copies
             // (a fetch by name, below Fetch v13, may have reached a topic created again).
             if matches!(
@@ -434,37 +375,5 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             }
             Ok(progress)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The destination epoch is never above the controller's: a bump answered after its
-    /// partition was released, or for a topic since created again under the name, changes
-    /// nothing; the metadata's epoch replaces what a former topic left.
-    #[test]
-    fn destination_epochs_follow_one_topic_incarnation() {
-        let epochs = DestinationEpochs::default();
-        let key = TopicPartition::new("orders", 0);
-        let (old, new) = (Uuid::from_u128(1), Uuid::from_u128(2));
-        raise_epoch(&epochs, &key, old, 24);
-        assert_eq!(
-            epoch_of(&epochs, &key, old),
-            None,
-            "released: nothing raised"
-        );
-        set_epoch(&epochs, key.clone(), old, 13);
-        raise_epoch(&epochs, &key, old, 24);
-        assert_eq!(epoch_of(&epochs, &key, old), Some(24));
-        set_epoch(&epochs, key.clone(), new, 0);
-        raise_epoch(&epochs, &key, old, 30);
-        assert_eq!(
-            epoch_of(&epochs, &key, new),
-            Some(0),
-            "a late bump of the old topic"
-        );
-        assert_eq!(epoch_of(&epochs, &key, old), None);
     }
 }

@@ -9,17 +9,25 @@
 //! apply in flight is done. Supervision: every `check_interval` the pool checks that its
 //! fetchers are alive; a dead one (a panicking handler closes its mailbox) is started again and
 //! its partitions attached again, so they fetch from their log ends.
+//!
+//! Epochs: a partition's fetcher holds the two leader epochs it is fetched under, each told by
+//! its one owner: the source's by this pool's leader lookup, the destination's by the
+//! partition's actor (with [`Attach`], then each rise with [`RaiseDestinationEpoch`], which the
+//! pool keeps and forwards, so a partition moved to another fetcher takes both along). A
+//! partition's actor sends its messages in order and raises only while MIRRORING, before it
+//! detaches: a released or re-created partition cannot be raised by its former incarnation.
 
 #[cfg(test)]
 mod tests;
 
-use super::fetch::{
-    DestinationEpochs, EngineFetcherPorts, LeaderMoved, SourceClusterId, SourceEpochs,
-};
+use super::fetch::{EngineFetcherPorts, LeaderMoved, SourceClusterId};
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use super::throttle::Throttle;
-use crate::actor::{AttachPartition, DetachPartition, Fetcher, FetcherConfig, FetcherProgress};
+use crate::actor::{
+    AttachPartition, DetachPartition, FetchEpochs, Fetcher, FetcherConfig, FetcherProgress,
+    RaiseDestinationEpoch,
+};
 use crate::host::{Host, Source, TopicPartition};
 use crate::partition::Cause;
 use actix::{
@@ -51,6 +59,8 @@ pub struct Attach {
     pub key: TopicPartition,
     /// Where its fetch progress goes (its partition actor).
     pub progress: Recipient<FetcherProgress>,
+    /// Its destination leader epoch, as its actor knows it.
+    pub destination_epoch: i32,
 }
 
 /// Detach a partition from its fetcher; done when no apply of it is in flight.
@@ -73,21 +83,26 @@ pub struct FetcherPool<H: Host> {
     source_cluster_id: SourceClusterId,
     /// By (source broker, slot).
     fetchers: HashMap<(i32, usize), Addr<Fetcher<EngineFetcherPorts<H>>>>,
-    /// Every attached partition: its fetcher and its progress recipient.
-    members: HashMap<TopicPartition, ((i32, usize), Recipient<FetcherProgress>)>,
-    /// Attaches waiting for the source's leaders, by generation (a detach cancels them).
-    attaching: HashMap<TopicPartition, u64>,
+    /// Every attached partition.
+    members: HashMap<TopicPartition, Member>,
+    /// Attaches waiting for the source's leaders: their generation (a detach cancels them) and
+    /// destination epoch (raised meanwhile).
+    attaching: HashMap<TopicPartition, (u64, i32)>,
     next_attach: u64,
     /// Source leaders (and their leader epochs) by topic, and when they were asked.
     leaders: HashMap<String, (tokio::time::Instant, Vec<(i32, i32)>)>,
-    /// The source leader epoch each partition is fetched at (shared with the fetchers).
-    epochs: SourceEpochs,
-    /// The destination leader epoch of each partition (shared with its partition ports).
-    destination_epochs: DestinationEpochs,
     /// Partitions whose leader moved, waiting out the backoff before their next lookup.
     moving: HashSet<TopicPartition>,
     /// This pool, for its fetchers to report moved leaders to.
     me: Option<Addr<FetcherPool<H>>>,
+}
+
+/// An attached partition: its fetcher, where its progress goes, and the epochs it is fetched
+/// under.
+struct Member {
+    fetcher: (i32, usize),
+    progress: Recipient<FetcherProgress>,
+    epochs: FetchEpochs,
 }
 
 impl<H: Host> std::fmt::Debug for FetcherPool<H> {
@@ -101,9 +116,7 @@ impl<H: Host> std::fmt::Debug for FetcherPool<H> {
 
 impl<H: Host> FetcherPool<H> {
     /// The pool of a mirror whose source is `source` (control) and `fetch_source` (fetches); its
-    /// fetchers keep `stats` and fetch as `settings` say, paced by `throttle`, up to
-    /// `destination_epochs`.
-    #[allow(clippy::too_many_arguments)]
+    /// fetchers keep `stats` and fetch as `settings` say, paced by `throttle`.
     pub fn new(
         host: H,
         source: Arc<H::Source>,
@@ -112,7 +125,6 @@ impl<H: Host> FetcherPool<H> {
         settings: FetchSettings,
         throttle: Arc<Throttle>,
         source_cluster_id: SourceClusterId,
-        destination_epochs: DestinationEpochs,
     ) -> Self {
         FetcherPool {
             host,
@@ -127,63 +139,78 @@ impl<H: Host> FetcherPool<H> {
             attaching: HashMap::new(),
             next_attach: 0,
             leaders: HashMap::new(),
-            epochs: SourceEpochs::default(),
-            destination_epochs,
             moving: HashSet::new(),
             me: None,
         }
     }
 
     /// Attaches `key` to the fetcher of `leader` at its leader epoch (moving it off another
-    /// broker's fetcher).
+    /// broker's fetcher), holding back batches above `destination_epoch`.
     fn attach(
         &mut self,
         key: TopicPartition,
         progress: Recipient<FetcherProgress>,
         leader: Option<(i32, i32)>,
+        destination_epoch: i32,
     ) {
-        let Some((leader, epoch)) = leader.filter(|(l, _)| *l >= 0) else {
+        let Some((leader, source_epoch)) = leader.filter(|(l, _)| *l >= 0) else {
             // No leader known (the source does not answer, or elects one): the partition
             // waits here, MIRRORING, and the lookup is tried again after a backoff, as a
             // moved leader's is.
-            if let Some((previous, _)) = self.members.get(&key)
-                && let Some(old) = self.fetchers.get(previous)
+            if let Some(previous) = self.members.get(&key)
+                && let Some(old) = self.fetchers.get(&previous.fetcher)
             {
                 old.do_send(DetachPartition(key.clone()));
             }
-            self.members.insert(key.clone(), (NO_FETCHER, progress));
+            let member = Member {
+                fetcher: NO_FETCHER,
+                progress,
+                epochs: FetchEpochs {
+                    source: -1,
+                    destination: destination_epoch,
+                },
+            };
+            self.members.insert(key.clone(), member);
             if let Some(me) = &self.me {
                 me.do_send(LeaderMoved(key));
             }
             return;
         };
-        self.epochs.insert(key.clone(), epoch);
         let fetcher = (
             leader,
             self.settings.fetcher_slot(&key.topic, key.partition),
         );
-        if let Some((previous, _)) = self.members.get(&key)
-            && *previous != fetcher
-            && let Some(old) = self.fetchers.get(previous)
+        if let Some(previous) = self.members.get(&key)
+            && previous.fetcher != fetcher
+            && let Some(old) = self.fetchers.get(&previous.fetcher)
         {
             old.do_send(DetachPartition(key.clone()));
         }
-        self.members
-            .insert(key.clone(), (fetcher, progress.clone()));
-        self.fetcher(fetcher)
-            .do_send(AttachPartition { key, progress });
+        let epochs = FetchEpochs {
+            source: source_epoch,
+            destination: destination_epoch,
+        };
+        let member = Member {
+            fetcher,
+            progress: progress.clone(),
+            epochs,
+        };
+        self.members.insert(key.clone(), member);
+        self.fetcher(fetcher).do_send(AttachPartition {
+            key,
+            progress,
+            epochs,
+        });
     }
 
     fn fetcher(&mut self, (leader, slot): (i32, usize)) -> Addr<Fetcher<EngineFetcherPorts<H>>> {
-        let (host, source, stats, settings, destination_epochs) = (
+        let (host, source, stats, settings) = (
             self.host.clone(),
             self.fetch_source.clone(),
             self.stats.clone(),
             self.settings,
-            self.destination_epochs.clone(),
         );
-        let (epochs, me, cluster, throttle) = (
-            self.epochs.clone(),
+        let (me, cluster, throttle) = (
             self.me.clone(),
             self.source_cluster_id.clone(),
             self.throttle.clone(),
@@ -191,17 +218,10 @@ impl<H: Host> FetcherPool<H> {
         self.fetchers
             .entry((leader, slot))
             .or_insert_with(|| {
-                let ports = EngineFetcherPorts::new(
-                    host,
-                    source,
-                    leader,
-                    stats,
-                    settings,
-                    destination_epochs,
-                )
-                .throttled(throttle);
+                let ports = EngineFetcherPorts::new(host, source, leader, stats, settings)
+                    .throttled(throttle);
                 let ports = match me {
-                    Some(me) => ports.in_pool(epochs, me.recipient(), cluster),
+                    Some(me) => ports.in_pool(me.recipient(), cluster),
                     None => ports,
                 };
                 Fetcher::new(
@@ -232,10 +252,11 @@ impl<H: Host> FetcherPool<H> {
             );
             self.fetchers.remove(&id);
             let fetcher = self.fetcher(id);
-            for (key, (_, progress)) in self.members.iter().filter(|(_, (f, _))| *f == id) {
+            for (key, member) in self.members.iter().filter(|(_, m)| m.fetcher == id) {
                 fetcher.do_send(AttachPartition {
                     key: key.clone(),
-                    progress: progress.clone(),
+                    progress: member.progress.clone(),
+                    epochs: member.epochs,
                 });
             }
         }
@@ -265,12 +286,13 @@ impl<H: Host> Handler<LeaderMoved> for FetcherPool<H> {
         ctx.run_later(MOVED_BACKOFF, move |pool, ctx| {
             pool.moving.remove(&key);
             pool.leaders.remove(&key.topic);
-            let Some((_, progress)) = pool.members.get(&key) else {
+            let Some(member) = pool.members.get(&key) else {
                 return;
             };
             let attach = Attach {
                 key,
-                progress: progress.clone(),
+                progress: member.progress.clone(),
+                destination_epoch: member.epochs.destination,
             };
             let attached = <FetcherPool<H> as Handler<Attach>>::handle(pool, attach, ctx);
             ctx.spawn(attached);
@@ -291,12 +313,13 @@ impl<H: Host> Handler<Attach> for FetcherPool<H> {
             && asked.elapsed() < LEADERS_FRESH_FOR
         {
             let leader = leaders.get(partition as usize).copied();
-            self.attach(msg.key, msg.progress, leader);
+            self.attach(msg.key, msg.progress, leader, msg.destination_epoch);
             return Box::pin(async {}.into_actor(self));
         }
         let generation = self.next_attach;
         self.next_attach += 1;
-        self.attaching.insert(msg.key.clone(), generation);
+        self.attaching
+            .insert(msg.key.clone(), (generation, msg.destination_epoch));
         let source = self.source.clone();
         let cluster = self.source_cluster_id.clone();
         let local_id = self
@@ -337,10 +360,11 @@ impl<H: Host> Handler<Attach> for FetcherPool<H> {
             }
             .into_actor(self)
             .map(move |(topic, leaders), pool, _| {
-                if pool.attaching.get(&msg.key) != Some(&generation) {
+                let destination_epoch = match pool.attaching.get(&msg.key) {
+                    Some((current, epoch)) if *current == generation => *epoch,
                     // Detached (or attached again) meanwhile.
-                    return;
-                }
+                    _ => return,
+                };
                 pool.attaching.remove(&msg.key);
                 let leader = match leaders {
                     Ok(Err(cause)) => {
@@ -355,9 +379,28 @@ impl<H: Host> Handler<Attach> for FetcherPool<H> {
                     }
                     Err(_) => None,
                 };
-                pool.attach(msg.key, msg.progress, leader);
+                pool.attach(msg.key, msg.progress, leader, destination_epoch);
             }),
         )
+    }
+}
+
+impl<H: Host> Handler<RaiseDestinationEpoch> for FetcherPool<H> {
+    type Result = ();
+
+    /// Keeps the partition's raised epoch (for a move to another fetcher) and tells its
+    /// fetcher.
+    fn handle(&mut self, msg: RaiseDestinationEpoch, _: &mut Context<Self>) {
+        if let Some((_, epoch)) = self.attaching.get_mut(&msg.key) {
+            *epoch = (*epoch).max(msg.leader_epoch);
+        }
+        let Some(member) = self.members.get_mut(&msg.key) else {
+            return;
+        };
+        member.epochs.destination = member.epochs.destination.max(msg.leader_epoch);
+        if let Some(fetcher) = self.fetchers.get(&member.fetcher) {
+            fetcher.do_send(msg);
+        }
     }
 }
 
@@ -367,7 +410,6 @@ impl<H: Host> Handler<Detach> for FetcherPool<H> {
     fn handle(&mut self, msg: Detach, _: &mut Context<Self>) -> Self::Result {
         self.attaching.remove(&msg.0);
         self.stats.forget(&msg.0);
-        self.epochs.remove(&msg.0);
         self.members.remove(&msg.0);
         // Every fetcher of the pool, not only the one the partition is attached to: a leader
         // move detached it from its previous fetcher without waiting, and an apply still in

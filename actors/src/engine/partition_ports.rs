@@ -6,11 +6,10 @@
 //! Writing the LME rewrites the partition's stored state with the LME added, as one record.
 
 use super::cause;
-use super::fetch::{DestinationEpochs, epoch_of, raise_epoch};
 use super::fetcher_pool::{Attach, Detach, FetcherPool};
 use super::shard_route::ShardRoute;
 use super::stats::MirrorStats;
-use crate::actor::{FetcherProgress, PartitionPorts, PortFuture};
+use crate::actor::{FetcherProgress, PartitionPorts, PortFuture, RaiseDestinationEpoch};
 use crate::coordinator::{PartitionKey, StateRead, StateWrite};
 use crate::epoch::{self, Alignment};
 use crate::host::{self, Host, MirrorLog, Source, TopicPartition};
@@ -47,7 +46,6 @@ pub struct EnginePartitionPorts<H: Host> {
     source: Arc<H::Source>,
     shard: ShardRoute<H>,
     fetchers: Addr<FetcherPool<H>>,
-    destination_epochs: DestinationEpochs,
     stats: Arc<MirrorStats>,
 }
 
@@ -59,7 +57,6 @@ impl<H: Host> Clone for EnginePartitionPorts<H> {
             source: self.source.clone(),
             shard: self.shard.clone(),
             fetchers: self.fetchers.clone(),
-            destination_epochs: self.destination_epochs.clone(),
             stats: self.stats.clone(),
         }
     }
@@ -81,7 +78,6 @@ impl<H: Host> EnginePartitionPorts<H> {
         source: Arc<H::Source>,
         shard: ShardRoute<H>,
         fetchers: Addr<FetcherPool<H>>,
-        destination_epochs: DestinationEpochs,
         stats: Arc<MirrorStats>,
     ) -> Self {
         EnginePartitionPorts {
@@ -90,7 +86,6 @@ impl<H: Host> EnginePartitionPorts<H> {
             source,
             shard,
             fetchers,
-            destination_epochs,
             stats,
         }
     }
@@ -312,13 +307,24 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
         Box::pin(std::future::ready(()))
     }
 
-    fn attach_fetcher(&self, progress: actix::Recipient<FetcherProgress>) {
-        let fetchers = self.fetchers.clone();
-        let key = self.topic_partition();
-        actix::spawn(async move {
-            if let Err(e) = fetchers.send(Attach { key, progress }).await {
-                tracing::error!(error = %e, "attaching a partition to its fetcher");
-            }
+    // Attach and raise go straight into the pool's mailbox, so they reach it in the order the
+    // state machine issued them (a raise never overtakes its attach).
+    fn attach_fetcher(&self, progress: actix::Recipient<FetcherProgress>, leader_epoch: i32) {
+        if !self.fetchers.connected() {
+            tracing::error!(topic = %self.site.topic, partition = self.site.partition, "attaching a partition to its fetcher: the mirror's fetcher pool is gone");
+            return;
+        }
+        self.fetchers.do_send(Attach {
+            key: self.topic_partition(),
+            progress,
+            destination_epoch: leader_epoch,
+        });
+    }
+
+    fn raise_fetcher_epoch(&self, leader_epoch: i32) {
+        self.fetchers.do_send(RaiseDestinationEpoch {
+            key: self.topic_partition(),
+            leader_epoch,
         });
     }
 
@@ -345,12 +351,6 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 .bump_leader_epoch(&ports.site.topic, ports.site.partition, min)
                 .await?
                 .ok_or_else(|| Cause::fatal("the partition is gone"))?;
-            raise_epoch(
-                &ports.destination_epochs,
-                &ports.topic_partition(),
-                ports.site.topic_id,
-                bumped,
-            );
             Ok(bumped)
         })
     }
@@ -382,15 +382,9 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
         })
     }
 
-    fn append_pid_reset(&self) -> PortFuture<Result<(), Cause>> {
+    fn append_pid_reset(&self, leader_epoch: i32) -> PortFuture<Result<(), Cause>> {
         let ports = self.clone();
         Box::pin(async move {
-            let epoch = epoch_of(
-                &ports.destination_epochs,
-                &ports.topic_partition(),
-                ports.site.topic_id,
-            )
-            .ok_or_else(|| Cause::retryable("the partition is not led here"))?;
             let source = ports
                 .site
                 .source_cluster_id
@@ -404,7 +398,7 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 if host::own_failover_barrier(log, cluster_id)?.is_some() {
                     return Ok(());
                 }
-                log.append_pid_reset(epoch, &source)
+                log.append_pid_reset(leader_epoch, &source)
             })?;
             // The barrier fences the source's producer ids for the writes STOPPED lets in: it
             // must be on disk before them.

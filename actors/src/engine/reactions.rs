@@ -18,7 +18,7 @@ use super::system::MirrorSystem;
 use super::system_events::MetadataChanged;
 use crate::actor::ForgetAllBut;
 use crate::coordinator::LiveTopics;
-use crate::host::{Host, MetadataDelta, Source, TopicMeta, TopicPartition};
+use crate::host::{Host, MetadataDelta, Source, TopicMeta};
 use crate::liveness::Observation;
 use crate::metadata::{Reaction, TopicView, mirror_of, react};
 use actix::{ActorFutureExt, AsyncContext, Context, Handler, WrapFuture};
@@ -176,23 +176,12 @@ impl<H: Host> MirrorSystem<H> {
                                 *told = leader_epoch;
                             }
                             if let Some(p) = mirrored.partitions.get_mut(&partition) {
-                                super::fetch::set_epoch(
-                                    &runtime.destination_epochs,
-                                    TopicPartition::new(name.clone(), partition),
-                                    mirrored.topic_id,
-                                    leader_epoch,
-                                );
                                 log_rejection(p.change_leader_epoch(leader_epoch));
                             }
                         }
                         Reaction::Release => {
-                            for (index, p) in mirrored.partitions.iter_mut() {
+                            for p in mirrored.partitions.values_mut() {
                                 log_rejection(p.lose_leadership());
-                                // A topic created again under this name starts from its own
-                                // epochs.
-                                runtime
-                                    .destination_epochs
-                                    .remove(&TopicPartition::new(name.clone(), *index));
                             }
                             released.push(name.clone());
                         }

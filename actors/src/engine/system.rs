@@ -69,8 +69,6 @@ pub(super) struct MirrorRuntime<H: Host> {
     pub(super) throttle: Arc<Throttle>,
     /// Its warnings of failures that persist (sync steps, the source not answering).
     pub(super) warnings: Arc<RepeatedWarnings>,
-    /// The destination leader epochs of its partitions here.
-    pub(super) destination_epochs: super::fetch::DestinationEpochs,
     /// Why its metadata sync halted (the source is another cluster); its partitions then fail.
     pub(super) halted: Option<String>,
     /// Since when (ms since the epoch) the source has not answered, and its last error.
@@ -371,7 +369,6 @@ impl<H: Host> MirrorSystem<H> {
         let source = client(config.clone())?;
         let fetch_source = client(config)?;
         let stats = Arc::new(MirrorStats::new(&name));
-        let destination_epochs = super::fetch::DestinationEpochs::default();
         let throttle = Arc::new(Throttle::new(settings.throttled_rate));
         self.mirrors.insert(
             name.clone(),
@@ -386,7 +383,6 @@ impl<H: Host> MirrorSystem<H> {
                     settings,
                     throttle.clone(),
                     source_cluster_id.clone(),
-                    destination_epochs.clone(),
                 )
                 .start(),
                 throttle,
@@ -395,7 +391,6 @@ impl<H: Host> MirrorSystem<H> {
                 source_cluster_id,
                 topics: BTreeMap::new(),
                 stats,
-                destination_epochs,
                 halted: None,
                 unreachable: None,
             },

@@ -17,7 +17,7 @@ use crate::actor::{
     BecomeLeader, DescribePartition, MirrorPartition, PartitionLabels, PartitionSnapshot,
     SupervisedPartition,
 };
-use crate::host::{Host, HostRefusal, Source, TopicPartition};
+use crate::host::{Host, HostRefusal, Source};
 use crate::metadata::{
     DISCARD_CONFIRMED, KnownTopic, confirmed_value, mirror_name_value, mirror_of,
 };
@@ -237,12 +237,11 @@ impl<H: Host> MirrorSystem<H> {
             .mirrors
             .get_mut(mirror)
             .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror"))?;
-        let (source, pool, source_cluster_id, halted, destination_epochs, stats) = (
+        let (source, pool, source_cluster_id, halted, stats) = (
             runtime.source.clone(),
             runtime.pool.clone(),
             runtime.source_cluster_id.clone(),
             runtime.halted.clone(),
-            runtime.destination_epochs.clone(),
             runtime.stats.clone(),
         );
         let mirrored = runtime
@@ -260,12 +259,6 @@ impl<H: Host> MirrorSystem<H> {
             if !host.leads(local) || mirrored.partitions.contains_key(&partition) {
                 continue;
             }
-            super::fetch::set_epoch(
-                &destination_epochs,
-                TopicPartition::new(topic, partition),
-                topic_id,
-                local.leader_epoch,
-            );
             let shard_index =
                 mirror_partition_shard(mirror, &topic_id, partition, shards.len() as i32);
             let shard = shards.get(shard_index as usize).cloned().ok_or_else(|| {
@@ -287,7 +280,6 @@ impl<H: Host> MirrorSystem<H> {
                 source.clone(),
                 shard,
                 pool.clone(),
-                destination_epochs.clone(),
                 stats.clone(),
             );
             let span = tracing::info_span!(

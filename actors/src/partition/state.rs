@@ -359,8 +359,12 @@ pub enum Effect {
     TruncateForLme { op: OpId, lme: i32 },
     /// Wait until every ISR member (or replica) has truncated.
     AwaitIsr { op: OpId },
-    /// Start fetching from the log end offset.
-    AttachFetcher,
+    /// Start fetching from the log end offset, holding back batches of a leader epoch above
+    /// `leader_epoch` (the destination's, DLE >= SLE).
+    AttachFetcher { leader_epoch: i32 },
+    /// The destination leader epoch rose while the fetcher runs: it holds back batches only
+    /// above `leader_epoch` from now on.
+    RaiseFetcherEpoch { leader_epoch: i32 },
     /// Stop fetching; complete when no append can follow.
     DetachFetcher { op: OpId },
     /// Ask the controller to raise the leader epoch above `min_leader_epoch` (None: the newest
@@ -373,8 +377,8 @@ pub enum Effect {
     TruncateToLso { op: OpId },
     /// Record the LME in `__mirror_state` (`None`: no LME; the one recorded stays).
     PersistLme { op: OpId, lme: Option<i32> },
-    /// Append the MIRROR_PID_RESET control batch.
-    AppendPidReset { op: OpId },
+    /// Append the MIRROR_PID_RESET control batch at the destination's `leader_epoch`.
+    AppendPidReset { op: OpId, leader_epoch: i32 },
     /// Refuse (true) or accept (false) produce requests.
     SetReadOnly(bool),
     /// Deliver [`Input::TimerFired`] after this delay.

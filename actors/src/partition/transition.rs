@@ -144,6 +144,14 @@ pub fn transition(partition: &Partition, input: &Input, env: &Env<'_>) -> Step {
             outcome,
         };
     }
+    // The fetcher holds the epoch it was attached with: a rise while it keeps running (a
+    // metadata leader epoch change, a bump answered) is told to it, whatever input raised it.
+    let fetching = |p: &Partition| matches!(p.phase, Phase::Mirroring { .. });
+    if fetching(partition) && fetching(&next) && next.leader_epoch > partition.leader_epoch {
+        effects.push(Effect::RaiseFetcherEpoch {
+            leader_epoch: next.leader_epoch,
+        });
+    }
     Step {
         partition: next,
         effects,
@@ -539,7 +547,10 @@ impl Partition {
         if bump == BumpBranch::Done && lso == LsoBranch::Done {
             let op = self.op();
             self.phase = Phase::Stopping(Stopping::ResettingPids(op));
-            fx.push(Effect::AppendPidReset { op });
+            fx.push(Effect::AppendPidReset {
+                op,
+                leader_epoch: self.leader_epoch,
+            });
         } else {
             self.phase = Phase::Stopping(Stopping::Converging { bump, lso });
         }
@@ -600,7 +611,9 @@ impl Partition {
             Target::Mirroring => {
                 self.phase = Phase::Mirroring { bump: None };
                 fx.push(Effect::SetReadOnly(true));
-                fx.push(Effect::AttachFetcher);
+                fx.push(Effect::AttachFetcher {
+                    leader_epoch: self.leader_epoch,
+                });
                 self.reconcile(fx);
             }
             Target::Pausing => {

@@ -106,7 +106,9 @@ struct Mirror {
     /// delivered; local log effects already ran (a partition's log operations run in issue
     /// order) and only their completion waits.
     pending: Vec<Pending>,
-    fetcher: bool,
+    /// The destination leader epoch the running fetcher was told (attached with, raised by
+    /// the partition), `None` while it does not run: it holds back batches above it.
+    fetcher: Option<i32>,
     read_only: bool,
     /// The LME PREPARING truncated for, checked when the truncation completes.
     lme: Option<i32>,
@@ -119,7 +121,7 @@ impl Mirror {
             name,
             partition: Partition::default(),
             pending: Vec::new(),
-            fetcher: false,
+            fetcher: None,
             read_only: true,
             lme: None,
         }
@@ -306,8 +308,12 @@ impl Sim {
             return Ok(None);
         };
         Ok(Some(match effect {
-            Effect::AttachFetcher => {
-                mirror.fetcher = true;
+            Effect::AttachFetcher { leader_epoch } => {
+                mirror.fetcher = Some(leader_epoch);
+                return Ok(None);
+            }
+            Effect::RaiseFetcherEpoch { leader_epoch } => {
+                mirror.fetcher = mirror.fetcher.map(|told| told.max(leader_epoch));
                 return Ok(None);
             }
             Effect::SetReadOnly(flag) => {
@@ -315,7 +321,7 @@ impl Sim {
                 return Ok(None);
             }
             Effect::DetachFetcher { op } => {
-                mirror.fetcher = false;
+                mirror.fetcher = None;
                 Input::FetcherDetached { op }
             }
             Effect::AwaitIsr { op } => Input::IsrCaughtUp { op },
@@ -341,11 +347,9 @@ impl Sim {
                 op,
                 result: host::truncate_to_lso(&mut c.log, &c.id).map(|(lme, _)| lme),
             },
-            Effect::AppendPidReset { op } => Input::PidResetAppended {
+            Effect::AppendPidReset { op, leader_epoch } => Input::PidResetAppended {
                 op,
-                result: c
-                    .log
-                    .append_pid_reset(c.controller.leader_epoch, &src.cluster_id),
+                result: c.log.append_pid_reset(leader_epoch, &src.cluster_id),
             },
             remote => return Err(remote),
         }))
@@ -413,10 +417,12 @@ impl Sim {
         let Some(mirror) = c.mirror.as_ref() else {
             return;
         };
-        if !mirror.fetcher || !matches!(mirror.partition.phase(), Phase::Mirroring { .. }) {
+        let Some(dle) = mirror.fetcher else {
+            return;
+        };
+        if !matches!(mirror.partition.phase(), Phase::Mirroring { .. }) {
             return;
         }
-        let dle = c.controller.leader_epoch;
         let src = source_of(source, &c.id, unreachable);
         let before = c.log.log_end_offset();
         let progress = fetch_round(&mut c.log, &src, dle, 600);

@@ -26,7 +26,19 @@ struct Source {
     fetches: Vec<Vec<TopicPartition>>,
     /// Every apply, in order.
     applied: Vec<TopicPartition>,
+    /// The source leader epoch each partition was fetched at, every Fetch.
+    current_leader_epochs: Vec<(TopicPartition, i32)>,
+    /// The destination epoch each apply held batches back above.
+    destination_epochs: Vec<(TopicPartition, i32)>,
+    /// Every apply holds its batches back (their epoch is above the destination's).
+    hold_back: bool,
 }
+
+/// The epochs the tests attach partitions with.
+const EPOCHS: FetchEpochs = FetchEpochs {
+    source: 4,
+    destination: 7,
+};
 
 #[derive(Clone, Default)]
 struct ScriptedSource(Rc<RefCell<Source>>);
@@ -52,20 +64,22 @@ impl FetcherPorts for ScriptedSource {
         })
     }
 
-    fn fetch(
-        &self,
-        requests: Vec<(TopicPartition, FetchRequest)>,
-    ) -> PortFuture<Result<FetchAnswers, Cause>> {
+    fn fetch(&self, requests: Vec<PartitionFetch>) -> PortFuture<Result<FetchAnswers, Cause>> {
         let mut source = self.0.borrow_mut();
         source
             .fetches
-            .push(requests.iter().map(|(k, _)| k.clone()).collect());
+            .push(requests.iter().map(|p| p.key.clone()).collect());
+        source.current_leader_epochs.extend(
+            requests
+                .iter()
+                .map(|p| (p.key.clone(), p.current_leader_epoch)),
+        );
         if let Some(cause) = source.fail_next.take() {
             return Box::pin(std::future::ready(Err(cause)));
         }
         let answers = requests
             .into_iter()
-            .map(|(key, _)| {
+            .map(|PartitionFetch { key, .. }| {
                 let answer = source
                     .answers
                     .get_mut(&key)
@@ -86,7 +100,12 @@ impl FetcherPorts for ScriptedSource {
         key: &TopicPartition,
         _: FetchRequest,
         _: FetchResponse,
+        destination_epoch: i32,
     ) -> PortFuture<Result<FetchProgress, Cause>> {
+        self.0
+            .borrow_mut()
+            .destination_epochs
+            .push((key.clone(), destination_epoch));
         let held = self.0.borrow_mut().held.remove(key);
         let source = self.0.clone();
         let key = key.clone();
@@ -94,8 +113,13 @@ impl FetcherPorts for ScriptedSource {
             if let Some(gate) = held {
                 let _ = gate.await;
             }
-            source.borrow_mut().applied.push(key);
-            Ok(FetchProgress::Appended { source_epoch: 3 })
+            let mut source = source.borrow_mut();
+            source.applied.push(key);
+            Ok(if source.hold_back {
+                FetchProgress::HeldBack { source_epoch: 9 }
+            } else {
+                FetchProgress::Appended { source_epoch: 3 }
+            })
         })
     }
 }
@@ -142,6 +166,7 @@ async fn attach(
         .send(AttachPartition {
             key: key(topic),
             progress,
+            epochs: EPOCHS,
         })
         .await
         .expect("alive");
@@ -149,6 +174,79 @@ async fn attach(
 
 async fn pause(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+/// Batches held back above the destination epoch come back unchanged until the partition's
+/// bump raises it: the fetcher waits its idle backoff before asking again, instead of spinning
+/// on them (with a source that answers at once, a spin never yields its thread to the
+/// partition's actor whose bump would end it).
+#[actix_rt::test]
+async fn held_back_batches_are_fetched_again_only_after_the_idle_backoff() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    {
+        let mut s = source.0.borrow_mut();
+        s.hold_back = true;
+        s.answers
+            .insert(key("a"), (0..100).map(|_| Ok(records())).collect());
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start(&source, 10);
+    attach(&fetcher, "a", &reports).await;
+    pause(350).await;
+    let fetches = source.0.borrow().fetches.len();
+    assert!(
+        (2..=5).contains(&fetches),
+        "one Fetch per idle backoff (100 ms) while held back, not a spin: {fetches}"
+    );
+    assert!(
+        reports
+            .borrow()
+            .iter()
+            .all(|p| *p == FetcherProgress::HeldBack { source_epoch: 9 })
+    );
+}
+
+/// The partition's actor owns its destination leader epoch and tells the fetcher each rise: the
+/// fetcher applies with the greatest it was told (never a lower one), and fetches at the source
+/// epoch it was attached with.
+#[actix_rt::test]
+async fn applies_hold_back_above_the_destination_epoch_the_partition_told() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let answer_next = || {
+        source
+            .0
+            .borrow_mut()
+            .answers
+            .insert(key("a"), VecDeque::from([Ok(records())]));
+    };
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start(&source, 10);
+    answer_next();
+    attach(&fetcher, "a", &reports).await;
+    pause(10).await;
+    let raise = |leader_epoch| RaiseDestinationEpoch {
+        key: key("a"),
+        leader_epoch,
+    };
+    fetcher.send(raise(12)).await.expect("alive");
+    answer_next();
+    pause(500).await;
+    fetcher.send(raise(9)).await.expect("alive");
+    answer_next();
+    pause(500).await;
+    let s = source.0.borrow();
+    assert_eq!(
+        s.destination_epochs,
+        vec![(key("a"), 7), (key("a"), 12), (key("a"), 12)],
+        "attached at 7, raised to 12, a lower 9 ignored"
+    );
+    assert!(
+        s.current_leader_epochs.iter().all(|(_, e)| *e == 4),
+        "{:?}",
+        s.current_leader_epochs
+    );
 }
 
 #[actix_rt::test]
@@ -219,6 +317,7 @@ async fn the_next_fetch_waits_for_the_last_answers_and_asks_for_every_partition(
         fetcher.do_send(AttachPartition {
             key: key(topic),
             progress: Reports(reports.clone()).start().recipient(),
+            epochs: EPOCHS,
         });
     }
     pause(10).await;

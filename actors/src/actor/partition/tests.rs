@@ -109,9 +109,13 @@ impl PartitionPorts for ScriptedPorts {
         }
     }
 
-    fn attach_fetcher(&self, progress: Recipient<FetcherProgress>) {
-        self.call("attach fetcher");
+    fn attach_fetcher(&self, progress: Recipient<FetcherProgress>, leader_epoch: i32) {
+        self.call(format!("attach fetcher at epoch {leader_epoch}"));
         self.0.borrow_mut().fetcher = Some(progress);
+    }
+
+    fn raise_fetcher_epoch(&self, leader_epoch: i32) {
+        self.call(format!("raise fetcher epoch to {leader_epoch}"));
     }
 
     fn detach_fetcher(&self) -> PortFuture<()> {
@@ -137,8 +141,8 @@ impl PartitionPorts for ScriptedPorts {
         ready(Ok(()))
     }
 
-    fn append_pid_reset(&self) -> PortFuture<Result<(), Cause>> {
-        self.call("append pid reset");
+    fn append_pid_reset(&self, leader_epoch: i32) -> PortFuture<Result<(), Cause>> {
+        self.call(format!("append pid reset at epoch {leader_epoch}"));
         ready(Ok(()))
     }
 
@@ -189,7 +193,7 @@ async fn settle(
 fn position(calls: &[String], call: &str) -> usize {
     calls
         .iter()
-        .position(|c| c == call)
+        .position(|c| c == call || c.starts_with(&format!("{call} ")))
         .unwrap_or_else(|| panic!("{call:?} not in {calls:?}"))
 }
 
@@ -210,7 +214,7 @@ async fn leadership_takes_a_new_partition_through_preparing_to_mirroring() {
         "truncate for lme 4",
         "await isr",
         "persist MIRRORING",
-        "attach fetcher",
+        "attach fetcher at epoch 3",
     ];
     let positions: Vec<usize> = order.iter().map(|c| position(&calls, c)).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "{calls:?}");
@@ -246,6 +250,11 @@ async fn stop_fails_over_through_the_kip_steps_and_makes_the_topic_writable() {
         "{calls:?}"
     );
     let reset = position(&calls, "append pid reset");
+    assert_eq!(
+        calls[reset],
+        format!("append pid reset at epoch {}", snapshot.leader_epoch),
+        "the barrier carries the bumped destination epoch"
+    );
     assert!(
         lme < reset && reset < position(&calls, "persist STOPPED"),
         "{calls:?}"
@@ -301,7 +310,10 @@ async fn a_restart_resumes_from_the_persisted_state() {
         !after.iter().any(|c| c == "lookup lme"),
         "MIRRORING was persisted: no new PREPARING ({after:?})"
     );
-    assert!(after.iter().any(|c| c == "attach fetcher"), "{after:?}");
+    assert!(
+        after.iter().any(|c| c.starts_with("attach fetcher")),
+        "{after:?}"
+    );
 }
 
 #[actix_rt::test]
@@ -319,10 +331,20 @@ async fn preparing_waits_for_lagging_followers_and_is_not_a_stall() {
         !still.busy,
         "waiting for followers is not a stall a supervisor should restart"
     );
-    assert!(!ports.calls().iter().any(|c| c == "attach fetcher"));
+    assert!(
+        !ports
+            .calls()
+            .iter()
+            .any(|c| c.starts_with("attach fetcher"))
+    );
     caught_up.send(true).expect("the partition waits");
     settle(&addr, MirrorState::Mirroring).await;
-    assert!(ports.calls().iter().any(|c| c == "attach fetcher"));
+    assert!(
+        ports
+            .calls()
+            .iter()
+            .any(|c| c.starts_with("attach fetcher"))
+    );
 }
 
 /// Issue 17 item 4: a stop while PREPARING's truncation is in flight (a full truncation waiting

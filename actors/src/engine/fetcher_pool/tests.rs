@@ -59,8 +59,6 @@ async fn setup(id: Uuid) -> Setup {
                 .expect("source client"),
         )
     };
-    let destination_epochs = DestinationEpochs::default();
-    super::super::fetch::set_epoch(&destination_epochs, key(), id, 0);
     let pool = FetcherPool::new(
         destination.clone(),
         client(),
@@ -69,7 +67,6 @@ async fn setup(id: Uuid) -> Setup {
         FetchSettings::default(),
         Arc::new(Throttle::new(None)),
         SourceClusterId::default(),
-        destination_epochs,
     )
     .start();
     Setup {
@@ -88,6 +85,7 @@ impl Setup {
         self.pool.do_send(Attach {
             key: key(),
             progress,
+            destination_epoch: 0,
         });
     }
 

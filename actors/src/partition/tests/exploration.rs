@@ -20,9 +20,11 @@ fn inputs_for(p: &Partition, pending: &[Effect]) -> Vec<Input> {
             | Effect::BumpLeaderEpoch { op, .. }
             | Effect::TruncateToLso { op }
             | Effect::PersistLme { op, .. }
-            | Effect::AppendPidReset { op }
+            | Effect::AppendPidReset { op, .. }
             | Effect::ScheduleRetry { op, .. } => Some(*op),
-            Effect::AttachFetcher | Effect::SetReadOnly(_) => None,
+            Effect::AttachFetcher { .. }
+            | Effect::RaiseFetcherEpoch { .. }
+            | Effect::SetReadOnly(_) => None,
         })
         .collect();
     ops.insert(OpId(9999));
@@ -245,8 +247,14 @@ fn every_state_and_input_pair_obeys_the_transition_table() {
             if input_matters(&input) && depth < 6 && step.outcome == Outcome::Applied {
                 let mut next_pending: Vec<Effect> = pending.clone();
                 next_pending.extend(step.effects);
-                next_pending
-                    .retain(|e| !matches!(e, Effect::AttachFetcher | Effect::SetReadOnly(_)));
+                next_pending.retain(|e| {
+                    !matches!(
+                        e,
+                        Effect::AttachFetcher { .. }
+                            | Effect::RaiseFetcherEpoch { .. }
+                            | Effect::SetReadOnly(_)
+                    )
+                });
                 if next_pending.len() > 6 {
                     next_pending.drain(..next_pending.len() - 6);
                 }

@@ -80,7 +80,10 @@ fn pause_and_resume_skip_truncation() {
     h.persist_ok(MirrorState::Mirroring);
     assert_eq!(
         h.pending,
-        [Effect::SetReadOnly(true), Effect::AttachFetcher]
+        [
+            Effect::SetReadOnly(true),
+            Effect::AttachFetcher { leader_epoch: 20 }
+        ]
     );
     // Pausing a stopped partition is refused.
     h.pending.clear();
@@ -238,6 +241,31 @@ fn the_leader_epoch_is_bumped_before_the_source_catches_up() {
     h.send(Input::EpochBumped { op, result: Ok(28) });
     assert_eq!(h.p.leader_epoch(), 28);
     assert_eq!(h.p.phase(), &Phase::Mirroring { bump: None });
+    assert_eq!(
+        h.pending,
+        [Effect::RaiseFetcherEpoch { leader_epoch: 28 }],
+        "the fetcher is told the bumped epoch"
+    );
+}
+
+/// The fetcher holds back batches above the epoch it knows: every rise of the destination
+/// leader epoch while it runs is told to it, and only a rise.
+#[test]
+fn the_fetcher_is_told_every_rise_of_the_leader_epoch() {
+    let mut h = Harness::new();
+    h.start_mirroring();
+    h.send(Input::LeaderEpochChanged { leader_epoch: 23 });
+    assert_eq!(h.pending, [Effect::RaiseFetcherEpoch { leader_epoch: 23 }]);
+    h.pending.clear();
+    h.send(Input::LeaderEpochChanged { leader_epoch: 21 });
+    assert!(h.pending.is_empty(), "a lower epoch changes nothing");
+    assert_eq!(h.p.leader_epoch(), 23);
+    // Paused, the fetcher is gone: nothing to tell.
+    h.send(Input::DesiredChanged(Desired::Paused));
+    h.persist_ok(MirrorState::Pausing);
+    h.pending.clear();
+    h.send(Input::LeaderEpochChanged { leader_epoch: 30 });
+    assert!(h.pending.is_empty(), "{:?}", h.pending);
 }
 
 /// A source epoch seen while a bump is in flight is not lost: if the bump lands within reach

@@ -106,7 +106,7 @@ impl Harness {
             | Effect::BumpLeaderEpoch { op, .. }
             | Effect::TruncateToLso { op }
             | Effect::PersistLme { op, .. }
-            | Effect::AppendPidReset { op }
+            | Effect::AppendPidReset { op, .. }
             | Effect::ScheduleRetry { op, .. }
             | Effect::PersistState { op, .. } => op,
             other => panic!("{other:?} has no operation"),
@@ -134,7 +134,10 @@ impl Harness {
         let op = self.op_of(|e| matches!(e, Effect::AwaitIsr { .. }));
         self.send(Input::IsrCaughtUp { op });
         self.persist_ok(MirrorState::Mirroring);
-        assert!(self.pending.contains(&Effect::AttachFetcher));
+        assert!(
+            self.pending
+                .contains(&Effect::AttachFetcher { leader_epoch: 20 })
+        );
         self.pending.clear();
         assert_eq!(self.p.phase(), &Phase::Mirroring { bump: None });
     }
