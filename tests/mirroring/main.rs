@@ -25,7 +25,7 @@ use kmirror_actors::actor::{
 };
 use kmirror_actors::engine::fetch::EngineFetcherPorts;
 use kmirror_actors::engine::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
-use kmirror_actors::host::TopicPartition;
+use kmirror_actors::host::{FetchProgress, TopicPartition};
 use kmirror_protocol::client::Isolation;
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::kafka_tools::{self, kafka_env};
@@ -227,7 +227,7 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
     let appended = reports
         .borrow()
         .iter()
-        .filter(|p| matches!(p, FetcherProgress::Appended { .. }))
+        .filter(|p| matches!(p, FetcherProgress(Ok(FetchProgress::Appended { .. }))))
         .count();
     assert!(appended >= partitions.len(), "{appended} appends reported");
     let snapshot = fetcher.send(DescribeFetcher).await.expect("alive");

@@ -285,7 +285,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             self.cursor = Some(next);
         }
         for (key, cause) in failed {
-            self.report(ctx, &key, FetcherProgress::Failed(cause));
+            self.report(ctx, &key, FetcherProgress(Err(cause)));
         }
         if requests.is_empty() {
             return;
@@ -318,7 +318,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                 // What cannot heal (credentials, configuration) fails every partition in it.
                 if !cause.retryable {
                     for (key, _) in &sent {
-                        self.report(ctx, key, FetcherProgress::Failed(cause.clone()));
+                        self.report(ctx, key, FetcherProgress(Err(cause.clone())));
                     }
                 }
                 self.idle(ctx);
@@ -334,7 +334,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                 continue;
             };
             match answer {
-                Err(cause) => self.report(ctx, &key, FetcherProgress::Failed(cause)),
+                Err(cause) => self.report(ctx, &key, FetcherProgress(Err(cause))),
                 // Nothing to apply; a new source leader epoch is still news to the partition,
                 // which keeps its own epoch ahead of it (DLE >= SLE) while the source is idle.
                 Ok(FetchResponse::Records {
@@ -349,9 +349,9 @@ impl<P: FetcherPorts> Fetcher<P> {
                         self.report(
                             ctx,
                             &key,
-                            FetcherProgress::HeldBack {
+                            FetcherProgress(Ok(FetchProgress::HeldBack {
                                 source_epoch: source_leader_epoch,
-                            },
+                            })),
                         );
                     }
                 }
@@ -393,14 +393,8 @@ impl<P: FetcherPorts> Fetcher<P> {
         member.applying = false;
         let waiters = std::mem::take(&mut member.detaching);
         let progress = match result {
-            Ok(FetchProgress::Appended { source_epoch }) => {
-                Some(FetcherProgress::Appended { source_epoch })
-            }
-            Ok(FetchProgress::HeldBack { source_epoch }) => {
-                Some(FetcherProgress::HeldBack { source_epoch })
-            }
             Ok(FetchProgress::Idle | FetchProgress::Truncated { .. }) => None,
-            Err(cause) => Some(FetcherProgress::Failed(cause)),
+            news => Some(FetcherProgress(news)),
         };
         if !waiters.is_empty() {
             // Detached while applying: the apply is done, nothing more follows.
@@ -414,7 +408,10 @@ impl<P: FetcherPorts> Fetcher<P> {
         // Batches held back above the destination epoch come back unchanged until the
         // partition's bump raises it: the next Fetch waits, as after an idle one, rather than
         // spin on them while the raise is on its way.
-        let held_back = matches!(progress, Some(FetcherProgress::HeldBack { .. }));
+        let held_back = matches!(
+            progress,
+            Some(FetcherProgress(Ok(FetchProgress::HeldBack { .. })))
+        );
         if let Some(progress) = progress {
             self.report(ctx, key, progress);
         }

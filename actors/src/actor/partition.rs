@@ -14,6 +14,7 @@
 //! (the restart budget is spent) fails the partition through its state machine.
 
 use super::ports::{FetcherProgress, PartitionPorts};
+use crate::host::FetchProgress;
 use crate::metrics as catalogue;
 use crate::partition::{
     Desired, Effect, Env, Input, OpId, Outcome, Partition, Phase, Rejection, RetryPolicy,
@@ -455,10 +456,12 @@ impl<P: PartitionPorts> Handler<FetcherProgress> for MirrorPartition<P> {
     type Result = ();
 
     fn handle(&mut self, msg: FetcherProgress, ctx: &mut Context<Self>) {
-        let input = match msg {
-            FetcherProgress::Appended { source_epoch } => Input::BatchesAppended { source_epoch },
-            FetcherProgress::HeldBack { source_epoch } => Input::SourceEpochSeen { source_epoch },
-            FetcherProgress::Failed(cause) => Input::FetchFailed(cause),
+        let input = match msg.0 {
+            Ok(FetchProgress::Appended { source_epoch }) => Input::BatchesAppended { source_epoch },
+            Ok(FetchProgress::HeldBack { source_epoch }) => Input::SourceEpochSeen { source_epoch },
+            // Not news to the partition (a fetcher does not report them).
+            Ok(FetchProgress::Idle | FetchProgress::Truncated { .. }) => return,
+            Err(cause) => Input::FetchFailed(cause),
         };
         self.take(input, ctx);
     }

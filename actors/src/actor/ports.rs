@@ -11,24 +11,22 @@
 //! such a future once its state machine stops waiting for it (a stop while PREPARING truncates),
 //! and a dropped future must leave the log as it was.
 
+use crate::host::FetchProgress;
 use crate::partition::{Cause, StoredState};
 use actix::{Message, Recipient};
 use std::future::Future;
 use std::pin::Pin;
 
-/// What a fetcher round did for this partition.
+/// What a fetcher round did for this partition: the progress of its answer's apply (the same
+/// [`FetchProgress`] the log procedures return; only `Appended` and `HeldBack` are news to the
+/// partition, so a fetcher reports only those), or why its fetch failed, classified.
+///
+/// `Appended` carries the greatest of the batches' epochs and the SLE; `HeldBack` the SLE (told
+/// once per new value) or a batch's epoch that waits for the destination epoch to reach it. The
+/// partition bumps its epoch when that source epoch comes close (DLE >= SLE).
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
-pub enum FetcherProgress {
-    /// Batches were appended; the source epoch: the greatest of theirs and the SLE.
-    Appended { source_epoch: i32 },
-    /// Nothing appended, and a source epoch was seen: the SLE (told once per new value), or a
-    /// batch's that waits for the destination epoch to reach it. The partition bumps its
-    /// epoch when that source epoch comes close (DLE >= SLE).
-    HeldBack { source_epoch: i32 },
-    /// The fetch failed, classified.
-    Failed(Cause),
-}
+pub struct FetcherProgress(pub Result<FetchProgress, Cause>);
 
 /// A port call in flight.
 pub type PortFuture<T> = Pin<Box<dyn Future<Output = T>>>;

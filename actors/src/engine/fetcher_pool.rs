@@ -368,7 +368,7 @@ impl<H: Host> Handler<Attach> for FetcherPool<H> {
                 pool.attaching.remove(&msg.key);
                 let leader = match leaders {
                     Ok(Err(cause)) => {
-                        msg.progress.do_send(FetcherProgress::Failed(cause));
+                        msg.progress.do_send(FetcherProgress(Err(cause)));
                         return;
                     }
                     Ok(Ok(leaders)) => {

@@ -2,6 +2,7 @@
 //! takes, the port calls it makes in order, retries on timers, restarts from persisted state.
 
 use crate::actor::*;
+use crate::host::FetchProgress;
 use crate::partition::{Cause, Desired, RetryPolicy, StoredState};
 use actix::{Addr, Recipient, Supervisor};
 use kmirror_protocol::state::MirrorState;
@@ -230,7 +231,9 @@ async fn stop_fails_over_through_the_kip_steps_and_makes_the_topic_writable() {
     settle(&addr, MirrorState::Mirroring).await;
     let fetcher = ports.0.borrow().fetcher.clone().expect("attached");
     fetcher
-        .send(FetcherProgress::Appended { source_epoch: 2 })
+        .send(FetcherProgress(Ok(FetchProgress::Appended {
+            source_epoch: 2,
+        })))
         .await
         .expect("alive");
     addr.send(ChangeDesired(Desired::Stopped))

@@ -95,7 +95,7 @@ impl Setup {
             .borrow()
             .iter()
             .filter_map(|p| match p {
-                FetcherProgress::Failed(cause) => Some(cause.clone()),
+                FetcherProgress(Err(cause)) => Some(cause.clone()),
                 _ => None,
             })
             .collect()
