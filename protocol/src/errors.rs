@@ -267,6 +267,9 @@ impl ErrorCode {
     pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
     /// Kafka's UNKNOWN_LEADER_EPOCH: the leader epoch asked is newer than the broker knows.
     pub const UNKNOWN_LEADER_EPOCH: ErrorCode = ErrorCode(75);
+    /// Kafka's OFFSET_NOT_AVAILABLE: the offset asked is not there yet (a log whose end moved:
+    /// ask again from where it is now).
+    pub const OFFSET_NOT_AVAILABLE: ErrorCode = ErrorCode(78);
     /// Kafka's MEMBER_ID_REQUIRED: JoinGroup v4+: rejoin with the member id in the answer.
     pub const MEMBER_ID_REQUIRED: ErrorCode = ErrorCode(79);
     /// Kafka's GROUP_MAX_SIZE_REACHED: the group has as many members as it may.

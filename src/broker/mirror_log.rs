@@ -10,22 +10,24 @@ use super::now_ms;
 use crate::storage::{GapPolicy, PartitionLog, StorageError};
 use bytes::Bytes;
 use kmirror_actors::epoch::EpochStart;
-use kmirror_actors::host::{Cause, MirrorLog};
+use kmirror_actors::host::{HostError, MirrorLog};
 use kmirror_protocol::batch::{CheckedBatches, RecordBatch};
+use kmirror_protocol::errors::ErrorCode;
 
 /// The log while the engine holds it.
 pub(crate) struct Lease<'a>(pub(crate) &'a mut PartitionLog);
 
-/// A storage failure as the engine classifies it: I/O may heal, and so may batches that
-/// overlap the log end (the next fetch asks from the log end again, after the source's log or
-/// leader moved); anything else is a log that refuses what it was given.
-fn cause(e: StorageError) -> Cause {
-    match e {
-        StorageError::Io { .. } | StorageError::OffsetOverlap { .. } => {
-            Cause::retryable(e.to_string())
-        }
-        _ => Cause::fatal(e.to_string()),
-    }
+/// A storage failure in Kafka's terms: I/O is KAFKA_STORAGE_ERROR and batches that overlap
+/// the log end OFFSET_NOT_AVAILABLE (both retriable: the next fetch asks from the log end
+/// again, after the source's log or leader moved); anything else is a log that refuses what it
+/// was given, INVALID_RECORD.
+fn cause(e: StorageError) -> HostError {
+    let code = match e {
+        StorageError::Io { .. } => ErrorCode::KAFKA_STORAGE_ERROR,
+        StorageError::OffsetOverlap { .. } => ErrorCode::OFFSET_NOT_AVAILABLE,
+        _ => ErrorCode::INVALID_RECORD,
+    };
+    HostError::new(code, e.to_string())
 }
 
 /// Whether a partition of a topic whose `mirror.name` is `mirror_name` opens read-only (the
@@ -84,23 +86,23 @@ impl MirrorLog for Lease<'_> {
         &self,
         from: i64,
         stop: &mut dyn FnMut(&RecordBatch) -> bool,
-    ) -> Result<Option<RecordBatch>, Cause> {
+    ) -> Result<Option<RecordBatch>, HostError> {
         self.0.find_batch(from, stop).map_err(cause)
     }
 
-    fn truncate_to(&mut self, offset: i64) -> Result<(), Cause> {
+    fn truncate_to(&mut self, offset: i64) -> Result<(), HostError> {
         self.0.truncate_to(offset).map_err(cause)?;
         self.committed();
         Ok(())
     }
 
-    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Cause> {
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), HostError> {
         self.0.truncate_fully_and_start_at(offset).map_err(cause)?;
         self.committed();
         Ok(())
     }
 
-    fn append_mirrored(&mut self, checked: CheckedBatches) -> Result<(), Cause> {
+    fn append_mirrored(&mut self, checked: CheckedBatches) -> Result<(), HostError> {
         // A compacted source leaves gaps between batches.
         self.0
             .append_mirrored_checked(checked, GapPolicy::AllowGaps, now_ms())
@@ -113,7 +115,7 @@ impl MirrorLog for Lease<'_> {
         &mut self,
         leader_epoch: i32,
         source_cluster_id: &str,
-    ) -> Result<(), Cause> {
+    ) -> Result<(), HostError> {
         self.0
             .append_pid_reset(source_cluster_id, leader_epoch, now_ms())
             .map_err(cause)?;
@@ -121,10 +123,10 @@ impl MirrorLog for Lease<'_> {
         Ok(())
     }
 
-    fn append_as_leader(&mut self, batch: Bytes, leader_epoch: i32) -> Result<(), Cause> {
+    fn append_as_leader(&mut self, batch: Bytes, leader_epoch: i32) -> Result<(), HostError> {
         self.0
             .append_as_leader(batch, leader_epoch, now_ms())
-            .map_err(|e| Cause::retryable(e.to_string()))?;
+            .map_err(|e| HostError::new(ErrorCode::KAFKA_STORAGE_ERROR, e.to_string()))?;
         self.committed();
         Ok(())
     }

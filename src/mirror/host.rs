@@ -14,7 +14,7 @@ use crate::controller::ControllerError;
 use crate::groups::Committed;
 use crate::storage::PartitionLog;
 use kmirror_actors::host::{
-    Cause, EngineSettings, GroupOffset, GroupOffsets, Host, HostFuture, HostRefusal, MetadataDelta,
+    EngineSettings, GroupOffset, GroupOffsets, Host, HostError, HostFuture, MetadataDelta,
     MirrorLog, PartitionMeta, TopicMeta,
 };
 use kmirror_protocol::acl::AclBinding;
@@ -28,28 +28,29 @@ use uuid::Uuid;
 #[derive(Debug, Clone)]
 pub struct BrokerHost(pub Arc<Broker>);
 
-fn refused(e: ControllerError) -> HostRefusal {
-    HostRefusal {
-        code: ErrorCode(e.error_code()),
-        message: e.to_string(),
-    }
+fn refused(e: ControllerError) -> HostError {
+    HostError::new(ErrorCode(e.error_code()), e.to_string())
+}
+
+/// A write of the metadata quorum or the group commit that did not land (it may once the
+/// quorum or the disk answers again).
+fn not_written(message: String) -> HostError {
+    HostError::new(ErrorCode::REQUEST_TIMED_OUT, message)
 }
 
 impl BrokerHost {
     /// Runs `f` on the partition's log, locked.
-    fn lease<T>(
+    fn lease<T, E: From<HostError>>(
         broker: &Broker,
         topic: &str,
         partition: i32,
-        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause>,
-    ) -> Result<T, Cause> {
-        let opened = broker.partition(topic, partition).ok_or_else(|| {
-            // Not open (yet): the broker opens what the metadata gives it, and a deleted
-            // topic's partition is released by the engine's metadata reaction.
-            Cause::retryable(format!(
-                "{topic}-{partition} is not a partition of this broker"
-            ))
-        })?;
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, E>,
+    ) -> Result<T, E> {
+        // Not open (yet): the broker opens what the metadata gives it, and a deleted topic's
+        // partition is released by the engine's metadata reaction.
+        let opened = broker
+            .partition(topic, partition)
+            .ok_or_else(|| HostError::not_here(topic, partition))?;
         let mut log = opened.log.lock().unwrap_or_else(|e| e.into_inner());
         let log: &mut PartitionLog = &mut log;
         f(&mut Lease(log))
@@ -118,7 +119,7 @@ impl Host for BrokerHost {
         partitions: i32,
         configs: BTreeMap<String, String>,
         topic_id: Option<Uuid>,
-    ) -> HostFuture<Result<(), HostRefusal>> {
+    ) -> HostFuture<Result<(), HostError>> {
         let (broker, name) = (self.0.clone(), name.to_string());
         Box::pin(async move {
             let created = broker
@@ -132,7 +133,7 @@ impl Host for BrokerHost {
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
-    ) -> HostFuture<Result<(), HostRefusal>> {
+    ) -> HostFuture<Result<(), HostError>> {
         let (broker, name) = (self.0.clone(), name.to_string());
         Box::pin(async move {
             let set = broker.set_topic_configs(&name, configs).await;
@@ -145,7 +146,7 @@ impl Host for BrokerHost {
         name: &str,
         configs: BTreeMap<String, String>,
         base: BTreeMap<String, String>,
-    ) -> HostFuture<Result<(), HostRefusal>> {
+    ) -> HostFuture<Result<(), HostError>> {
         let (broker, name) = (self.0.clone(), name.to_string());
         Box::pin(async move {
             let set = broker.set_mirror_configs(&name, configs, base).await;
@@ -153,7 +154,7 @@ impl Host for BrokerHost {
         })
     }
 
-    fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostRefusal>> {
+    fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostError>> {
         let (broker, name) = (self.0.clone(), name.to_string());
         Box::pin(async move {
             let created = broker.create_partitions(&name, count).await;
@@ -166,14 +167,14 @@ impl Host for BrokerHost {
         topic: &str,
         partition: i32,
         min_leader_epoch: i32,
-    ) -> HostFuture<Result<Option<i32>, Cause>> {
+    ) -> HostFuture<Result<Option<i32>, HostError>> {
         let broker = self.0.clone();
         let topic = topic.to_string();
         Box::pin(async move {
             broker
                 .bump_leader_epoch_grouped(&topic, partition, min_leader_epoch)
                 .await
-                .map_err(Cause::retryable)
+                .map_err(not_written)
         })
     }
 
@@ -181,12 +182,12 @@ impl Host for BrokerHost {
         self.0.set_read_only(topic, partition, read_only);
     }
 
-    fn with_log<T>(
+    fn with_log<T, E: From<HostError>>(
         &self,
         topic: &str,
         partition: i32,
-        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause>,
-    ) -> Result<T, Cause> {
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, E>,
+    ) -> Result<T, E> {
         let (changed, result) = {
             let mut changed = false;
             let result = BrokerHost::lease(&self.0, topic, partition, |log| {
@@ -203,39 +204,49 @@ impl Host for BrokerHost {
         result
     }
 
-    fn spawn_with_log<T: Send + 'static>(
+    fn spawn_with_log<T: Send + 'static, E: From<HostError> + Send + 'static>(
         &self,
         topic: &str,
         partition: i32,
-        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause> + Send + 'static,
-    ) -> HostFuture<Result<T, Cause>> {
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, E> + Send + 'static,
+    ) -> HostFuture<Result<T, E>> {
         let host = self.clone();
         let topic = topic.to_string();
         let applied = tokio::task::spawn_blocking(move || host.with_log(&topic, partition, f));
         Box::pin(async move {
-            applied
-                .await
-                .map_err(|e| Cause::retryable(format!("applying to the log: {e}")))?
+            applied.await.map_err(|e| {
+                HostError::new(
+                    ErrorCode::KAFKA_STORAGE_ERROR,
+                    format!("applying to the log: {e}"),
+                )
+            })?
         })
     }
 
-    fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), Cause>> {
+    fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), HostError>> {
         let broker = self.0.clone();
-        let opened = broker.partition(topic, partition);
-        let name = format!("{topic}-{partition}");
+        let opened = broker
+            .partition(topic, partition)
+            .ok_or_else(|| HostError::not_here(topic, partition));
         Box::pin(async move {
-            let opened = opened.ok_or_else(|| {
-                Cause::retryable(format!("{name} is not a partition of this broker"))
-            })?;
-            broker.make_durable(opened).await.map_err(Cause::retryable)
+            broker
+                .make_durable(opened?)
+                .await
+                .map_err(|e| HostError::new(ErrorCode::KAFKA_STORAGE_ERROR, e))
         })
     }
 
-    fn idle_group_offsets(&self, group: &str) -> HostFuture<Result<Option<GroupOffsets>, String>> {
+    fn idle_group_offsets(
+        &self,
+        group: &str,
+    ) -> HostFuture<Result<Option<GroupOffsets>, HostError>> {
         let broker = self.0.clone();
         let group = group.to_string();
         Box::pin(async move {
-            let offsets = broker.idle_group_offsets(&group).await?;
+            let offsets = broker
+                .idle_group_offsets(&group)
+                .await
+                .map_err(|e| HostError::new(ErrorCode::COORDINATOR_NOT_AVAILABLE, e))?;
             Ok(offsets.map(|offsets| {
                 offsets
                     .into_iter()
@@ -256,7 +267,7 @@ impl Host for BrokerHost {
         &self,
         group: &str,
         offsets: Vec<(String, i32, GroupOffset)>,
-    ) -> HostFuture<Result<(), String>> {
+    ) -> HostFuture<Result<(), HostError>> {
         let commits = offsets
             .into_iter()
             .map(|(topic, partition, o)| {
@@ -271,33 +282,27 @@ impl Host for BrokerHost {
             .collect();
         let broker = self.0.clone();
         let group = group.to_string();
-        Box::pin(async move { broker.commit_group_offsets(&group, commits).await })
+        Box::pin(async move {
+            broker
+                .commit_group_offsets(&group, commits)
+                .await
+                .map_err(|e| HostError::new(ErrorCode::COORDINATOR_NOT_AVAILABLE, e))
+        })
     }
 
     fn acls(&self) -> Vec<AclBinding> {
         self.0.acls().to_vec()
     }
 
-    fn create_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>> {
+    fn create_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), HostError>> {
         let broker = self.0.clone();
-        Box::pin(async move {
-            broker
-                .create_acls(bindings)
-                .await
-                .map_err(|e| e.to_string())
-        })
+        Box::pin(async move { broker.create_acls(bindings).await.map_err(refused) })
     }
 
-    fn delete_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>> {
+    fn delete_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), HostError>> {
         let broker = self.0.clone();
         let exact: Vec<AclFilter> = bindings.iter().map(AclFilter::exactly).collect();
-        Box::pin(async move {
-            broker
-                .delete_acls(exact)
-                .await
-                .map(drop)
-                .map_err(|e| e.to_string())
-        })
+        Box::pin(async move { broker.delete_acls(exact).await.map(drop).map_err(refused) })
     }
 
     fn connect_source(&self, config: ClientConfig) -> Result<SourceClient, ClientError> {

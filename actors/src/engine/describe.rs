@@ -202,7 +202,7 @@ fn log_figures(
         let local = stopped
             .then(|| crate::host::local_records(log).ok())
             .flatten();
-        Ok((log.log_end_offset(), log.last_stable_offset(), local))
+        Ok::<_, crate::host::HostError>((log.log_end_offset(), log.last_stable_offset(), local))
     })
     .unwrap_or((-1, -1, None))
 }

@@ -353,7 +353,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                     host::apply_fetch(log, source_start, &request, response, destination_epoch)?;
                 Ok((progress, log.log_end_offset()))
             });
-            let (progress, log_end) = applied.await.inspect_err(|e| {
+            let (progress, log_end) = applied.await.inspect_err(|e: &Cause| {
                 if let Some(invariant) = e.broken {
                     stats.invariant_violated(invariant);
                 }

@@ -13,7 +13,7 @@
 use super::system::MirrorSystem;
 use crate::host::Host;
 use crate::metadata::{MIRROR_NAME, mirror_of};
-use crate::partition::Desired;
+use crate::partition::{Cause, Desired};
 use crate::policy::MirrorError;
 use actix::{Addr, Context, Handler, Message};
 use kmirror_protocol::client::ClientConfig;
@@ -71,7 +71,7 @@ impl<H: Host> Handler<CountLocalWrites> for MirrorSystem<H> {
                     .with_log(name, index, |log| {
                         Ok((crate::host::local_records(log)?, log.log_end_offset()))
                     })
-                    .map_err(|e| {
+                    .map_err(|e: Cause| {
                         MirrorError::new(
                             ErrorCode::KAFKA_STORAGE_ERROR,
                             format!("reading {name}-{index}: {}", e.message),

@@ -349,7 +349,8 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
             let bumped = ports
                 .host
                 .bump_leader_epoch(&ports.site.topic, ports.site.partition, min)
-                .await?
+                .await
+                .map_err(Cause::from)?
                 .ok_or_else(|| Cause::fatal("the partition is gone"))?;
             Ok(bumped)
         })
@@ -398,7 +399,7 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 if host::own_failover_barrier(log, cluster_id)?.is_some() {
                     return Ok(());
                 }
-                log.append_pid_reset(leader_epoch, &source)
+                Ok(log.append_pid_reset(leader_epoch, &source)?)
             })?;
             // The barrier fences the source's producer ids for the writes STOPPED lets in: it
             // must be on disk before them.
@@ -406,6 +407,7 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 .host
                 .make_durable(&ports.site.topic, ports.site.partition)
                 .await
+                .map_err(Cause::from)
         })
     }
 

@@ -57,7 +57,7 @@ impl<H: Host> StateLogPorts<H> {
             .map_err(|e| Cause::fatal(format!("encoding __mirror_state records: {e}")))?;
         self.host
             .with_log(MIRROR_STATE_TOPIC, self.partition, |log| {
-                log.append_as_leader(batch, epoch)
+                Ok(log.append_as_leader(batch, epoch)?)
             })
     }
 }
@@ -88,6 +88,7 @@ impl<H: Host> ShardLogPorts for StateLogPorts<H> {
         if !stops(&records) {
             return Ok(Box::pin(std::future::ready(Ok(()))));
         }
-        Ok(self.host.make_durable(MIRROR_STATE_TOPIC, self.partition))
+        let durable = self.host.make_durable(MIRROR_STATE_TOPIC, self.partition);
+        Ok(Box::pin(async move { durable.await.map_err(Cause::from) }))
     }
 }

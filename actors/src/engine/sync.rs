@@ -492,7 +492,7 @@ fn destination_logs(
         .filter_map(|c| {
             let log = host
                 .with_log(&c.topic, c.partition, |log| {
-                    Ok(DestinationLog {
+                    Ok::<_, crate::host::HostError>(DestinationLog {
                         log_start: log.log_start_offset(),
                         log_end: log.log_end_offset(),
                         epochs: log.epoch_history(),

@@ -17,7 +17,7 @@ use crate::actor::{
     BecomeLeader, DescribePartition, MirrorPartition, PartitionLabels, PartitionSnapshot,
     SupervisedPartition,
 };
-use crate::host::{Host, HostRefusal, Source};
+use crate::host::{Host, HostError, Source};
 use crate::metadata::{
     DISCARD_CONFIRMED, KnownTopic, confirmed_value, mirror_name_value, mirror_of,
 };
@@ -99,7 +99,7 @@ pub struct DescribeTopic {
 }
 
 /// A metadata change the host refused, as the mirror request's error.
-fn refused(e: HostRefusal) -> MirrorError {
+fn refused(e: HostError) -> MirrorError {
     MirrorError::new(e.code, e.message)
 }
 
@@ -159,7 +159,7 @@ impl<H: Host> MirrorSystem<H> {
         topic: &str,
         source_topic: &TopicMetadata,
         confirmed: &BTreeMap<i32, i64>,
-    ) -> Result<crate::host::HostFuture<Result<(), HostRefusal>>, MirrorError> {
+    ) -> Result<crate::host::HostFuture<Result<(), HostError>>, MirrorError> {
         match self.host.topic(topic) {
             None => {
                 let configs = BTreeMap::from([("mirror.name".to_string(), mirror.to_string())]);

@@ -4,10 +4,11 @@
 //! partition opens read-only). The broker's adapter, the in-memory host and the simulation run
 //! the same code.
 
+use super::MirrorLog;
 use super::types::{FetchProgress, FetchRequest, FetchResponse};
-use super::{Cause, MirrorLog};
 use crate::epoch;
 use crate::invariant::{BatchBounds, check_append};
+use crate::partition::Cause;
 use kmirror_protocol::batch::{CheckedBatches, RecordBatch};
 use kmirror_protocol::records::ControlRecord;
 

@@ -11,9 +11,10 @@
 //! - [`Source`]: a client of the source cluster (the engine implements it for
 //!   [`kmirror_protocol::client::SourceClient`], so most hosts only build one).
 //!
-//! Errors are one type, [`Cause`]: retryable (the engine tries again after its backoff: a
-//! partition stays in its state, a fetch is sent again) or fatal (the partition goes FAILED
-//! with the message, an operator decides).
+//! Errors are one type, [`HostError`]: Kafka's error code and why. The code's class decides:
+//! retriable, the engine tries again after its backoff (a partition stays in its state, a fetch
+//! is sent again); anything else fails the partition with the message (an operator decides) or
+//! answers the request with the code. A source's errors are its client's [`ClientError`].
 //!
 //! This module holds the three traits; [`types`] the view types they speak in, and [`log_ops`]
 //! the engine's own procedures over a leased log ([`next_fetch`], [`apply_fetch`],
@@ -22,10 +23,11 @@
 //! docs/design.md §15 describes the contracts as a whole; `memory::cluster` (feature
 //! `test-util`) is a complete host in one file, and `examples/embed.rs` runs it.
 
+pub mod error;
 pub mod log_ops;
 pub mod types;
 
-pub use crate::partition::Cause;
+pub use error::HostError;
 pub use log_ops::{
     apply_fetch, first_barrier, is_barrier, latest_mirrored_epoch, local_records,
     local_records_from, next_fetch, opens_read_only, own_failover_barrier, read_only_on_change,
@@ -70,23 +72,26 @@ pub trait MirrorLog {
         &self,
         from: i64,
         stop: &mut dyn FnMut(&RecordBatch) -> bool,
-    ) -> Result<Option<RecordBatch>, Cause>;
+    ) -> Result<Option<RecordBatch>, HostError>;
     /// Drops every batch holding an offset at or after `offset`.
-    fn truncate_to(&mut self, offset: i64) -> Result<(), Cause>;
+    fn truncate_to(&mut self, offset: i64) -> Result<(), HostError>;
     /// Empties the log and restarts it at `offset`.
-    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Cause>;
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), HostError>;
     /// Appends the source's whole batches unchanged (framing and CRC checked by
     /// [`apply_fetch`]; the log checks where they go: at or after its end where the source
     /// left gaps, epochs never lowered). A mirror partition has one replica's worth of
     /// commitment: what is appended is committed (the high watermark follows).
-    fn append_mirrored(&mut self, batches: CheckedBatches) -> Result<(), Cause>;
+    fn append_mirrored(&mut self, batches: CheckedBatches) -> Result<(), HostError>;
     /// Appends the MIRROR_PID_RESET control batch stamped with `leader_epoch`, naming the
     /// source cluster whose producer ids it fences.
-    fn append_pid_reset(&mut self, leader_epoch: i32, source_cluster_id: &str)
-    -> Result<(), Cause>;
+    fn append_pid_reset(
+        &mut self,
+        leader_epoch: i32,
+        source_cluster_id: &str,
+    ) -> Result<(), HostError>;
     /// Appends a batch this cluster writes as the partition's leader (`__mirror_state`
     /// records), at the log end, with `leader_epoch`.
-    fn append_as_leader(&mut self, batch: Bytes, leader_epoch: i32) -> Result<(), Cause>;
+    fn append_as_leader(&mut self, batch: Bytes, leader_epoch: i32) -> Result<(), HostError>;
 }
 
 /// A client of a mirror's source cluster. Every method may fail with a [`ClientError`]; the
@@ -189,13 +194,13 @@ pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
         partitions: i32,
         configs: BTreeMap<String, String>,
         topic_id: Option<Uuid>,
-    ) -> HostFuture<Result<(), HostRefusal>>;
+    ) -> HostFuture<Result<(), HostError>>;
     /// Replaces a topic's dynamic configs.
     fn set_topic_configs(
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
-    ) -> HostFuture<Result<(), HostRefusal>>;
+    ) -> HostFuture<Result<(), HostError>>;
     /// Replaces a mirror's configs (already checked) with `configs`, made from `base`, the
     /// configs read: if they changed since (another change landed first), refused with
     /// INVALID_CLUSTER_MIRROR_STATES so the engine makes its change again from the configs now.
@@ -204,9 +209,9 @@ pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
         name: &str,
         configs: BTreeMap<String, String>,
         base: BTreeMap<String, String>,
-    ) -> HostFuture<Result<(), HostRefusal>>;
+    ) -> HostFuture<Result<(), HostError>>;
     /// Grows a topic to `count` partitions.
-    fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostRefusal>>;
+    fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostError>>;
     /// BumpLeaderEpochs for one partition: its leader epoch afterwards, above
     /// `min_leader_epoch` (`min_leader_epoch + 1` when it was not above it already; else
     /// unchanged), durable in the controller (`None`: the partition is gone).
@@ -215,59 +220,52 @@ pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
         topic: &str,
         partition: i32,
         min_leader_epoch: i32,
-    ) -> HostFuture<Result<Option<i32>, Cause>>;
+    ) -> HostFuture<Result<Option<i32>, HostError>>;
     /// Refuses (true) or accepts (false) produce requests to a partition.
     fn set_read_only(&self, topic: &str, partition: i32, read_only: bool);
 
-    /// Runs `f` on the partition's log now, on the calling thread, with the log locked
-    /// (retryable error: the partition is not open here). The engine uses it for the state
+    /// Runs `f` on the partition's log now, on the calling thread, with the log locked (the
+    /// partition not open here: [`HostError::not_here`]). The engine uses it for the state
     /// machine's log changes, which must happen within one poll of their future.
-    fn with_log<T>(
+    fn with_log<T, E: From<HostError>>(
         &self,
         topic: &str,
         partition: i32,
-        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause>,
-    ) -> Result<T, Cause>;
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, E>,
+    ) -> Result<T, E>;
     /// Runs `f` on the partition's log where the host says (the broker: its blocking pool),
     /// and wakes its fetch waiters when the log changed. The fetchers apply their answers
     /// through it: one call per answer, the batches handed over once.
-    fn spawn_with_log<T: Send + 'static>(
+    fn spawn_with_log<T: Send + 'static, E: From<HostError> + Send + 'static>(
         &self,
         topic: &str,
         partition: i32,
-        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause> + Send + 'static,
-    ) -> HostFuture<Result<T, Cause>>;
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, E> + Send + 'static,
+    ) -> HostFuture<Result<T, E>>;
     /// Resolves once everything appended to the partition so far is durable (fsynced).
-    fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), Cause>>;
+    fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), HostError>>;
 
     /// A consumer group's committed offsets here, from its coordinator wherever it is; `None`
     /// while the group has members on this cluster (its offsets are its own then); an error
     /// when its coordinator cannot be asked.
-    fn idle_group_offsets(&self, group: &str) -> HostFuture<Result<Option<GroupOffsets>, String>>;
+    fn idle_group_offsets(
+        &self,
+        group: &str,
+    ) -> HostFuture<Result<Option<GroupOffsets>, HostError>>;
     /// Commits offsets for a group (as an admin: no member, no generation).
     fn commit_offsets(
         &self,
         group: &str,
         offsets: Vec<(String, i32, GroupOffset)>,
-    ) -> HostFuture<Result<(), String>>;
+    ) -> HostFuture<Result<(), HostError>>;
     /// Every ACL binding of this cluster.
     fn acls(&self) -> Vec<AclBinding>;
     /// Creates bindings (one that exists is left as it is), all or none.
-    fn create_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>>;
+    fn create_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), HostError>>;
     /// Deletes exactly these bindings, all or none.
-    fn delete_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>>;
+    fn delete_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), HostError>>;
 
     /// A client of a mirror's source cluster with these settings (from the mirror's configs).
     /// The engine makes two per mirror: one for control requests, one for its fetchers.
     fn connect_source(&self, config: ClientConfig) -> Result<Self::Source, ClientError>;
-}
-
-/// A metadata change the host's controller refused: Kafka's error code and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct HostRefusal {
-    /// Kafka's error code (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS, ...).
-    pub code: kmirror_protocol::errors::ErrorCode,
-    /// For the operator.
-    pub message: String,
 }

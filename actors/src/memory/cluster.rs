@@ -16,8 +16,8 @@ use crate::coordinator::Shard;
 use crate::engine::state_log::MIRROR_STATE_TOPIC;
 use crate::epoch;
 use crate::host::{
-    Cause, EngineSettings, FetchRequest, FetchResponse, GroupOffset, GroupOffsets, Host,
-    HostFuture, HostRefusal, MetadataDelta, MirrorLog, PartitionMeta, Source, TopicMeta,
+    EngineSettings, FetchRequest, FetchResponse, GroupOffset, GroupOffsets, Host, HostError,
+    HostFuture, MetadataDelta, MirrorLog, PartitionMeta, Source, TopicMeta,
 };
 use crate::liveness::LivenessPolicy;
 use kmirror_protocol::acl::AclBinding;
@@ -150,7 +150,7 @@ impl MemoryCluster {
     }
 
     /// Creates a plain topic (a new random id) of `partitions` partitions.
-    pub fn create_plain_topic(&self, name: &str, partitions: i32) -> Result<(), HostRefusal> {
+    pub fn create_plain_topic(&self, name: &str, partitions: i32) -> Result<(), HostError> {
         create(self, name, partitions, BTreeMap::new(), None)
     }
 
@@ -252,8 +252,8 @@ fn leader_epoch(state: &State, topic: &str, partition: i32) -> Option<i32> {
         .map(|p| p.leader_epoch)
 }
 
-fn refusal(code: ErrorCode, message: String) -> HostRefusal {
-    HostRefusal { code, message }
+fn refusal(code: ErrorCode, message: String) -> HostError {
+    HostError::new(code, message)
 }
 
 fn create(
@@ -262,7 +262,7 @@ fn create(
     partitions: i32,
     configs: BTreeMap<String, String>,
     topic_id: Option<Uuid>,
-) -> Result<(), HostRefusal> {
+) -> Result<(), HostError> {
     cluster.change(|s| {
         if s.topics.contains_key(name) {
             return Err(refusal(
@@ -338,15 +338,15 @@ fn open_read_only(state: &mut State, topic: &str, cluster_id: &str) {
 }
 
 /// The log lease of a memory partition.
-fn leased<T>(
+fn leased<T, E: From<HostError>>(
     state: &mut State,
     topic: &str,
     partition: i32,
-    f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause>,
-) -> Result<T, Cause> {
+    f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, E>,
+) -> Result<T, E> {
     let log = state
         .logs
         .get_mut(&(topic.to_string(), partition))
-        .ok_or_else(|| Cause::retryable(format!("{topic}-{partition} is not a partition here")))?;
+        .ok_or_else(|| HostError::not_here(topic, partition))?;
     f(log)
 }

@@ -5,9 +5,11 @@
 //! comparison of bytes.
 
 use crate::epoch::{self, EpochStart};
-use crate::host::{Cause, FetchRequest, FetchResponse, MirrorLog};
+use crate::host::{FetchRequest, FetchResponse, HostError, MirrorLog};
+use crate::partition::Cause;
 use bytes::Bytes;
 use kmirror_protocol::batch::{CheckedBatches, RecordBatch, RecordBatches};
+use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::records::{ControlBatchHeader, ControlRecord, CoordinatorRecord};
 use kmirror_protocol::testing::BatchSpec;
 use std::collections::HashMap;
@@ -167,7 +169,7 @@ impl MirrorLog for MemoryLog {
         &self,
         from: i64,
         stop: &mut dyn FnMut(&RecordBatch) -> bool,
-    ) -> Result<Option<RecordBatch>, Cause> {
+    ) -> Result<Option<RecordBatch>, HostError> {
         Ok(self
             .batches
             .iter()
@@ -176,30 +178,30 @@ impl MirrorLog for MemoryLog {
             .cloned())
     }
 
-    fn truncate_to(&mut self, offset: i64) -> Result<(), Cause> {
+    fn truncate_to(&mut self, offset: i64) -> Result<(), HostError> {
         self.batches.retain(|b| b.last_offset() < offset);
         Ok(())
     }
 
-    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Cause> {
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), HostError> {
         self.batches.clear();
         self.start = offset;
         Ok(())
     }
 
-    fn append_mirrored(&mut self, checked: CheckedBatches) -> Result<(), Cause> {
+    fn append_mirrored(&mut self, checked: CheckedBatches) -> Result<(), HostError> {
         let mut expected = self.log_end_offset();
         let mut latest = self.epoch_history().last().map_or(-1, |(e, _)| *e);
         let mut batches = Vec::new();
         for b in checked.into_parts().1 {
             if b.base_offset() != expected {
-                return Err(Cause::fatal(format!(
+                return Err(invalid(format!(
                     "mirrored batch at {} does not start at the log end {expected}",
                     b.base_offset()
                 )));
             }
             if b.partition_leader_epoch() < latest {
-                return Err(Cause::fatal("mirrored batch lowers the leader epoch"));
+                return Err(invalid("mirrored batch lowers the leader epoch"));
             }
             latest = b.partition_leader_epoch();
             expected = b.next_offset();
@@ -209,7 +211,7 @@ impl MirrorLog for MemoryLog {
         Ok(())
     }
 
-    fn append_as_leader(&mut self, batch: Bytes, leader_epoch: i32) -> Result<(), Cause> {
+    fn append_as_leader(&mut self, batch: Bytes, leader_epoch: i32) -> Result<(), HostError> {
         let mut buf = batch.to_vec();
         let mut next = self.log_end_offset();
         kmirror_protocol::batch::rewrite_batches(&mut buf, |b| {
@@ -217,9 +219,9 @@ impl MirrorLog for MemoryLog {
             b.set_partition_leader_epoch(leader_epoch);
             next += i64::from(b.last_offset_delta()) + 1;
         })
-        .map_err(|e| Cause::fatal(e.to_string()))?;
+        .map_err(|e| invalid(e.to_string()))?;
         let checked =
-            CheckedBatches::check(Bytes::from(buf)).map_err(|e| Cause::fatal(e.to_string()))?;
+            CheckedBatches::check(Bytes::from(buf)).map_err(|e| invalid(e.to_string()))?;
         self.batches.extend(checked.into_parts().1);
         Ok(())
     }
@@ -228,7 +230,7 @@ impl MirrorLog for MemoryLog {
         &mut self,
         leader_epoch: i32,
         source_cluster_id: &str,
-    ) -> Result<(), Cause> {
+    ) -> Result<(), HostError> {
         let header = ControlBatchHeader::without_producer(
             self.log_end_offset(),
             leader_epoch,
@@ -239,7 +241,7 @@ impl MirrorLog for MemoryLog {
         };
         let bytes = record
             .to_batch(&header)
-            .map_err(|e| Cause::fatal(e.to_string()))?;
+            .map_err(|e| invalid(e.to_string()))?;
         self.push(bytes);
         Ok(())
     }
@@ -355,4 +357,9 @@ impl MemoryCoordinatorLog {
         self.records.extend_from_slice(records);
         Ok(())
     }
+}
+
+/// A batch the log refuses (a broken offset or epoch rule, a batch that does not encode).
+fn invalid(message: impl Into<String>) -> HostError {
+    HostError::new(ErrorCode::INVALID_RECORD, message)
 }

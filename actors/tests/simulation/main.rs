@@ -62,9 +62,9 @@ impl Rng {
 fn align_for_lme(log: &mut MemoryLog, source: &MemorySource<'_>, lme: i32) -> Result<(), Cause> {
     match epoch::alignment_for_lme(lme, &log.epoch_history(), log.log_end_offset()) {
         epoch::Alignment::TruncateFully => {
-            log.truncate_fully_and_start_at(source.log_start_offset()?)
+            Ok(log.truncate_fully_and_start_at(source.log_start_offset()?)?)
         }
-        epoch::Alignment::TruncateTo(offset) => log.truncate_to(offset),
+        epoch::Alignment::TruncateTo(offset) => Ok(log.truncate_to(offset)?),
         epoch::Alignment::KeepAll => Ok(()),
     }
 }
@@ -349,7 +349,10 @@ impl Sim {
             },
             Effect::AppendPidReset { op, leader_epoch } => Input::PidResetAppended {
                 op,
-                result: c.log.append_pid_reset(leader_epoch, &src.cluster_id),
+                result: c
+                    .log
+                    .append_pid_reset(leader_epoch, &src.cluster_id)
+                    .map_err(Cause::from),
             },
             remote => return Err(remote),
         }))

@@ -74,7 +74,7 @@ impl Host for MemoryCluster {
         partitions: i32,
         configs: BTreeMap<String, String>,
         topic_id: Option<Uuid>,
-    ) -> HostFuture<Result<(), HostRefusal>> {
+    ) -> HostFuture<Result<(), HostError>> {
         let created = create(self, name, partitions, configs, topic_id);
         Box::pin(std::future::ready(created))
     }
@@ -83,7 +83,7 @@ impl Host for MemoryCluster {
         &self,
         name: &str,
         configs: BTreeMap<String, String>,
-    ) -> HostFuture<Result<(), HostRefusal>> {
+    ) -> HostFuture<Result<(), HostError>> {
         let set = self.change(|s| match s.topics.get_mut(name) {
             Some(topic) => {
                 let old = topic.configs.get("mirror.name").cloned();
@@ -104,7 +104,7 @@ impl Host for MemoryCluster {
         name: &str,
         configs: BTreeMap<String, String>,
         base: BTreeMap<String, String>,
-    ) -> HostFuture<Result<(), HostRefusal>> {
+    ) -> HostFuture<Result<(), HostError>> {
         let set = self.change(|s| match s.mirrors.get_mut(name) {
             None => Err(refusal(
                 ErrorCode::UNKNOWN_CLUSTER_MIRROR,
@@ -122,7 +122,7 @@ impl Host for MemoryCluster {
         Box::pin(std::future::ready(set))
     }
 
-    fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostRefusal>> {
+    fn create_partitions(&self, name: &str, count: i32) -> HostFuture<Result<(), HostError>> {
         let created = self.change(|s| {
             let Some(topic) = s.topics.get_mut(name) else {
                 return Err(refusal(
@@ -150,7 +150,7 @@ impl Host for MemoryCluster {
         topic: &str,
         partition: i32,
         min_leader_epoch: i32,
-    ) -> HostFuture<Result<Option<i32>, Cause>> {
+    ) -> HostFuture<Result<Option<i32>, HostError>> {
         let bumped = self.change(|s| {
             s.topics
                 .get_mut(topic)
@@ -173,21 +173,21 @@ impl Host for MemoryCluster {
         }
     }
 
-    fn with_log<T>(
+    fn with_log<T, E: From<HostError>>(
         &self,
         topic: &str,
         partition: i32,
-        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause>,
-    ) -> Result<T, Cause> {
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, E>,
+    ) -> Result<T, E> {
         leased(&mut self.state(), topic, partition, f)
     }
 
-    fn spawn_with_log<T: Send + 'static>(
+    fn spawn_with_log<T: Send + 'static, E: From<HostError> + Send + 'static>(
         &self,
         topic: &str,
         partition: i32,
-        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, Cause> + Send + 'static,
-    ) -> HostFuture<Result<T, Cause>> {
+        f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, E> + Send + 'static,
+    ) -> HostFuture<Result<T, E>> {
         let held = self
             .state()
             .held_leases
@@ -202,7 +202,7 @@ impl Host for MemoryCluster {
         })
     }
 
-    fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), Cause>> {
+    fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), HostError>> {
         *self
             .state()
             .durable_calls
@@ -211,7 +211,10 @@ impl Host for MemoryCluster {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    fn idle_group_offsets(&self, group: &str) -> HostFuture<Result<Option<GroupOffsets>, String>> {
+    fn idle_group_offsets(
+        &self,
+        group: &str,
+    ) -> HostFuture<Result<Option<GroupOffsets>, HostError>> {
         let offsets = self.state().groups.get(group).cloned().unwrap_or_default();
         Box::pin(std::future::ready(Ok(Some(offsets))))
     }
@@ -220,7 +223,7 @@ impl Host for MemoryCluster {
         &self,
         group: &str,
         offsets: Vec<(String, i32, GroupOffset)>,
-    ) -> HostFuture<Result<(), String>> {
+    ) -> HostFuture<Result<(), HostError>> {
         let mut state = self.state();
         let committed = state.groups.entry(group.to_string()).or_default();
         for (topic, partition, offset) in offsets {
@@ -233,7 +236,7 @@ impl Host for MemoryCluster {
         self.state().acls.clone()
     }
 
-    fn create_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>> {
+    fn create_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), HostError>> {
         let mut state = self.state();
         for b in bindings {
             if !state.acls.contains(&b) {
@@ -243,7 +246,7 @@ impl Host for MemoryCluster {
         Box::pin(std::future::ready(Ok(())))
     }
 
-    fn delete_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), String>> {
+    fn delete_acls(&self, bindings: Vec<AclBinding>) -> HostFuture<Result<(), HostError>> {
         self.state().acls.retain(|a| !bindings.contains(a));
         Box::pin(std::future::ready(Ok(())))
     }
