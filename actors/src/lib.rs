@@ -17,6 +17,7 @@
 //! Inside, the decisions are pure code, testable without a runtime:
 //! - [`partition`]: each mirror partition's state machine (one exhaustive transition function);
 //! - [`epoch`]: leader-epoch arithmetic (LME alignment, divergence, DLE >= SLE);
+//! - [`fetch_state`]: a fetcher's partitions, their epochs and whose turn the next Fetch is;
 //! - [`liveness`]: when a supervisor restarts a partition actor, and when it gives up;
 //! - [`metadata`]: how the engine reacts to metadata changes (`mirror.name`, leader epochs,
 //!   deletions) of the topics it mirrors;
@@ -32,6 +33,7 @@ pub mod actor;
 pub mod coordinator;
 pub mod engine;
 pub mod epoch;
+pub mod fetch_state;
 pub mod host;
 pub mod invariant;
 pub mod liveness;

@@ -4,9 +4,10 @@
 //! actor; a partition is fetched again only after its previous answer is applied, so batches
 //! land in order and exactly once.
 //!
-//! Fairness: a Fetch takes at most `max_partitions_per_fetch` partitions, starting after the
-//! last one served in the previous Fetch (round robin). When a whole Fetch brought nothing new,
-//! the next one waits `idle_backoff` (the source's own long polling usually makes that rare).
+//! Which partitions go into a Fetch, in turn, and what each is fetched under is decided by the
+//! pure [`FetchState`] (round robin, at most `max_partitions_per_fetch`, none whose answer is
+//! still being applied). When a whole Fetch brought nothing new, the next one waits
+//! `idle_backoff` (the source's own long polling usually makes that rare).
 //!
 //! Batching: while the answers of the last Fetch are being applied, the next Fetch waits for
 //! them (at most `apply_grace`), so it asks again for every partition at once; otherwise the
@@ -19,14 +20,14 @@
 
 use super::ports::FetcherProgress;
 use super::ports::PortFuture;
+use crate::fetch_state::FetchState;
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
 use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, Recipient, ResponseActFuture,
     WrapFuture,
 };
-use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -64,16 +65,7 @@ pub struct PartitionFetch {
     pub current_leader_epoch: i32,
 }
 
-/// The leader epochs a partition is fetched under. The fetcher keeps them: the partition's
-/// actor owns the destination epoch and tells each rise ([`RaiseDestinationEpoch`]); the pool
-/// owns the source epoch its leader lookup found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FetchEpochs {
-    /// The source leader epoch (-1: unknown).
-    pub source: i32,
-    /// The destination leader epoch: batches of a higher epoch are held back (DLE >= SLE).
-    pub destination: i32,
-}
+pub use crate::fetch_state::FetchEpochs;
 
 /// Start fetching a partition; outcomes go to `progress`.
 #[derive(Debug, Clone, Message)]
@@ -120,16 +112,12 @@ pub struct FetcherSnapshot {
     pub in_flight: bool,
 }
 
+/// Where an attached partition's news goes, and who waits for its detach.
 #[derive(Debug)]
 struct Member {
     progress: Recipient<FetcherProgress>,
-    /// An answer of this partition is being applied.
-    applying: bool,
-    /// Detach requests waiting for that apply.
+    /// Detach requests waiting for the apply in flight.
     detaching: Vec<oneshot::Sender<()>>,
-    /// The greatest source leader epoch told to the partition (-1: none yet).
-    told_source_epoch: i32,
-    epochs: FetchEpochs,
 }
 
 /// Fetcher settings.
@@ -161,10 +149,9 @@ impl Default for FetcherConfig {
 pub struct Fetcher<P: FetcherPorts> {
     ports: Rc<P>,
     config: FetcherConfig,
-    members: BTreeMap<TopicPartition, Member>,
-    /// Round robin over `members` in key order: the key served last, the next Fetch starts
-    /// after it (a detach costs a map removal, whatever the fetcher holds).
-    cursor: Option<TopicPartition>,
+    /// The partitions, their epochs and turns: every decision of the fetcher.
+    state: FetchState,
+    members: HashMap<TopicPartition, Member>,
     in_flight: bool,
     /// A wake-up after an idle Fetch is scheduled.
     waiting: bool,
@@ -179,7 +166,7 @@ pub struct Fetcher<P: FetcherPorts> {
 impl<P: FetcherPorts> std::fmt::Debug for Fetcher<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fetcher")
-            .field("members", &self.members.keys().collect::<Vec<_>>())
+            .field("members", &self.state.keys().collect::<Vec<_>>())
             .field("in_flight", &self.in_flight)
             .finish_non_exhaustive()
     }
@@ -191,8 +178,8 @@ impl<P: FetcherPorts> Fetcher<P> {
         Fetcher {
             ports: Rc::new(ports),
             config,
-            members: BTreeMap::new(),
-            cursor: None,
+            state: FetchState::default(),
+            members: HashMap::new(),
             in_flight: false,
             waiting: false,
             fetches: 0,
@@ -237,52 +224,22 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
         let mut requests = Vec::new();
         let mut failed = Vec::new();
-        // From after the cursor to the end, then from the start up to the cursor.
-        let cursor = self.cursor.as_ref();
-        let after = cursor.map_or(Bound::Unbounded, Bound::Excluded);
-        let before = cursor.map_or(Bound::Unbounded, Bound::Included);
-        let wrapped = if cursor.is_some() { usize::MAX } else { 0 };
-        let members = self
-            .members
-            .range::<TopicPartition, _>((after, Bound::Unbounded))
-            .chain(
-                self.members
-                    .range::<TopicPartition, _>((Bound::Unbounded, before))
-                    .take(wrapped),
-            );
-        let mut first = None;
-        let mut served = None;
-        let mut full = false;
-        for (key, member) in members {
-            if requests.len() == self.config.max_partitions_per_fetch {
-                full = true;
-                break;
-            }
-            first = first.or(Some(key));
-            served = Some(key);
-            if member.applying {
+        for key in self.state.next_round(self.config.max_partitions_per_fetch) {
+            let Some(partition) = self.state.get(&key) else {
                 continue;
-            }
-            match self.ports.next_fetch(key) {
+            };
+            let current_leader_epoch = partition.epochs.source;
+            match self.ports.next_fetch(&key) {
                 Ok(mut request) => {
                     request.max_bytes = self.config.partition_max_bytes;
                     requests.push(PartitionFetch {
-                        key: key.clone(),
+                        key,
                         request,
-                        current_leader_epoch: member.epochs.source,
+                        current_leader_epoch,
                     });
                 }
-                Err(cause) => failed.push((key.clone(), cause)),
+                Err(cause) => failed.push((key, cause)),
             }
-        }
-        // The next Fetch starts after the last partition this one reached, or, when this one
-        // reached them all, one past its first: the order rotates either way, so a source that
-        // answers the partitions in the order asked (kmirror, a Kafka without fetch sessions)
-        // under a byte limit cannot leave the later ones without data (Kafka's fetchers rotate
-        // the same way).
-        let next = if full { served } else { first };
-        if let Some(next) = next.cloned() {
-            self.cursor = Some(next);
         }
         for (key, cause) in failed {
             self.report(ctx, &key, FetcherProgress(Err(cause)));
@@ -330,7 +287,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             let Some(request) = sent.iter().find(|(k, _)| *k == key).map(|(_, r)| *r) else {
                 continue;
             };
-            let Some(member) = self.members.get_mut(&key) else {
+            let Some(destination_epoch) = self.state.get(&key).map(|p| p.epochs.destination) else {
                 continue;
             };
             match answer {
@@ -343,9 +300,8 @@ impl<P: FetcherPorts> Fetcher<P> {
                     ..
                 }) if records.is_empty() => {
                     if let Some(source_leader_epoch) = source_leader_epoch
-                        && source_leader_epoch > member.told_source_epoch
+                        && self.state.source_epoch_news(&key, source_leader_epoch)
                     {
-                        member.told_source_epoch = source_leader_epoch;
                         self.report(
                             ctx,
                             &key,
@@ -356,12 +312,10 @@ impl<P: FetcherPorts> Fetcher<P> {
                     }
                 }
                 Ok(response) => {
-                    member.applying = true;
+                    self.state.applying(&key);
                     applying = true;
                     self.applying += 1;
-                    let apply =
-                        self.ports
-                            .apply(&key, request, response, member.epochs.destination);
+                    let apply = self.ports.apply(&key, request, response, destination_epoch);
                     ctx.spawn(apply.into_actor(self).map(move |result, fetcher, ctx| {
                         fetcher.applied(&key, result, ctx);
                     }));
@@ -390,7 +344,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             self.pump(ctx);
             return;
         };
-        member.applying = false;
+        self.state.applied(key);
         let waiters = std::mem::take(&mut member.detaching);
         let progress = match result {
             Ok(FetchProgress::Idle | FetchProgress::Truncated { .. }) => None,
@@ -435,6 +389,7 @@ impl<P: FetcherPorts> Fetcher<P> {
     }
 
     fn remove(&mut self, key: &TopicPartition) {
+        self.state.detach(key);
         self.members.remove(key);
     }
 }
@@ -447,27 +402,14 @@ impl<P: FetcherPorts> Handler<AttachPartition> for Fetcher<P> {
     type Result = ();
 
     fn handle(&mut self, msg: AttachPartition, ctx: &mut Context<Self>) {
-        match self.members.get_mut(&msg.key) {
-            // A restarted partition actor attaching again: an apply in flight still finishes
-            // before the partition is fetched again.
-            Some(member) => {
-                member.progress = msg.progress;
-                member.told_source_epoch = -1;
-                member.epochs = msg.epochs;
-            }
-            None => {
-                self.members.insert(
-                    msg.key,
-                    Member {
-                        progress: msg.progress,
-                        applying: false,
-                        detaching: Vec::new(),
-                        told_source_epoch: -1,
-                        epochs: msg.epochs,
-                    },
-                );
-            }
-        }
+        self.state.attach(msg.key.clone(), msg.epochs);
+        self.members
+            .entry(msg.key)
+            .and_modify(|member| member.progress = msg.progress.clone())
+            .or_insert(Member {
+                progress: msg.progress,
+                detaching: Vec::new(),
+            });
         self.pump(ctx);
     }
 }
@@ -476,9 +418,8 @@ impl<P: FetcherPorts> Handler<RaiseDestinationEpoch> for Fetcher<P> {
     type Result = ();
 
     fn handle(&mut self, msg: RaiseDestinationEpoch, _: &mut Context<Self>) {
-        if let Some(member) = self.members.get_mut(&msg.key) {
-            member.epochs.destination = member.epochs.destination.max(msg.leader_epoch);
-        }
+        self.state
+            .raise_destination_epoch(&msg.key, msg.leader_epoch);
     }
 }
 
@@ -487,8 +428,9 @@ impl<P: FetcherPorts> Handler<DetachPartition> for Fetcher<P> {
 
     fn handle(&mut self, msg: DetachPartition, _: &mut Context<Self>) -> Self::Result {
         let key = msg.0;
+        let applying = self.state.get(&key).is_some_and(|p| p.applying);
         match self.members.get_mut(&key) {
-            Some(member) if member.applying => {
+            Some(member) if applying => {
                 let (done, wait) = oneshot::channel();
                 member.detaching.push(done);
                 Box::pin(
@@ -511,7 +453,7 @@ impl<P: FetcherPorts> Handler<DescribeFetcher> for Fetcher<P> {
 
     fn handle(&mut self, _: DescribeFetcher, _: &mut Context<Self>) -> Self::Result {
         actix::MessageResult(FetcherSnapshot {
-            partitions: self.members.keys().cloned().collect(),
+            partitions: self.state.keys().cloned().collect(),
             fetches: self.fetches,
             in_flight: self.in_flight,
         })

@@ -65,6 +65,8 @@ mod tests {
             (ErrorCode::NOT_LEADER_OR_FOLLOWER, true),
             (ErrorCode::KAFKA_STORAGE_ERROR, true),
             (ErrorCode::REQUEST_TIMED_OUT, true),
+            (ErrorCode::OFFSET_NOT_AVAILABLE, true),
+            (ErrorCode::COORDINATOR_NOT_AVAILABLE, true),
             (ErrorCode::INVALID_RECORD, false),
             (ErrorCode::TOPIC_ALREADY_EXISTS, false),
         ];

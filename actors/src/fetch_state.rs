@@ -1,0 +1,263 @@
+//! One fetcher's partitions, in pure code: what each is fetched under, whether its last answer
+//! is still being applied, what it was last told, and whose turn the next Fetch is. The
+//! [`crate::actor::Fetcher`] shell asks [`FetchState::next_round`] which partitions go into a
+//! Fetch and carries the answers out; everything it decides on is here, so the rules are
+//! tested as tables (in the spirit of Kafka's `AbstractFetcherThreadTest`), without a runtime.
+//!
+//! Rules:
+//! - A partition is fetched again only after its previous answer is applied (`applying`), so
+//!   batches land in order and once.
+//! - Fairness: a Fetch takes at most `max_partitions` partitions, starting after the last one
+//!   the previous Fetch reached (round robin over the partitions in key order). When one Fetch
+//!   reached them all, the next starts one past its first: the order rotates either way, so a
+//!   source that answers the partitions in the order asked under a byte limit cannot leave the
+//!   later ones without data (Kafka's fetchers rotate the same way).
+//! - Epochs: a partition is fetched at the source leader epoch it was attached with and its
+//!   batches are applied up to the destination leader epoch its owner told last; a raise never
+//!   lowers it.
+//! - A source leader epoch is news to the partition once per new value.
+
+use crate::host::TopicPartition;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+/// The leader epochs a partition is fetched under. The partition's actor owns the destination
+/// epoch and tells each rise; the pool owns the source epoch its leader lookup found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FetchEpochs {
+    /// The source leader epoch (-1: unknown), sent as Kafka's `current_leader_epoch`.
+    pub source: i32,
+    /// The destination leader epoch: batches of a higher epoch are held back (DLE >= SLE).
+    pub destination: i32,
+}
+
+/// One partition of a fetcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartitionFetchState {
+    /// The epochs it is fetched under.
+    pub epochs: FetchEpochs,
+    /// An answer of it is being applied.
+    pub applying: bool,
+    /// The greatest source leader epoch told to the partition (-1: none yet).
+    told_source_epoch: i32,
+}
+
+/// A fetcher's partitions and the round-robin cursor.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FetchState {
+    partitions: BTreeMap<TopicPartition, PartitionFetchState>,
+    /// The key the last Fetch reached: the next one starts after it.
+    cursor: Option<TopicPartition>,
+}
+
+impl FetchState {
+    /// Starts fetching `key` under `epochs`; a partition attached again (its actor restarted,
+    /// or moved back) keeps an apply in flight, which still finishes before it is fetched again,
+    /// and is told its source epoch afresh.
+    pub fn attach(&mut self, key: TopicPartition, epochs: FetchEpochs) {
+        let state = self.partitions.entry(key).or_insert(PartitionFetchState {
+            epochs,
+            applying: false,
+            told_source_epoch: -1,
+        });
+        state.epochs = epochs;
+        state.told_source_epoch = -1;
+    }
+
+    /// Stops fetching `key`.
+    pub fn detach(&mut self, key: &TopicPartition) {
+        self.partitions.remove(key);
+    }
+
+    /// The partition, if attached.
+    pub fn get(&self, key: &TopicPartition) -> Option<&PartitionFetchState> {
+        self.partitions.get(key)
+    }
+
+    /// The attached partitions, in key order.
+    pub fn keys(&self) -> impl Iterator<Item = &TopicPartition> {
+        self.partitions.keys()
+    }
+
+    /// The destination leader epoch of `key` rose to `leader_epoch` (a lower one changes
+    /// nothing).
+    pub fn raise_destination_epoch(&mut self, key: &TopicPartition, leader_epoch: i32) {
+        if let Some(state) = self.partitions.get_mut(key) {
+            state.epochs.destination = state.epochs.destination.max(leader_epoch);
+        }
+    }
+
+    /// The partitions the next Fetch asks for (at most `max_partitions`, none being applied),
+    /// in turn; the cursor moves past them.
+    pub fn next_round(&mut self, max_partitions: usize) -> Vec<TopicPartition> {
+        let cursor = self.cursor.as_ref();
+        let after = cursor.map_or(Bound::Unbounded, Bound::Excluded);
+        let before = cursor.map_or(Bound::Unbounded, Bound::Included);
+        let wrapped = if cursor.is_some() { usize::MAX } else { 0 };
+        let in_turn = self
+            .partitions
+            .range::<TopicPartition, _>((after, Bound::Unbounded))
+            .chain(
+                self.partitions
+                    .range::<TopicPartition, _>((Bound::Unbounded, before))
+                    .take(wrapped),
+            );
+        let mut round = Vec::new();
+        let (mut first, mut reached, mut full) = (None, None, false);
+        for (key, state) in in_turn {
+            if round.len() == max_partitions {
+                full = true;
+                break;
+            }
+            first = first.or(Some(key));
+            reached = Some(key);
+            if !state.applying {
+                round.push(key.clone());
+            }
+        }
+        let next = if full { reached } else { first };
+        if let Some(next) = next.cloned() {
+            self.cursor = Some(next);
+        }
+        round
+    }
+
+    /// An answer of `key` is being applied: it is not fetched until [`Self::applied`].
+    pub fn applying(&mut self, key: &TopicPartition) {
+        if let Some(state) = self.partitions.get_mut(key) {
+            state.applying = true;
+        }
+    }
+
+    /// The answer of `key` was applied.
+    pub fn applied(&mut self, key: &TopicPartition) {
+        if let Some(state) = self.partitions.get_mut(key) {
+            state.applying = false;
+        }
+    }
+
+    /// Whether source leader epoch `epoch`, seen in an empty answer, is news to `key`'s
+    /// partition (greater than any told); it counts as told.
+    pub fn source_epoch_news(&mut self, key: &TopicPartition, epoch: i32) -> bool {
+        match self.partitions.get_mut(key) {
+            Some(state) if epoch > state.told_source_epoch => {
+                state.told_source_epoch = epoch;
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EPOCHS: FetchEpochs = FetchEpochs {
+        source: 4,
+        destination: 7,
+    };
+
+    fn key(topic: &str) -> TopicPartition {
+        TopicPartition::new(topic, 0)
+    }
+
+    fn attached(topics: &[&str]) -> FetchState {
+        let mut state = FetchState::default();
+        for topic in topics {
+            state.attach(key(topic), EPOCHS);
+        }
+        state
+    }
+
+    fn names(round: &[TopicPartition]) -> Vec<&str> {
+        round.iter().map(|k| k.topic.as_str()).collect()
+    }
+
+    /// Rounds in turn: each row is the partitions being applied when the round is made, and
+    /// the partitions it asks for.
+    #[test]
+    fn rounds_rotate_skip_what_is_applying_and_respect_the_limit() {
+        type Row = (&'static [&'static str], usize, &'static [&'static str]);
+        let table: [(&str, &[&str], &[Row]); 4] = [
+            (
+                "everything fits: the order still rotates by one",
+                &["a", "b", "c"],
+                &[
+                    (&[], 10, &["a", "b", "c"]),
+                    (&[], 10, &["b", "c", "a"]),
+                    (&[], 10, &["c", "a", "b"]),
+                ],
+            ),
+            (
+                "a limit: the next round starts after the last one reached",
+                &["a", "b", "c", "d", "e"],
+                &[
+                    (&[], 2, &["a", "b"]),
+                    (&[], 2, &["c", "d"]),
+                    (&[], 2, &["e", "a"]),
+                ],
+            ),
+            (
+                "a partition being applied is reached but not asked for",
+                &["a", "b", "c"],
+                &[(&["b"], 10, &["a", "c"]), (&["a", "b", "c"], 10, &[])],
+            ),
+            (
+                "one being applied takes no place under the limit",
+                &["a", "b", "c", "d"],
+                &[(&["a"], 2, &["b", "c"]), (&[], 2, &["d", "a"])],
+            ),
+        ];
+        for (case, topics, rows) in table {
+            let mut state = attached(topics);
+            for (applying, max, expected) in rows {
+                for topic in topics {
+                    state.applied(&key(topic));
+                }
+                for topic in *applying {
+                    state.applying(&key(topic));
+                }
+                let round = state.next_round(*max);
+                assert_eq!(names(&round), *expected, "{case}");
+            }
+        }
+    }
+
+    #[test]
+    fn epochs_rise_and_attach_again_keeps_the_apply_in_flight() {
+        let mut state = attached(&["a"]);
+        state.raise_destination_epoch(&key("a"), 12);
+        state.raise_destination_epoch(&key("a"), 9);
+        state.raise_destination_epoch(&key("gone"), 30);
+        assert_eq!(state.get(&key("a")).map(|s| s.epochs.destination), Some(12));
+        assert!(state.get(&key("gone")).is_none());
+        state.applying(&key("a"));
+        state.attach(
+            key("a"),
+            FetchEpochs {
+                source: 5,
+                destination: 13,
+            },
+        );
+        let a = state.get(&key("a")).copied();
+        assert_eq!(a.map(|s| (s.applying, s.epochs.source)), Some((true, 5)));
+        assert!(state.next_round(10).is_empty(), "still applying");
+    }
+
+    #[test]
+    fn a_source_epoch_is_news_once_per_new_value_and_afresh_after_an_attach() {
+        let mut state = attached(&["a"]);
+        let told: Vec<bool> = [3, 3, 2, 4]
+            .iter()
+            .map(|e| state.source_epoch_news(&key("a"), *e))
+            .collect();
+        assert_eq!(told, [true, false, false, true]);
+        state.attach(key("a"), EPOCHS);
+        assert!(
+            state.source_epoch_news(&key("a"), 4),
+            "a new actor hears it"
+        );
+        assert!(!state.source_epoch_news(&key("b"), 1), "not attached");
+    }
+}
