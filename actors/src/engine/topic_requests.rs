@@ -127,6 +127,12 @@ fn stopped(e: actix::MailboxError) -> MirrorError {
     )
 }
 
+/// What the system answered a start or a change of one topic: its refusal, or `None` (a
+/// system that is stopping refuses too).
+fn refusal(answer: Result<Result<(), MirrorError>, actix::MailboxError>) -> Option<MirrorError> {
+    answer.map_err(stopped).and_then(|r| r).err()
+}
+
 /// A topic the principal may not change, or `None`.
 fn unauthorized(access: &TopicAccess, topic: &str) -> Option<MirrorError> {
     (!(access.alter_topic_configs)(topic)).then(|| {
@@ -192,12 +198,7 @@ async fn start_topics<H: Host>(
                     topic: topic.clone(),
                     confirmed: confirmed.remove(&topic).unwrap_or_default(),
                 };
-                system
-                    .send(started)
-                    .await
-                    .map_err(stopped)
-                    .and_then(|r| r)
-                    .err()
+                refusal(system.send(started).await)
             }
         };
         results.push(TopicResult { topic, error });
@@ -251,12 +252,7 @@ async fn change_topics<H: Host>(
                     topic: topic.clone(),
                     desired: msg.desired,
                 };
-                system
-                    .send(change)
-                    .await
-                    .map_err(stopped)
-                    .and_then(|r| r)
-                    .err()
+                refusal(system.send(change).await)
             }
         };
         results.push(TopicResult { topic, error });
