@@ -118,6 +118,8 @@ struct Member {
     progress: Recipient<FetcherProgress>,
     /// Detach requests waiting for the apply in flight.
     detaching: Vec<oneshot::Sender<()>>,
+    /// Attached again after those requests: the detach completes, the partition stays.
+    attached_again: bool,
 }
 
 /// Fetcher settings.
@@ -351,8 +353,11 @@ impl<P: FetcherPorts> Fetcher<P> {
             news => Some(FetcherProgress(news)),
         };
         if !waiters.is_empty() {
-            // Detached while applying: the apply is done, nothing more follows.
-            self.remove(key);
+            // Detached while applying: the apply is done, nothing of that attachment follows.
+            // Its outcome is not reported: a partition attached again since starts afresh.
+            if !std::mem::take(&mut member.attached_again) {
+                self.remove(key);
+            }
             for waiter in waiters {
                 let _ = waiter.send(());
             }
@@ -405,10 +410,14 @@ impl<P: FetcherPorts> Handler<AttachPartition> for Fetcher<P> {
         self.state.attach(msg.key.clone(), msg.epochs);
         self.members
             .entry(msg.key)
-            .and_modify(|member| member.progress = msg.progress.clone())
+            .and_modify(|member| {
+                member.progress = msg.progress.clone();
+                member.attached_again = !member.detaching.is_empty();
+            })
             .or_insert(Member {
                 progress: msg.progress,
                 detaching: Vec::new(),
+                attached_again: false,
             });
         self.pump(ctx);
     }
@@ -433,6 +442,7 @@ impl<P: FetcherPorts> Handler<DetachPartition> for Fetcher<P> {
             Some(member) if applying => {
                 let (done, wait) = oneshot::channel();
                 member.detaching.push(done);
+                member.attached_again = false;
                 Box::pin(
                     async move {
                         let _ = wait.await;

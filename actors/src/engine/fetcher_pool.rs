@@ -415,11 +415,17 @@ impl<H: Host> Handler<Detach> for FetcherPool<H> {
         // move detached it from its previous fetcher without waiting, and an apply still in
         // flight there must not land after this (STOPPING's cut to the LSO). A fetcher that
         // never had the partition answers at once; one that is gone appends nothing more.
-        let fetchers: Vec<_> = self.fetchers.values().cloned().collect();
+        // The requests are queued here, not when the answer is awaited, so they reach each
+        // fetcher before an Attach this pool handles next.
+        let detaching: Vec<_> = self
+            .fetchers
+            .values()
+            .map(|fetcher| fetcher.send(DetachPartition(msg.0.clone())))
+            .collect();
         Box::pin(
             async move {
-                for fetcher in fetchers {
-                    let _ = fetcher.send(DetachPartition(msg.0.clone())).await;
+                for detached in detaching {
+                    let _ = detached.await;
                 }
             }
             .into_actor(self),

@@ -444,6 +444,45 @@ async fn detach_completes_after_the_apply_in_flight_and_nothing_follows() {
     );
 }
 
+/// A partition detached while its answer is applied and attached again before the apply ends
+/// (a stop cancelled, a retry after FAILED): the detach completes when the apply does, and the
+/// new attachment stays and is fetched again.
+#[actix_rt::test]
+async fn attached_again_during_a_pending_detach_the_partition_stays() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let (release, gate) = oneshot::channel();
+    {
+        let mut s = source.0.borrow_mut();
+        s.answers
+            .insert(key("a"), VecDeque::from([Ok(records()), Ok(records())]));
+        s.held.insert(key("a"), gate);
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start(&source, 10);
+    attach(&fetcher, "a", &reports).await;
+    pause(10).await;
+    let detached = Rc::new(RefCell::new(false));
+    let flag = detached.clone();
+    let detach = fetcher.send(DetachPartition(key("a")));
+    actix::spawn(async move {
+        detach.await.expect("alive");
+        *flag.borrow_mut() = true;
+    });
+    pause(10).await;
+    attach(&fetcher, "a", &reports).await;
+    let _ = release.send(());
+    pause(500).await;
+    assert!(*detached.borrow(), "the detach completed with the apply");
+    let snapshot = fetcher.send(DescribeFetcher).await.expect("alive");
+    assert_eq!(snapshot.partitions, vec![key("a")], "still attached");
+    assert_eq!(
+        source.0.borrow().applied,
+        vec![key("a"), key("a")],
+        "the second answer was fetched and applied for the new attachment"
+    );
+}
+
 #[actix_rt::test]
 async fn a_failed_fetch_is_reported_to_every_partition_in_it() {
     tokio::time::pause();
