@@ -180,6 +180,7 @@ fn main() {
                     progress: sink.clone(),
                     // The destination leader epoch the partition's actor attaches with.
                     epochs: FetchEpochs {
+                        topic_id: uuid::Uuid::nil(),
                         source: -1,
                         destination: broker.leader_epoch(&topic, p).expect("led"),
                     },

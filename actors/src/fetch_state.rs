@@ -16,15 +16,25 @@
 //!   batches are applied up to the destination leader epoch its owner told last; a raise never
 //!   lowers it.
 //! - A source leader epoch is news to the partition once per new value.
+//! - Holds: a partition whose answer failed, or whose batches were held back above the
+//!   destination epoch, is not fetched until its hold ends (Kafka's follower delays a
+//!   partition in error the same way), while the others go on; a raise of its destination
+//!   epoch, or an attach, ends a hold at once. Time is an input: milliseconds on the caller's
+//!   clock.
 
 use crate::host::TopicPartition;
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use uuid::Uuid;
 
-/// The leader epochs a partition is fetched under. The partition's actor owns the destination
-/// epoch and tells each rise; the pool owns the source epoch its leader lookup found.
+/// The incarnation and leader epochs a partition is fetched under. The partition's actor owns
+/// the destination epoch and tells each rise; the pool owns the source epoch its leader lookup
+/// found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FetchEpochs {
+    /// The destination topic's id when the partition attached (nil: not known): an answer is
+    /// applied only to that topic, not to one deleted and created again under its name.
+    pub topic_id: Uuid,
     /// The source leader epoch (-1: unknown), sent as Kafka's `current_leader_epoch`.
     pub source: i32,
     /// The destination leader epoch: batches of a higher epoch are held back (DLE >= SLE).
@@ -38,6 +48,8 @@ pub struct PartitionFetchState {
     pub epochs: FetchEpochs,
     /// An answer of it is being applied.
     pub applying: bool,
+    /// Not fetched before this time (ms), when held.
+    held_until_ms: Option<u64>,
     /// The greatest source leader epoch told to the partition (-1: none yet).
     told_source_epoch: i32,
 }
@@ -58,9 +70,11 @@ impl FetchState {
         let state = self.partitions.entry(key).or_insert(PartitionFetchState {
             epochs,
             applying: false,
+            held_until_ms: None,
             told_source_epoch: -1,
         });
         state.epochs = epochs;
+        state.held_until_ms = None;
         state.told_source_epoch = -1;
     }
 
@@ -79,17 +93,36 @@ impl FetchState {
         self.partitions.keys()
     }
 
-    /// The destination leader epoch of `key` rose to `leader_epoch` (a lower one changes
-    /// nothing).
+    /// The destination leader epoch of `key` rose to `leader_epoch`, ending a hold: batches
+    /// held back may now be applied (a lower epoch changes nothing).
     pub fn raise_destination_epoch(&mut self, key: &TopicPartition, leader_epoch: i32) {
-        if let Some(state) = self.partitions.get_mut(key) {
-            state.epochs.destination = state.epochs.destination.max(leader_epoch);
+        if let Some(state) = self.partitions.get_mut(key)
+            && leader_epoch > state.epochs.destination
+        {
+            state.epochs.destination = leader_epoch;
+            state.held_until_ms = None;
         }
     }
 
-    /// The partitions the next Fetch asks for (at most `max_partitions`, none being applied),
-    /// in turn; the cursor moves past them.
-    pub fn next_round(&mut self, max_partitions: usize) -> Vec<TopicPartition> {
+    /// `key` is not fetched before `until_ms`.
+    pub fn hold(&mut self, key: &TopicPartition, until_ms: u64) {
+        if let Some(state) = self.partitions.get_mut(key) {
+            state.held_until_ms = Some(until_ms);
+        }
+    }
+
+    /// When the earliest hold ends, if a partition is held at `now_ms`.
+    pub fn next_wake(&self, now_ms: u64) -> Option<u64> {
+        self.partitions
+            .values()
+            .filter_map(|state| state.held_until_ms)
+            .filter(|until| *until > now_ms)
+            .min()
+    }
+
+    /// The partitions the next Fetch asks for at `now_ms` (at most `max_partitions`, none being
+    /// applied or held), in turn; the cursor moves past them.
+    pub fn next_round(&mut self, max_partitions: usize, now_ms: u64) -> Vec<TopicPartition> {
         let cursor = self.cursor.as_ref();
         let after = cursor.map_or(Bound::Unbounded, Bound::Excluded);
         let before = cursor.map_or(Bound::Unbounded, Bound::Included);
@@ -111,7 +144,8 @@ impl FetchState {
             }
             first = first.or(Some(key));
             reached = Some(key);
-            if !state.applying {
+            let held = state.held_until_ms.is_some_and(|until| until > now_ms);
+            if !state.applying && !held {
                 round.push(key.clone());
             }
         }
@@ -154,6 +188,7 @@ mod tests {
     use super::*;
 
     const EPOCHS: FetchEpochs = FetchEpochs {
+        topic_id: Uuid::nil(),
         source: 4,
         destination: 7,
     };
@@ -218,7 +253,7 @@ mod tests {
                 for topic in *applying {
                     state.applying(&key(topic));
                 }
-                let round = state.next_round(*max);
+                let round = state.next_round(*max, 0);
                 assert_eq!(names(&round), *expected, "{case}");
             }
         }
@@ -236,13 +271,85 @@ mod tests {
         state.attach(
             key("a"),
             FetchEpochs {
+                topic_id: Uuid::nil(),
                 source: 5,
                 destination: 13,
             },
         );
         let a = state.get(&key("a")).copied();
         assert_eq!(a.map(|s| (s.applying, s.epochs.source)), Some((true, 5)));
-        assert!(state.next_round(10).is_empty(), "still applying");
+        assert!(state.next_round(10, 0).is_empty(), "still applying");
+    }
+
+    /// Holds, in order: each row is an action and the round made after it at that time.
+    #[test]
+    fn a_held_partition_waits_for_its_hold_or_a_raise_while_the_others_go_on() {
+        enum Step {
+            Hold(&'static str, u64),
+            Raise(&'static str, i32),
+            Attach(&'static str),
+            Nothing,
+        }
+        /// A case, the step, the time of the round, the round and the next wake-up.
+        type Row = (&'static str, Step, u64, &'static [&'static str], Option<u64>);
+        let table: [Row; 7] = [
+            (
+                "held: the others go on",
+                Step::Hold("a", 100),
+                10,
+                &["b"],
+                Some(100),
+            ),
+            ("not yet", Step::Nothing, 99, &["b"], Some(100)),
+            (
+                "the hold ends on time",
+                Step::Nothing,
+                100,
+                &["a", "b"],
+                None,
+            ),
+            ("held again", Step::Hold("b", 300), 150, &["a"], Some(300)),
+            (
+                "a lower epoch leaves it held",
+                Step::Raise("b", 7),
+                160,
+                &["a"],
+                Some(300),
+            ),
+            (
+                "a raise ends it",
+                Step::Raise("b", 8),
+                170,
+                &["a", "b"],
+                None,
+            ),
+            (
+                "an attach ends it",
+                Step::Attach("a"),
+                180,
+                &["a", "b"],
+                None,
+            ),
+        ];
+        let mut state = attached(&["a", "b"]);
+        for (case, step, now, expected, wake) in table {
+            match step {
+                Step::Hold(topic, until) => state.hold(&key(topic), until),
+                Step::Raise(topic, epoch) => state.raise_destination_epoch(&key(topic), epoch),
+                Step::Attach(topic) => {
+                    state.hold(&key(topic), 1_000);
+                    state.attach(key(topic), EPOCHS);
+                }
+                Step::Nothing => {}
+            }
+            let mut round = names(&state.next_round(10, now))
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>();
+            round.sort();
+            assert_eq!(round, *expected, "{case}");
+            assert_eq!(state.next_wake(now), wake, "{case}");
+        }
     }
 
     #[test]

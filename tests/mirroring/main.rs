@@ -167,6 +167,7 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
                 // The destination leader epoch the partition's actor would attach with; the
                 // source's unknown (-1), as a fetcher outside a pool fetches.
                 epochs: FetchEpochs {
+                    topic_id: uuid::Uuid::nil(),
                     source: -1,
                     destination: broker.leader_epoch(&key.0, key.1).expect("led"),
                 },

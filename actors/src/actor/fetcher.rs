@@ -7,7 +7,9 @@
 //! Which partitions go into a Fetch, in turn, and what each is fetched under is decided by the
 //! pure [`FetchState`] (round robin, at most `max_partitions_per_fetch`, none whose answer is
 //! still being applied). When a whole Fetch brought nothing new, the next one waits
-//! `idle_backoff` (the source's own long polling usually makes that rare).
+//! `idle_backoff` (the source's own long polling usually makes that rare); a partition whose
+//! answer failed, or whose batches were held back above its destination epoch, waits the same
+//! backoff alone ([`FetchState::hold`]), or until its epoch is raised.
 //!
 //! Batching: while the answers of the last Fetch are being applied, the next Fetch waits for
 //! them (at most `apply_grace`), so it asks again for every partition at once; otherwise the
@@ -20,6 +22,7 @@
 
 use super::ports::FetcherProgress;
 use super::ports::PortFuture;
+pub use crate::fetch_state::FetchEpochs;
 use crate::fetch_state::FetchState;
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
@@ -43,13 +46,14 @@ pub trait FetcherPorts: 'static {
     /// One Fetch to the source broker covering every partition asked.
     fn fetch(&self, requests: Vec<PartitionFetch>) -> PortFuture<Result<FetchAnswers, Cause>>;
     /// Applies one partition's answer to its log ([`crate::host::apply_fetch`]), holding back
-    /// batches of a leader epoch above `destination_epoch`.
+    /// batches of a leader epoch above `epochs.destination`, and only while the topic is the
+    /// one of `epochs.topic_id`.
     fn apply(
         &self,
         key: &TopicPartition,
         request: FetchRequest,
         response: FetchResponse,
-        destination_epoch: i32,
+        epochs: FetchEpochs,
     ) -> PortFuture<Result<FetchProgress, Cause>>;
 }
 
@@ -64,8 +68,6 @@ pub struct PartitionFetch {
     /// `current_leader_epoch` so a source whose leadership moved says so.
     pub current_leader_epoch: i32,
 }
-
-pub use crate::fetch_state::FetchEpochs;
 
 /// Start fetching a partition; outcomes go to `progress`.
 #[derive(Debug, Clone, Message)]
@@ -163,6 +165,10 @@ pub struct Fetcher<P: FetcherPorts> {
     applying_since: Option<tokio::time::Instant>,
     /// A wake-up at the end of the apply grace is scheduled.
     grace_scheduled: bool,
+    /// The fetcher's clock: holds are kept in milliseconds since this.
+    started: tokio::time::Instant,
+    /// A wake-up at the end of a partition's hold is scheduled for this time (ms).
+    wake_at: Option<u64>,
 }
 
 impl<P: FetcherPorts> std::fmt::Debug for Fetcher<P> {
@@ -188,7 +194,37 @@ impl<P: FetcherPorts> Fetcher<P> {
             applying: 0,
             applying_since: None,
             grace_scheduled: false,
+            started: tokio::time::Instant::now(),
+            wake_at: None,
         }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Holds `key` for the idle backoff: its answer failed or was held back.
+    fn hold(&mut self, key: &TopicPartition) {
+        let backoff = u64::try_from(self.config.idle_backoff.as_millis()).unwrap_or(u64::MAX);
+        self.state.hold(key, self.now_ms().saturating_add(backoff));
+    }
+
+    /// Schedules a wake-up at the end of the earliest hold, unless one comes sooner.
+    fn wake_for_holds(&mut self, ctx: &mut Context<Self>) {
+        let now = self.now_ms();
+        let Some(until) = self.state.next_wake(now) else {
+            return;
+        };
+        if self.wake_at.is_some_and(|at| at <= until && at > now) {
+            return;
+        }
+        self.wake_at = Some(until);
+        ctx.run_later(Duration::from_millis(until - now), move |fetcher, ctx| {
+            if fetcher.wake_at == Some(until) {
+                fetcher.wake_at = None;
+            }
+            fetcher.pump(ctx);
+        });
     }
 
     /// Whether the next Fetch should wait for the applies still running (scheduling a wake-up
@@ -226,7 +262,11 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
         let mut requests = Vec::new();
         let mut failed = Vec::new();
-        for key in self.state.next_round(self.config.max_partitions_per_fetch) {
+        let now = self.now_ms();
+        for key in self
+            .state
+            .next_round(self.config.max_partitions_per_fetch, now)
+        {
             let Some(partition) = self.state.get(&key) else {
                 continue;
             };
@@ -244,18 +284,17 @@ impl<P: FetcherPorts> Fetcher<P> {
             }
         }
         for (key, cause) in failed {
+            self.hold(&key);
             self.report(ctx, &key, FetcherProgress(Err(cause)));
         }
         if requests.is_empty() {
+            self.wake_for_holds(ctx);
             return;
         }
         self.in_flight = true;
         self.fetches += 1;
-        let sent: Vec<(TopicPartition, FetchRequest)> = requests
-            .iter()
-            .map(|p| (p.key.clone(), p.request))
-            .collect();
-        let fetch = self.ports.fetch(requests);
+        let fetch = self.ports.fetch(requests.clone());
+        let sent = requests;
         ctx.spawn(fetch.into_actor(self).map(move |answers, fetcher, ctx| {
             fetcher.in_flight = false;
             fetcher.answered(sent, answers, ctx);
@@ -264,7 +303,7 @@ impl<P: FetcherPorts> Fetcher<P> {
 
     fn answered(
         &mut self,
-        sent: Vec<(TopicPartition, FetchRequest)>,
+        sent: Vec<PartitionFetch>,
         answers: Result<FetchAnswers, Cause>,
         ctx: &mut Context<Self>,
     ) {
@@ -276,8 +315,8 @@ impl<P: FetcherPorts> Fetcher<P> {
                 // partitions stay where they are (the host shows why they make no progress).
                 // What cannot heal (credentials, configuration) fails every partition in it.
                 if !cause.retryable {
-                    for (key, _) in &sent {
-                        self.report(ctx, key, FetcherProgress(Err(cause.clone())));
+                    for asked in &sent {
+                        self.report(ctx, &asked.key, FetcherProgress(Err(cause.clone())));
                     }
                 }
                 self.idle(ctx);
@@ -286,14 +325,17 @@ impl<P: FetcherPorts> Fetcher<P> {
         };
         let mut applying = false;
         for (key, answer) in answers {
-            let Some(request) = sent.iter().find(|(k, _)| *k == key).map(|(_, r)| *r) else {
+            let Some(request) = sent.iter().find(|p| p.key == key).map(|p| p.request) else {
                 continue;
             };
-            let Some(destination_epoch) = self.state.get(&key).map(|p| p.epochs.destination) else {
+            let Some(epochs) = self.state.get(&key).map(|p| p.epochs) else {
                 continue;
             };
             match answer {
-                Err(cause) => self.report(ctx, &key, FetcherProgress(Err(cause))),
+                Err(cause) => {
+                    self.hold(&key);
+                    self.report(ctx, &key, FetcherProgress(Err(cause)));
+                }
                 // Nothing to apply; a new source leader epoch is still news to the partition,
                 // which keeps its own epoch ahead of it (DLE >= SLE) while the source is idle.
                 Ok(FetchResponse::Records {
@@ -317,7 +359,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                     self.state.applying(&key);
                     applying = true;
                     self.applying += 1;
-                    let apply = self.ports.apply(&key, request, response, destination_epoch);
+                    let apply = self.ports.apply(&key, request, response, epochs);
                     ctx.spawn(apply.into_actor(self).map(move |result, fetcher, ctx| {
                         fetcher.applied(&key, result, ctx);
                     }));
@@ -365,20 +407,18 @@ impl<P: FetcherPorts> Fetcher<P> {
             return;
         }
         // Batches held back above the destination epoch come back unchanged until the
-        // partition's bump raises it: the next Fetch waits, as after an idle one, rather than
-        // spin on them while the raise is on its way.
-        let held_back = matches!(
+        // partition's bump raises it, and a failed apply fails again at once: the partition
+        // waits out its hold (or the raise), rather than spin while the others go on.
+        if matches!(
             progress,
-            Some(FetcherProgress(Ok(FetchProgress::HeldBack { .. })))
-        );
+            Some(FetcherProgress(Ok(FetchProgress::HeldBack { .. }) | Err(_)))
+        ) {
+            self.hold(key);
+        }
         if let Some(progress) = progress {
             self.report(ctx, key, progress);
         }
-        if held_back {
-            self.idle(ctx);
-        } else {
-            self.pump(ctx);
-        }
+        self.pump(ctx);
     }
 
     /// After a Fetch with nothing to apply: wait a little before the next one.
@@ -426,9 +466,10 @@ impl<P: FetcherPorts> Handler<AttachPartition> for Fetcher<P> {
 impl<P: FetcherPorts> Handler<RaiseDestinationEpoch> for Fetcher<P> {
     type Result = ();
 
-    fn handle(&mut self, msg: RaiseDestinationEpoch, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: RaiseDestinationEpoch, ctx: &mut Context<Self>) {
         self.state
             .raise_destination_epoch(&msg.key, msg.leader_epoch);
+        self.pump(ctx);
     }
 }
 

@@ -19,7 +19,7 @@ use super::fetch_answer::{FetchAction, classify};
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use super::throttle::Throttle;
-use crate::actor::{FetchAnswers, FetcherPorts, PartitionFetch, PortFuture};
+use crate::actor::{FetchAnswers, FetchEpochs, FetcherPorts, PartitionFetch, PortFuture};
 use crate::host::{self, FetchProgress, FetchRequest, FetchResponse, Host, Source, TopicPartition};
 use crate::partition::Cause;
 use actix::{Message, Recipient};
@@ -280,7 +280,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         key: &TopicPartition,
         request: FetchRequest,
         response: FetchResponse,
-        destination_epoch: i32,
+        epochs: FetchEpochs,
     ) -> PortFuture<Result<FetchProgress, Cause>> {
         let host = self.host.clone();
         let source = self.source.clone();
@@ -303,6 +303,15 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         };
         let fetched_from = request.offset;
         let topic_id = self.topic_id(&key.topic);
+        // An answer fetched for a topic since deleted (and perhaps created again under its
+        // name) is not applied: the partition's new incarnation fetches for itself.
+        if !epochs.topic_id.is_nil() && epochs.topic_id != topic_id {
+            return Box::pin(std::future::ready(Err(Cause::retryable(format!(
+                "topic {} was deleted and created again while it was fetched",
+                key.topic
+            )))));
+        }
+        let destination_epoch = epochs.destination;
         let source_cluster_id = self.source_cluster_id.clone();
         Box::pin(async move {
             // An answer that truncates the log is taken only from the topic this mirror copies

@@ -59,8 +59,9 @@ pub struct Attach {
     pub key: TopicPartition,
     /// Where its fetch progress goes (its partition actor).
     pub progress: Recipient<FetcherProgress>,
-    /// Its destination leader epoch, as its actor knows it.
-    pub destination_epoch: i32,
+    /// Its destination topic id and leader epoch, as its actor knows them (the source epoch
+    /// is the pool's to find: -1 here).
+    pub epochs: FetchEpochs,
 }
 
 /// Detach a partition from its fetcher; done when no apply of it is in flight.
@@ -87,7 +88,7 @@ pub struct FetcherPool<H: Host> {
     members: HashMap<TopicPartition, Member>,
     /// Attaches waiting for the source's leaders: their generation (a detach cancels them) and
     /// destination epoch (raised meanwhile).
-    attaching: HashMap<TopicPartition, (u64, i32)>,
+    attaching: HashMap<TopicPartition, (u64, FetchEpochs)>,
     next_attach: u64,
     /// Source leaders (and their leader epochs) by topic, and when they were asked.
     leaders: HashMap<String, (tokio::time::Instant, Vec<(i32, i32)>)>,
@@ -145,13 +146,13 @@ impl<H: Host> FetcherPool<H> {
     }
 
     /// Attaches `key` to the fetcher of `leader` at its leader epoch (moving it off another
-    /// broker's fetcher), holding back batches above `destination_epoch`.
+    /// broker's fetcher), under `epochs` with the leader's source epoch.
     fn attach(
         &mut self,
         key: TopicPartition,
         progress: Recipient<FetcherProgress>,
         leader: Option<(i32, i32)>,
-        destination_epoch: i32,
+        epochs: FetchEpochs,
     ) {
         let Some((leader, source_epoch)) = leader.filter(|(l, _)| *l >= 0) else {
             // No leader known (the source does not answer, or elects one): the partition
@@ -167,7 +168,7 @@ impl<H: Host> FetcherPool<H> {
                 progress,
                 epochs: FetchEpochs {
                     source: -1,
-                    destination: destination_epoch,
+                    ..epochs
                 },
             };
             self.members.insert(key.clone(), member);
@@ -188,7 +189,7 @@ impl<H: Host> FetcherPool<H> {
         }
         let epochs = FetchEpochs {
             source: source_epoch,
-            destination: destination_epoch,
+            ..epochs
         };
         let member = Member {
             fetcher,
@@ -292,7 +293,7 @@ impl<H: Host> Handler<LeaderMoved> for FetcherPool<H> {
             let attach = Attach {
                 key,
                 progress: member.progress.clone(),
-                destination_epoch: member.epochs.destination,
+                epochs: member.epochs,
             };
             let attached = <FetcherPool<H> as Handler<Attach>>::handle(pool, attach, ctx);
             ctx.spawn(attached);
@@ -313,13 +314,13 @@ impl<H: Host> Handler<Attach> for FetcherPool<H> {
             && asked.elapsed() < LEADERS_FRESH_FOR
         {
             let leader = leaders.get(partition as usize).copied();
-            self.attach(msg.key, msg.progress, leader, msg.destination_epoch);
+            self.attach(msg.key, msg.progress, leader, msg.epochs);
             return Box::pin(async {}.into_actor(self));
         }
         let generation = self.next_attach;
         self.next_attach += 1;
         self.attaching
-            .insert(msg.key.clone(), (generation, msg.destination_epoch));
+            .insert(msg.key.clone(), (generation, msg.epochs));
         let source = self.source.clone();
         let cluster = self.source_cluster_id.clone();
         let local_id = self
@@ -360,8 +361,8 @@ impl<H: Host> Handler<Attach> for FetcherPool<H> {
             }
             .into_actor(self)
             .map(move |(topic, leaders), pool, _| {
-                let destination_epoch = match pool.attaching.get(&msg.key) {
-                    Some((current, epoch)) if *current == generation => *epoch,
+                let epochs = match pool.attaching.get(&msg.key) {
+                    Some((current, epochs)) if *current == generation => *epochs,
                     // Detached (or attached again) meanwhile.
                     _ => return,
                 };
@@ -379,7 +380,7 @@ impl<H: Host> Handler<Attach> for FetcherPool<H> {
                     }
                     Err(_) => None,
                 };
-                pool.attach(msg.key, msg.progress, leader, destination_epoch);
+                pool.attach(msg.key, msg.progress, leader, epochs);
             }),
         )
     }
@@ -391,8 +392,8 @@ impl<H: Host> Handler<RaiseDestinationEpoch> for FetcherPool<H> {
     /// Keeps the partition's raised epoch (for a move to another fetcher) and tells its
     /// fetcher.
     fn handle(&mut self, msg: RaiseDestinationEpoch, _: &mut Context<Self>) {
-        if let Some((_, epoch)) = self.attaching.get_mut(&msg.key) {
-            *epoch = (*epoch).max(msg.leader_epoch);
+        if let Some((_, epochs)) = self.attaching.get_mut(&msg.key) {
+            epochs.destination = epochs.destination.max(msg.leader_epoch);
         }
         let Some(member) = self.members.get_mut(&msg.key) else {
             return;

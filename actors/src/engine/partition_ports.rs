@@ -9,7 +9,9 @@ use super::cause;
 use super::fetcher_pool::{Attach, Detach, FetcherPool};
 use super::shard_route::ShardRoute;
 use super::stats::MirrorStats;
-use crate::actor::{FetcherProgress, PartitionPorts, PortFuture, RaiseDestinationEpoch};
+use crate::actor::{
+    FetchEpochs, FetcherProgress, PartitionPorts, PortFuture, RaiseDestinationEpoch,
+};
 use crate::coordinator::{PartitionKey, StateRead, StateWrite};
 use crate::epoch::{self, Alignment};
 use crate::host::{self, Host, MirrorLog, Source, TopicPartition};
@@ -317,7 +319,11 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
         self.fetchers.do_send(Attach {
             key: self.topic_partition(),
             progress,
-            destination_epoch: leader_epoch,
+            epochs: FetchEpochs {
+                topic_id: self.site.topic_id,
+                source: -1,
+                destination: leader_epoch,
+            },
         });
     }
 

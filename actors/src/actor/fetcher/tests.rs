@@ -36,6 +36,7 @@ struct Source {
 
 /// The epochs the tests attach partitions with.
 const EPOCHS: FetchEpochs = FetchEpochs {
+    topic_id: uuid::Uuid::nil(),
     source: 4,
     destination: 7,
 };
@@ -100,12 +101,12 @@ impl FetcherPorts for ScriptedSource {
         key: &TopicPartition,
         _: FetchRequest,
         _: FetchResponse,
-        destination_epoch: i32,
+        epochs: FetchEpochs,
     ) -> PortFuture<Result<FetchProgress, Cause>> {
         self.0
             .borrow_mut()
             .destination_epochs
-            .push((key.clone(), destination_epoch));
+            .push((key.clone(), epochs.destination));
         let held = self.0.borrow_mut().held.remove(key);
         let source = self.0.clone();
         let key = key.clone();

@@ -33,6 +33,8 @@ struct Setup {
     source: MemoryCluster,
     destination: MemoryCluster,
     pool: Addr<FetcherPool<MemoryCluster>>,
+    /// The destination topic's id.
+    id: Uuid,
     reports: Rc<RefCell<Vec<FetcherProgress>>>,
 }
 
@@ -74,6 +76,7 @@ async fn setup(id: Uuid) -> Setup {
         source,
         destination,
         pool,
+        id,
         reports: Rc::default(),
     }
 }
@@ -81,11 +84,20 @@ async fn setup(id: Uuid) -> Setup {
 impl Setup {
     /// Attaches the partition, as its actor does (without waiting for the leader lookup).
     fn attach(&self) {
+        self.attach_incarnation(self.id);
+    }
+
+    /// Attaches the partition as an actor of the topic with id `topic_id` would.
+    fn attach_incarnation(&self, topic_id: Uuid) {
         let progress = Reports(self.reports.clone()).start().recipient();
         self.pool.do_send(Attach {
             key: key(),
             progress,
-            destination_epoch: 0,
+            epochs: crate::actor::FetchEpochs {
+                topic_id,
+                source: -1,
+                destination: 0,
+            },
         });
     }
 
@@ -150,6 +162,34 @@ async fn no_append_lands_after_a_detach_from_the_previous_fetcher() {
         *detached_at.borrow(),
         Some(5),
         "the log end when the Detach completed: an append landed after it"
+    );
+}
+
+/// An attachment of a former incarnation of the topic (deleted and created again under its name
+/// while its actor still fetched) appends nothing to the topic there now.
+#[actix_rt::test]
+async fn an_answer_for_a_former_incarnation_is_not_applied() {
+    tokio::time::pause();
+    let id = Uuid::from_u128(6);
+    let s = setup(id).await;
+    s.source
+        .create_topic(TOPIC, 1, BTreeMap::new(), Some(id))
+        .await
+        .expect("source topic");
+    s.source.produce(TOPIC, 0, 5).expect("produced");
+    s.attach_incarnation(Uuid::from_u128(5));
+    pause(1000).await;
+    assert_eq!(
+        s.destination.log_end(TOPIC, 0),
+        0,
+        "applied to another topic"
+    );
+    s.attach();
+    pause(1000).await;
+    assert_eq!(
+        s.destination.log_end(TOPIC, 0),
+        5,
+        "the topic's own actor mirrors"
     );
 }
 
