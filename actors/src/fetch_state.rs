@@ -291,7 +291,13 @@ mod tests {
             Nothing,
         }
         /// A case, the step, the time of the round, the round and the next wake-up.
-        type Row = (&'static str, Step, u64, &'static [&'static str], Option<u64>);
+        type Row = (
+            &'static str,
+            Step,
+            u64,
+            &'static [&'static str],
+            Option<u64>,
+        );
         let table: [Row; 7] = [
             (
                 "held: the others go on",
