@@ -4,16 +4,15 @@
 //! end and last stable offsets, the lag in time, the records truncations removed, and for a
 //! stopped topic the records written here since its failover (what a restart would discard).
 
+use super::mirror::Mirror;
 use super::partition_ports::EnginePartitionPorts;
 use super::stats::Truncated;
-use super::system::LoadMirror;
-use super::system::MirrorSystem;
 use crate::actor::{DescribePartition, MirrorPartition, PartitionSnapshot};
 use crate::host::{Host, Source, TopicPartition};
 use crate::metadata::{MIRROR_NAME, mirror_of};
 use crate::partition::Desired;
 use crate::policy::MirrorError;
-use actix::{Addr, AsyncContext, Context, Handler, Message, ResponseFuture};
+use actix::{Addr, Context, Handler, Message, ResponseFuture};
 use kmirror_protocol::client::Isolation;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::state::MirrorState;
@@ -74,7 +73,7 @@ impl PartitionView {
 #[rtype(result = "Result<Vec<TopicSnapshot>, MirrorError>")]
 pub struct DescribeMirror(pub String);
 
-impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
+impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
     type Result = ResponseFuture<Result<Vec<TopicSnapshot>, MirrorError>>;
 
     fn handle(&mut self, msg: DescribeMirror, _: &mut Context<Self>) -> Self::Result {
@@ -82,47 +81,39 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
         let now_ms = self.host.now_ms();
         let host = self.host.clone();
         let mirror = msg.0.clone();
-        let runtime = self.mirrors.get(&msg.0);
-        let stats = runtime.map(|r| r.stats.clone());
+        let stats = self.stats.clone();
         // A source known not to answer is not asked (a frozen one would hold the describe for
         // the client's whole request timeout); the partitions it holds up say why instead.
-        let source = runtime
-            .filter(|r| r.unreachable.is_none())
-            .map(|r| r.source.clone());
+        let source = self.unreachable.is_none().then(|| self.source.clone());
         // Why partitions waiting on the source make no progress: it does not answer (the
         // probe or the sync found), or its fetches fail. Fetches usually fail first and the
         // sync finds out later: the time counts from the first to fail.
-        let unreachable = runtime
-            .and_then(|r| match (r.unreachable.clone(), r.stats.failing()) {
-                (Some((since, error)), Some((fetches_since, _))) => {
-                    Some((since.min(fetches_since), error))
-                }
-                (told, fetches) => told.or(fetches),
-            })
-            .map(|(since, error)| {
-                let seconds = (now_ms - since).max(0) / 1000;
-                format!("source unreachable for {seconds} s: {error}")
-            });
-        let topics: Result<Vec<Described<H>>, MirrorError> = runtime
-            .ok_or_else(MirrorError::unknown_mirror)
-            .map(|runtime| {
-                runtime
-                    .topics
+        let unreachable = match (self.unreachable.clone(), self.stats.failing()) {
+            (Some((since, error)), Some((fetches_since, _))) => {
+                Some((since.min(fetches_since), error))
+            }
+            (told, fetches) => told.or(fetches),
+        }
+        .map(|(since, error)| {
+            let seconds = (now_ms - since).max(0) / 1000;
+            format!("source unreachable for {seconds} s: {error}")
+        });
+        let topics: Vec<Described<H>> = self
+            .topics
+            .iter()
+            .map(|(name, mirrored)| {
+                let addrs = mirrored
+                    .partitions
                     .iter()
-                    .map(|(name, mirrored)| {
-                        let addrs = mirrored
-                            .partitions
-                            .iter()
-                            .map(|(index, p)| (*index, p.addr().clone()))
-                            .collect();
-                        (name.clone(), mirrored.topic_id, addrs)
-                    })
-                    .collect()
-            });
+                    .map(|(index, p)| (*index, p.addr().clone()))
+                    .collect();
+                (name.clone(), mirrored.topic_id, addrs)
+            })
+            .collect();
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + DESCRIBE_SOURCE_BUDGET;
             let mut out = Vec::new();
-            for (topic, topic_id, actors) in topics? {
+            for (topic, topic_id, actors) in topics {
                 let stopped = host
                     .topic(&topic)
                     .and_then(|t| t.configs.get(MIRROR_NAME).cloned())
@@ -146,14 +137,10 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
                         source_high_watermark: None,
                         // Unknown while the source does not answer: what it took
                         // meanwhile cannot be known.
-                        lag_ms: stats
-                            .as_ref()
-                            .filter(|_| fetching && unreachable.is_none())
-                            .and_then(|s| s.lag_ms(&key, now_ms)),
-                        truncated: stats
-                            .as_ref()
-                            .map(|s| s.truncations(&key))
-                            .unwrap_or_default(),
+                        lag_ms: (fetching && unreachable.is_none())
+                            .then(|| stats.lag_ms(&key, now_ms))
+                            .flatten(),
+                        truncated: stats.truncations(&key),
                         log_end_offset,
                         last_stable_offset,
                         local_records,
@@ -282,43 +269,5 @@ impl std::fmt::Debug for DescribeMirrors {
         f.debug_struct("DescribeMirrors")
             .field("names", &self.names)
             .finish_non_exhaustive()
-    }
-}
-
-impl<H: Host> Handler<DescribeMirrors> for MirrorSystem<H> {
-    type Result = ResponseFuture<Result<Vec<DescribedMirror>, MirrorError>>;
-
-    fn handle(&mut self, msg: DescribeMirrors, ctx: &mut Context<Self>) -> Self::Result {
-        let names = if msg.names.is_empty() {
-            self.host.mirrors().into_keys().collect()
-        } else {
-            msg.names
-        };
-        let system = ctx.address();
-        let stopped = |e: actix::MailboxError| {
-            MirrorError::new(ErrorCode::COORDINATOR_NOT_AVAILABLE, e.to_string())
-        };
-        Box::pin(async move {
-            let mut described = Vec::with_capacity(names.len());
-            for name in names {
-                let topics = if (msg.may_describe)(&name) {
-                    match system.send(LoadMirror(name.clone())).await.map_err(stopped) {
-                        Ok(Ok(())) => system
-                            .send(DescribeMirror(name.clone()))
-                            .await
-                            .map_err(stopped)
-                            .and_then(|r| r),
-                        Ok(Err(e)) | Err(e) => Err(e),
-                    }
-                } else {
-                    Err(MirrorError::new(
-                        ErrorCode::CLUSTER_MIRROR_AUTHORIZATION_FAILED,
-                        "DESCRIBE on the mirror is needed",
-                    ))
-                };
-                described.push((name, topics));
-            }
-            Ok(described)
-        })
     }
 }

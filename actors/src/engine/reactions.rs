@@ -1,28 +1,30 @@
-//! The MirrorSystem's reactions: to metadata changes (the metadata manager, docs/design.md §6) and
-//! to its partition actors' liveness (supervision).
+//! The MirrorSystem's reactions to metadata changes (the metadata manager, docs/design.md §6),
+//! as routing: each change goes to every loaded [`Mirror`], which reacts for its own topics.
 //!
-//! On every metadata change: a deleted mirror's runtime goes; when a mirror or a topic was
+//! On every metadata change: a deleted mirror's actor retires; when a mirror or a topic was
 //! deleted, the `__mirror_state` shards this broker leads forget the records of what is gone
 //! (every broker sweeps its own shards, so no shard keeps records that would resurface for a
-//! topic or mirror created again); each running topic the change touched gets
-//! [`crate::metadata::react`]'s reactions (a new desired state, a higher leader epoch,
-//! or release when deleted or moved to another mirror); and the partitions this broker leads
-//! of every touched topic whose `mirror.name` names a mirror, but which do not run yet, are
-//! started (loading the mirror first when needed): another broker's StartMirrorTopics, or this
-//! broker's restart. The controller's journal says which topics a change touched (everything
-//! at start-up, and every topic when a mirror was created), so a change costs what it touched,
-//! not what the broker holds.
+//! topic or mirror created again); the mirrors named by a topic this broker leads a partition
+//! of are loaded (another broker's StartMirrorTopics, or this broker's restart); and every
+//! loaded mirror gets the change ([`MirrorMetadata`]). The controller's journal says which
+//! topics a change touched (everything at start-up, and every topic when a mirror was
+//! created), so a change costs what it touched, not what the broker holds.
+//!
+//! Every `mirror.metadata.refresh.interval.ms` ([`SyncMetadata`]) the mirrors this broker
+//! coordinates are loaded, so their sync runs even where none of their partitions is led.
 
-use super::partition_commands::log_rejection;
+use super::mirror::{MirrorMetadata, Retire};
+use super::shard_route::ShardRoute;
 use super::system::MirrorSystem;
-use super::system_events::MetadataChanged;
+use super::system_events::{MetadataChanged, SyncMetadata};
 use crate::actor::ForgetAllBut;
 use crate::coordinator::LiveTopics;
-use crate::host::{Host, MetadataDelta, Source, TopicMeta};
-use crate::liveness::Observation;
-use crate::metadata::{Reaction, TopicView, mirror_of, react};
-use actix::{ActorFutureExt, AsyncContext, Context, Handler, WrapFuture};
+use crate::host::{Host, TopicMeta};
+use crate::metadata::{mirror_of, mirror_topics};
+use actix::{Context, Handler};
+use kmirror_protocol::sharding::mirror_shard;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// How often a sweep asks a shard that is still loading.
 const FORGET_ATTEMPTS: u32 = 30;
@@ -33,32 +35,93 @@ impl<H: Host> Handler<MetadataChanged> for MirrorSystem<H> {
     fn handle(&mut self, _: MetadataChanged, ctx: &mut Context<Self>) {
         // The host opens the logs of the same change before it answers: they must be open
         // before partitions start.
-        let (version, delta, topics) = self.host.metadata_since(self.followed);
+        let (version, delta, touched) = self.host.metadata_since(self.followed);
         self.followed = Some(version);
         if delta.cluster {
-            self.drop_deleted_mirrors();
-            self.take_changed_configs();
+            self.retire_deleted_mirrors();
             self.readdress_remote_shards();
         }
-        if delta.cluster || delta.topics.iter().any(|t| !topics.contains_key(t)) {
+        if delta.cluster || delta.topics.iter().any(|t| !touched.contains_key(t)) {
             self.forget_the_dead();
         }
-        self.react_to_topics(&delta, &topics);
-        self.start_missing(&delta, topics, ctx);
+        // A new mirror may name topics the change did not touch; a topic whose mirror could
+        // not be loaded is looked at again.
+        let mut to_start = if delta.cluster && !delta.everything {
+            self.host.topics()
+        } else {
+            touched.clone()
+        };
+        for name in std::mem::take(&mut self.start_failed) {
+            if let Some(topic) = self.host.topic(&name) {
+                to_start.insert(name, topic);
+            }
+        }
+        self.load_named_mirrors(&to_start, ctx);
+        let change = MirrorMetadata {
+            delta: Arc::new(delta),
+            touched: Arc::new(touched),
+            to_start: Arc::new(to_start),
+        };
+        for mirror in self.mirrors.values() {
+            mirror.do_send(change.clone());
+        }
     }
 }
 
 impl<H: Host> MirrorSystem<H> {
+    /// Loads each mirror of the controller that a topic of `topics` names and whose partitions
+    /// this broker leads some of.
+    fn load_named_mirrors(
+        &mut self,
+        topics: &BTreeMap<String, TopicMeta>,
+        ctx: &mut Context<Self>,
+    ) {
+        let mirrors = self.host.mirrors();
+        for (name, topic) in topics {
+            let Some((mirror, _)) = topic
+                .configs
+                .get("mirror.name")
+                .and_then(|value| mirror_of(value))
+            else {
+                continue;
+            };
+            let loaded = self.mirrors.contains_key(mirror);
+            if loaded || !mirrors.contains_key(mirror) {
+                continue;
+            }
+            if !topic.partitions.iter().any(|p| self.host.leads(p)) {
+                continue;
+            }
+            if let Err(e) = self.load_mirror(mirror, ctx) {
+                tracing::error!(mirror, topic = name, error = %e, "loading the mirror of a topic");
+                // Tried again on the next metadata change.
+                self.start_failed.insert(name.clone());
+            }
+        }
+    }
+
+    /// A deleted mirror: its actor retires, and its fetchers and partitions go with it.
+    fn retire_deleted_mirrors(&mut self) {
+        let mirrors = self.host.mirrors();
+        let deleted: Vec<String> = self
+            .mirrors
+            .keys()
+            .filter(|name| !mirrors.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in deleted {
+            if let Some(mirror) = self.mirrors.remove(&name) {
+                mirror.do_send(Retire);
+            }
+        }
+    }
+
     /// A deleted mirror, topic, or a topic out of its mirror: the shards this broker leads
     /// forget their records (every broker does this for its own shards, so the shards of
     /// partitions led elsewhere forget too; a topic created again under the same id, or a
     /// mirror under the same name, starts from nothing).
     fn forget_the_dead(&self) {
-        let shards = self.local_shards();
-        if shards.is_empty() {
-            return;
-        }
-        for shard in shards {
+        for shard in self.local_shards() {
             let host = self.host.clone();
             actix::spawn(async move {
                 // A shard still loading refuses writes: asked again a little later, with the
@@ -76,178 +139,6 @@ impl<H: Host> MirrorSystem<H> {
         }
     }
 
-    /// A deleted mirror: its fetchers go with its runtime.
-    fn drop_deleted_mirrors(&mut self) {
-        let mirrors = self.host.mirrors();
-        let deleted: Vec<String> = self
-            .mirrors
-            .keys()
-            .filter(|name| !mirrors.contains_key(*name))
-            .cloned()
-            .collect();
-        for mirror in deleted {
-            tracing::info!(mirror, "mirror deleted");
-            self.mirrors.remove(&mirror);
-        }
-    }
-
-    /// A mirror whose configs changed (IncrementalAlterConfigs on the mirror): its fetchers take
-    /// the new `mirror.replication.throttled.rate` at once; its source clients take the new
-    /// connection and security keys; connections open now are dropped, so the next request
-    /// connects with them; its FAILED partitions retry (a wrong password fails them for good,
-    /// the operator's fix is this change). Filters are read by each sync round anyway.
-    fn take_changed_configs(&mut self) {
-        let mirrors = self.host.mirrors();
-        let fetchers = self.host.settings().num_replica_fetchers;
-        for (name, runtime) in &mut self.mirrors {
-            let Some(configs) = mirrors.get(name).filter(|c| **c != runtime.configs) else {
-                continue;
-            };
-            runtime.configs = configs.clone();
-            let settings = match super::mirror_configs::validate(configs, fetchers) {
-                Ok(settings) => settings,
-                Err(e) => {
-                    tracing::error!(mirror = name, error = %e, "the mirror's new configs");
-                    continue;
-                }
-            };
-            let rate = settings.fetch.throttled_rate;
-            if runtime.throttle.rate() != rate {
-                tracing::info!(
-                    mirror = name,
-                    ?rate,
-                    "mirror.replication.throttled.rate changed"
-                );
-                runtime.throttle.set_rate(rate, tokio::time::Instant::now());
-            }
-            let client = settings.client;
-            tracing::info!(mirror = name, "the mirror's configs changed: reconnecting");
-            for source in [&*runtime.source, &*runtime.fetch_source] {
-                if let Err(e) = source.reconfigure(client.clone()) {
-                    tracing::error!(mirror = name, error = %e, "taking the mirror's new configs");
-                }
-            }
-            if runtime.halted.is_none() {
-                for partition in runtime
-                    .topics
-                    .values_mut()
-                    .flat_map(|t| t.partitions.values_mut())
-                {
-                    partition.retry();
-                }
-            }
-        }
-    }
-
-    /// Reacts to the change of each running topic `delta` touched; `topics` holds their
-    /// metadata now (a touched topic missing from it was deleted).
-    fn react_to_topics(&mut self, delta: &MetadataDelta, topics: &BTreeMap<String, TopicMeta>) {
-        for (mirror, runtime) in &mut self.mirrors {
-            let mut released = Vec::new();
-            for (name, mirrored) in &mut runtime.topics {
-                if !delta.touches(name) {
-                    continue;
-                }
-                // A topic created again under the name is another topic: this one is gone.
-                let topic = topics.get(name).filter(|t| t.topic_id == mirrored.topic_id);
-                let epochs: Vec<i32> = topic
-                    .map(|t| t.partitions.iter().map(|p| p.leader_epoch).collect())
-                    .unwrap_or_default();
-                let view = topic.map(|t| TopicView {
-                    mirror_name: t.configs.get("mirror.name").map(String::as_str),
-                    leader_epochs: &epochs,
-                });
-                for reaction in react(mirror, &mirrored.known, view.as_ref()) {
-                    tracing::info!(mirror, topic = name, ?reaction, "metadata changed");
-                    match reaction {
-                        Reaction::Desired(desired) => {
-                            mirrored.known.desired = desired;
-                            for p in mirrored.partitions.values_mut() {
-                                log_rejection(p.change_desired(desired));
-                            }
-                        }
-                        Reaction::LeaderEpoch {
-                            partition,
-                            leader_epoch,
-                        } => {
-                            if let Some(told) =
-                                mirrored.known.leader_epochs.get_mut(partition as usize)
-                            {
-                                *told = leader_epoch;
-                            }
-                            if let Some(p) = mirrored.partitions.get_mut(&partition) {
-                                log_rejection(p.change_leader_epoch(leader_epoch));
-                            }
-                        }
-                        Reaction::Release => {
-                            for p in mirrored.partitions.values_mut() {
-                                log_rejection(p.lose_leadership());
-                            }
-                            released.push(name.clone());
-                        }
-                    }
-                }
-            }
-            for name in released {
-                runtime.topics.remove(&name);
-            }
-        }
-    }
-
-    /// Starts the partitions this broker leads of topics whose `mirror.name` names a mirror
-    /// of the controller but which do not run here yet: of the topics `delta` touched (all of
-    /// them when a mirror was created) and of those whose start failed before.
-    fn start_missing(
-        &mut self,
-        delta: &MetadataDelta,
-        mut topics: BTreeMap<String, TopicMeta>,
-        ctx: &mut Context<Self>,
-    ) {
-        if delta.cluster && !delta.everything {
-            topics = self.host.topics();
-        }
-        for name in std::mem::take(&mut self.start_failed) {
-            if let Some(topic) = self.host.topic(&name) {
-                topics.insert(name, topic);
-            }
-        }
-        let mirrors = self.host.mirrors();
-        for (name, topic) in topics {
-            let Some((mirror, _)) = topic
-                .configs
-                .get("mirror.name")
-                .and_then(|value| mirror_of(value))
-            else {
-                continue;
-            };
-            if !mirrors.contains_key(mirror) {
-                continue;
-            }
-            let running = self
-                .mirrors
-                .get(mirror)
-                .and_then(|r| r.topics.get(&name))
-                .map(|t| t.partitions.len())
-                .unwrap_or(0);
-            let led = topic
-                .partitions
-                .iter()
-                .filter(|p| self.host.leads(p))
-                .count();
-            if led == running {
-                continue;
-            }
-            let started = self
-                .load_mirror(mirror, ctx)
-                .and_then(|()| self.start_partitions(mirror, &name, ctx));
-            if let Err(e) = started {
-                tracing::error!(mirror, topic = name, error = %e, "starting mirror partitions");
-                // Tried again on the next metadata change.
-                self.start_failed.insert(name);
-            }
-        }
-    }
-
     /// The shards this broker leads.
     fn local_shards(
         &self,
@@ -255,66 +146,47 @@ impl<H: Host> MirrorSystem<H> {
         self.shards
             .iter()
             .filter_map(|s| match s {
-                super::shard_route::ShardRoute::Local(addr) => Some(addr.clone()),
-                super::shard_route::ShardRoute::Remote(_) => None,
+                ShardRoute::Local(addr) => Some(addr.clone()),
+                ShardRoute::Remote(_) => None,
             })
             .collect()
     }
+}
 
-    /// Observes every partition actor, then acts on what each supervised partition decides.
-    pub(super) fn check_liveness(&mut self, ctx: &mut Context<Self>) {
-        if self.checking {
+impl<H: Host> Handler<SyncMetadata> for MirrorSystem<H> {
+    type Result = ();
+
+    /// The coordinator syncs a mirror with topics even where none of them is led, and one
+    /// that starts topics by itself before it has any: such a mirror is loaded here (which
+    /// needs nothing of the source), and syncs on its own clock.
+    fn handle(&mut self, _: SyncMetadata, ctx: &mut Context<Self>) {
+        let unloaded: Vec<_> = self
+            .host
+            .mirrors()
+            .into_iter()
+            .filter(|(name, _)| !self.mirrors.contains_key(name))
+            .collect();
+        if unloaded.is_empty() {
             return;
         }
-        self.checking = true;
-        let timeout = std::time::Duration::from_millis(self.liveness.check_interval_ms());
-        let observations: Vec<_> = self
-            .mirrors
-            .iter()
-            .flat_map(|(mirror, runtime)| {
-                runtime.topics.iter().flat_map(move |(topic, mirrored)| {
-                    mirrored.partitions.iter().map(move |(index, p)| {
-                        let key = (mirror.clone(), topic.clone(), *index);
-                        let observe = p.observe(timeout);
-                        async move { (key, observe.await) }
-                    })
-                })
-            })
-            .collect();
-        // Each question is asked (and its timeout started) when `observe` is called, so
-        // awaiting the answers one after the other takes one timeout at most.
-        let gathered = async move {
-            let mut observed = Vec::with_capacity(observations.len());
-            for observation in observations {
-                observed.push(observation.await);
+        // The shards are loaded with the first mirror loaded here; a coordinator that runs
+        // none of the mirror's partitions loads them now.
+        if let Err(e) = self.ensure_shards(ctx) {
+            tracing::warn!(error = %e, "loading __mirror_state to sync the mirrors");
+            return;
+        }
+        let topics = self.host.topics();
+        for (mirror, configs) in unloaded {
+            let index = mirror_shard(&mirror, self.shards.len() as i32);
+            let coordinator = matches!(self.shards.get(index as usize), Some(ShardRoute::Local(_)));
+            let wanted = super::mirror_configs::auto_mirrors(&configs)
+                || !mirror_topics(&topics, &mirror).is_empty();
+            if coordinator
+                && wanted
+                && let Err(e) = self.load_mirror(&mirror, ctx)
+            {
+                tracing::warn!(mirror, error = %e, "loading a mirror to sync it");
             }
-            observed
-        };
-        ctx.spawn(gathered.into_actor(self).map(|observed, system, _| {
-            system.checking = false;
-            let now_ms = system.clock.elapsed().as_millis() as i64;
-            for ((mirror, topic, index), observation) in observed {
-                system.supervise(&mirror, &topic, index, now_ms, observation);
-            }
-        }));
-    }
-
-    fn supervise(
-        &mut self,
-        mirror: &str,
-        topic: &str,
-        index: i32,
-        now_ms: i64,
-        observation: Observation,
-    ) {
-        let policy = self.liveness;
-        if let Some(partition) = self
-            .mirrors
-            .get_mut(mirror)
-            .and_then(|r| r.topics.get_mut(topic))
-            .and_then(|t| t.partitions.get_mut(&index))
-        {
-            partition.supervise(&policy, now_ms, observation);
         }
     }
 }

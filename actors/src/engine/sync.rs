@@ -1,5 +1,5 @@
-//! The MirrorMetadataManager's periodic sync (docs/design.md §6), every
-//! `mirror.metadata.refresh.interval.ms`: reads the source and this broker, lets
+//! The MirrorMetadataManager's periodic sync (docs/design.md §6), run by each [`Mirror`] actor
+//! every `mirror.metadata.refresh.interval.ms`: reads the source and this broker, lets
 //! [`super::sync_plan`] decide, and applies the result through the broker's controller.
 //!
 //! Per loaded mirror, on every broker: the source cluster id is checked against the mirror's
@@ -21,18 +21,17 @@
 //! cluster together cover every partition. A group with members is skipped and counted
 //! ([`crate::metrics::GROUPS_SKIPPED`]).
 
+use super::mirror::Mirror;
 use super::partition_commands::log_rejection;
 use super::repeated::{RepeatedWarnings, Verdict};
 use super::shard_route::ShardRoute;
 use super::stats::MirrorStats;
 use super::sync_plan::{self, DYNAMIC_TOPIC_CONFIG, DestinationLog, SyncFilters};
-use super::system::MirrorSystem;
-use super::system_events::SyncMetadata;
 use super::topics::StartTopic;
 use crate::host::{Host, Source};
 use crate::metadata::mirror_topics;
 use crate::metrics;
-use actix::{ActorFutureExt, AsyncContext, Context, Handler, WrapFuture};
+use actix::{ActorFutureExt, AsyncContext, Context, WrapFuture};
 use kmirror_protocol::acl::AclBinding;
 use kmirror_protocol::client::ClientError;
 use kmirror_protocol::errors::ErrorCode;
@@ -48,7 +47,7 @@ const GROUPS: &str = "groups";
 const ACLS: &str = "acls";
 const TOPICS: &str = "topics";
 
-/// One mirror's sync, with what it needs from the system.
+/// One mirror's sync, with what it needs from its actor.
 struct SyncJob<H: Host> {
     mirror: String,
     configs: BTreeMap<String, String>,
@@ -72,104 +71,60 @@ struct SyncOutcome {
     to_start: Vec<String>,
 }
 
-impl<H: Host> Handler<SyncMetadata> for MirrorSystem<H> {
-    type Result = ();
-
-    fn handle(&mut self, _: SyncMetadata, ctx: &mut Context<Self>) {
-        if self.syncing {
+impl<H: Host> Mirror<H> {
+    /// Runs the mirror's sync in the background, unless one is under way or it halted.
+    pub(super) fn sync(&mut self, ctx: &mut Context<Self>) {
+        if self.syncing || self.halted.is_some() {
             return;
         }
-        let mirrors = self.host.mirrors();
-        let mut jobs = Vec::new();
-        for (mirror, configs) in &mirrors {
-            let coordinator = self.coordinates(mirror, ctx);
-            match self.mirrors.get(mirror) {
-                Some(runtime) if runtime.halted.is_none() => jobs.push(SyncJob {
-                    mirror: mirror.clone(),
-                    configs: configs.clone(),
-                    source: runtime.source.clone(),
-                    expected_cluster_id: configs
-                        .get("mirror.source.cluster.id")
-                        .filter(|id| !id.is_empty())
-                        .or_else(|| runtime.source_cluster_id.get())
-                        .cloned(),
-                    own_cluster_id: self.host.cluster_id(),
-                    coordinator,
-                    stats: runtime.stats.clone(),
-                    warnings: runtime.warnings.clone(),
-                    host: self.host.clone(),
-                }),
-                Some(_) => {}
-                // The coordinator syncs a mirror with topics even where none of them is led,
-                // and one that starts topics by itself before it has any.
-                None if coordinator
-                    && (super::mirror_configs::auto_mirrors(configs)
-                        || !mirror_topics(&self.host.topics(), mirror).is_empty()) =>
-                {
-                    // Loading needs nothing of the source: it is done here, synced next time.
-                    if let Err(e) = self.load_mirror(mirror, ctx) {
-                        tracing::warn!(mirror, error = %e, "loading a mirror to sync it");
-                    }
-                }
-                None => {}
-            }
-        }
-        if jobs.is_empty() {
+        let Some(configs) = self.host.mirrors().remove(&self.name) else {
             return;
-        }
-        self.syncing = true;
-        let run = async move {
-            let mut answers = Vec::new();
-            for job in jobs {
-                let answer = sync_mirror(&job).await;
-                answers.push((job.mirror, answer));
-            }
-            answers
         };
-        ctx.spawn(run.into_actor(self).map(|answers, system, ctx| {
-            system.syncing = false;
-            for (mirror, outcome) in answers {
-                system.source_answered(&mirror, outcome.source_cluster_id);
-                for topic in outcome.to_start {
-                    system.auto_start(&mirror, topic, ctx);
-                }
+        let job = SyncJob {
+            mirror: self.name.clone(),
+            expected_cluster_id: configs
+                .get("mirror.source.cluster.id")
+                .filter(|id| !id.is_empty())
+                .or_else(|| self.source_cluster_id.get())
+                .cloned(),
+            configs,
+            source: self.source.clone(),
+            own_cluster_id: self.host.cluster_id(),
+            coordinator: self.coordinates(),
+            stats: self.stats.clone(),
+            warnings: self.warnings.clone(),
+            host: self.host.clone(),
+        };
+        self.syncing = true;
+        let run = async move { sync_mirror(&job).await };
+        ctx.spawn(run.into_actor(self).map(|outcome, mirror, ctx| {
+            mirror.syncing = false;
+            mirror.source_answered(outcome.source_cluster_id);
+            for topic in outcome.to_start {
+                mirror.auto_start(topic, ctx);
             }
         }));
     }
-}
 
-impl<H: Host> MirrorSystem<H> {
     /// Whether this broker leads the mirror's coordinator shard.
-    fn coordinates(&mut self, mirror: &str, ctx: &mut Context<Self>) -> bool {
-        // The shards are loaded with the first mirror loaded here; a coordinator that runs none
-        // of the mirror's partitions loads them now.
-        if let Err(e) = self.ensure_shards(ctx) {
-            tracing::warn!(mirror, error = %e, "loading __mirror_state to sync a mirror");
-            return false;
-        }
+    fn coordinates(&self) -> bool {
         if self.shards.is_empty() {
             return false;
         }
-        let index = mirror_shard(mirror, self.shards.len() as i32);
+        let index = mirror_shard(&self.name, self.shards.len() as i32);
         matches!(self.shards.get(index as usize), Some(ShardRoute::Local(_)))
     }
 
     /// Starts a source topic `topics.include` selected, as StartMirrorTopics would.
-    fn auto_start(&mut self, mirror: &str, topic: String, ctx: &mut Context<Self>) {
-        let Some((stats, warnings)) = self
-            .mirrors
-            .get(mirror)
-            .map(|r| (r.stats.clone(), r.warnings.clone()))
-        else {
-            return;
-        };
+    fn auto_start(&mut self, topic: String, ctx: &mut Context<Self>) {
+        let (stats, warnings) = (self.stats.clone(), self.warnings.clone());
         let now_ms = self.host.now_ms();
         let start = StartTopic {
-            mirror: mirror.to_string(),
+            mirror: self.name.clone(),
             topic: topic.clone(),
             confirmed: Default::default(),
         };
-        let mirror = mirror.to_string();
+        let mirror = self.name.clone();
         let started = ctx.address().send(start);
         ctx.spawn(
             async move {
@@ -193,20 +148,18 @@ impl<H: Host> MirrorSystem<H> {
     /// The mirror's source is another cluster: no more sync, and its mirroring partitions here
     /// FAILED. Paused and stopped (or stopping) topics need nothing of the source and are left
     /// alone.
-    pub(super) fn halt(&mut self, mirror: &str, reason: String) {
-        tracing::error!(mirror, %reason, "halting the mirror's metadata sync and failing its partitions");
-        if let Some(runtime) = self.mirrors.get_mut(mirror) {
-            let mirroring = runtime
-                .topics
-                .values()
-                .filter(|t| t.known.desired == crate::partition::Desired::Mirroring);
-            for topic in mirroring {
-                for partition in topic.partitions.values() {
-                    log_rejection(partition.fail(reason.clone()));
-                }
+    pub(super) fn halt(&mut self, reason: String) {
+        tracing::error!(mirror = self.name, %reason, "halting the mirror's metadata sync and failing its partitions");
+        let mirroring = self
+            .topics
+            .values()
+            .filter(|t| t.known.desired == crate::partition::Desired::Mirroring);
+        for topic in mirroring {
+            for partition in topic.partitions.values() {
+                log_rejection(partition.fail(reason.clone()));
             }
-            runtime.halted = Some(reason);
         }
+        self.halted = Some(reason);
     }
 }
 
@@ -237,7 +190,7 @@ fn count<H: Host>(job: &SyncJob<H>, kind: &'static str, result: Result<(), Strin
     }
 }
 
-/// Runs one mirror's sync; what the source answered for its cluster id (the system halts the
+/// Runs one mirror's sync; what the source answered for its cluster id (the mirror halts
 /// mirror when it is the wrong cluster, and shows since when it does not answer). A source
 /// that does not answer or is the wrong cluster is not synced further.
 async fn sync_mirror<H: Host>(job: &SyncJob<H>) -> SyncOutcome {

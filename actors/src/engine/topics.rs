@@ -1,5 +1,6 @@
-//! One mirrored topic on the MirrorSystem: its start, the start of this broker's partitions of
-//! it, and its pause, resume or stop. The request-level rules around these (patterns,
+//! One mirrored topic on its [`Mirror`]: its start, the start of this broker's partitions of
+//! it, and its pause, resume or stop (the system writes the change, the mirror tells its
+//! partitions). The request-level rules around these (patterns,
 //! authorization, which change a topic allows) are [`super::topic_requests`]'s.
 //!
 //! StartMirrorTopics ([`StartTopic`]) asks the source for the topic, then: creates the
@@ -10,9 +11,9 @@
 //! the way. The partitions this broker leads start at once; the other brokers start theirs
 //! when they see the metadata.
 
+use super::mirror::{Mirror, MirroredTopic};
 use super::partition_commands::log_rejection;
 use super::partition_ports::{EnginePartitionPorts, MirrorPartitionSite};
-use super::system::{MirrorSystem, MirroredTopic, rand_unit};
 use crate::actor::{
     BecomeLeader, DescribePartition, MirrorPartition, PartitionLabels, PartitionSnapshot,
     SupervisedPartition,
@@ -30,7 +31,13 @@ use kmirror_protocol::sharding::mirror_partition_shard;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-type PartitionAddr<H> = Addr<MirrorPartition<EnginePartitionPorts<H>>>;
+/// A partition actor of the engine.
+pub type PartitionAddr<H> = Addr<MirrorPartition<EnginePartitionPorts<H>>>;
+
+/// A uniform draw in `[0, 1)` for retry jitter.
+fn rand_unit() -> f64 {
+    rand::random::<f64>()
+}
 
 /// StartMirrorTopics for one topic of the mirror's source.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
@@ -63,16 +70,13 @@ pub struct ChangeTopic {
 #[rtype(result = "Result<Vec<String>, MirrorError>")]
 pub struct SourceTopics(pub String);
 
-impl<H: Host> Handler<SourceTopics> for MirrorSystem<H> {
+impl<H: Host> Handler<SourceTopics> for Mirror<H> {
     type Result = ResponseActFuture<Self, Result<Vec<String>, MirrorError>>;
 
-    fn handle(&mut self, msg: SourceTopics, _: &mut Context<Self>) -> Self::Result {
-        let source = self.mirrors.get(&msg.0).map(|r| r.source.clone());
+    fn handle(&mut self, _: SourceTopics, _: &mut Context<Self>) -> Self::Result {
+        let source = self.source.clone();
         Box::pin(
             async move {
-                let source = source.ok_or_else(|| {
-                    MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror")
-                })?;
                 let metadata = source.metadata(None).await.map_err(|e| {
                     MirrorError::new(
                         ErrorCode::UNKNOWN_SERVER_ERROR,
@@ -103,15 +107,11 @@ fn refused(e: HostError) -> MirrorError {
     MirrorError::new(e.code, e.message)
 }
 
-impl<H: Host> Handler<StartTopic> for MirrorSystem<H> {
+impl<H: Host> Handler<StartTopic> for Mirror<H> {
     type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
 
     fn handle(&mut self, msg: StartTopic, _: &mut Context<Self>) -> Self::Result {
-        let Some(runtime) = self.mirrors.get(&msg.mirror) else {
-            let unknown = MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror");
-            return Box::pin(async move { Err(unknown) }.into_actor(self));
-        };
-        let source = runtime.source.clone();
+        let source = self.source.clone();
         let topic = msg.topic.clone();
         let asked = async move {
             let metadata = source
@@ -130,36 +130,35 @@ impl<H: Host> Handler<StartTopic> for MirrorSystem<H> {
                 )
             })
         };
-        let (mirror, topic, confirmed) = (msg.mirror, msg.topic, msg.confirmed);
+        let (topic, confirmed) = (msg.topic, msg.confirmed);
         Box::pin(
             asked
                 .into_actor(self)
-                .then(move |source_topic, system, _| {
+                .then(move |source_topic, mirror, _| {
                     let placed = source_topic.and_then(|source_topic| {
-                        system.place_topic(&mirror, &topic, &source_topic, &confirmed)
+                        mirror.place_topic(&topic, &source_topic, &confirmed)
                     });
-                    async move { placed?.await.map_err(refused).map(|()| (mirror, topic)) }
-                        .into_actor(system)
+                    async move { placed?.await.map_err(refused).map(|()| topic) }.into_actor(mirror)
                 })
-                .map(|placed, system, ctx| {
-                    let (mirror, topic) = placed?;
-                    system.start_partitions(&mirror, &topic, ctx)
+                .map(|placed, mirror, ctx| {
+                    let topic = placed?;
+                    mirror.start_partitions(&topic, ctx)
                 }),
         )
     }
 }
 
-impl<H: Host> MirrorSystem<H> {
+impl<H: Host> Mirror<H> {
     /// The metadata change that puts `topic` into `mirror`: the destination topic created with
     /// the source topic's id and partition count, or an existing topic of that id (plain, or
     /// stopped in this mirror) joined to it. Any other topic of that name is in the way.
     fn place_topic(
         &mut self,
-        mirror: &str,
         topic: &str,
         source_topic: &TopicMetadata,
         confirmed: &BTreeMap<i32, i64>,
     ) -> Result<crate::host::HostFuture<Result<(), HostError>>, MirrorError> {
+        let mirror = self.name.as_str();
         match self.host.topic(topic) {
             None => {
                 let configs = BTreeMap::from([("mirror.name".to_string(), mirror.to_string())]);
@@ -207,11 +206,12 @@ impl<H: Host> MirrorSystem<H> {
     /// source topic's id and partitions), so they start while the source is unreachable.
     pub(super) fn start_partitions(
         &mut self,
-        mirror: &str,
         topic: &str,
-        ctx: &mut Context<Self>,
+        _: &mut Context<Self>,
     ) -> Result<(), MirrorError> {
         let host = self.host.clone();
+        let mirror = self.name.clone();
+        let mirror = mirror.as_str();
         let Some(meta) = host.topic(topic) else {
             return Ok(());
         };
@@ -223,28 +223,23 @@ impl<H: Host> MirrorSystem<H> {
         else {
             return Ok(());
         };
-        self.ensure_shards(ctx)?;
         let topic_id = meta.topic_id;
         let indexes = 0..meta.partitions.len() as i32;
         let arbiters: BTreeMap<i32, actix::ArbiterHandle> = indexes
             .clone()
-            .filter_map(|p| Some((p, self.arbiter_of(mirror, &topic_id, p)?)))
+            .filter_map(|p| Some((p, self.arbiter_of(&topic_id, p)?)))
             .collect();
-        let shards = self.shards.clone();
+        let shards = &self.shards;
         let retry = self.retry;
         let cluster_id = host.cluster_id();
-        let runtime = self
-            .mirrors
-            .get_mut(mirror)
-            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror"))?;
         let (source, pool, source_cluster_id, halted, stats) = (
-            runtime.source.clone(),
-            runtime.pool.clone(),
-            runtime.source_cluster_id.clone(),
-            runtime.halted.clone(),
-            runtime.stats.clone(),
+            self.source.clone(),
+            self.pool.clone(),
+            self.source_cluster_id.clone(),
+            self.halted.clone(),
+            self.stats.clone(),
         );
-        let mirrored = runtime
+        let mirrored = self
             .topics
             .entry(topic.to_string())
             .or_insert_with(|| MirroredTopic {
@@ -317,16 +312,8 @@ impl<H: Host> MirrorSystem<H> {
         Ok(())
     }
 
-    fn mirrored_topic(
-        &mut self,
-        mirror: &str,
-        topic: &str,
-    ) -> Result<&mut MirroredTopic<H>, MirrorError> {
-        let runtime = self
-            .mirrors
-            .get_mut(mirror)
-            .ok_or_else(|| MirrorError::new(ErrorCode::UNKNOWN_CLUSTER_MIRROR, "no such mirror"))?;
-        runtime.topics.get_mut(topic).ok_or_else(|| {
+    fn mirrored_topic(&mut self, topic: &str) -> Result<&mut MirroredTopic<H>, MirrorError> {
+        self.topics.get_mut(topic).ok_or_else(|| {
             MirrorError::new(
                 ErrorCode::TOPIC_NOT_IN_CLUSTER_MIRROR,
                 "the topic is not in the mirror",
@@ -335,54 +322,35 @@ impl<H: Host> MirrorSystem<H> {
     }
 }
 
-impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
+/// The partitions here of a topic whose change (pause, resume or stop) the system wrote: told
+/// at once, so a refusal reaches the caller; the other brokers' see the metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
+#[rtype(result = "Result<(), MirrorError>")]
+pub struct TellDesired {
+    /// The topic.
+    pub topic: String,
+    /// What it should do now.
+    pub desired: Desired,
+}
+
+impl<H: Host> Handler<TellDesired> for Mirror<H> {
     type Result = ResponseActFuture<Self, Result<(), MirrorError>>;
 
-    fn handle(&mut self, msg: ChangeTopic, _: &mut Context<Self>) -> Self::Result {
-        let configs = self.host.topic(&msg.topic).and_then(|t| {
-            let in_mirror = t
-                .configs
-                .get("mirror.name")
-                .and_then(|v| mirror_of(v))
-                .is_some_and(|(m, _)| m == msg.mirror);
-            in_mirror.then_some(t.configs)
-        });
-        let Some(mut configs) = configs else {
-            let refused = MirrorError::new(
-                ErrorCode::TOPIC_NOT_IN_CLUSTER_MIRROR,
-                "the topic is not in the mirror",
-            );
-            return Box::pin(async move { Err(refused) }.into_actor(self));
+    fn handle(&mut self, msg: TellDesired, _: &mut Context<Self>) -> Self::Result {
+        let told: Vec<_> = match self.mirrored_topic(&msg.topic) {
+            Ok(mirrored) => {
+                mirrored.known.desired = msg.desired;
+                mirrored
+                    .partitions
+                    .values_mut()
+                    .map(|p| p.change_desired(msg.desired))
+                    .collect()
+            }
+            Err(_) => Vec::new(),
         };
-        configs.insert(
-            "mirror.name".to_string(),
-            mirror_name_value(&msg.mirror, msg.desired),
-        );
-        // A stop ends what a restart confirmed; the next restart counts again.
-        if msg.desired == Desired::Stopped {
-            configs.remove(DISCARD_CONFIRMED);
-        }
-        // `mirror.name` stays set (`<mirror>.removed` for a stop), so the topic stays read-only
-        // until its partition actors reach STOPPED.
-        let changed = self.host.set_topic_configs(&msg.topic, configs);
-        Box::pin(changed.into_actor(self).then(move |changed, system, _| {
-            // The partitions here are told at once, so a refusal reaches the caller; the other
-            // brokers' see the metadata.
-            let told: Result<Vec<_>, MirrorError> = changed.map_err(refused).map(|()| match system
-                .mirrored_topic(&msg.mirror, &msg.topic)
-            {
-                Ok(mirrored) => {
-                    mirrored.known.desired = msg.desired;
-                    mirrored
-                        .partitions
-                        .values_mut()
-                        .map(|p| p.change_desired(msg.desired))
-                        .collect()
-                }
-                Err(_) => Vec::new(),
-            });
+        Box::pin(
             async move {
-                for change in told? {
+                for change in told {
                     change
                         .await
                         .map_err(|e| {
@@ -392,17 +360,48 @@ impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
                 }
                 Ok(())
             }
-            .into_actor(system)
-        }))
+            .into_actor(self),
+        )
     }
 }
 
-impl<H: Host> Handler<DescribeTopic> for MirrorSystem<H> {
+/// The change of a topic's `mirror.name` that pauses, resumes or stops it, or why it is
+/// refused (the topic is not in the mirror).
+pub fn desired_configs(
+    host: &impl Host,
+    msg: &ChangeTopic,
+) -> Result<BTreeMap<String, String>, MirrorError> {
+    let configs = host.topic(&msg.topic).and_then(|t| {
+        let in_mirror = t
+            .configs
+            .get("mirror.name")
+            .and_then(|v| mirror_of(v))
+            .is_some_and(|(m, _)| m == msg.mirror);
+        in_mirror.then_some(t.configs)
+    });
+    let Some(mut configs) = configs else {
+        return Err(MirrorError::new(
+            ErrorCode::TOPIC_NOT_IN_CLUSTER_MIRROR,
+            "the topic is not in the mirror",
+        ));
+    };
+    configs.insert(
+        "mirror.name".to_string(),
+        mirror_name_value(&msg.mirror, msg.desired),
+    );
+    // A stop ends what a restart confirmed; the next restart counts again.
+    if msg.desired == Desired::Stopped {
+        configs.remove(DISCARD_CONFIRMED);
+    }
+    Ok(configs)
+}
+
+impl<H: Host> Handler<DescribeTopic> for Mirror<H> {
     type Result = ResponseActFuture<Self, Result<Vec<PartitionSnapshot>, MirrorError>>;
 
     fn handle(&mut self, msg: DescribeTopic, _: &mut Context<Self>) -> Self::Result {
         let actors: Result<Vec<PartitionAddr<H>>, MirrorError> = self
-            .mirrored_topic(&msg.mirror, &msg.topic)
+            .mirrored_topic(&msg.topic)
             .map(|t| t.partitions.values().map(|p| p.addr().clone()).collect());
         Box::pin(
             async move {
