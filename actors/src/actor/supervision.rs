@@ -4,7 +4,7 @@
 //! Lifecycle: [`SupervisedPartition::start`] starts the actor under actix's supervisor;
 //! leadership and desired-state commands go through the handle, which remembers them so an
 //! actor created again after dying (a panicking handler closes its mailbox, and actix does not
-//! restart that) gets them replayed. The owner (the MirrorSystem) observes every partition each
+//! restart that) gets them replayed. The owner (the mirror's actor) observes every partition each
 //! [`LivenessPolicy::check_interval_ms`] with [`SupervisedPartition::observe`] and hands the
 //! result to [`SupervisedPartition::supervise`], which decides in pure code and acts: a
 //! [`Restart`], a new actor, or [`GiveUp`].

@@ -1,8 +1,11 @@
 //! The engine assembled: everything that runs mirroring on a broker, over the [`Host`] it is
 //! embedded in.
 //!
-//! - [`system`]: the MirrorSystem actor (shards, fetcher pools, partition actors), the
-//!   supervisor of its partitions, and its reactions to metadata changes ([`reactions`]);
+//! - [`system`]: the MirrorSystem actor, routing only: the shards of `__mirror_state`, one
+//!   [`mirror::Mirror`] actor per mirror loaded here, metadata changes passed to them
+//!   (`reactions`) and requests passed to the mirror they name (`system_routes`);
+//! - [`mirror`]: one mirror on this broker (source clients, fetcher pool, topics, partition
+//!   actors and their supervision, sync, figures), and its reactions (`mirror_reactions`);
 //! - [`topic_requests`]: Start/Stop/Pause/ResumeMirrorTopics at the request level, per topic,
 //!   by the rules of [`crate::policy`];
 //! - [`topics`]: one topic started, paused, resumed or stopped;

@@ -1,6 +1,6 @@
 //! A mirror's live figures on this broker, kept by its fetchers and partitions and published as
 //! metrics: fetch requests, bytes and errors, each partition's lag in records and in time, the
-//! records its truncations removed, and (each second, by the MirrorSystem) the greatest lags
+//! records its truncations removed, and (each second, by its Mirror actor) the greatest lags
 //! and the age of the last successful fetch.
 //!
 //! A partition's lag is the source's high watermark in its last fetch answer minus the local

@@ -1,6 +1,6 @@
 //! What the MirrorSystem tells itself: the broker's metadata changed ([`MetadataChanged`],
-//! handled in `reactions`), and it is time for every mirror's metadata sync ([`SyncMetadata`],
-//! handled in `sync`). They live apart from their handlers so the system that sends them does
+//! handled in `reactions`), and it is time to load the mirrors this broker coordinates, so
+//! that they sync ([`SyncMetadata`], handled in `reactions`). They live apart from their handlers so the system that sends them does
 //! not import the files that handle them.
 
 use actix::Message;
@@ -10,7 +10,7 @@ use actix::Message;
 #[rtype(result = "()")]
 pub(super) struct MetadataChanged;
 
-/// Time for every mirror's metadata sync.
+/// Time to load the mirrors this broker coordinates that are not loaded (each syncs itself).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
 pub(super) struct SyncMetadata;
