@@ -19,12 +19,12 @@ use std::collections::BTreeMap;
 impl<H: Host> Handler<MirrorMetadata> for Mirror<H> {
     type Result = ();
 
-    fn handle(&mut self, msg: MirrorMetadata, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: MirrorMetadata, _: &mut Context<Self>) {
         if msg.delta.cluster {
             self.take_changed_configs();
         }
         self.react_to_topics(&msg.delta, &msg.touched);
-        self.start_missing(&msg.to_start, ctx);
+        self.start_missing(&msg.to_start);
     }
 }
 
@@ -136,39 +136,41 @@ impl<H: Host> Mirror<H> {
 
     /// Starts the partitions this broker leads of the topics in `topics` (and of those whose
     /// start failed before) whose `mirror.name` names this mirror but which do not run here.
-    fn start_missing(&mut self, topics: &BTreeMap<String, TopicMeta>, ctx: &mut Context<Self>) {
-        let mut candidates: Vec<(String, TopicMeta)> = Vec::new();
+    fn start_missing(&mut self, topics: &BTreeMap<String, TopicMeta>) {
         for name in std::mem::take(&mut self.start_failed) {
             if !topics.contains_key(&name)
                 && let Some(topic) = self.host.topic(&name)
             {
-                candidates.push((name, topic));
+                self.start_if_missing(&name, &topic);
             }
         }
-        let named = topics.iter().map(|(n, t)| (n.clone(), t.clone()));
-        for (name, topic) in candidates.into_iter().chain(named) {
-            let ours = topic
-                .configs
-                .get("mirror.name")
-                .and_then(|value| mirror_of(value))
-                .is_some_and(|(mirror, _)| mirror == self.name);
-            if !ours {
-                continue;
-            }
-            let running = self.topics.get(&name).map_or(0, |t| t.partitions.len());
-            let led = topic
-                .partitions
-                .iter()
-                .filter(|p| self.host.leads(p))
-                .count();
-            if led == running {
-                continue;
-            }
-            if let Err(e) = self.start_partitions(&name, ctx) {
-                tracing::error!(mirror = self.name, topic = name, error = %e, "starting mirror partitions");
-                // Tried again on the next metadata change.
-                self.start_failed.insert(name);
-            }
+        for (name, topic) in topics {
+            self.start_if_missing(name, topic);
+        }
+    }
+
+    fn start_if_missing(&mut self, name: &str, topic: &TopicMeta) {
+        let ours = topic
+            .configs
+            .get("mirror.name")
+            .and_then(|value| mirror_of(value))
+            .is_some_and(|(mirror, _)| mirror == self.name);
+        if !ours {
+            return;
+        }
+        let running = self.topics.get(name).map_or(0, |t| t.partitions.len());
+        let led = topic
+            .partitions
+            .iter()
+            .filter(|p| self.host.leads(p))
+            .count();
+        if led == running {
+            return;
+        }
+        if let Err(e) = self.start_partitions(name) {
+            tracing::error!(mirror = self.name, topic = name, error = %e, "starting mirror partitions");
+            // Tried again on the next metadata change.
+            self.start_failed.insert(name.to_string());
         }
     }
 

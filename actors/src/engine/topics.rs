@@ -140,10 +140,7 @@ impl<H: Host> Handler<StartTopic> for Mirror<H> {
                     });
                     async move { placed?.await.map_err(refused).map(|()| topic) }.into_actor(mirror)
                 })
-                .map(|placed, mirror, ctx| {
-                    let topic = placed?;
-                    mirror.start_partitions(&topic, ctx)
-                }),
+                .map(|placed, mirror, _| mirror.start_partitions(&placed?)),
         )
     }
 }
@@ -204,11 +201,7 @@ impl<H: Host> Mirror<H> {
     /// Starts the partitions this broker leads of `topic` that do not run yet, with what its
     /// `mirror.name` asks. Local metadata alone says which they are (a mirror topic has its
     /// source topic's id and partitions), so they start while the source is unreachable.
-    pub(super) fn start_partitions(
-        &mut self,
-        topic: &str,
-        _: &mut Context<Self>,
-    ) -> Result<(), MirrorError> {
+    pub(super) fn start_partitions(&mut self, topic: &str) -> Result<(), MirrorError> {
         let host = self.host.clone();
         let mirror = self.name.clone();
         let mirror = mirror.as_str();
