@@ -406,9 +406,18 @@ async fn the_fetch_order_rotates_when_every_partition_fits() {
     );
 }
 
-#[actix_rt::test]
-async fn detach_completes_after_the_apply_in_flight_and_nothing_follows() {
-    tokio::time::pause();
+/// A fetcher whose partition "a" has two answers to come, the first held in its apply, and a
+/// detach of "a" sent meanwhile: the source, the fetcher, what "a" heard, the release of the
+/// apply and whether the detach completed.
+struct PendingDetach {
+    source: ScriptedSource,
+    fetcher: Addr<Fetcher<ScriptedSource>>,
+    reports: Rc<RefCell<Vec<FetcherProgress>>>,
+    release: oneshot::Sender<()>,
+    detached: Rc<RefCell<bool>>,
+}
+
+async fn pending_detach() -> PendingDetach {
     let source = ScriptedSource::default();
     let (release, gate) = oneshot::channel();
     {
@@ -428,6 +437,25 @@ async fn detach_completes_after_the_apply_in_flight_and_nothing_follows() {
         detach.await.expect("alive");
         *flag.borrow_mut() = true;
     });
+    PendingDetach {
+        source,
+        fetcher,
+        reports,
+        release,
+        detached,
+    }
+}
+
+#[actix_rt::test]
+async fn detach_completes_after_the_apply_in_flight_and_nothing_follows() {
+    tokio::time::pause();
+    let PendingDetach {
+        source,
+        fetcher,
+        reports,
+        release,
+        detached,
+    } = pending_detach().await;
     pause(500).await;
     assert!(!*detached.borrow(), "the apply in flight holds the detach");
     let _ = release.send(());
@@ -451,25 +479,13 @@ async fn detach_completes_after_the_apply_in_flight_and_nothing_follows() {
 #[actix_rt::test]
 async fn attached_again_during_a_pending_detach_the_partition_stays() {
     tokio::time::pause();
-    let source = ScriptedSource::default();
-    let (release, gate) = oneshot::channel();
-    {
-        let mut s = source.0.borrow_mut();
-        s.answers
-            .insert(key("a"), VecDeque::from([Ok(records()), Ok(records())]));
-        s.held.insert(key("a"), gate);
-    }
-    let reports = Rc::new(RefCell::new(Vec::new()));
-    let fetcher = start(&source, 10);
-    attach(&fetcher, "a", &reports).await;
-    pause(10).await;
-    let detached = Rc::new(RefCell::new(false));
-    let flag = detached.clone();
-    let detach = fetcher.send(DetachPartition(key("a")));
-    actix::spawn(async move {
-        detach.await.expect("alive");
-        *flag.borrow_mut() = true;
-    });
+    let PendingDetach {
+        source,
+        fetcher,
+        reports,
+        release,
+        detached,
+    } = pending_detach().await;
     pause(10).await;
     attach(&fetcher, "a", &reports).await;
     let _ = release.send(());

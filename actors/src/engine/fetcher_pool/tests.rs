@@ -101,6 +101,15 @@ impl Setup {
         });
     }
 
+    /// The source topic, with id `id` and 5 records.
+    async fn source_with_records(&self, id: Uuid) {
+        self.source
+            .create_topic(TOPIC, 1, BTreeMap::new(), Some(id))
+            .await
+            .expect("source topic");
+        self.source.produce(TOPIC, 0, 5).expect("produced");
+    }
+
     /// The failures reported so far.
     fn failures(&self) -> Vec<Cause> {
         self.reports
@@ -128,11 +137,7 @@ async fn no_append_lands_after_a_detach_from_the_previous_fetcher() {
     tokio::time::pause();
     let id = Uuid::from_u128(7);
     let s = setup(id).await;
-    s.source
-        .create_topic(TOPIC, 1, BTreeMap::new(), Some(id))
-        .await
-        .expect("source topic");
-    s.source.produce(TOPIC, 0, 5).expect("produced");
+    s.source_with_records(id).await;
     let release = s.destination.hold_next_lease(TOPIC, 0);
     s.attach();
     pause(100).await;
@@ -172,11 +177,7 @@ async fn an_answer_for_a_former_incarnation_is_not_applied() {
     tokio::time::pause();
     let id = Uuid::from_u128(6);
     let s = setup(id).await;
-    s.source
-        .create_topic(TOPIC, 1, BTreeMap::new(), Some(id))
-        .await
-        .expect("source topic");
-    s.source.produce(TOPIC, 0, 5).expect("produced");
+    s.source_with_records(id).await;
     s.attach_incarnation(Uuid::from_u128(5));
     pause(1000).await;
     assert_eq!(
@@ -204,11 +205,7 @@ async fn a_topic_only_the_first_lookup_misses_is_retried_and_mirrored() {
     let s = setup(id).await;
     s.attach();
     pause(500).await;
-    s.source
-        .create_topic(TOPIC, 1, BTreeMap::new(), Some(id))
-        .await
-        .expect("source topic");
-    s.source.produce(TOPIC, 0, 5).expect("produced");
+    s.source_with_records(id).await;
     pause(1000).await;
     let failures = s.failures();
     assert!(
