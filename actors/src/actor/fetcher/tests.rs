@@ -451,7 +451,8 @@ async fn detach_completes_after_the_apply_in_flight_and_nothing_follows() {
     tokio::time::pause();
     let PendingDetach {
         source,
-        fetcher,
+        // Held to the end: the fetcher lives as long as an address of it does.
+        fetcher: _fetcher,
         reports,
         release,
         detached,
