@@ -27,6 +27,9 @@
 //!   pause/resume/stop legality, topics outside the mirror, authorization, and the confirmed
 //!   discard of a stopped topic's local writes on restart.
 //!
+//! - [`changes_race`]: a pause sent together with a stop: whichever is refused never lands,
+//!   and the topic ends stopped with the `mirror.name` a stop writes.
+//!
 //! [`failback`] also checks the truncation report: the records A's failback removed, as
 //! DescribeMirrors shows them.
 
@@ -108,6 +111,7 @@ macro_rules! scenario_tests {
             leadership_moves,
             topics_by_pattern,
             request_rules,
+            changes_race,
         );
     };
     (@each $make:expr; $($name:ident,)+) => {
@@ -557,4 +561,52 @@ pub async fn request_rules(h: &mut impl Harness) {
     assert_eq!(codes(confirmed), Ok(vec![None]));
     until_state(h, Side::B, "dr", "rules", 1, MirrorState::Mirroring).await;
     until_identical(h, Side::A, Side::B, "rules", 1).await;
+}
+
+/// A pause and a stop of the same topic sent together, several times: the stop always wins
+/// in the end (the topic STOPPED, a resume refused as MIRROR_TOPIC_BEING_STOPPED, a restart
+/// accepted), whatever the pause was answered; a pause refused never lands.
+pub async fn changes_race(h: &mut impl Harness) {
+    h.create_topic(Side::A, "race", 1);
+    produce_all(h, Side::A, "race", 1, 3);
+    mirror_from(h, Side::B, Side::A, "dr");
+    let engine = h.engine(Side::B);
+    let start = StartTopics {
+        mirror: "dr".into(),
+        topics: vec!["race".into()],
+        include: Vec::new(),
+        exclude: Vec::new(),
+        discard_local_records: 0,
+        access: TopicAccess::all(),
+    };
+    let change = |desired| ChangeTopics {
+        mirror: "dr".into(),
+        topics: vec!["race".into()],
+        patterns: Vec::new(),
+        desired,
+        access: TopicAccess::all(),
+    };
+    for round in 0..5 {
+        let started = engine.ask(start.clone()).await;
+        assert_eq!(codes(started), Ok(vec![None]), "round {round}: start");
+        until_state(h, Side::B, "dr", "race", 1, MirrorState::Mirroring).await;
+        let (stopped, paused) = tokio::join!(
+            engine.ask(change(Desired::Stopped)),
+            engine.ask(change(Desired::Paused))
+        );
+        assert_eq!(codes(stopped), Ok(vec![None]), "round {round}: the stop");
+        let paused = codes(paused);
+        assert!(
+            paused == Ok(vec![None])
+                || paused == Ok(vec![Some(ErrorCode::MIRROR_TOPIC_BEING_STOPPED)]),
+            "round {round}: the pause answered {paused:?}"
+        );
+        until_state(h, Side::B, "dr", "race", 1, MirrorState::Stopped).await;
+        let resumed = engine.ask(change(Desired::Mirroring)).await;
+        assert_eq!(
+            codes(resumed),
+            Ok(vec![Some(ErrorCode::MIRROR_TOPIC_BEING_STOPPED)]),
+            "round {round}: the topic must be left stopped (the pause answered {paused:?})"
+        );
+    }
 }

@@ -3,9 +3,12 @@
 //! answers UNKNOWN_CLUSTER_MIRROR (DescribeMirrors loads each mirror first); a mirror actor
 //! that stopped answers COORDINATOR_NOT_AVAILABLE, which a client retries.
 //!
-//! A change of a topic (pause, resume, stop) is written by the system, which needs nothing of
-//! the mirror for it, and then told to the mirror's partitions here ([`TellDesired`]); the
-//! other brokers' partitions see the metadata.
+//! A change of a topic (pause, resume, stop) is checked and written by the system, which needs
+//! nothing of the mirror for it, and then told to the mirror's partitions here
+//! ([`TellDesired`]); the other brokers' partitions see the metadata. The system handles one
+//! change at a time, its mailbox held until the change is written and told: a change racing
+//! another (a pause and a stop) is checked on the configs the first one wrote, so the one
+//! refused never lands.
 
 use super::describe::{DescribeMirror, DescribeMirrors, DescribedMirror, TopicSnapshot};
 use super::mirror::Mirror;
@@ -16,7 +19,9 @@ use super::topics::{
 use crate::actor::PartitionSnapshot;
 use crate::host::Host;
 use crate::policy::MirrorError;
-use actix::{Addr, AsyncContext, Context, Handler, Message, ResponseFuture};
+use actix::{
+    Addr, AsyncContext, AtomicResponse, Context, Handler, Message, ResponseFuture, WrapFuture,
+};
 use kmirror_protocol::errors::ErrorCode;
 
 fn stopped(e: actix::MailboxError) -> MirrorError {
@@ -82,7 +87,7 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
 }
 
 impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
-    type Result = ResponseFuture<Result<(), MirrorError>>;
+    type Result = AtomicResponse<Self, Result<(), MirrorError>>;
 
     fn handle(&mut self, msg: ChangeTopic, _: &mut Context<Self>) -> Self::Result {
         // `mirror.name` stays set (`<mirror>.removed` for a stop), so the topic stays read-only
@@ -94,7 +99,7 @@ impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
             topic: msg.topic,
             desired: msg.desired,
         };
-        Box::pin(async move {
+        let change = async move {
             changed?
                 .await
                 .map_err(|e| MirrorError::new(e.code, e.message))?;
@@ -102,7 +107,8 @@ impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
                 Some(mirror) => mirror.send(tell).await.map_err(stopped)?,
                 None => Ok(()),
             }
-        })
+        };
+        AtomicResponse::new(Box::pin(change.into_actor(self)))
     }
 }
 

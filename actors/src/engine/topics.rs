@@ -24,6 +24,7 @@ use crate::metadata::{
 };
 use crate::partition::Desired;
 use crate::policy::MirrorError;
+use crate::policy::topic_changes::change_refused;
 use actix::{ActorFutureExt, Addr, Context, Handler, Message, ResponseActFuture, WrapFuture};
 use kmirror_protocol::client::source::TopicMetadata;
 use kmirror_protocol::errors::ErrorCode;
@@ -359,7 +360,8 @@ impl<H: Host> Handler<TellDesired> for Mirror<H> {
 }
 
 /// The change of a topic's `mirror.name` that pauses, resumes or stops it, or why it is
-/// refused (the topic is not in the mirror).
+/// refused (the topic is not in the mirror, or its `mirror.name` now does not allow it: checked
+/// again here, on the configs the change is made from).
 pub fn desired_configs(
     host: &impl Host,
     msg: &ChangeTopic,
@@ -378,6 +380,10 @@ pub fn desired_configs(
             "the topic is not in the mirror",
         ));
     };
+    let value = configs.get("mirror.name").map(String::as_str);
+    if let Some(refused) = change_refused(value, &msg.mirror, msg.desired) {
+        return Err(refused);
+    }
     configs.insert(
         "mirror.name".to_string(),
         mirror_name_value(&msg.mirror, msg.desired),
