@@ -27,8 +27,7 @@ use crate::fetch_state::FetchState;
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
 use actix::{
-    Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, Recipient, ResponseActFuture,
-    WrapFuture,
+    Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, Recipient, WrapFuture,
 };
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -93,10 +92,28 @@ pub struct RaiseDestinationEpoch {
     pub leader_epoch: i32,
 }
 
-/// Stop fetching a partition; completes once no append for it can follow.
-#[derive(Debug, Clone, PartialEq, Eq, Message)]
+/// Stop fetching a partition; `done` is told once no append for it can follow. Sent with
+/// `do_send` ([`detach_partition`]), so it takes its place in the mailbox even when the
+/// mailbox is full: an Attach sent after it always comes after it.
+#[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct DetachPartition(pub TopicPartition);
+pub struct DetachPartition {
+    /// The partition.
+    pub key: TopicPartition,
+    /// Told when no append for it can follow.
+    pub done: oneshot::Sender<()>,
+}
+
+/// Detaches `key` from `fetcher`: the answer resolves once no append for it can follow (or
+/// the fetcher is gone, which appends nothing more).
+pub fn detach_partition<P: FetcherPorts>(
+    fetcher: &actix::Addr<Fetcher<P>>,
+    key: TopicPartition,
+) -> oneshot::Receiver<()> {
+    let (done, detached) = oneshot::channel();
+    fetcher.do_send(DetachPartition { key, done });
+    detached
+}
 
 /// The partitions a fetcher serves and the one Fetch it has in flight.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
@@ -293,8 +310,16 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
         self.in_flight = true;
         self.fetches += 1;
-        let fetch = self.ports.fetch(requests.clone());
-        let sent = requests;
+        // The incarnation each partition was asked under goes with its answer: a partition
+        // detached and attached again for a new topic of its name meanwhile is not it.
+        let sent: Vec<(PartitionFetch, uuid::Uuid)> = requests
+            .iter()
+            .map(|p| {
+                let topic_id = self.state.get(&p.key).map(|s| s.epochs.topic_id);
+                (p.clone(), topic_id.unwrap_or_default())
+            })
+            .collect();
+        let fetch = self.ports.fetch(requests);
         ctx.spawn(fetch.into_actor(self).map(move |answers, fetcher, ctx| {
             fetcher.in_flight = false;
             fetcher.answered(sent, answers, ctx);
@@ -303,7 +328,7 @@ impl<P: FetcherPorts> Fetcher<P> {
 
     fn answered(
         &mut self,
-        sent: Vec<PartitionFetch>,
+        sent: Vec<(PartitionFetch, uuid::Uuid)>,
         answers: Result<FetchAnswers, Cause>,
         ctx: &mut Context<Self>,
     ) {
@@ -315,7 +340,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                 // partitions stay where they are (the host shows why they make no progress).
                 // What cannot heal (credentials, configuration) fails every partition in it.
                 if !cause.retryable {
-                    for asked in &sent {
+                    for (asked, _) in &sent {
                         self.report(ctx, &asked.key, FetcherProgress(Err(cause.clone())));
                     }
                 }
@@ -325,12 +350,17 @@ impl<P: FetcherPorts> Fetcher<P> {
         };
         let mut applying = false;
         for (key, answer) in answers {
-            let Some(request) = sent.iter().find(|p| p.key == key).map(|p| p.request) else {
+            let Some((request, topic_id)) = sent
+                .iter()
+                .find(|(p, _)| p.key == key)
+                .map(|(p, id)| (p.request, *id))
+            else {
                 continue;
             };
             let Some(epochs) = self.state.get(&key).map(|p| p.epochs) else {
                 continue;
             };
+            let epochs = FetchEpochs { topic_id, ..epochs };
             match answer {
                 Err(cause) => {
                     self.hold(&key);
@@ -474,26 +504,19 @@ impl<P: FetcherPorts> Handler<RaiseDestinationEpoch> for Fetcher<P> {
 }
 
 impl<P: FetcherPorts> Handler<DetachPartition> for Fetcher<P> {
-    type Result = ResponseActFuture<Self, ()>;
+    type Result = ();
 
-    fn handle(&mut self, msg: DetachPartition, _: &mut Context<Self>) -> Self::Result {
-        let key = msg.0;
+    fn handle(&mut self, msg: DetachPartition, _: &mut Context<Self>) {
+        let DetachPartition { key, done } = msg;
         let applying = self.state.get(&key).is_some_and(|p| p.applying);
         match self.members.get_mut(&key) {
             Some(member) if applying => {
-                let (done, wait) = oneshot::channel();
                 member.detaching.push(done);
                 member.attached_again = false;
-                Box::pin(
-                    async move {
-                        let _ = wait.await;
-                    }
-                    .into_actor(self),
-                )
             }
             _ => {
                 self.remove(&key);
-                Box::pin(async {}.into_actor(self))
+                let _ = done.send(());
             }
         }
     }

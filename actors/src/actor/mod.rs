@@ -23,6 +23,7 @@ pub use coordinator::{
 pub use fetcher::{
     AttachPartition, DescribeFetcher, DetachPartition, FetchAnswers, FetchEpochs, Fetcher,
     FetcherConfig, FetcherPorts, FetcherSnapshot, PartitionFetch, RaiseDestinationEpoch,
+    detach_partition,
 };
 pub use partition::{
     BecomeLeader, ChangeDesired, ChangeLeaderEpoch, DescribePartition, GiveUp, LoseLeadership,

@@ -357,6 +357,14 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 },
                 other => other,
             };
+            // Checked again now that the answer is in hand: the topic may have gone meanwhile.
+            let current_id = host.topic(&key.topic).map(|t| t.topic_id);
+            if !epochs.topic_id.is_nil() && current_id != Some(epochs.topic_id) {
+                return Err(Cause::retryable(format!(
+                    "topic {} was deleted while its answer was read",
+                    key.topic
+                )));
+            }
             let applied = host.spawn_with_log(&key.topic, key.partition, move |log| {
                 let progress =
                     host::apply_fetch(log, source_start, &request, response, destination_epoch)?;

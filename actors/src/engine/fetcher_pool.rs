@@ -25,8 +25,8 @@ use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use super::throttle::Throttle;
 use crate::actor::{
-    AttachPartition, DetachPartition, FetchEpochs, Fetcher, FetcherConfig, FetcherProgress,
-    RaiseDestinationEpoch,
+    AttachPartition, FetchEpochs, Fetcher, FetcherConfig, FetcherProgress, RaiseDestinationEpoch,
+    detach_partition,
 };
 use crate::host::{Host, Source, TopicPartition};
 use crate::partition::Cause;
@@ -64,10 +64,20 @@ pub struct Attach {
     pub epochs: FetchEpochs,
 }
 
-/// Detach a partition from its fetcher; done when no apply of it is in flight.
-#[derive(Debug, Clone, PartialEq, Eq, Message)]
+/// Detach a partition from its fetcher; `done` is told when no apply of it is in flight.
+/// Sent with `do_send`, so it keeps its place behind its partition's Attach and raises. A
+/// detach of another incarnation of the topic than the one attached (a released actor's, late)
+/// changes nothing.
+#[derive(Debug, Message)]
 #[rtype(result = "()")]
-pub struct Detach(pub TopicPartition);
+pub struct Detach {
+    /// The partition.
+    pub key: TopicPartition,
+    /// The destination topic's id its actor attached with (nil: any).
+    pub topic_id: uuid::Uuid,
+    /// Told when no append for it can follow.
+    pub done: tokio::sync::oneshot::Sender<()>,
+}
 
 /// The fetchers of one mirror.
 pub struct FetcherPool<H: Host> {
@@ -161,7 +171,7 @@ impl<H: Host> FetcherPool<H> {
             if let Some(previous) = self.members.get(&key)
                 && let Some(old) = self.fetchers.get(&previous.fetcher)
             {
-                old.do_send(DetachPartition(key.clone()));
+                drop(detach_partition(old, key.clone()));
             }
             let member = Member {
                 fetcher: NO_FETCHER,
@@ -185,7 +195,7 @@ impl<H: Host> FetcherPool<H> {
             && previous.fetcher != fetcher
             && let Some(old) = self.fetchers.get(&previous.fetcher)
         {
-            old.do_send(DetachPartition(key.clone()));
+            drop(detach_partition(old, key.clone()));
         }
         let epochs = FetchEpochs {
             source: source_epoch,
@@ -406,30 +416,49 @@ impl<H: Host> Handler<RaiseDestinationEpoch> for FetcherPool<H> {
 }
 
 impl<H: Host> Handler<Detach> for FetcherPool<H> {
-    type Result = ResponseActFuture<Self, ()>;
+    type Result = ();
 
-    fn handle(&mut self, msg: Detach, _: &mut Context<Self>) -> Self::Result {
-        self.attaching.remove(&msg.0);
-        self.stats.forget(&msg.0);
-        self.members.remove(&msg.0);
+    fn handle(&mut self, msg: Detach, ctx: &mut Context<Self>) {
+        let Detach {
+            key,
+            topic_id,
+            done,
+        } = msg;
+        let attached_id = self
+            .members
+            .get(&key)
+            .map(|m| m.epochs.topic_id)
+            .or_else(|| self.attaching.get(&key).map(|(_, e)| e.topic_id));
+        if let Some(attached_id) = attached_id
+            && !attached_id.is_nil()
+            && !topic_id.is_nil()
+            && attached_id != topic_id
+        {
+            let _ = done.send(());
+            return;
+        }
+        self.attaching.remove(&key);
+        self.stats.forget(&key);
+        self.members.remove(&key);
         // Every fetcher of the pool, not only the one the partition is attached to: a leader
         // move detached it from its previous fetcher without waiting, and an apply still in
         // flight there must not land after this (STOPPING's cut to the LSO). A fetcher that
         // never had the partition answers at once; one that is gone appends nothing more.
-        // The requests are queued here, not when the answer is awaited, so they reach each
-        // fetcher before an Attach this pool handles next.
+        // The requests are queued here (`do_send`, whatever the mailbox holds), so they reach
+        // each fetcher before an Attach this pool handles next.
         let detaching: Vec<_> = self
             .fetchers
             .values()
-            .map(|fetcher| fetcher.send(DetachPartition(msg.0.clone())))
+            .map(|fetcher| detach_partition(fetcher, key.clone()))
             .collect();
-        Box::pin(
+        ctx.spawn(
             async move {
                 for detached in detaching {
                     let _ = detached.await;
                 }
+                let _ = done.send(());
             }
             .into_actor(self),
-        )
+        );
     }
 }

@@ -335,11 +335,16 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
     }
 
     fn detach_fetcher(&self) -> PortFuture<()> {
-        let fetchers = self.fetchers.clone();
-        let key = self.topic_partition();
+        let (done, detached) = tokio::sync::oneshot::channel();
+        // In the pool's mailbox at once, behind this partition's attach and raises.
+        self.fetchers.do_send(Detach {
+            key: self.topic_partition(),
+            topic_id: self.site.topic_id,
+            done,
+        });
         Box::pin(async move {
             // A pool that is gone (its mirror deleted) has no fetcher appending either.
-            let _ = fetchers.send(Detach(key)).await;
+            let _ = detached.await;
         })
     }
 

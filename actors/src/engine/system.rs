@@ -19,13 +19,14 @@
 //! Every `mirror.metadata.refresh.interval.ms` the system loads the mirrors this broker
 //! coordinates that are not loaded yet (their sync runs here even without a partition here).
 
-use super::mirror::{Mirror, MirrorShared, PartitionActors};
+use super::mirror::{Mirror, MirrorMetadata, MirrorShared, PartitionActors};
 use super::shard_route::{RemoteShard, ShardRoute};
 use super::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use super::system_events::{MetadataChanged, SyncMetadata};
 use crate::actor::CoordinatorShard;
-use crate::host::Host;
+use crate::host::{Host, MetadataDelta, TopicMeta};
 use crate::liveness::LivenessPolicy;
+use crate::metadata::{MIRROR_NAME, mirror_of};
 use crate::partition::RetryPolicy;
 use crate::policy::MirrorError;
 use actix::{
@@ -260,6 +261,24 @@ impl<H: Host> MirrorSystem<H> {
         };
         let mirror = Mirror::load(name, shared)?.start();
         self.mirrors.insert(name.to_string(), mirror.clone());
+        // Its topics start now, whatever loaded it (a request, the sync, a metadata change):
+        // a mirror that could not load before has topics waiting for it.
+        let named: BTreeMap<String, TopicMeta> = self
+            .host
+            .topics()
+            .into_iter()
+            .filter(|(_, t)| {
+                t.configs
+                    .get(MIRROR_NAME)
+                    .and_then(|v| mirror_of(v))
+                    .is_some_and(|(m, _)| m == name)
+            })
+            .collect();
+        mirror.do_send(MirrorMetadata {
+            delta: Arc::new(MetadataDelta::default()),
+            touched: Arc::new(BTreeMap::new()),
+            to_start: Arc::new(named),
+        });
         Ok(mirror)
     }
 }

@@ -432,9 +432,9 @@ async fn pending_detach() -> PendingDetach {
     pause(10).await;
     let detached = Rc::new(RefCell::new(false));
     let flag = detached.clone();
-    let detach = fetcher.send(DetachPartition(key("a")));
+    let detach = detach_partition(&fetcher, key("a"));
     actix::spawn(async move {
-        detach.await.expect("alive");
+        detach.await.expect("detached");
         *flag.borrow_mut() = true;
     });
     PendingDetach {

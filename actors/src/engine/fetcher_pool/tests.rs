@@ -149,10 +149,15 @@ async fn no_append_lands_after_a_detach_from_the_previous_fetcher() {
     s.attach();
     pause(100).await;
     let detached_at = Rc::new(RefCell::new(None));
-    let detach = s.pool.send(Detach(key()));
+    let (done, detach) = tokio::sync::oneshot::channel();
+    s.pool.do_send(Detach {
+        key: key(),
+        topic_id: id,
+        done,
+    });
     let (at, destination) = (detached_at.clone(), s.destination.clone());
     actix::spawn(async move {
-        detach.await.expect("pool alive");
+        detach.await.expect("detached");
         *at.borrow_mut() = Some(destination.log_end(TOPIC, 0));
     });
     pause(500).await;
@@ -191,6 +196,30 @@ async fn an_answer_for_a_former_incarnation_is_not_applied() {
         s.destination.log_end(TOPIC, 0),
         5,
         "the topic's own actor mirrors"
+    );
+}
+
+/// A released actor's late Detach (its topic deleted and created again, the new actor attached
+/// meanwhile) leaves the new incarnation attached: it goes on mirroring.
+#[actix_rt::test]
+async fn a_detach_of_a_former_incarnation_leaves_the_new_one_attached() {
+    tokio::time::pause();
+    let id = Uuid::from_u128(4);
+    let s = setup(id).await;
+    s.source_with_records(id).await;
+    s.attach();
+    let (done, detached) = tokio::sync::oneshot::channel();
+    s.pool.do_send(Detach {
+        key: key(),
+        topic_id: Uuid::from_u128(3),
+        done,
+    });
+    detached.await.expect("answered");
+    pause(1000).await;
+    assert_eq!(
+        s.destination.log_end(TOPIC, 0),
+        5,
+        "the new incarnation mirrors"
     );
 }
 
