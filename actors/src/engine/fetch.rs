@@ -303,14 +303,6 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         };
         let fetched_from = request.offset;
         let topic_id = self.topic_id(&key.topic);
-        // An answer fetched for a topic since deleted (and perhaps created again under its
-        // name) is not applied: the partition's new incarnation fetches for itself.
-        if !epochs.topic_id.is_nil() && epochs.topic_id != topic_id {
-            return Box::pin(std::future::ready(Err(Cause::retryable(format!(
-                "topic {} was deleted and created again while it was fetched",
-                key.topic
-            )))));
-        }
         let destination_epoch = epochs.destination;
         let source_cluster_id = self.source_cluster_id.clone();
         Box::pin(async move {
@@ -357,11 +349,13 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 },
                 other => other,
             };
-            // Checked again now that the answer is in hand: the topic may have gone meanwhile.
+            // An answer fetched for a topic since deleted (and perhaps created again under its
+            // name) is not applied: the partition's new incarnation fetches for itself. Checked
+            // last before the log is leased, after every wait for the source.
             let current_id = host.topic(&key.topic).map(|t| t.topic_id);
             if !epochs.topic_id.is_nil() && current_id != Some(epochs.topic_id) {
                 return Err(Cause::retryable(format!(
-                    "topic {} was deleted while its answer was read",
+                    "topic {} was deleted while it was fetched",
                     key.topic
                 )));
             }

@@ -26,7 +26,7 @@ use super::system_events::{MetadataChanged, SyncMetadata};
 use crate::actor::CoordinatorShard;
 use crate::host::{Host, MetadataDelta, TopicMeta};
 use crate::liveness::LivenessPolicy;
-use crate::metadata::{MIRROR_NAME, mirror_of};
+use crate::metadata::mirror_topics;
 use crate::partition::RetryPolicy;
 use crate::policy::MirrorError;
 use actix::{
@@ -263,16 +263,10 @@ impl<H: Host> MirrorSystem<H> {
         self.mirrors.insert(name.to_string(), mirror.clone());
         // Its topics start now, whatever loaded it (a request, the sync, a metadata change):
         // a mirror that could not load before has topics waiting for it.
-        let named: BTreeMap<String, TopicMeta> = self
-            .host
-            .topics()
+        let mut topics = self.host.topics();
+        let named: BTreeMap<String, TopicMeta> = mirror_topics(&topics, name)
             .into_iter()
-            .filter(|(_, t)| {
-                t.configs
-                    .get(MIRROR_NAME)
-                    .and_then(|v| mirror_of(v))
-                    .is_some_and(|(m, _)| m == name)
-            })
+            .filter_map(|topic| topics.remove_entry(&topic))
             .collect();
         mirror.do_send(MirrorMetadata {
             delta: Arc::new(MetadataDelta::default()),

@@ -13,6 +13,7 @@
 use super::describe::{DescribeMirror, DescribeMirrors, DescribedMirror, TopicSnapshot};
 use super::mirror::Mirror;
 use super::system::{LoadMirror, MirrorSystem};
+use super::topic_requests::stopped;
 use super::topics::{
     ChangeTopic, DescribeTopic, SourceTopics, StartTopic, TellDesired, desired_configs,
 };
@@ -23,10 +24,6 @@ use actix::{
     Addr, AsyncContext, AtomicResponse, Context, Handler, Message, ResponseFuture, WrapFuture,
 };
 use kmirror_protocol::errors::ErrorCode;
-
-fn stopped(e: actix::MailboxError) -> MirrorError {
-    MirrorError::new(ErrorCode::COORDINATOR_NOT_AVAILABLE, e.to_string())
-}
 
 impl<H: Host> MirrorSystem<H> {
     /// The actor of a loaded mirror.

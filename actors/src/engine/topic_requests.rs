@@ -120,7 +120,7 @@ impl<H: Host> Handler<ChangeTopics> for MirrorSystem<H> {
 }
 
 /// The engine's own system did not answer (it is stopping).
-fn stopped(e: actix::MailboxError) -> MirrorError {
+pub(super) fn stopped(e: actix::MailboxError) -> MirrorError {
     MirrorError::new(
         ErrorCode::COORDINATOR_NOT_AVAILABLE,
         format!("the mirroring engine: {e}"),
