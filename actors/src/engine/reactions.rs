@@ -14,7 +14,7 @@
 //! coordinates are loaded, so their sync runs even where none of their partitions is led.
 
 use super::mirror::{MirrorMetadata, Retire};
-use super::shard_route::ShardRoute;
+use super::shard_route::{ShardRoute, coordinates};
 use super::system::MirrorSystem;
 use super::system_events::{MetadataChanged, SyncMetadata};
 use crate::actor::ForgetAllBut;
@@ -22,7 +22,6 @@ use crate::coordinator::LiveTopics;
 use crate::host::{Host, TopicMeta};
 use crate::metadata::{mirror_of, mirror_topics};
 use actix::{Context, Handler};
-use kmirror_protocol::sharding::mirror_shard;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -177,8 +176,7 @@ impl<H: Host> Handler<SyncMetadata> for MirrorSystem<H> {
         }
         let topics = self.host.topics();
         for (mirror, configs) in unloaded {
-            let index = mirror_shard(&mirror, self.shards.len() as i32);
-            let coordinator = matches!(self.shards.get(index as usize), Some(ShardRoute::Local(_)));
+            let coordinator = coordinates(&self.shards, &mirror);
             let wanted = super::mirror_configs::auto_mirrors(&configs)
                 || !mirror_topics(&topics, &mirror).is_empty();
             if coordinator

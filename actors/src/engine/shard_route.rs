@@ -40,6 +40,16 @@ pub enum ShardRoute<H: Host> {
     Remote(Arc<RemoteShard>),
 }
 
+/// Whether this broker leads the coordinator shard of `mirror` among `shards` (none loaded:
+/// no).
+pub fn coordinates<H: Host>(shards: &[ShardRoute<H>], mirror: &str) -> bool {
+    if shards.is_empty() {
+        return false;
+    }
+    let index = kmirror_protocol::sharding::mirror_shard(mirror, shards.len() as i32);
+    matches!(shards.get(index as usize), Some(ShardRoute::Local(_)))
+}
+
 impl<H: Host> Clone for ShardRoute<H> {
     fn clone(&self) -> Self {
         match self {

@@ -24,7 +24,7 @@
 use super::mirror::Mirror;
 use super::partition_commands::log_rejection;
 use super::repeated::{RepeatedWarnings, Verdict};
-use super::shard_route::ShardRoute;
+use super::shard_route::coordinates;
 use super::stats::MirrorStats;
 use super::sync_plan::{self, DYNAMIC_TOPIC_CONFIG, DestinationLog, SyncFilters};
 use super::topics::StartTopic;
@@ -35,7 +35,6 @@ use actix::{ActorFutureExt, AsyncContext, Context, WrapFuture};
 use kmirror_protocol::acl::AclBinding;
 use kmirror_protocol::client::ClientError;
 use kmirror_protocol::errors::ErrorCode;
-use kmirror_protocol::sharding::mirror_shard;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -90,7 +89,7 @@ impl<H: Host> Mirror<H> {
             configs,
             source: self.source.clone(),
             own_cluster_id: self.host.cluster_id(),
-            coordinator: self.coordinates(),
+            coordinator: coordinates(&self.shards, &self.name),
             stats: self.stats.clone(),
             warnings: self.warnings.clone(),
             host: self.host.clone(),
@@ -104,15 +103,6 @@ impl<H: Host> Mirror<H> {
                 mirror.auto_start(topic, ctx);
             }
         }));
-    }
-
-    /// Whether this broker leads the mirror's coordinator shard.
-    fn coordinates(&self) -> bool {
-        if self.shards.is_empty() {
-            return false;
-        }
-        let index = mirror_shard(&self.name, self.shards.len() as i32);
-        matches!(self.shards.get(index as usize), Some(ShardRoute::Local(_)))
     }
 
     /// Starts a source topic `topics.include` selected, as StartMirrorTopics would.
