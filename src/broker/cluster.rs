@@ -14,7 +14,7 @@
 //! [`Broker::follow_metadata`] runs it after every change made through another.
 
 use super::config::BrokerConfig;
-use super::{Broker, Partition, internal_topics};
+use super::{Broker, OPENING_THREADS, Partition, internal_topics, parallel};
 use crate::controller::quorum::Quorum;
 use crate::controller::{
     ANY_NODE, BrokerEndpoint, Controller, ControllerError, MetadataCommand, PartitionMeta,
@@ -277,11 +277,14 @@ impl Broker {
             // Coordinator placement only: the state lives in the coordinators' record logs.
             Some(_) if !internal_topics::has_partition_logs(name) => {}
             Some(topic) => {
-                for (index, p) in topic.partitions.iter().enumerate() {
-                    if self.leads(p) && self.partition(name, index as i32).is_none() {
-                        self.open_partition(name, topic, index as i32)?;
-                    }
-                }
+                let missing: Vec<i32> = (0..)
+                    .zip(&topic.partitions)
+                    .filter(|(i, p)| self.leads(p) && self.partition(name, *i).is_none())
+                    .map(|(i, _)| i)
+                    .collect();
+                parallel::each_in_parallel(missing, OPENING_THREADS, |index| {
+                    self.open_partition(name, topic, index)
+                })?;
             }
         }
         Ok(())

@@ -18,7 +18,7 @@
 //! Files in the partition directory:
 //! - `<offset>.log` / `<offset>.index`: segments ([`super::segment`]); log files are opened on
 //!   demand within the broker's [`OpenFiles`] bound, so a broker holds more partitions than its
-//!   descriptor limit;
+//!   descriptor limit; an index file exists once it has entries (none reads as empty);
 //! - `leader-epoch-checkpoint`: the epoch cache, rewritten durably at truncations and, when
 //!   it grew since, at flushes (the batches after the recovery point carry the newer epochs,
 //!   and recovery reads them back);

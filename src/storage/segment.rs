@@ -158,9 +158,11 @@ impl Segment {
         let index_path = file_path(dir, base_offset, "index");
         let log = open_file(&log_path, true)?;
         log.set_len(0).map_err(io("truncate", &log_path))?;
-        open_file(&index_path, true)?
-            .set_len(0)
-            .map_err(io("truncate", &index_path))?;
+        // The index file is made when it first has entries to hold: a partition that never
+        // gets data costs its directory and one file (at scale, starting 100,000 mirror
+        // partitions is mostly the file system allocating inodes). One of that name left over
+        // from a former segment must not be read as this one's.
+        remove_if_present(&index_path)?;
         let log = files.adopt(log_path, log);
         Ok(Segment::with_file(base_offset, dir, log, 0, now_ms))
     }
@@ -201,7 +203,12 @@ impl Segment {
     /// Loads and checks the index file; false when it must be rebuilt.
     fn load_index(&mut self) -> Result<bool, StorageError> {
         let mut raw = Vec::new();
-        let index = open_file(&self.index_path, true)?;
+        // No index file reads as an empty one: a segment with no entries yet.
+        let index = match open_rw(&self.index_path, false) {
+            Ok(index) => index,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self.size == 0),
+            Err(e) => return Err(io("open", &self.index_path)(e)),
+        };
         let len = index
             .metadata()
             .map_err(io("stat", &self.index_path))?
@@ -595,11 +602,14 @@ impl Segment {
     /// Deletes the segment's files.
     pub fn delete(self) -> Result<(), StorageError> {
         fs::remove_file(self.log.path()).map_err(io("delete", self.log.path()))?;
-        match fs::remove_file(&self.index_path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(io("delete", &self.index_path)(e))
-            }
-            _ => Ok(()),
-        }
+        remove_if_present(&self.index_path)
+    }
+}
+
+/// Deletes `path`; one already gone is fine.
+fn remove_if_present(path: &Path) -> Result<(), StorageError> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("delete", path)(e)),
+        _ => Ok(()),
     }
 }

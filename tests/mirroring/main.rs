@@ -42,6 +42,7 @@ mod failback;
 mod metadata;
 mod operator;
 mod process;
+mod retire;
 mod scenarios;
 mod security;
 mod sync;

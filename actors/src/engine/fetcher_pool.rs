@@ -31,7 +31,7 @@ use crate::actor::{
 use crate::host::{Host, Source, TopicPartition};
 use crate::partition::Cause;
 use actix::{
-    Actor, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, Recipient,
+    Actor, ActorContext, ActorFutureExt, Addr, AsyncContext, Context, Handler, Message, Recipient,
     ResponseActFuture, WrapFuture,
 };
 use std::collections::{HashMap, HashSet};
@@ -280,6 +280,21 @@ impl<H: Host> Actor for FetcherPool<H> {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.me = Some(ctx.address());
         ctx.run_interval(CHECK_INTERVAL, |pool, _| pool.revive());
+    }
+}
+
+/// The pool's mirror stopped (deleted, or the engine shutting down).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct MirrorStopped;
+
+impl<H: Host> Handler<MirrorStopped> for FetcherPool<H> {
+    type Result = ();
+
+    /// The pool stops, dropping its fetchers' addresses (with no partition attached, a
+    /// fetcher has nothing left to do and stops as its mailbox closes).
+    fn handle(&mut self, _: MirrorStopped, ctx: &mut Context<Self>) {
+        ctx.stop();
     }
 }
 

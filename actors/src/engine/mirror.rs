@@ -16,7 +16,7 @@
 //! the requests about its topics; it never writes another mirror's state. A mirror whose source
 //! turned out to be another cluster is halted: no more sync, and its MIRRORING partitions fail.
 
-use super::fetcher_pool::FetcherPool;
+use super::fetcher_pool::{FetcherPool, MirrorStopped};
 use super::mirror_configs::{self, MirrorConfigError, MirrorSettings};
 use super::partition_ports::EnginePartitionPorts;
 use super::repeated::RepeatedWarnings;
@@ -227,9 +227,16 @@ impl<H: Host> Actor for Mirror<H> {
         });
         self.probe_source(PROBE_INITIAL_BACKOFF, ctx);
     }
+
+    /// The pool keeps its own clock and its fetchers address it, so it would outlive the
+    /// mirror (and keep its source connections open) unless told to stop too.
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.pool.do_send(MirrorStopped);
+    }
 }
 
-/// The mirror was deleted: the actor stops, its fetchers and partition actors go with it.
+/// The mirror was deleted: its actor stops, and with it its pool, whose fetchers and partition
+/// actors go as their last address drops.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
 pub struct Retire;
