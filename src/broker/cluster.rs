@@ -196,6 +196,9 @@ impl Broker {
     /// Only the topics changed since the last reconcile are looked at (the controller's
     /// journal names them), so metadata already brought in line with costs nothing and a
     /// change costs what its topics hold.
+    /// A topic whose logs fail does not hold up the others: every changed topic is brought in
+    /// line, the first failure is returned, and the change stays unreconciled so the failed
+    /// topic is tried again on the next one.
     pub fn reconcile(&self) -> Result<(), StorageError> {
         let mut reconciled = self.reconciled.lock().unwrap_or_else(|e| e.into_inner());
         let (version, delta, mut metas) = self.metadata_since(*reconciled);
@@ -224,11 +227,27 @@ impl Broker {
                 topics.entry(name.clone()).or_insert(None);
             }
         }
+        let mut failed = None;
         for (name, topic) in &topics {
-            self.reconcile_topic(name, topic.as_ref())?;
+            if let Err(e) = self.reconcile_topic(name, topic.as_ref()) {
+                tracing::error!(topic = name, error = %e, "opening or closing the topic's logs");
+                failed.get_or_insert(e);
+            }
         }
-        *reconciled = Some(version);
-        Ok(())
+        match failed {
+            Some(e) => Err(e),
+            None => {
+                *reconciled = Some(version);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether every partition of `topic` this node leads has its log open.
+    pub(super) fn leads_all_open(&self, name: &str, topic: &TopicMeta) -> bool {
+        (0..)
+            .zip(&topic.partitions)
+            .all(|(i, p)| !self.leads(p) || self.partition(name, i).is_some())
     }
 
     /// [`Broker::reconcile`] for one topic, `None` when the metadata no longer has it.

@@ -541,10 +541,16 @@ impl Broker {
     }
 
     /// The topic `name` as a change made through this node left it (the logs it leads open).
+    /// Another topic's failing logs are not this change's error.
     fn changed_topic(&self, name: &str) -> Result<TopicMeta, ControllerError> {
-        self.reconcile()?;
-        self.topic(name)
-            .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))
+        let reconciled = self.reconcile();
+        let topic = self
+            .topic(name)
+            .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))?;
+        match reconciled {
+            Err(e) if !self.leads_all_open(name, &topic) => Err(e.into()),
+            _ => Ok(topic),
+        }
     }
 
     /// Creates a topic and its partition logs (a new topic id unless one is given).

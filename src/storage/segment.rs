@@ -443,6 +443,12 @@ impl Segment {
     }
 
     fn rewrite_index(&mut self) -> Result<(), StorageError> {
+        self.persisted_entries = 0;
+        if self.entries.is_empty() {
+            // No file reads as an empty index: a recovered empty log makes no inode.
+            self.index_unsynced = false;
+            return remove_if_present(&self.index_path);
+        }
         let raw: Vec<u8> = self.entries.iter().flat_map(|e| e.encode()).collect();
         let index = open_file(&self.index_path, true)?;
         index.set_len(0).map_err(io("truncate", &self.index_path))?;

@@ -585,6 +585,39 @@ async fn retention_deletes_old_segments_and_moves_the_log_start() {
     shut(running).await;
 }
 
+/// A partition whose log cannot be made (a file where its directory goes) fails its own topic
+/// with KAFKA_STORAGE_ERROR, and holds up nothing else: the topic's other partitions open, and
+/// topics created afterwards, before or after it in name order, are created and take writes.
+#[tokio::test]
+async fn a_partition_whose_log_cannot_be_made_fails_only_its_own_topic() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let running = start(dir.path()).await;
+    std::fs::write(dir.path().join("q-1"), b"not a directory").expect("written");
+    assert_eq!(
+        create(&running.address, "q", 4).await,
+        ErrorCode::KAFKA_STORAGE_ERROR.0
+    );
+    for partition in [0, 2, 3] {
+        assert!(
+            running.broker.partition("q", partition).is_some(),
+            "q-{partition}"
+        );
+    }
+    for topic in ["aa", "zz"] {
+        assert_eq!(create(&running.address, topic, 1).await, 0, "{topic}");
+        let batch = BatchSpec {
+            records: 3,
+            ..BatchSpec::default()
+        }
+        .build();
+        let (error, offset) = produce(&running.address, topic, 0, batch, -1)
+            .await
+            .expect("answered");
+        assert_eq!((error, offset), (0, 0), "{topic}");
+    }
+    shut(running).await;
+}
+
 #[tokio::test]
 async fn concurrent_epoch_bumps_are_committed_together_and_survive_a_restart() {
     const PARTITIONS: i32 = 64;

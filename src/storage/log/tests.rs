@@ -687,11 +687,12 @@ fn a_new_log_makes_nothing_durable_before_its_first_flush_and_reopens_after_a_cr
         ["00000000000000000000.log"],
         "no checkpoint is written for an empty log, and no index before it has an entry"
     );
-    // A crash before anything was appended: the same empty log.
+    // A crash before anything was appended: the same empty log, recovered without an index.
     drop(log);
     let (mut log, report) = open(dir.path(), small_segments());
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
+    assert!(!file_path(dir.path(), 0, "index").exists());
     // Aligning with a source that starts later does move it, durably.
     log.truncate_fully_and_start_at(7).expect("truncates");
     drop(log);
