@@ -243,11 +243,17 @@ impl Broker {
         }
     }
 
-    /// Whether every partition of `topic` this node leads has its log open.
-    pub(super) fn leads_all_open(&self, name: &str, topic: &TopicMeta) -> bool {
+    /// The partitions of `topic` this node leads whose logs are not open (none for a topic
+    /// without partition logs).
+    pub(super) fn missing_logs(&self, name: &str, topic: &TopicMeta) -> Vec<i32> {
+        if !internal_topics::has_partition_logs(name) {
+            return Vec::new();
+        }
         (0..)
             .zip(&topic.partitions)
-            .all(|(i, p)| !self.leads(p) || self.partition(name, i).is_some())
+            .filter(|(i, p)| self.leads(p) && self.partition(name, *i).is_none())
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// [`Broker::reconcile`] for one topic, `None` when the metadata no longer has it.
@@ -293,14 +299,10 @@ impl Broker {
         match topic {
             None if removed => self.groups.forget_topic(name)?,
             None => {}
-            // Coordinator placement only: the state lives in the coordinators' record logs.
-            Some(_) if !internal_topics::has_partition_logs(name) => {}
+            // Coordinator placement only (no partition logs): the state lives in the
+            // coordinators' record logs.
             Some(topic) => {
-                let missing: Vec<i32> = (0..)
-                    .zip(&topic.partitions)
-                    .filter(|(i, p)| self.leads(p) && self.partition(name, *i).is_none())
-                    .map(|(i, _)| i)
-                    .collect();
+                let missing = self.missing_logs(name, topic);
                 parallel::each_in_parallel(missing, OPENING_THREADS, |index| {
                     self.open_partition(name, topic, index)
                 })?;

@@ -548,7 +548,7 @@ impl Broker {
             .topic(name)
             .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))?;
         match reconciled {
-            Err(e) if !self.leads_all_open(name, &topic) => Err(e.into()),
+            Err(e) if !self.missing_logs(name, &topic).is_empty() => Err(e.into()),
             _ => Ok(topic),
         }
     }

@@ -12,34 +12,30 @@ pub(super) fn each_in_parallel<T: Send>(
     threads: usize,
     work: impl Fn(T) -> Result<(), StorageError> + Sync,
 ) -> Result<(), StorageError> {
-    let threads = threads.min(items.len());
-    if threads <= 1 {
-        let mut first = None;
-        for item in items {
-            if let Err(e) = work(item) {
-                first.get_or_insert(e);
-            }
-        }
-        return first.map_or(Ok(()), Err);
-    }
     let queue = Mutex::new(items);
     let failure: Mutex<Option<StorageError>> = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
-                loop {
-                    let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
-                    let Some(item) = next else { return };
-                    if let Err(e) = work(item) {
-                        failure
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(e);
-                    }
-                }
-            });
+    let drain = || {
+        loop {
+            let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let Some(item) = next else { return };
+            if let Err(e) = work(item) {
+                failure
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(e);
+            }
         }
-    });
+    };
+    let threads = threads.min(queue.lock().unwrap_or_else(|e| e.into_inner()).len());
+    if threads <= 1 {
+        drain();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(drain);
+            }
+        });
+    }
     failure
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())

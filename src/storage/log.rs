@@ -41,7 +41,7 @@ use super::epoch_cache::{EpochCache, EpochEntry};
 use super::error::{StorageError, io};
 use super::open_files::OpenFiles;
 use super::producer_state::{AbortedTxn, ProduceCheck, ProducerStateManager};
-use super::segment::{AppendedBatch, OpenMode, Segment, file_path};
+use super::segment::{AppendedBatch, OpenMode, Segment, file_path, remove_if_present};
 use bytes::Bytes;
 use kmirror_protocol::batch::{
     BatchHeader, CheckedBatches, RecordBatch, RecordBatches, rewrite_batches,
@@ -180,13 +180,7 @@ fn control_of(b: &RecordBatch) -> Result<Option<ControlRecord>, StorageError> {
 
 fn delete_segment_files(dir: &Path, base: i64) -> Result<(), StorageError> {
     for ext in ["log", "index"] {
-        let path = file_path(dir, base, ext);
-        match fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io("delete", path)(e));
-            }
-            _ => {}
-        }
+        remove_if_present(&file_path(dir, base, ext))?;
     }
     Ok(())
 }

@@ -613,7 +613,7 @@ impl Segment {
 }
 
 /// Deletes `path`; one already gone is fine.
-fn remove_if_present(path: &Path) -> Result<(), StorageError> {
+pub(super) fn remove_if_present(path: &Path) -> Result<(), StorageError> {
     match fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("delete", path)(e)),
         _ => Ok(()),
