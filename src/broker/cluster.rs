@@ -311,22 +311,27 @@ impl Broker {
         Ok(())
     }
 
-    /// Forgets an open partition and removes its log.
+    /// Forgets an open partition and deletes its log (a request still holding it gets
+    /// [`StorageError::LogDeleted`] for any write).
     fn close_partition(&self, name: &str, index: i32) -> Result<(), StorageError> {
-        {
+        let closed = {
             let mut partitions = self.partitions.write().unwrap_or_else(|e| e.into_inner());
-            if let Some(open) = partitions.get_mut(name) {
-                open.remove(&index);
-                if open.is_empty() {
-                    partitions.remove(name);
-                }
+            let closed = partitions
+                .get_mut(name)
+                .and_then(|open| open.remove(&index));
+            if partitions.get(name).is_some_and(BTreeMap::is_empty) {
+                partitions.remove(name);
             }
+            closed
+        };
+        match closed {
+            Some(partition) => partition
+                .log
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .delete(),
+            None => Ok(()),
         }
-        let dir = self.config.log_dir.join(format!("{name}-{index}"));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(crate::storage::error::io("remove", &dir))?;
-        }
-        Ok(())
     }
 
     /// Runs [`Broker::reconcile`] after every metadata change (changes arriving meanwhile are

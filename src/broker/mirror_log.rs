@@ -19,12 +19,14 @@ pub(crate) struct Lease<'a>(pub(crate) &'a mut PartitionLog);
 
 /// A storage failure in Kafka's terms: I/O is KAFKA_STORAGE_ERROR and batches that overlap
 /// the log end OFFSET_NOT_AVAILABLE (both retriable: the next fetch asks from the log end
-/// again, after the source's log or leader moved); anything else is a log that refuses what it
-/// was given, INVALID_RECORD.
+/// again, after the source's log or leader moved); a log deleted under the engine (its topic
+/// went) NOT_LEADER_OR_FOLLOWER; anything else is a log that refuses what it was given,
+/// INVALID_RECORD.
 fn cause(e: StorageError) -> HostError {
     let code = match e {
         StorageError::Io { .. } => ErrorCode::KAFKA_STORAGE_ERROR,
         StorageError::OffsetOverlap { .. } => ErrorCode::OFFSET_NOT_AVAILABLE,
+        StorageError::LogDeleted { .. } => ErrorCode::NOT_LEADER_OR_FOLLOWER,
         _ => ErrorCode::INVALID_RECORD,
     };
     HostError::new(code, e.to_string())

@@ -113,6 +113,9 @@ pub enum StorageError {
         log_start_offset: i64,
         log_end_offset: i64,
     },
+    /// The log was deleted (its topic or partition went) while something still held it.
+    #[error("the log in {dir} was deleted")]
+    LogDeleted { dir: PathBuf },
     /// A batch could not be encoded.
     #[error("encoding a control batch: {0}")]
     Encode(#[from] kmirror_protocol::codec::CodecError),

@@ -90,12 +90,20 @@ async fn topics_matching_the_include_filter_start_mirroring_without_a_command() 
     }
     let described = cli_ok(&address, &["--describe", "--mirror", "auto"]);
     assert!(!described.contains(&private), "{described}");
+    let listed = {
+        let address = address.clone();
+        tokio::task::spawn_blocking(move || {
+            kafka_tools::kafka_tool(
+                "org.apache.kafka.tools.TopicCommand",
+                &["--bootstrap-server", &address, "--list"],
+            )
+        })
+        .await
+        .expect("listed")
+    };
     assert!(
-        !dir.path()
-            .join("data")
-            .join(format!("{private}-0"))
-            .exists(),
-        "the excluded topic was created on the destination"
+        listed.contains(&wanted) && !listed.contains(&private),
+        "the excluded topic was created on the destination:\n{listed}"
     );
     let log = std::fs::read_to_string(dir.path().join("broker.log")).expect("the broker's log");
     assert!(

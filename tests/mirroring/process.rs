@@ -39,7 +39,19 @@ pub(crate) fn kmirror_segment(dir: &std::path::Path, topic: &str, partition: i32
         .join("data")
         .join(format!("{topic}-{partition}"))
         .join("00000000000000000000.log");
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    std::fs::read(&path).unwrap_or_else(|e| {
+        let found: Vec<String> = path
+            .parent()
+            .and_then(|folder| std::fs::read_dir(folder).ok())
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        panic!("{}: {e} (the folder holds {found:?})", path.display())
+    })
 }
 
 /// Kafka's producer writing `records` lz4 records to `topic` at `address`, off the test's
@@ -278,7 +290,26 @@ async fn three_kinds_of_topics_mirror_and_read_the_same_from_java() {
     assert_eq!(code, Some(0), "{text}");
     // Written while the mirror runs (the broker is another process: blocking here is fine).
     kafka_tools::produce(&bootstrap, &lz4, 200_000, "lz4", &[]);
-    kafka_tools::produce(&bootstrap, &compacted, 5_000, "none", &[]);
+    // A compacted topic takes only keyed records (ProducerPerformance sends none).
+    let keyed = kafka_tool(
+        "org.apache.kafka.tools.VerifiableProducer",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            &compacted,
+            "--max-messages",
+            "5000",
+            "--repeating-keys",
+            "100",
+            "--acks",
+            "-1",
+        ],
+    );
+    assert!(
+        keyed.contains("\"acked\":5000"),
+        "every keyed record is acknowledged:\n{keyed}"
+    );
     kafka_tools::produce(&bootstrap, &input, 3_000, "lz4", &[]);
     kafka_tools::copy_transactionally(&bootstrap, &input, &txn, &format!("three-{run}"), 3_000);
     for (topic, partitions) in [(&lz4, 2), (&compacted, 1), (&txn, 1)] {

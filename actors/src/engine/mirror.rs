@@ -16,6 +16,7 @@
 //! the requests about its topics; it never writes another mirror's state. A mirror whose source
 //! turned out to be another cluster is halted: no more sync, and its MIRRORING partitions fail.
 
+use super::coalescing_source::CoalescingSource;
 use super::fetcher_pool::{FetcherPool, MirrorStopped};
 use super::mirror_configs::{self, MirrorConfigError, MirrorSettings};
 use super::partition_ports::EnginePartitionPorts;
@@ -78,6 +79,8 @@ pub struct Mirror<H: Host> {
     pub(super) configs: BTreeMap<String, String>,
     /// The source for control requests: metadata, offsets, LastMirroredEpochs.
     pub(super) source: Arc<H::Source>,
+    /// `source` for its partitions' lookups, merged across partitions asking at once.
+    pub(super) lookups: Arc<CoalescingSource<H::Source>>,
     /// The fetchers' source client (its own connections: a broker serves one request of a
     /// connection at a time, so a long-polling fetch would hold up control requests).
     pub(super) fetch_source: Arc<H::Source>,
@@ -176,6 +179,7 @@ impl<H: Host> Mirror<H> {
             liveness,
             arbiters,
             configs,
+            lookups: Arc::new(CoalescingSource::new(source.clone())),
             source,
             fetch_source,
             source_cluster_id,

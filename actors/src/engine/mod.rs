@@ -16,6 +16,7 @@
 //! - [`fetcher_pool`] and [`fetch`]: a mirror's fetchers, each partition on a fetcher of its
 //!   source leader; [`fetch_answer`] Kafka's fetch error table, pure;
 //! - [`partition_ports`]: a partition actor's effects carried out over the host;
+//!   [`coalescing_source`] merges the source lookups its partitions make at once;
 //! - [`state_log`], [`shard_route`], [`shard_service`]: `__mirror_state` (its shards here,
 //!   routes to the brokers that lead the others, and requests from them);
 //! - [`sync`] and [`sync_plan`]: the periodic metadata sync (source cluster id, partition
@@ -31,6 +32,7 @@
 //!
 //! [`Host`]: crate::host::Host
 
+pub mod coalescing_source;
 pub mod describe;
 pub mod epoch_bumps;
 pub mod fetch;

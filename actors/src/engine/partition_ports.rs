@@ -6,6 +6,7 @@
 //! Writing the LME rewrites the partition's stored state with the LME added, as one record.
 
 use super::cause;
+use super::coalescing_source::CoalescingSource;
 use super::fetcher_pool::{Attach, Detach, FetcherPool};
 use super::shard_route::ShardRoute;
 use super::stats::MirrorStats;
@@ -45,7 +46,7 @@ pub struct MirrorPartitionSite {
 pub struct EnginePartitionPorts<H: Host> {
     site: Arc<MirrorPartitionSite>,
     host: H,
-    source: Arc<H::Source>,
+    source: Arc<CoalescingSource<H::Source>>,
     shard: ShardRoute<H>,
     fetchers: Addr<FetcherPool<H>>,
     stats: Arc<MirrorStats>,
@@ -77,7 +78,7 @@ impl<H: Host> EnginePartitionPorts<H> {
     pub fn new(
         site: MirrorPartitionSite,
         host: H,
-        source: Arc<H::Source>,
+        source: Arc<CoalescingSource<H::Source>>,
         shard: ShardRoute<H>,
         fetchers: Addr<FetcherPool<H>>,
         stats: Arc<MirrorStats>,

@@ -227,7 +227,7 @@ impl<H: Host> Mirror<H> {
         let retry = self.retry;
         let cluster_id = host.cluster_id();
         let (source, pool, source_cluster_id, halted, stats) = (
-            self.source.clone(),
+            self.lookups.clone(),
             self.pool.clone(),
             self.source_cluster_id.clone(),
             self.halted.clone(),

@@ -5,7 +5,7 @@ use crate::errors::{ErrorClass, ErrorCode};
 use thiserror::Error;
 
 /// Why a call to the source cluster failed.
-#[derive(Debug, Error)]
+#[derive(Debug, Clone, Error)]
 pub enum ClientError {
     /// The configuration cannot work (bad address, unreadable trust store, unknown mechanism).
     #[error("invalid client configuration: {0}")]

@@ -37,6 +37,9 @@ pub(super) fn error_code(e: &StorageError) -> i16 {
         }
         StorageError::OutOfOrderSequence { .. } => ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER.0,
         StorageError::InvalidProducerEpoch { .. } => ErrorCode::INVALID_PRODUCER_EPOCH.0,
+        // The partition went while the request held it: retriable, the client's next metadata
+        // says where it is now.
+        StorageError::LogDeleted { .. } => ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
         _ => ErrorCode::KAFKA_STORAGE_ERROR.0,
     }
 }
