@@ -15,13 +15,10 @@
 //!   Their records are not validated again (the source did), but a batch this broker could not
 //!   serve (an unknown codec, offsets running backwards) is refused.
 //!
-//! Files in the partition directory, which is made by the first file written (a log that never
-//! gets data, nor a start offset other than 0, costs no inode: at 100,000 idle mirror partitions
-//! the file system's inode allocation was most of a Start):
+//! Files in the partition directory:
 //! - `<offset>.log` / `<offset>.index`: segments ([`super::segment`]); log files are opened on
 //!   demand within the broker's [`OpenFiles`] bound, so a broker holds more partitions than its
-//!   descriptor limit; a log file exists once appended to and an index file once it has
-//!   entries (none reads as empty);
+//!   descriptor limit; an index file exists once it has entries (none reads as empty);
 //! - `leader-epoch-checkpoint`: the epoch cache, rewritten durably at truncations and, when
 //!   it grew since, at flushes (the batches after the recovery point carry the newer epochs,
 //!   and recovery reads them back);
@@ -36,12 +33,10 @@
 //!
 //! Durability: data is fsynced by [`PartitionLog::flush`], which the flush policy
 //! (`flush.messages`, `flush.ms`) calls after appends; truncations and deletions are fsynced at
-//! once, so truncated data never comes back after a crash. A directory this log made is synced
-//! into its parent with the first flush or checkpoint after it.
+//! once, so truncated data never comes back after a crash.
 //!
 //! Deletion: [`PartitionLog::delete`] removes the directory and leaves the log refusing every
-//! write ([`StorageError::LogDeleted`]), so a request still holding it cannot make the
-//! directory again (where a topic created again under the name would find its files).
+//! append and truncation ([`StorageError::LogDeleted`]), for a request that still holds it.
 
 use super::checkpoint::{self, CheckpointProblem};
 use super::config::LogConfig;
@@ -145,20 +140,8 @@ pub struct PartitionLog {
     /// last written to.
     snapshot_at: Option<i64>,
     dir_dirty: bool,
-    dir_state: DirState,
-}
-
-/// Where the partition directory stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DirState {
-    /// Not made: nothing was written yet.
-    Absent,
-    /// Made by this log; its name in the parent directory is not durable yet.
-    Made,
-    /// On disk, its name durable.
-    Present,
-    /// Removed by [`PartitionLog::delete`]; nothing may make it again.
-    Deleted,
+    /// Set by [`PartitionLog::delete`].
+    deleted: bool,
 }
 
 /// A batch parsed for appending: its header and, for control batches, the record.
@@ -220,22 +203,14 @@ impl PartitionLog {
         files: &OpenFiles,
         now_ms: i64,
     ) -> Result<(PartitionLog, RecoveryReport), StorageError> {
+        fs::create_dir_all(dir).map_err(io("create directory", dir))?;
         let mut report = RecoveryReport::default();
         let mut log_bases = Vec::new();
         let mut snapshots = Vec::new();
         // A log made from nothing has nothing to recover or make durable: a crash before its
         // first flush leaves at most an empty directory, which opens the same way again.
         let mut fresh = true;
-        let entries = match fs::read_dir(dir) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            listed => Some(listed.map_err(io("list", dir))?),
-        };
-        let dir_state = if entries.is_some() {
-            DirState::Present
-        } else {
-            DirState::Absent
-        };
-        for entry in entries.into_iter().flatten() {
+        for entry in fs::read_dir(dir).map_err(io("list", dir))? {
             let entry = entry.map_err(io("list", dir))?;
             fresh = false;
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -253,15 +228,13 @@ impl PartitionLog {
         log_bases.sort_unstable();
         snapshots.sort_unstable();
         // An index without its log is a leftover of a deletion.
-        if !fresh {
-            for entry in fs::read_dir(dir).map_err(io("list", dir))? {
-                let entry = entry.map_err(io("list", dir))?;
-                let name = entry.file_name().to_string_lossy().into_owned();
-                if let Some(base) = parse_base_offset(&name, "index")
-                    && log_bases.binary_search(&base).is_err()
-                {
-                    fs::remove_file(entry.path()).map_err(io("delete", entry.path()))?;
-                }
+        for entry in fs::read_dir(dir).map_err(io("list", dir))? {
+            let entry = entry.map_err(io("list", dir))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(base) = parse_base_offset(&name, "index")
+                && log_bases.binary_search(&base).is_err()
+            {
+                fs::remove_file(entry.path()).map_err(io("delete", entry.path()))?;
             }
         }
 
@@ -369,7 +342,7 @@ impl PartitionLog {
             snapshot_at: None,
             // The first flush of a fresh log with data makes its files' names durable.
             dir_dirty: fresh || !report.dropped_segments.is_empty(),
-            dir_state,
+            deleted: false,
         };
         if fresh {
             report.segments = log.segments.len();
@@ -712,7 +685,7 @@ impl PartitionLog {
             .last()
             .map_or(first_offset, |c| c.batch.last_offset());
         let total = data.len();
-        self.ensure_dir()?;
+        self.refuse_if_deleted()?;
         self.maybe_roll(total, now_ms)?;
 
         let mut appended = Vec::with_capacity(checked.len());
@@ -946,7 +919,7 @@ impl PartitionLog {
             }
         }
         self.active_mut().truncate_to(offset)?;
-        self.sync_dir()?;
+        checkpoint::sync_dir(&self.dir)?;
         if self.log_end_offset() < self.log_start_offset {
             // The batch holding `offset` also held the log start: nothing visible is left.
             return self.truncate_fully_and_start_at(offset);
@@ -1006,7 +979,7 @@ impl PartitionLog {
             offset,
             Segment::create(&self.dir, offset, &self.files, now_ms)?,
         );
-        self.sync_dir()?;
+        checkpoint::sync_dir(&self.dir)?;
         self.log_start_offset = offset;
         self.high_watermark = offset;
         self.recovery_point = offset;
@@ -1040,7 +1013,7 @@ impl PartitionLog {
             }
         }
         if !doomed.is_empty() {
-            self.sync_dir()?;
+            checkpoint::sync_dir(&self.dir)?;
         }
         self.high_watermark = self.high_watermark.max(offset);
         self.recovery_point = self.recovery_point.max(offset);
@@ -1134,10 +1107,9 @@ impl PartitionLog {
             segment.flush()?;
         }
         if self.dir_dirty {
-            self.sync_dir()?;
+            checkpoint::sync_dir(&self.dir)?;
             self.dir_dirty = false;
         }
-        self.sync_made_dir()?;
         self.write_epoch_checkpoint()?;
         self.recovery_point = self.log_end_offset();
         self.unflushed_batches = 0;
@@ -1175,7 +1147,7 @@ impl PartitionLog {
             .iter()
             .map(|e| vec![i64::from(e.epoch), e.start_offset])
             .collect();
-        self.write_checkpoint(EPOCH_CHECKPOINT, &entries)?;
+        checkpoint::write(&self.dir.join(EPOCH_CHECKPOINT), &entries)?;
         self.epochs_on_disk = Some(self.epochs.entries().to_vec());
         Ok(())
     }
@@ -1190,21 +1162,26 @@ impl PartitionLog {
         if self.state_on_disk == Some(state) {
             return Ok(());
         }
-        self.write_checkpoint(STATE_CHECKPOINT, &[state.to_vec()])?;
+        checkpoint::write(&self.dir.join(STATE_CHECKPOINT), &[state.to_vec()])?;
         self.state_on_disk = Some(state);
         Ok(())
     }
 
-    /// Writes the checkpoint file `name` atomically (making the directory first if needed).
-    fn write_checkpoint(&mut self, name: &str, entries: &[Vec<i64>]) -> Result<(), StorageError> {
-        self.ensure_dir()?;
-        checkpoint::write(&self.dir.join(name), entries)?;
-        self.sync_made_dir()
+    /// Removes the log's directory with everything in it; the log then refuses appends and
+    /// truncations, so a request still holding it gets a clear answer.
+    pub fn delete(&mut self) -> Result<(), StorageError> {
+        match fs::remove_dir_all(&self.dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("remove", &self.dir)(e)),
+            _ => {
+                self.deleted = true;
+                Ok(())
+            }
+        }
     }
 
     /// Refuses once the log was deleted, before anything changes.
     fn refuse_if_deleted(&self) -> Result<(), StorageError> {
-        if self.dir_state == DirState::Deleted {
+        if self.deleted {
             return Err(StorageError::LogDeleted {
                 dir: self.dir.clone(),
             });
@@ -1212,54 +1189,8 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Makes the directory if it is not there yet; refuses once the log was deleted.
-    fn ensure_dir(&mut self) -> Result<(), StorageError> {
-        self.refuse_if_deleted()?;
-        if self.dir_state == DirState::Absent {
-            fs::create_dir_all(&self.dir).map_err(io("create directory", &self.dir))?;
-            self.dir_state = DirState::Made;
-        }
-        Ok(())
-    }
-
-    /// Makes the directory's entries durable (nothing to do where it was never made).
-    fn sync_dir(&self) -> Result<(), StorageError> {
-        self.refuse_if_deleted()?;
-        if self.dir_state == DirState::Absent {
-            return Ok(());
-        }
-        checkpoint::sync_dir(&self.dir)
-    }
-
-    /// Makes the name of a directory this log made durable in its parent, once.
-    fn sync_made_dir(&mut self) -> Result<(), StorageError> {
-        if self.dir_state == DirState::Made {
-            if let Some(parent) = self.dir.parent() {
-                checkpoint::sync_dir(parent)?;
-            }
-            self.dir_state = DirState::Present;
-        }
-        Ok(())
-    }
-
-    /// Removes the log's directory with everything in it. The log then refuses every write,
-    /// so whatever still holds it cannot make the directory again.
-    pub fn delete(&mut self) -> Result<(), StorageError> {
-        let was = std::mem::replace(&mut self.dir_state, DirState::Deleted);
-        match fs::remove_dir_all(&self.dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                self.dir_state = was;
-                Err(io("remove", &self.dir)(e))
-            }
-            _ => Ok(()),
-        }
-    }
-
     fn snapshot_offsets(&self) -> Result<Vec<i64>, StorageError> {
         let mut offsets = Vec::new();
-        if self.dir_state == DirState::Absent {
-            return Ok(offsets);
-        }
         for entry in fs::read_dir(&self.dir).map_err(io("list", &self.dir))? {
             let entry = entry.map_err(io("list", &self.dir))?;
             if let Some(offset) =
@@ -1274,7 +1205,6 @@ impl PartitionLog {
 
     /// Writes the producer state valid at `offset` (the log end) and deletes older snapshots.
     fn write_snapshot(&mut self, offset: i64) -> Result<(), StorageError> {
-        self.ensure_dir()?;
         let path = file_path(&self.dir, offset, "snapshot");
         let tmp = path.with_extension("tmp");
         let bytes = self.producers.encode_snapshot(offset);

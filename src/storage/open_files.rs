@@ -10,10 +10,6 @@
 //! closed, and a referenced one loses its mark and goes to the back. A use costs one uncontended
 //! mutex and an atomic store, never the shared queue.
 //!
-//! A new segment's file may be [`OpenFiles::reserve`]d rather than created: it is created by its
-//! first use, so a log that never gets data costs no inode (at 100,000 idle mirror partitions,
-//! the file system's inode allocation was most of a Start).
-//!
 //! Invariants: a closed file is reopened by its path on next use, so callers never see the
 //! difference; an operation in progress holds its own `Arc<File>`, so closing a file under it
 //! only takes effect when it ends (the bound can be exceeded by the operations in flight);
@@ -52,8 +48,6 @@ struct Slot {
     referenced: AtomicBool,
     /// Whether it was ever closed by eviction (its next open counts as a reopen).
     evicted: AtomicBool,
-    /// Whether the file is still to be created (reserved, never used).
-    absent: AtomicBool,
 }
 
 /// One segment's log file, opened on demand within an [`OpenFiles`] bound.
@@ -126,26 +120,10 @@ impl OpenFiles {
             file: Mutex::new(Some(Arc::new(file))),
             referenced: AtomicBool::new(true),
             evicted: AtomicBool::new(false),
-            absent: AtomicBool::new(false),
         });
         self.admit(&slot);
         SegmentFile {
             slot,
-            files: self.clone(),
-        }
-    }
-
-    /// A file at `path` that its first use creates (its directory must exist by then); it
-    /// counts against the bound from that use on.
-    pub fn reserve(&self, path: PathBuf) -> SegmentFile {
-        SegmentFile {
-            slot: Arc::new(Slot {
-                path,
-                file: Mutex::new(None),
-                referenced: AtomicBool::new(false),
-                evicted: AtomicBool::new(false),
-                absent: AtomicBool::new(true),
-            }),
             files: self.clone(),
         }
     }
@@ -184,16 +162,14 @@ impl OpenFiles {
 }
 
 impl SegmentFile {
-    /// The open file, reopened if it was closed, created if it was reserved.
+    /// The open file, reopened if it was closed.
     pub fn get(&self) -> io::Result<Arc<File>> {
         let mut file = lock(&self.slot.file);
         if let Some(open) = file.as_ref() {
             self.slot.referenced.store(true, Ordering::Relaxed);
             return Ok(Arc::clone(open));
         }
-        let create = self.slot.absent.load(Ordering::Relaxed);
-        let open = Arc::new(open_rw(&self.slot.path, create)?);
-        self.slot.absent.store(false, Ordering::Relaxed);
+        let open = Arc::new(open_rw(&self.slot.path, false)?);
         *file = Some(Arc::clone(&open));
         drop(file);
         if self.slot.evicted.load(Ordering::Relaxed) {
@@ -213,11 +189,6 @@ impl SegmentFile {
     /// Whether its descriptor is open now.
     pub fn is_open(&self) -> bool {
         lock(&self.slot.file).is_some()
-    }
-
-    /// Whether it was reserved and is not created yet.
-    pub fn is_absent(&self) -> bool {
-        self.slot.absent.load(Ordering::Relaxed)
     }
 }
 
@@ -276,32 +247,6 @@ mod tests {
             "a file used since the last sweep was closed"
         );
         assert!(!all[2].is_open(), "the oldest unused file stayed open");
-    }
-
-    #[test]
-    fn a_reserved_file_is_created_by_its_first_use_and_counted_from_then() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let bound = OpenFiles::new(16);
-        let path = dir.path().join("reserved.log");
-        let reserved = bound.reserve(path.clone());
-        assert!(reserved.is_absent());
-        assert!(!path.exists());
-        assert_eq!(bound.open_count(), 0);
-        reserved
-            .get()
-            .expect("creates")
-            .write_all_at(b"data", 0)
-            .expect("writes");
-        assert!(!reserved.is_absent());
-        assert_eq!(bound.open_count(), 1);
-        assert_eq!(std::fs::read(&path).expect("reads"), b"data");
-        let _others = files(dir.path(), &bound, 16);
-        assert!(!reserved.is_open());
-        std::fs::remove_file(&path).expect("removes");
-        assert!(
-            reserved.get().is_err(),
-            "a created file that disappeared was made again"
-        );
     }
 
     #[test]

@@ -147,10 +147,7 @@ impl Segment {
         self.log.get().map_err(io("open", self.log.path()))
     }
 
-    /// Creates an empty segment, replacing any files of that name. Its log file is made by the
-    /// first append and its index file once it has entries: a partition that never gets data
-    /// costs no inode (at scale, starting 100,000 mirror partitions was mostly the file system
-    /// allocating inodes).
+    /// Creates an empty segment (replacing any files of that name).
     pub fn create(
         dir: &Path,
         base_offset: i64,
@@ -158,10 +155,15 @@ impl Segment {
         now_ms: i64,
     ) -> Result<Segment, StorageError> {
         let log_path = file_path(dir, base_offset, "log");
-        // Files of that name left over from a former segment must not be read as this one's.
-        remove_if_present(&log_path)?;
-        remove_if_present(&file_path(dir, base_offset, "index"))?;
-        let log = files.reserve(log_path);
+        let index_path = file_path(dir, base_offset, "index");
+        let log = open_file(&log_path, true)?;
+        log.set_len(0).map_err(io("truncate", &log_path))?;
+        // The index file is made when it first has entries to hold: a partition that never
+        // gets data costs its directory and one file (at scale, starting 100,000 mirror
+        // partitions is mostly the file system allocating inodes). One of that name left over
+        // from a former segment must not be read as this one's.
+        remove_if_present(&index_path)?;
+        let log = files.adopt(log_path, log);
         Ok(Segment::with_file(base_offset, dir, log, 0, now_ms))
     }
 
@@ -508,9 +510,6 @@ impl Segment {
 
     /// Reads `len` bytes at `position` (one pread into a fresh buffer).
     pub fn read(&self, position: u64, len: usize) -> Result<Bytes, StorageError> {
-        if len == 0 {
-            return Ok(Bytes::new());
-        }
         let mut buf = BytesMut::zeroed(len);
         self.log_file()?
             .read_exact_at(&mut buf, position)
@@ -583,10 +582,6 @@ impl Segment {
     /// flush is recovered (and its index rebuilt) on open anyway, so writing them earlier would
     /// only add a syscall per append.
     pub fn flush(&mut self) -> Result<(), StorageError> {
-        if self.log.is_absent() {
-            // Never appended to: nothing to make durable, and no index entries.
-            return Ok(());
-        }
         self.log_file()?
             .sync_data()
             .map_err(io("fsync", self.log.path()))?;
@@ -612,9 +607,7 @@ impl Segment {
 
     /// Deletes the segment's files.
     pub fn delete(self) -> Result<(), StorageError> {
-        if !self.log.is_absent() {
-            fs::remove_file(self.log.path()).map_err(io("delete", self.log.path()))?;
-        }
+        fs::remove_file(self.log.path()).map_err(io("delete", self.log.path()))?;
         remove_if_present(&self.index_path)
     }
 }

@@ -670,98 +670,59 @@ fn epochs_grown_since_the_last_flush_come_back_from_the_batches_after_a_crash() 
     assert_eq!(log.end_offset_for(3), (3, 8));
 }
 
-fn names_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
+#[test]
+fn a_new_log_makes_nothing_durable_before_its_first_flush_and_reopens_after_a_crash() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, report) = open(dir.path(), small_segments());
+    assert_eq!(report.segments, 1);
+    // A new mirror partition aligning with a source that starts at 0: nothing to undo.
+    log.truncate_fully_and_start_at(0).expect("truncates");
+    let mut names: Vec<String> = fs::read_dir(dir.path())
         .expect("lists")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    names
-}
-
-#[test]
-fn a_new_log_writes_nothing_before_its_first_append_and_reopens_after_a_crash() {
-    let root = tempfile::tempdir().expect("temp dir");
-    let dir = root.path().join("mirrored-0");
-    let (mut log, report) = open(&dir, small_segments());
-    assert_eq!(report.segments, 1);
-    // A new mirror partition elected, then aligning with a source that starts at 0: nothing
-    // to write, not even its directory.
-    log.assign_leader_epoch(3).expect("assigns");
-    log.truncate_fully_and_start_at(0).expect("truncates");
-    log.flush(NOW).expect("flushes");
-    assert!(!dir.exists(), "an idle new log made {}", dir.display());
-    // A crash, or a clean close: the same empty log, and still no directory.
+    assert_eq!(
+        names,
+        ["00000000000000000000.log"],
+        "no checkpoint is written for an empty log, and no index before it has an entry"
+    );
+    // A crash before anything was appended: the same empty log, recovered without an index.
     drop(log);
-    let (log, report) = open(&dir, small_segments());
+    let (mut log, report) = open(dir.path(), small_segments());
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (0, 0));
-    log.close(NOW).expect("closes");
-    assert!(!dir.exists(), "closing an idle new log made its directory");
-    // Aligning with a source that starts later does move it, durably, without a segment file.
-    let (mut log, _) = open(&dir, small_segments());
+    assert!(!file_path(dir.path(), 0, "index").exists());
+    // Aligning with a source that starts later does move it, durably.
     log.truncate_fully_and_start_at(7).expect("truncates");
-    assert_eq!(names_in(&dir), [STATE_CHECKPOINT]);
     drop(log);
-    let (mut log, _) = open(&dir, small_segments());
+    let (log, _) = open(dir.path(), small_segments());
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (7, 7));
-    // Its first append makes the segment file, at the log start, with no index yet.
-    log.append_mirrored(sourced(7, 2, 1), GapPolicy::Contiguous, NOW)
-        .expect("appends");
-    assert_eq!(
-        names_in(&dir),
-        ["00000000000000000007.log", STATE_CHECKPOINT]
-    );
-    drop(log);
-    let (log, _) = open(&dir, small_segments());
-    assert_eq!((log.log_start_offset(), log.log_end_offset()), (7, 9));
     // Another new log, appended to, then a crash before its first flush: recovery reads the
     // batches back, epochs included.
-    let dir = root.path().join("mirrored-1");
-    let (mut log, _) = open(&dir, small_segments());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, _) = open(dir.path(), small_segments());
     log.append_mirrored(sourced(0, 3, 2), GapPolicy::Contiguous, NOW)
         .expect("appends");
     log.append_mirrored(sourced(3, 2, 4), GapPolicy::Contiguous, NOW)
         .expect("appends");
     drop(log);
-    let (mut log, _) = open(&dir, small_segments());
+    let (mut log, _) = open(dir.path(), small_segments());
     assert_eq!(log.log_end_offset(), 5);
     assert_eq!(log.end_offset_for(2), (2, 3));
     assert_eq!(log.latest_epoch(), Some(4));
     log.flush(NOW).expect("flushes");
-    assert!(dir.join(EPOCH_CHECKPOINT).exists());
-}
-
-/// A request can still hold a log when its topic is deleted: whatever it tries then must not
-/// make the directory again, where a topic created again under the name would read it.
-#[test]
-fn a_deleted_log_refuses_writes_and_leaves_no_directory() {
-    let root = tempfile::tempdir().expect("temp dir");
-    for data in [false, true] {
-        let dir = root.path().join(format!("deleted-{data}"));
-        let (mut log, _) = open(&dir, small_segments());
-        if data {
-            log.append_as_leader(plain(2), 0, NOW).expect("appends");
-            log.flush(NOW).expect("flushes");
-            assert!(dir.exists());
-        }
-        log.delete().expect("deletes");
-        assert!(!dir.exists());
-        let deleted = |r: Result<(), StorageError>| {
-            assert!(matches!(r, Err(StorageError::LogDeleted { .. })), "{r:?}")
-        };
-        deleted(log.append_as_leader(plain(1), 0, NOW).map(|_| ()));
-        deleted(
-            log.append_mirrored(
-                sourced(log.log_end_offset(), 1, 1),
-                GapPolicy::AllowGaps,
-                NOW,
-            )
-            .map(|_| ()),
-        );
-        deleted(log.truncate_fully_and_start_at(40));
-        assert!(!dir.exists(), "a deleted log made its directory again");
-    }
+    assert!(dir.path().join(EPOCH_CHECKPOINT).exists());
+    // A new log closed empty (a broker shut down before anything was produced) writes nothing.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut log, _) = open(dir.path(), small_segments());
+    log.assign_leader_epoch(3).expect("assigns");
+    log.close(NOW).expect("closes");
+    let names: Vec<String> = fs::read_dir(dir.path())
+        .expect("lists")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["00000000000000000000.log"]);
 }
 
 #[test]
@@ -831,4 +792,37 @@ fn a_truncation_to_the_log_end_drops_an_epoch_stamped_there() {
     drop(log);
     let (log, _) = open(dir.path(), small_segments());
     assert_eq!(log.epoch_entries().len(), 1, "the checkpoint says so too");
+}
+
+/// A request can still hold a log when its topic is deleted: what it tries then is refused
+/// with a reason of its own, and the directory stays gone.
+#[test]
+fn a_deleted_log_refuses_appends_and_truncations() {
+    let root = tempfile::tempdir().expect("temp dir");
+    for data in [false, true] {
+        let dir = root.path().join(format!("deleted-{data}"));
+        let (mut log, _) = open(&dir, small_segments());
+        if data {
+            log.append_as_leader(plain(2), 0, NOW).expect("appends");
+            log.flush(NOW).expect("flushes");
+        }
+        log.delete().expect("deletes");
+        assert!(!dir.exists());
+        let deleted = |r: Result<(), StorageError>| {
+            assert!(matches!(r, Err(StorageError::LogDeleted { .. })), "{r:?}")
+        };
+        deleted(log.append_as_leader(plain(1), 0, NOW).map(|_| ()));
+        deleted(
+            log.append_mirrored(
+                sourced(log.log_end_offset(), 1, 1),
+                GapPolicy::AllowGaps,
+                NOW,
+            )
+            .map(|_| ()),
+        );
+        deleted(log.truncate_fully_and_start_at(40));
+        deleted(log.truncate_to(0));
+        deleted(log.advance_log_start(1));
+        assert!(!dir.exists(), "a deleted log made its directory again");
+    }
 }
