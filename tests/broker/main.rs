@@ -1830,7 +1830,7 @@ async fn topic_command_creates_describes_alters_and_deletes() {
         !refused.status.success() && text.contains("not a topic config this broker supports"),
         "an unenforced config is refused:\n{text}"
     );
-    // A log is made by its first records: give the doomed topic some.
+    // Records in the doomed topic: its deletion must take them with it.
     kafka_tools::produce(&address, "goes", 100, "none", &[]);
     assert!(dir.path().join("data/goes-0").exists());
     topics(&["--delete", "--topic", "goes"]);
