@@ -183,6 +183,11 @@ impl Broker {
                 );
                 0
             }
+            // The partition went while this held it: answered as if it had gone before.
+            Err(StorageError::LogDeleted { .. }) => {
+                drop(log);
+                self.missing_partition_error(topic, index)
+            }
             Err(e) => {
                 tracing::error!(topic, partition = index, error = %e, "writing a transaction marker");
                 ErrorCode::KAFKA_STORAGE_ERROR.0

@@ -627,6 +627,8 @@ impl PartitionLog {
         gaps: GapPolicy,
         now_ms: i64,
     ) -> Result<AppendInfo, StorageError> {
+        // Before the offset checks: a deleted log's offsets say nothing about this append.
+        self.refuse_if_deleted()?;
         let log_end_offset = self.log_end_offset();
         let mut previous_end = log_end_offset;
         let mut latest_epoch = self.epochs.latest_epoch().unwrap_or(-1);
@@ -1025,8 +1027,12 @@ impl PartitionLog {
     }
 
     /// Deletes the oldest segments beyond `retention.bytes` or older than `retention.ms`, never
-    /// the active one nor data above the high watermark. Returns how many were deleted.
+    /// the active one nor data above the high watermark. Returns how many were deleted; a
+    /// deleted log has nothing left to delete.
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, StorageError> {
+        if self.deleted {
+            return Ok(0);
+        }
         let mut size = self.size_bytes() as i64;
         let mut new_start = None;
         let mut count = 0;
@@ -1069,9 +1075,13 @@ impl PartitionLog {
     }
 
     /// Flushes when `flush.ms` has passed since the last flush and something is unflushed (the
-    /// time-based half of the flush policy; appends apply both halves).
+    /// time-based half of the flush policy; appends apply both halves). A deleted log has no
+    /// files to flush.
     pub fn flush_if_due(&mut self, now_ms: i64) -> Result<(), StorageError> {
-        if self.unflushed_batches > 0 && now_ms - self.last_flush_ms >= self.config.flush_ms {
+        if !self.deleted
+            && self.unflushed_batches > 0
+            && now_ms - self.last_flush_ms >= self.config.flush_ms
+        {
             self.flush(now_ms)?;
         }
         Ok(())

@@ -1269,10 +1269,11 @@ async fn lmes_once_loaded(
     partitions: &[i32],
 ) -> Vec<i32> {
     for _ in 0..100 {
-        match source
+        let answer = source
             .last_mirrored_epochs(asking, topic, topic_id, partitions)
             .await
-        {
+            .and_then(|lmes| lmes.into_iter().collect::<Result<Vec<i32>, _>>());
+        match answer {
             Ok(lmes) => return lmes,
             Err(ClientError::Broker {
                 code: ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,

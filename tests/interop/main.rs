@@ -184,6 +184,7 @@ async fn metadata_cluster_id_configs_and_no_lme_from_apache_kafka() {
         .last_mirrored_epochs("some-cluster", &topic, t.topic_id, &[0, 1, 2])
         .await
         .expect("answers");
+    let lmes: Vec<i32> = lmes.into_iter().map(|l| l.expect("no LME")).collect();
     assert_eq!(lmes, [-1, -1, -1]);
 }
 

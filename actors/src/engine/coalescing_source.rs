@@ -24,7 +24,7 @@
 
 use crate::host::Source;
 use kmirror_protocol::client::source::{
-    AclBinding, ClusterMetadata, CommittedOffset, ConfigEntry, GroupListing,
+    AclBinding, ClusterMetadata, CommittedOffset, ConfigEntry, GroupListing, PartitionLme,
 };
 use kmirror_protocol::client::{ClientConfig, ClientError, FetchSpec, FetchedPartition, Isolation};
 use std::collections::HashMap;
@@ -93,6 +93,10 @@ where
         F: Fn(K, Vec<I>) -> Fut,
         Fut: Future<Output = Vec<Result<O, ClientError>>>,
     {
+        let mut running = Running {
+            rounds: &self,
+            key: Some(key.clone()),
+        };
         loop {
             let round = {
                 let mut waiting = lock(&self.waiting);
@@ -100,6 +104,7 @@ where
                     Some(asks) if !asks.is_empty() => std::mem::take(asks),
                     _ => {
                         waiting.remove(&key);
+                        running.key = None;
                         return;
                     }
                 }
@@ -113,14 +118,72 @@ where
     }
 }
 
+/// While a key's task runs; a task that ends any other way than by finding nothing waiting
+/// (dropped with its arbiter, or a panic) takes its key with it, so the next ask starts a task
+/// instead of waiting behind one that is gone. The asks it held are answered "abandoned".
+struct Running<'a, K: Hash + Eq, I, O> {
+    rounds: &'a Rounds<K, I, O>,
+    key: Option<K>,
+}
+
+impl<K: Hash + Eq, I, O> Drop for Running<'_, K, I, O> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            lock(&self.rounds.waiting).remove(&key);
+        }
+    }
+}
+
 /// The key of a LastMirroredEpochs round: asking cluster, topic, topic id.
 type LmeKey = (String, String, Uuid);
+
+/// The partitions of a merged LastMirroredEpochs round: every ask's, each once.
+fn merged_partitions(asks: &[Vec<i32>]) -> Vec<i32> {
+    let mut all: Vec<i32> = asks.iter().flatten().copied().collect();
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// Each ask's answer from the merged round's answer for `all`: its own partitions' LMEs, so a
+/// partition whose shard could not say fails only the asks that hold it; a request that failed
+/// fails every ask.
+fn answer_each(
+    asks: &[Vec<i32>],
+    all: &[i32],
+    answer: Result<Vec<PartitionLme>, ClientError>,
+) -> Vec<Result<Vec<PartitionLme>, ClientError>> {
+    match answer {
+        // An answer missing a partition must never read as "no LME" (-1), which would copy the
+        // whole partition again.
+        Ok(lmes) if lmes.len() != all.len() => {
+            let e = ClientError::Protocol {
+                broker: "the source".into(),
+                api: "LastMirroredEpochs",
+                message: format!("{} answers for {} partitions", lmes.len(), all.len()),
+            };
+            vec![Err(e); asks.len()]
+        }
+        Ok(lmes) => {
+            let by_partition: HashMap<i32, PartitionLme> = all.iter().copied().zip(lmes).collect();
+            asks.iter()
+                .map(|ask| {
+                    Ok(ask
+                        .iter()
+                        .filter_map(|p| by_partition.get(p).cloned())
+                        .collect())
+                })
+                .collect()
+        }
+        Err(e) => vec![Err(e); asks.len()],
+    }
+}
 
 /// A source whose per-partition lookups are merged (see the module docs).
 pub struct CoalescingSource<S: Source> {
     inner: Arc<S>,
     metadata: Arc<Rounds<String, (), ClusterMetadata>>,
-    lmes: Arc<Rounds<LmeKey, Vec<i32>, Vec<i32>>>,
+    lmes: Arc<Rounds<LmeKey, Vec<i32>, Vec<PartitionLme>>>,
 }
 
 impl<S: Source> std::fmt::Debug for CoalescingSource<S> {
@@ -186,41 +249,16 @@ impl<S: Source> Source for CoalescingSource<S> {
         topic: &str,
         topic_id: Uuid,
         partitions: &[i32],
-    ) -> Result<Vec<i32>, ClientError> {
+    ) -> Result<Vec<PartitionLme>, ClientError> {
         let inner = self.inner.clone();
         let send = move |(cluster_id, topic, topic_id): LmeKey, asks: Vec<Vec<i32>>| {
             let inner = inner.clone();
             async move {
-                let mut all: Vec<i32> = asks.iter().flatten().copied().collect();
-                all.sort_unstable();
-                all.dedup();
-                match inner
+                let all = merged_partitions(&asks);
+                let answer = inner
                     .last_mirrored_epochs(&cluster_id, &topic, topic_id, &all)
-                    .await
-                {
-                    // An answer missing a partition must never read as "no LME" (-1), which
-                    // would copy the whole partition again.
-                    Ok(lmes) if lmes.len() != all.len() => {
-                        let e = ClientError::Protocol {
-                            broker: "the source".into(),
-                            api: "LastMirroredEpochs",
-                            message: format!("{} answers for {} partitions", lmes.len(), all.len()),
-                        };
-                        vec![Err(e); asks.len()]
-                    }
-                    Ok(lmes) => {
-                        let by_partition: HashMap<i32, i32> = all.into_iter().zip(lmes).collect();
-                        asks.iter()
-                            .map(|ask| {
-                                Ok(ask
-                                    .iter()
-                                    .map(|p| by_partition.get(p).copied().unwrap_or(-1))
-                                    .collect())
-                            })
-                            .collect()
-                    }
-                    Err(e) => vec![Err(e); asks.len()],
-                }
+                    .await;
+                answer_each(&asks, &all, answer)
             }
         };
         let key = (cluster_id.to_string(), topic.to_string(), topic_id);
@@ -334,6 +372,61 @@ mod tests {
                 assert_eq!(answer(gated.ask("topic", 6)).await, 60);
                 assert_eq!(gated.sent().last(), Some(&vec![6]));
                 assert!(lock(&gated.rounds.waiting).is_empty());
+            })
+            .await;
+    }
+
+    #[test]
+    fn a_partition_its_shard_could_not_answer_fails_only_the_asks_holding_it() {
+        let asks = vec![vec![0], vec![1, 2], vec![2], vec![3]];
+        let all = merged_partitions(&asks);
+        assert_eq!(all, [0, 1, 2, 3]);
+        let loading = ClientError::Broker {
+            api: "LastMirroredEpochs",
+            code: kmirror_protocol::errors::ErrorCode::COORDINATOR_LOAD_IN_PROGRESS,
+        };
+        let answer = Ok(vec![Ok(4), Ok(-1), Err(loading), Ok(7)]);
+        let each: Vec<Vec<Result<i32, String>>> = answer_each(&asks, &all, answer)
+            .into_iter()
+            .map(|ask| {
+                ask.expect("the request was answered")
+                    .into_iter()
+                    .map(|lme| lme.map_err(|e| e.to_string()))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(each[0], [Ok(4)]);
+        assert_eq!(each[1][0], Ok(-1));
+        assert!(each[1][1].is_err() && each[2][0].is_err(), "{each:?}");
+        assert_eq!(each[3], [Ok(7)]);
+        // An answer short of a partition is no answer for anyone, never "none" (-1).
+        let short = answer_each(&asks, &all, Ok(vec![Ok(4), Ok(5), Ok(6)]));
+        assert!(short.iter().all(Result::is_err));
+    }
+
+    #[tokio::test]
+    async fn a_round_that_dies_does_not_hold_up_the_next_ask() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let rounds: Arc<Rounds<&'static str, i32, i32>> = Rounds::new();
+                let dies = |_: &'static str, items: Vec<i32>| async move {
+                    assert!(items.is_empty(), "the round's task dies");
+                    Vec::new()
+                };
+                let lost = rounds.ask("topic", 1, dies).await;
+                assert!(
+                    lost.is_err(),
+                    "an ask whose round died is answered, not left waiting"
+                );
+                assert!(
+                    lock(&rounds.waiting).is_empty(),
+                    "the dead round took its key"
+                );
+                let lives = |_: &'static str, items: Vec<i32>| async move {
+                    items.into_iter().map(|i| Ok(i * 10)).collect()
+                };
+                assert_eq!(rounds.ask("topic", 2, lives).await.expect("answered"), 20);
             })
             .await;
     }

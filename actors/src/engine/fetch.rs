@@ -122,12 +122,16 @@ struct Asked {
 }
 
 /// The partition asked for that an answer is about: answers name topics by id (Fetch v13+)
-/// or by name, so both are matched.
+/// or by name. Where both sides have an id, the id decides: an answer about another topic of
+/// the same name (deleted and created again) is no answer to what was asked.
 fn asked_for<'a>(asked: &'a [Asked], p: &FetchedPartition) -> Option<&'a Asked> {
     asked.iter().find(|a| {
         a.key.partition == p.partition
-            && ((!p.topic.is_empty() && p.topic == a.key.topic)
-                || (!a.topic_id.is_nil() && p.topic_id == a.topic_id))
+            && if !a.topic_id.is_nil() && !p.topic_id.is_nil() {
+                p.topic_id == a.topic_id
+            } else {
+                !p.topic.is_empty() && p.topic == a.key.topic
+            }
     })
 }
 
@@ -386,5 +390,46 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             }
             Ok(progress)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(topic: &str, topic_id: Uuid, partition: i32) -> FetchedPartition {
+        FetchedPartition {
+            topic_id,
+            topic: topic.to_string(),
+            partition,
+            error: ErrorCode::NONE,
+            high_watermark: 0,
+            last_stable_offset: 0,
+            log_start_offset: 0,
+            records: bytes::Bytes::new(),
+            aborted_transactions: Vec::new(),
+            diverging_epoch: None,
+            current_leader: None,
+        }
+    }
+
+    #[test]
+    fn an_answer_about_another_topic_of_the_same_name_answers_nothing() {
+        let (ours, recreated) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let asked = [Asked {
+            key: TopicPartition::new("orders".to_string(), 0),
+            topic_id: ours,
+            source_leader_epoch: None,
+        }];
+        let found = |p: &FetchedPartition| asked_for(&asked, p).map(|a| a.topic_id);
+        assert_eq!(found(&answer("", ours, 0)), Some(ours), "by id");
+        assert_eq!(
+            found(&answer("orders", Uuid::nil(), 0)),
+            Some(ours),
+            "by name"
+        );
+        assert_eq!(found(&answer("orders", recreated, 0)), None);
+        assert_eq!(found(&answer("", recreated, 0)), None);
+        assert_eq!(found(&answer("orders", ours, 1)), None);
     }
 }

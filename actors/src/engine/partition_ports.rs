@@ -19,8 +19,8 @@ use crate::host::{self, Host, MirrorLog, Source, TopicPartition};
 use crate::metadata::{DISCARD_CONFIRMED, confirmed_log_ends};
 use crate::partition::{Cause, StoredState};
 use actix::Addr;
-use kmirror_protocol::client::Isolation;
 use kmirror_protocol::client::source::EARLIEST;
+use kmirror_protocol::client::{ClientError, Isolation};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -243,7 +243,7 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
         Box::pin(async move {
             let site = &ports.site;
             ports.check_source_topic().await?;
-            let lmes = ports
+            let lme = ports
                 .source
                 .last_mirrored_epochs(
                     &site.cluster_id,
@@ -252,8 +252,17 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                     &[site.partition],
                 )
                 .await
+                .and_then(|lmes| {
+                    lmes.into_iter().next().unwrap_or_else(|| {
+                        Err(ClientError::Protocol {
+                            broker: "the source".into(),
+                            api: "LastMirroredEpochs",
+                            message: format!("no answer for partition {}", site.partition),
+                        })
+                    })
+                })
                 .map_err(|e| cause(&e))?;
-            match lmes.first().copied().unwrap_or(-1) {
+            match lme {
                 // The source never mirrored from this cluster: a topic stopped here continues
                 // from the LME this cluster recorded when it stopped, so only what it wrote
                 // since goes (the operator confirmed that at StartMirrorTopics).

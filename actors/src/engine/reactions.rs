@@ -1,7 +1,9 @@
 //! The MirrorSystem's reactions to metadata changes (the metadata manager, docs/design.md §6),
 //! as routing: each change goes to every loaded [`Mirror`], which reacts for its own topics.
 //!
-//! On every metadata change: a deleted mirror's actor retires; when a mirror or a topic was
+//! On every metadata change: the actor of a deleted mirror retires, and so does that of a mirror
+//! deleted and created again under its name for another source cluster (the two changes read
+//! as one: its clients and source checks are the old mirror's); when a mirror or a topic was
 //! deleted, the `__mirror_state` shards this broker leads forget the records of what is gone
 //! (every broker sweeps its own shards, so no shard keeps records that would resurface for a
 //! topic or mirror created again); the mirrors named by a topic this broker leads a partition
@@ -13,6 +15,7 @@
 //! Every `mirror.metadata.refresh.interval.ms` ([`SyncMetadata`]) the mirrors this broker
 //! coordinates are loaded, so their sync runs even where none of their partitions is led.
 
+use super::lme_lookup::SOURCE_CLUSTER_ID;
 use super::mirror::{MirrorMetadata, Retire};
 use super::shard_route::{ShardRoute, coordinates};
 use super::system::MirrorSystem;
@@ -37,7 +40,7 @@ impl<H: Host> Handler<MetadataChanged> for MirrorSystem<H> {
         let (version, delta, touched) = self.host.metadata_since(self.followed);
         self.followed = Some(version);
         if delta.cluster {
-            self.retire_deleted_mirrors();
+            self.retire_gone_mirrors();
             self.readdress_remote_shards();
         }
         if delta.cluster || delta.topics.iter().any(|t| !touched.contains_key(t)) {
@@ -62,7 +65,7 @@ impl<H: Host> Handler<MetadataChanged> for MirrorSystem<H> {
             to_start: Arc::new(to_start),
         };
         for mirror in self.mirrors.values() {
-            mirror.do_send(change.clone());
+            mirror.addr.do_send(change.clone());
         }
     }
 }
@@ -99,18 +102,17 @@ impl<H: Host> MirrorSystem<H> {
         }
     }
 
-    /// A deleted mirror: its actor retires, and its fetchers and partitions go with it.
-    fn retire_deleted_mirrors(&mut self) {
-        let mirrors = self.host.mirrors();
-        let deleted: Vec<String> = self
+    /// A deleted mirror, or one created again for another source cluster: its actor retires,
+    /// and its fetchers and partitions go with it ([`gone_mirrors`]).
+    fn retire_gone_mirrors(&mut self) {
+        let loaded: BTreeMap<&str, Option<&str>> = self
             .mirrors
-            .keys()
-            .filter(|name| !mirrors.contains_key(*name))
-            .cloned()
+            .iter()
+            .map(|(name, m)| (name.as_str(), m.source_cluster_id.as_deref()))
             .collect();
-        for name in deleted {
+        for name in gone_mirrors(&loaded, &self.host.mirrors()) {
             if let Some(mirror) = self.mirrors.remove(&name) {
-                mirror.do_send(Retire);
+                mirror.addr.do_send(Retire);
             }
         }
     }
@@ -189,6 +191,31 @@ impl<H: Host> Handler<SyncMetadata> for MirrorSystem<H> {
     }
 }
 
+/// The loaded mirrors (name, `mirror.source.cluster.id` when loaded) that must retire, given
+/// the controller's mirrors and their configs: those it no longer has, and those it has with
+/// another source cluster id (deleted and created again for another cluster; the id cannot be
+/// altered). An id unknown on either side (a mirror created before ids were stored) tells
+/// nothing.
+fn gone_mirrors(
+    loaded: &BTreeMap<&str, Option<&str>>,
+    controller: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<String> {
+    loaded
+        .iter()
+        .filter(|(name, loaded_id)| match controller.get(**name) {
+            None => true,
+            Some(configs) => {
+                let id = configs
+                    .get(SOURCE_CLUSTER_ID)
+                    .map(String::as_str)
+                    .filter(|id| !id.is_empty());
+                matches!((loaded_id, id), (Some(was), Some(is)) if was != &is)
+            }
+        })
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
 /// Every mirror of `host` with the topics in it now (by topic id), as the shards keep them.
 fn live_topics<H: Host>(host: &H) -> LiveTopics {
     let mut live: LiveTopics = host
@@ -205,4 +232,31 @@ fn live_topics<H: Host>(host: &H) -> LiveTopics {
         }
     }
     live
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mirror_retires_when_deleted_or_created_again_for_another_cluster() {
+        let with_id = |id: &str| BTreeMap::from([(SOURCE_CLUSTER_ID.to_string(), id.to_string())]);
+        let controller = BTreeMap::from([
+            ("same".to_string(), with_id("east")),
+            ("recreated".to_string(), with_id("west")),
+            ("unknown-then".to_string(), with_id("east")),
+            ("unknown-now".to_string(), with_id("")),
+        ]);
+        let loaded = BTreeMap::from([
+            ("same", Some("east")),
+            ("recreated", Some("east")),
+            ("unknown-then", None),
+            ("unknown-now", Some("east")),
+            ("deleted", Some("east")),
+        ]);
+        assert_eq!(
+            gone_mirrors(&loaded, &controller),
+            vec!["deleted".to_string(), "recreated".to_string()]
+        );
+    }
 }

@@ -3,7 +3,7 @@
 
 use crate::host::Source;
 use kmirror_protocol::client::source::{
-    AclBinding, ClusterMetadata, CommittedOffset, ConfigEntry, GroupListing,
+    AclBinding, ClusterMetadata, CommittedOffset, ConfigEntry, GroupListing, PartitionLme,
 };
 use kmirror_protocol::client::{
     ClientConfig, ClientError, FetchSpec, FetchedPartition, Isolation, SourceClient,
@@ -48,7 +48,7 @@ impl Source for SourceClient {
         topic: &str,
         topic_id: Uuid,
         partitions: &[i32],
-    ) -> impl Future<Output = Result<Vec<i32>, ClientError>> {
+    ) -> impl Future<Output = Result<Vec<PartitionLme>, ClientError>> {
         SourceClient::last_mirrored_epochs(self, cluster_id, topic, topic_id, partitions)
     }
 

@@ -19,6 +19,7 @@
 //! Every `mirror.metadata.refresh.interval.ms` the system loads the mirrors this broker
 //! coordinates that are not loaded yet (their sync runs here even without a partition here).
 
+use super::lme_lookup::SOURCE_CLUSTER_ID;
 use super::mirror::{Mirror, MirrorMetadata, MirrorShared, PartitionActors};
 use super::shard_route::{RemoteShard, ShardRoute};
 use super::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
@@ -44,7 +45,7 @@ pub struct MirrorSystem<H: Host> {
     /// Every shard of `__mirror_state`, by partition: an actor here or a route to its broker.
     pub(super) shards: Vec<ShardRoute<H>>,
     /// The mirrors loaded here, by name.
-    pub(super) mirrors: HashMap<String, Addr<Mirror<H>>>,
+    pub(super) mirrors: HashMap<String, LoadedMirror<H>>,
     pub(super) retry: RetryPolicy,
     pub(super) liveness: LivenessPolicy,
     /// Topics whose mirror could not be loaded: looked at again on the next metadata change.
@@ -54,6 +55,15 @@ pub struct MirrorSystem<H: Host> {
     /// One arbiter (thread) per core for the partition actors, each partition on the one its
     /// key hashes to; fetchers and shards stay on the system's own arbiter.
     pub(super) arbiters: Vec<actix::Arbiter>,
+}
+
+/// A mirror loaded here.
+pub(super) struct LoadedMirror<H: Host> {
+    pub(super) addr: Addr<Mirror<H>>,
+    /// Its `mirror.source.cluster.id` when it loaded. The id cannot be altered, so another one
+    /// in the controller is another mirror created under the name (see
+    /// [`super::reactions`]).
+    pub(super) source_cluster_id: Option<String>,
 }
 
 impl<H: Host> std::fmt::Debug for MirrorSystem<H> {
@@ -249,8 +259,8 @@ impl<H: Host> MirrorSystem<H> {
         ctx: &mut Context<Self>,
     ) -> Result<Addr<Mirror<H>>, MirrorError> {
         self.ensure_shards(ctx)?;
-        if let Some(mirror) = self.mirrors.get(name).filter(|m| m.connected()) {
-            return Ok(mirror.clone());
+        if let Some(loaded) = self.mirrors.get(name).filter(|m| m.addr.connected()) {
+            return Ok(loaded.addr.clone());
         }
         let shared = MirrorShared {
             host: self.host.clone(),
@@ -259,8 +269,20 @@ impl<H: Host> MirrorSystem<H> {
             liveness: self.liveness,
             arbiters: self.arbiters.iter().map(actix::Arbiter::handle).collect(),
         };
-        let mirror = Mirror::load(name, shared)?.start();
-        self.mirrors.insert(name.to_string(), mirror.clone());
+        let mirror = Mirror::load(name, shared)?;
+        let source_cluster_id = mirror
+            .configs
+            .get(SOURCE_CLUSTER_ID)
+            .filter(|id| !id.is_empty())
+            .cloned();
+        let mirror = mirror.start();
+        self.mirrors.insert(
+            name.to_string(),
+            LoadedMirror {
+                addr: mirror.clone(),
+                source_cluster_id,
+            },
+        );
         // Its topics start now, whatever loaded it (a request, the sync, a metadata change):
         // a mirror that could not load before has topics waiting for it.
         let mut topics = self.host.topics();
@@ -295,7 +317,7 @@ impl<H: Host> Handler<Settle> for MirrorSystem<H> {
         if self.followed.is_none() {
             <Self as Handler<MetadataChanged>>::handle(self, MetadataChanged, ctx);
         }
-        let mirrors: Vec<_> = self.mirrors.values().cloned().collect();
+        let mirrors: Vec<_> = self.mirrors.values().map(|m| m.addr.clone()).collect();
         let deadline = tokio::time::Instant::now() + msg.timeout;
         Box::pin(
             async move {

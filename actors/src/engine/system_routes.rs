@@ -30,7 +30,7 @@ impl<H: Host> MirrorSystem<H> {
     fn mirror(&self, name: &str) -> Result<Addr<Mirror<H>>, MirrorError> {
         self.mirrors
             .get(name)
-            .cloned()
+            .map(|m| m.addr.clone())
             .ok_or_else(MirrorError::unknown_mirror)
     }
 
@@ -91,7 +91,7 @@ impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
         // until its partition actors reach STOPPED.
         let changed = desired_configs(&self.host, &msg)
             .map(|configs| self.host.set_topic_configs(&msg.topic, configs));
-        let mirror = self.mirrors.get(&msg.mirror).cloned();
+        let mirror = self.mirrors.get(&msg.mirror).map(|m| m.addr.clone());
         let tell = TellDesired {
             topic: msg.topic,
             desired: msg.desired,

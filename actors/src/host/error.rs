@@ -35,7 +35,10 @@ impl HostError {
     pub fn not_here(topic: &str, partition: i32) -> Self {
         HostError::new(
             ErrorCode::NOT_LEADER_OR_FOLLOWER,
-            format!("{topic}-{partition} is not a partition of this broker"),
+            format!(
+                "{topic}-{partition} has no open log on this broker (it is led elsewhere, or its \
+                 log could not be opened: the broker's log says why)"
+            ),
         )
     }
 

@@ -44,6 +44,7 @@ use kmirror_protocol::acl::AclBinding;
 use kmirror_protocol::batch::{CheckedBatches, RecordBatch};
 use kmirror_protocol::client::source::{
     AclBinding as AclDescription, ClusterMetadata, CommittedOffset, ConfigEntry, GroupListing,
+    PartitionLme,
 };
 use kmirror_protocol::client::{ClientConfig, ClientError, FetchSpec, FetchedPartition, Isolation};
 use std::collections::BTreeMap;
@@ -121,14 +122,15 @@ pub trait Source: Send + Sync + 'static {
         spec: &FetchSpec,
     ) -> impl Future<Output = Result<Vec<FetchedPartition>, ClientError>>;
     /// LastMirroredEpochs: what the source recorded for these partitions when it stopped
-    /// mirroring from `cluster_id` (-1: nothing).
+    /// mirroring from `cluster_id`, in the order asked (-1: nothing; an error: that partition's
+    /// shard could not say).
     fn last_mirrored_epochs(
         &self,
         cluster_id: &str,
         topic: &str,
         topic_id: Uuid,
         partitions: &[i32],
-    ) -> impl Future<Output = Result<Vec<i32>, ClientError>>;
+    ) -> impl Future<Output = Result<Vec<PartitionLme>, ClientError>>;
     /// A topic's configs (DescribeConfigs).
     fn describe_topic_configs(
         &self,

@@ -23,7 +23,7 @@ use crate::liveness::LivenessPolicy;
 use kmirror_protocol::acl::AclBinding;
 use kmirror_protocol::client::source::{
     AclBinding as AclDescription, ClusterMetadata, CommittedOffset, ConfigEntry, EARLIEST,
-    GroupListing, PartitionMetadata, TopicMetadata,
+    GroupListing, PartitionLme, PartitionMetadata, TopicMetadata,
 };
 use kmirror_protocol::client::{ClientConfig, ClientError, FetchSpec, FetchedPartition, Isolation};
 use kmirror_protocol::errors::ErrorCode;

@@ -37,6 +37,9 @@ pub const EARLIEST: i64 = -2;
 /// ListOffsets timestamp for the log end (the high watermark, or LSO when read committed).
 pub const LATEST: i64 = -1;
 
+/// One partition's LastMirroredEpochs answer: its LME (-1: none) or why its shard could not say.
+pub type PartitionLme = Result<i32, ClientError>;
+
 /// A partition in the source's metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionMetadata {
@@ -737,15 +740,16 @@ impl SourceClient {
     }
 
     /// LastMirroredEpochs (kmirror sources only): the LME per partition the source recorded when
-    /// it stopped mirroring from `asking_cluster_id`; a source without the API (Apache Kafka)
-    /// means "no LME", -1 for every partition.
+    /// it stopped mirroring from `asking_cluster_id`, in the order asked; a source without the
+    /// API (Apache Kafka) means "no LME", -1 for every partition. A partition whose shard could
+    /// not answer is its own error, so one partition's shard does not fail the others.
     pub async fn last_mirrored_epochs(
         &self,
         asking_cluster_id: &str,
         topic: &str,
         topic_id: Uuid,
         partitions: &[i32],
-    ) -> Result<Vec<i32>, ClientError> {
+    ) -> Result<Vec<PartitionLme>, ClientError> {
         let request = LastMirroredEpochsRequest {
             cluster_id: asking_cluster_id.to_string(),
             topics: vec![last_mirrored_epochs_request::Topic {
@@ -763,7 +767,9 @@ impl SourceClient {
         {
             Ok((_, r)) => r,
             // A cluster that cannot mirror never mirrored from us.
-            Err(ClientError::UnsupportedVersion { .. }) => return Ok(vec![-1; partitions.len()]),
+            Err(ClientError::UnsupportedVersion { .. }) => {
+                return Ok(vec![Ok(-1); partitions.len()]);
+            }
             Err(e) => return Err(e),
         };
         let failed = |code: i16| ClientError::Broker {
@@ -773,18 +779,28 @@ impl SourceClient {
         if response.error_code != 0 {
             return Err(failed(response.error_code));
         }
-        let mut answers: HashMap<i32, i32> = HashMap::new();
+        let mut answers: HashMap<i32, PartitionLme> = HashMap::new();
         for p in response.topics.iter().flat_map(|t| t.partitions.iter()) {
             // A shard that could not answer yet is no answer: never read it as "none" (-1),
             // which would copy the whole partition again.
-            if p.error_code != 0 {
-                return Err(failed(p.error_code));
-            }
-            answers.insert(p.partition_index, p.last_mirrored_epoch);
+            let answer = match p.error_code {
+                0 => Ok(p.last_mirrored_epoch),
+                code => Err(failed(code)),
+            };
+            answers.insert(p.partition_index, answer);
         }
+        // A partition the answer leaves out is unanswered, not "none", for the same reason.
         Ok(partitions
             .iter()
-            .map(|p| answers.get(p).copied().unwrap_or(-1))
+            .map(|p| {
+                answers.remove(p).unwrap_or_else(|| {
+                    Err(ClientError::Protocol {
+                        broker: "the source".into(),
+                        api: "LastMirroredEpochs",
+                        message: format!("no answer for partition {topic}-{p}"),
+                    })
+                })
+            })
             .collect())
     }
 

@@ -64,6 +64,13 @@ fn read_once(
                 partitions.push(out.with_error(code));
                 continue;
             };
+            // The open log may be another incarnation of the name than the id asked for (a
+            // topic deleted and created again while the log's close or open is pending): its
+            // records are not the asked topic's.
+            if version >= 13 && partition.topic_id != topic.topic_id {
+                partitions.push(out.with_error(ErrorCode::INCONSISTENT_TOPIC_ID.0));
+                continue;
+            }
             let error = epoch_error(p.current_leader_epoch, ours);
             if error != 0 {
                 partitions.push(out.with_error(error));

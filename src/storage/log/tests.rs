@@ -820,9 +820,17 @@ fn a_deleted_log_refuses_appends_and_truncations() {
             )
             .map(|_| ()),
         );
+        // A mirrored append that would overlap is refused for the deletion, not the overlap.
+        deleted(
+            log.append_mirrored(sourced(0, 1, 1), GapPolicy::AllowGaps, NOW)
+                .map(|_| ()),
+        );
         deleted(log.truncate_fully_and_start_at(40));
         deleted(log.truncate_to(0));
         deleted(log.advance_log_start(1));
+        // Housekeeping passes over it quietly.
+        assert_eq!(log.apply_retention(NOW + 1_000_000_000).expect("no-op"), 0);
+        log.flush_if_due(NOW + 1_000_000_000).expect("no-op");
         assert!(!dir.exists(), "a deleted log made its directory again");
     }
 }

@@ -216,12 +216,12 @@ impl Source for MemorySourceClient {
         topic: &str,
         topic_id: Uuid,
         partitions: &[i32],
-    ) -> impl Future<Output = Result<Vec<i32>, ClientError>> {
+    ) -> impl Future<Output = Result<Vec<PartitionLme>, ClientError>> {
         let answer = self.cluster().map(|cluster| {
             let state = cluster.state();
             partitions
                 .iter()
-                .map(|p| recorded_lme(&state, cluster_id, topic, topic_id, *p))
+                .map(|p| Ok(recorded_lme(&state, cluster_id, topic, topic_id, *p)))
                 .collect()
         });
         std::future::ready(answer)
