@@ -335,15 +335,22 @@ impl Broker {
     }
 
     /// Runs [`Broker::reconcile`] after every metadata change (changes arriving meanwhile are
-    /// taken together), until the controller goes away.
+    /// taken together), until the controller goes away. It runs on a blocking thread: opening
+    /// or deleting thousands of logs is file work that would hold a runtime worker.
     pub fn follow_metadata(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let broker = self.clone();
         let mut changes = self.metadata_changes();
         tokio::spawn(async move {
             while changes.changed().await.is_ok() {
                 changes.mark_unchanged();
-                if let Err(e) = broker.reconcile() {
-                    tracing::error!(error = %e, "following the cluster metadata");
+                let reconciling = broker.clone();
+                let reconciled = tokio::task::spawn_blocking(move || reconciling.reconcile()).await;
+                match reconciled {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::error!(error = %e, "following the cluster metadata"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "following the cluster metadata: the task failed")
+                    }
                 }
             }
         })
