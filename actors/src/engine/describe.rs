@@ -155,7 +155,7 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
                 if let Some(source) = source.as_ref().filter(|_| !asked.is_empty()) {
                     let offsets = tokio::time::timeout_at(
                         deadline,
-                        source_offsets(&**source, &topic, &asked),
+                        source_offsets(&**source, &topic, topic_id, &asked),
                     )
                     .await
                     .unwrap_or_default();
@@ -210,16 +210,19 @@ fn waits_for_source(state: MirrorState) -> bool {
 }
 
 /// The source's last stable offsets and high watermarks of `topic`'s partitions `indexes`
-/// (`None` where unknown).
+/// (`None` where unknown). A source topic of that name with another id than `topic_id` (deleted
+/// and created again) has no offsets of the topic mirrored: all are unknown.
 async fn source_offsets(
     source: &impl Source,
     topic: &str,
+    topic_id: uuid::Uuid,
     indexes: &[i32],
 ) -> Vec<(Option<i64>, Option<i64>)> {
     let leaders: Vec<i32> = match source.metadata(Some(&[topic])).await {
         Ok(metadata) => metadata
             .topics
             .get(topic)
+            .filter(|t| t.topic_id.is_nil() || topic_id.is_nil() || t.topic_id == topic_id)
             .map(|t| t.partitions.iter().map(|p| p.leader).collect())
             .unwrap_or_default(),
         Err(_) => Vec::new(),

@@ -24,7 +24,7 @@ use crate::host::{self, FetchProgress, FetchRequest, FetchResponse, Host, Source
 use crate::partition::Cause;
 use actix::{Message, Recipient};
 use kmirror_protocol::batch::RecordBatches;
-use kmirror_protocol::client::source::EARLIEST;
+use kmirror_protocol::client::source::{ClusterMetadata, EARLIEST};
 use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, FetchedPartition, Isolation};
 use kmirror_protocol::errors::ErrorCode;
 use std::sync::Arc;
@@ -139,12 +139,17 @@ fn asked_for<'a>(asked: &'a [Asked], p: &FetchedPartition) -> Option<&'a Asked> 
 /// propagates and once the topic is gone: asked again, a source without the topic, or with
 /// another id under its name (deleted and created again), means the topic is gone for good.
 /// The reason, by topic, for each such topic; a topic the source still has is left to retry.
+///
+/// The fetcher waits for this, and so do the other topics it fetches: however many partitions
+/// and topics are answered unknown, it costs one metadata lookup, and, only when that one finds
+/// some gone, one wait of [`super::source_topic::CONFIRM_AFTER`] and one more lookup.
 async fn gone_topics(
     source: &impl Source,
     source_cluster_id: &std::sync::OnceLock<String>,
     fetched: &[FetchedPartition],
     asked: &[Asked],
 ) -> std::collections::HashMap<String, String> {
+    use super::source_topic::{CONFIRM_AFTER, check};
     let unknown: std::collections::BTreeMap<&TopicPartition, Uuid> = fetched
         .iter()
         .filter(|p| {
@@ -162,24 +167,46 @@ async fn gone_topics(
     if unknown.is_empty() {
         return gone;
     }
-    let names: Vec<&str> = unknown.keys().map(|k| k.topic.as_str()).collect();
-    let Ok(metadata) = source.metadata(Some(&names)).await else {
+    let Some(first) = topics_metadata(source, unknown.keys().copied()).await else {
         return gone;
     };
-    for (TopicPartition { topic, partition }, id) in unknown {
-        // A source that still has this topic (its metadata propagating) is left to retry, and
-        // so is one that only a first lookup finds gone.
-        let first = super::source_topic::check(&metadata, source_cluster_id, topic, id, *partition);
-        let confirmed =
-            super::source_topic::confirm(first, source, source_cluster_id, topic, id, *partition)
-                .await;
-        if let Err(cause) = confirmed
-            && !cause.retryable
-        {
-            gone.insert(topic.clone(), cause.message);
+    // A source that still has the topic (its metadata propagating) is left to retry.
+    let fatal = |metadata: &ClusterMetadata, key: &TopicPartition, id: Uuid| {
+        check(metadata, source_cluster_id, &key.topic, id, key.partition)
+            .err()
+            .filter(|cause| !cause.retryable)
+    };
+    let suspects: Vec<(&TopicPartition, Uuid)> = unknown
+        .into_iter()
+        .filter(|(key, id)| fatal(&first, key, *id).is_some())
+        .collect();
+    if suspects.is_empty() {
+        return gone;
+    }
+    // A verdict stands only if a second lookup, a moment later, gives it too: a broker whose
+    // metadata lags answers UNKNOWN_TOPIC_OR_PARTITION for a topic that exists.
+    tokio::time::sleep(CONFIRM_AFTER).await;
+    let Some(second) = topics_metadata(source, suspects.iter().map(|(key, _)| *key)).await else {
+        return gone;
+    };
+    for (key, id) in suspects {
+        if let Some(cause) = fatal(&second, key, id) {
+            gone.entry(key.topic.clone()).or_insert(cause.message);
         }
     }
     gone
+}
+
+/// The source's metadata of the topics of `partitions` (each named once); `None` when it does
+/// not answer.
+async fn topics_metadata<'a>(
+    source: &impl Source,
+    partitions: impl Iterator<Item = &'a TopicPartition>,
+) -> Option<ClusterMetadata> {
+    let mut names: Vec<&str> = partitions.map(|k| k.topic.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    source.metadata(Some(&names)).await.ok()
 }
 
 impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
@@ -411,6 +438,57 @@ mod tests {
             diverging_epoch: None,
             current_leader: None,
         }
+    }
+
+    /// A topic deleted and created again at the source, its 200 partitions answered
+    /// UNKNOWN_TOPIC_ID in one fetch, and a topic the source still has: the verdict costs one
+    /// confirmation wait, not one per partition (the fetcher's other topics wait for it).
+    #[tokio::test(start_paused = true)]
+    async fn a_gone_topic_is_confirmed_once_however_many_partitions_it_has() {
+        use crate::host::Host;
+        use kmirror_protocol::client::ClientConfig;
+        let network = crate::memory::MemoryNetwork::default();
+        let source = network.cluster("src");
+        source
+            .create_plain_topic("recreated", 200)
+            .expect("created");
+        source.create_plain_topic("kept", 1).expect("created");
+        let kept_id = source.topic("kept").expect("kept").topic_id;
+        let client = network
+            .cluster("dst")
+            .connect_source(ClientConfig::plaintext(&source.address()))
+            .expect("client");
+        let copied = Uuid::from_u128(7);
+        let mut asked: Vec<Asked> = (0..200)
+            .map(|p| Asked {
+                key: TopicPartition::new("recreated".to_string(), p),
+                topic_id: copied,
+                source_leader_epoch: None,
+            })
+            .collect();
+        asked.push(Asked {
+            key: TopicPartition::new("kept".to_string(), 0),
+            topic_id: kept_id,
+            source_leader_epoch: None,
+        });
+        let fetched: Vec<FetchedPartition> = asked
+            .iter()
+            .map(|a| FetchedPartition {
+                error: ErrorCode::UNKNOWN_TOPIC_ID,
+                ..answer("", a.topic_id, a.key.partition)
+            })
+            .collect();
+        let started = tokio::time::Instant::now();
+        let gone = gone_topics(&client, &std::sync::OnceLock::new(), &fetched, &asked).await;
+        assert_eq!(
+            started.elapsed(),
+            crate::engine::source_topic::CONFIRM_AFTER
+        );
+        assert_eq!(gone.len(), 1, "{gone:?}");
+        assert!(
+            gone["recreated"].contains("deleted and created again"),
+            "{gone:?}"
+        );
     }
 
     #[test]

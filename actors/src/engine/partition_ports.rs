@@ -199,17 +199,28 @@ impl<H: Host> EnginePartitionPorts<H> {
         .await
     }
 
-    /// The source partition's log start (its leader's earliest offset).
+    /// The source partition's log start (its leader's earliest offset), of the topic this
+    /// partition copies: ListOffsets names the topic, so its id is checked on the same metadata
+    /// (a topic deleted and created again fails as [`super::source_topic::check_now`] says).
     async fn source_log_start(&self) -> Result<i64, Cause> {
+        let site = &self.site;
         let metadata = self
             .source
-            .metadata(Some(&[self.site.topic.as_str()]))
+            .metadata(Some(&[site.topic.as_str()]))
             .await
             .map_err(|e| cause(&e))?;
+        let (expected, topic, id, partition) = (
+            &site.source_cluster_id,
+            site.topic.as_str(),
+            site.topic_id,
+            site.partition,
+        );
+        let first = super::source_topic::check(&metadata, expected, topic, id, partition);
+        super::source_topic::confirm(first, &*self.source, expected, topic, id, partition).await?;
         let leader = metadata
             .topics
-            .get(&self.site.topic)
-            .and_then(|t| t.partitions.get(self.site.partition as usize))
+            .get(&site.topic)
+            .and_then(|t| t.partitions.get(site.partition as usize))
             .map(|p| p.leader)
             .ok_or_else(|| Cause::fatal("the source topic or partition is gone"))?;
         let (offset, _) = self
