@@ -4,8 +4,8 @@
 //! mirroring fails over with one `kmirror mirrors --stop`, all without the source.
 
 use super::process::{
-    create_mirror, free_port, kmirror_segment, produce, spawn_broker, verifiable_produce,
-    wait_described,
+    create_mirror, described_partitions, free_port, kmirror_segment, produce, spawn_broker,
+    verifiable_produce, wait_described,
 };
 use kmirror_protocol::kafka_tools;
 use kmirror_testkit::cli::mirrors_cli;
@@ -318,10 +318,12 @@ async fn a_recreated_source_topic_fails_the_mirror_and_keeps_the_copy() {
     };
     wait_for(&destination, &topic, failed).await;
     // The source offsets of a topic that is another topic now are unknown, not the new one's.
-    assert_eq!(
-        source_offsets_described(&destination, &topic).await,
-        vec![-1, -1]
-    );
+    let source_offsets: Vec<i64> = described_partitions(&destination, "m1", &topic)
+        .await
+        .iter()
+        .map(|p| p.source_offset)
+        .collect();
+    assert_eq!(source_offsets, [-1, -1]);
     // A clean restart (SIGTERM) of the destination: the copy stays.
     pair.destination.terminate();
     pair.destination = spawn_broker(pair.dir_d.path(), pair.port_d);
@@ -331,31 +333,6 @@ async fn a_recreated_source_topic_fails_the_mirror_and_keeps_the_copy() {
     let kept = source_ends(&dest_client, &topic, 2).await;
     assert_eq!(kept, pair.ends, "the destination kept its copy");
     drop(pair.source);
-}
-
-/// The source offsets DescribeMirrors of `m1` shows for `topic`'s partitions (-1: unknown).
-async fn source_offsets_described(address: &str, topic: &str) -> Vec<i64> {
-    use kmirror_protocol::client::ClientConfig;
-    use kmirror_protocol::client::connection::Connection;
-    use kmirror_protocol::messages::DescribeMirrorsRequest;
-    let connection = Connection::connect(address, &ClientConfig::plaintext(address), None)
-        .await
-        .expect("connects");
-    let request = DescribeMirrorsRequest {
-        mirror_names: vec!["m1".into()],
-        ..Default::default()
-    };
-    let (_, answer) = connection
-        .send("DescribeMirrors", &request, 0)
-        .await
-        .expect("DescribeMirrors");
-    answer
-        .mirrors
-        .iter()
-        .flat_map(|m| m.topics.iter())
-        .filter(|t| t.topic_name == topic)
-        .flat_map(|t| t.partitions.iter().map(|p| p.source_offset))
-        .collect()
 }
 
 /// Waits until DescribeMirrors of `m1` shows `topic`'s partitions as `done` wants.

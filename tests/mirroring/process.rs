@@ -137,6 +137,26 @@ pub(crate) fn broker_with_mirror(
 
 /// DescribeMirrors of `mirror`: (state, destination offset) per partition of `topic`.
 pub(crate) async fn described(address: &str, mirror: &str, topic: &str) -> Vec<(String, i64)> {
+    described_partitions(address, mirror, topic)
+        .await
+        .into_iter()
+        .map(|p| match &p.error_message {
+            // A failure shows its reason, so a wait that times out says why.
+            Some(error) if p.state == "FAILED" => {
+                (format!("FAILED: {error}"), p.destination_offset)
+            }
+            _ => (p.state.clone(), p.destination_offset),
+        })
+        .collect()
+}
+
+/// `topic`'s partitions as DescribeMirrors of `mirror` at `address` shows them (none while the
+/// broker does not answer).
+pub(crate) async fn described_partitions(
+    address: &str,
+    mirror: &str,
+    topic: &str,
+) -> Vec<kmirror_protocol::messages::describe_mirrors_response::DescribedPartition> {
     use kmirror_protocol::client::connection::Connection;
     use kmirror_protocol::messages::DescribeMirrorsRequest;
     let Ok(connection) =
@@ -153,17 +173,10 @@ pub(crate) async fn described(address: &str, mirror: &str, topic: &str) -> Vec<(
     };
     answer
         .mirrors
-        .iter()
-        .flat_map(|m| m.topics.iter())
+        .into_iter()
+        .flat_map(|m| m.topics)
         .filter(|t| t.topic_name == topic)
-        .flat_map(|t| t.partitions.iter())
-        .map(|p| match &p.error_message {
-            // A failure shows its reason, so a wait that times out says why.
-            Some(error) if p.state == "FAILED" => {
-                (format!("FAILED: {error}"), p.destination_offset)
-            }
-            _ => (p.state.clone(), p.destination_offset),
-        })
+        .flat_map(|t| t.partitions)
         .collect()
 }
 
