@@ -148,7 +148,7 @@ fn main() {
             .expect("mirror bench created");
         let configs = BTreeMap::from([("mirror.name".to_string(), "bench".to_string())]);
         broker
-            .create_topic(&topic, PARTITIONS, configs, Some(t.topic_id))
+            .create_topic(&topic, PARTITIONS, 1, configs, Some(t.topic_id))
             .await
             .expect("mirror topic");
         let leader = t.partitions[0].leader;

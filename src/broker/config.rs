@@ -41,6 +41,9 @@ pub struct BrokerConfig {
     pub log_dir: PathBuf,
     /// `num.partitions` for auto-created topics.
     pub num_partitions: i32,
+    /// `default.replication.factor` (1): replicas per partition of a topic created without one
+    /// (auto-created, mirror topics, CreateTopics asking -1).
+    pub default_replication_factor: i32,
     /// `auto.create.topics.enable`.
     pub auto_create_topics: bool,
     /// `socket.request.max.bytes`.
@@ -102,7 +105,6 @@ const ACCEPTED: &[&str] = &[
     "transaction.state.log.replication.factor",
     "transaction.state.log.min.isr",
     "group.initial.rebalance.delay.ms",
-    "default.replication.factor",
 ];
 
 /// Parses `key=value` lines (`#` and `!` comments, blank lines ignored).
@@ -248,6 +250,7 @@ impl BrokerConfig {
             }
         };
         let num_partitions = ranged("num.partitions", 1, 1, 100_000)?;
+        let default_replication_factor = ranged("default.replication.factor", 1, 1, 32_767)?;
         let auto_create_topics = match get("auto.create.topics.enable").unwrap_or("true") {
             "true" => true,
             "false" => false,
@@ -433,6 +436,7 @@ impl BrokerConfig {
             "log.dirs",
             "log.dir",
             "num.partitions",
+            "default.replication.factor",
             "auto.create.topics.enable",
             "log.segment.bytes",
             "log.open.files.max",
@@ -485,6 +489,7 @@ impl BrokerConfig {
                 advertised,
                 log_dir,
                 num_partitions: num_partitions as i32,
+                default_replication_factor: default_replication_factor as i32,
                 auto_create_topics,
                 max_request_bytes,
                 retention_check_interval_ms,

@@ -19,6 +19,10 @@ use crate::controller::ControllerError;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
+/// Replicas per partition of `__consumer_offsets` and `__transaction_state`: Kafka's default
+/// for `offsets.topic.replication.factor` and `transaction.state.log.replication.factor`.
+const INTERNAL_REPLICATION_FACTOR: i32 = 3;
+
 /// The two kinds of keys FindCoordinator resolves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CoordinatorKind {
@@ -107,8 +111,10 @@ impl Broker {
         }
         if self.quorum.is_some() && self.topic(kind.topic()).is_none() {
             let partitions = self.configured_partitions(kind);
+            // Kafka's default for its internal topics, or every broker when there are fewer.
+            let factor = INTERNAL_REPLICATION_FACTOR.min(self.live_brokers().max(1) as i32);
             match self
-                .create_topic(kind.topic(), partitions, BTreeMap::new(), None)
+                .create_topic(kind.topic(), partitions, factor, BTreeMap::new(), None)
                 .await
             {
                 // Another broker created it first: its placement is the one.

@@ -558,12 +558,14 @@ impl Broker {
         &self,
         name: &str,
         partitions: i32,
+        replication_factor: i32,
         configs: BTreeMap<String, String>,
         topic_id: Option<Uuid>,
     ) -> Result<TopicMeta, ControllerError> {
         self.write(MetadataCommand::CreateTopic {
             name: name.to_string(),
             partitions,
+            replication_factor: self.replication_factor(replication_factor),
             configs,
             topic_id: topic_id.unwrap_or_else(Uuid::new_v4),
         })
@@ -572,8 +574,23 @@ impl Broker {
     }
 
     /// Whether creating this topic would be accepted (CreateTopics with `validate_only`).
-    pub fn check_create_topic(&self, name: &str, partitions: i32) -> Result<(), ControllerError> {
-        self.with_controller(|c| c.check_create_topic(name, partitions))
+    pub fn check_create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i32,
+    ) -> Result<(), ControllerError> {
+        let factor = self.replication_factor(replication_factor);
+        self.with_controller(|c| c.check_create_topic(name, partitions, factor))
+    }
+
+    /// A requested replication factor, -1 being `default.replication.factor`.
+    fn replication_factor(&self, requested: i32) -> i32 {
+        if requested == -1 {
+            self.config.default_replication_factor
+        } else {
+            requested
+        }
     }
 
     /// Whether growing a topic to `count` partitions would be accepted (CreatePartitions with
@@ -882,10 +899,7 @@ mod tests {
             "events".to_string(),
             TopicMeta {
                 topic_id: Uuid::new_v4(),
-                partitions: vec![crate::controller::PartitionMeta {
-                    leader_epoch: 0,
-                    leader: 1,
-                }],
+                partitions: vec![crate::controller::PartitionMeta::led_by(1)],
                 configs: BTreeMap::new(),
             },
         )];

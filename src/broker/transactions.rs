@@ -330,7 +330,7 @@ mod tests {
         }
         let configs = BTreeMap::from([("mirror.name".to_string(), value.to_string())]);
         broker
-            .create_topic("t", 1, configs, None)
+            .create_topic("t", 1, 1, configs, None)
             .await
             .expect("created");
         broker.reconcile().expect("opened");

@@ -41,6 +41,10 @@ pub enum MetadataCommand {
     CreateTopic {
         name: String,
         partitions: i32,
+        /// Replicas per partition (absent from commands written before replicas were placed:
+        /// one).
+        #[serde(default = "one_replica")]
+        replication_factor: i32,
         configs: BTreeMap<String, String>,
         topic_id: Uuid,
     },
@@ -86,6 +90,10 @@ pub enum MetadataCommand {
     DeleteAcls { filters: Vec<AclFilter> },
 }
 
+fn one_replica() -> i32 {
+    1
+}
+
 /// What a command did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Applied {
@@ -123,10 +131,17 @@ impl Controller {
             MetadataCommand::CreateTopic {
                 name,
                 partitions,
+                replication_factor,
                 configs,
                 topic_id,
             } => {
-                self.create_topic(name, *partitions, configs.clone(), Some(*topic_id))?;
+                self.create_topic(
+                    name,
+                    *partitions,
+                    *replication_factor,
+                    configs.clone(),
+                    Some(*topic_id),
+                )?;
             }
             MetadataCommand::CreatePartitions { name, count } => {
                 self.create_partitions(name, *count)?;

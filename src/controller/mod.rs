@@ -46,7 +46,9 @@ pub enum MetadataRecord {
     /// clients and new partitions avoid it), or unfenced (it is back).
     BrokerFenced { node_id: i32, fenced: bool },
     /// A topic was created; `leaders` names each partition's broker (empty in logs written
-    /// before brokers were placed: the single node leads them).
+    /// before brokers were placed: the single node leads them), and `replicas` each partition's
+    /// replicas, its leader first (empty in logs written before replicas were placed: the
+    /// leader alone).
     Topic {
         name: String,
         topic_id: String,
@@ -54,6 +56,8 @@ pub enum MetadataRecord {
         configs: BTreeMap<String, String>,
         #[serde(default)]
         leaders: Vec<i32>,
+        #[serde(default)]
+        replicas: Vec<Vec<i32>>,
     },
     /// A partition's leader epoch changed.
     LeaderEpoch {
@@ -67,12 +71,15 @@ pub enum MetadataRecord {
     LeadershipResumed { node_id: i32 },
     /// The next producer id to hand out.
     ProducerIdBlock { next: i64 },
-    /// A topic grew to `count` partitions (CreatePartitions), the new ones led by `leaders`.
+    /// A topic grew to `count` partitions (CreatePartitions), the new ones led by `leaders`,
+    /// on `replicas` (as in [`MetadataRecord::Topic`]).
     PartitionCount {
         topic: String,
         count: i32,
         #[serde(default)]
         leaders: Vec<i32>,
+        #[serde(default)]
+        replicas: Vec<Vec<i32>>,
     },
     /// A topic was deleted.
     TopicDeleted { name: String },
@@ -126,6 +133,10 @@ pub enum ControllerError {
     /// A partition count below one, or not above the current one (Kafka: INVALID_PARTITIONS).
     #[error("invalid partition count {0}")]
     InvalidPartitions(i32),
+    /// A replication factor below one or above the brokers that can hold a replica (Kafka:
+    /// INVALID_REPLICATION_FACTOR).
+    #[error("replication factor {factor} cannot be placed: {brokers} broker(s) can hold a replica")]
+    InvalidReplicationFactor { factor: i32, brokers: usize },
     /// No such topic (Kafka: UNKNOWN_TOPIC_OR_PARTITION).
     #[error("unknown topic {0}")]
     UnknownTopic(String),
@@ -190,6 +201,9 @@ impl ControllerError {
             ControllerError::TopicExists(_) => ErrorCode::TOPIC_ALREADY_EXISTS.0,
             ControllerError::InvalidName(_) => ErrorCode::INVALID_TOPIC_EXCEPTION.0,
             ControllerError::InvalidPartitions(_) => ErrorCode::INVALID_PARTITIONS.0,
+            ControllerError::InvalidReplicationFactor { .. } => {
+                ErrorCode::INVALID_REPLICATION_FACTOR.0
+            }
             ControllerError::UnknownTopic(_) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
             ControllerError::MirrorExists(_) => ErrorCode::CLUSTER_MIRROR_ALREADY_EXISTS.0,
             ControllerError::InvalidMirrorName(_) => ErrorCode::INVALID_REQUEST.0,
@@ -226,6 +240,15 @@ pub struct Controller {
     changes: tokio::sync::watch::Sender<u64>,
     /// What the recent changes touched.
     journal: journal::ChangeJournal,
+}
+
+/// Partition `i` of a [`MetadataRecord::Topic`] or [`MetadataRecord::PartitionCount`]: its
+/// replicas as recorded, or, in records written before replicas were placed, its leader alone.
+fn placed_partition(leaders: &[i32], replicas: &[Vec<i32>], i: usize) -> PartitionMeta {
+    match replicas.get(i).filter(|r| !r.is_empty()) {
+        Some(replicas) => PartitionMeta::placed(replicas.clone()),
+        None => PartitionMeta::led_by(leaders.get(i).copied().unwrap_or(ANY_NODE)),
+    }
 }
 
 /// A new cluster id, as Kafka writes them (a random UUID in Kafka's base64 form).
@@ -313,6 +336,7 @@ impl Controller {
                 partitions,
                 configs,
                 leaders,
+                replicas,
             } => {
                 let topic_id =
                     kmirror_protocol::topic_id::from_kafka_string(topic_id).unwrap_or_default();
@@ -321,10 +345,7 @@ impl Controller {
                     TopicMeta {
                         topic_id,
                         partitions: (0..*partitions as usize)
-                            .map(|i| PartitionMeta {
-                                leader_epoch: 0,
-                                leader: leaders.get(i).copied().unwrap_or(ANY_NODE),
-                            })
+                            .map(|i| placed_partition(leaders, replicas, i))
                             .collect(),
                         configs: configs.clone(),
                     },
@@ -359,15 +380,14 @@ impl Controller {
                 topic,
                 count,
                 leaders,
+                replicas,
             } => {
                 if let Some(t) = self.topics.get_mut(topic) {
                     let count = usize::try_from(*count).unwrap_or(0);
                     let before = t.partitions.len();
                     for i in before..count {
-                        t.partitions.push(PartitionMeta {
-                            leader_epoch: 0,
-                            leader: leaders.get(i - before).copied().unwrap_or(ANY_NODE),
-                        });
+                        t.partitions
+                            .push(placed_partition(leaders, replicas, i - before));
                     }
                 }
             }
@@ -542,29 +562,48 @@ impl Controller {
         &self.fenced
     }
 
-    /// Leaders for `count` new partitions after the first `from` of topic `name`: the brokers
-    /// not fenced in turn, starting at a place the name decides (so topics spread over the cluster).
-    fn place(&self, name: &str, from: usize, count: usize) -> Vec<i32> {
+    /// The brokers a new replica may go to: those not fenced (all registered ones when every
+    /// broker is fenced: this one's own heartbeats not yet counted).
+    fn placeable(&self) -> Vec<i32> {
         let live: Vec<i32> = self
             .brokers
             .keys()
             .copied()
             .filter(|id| !self.fenced.contains(id))
             .collect();
-        // Every broker fenced (this one's own heartbeats not yet counted): all of them.
-        let ids = if live.is_empty() {
+        if live.is_empty() {
             self.brokers.keys().copied().collect()
         } else {
             live
-        };
-        if ids.is_empty() {
-            return vec![ANY_NODE; count];
         }
+    }
+
+    /// The replicas of `count` new partitions after the first `from` of topic `name`, `factor`
+    /// each (at most the brokers that can hold one; the caller checked): leaders go round the
+    /// placeable brokers from a place the name decides (so topics spread over the cluster),
+    /// and each partition's followers are the brokers after its leader, shifted by one more
+    /// on every round, as Kafka's placer does, so one broker's followers spread over all the
+    /// others.
+    fn place(&self, name: &str, from: usize, count: usize, factor: usize) -> Vec<Vec<i32>> {
+        let ids = self.placeable();
+        if ids.is_empty() {
+            return vec![vec![ANY_NODE]; count];
+        }
+        let n = ids.len();
+        let factor = factor.clamp(1, n);
         let start = name
             .bytes()
             .fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(b as usize));
         (from..from + count)
-            .map(|i| ids[start.wrapping_add(i) % ids.len()])
+            .map(|i| {
+                let first = start.wrapping_add(i) % n;
+                let shift = (start / n).wrapping_add(i / n);
+                let followers = (0..factor - 1).map(|j| {
+                    // Offsets 1..n from the leader, distinct for j < n - 1.
+                    ids[(first + 1 + (shift.wrapping_add(j)) % (n - 1)) % n]
+                });
+                std::iter::once(ids[first]).chain(followers).collect()
+            })
             .collect()
     }
 
@@ -701,8 +740,14 @@ impl Controller {
         &self.topics
     }
 
-    /// Whether [`Controller::create_topic`] would accept this name and partition count.
-    pub fn check_create_topic(&self, name: &str, partitions: i32) -> Result<(), ControllerError> {
+    /// Whether [`Controller::create_topic`] would accept this name, partition count and
+    /// replication factor.
+    pub fn check_create_topic(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_factor: i32,
+    ) -> Result<(), ControllerError> {
         if !valid_topic_name(name) {
             return Err(ControllerError::InvalidName(name.to_string()));
         }
@@ -712,27 +757,37 @@ impl Controller {
         if partitions < 1 {
             return Err(ControllerError::InvalidPartitions(partitions));
         }
+        let brokers = self.placeable().len().max(1);
+        if replication_factor < 1 || replication_factor as usize > brokers {
+            return Err(ControllerError::InvalidReplicationFactor {
+                factor: replication_factor,
+                brokers,
+            });
+        }
         Ok(())
     }
 
-    /// Creates a topic, keeping `topic_id` when one is given (mirror topics keep the source's).
+    /// Creates a topic with `replication_factor` replicas per partition, keeping `topic_id`
+    /// when one is given (mirror topics keep the source's).
     pub fn create_topic(
         &mut self,
         name: &str,
         partitions: i32,
+        replication_factor: i32,
         configs: BTreeMap<String, String>,
         topic_id: Option<Uuid>,
     ) -> Result<TopicMeta, ControllerError> {
-        self.check_create_topic(name, partitions)?;
+        self.check_create_topic(name, partitions, replication_factor)?;
         self.check_mirror_named(&configs, None)?;
         let id = topic_id.unwrap_or_else(Uuid::new_v4);
-        let leaders = self.place(name, 0, partitions as usize);
+        let replicas = self.place(name, 0, partitions as usize, replication_factor as usize);
         self.append(MetadataRecord::Topic {
             name: name.to_string(),
             topic_id: kmirror_protocol::topic_id::to_kafka_string(&id),
             partitions,
             configs,
-            leaders,
+            leaders: replicas.iter().map(|r| r[0]).collect(),
+            replicas,
         })?;
         Ok(self.topics[name].clone())
     }
@@ -758,12 +813,20 @@ impl Controller {
         count: i32,
     ) -> Result<TopicMeta, ControllerError> {
         self.check_create_partitions(name, count)?;
-        let before = self.topics[name].partitions.len();
-        let leaders = self.place(name, before, count as usize - before);
+        let partitions = &self.topics[name].partitions;
+        let before = partitions.len();
+        // New partitions get as many replicas as the topic's first, as Kafka's do, as far as
+        // the brokers that can hold one allow.
+        let factor = partitions
+            .first()
+            .map_or(1, |p| p.replicas.len())
+            .clamp(1, self.placeable().len().max(1));
+        let replicas = self.place(name, before, count as usize - before, factor);
         self.append(MetadataRecord::PartitionCount {
             topic: name.to_string(),
             count,
-            leaders,
+            leaders: replicas.iter().map(|r| r[0]).collect(),
+            replicas,
         })?;
         Ok(self.topics[name].clone())
     }
@@ -934,7 +997,7 @@ mod tests {
         c.execute(&register("b"))
             .expect("leads nothing: may change");
         c.execute(&register("b")).expect("the same directory again");
-        c.create_topic("orders", 2, BTreeMap::new(), None)
+        c.create_topic("orders", 2, 1, BTreeMap::new(), None)
             .expect("creates");
         assert!(
             c.topics()["orders"]
@@ -957,7 +1020,7 @@ mod tests {
         let mut c = Controller::open(dir.path()).expect("opens");
         c.create_mirror("m", BTreeMap::new()).expect("created");
         let read = BTreeMap::from([("mirror.name".to_string(), "m".to_string())]);
-        c.create_topic("orders", 1, read.clone(), None)
+        c.create_topic("orders", 1, 1, read.clone(), None)
             .expect("creates");
         let stop = BTreeMap::from([("mirror.name".to_string(), "m.removed".to_string())]);
         let stale = BTreeMap::from([
@@ -1000,16 +1063,16 @@ mod tests {
         let mut c = Controller::open(dir.path()).expect("opens");
         let mirror_name = |v: &str| BTreeMap::from([("mirror.name".to_string(), v.to_string())]);
         c.create_mirror("m", BTreeMap::new()).expect("created");
-        c.create_topic("stopped", 1, mirror_name("m.removed"), None)
+        c.create_topic("stopped", 1, 1, mirror_name("m.removed"), None)
             .expect("created");
-        c.create_topic("plain", 1, BTreeMap::new(), None)
+        c.create_topic("plain", 1, 1, BTreeMap::new(), None)
             .expect("created");
         c.delete_mirror("m")
             .expect("deleted: its only topic is stopped");
         assert_eq!(c.topics()["stopped"].configs, BTreeMap::new());
         // A start that checked the mirror before the delete lands after it: refused.
         assert!(matches!(
-            c.create_topic("late", 1, mirror_name("m"), None),
+            c.create_topic("late", 1, 1, mirror_name("m"), None),
             Err(ControllerError::UnknownMirror(_))
         ));
         assert!(matches!(
@@ -1056,14 +1119,14 @@ mod tests {
         let (cluster, id) = {
             let mut c = Controller::open(dir.path()).expect("opens");
             let t = c
-                .create_topic("orders", 3, BTreeMap::new(), Some(given))
+                .create_topic("orders", 3, 1, BTreeMap::new(), Some(given))
                 .expect("creates");
             assert!(matches!(
-                c.create_topic("orders", 1, BTreeMap::new(), None),
+                c.create_topic("orders", 1, 1, BTreeMap::new(), None),
                 Err(ControllerError::TopicExists(_))
             ));
             assert!(matches!(
-                c.create_topic("bad name", 1, BTreeMap::new(), None),
+                c.create_topic("bad name", 1, 1, BTreeMap::new(), None),
                 Err(ControllerError::InvalidName(_))
             ));
             assert_eq!(
@@ -1099,11 +1162,61 @@ mod tests {
     }
 
     #[test]
+    fn replicas_are_placed_apart_and_spread_over_the_brokers() {
+        let mut c = Controller::replica();
+        for id in 1..=4 {
+            c.register_broker(id, "h", 9092, None).expect("registers");
+        }
+        let topic = c
+            .create_topic("orders", 12, 3, BTreeMap::new(), None)
+            .expect("creates");
+        let mut led = BTreeMap::<i32, usize>::new();
+        let mut follows = BTreeMap::<(i32, i32), usize>::new();
+        for p in &topic.partitions {
+            let distinct: BTreeSet<i32> = p.replicas.iter().copied().collect();
+            assert_eq!(distinct.len(), 3, "{:?}", p.replicas);
+            assert_eq!(p.leader, p.replicas[0]);
+            assert_eq!(p.isr, vec![p.leader], "followers do not replicate yet");
+            *led.entry(p.leader).or_default() += 1;
+            for &f in &p.replicas[1..] {
+                *follows.entry((p.leader, f)).or_default() += 1;
+            }
+        }
+        assert_eq!(led.values().copied().collect::<Vec<_>>(), [3, 3, 3, 3]);
+        // Each broker's followers are not always the same two brokers.
+        for leader in 1..=4 {
+            let others = follows.keys().filter(|(l, _)| *l == leader).count();
+            assert_eq!(others, 3, "broker {leader}'s followers: {follows:?}");
+        }
+        let grown = c.create_partitions("orders", 14).expect("grows");
+        assert!(grown.partitions[12..].iter().all(|p| p.replicas.len() == 3));
+        // A record written before replicas were placed reads as the leader alone.
+        let old: MetadataRecord = serde_json::from_str(
+            r#"{"Topic":{"name":"old","topic_id":"","partitions":1,"configs":{},"leaders":[2]}}"#,
+        )
+        .expect("reads");
+        c.apply(&old);
+        assert_eq!(c.topics()["old"].partitions[0].replicas, vec![2]);
+        for factor in [0, 5] {
+            assert!(matches!(
+                c.create_topic("refused", 1, factor, BTreeMap::new(), None),
+                Err(ControllerError::InvalidReplicationFactor { .. })
+            ));
+        }
+        c.fence_broker(4, true).expect("fences");
+        assert!(
+            c.check_create_topic("refused", 1, 4).is_err(),
+            "a fenced broker holds none"
+        );
+        assert!(c.check_create_topic("placed", 1, 3).is_ok());
+    }
+
+    #[test]
     fn epoch_bumps_of_one_batch_are_applied_in_order_and_durable_together() {
         let dir = tempfile::tempdir().expect("temp dir");
         let before = {
             let mut c = Controller::open(dir.path()).expect("opens");
-            c.create_topic("orders", 2, BTreeMap::new(), None)
+            c.create_topic("orders", 2, 1, BTreeMap::new(), None)
                 .expect("creates");
             let before = std::fs::metadata(dir.path().join("metadata.log"))
                 .expect("log")
@@ -1139,7 +1252,7 @@ mod tests {
         let (opened, delta) = c.changes_since(None);
         assert!(delta.everything, "a new reader looks at everything");
         for name in ["a", "b", "c"] {
-            c.create_topic(name, 2, BTreeMap::new(), None)
+            c.create_topic(name, 2, 1, BTreeMap::new(), None)
                 .expect("creates");
         }
         let (created, delta) = c.changes_since(Some(opened));
@@ -1169,9 +1282,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         {
             let mut c = Controller::open(dir.path()).expect("opens");
-            c.create_topic("grows", 1, BTreeMap::new(), None)
+            c.create_topic("grows", 1, 1, BTreeMap::new(), None)
                 .expect("creates");
-            c.create_topic("goes", 2, BTreeMap::new(), None)
+            c.create_topic("goes", 2, 1, BTreeMap::new(), None)
                 .expect("creates");
             assert_eq!(
                 c.create_partitions("grows", 4)
@@ -1198,7 +1311,7 @@ mod tests {
         assert_eq!(c.topics()["grows"].partitions.len(), 4);
         assert!(!c.topics().contains_key("goes"));
         let again = c
-            .create_topic("goes", 1, BTreeMap::new(), None)
+            .create_topic("goes", 1, 1, BTreeMap::new(), None)
             .expect("recreates");
         assert_eq!(again.partitions.len(), 1, "a recreated topic starts fresh");
     }

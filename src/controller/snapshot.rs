@@ -1,8 +1,8 @@
 //! The controller's image as records: what a quorum's snapshot holds (docs/cluster.md).
 //!
 //! Contract: applying [`Controller::image_records`] to an empty image rebuilds this image
-//! exactly (cluster id, brokers, topics with their leaders, leader epochs and configs, the next
-//! producer id, mirrors, ACLs). [`Controller::restore`] replaces an image with such records, and
+//! exactly (cluster id, brokers, topics with their replicas, leaders, leader epochs and
+//! configs, the next producer id, mirrors, ACLs). [`Controller::restore`] replaces an image with such records, and
 //! readers following the changes are told to look at everything.
 
 use super::{Controller, MetadataRecord};
@@ -37,6 +37,11 @@ impl Controller {
                 partitions: topic.partitions.len() as i32,
                 configs: topic.configs.clone(),
                 leaders: topic.partitions.iter().map(|p| p.leader).collect(),
+                replicas: topic
+                    .partitions
+                    .iter()
+                    .map(|p| p.replicas.clone())
+                    .collect(),
             });
             for (index, partition) in topic.partitions.iter().enumerate() {
                 if partition.leader_epoch != 0 {
@@ -97,10 +102,12 @@ mod tests {
         c.register_broker(1, "h1", 9092, Some("d1"))
             .expect("registers");
         c.register_broker(2, "h2", 9092, None).expect("registers");
+        c.register_broker(3, "h3", 9092, None).expect("registers");
         c.fence_broker(2, true).expect("fences");
         c.create_topic(
             "orders",
             4,
+            2,
             BTreeMap::from([("cleanup.policy".into(), "compact".into())]),
             None,
         )

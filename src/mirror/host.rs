@@ -123,7 +123,7 @@ impl Host for BrokerHost {
         let (broker, name) = (self.0.clone(), name.to_string());
         Box::pin(async move {
             let created = broker
-                .create_topic(&name, partitions, configs, topic_id)
+                .create_topic(&name, partitions, -1, configs, topic_id)
                 .await;
             created.map(drop).map_err(refused)
         })

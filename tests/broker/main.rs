@@ -118,6 +118,7 @@ async fn ensure_state_topic(broker: &Broker) {
             .create_topic(
                 MIRROR_STATE_TOPIC,
                 partitions,
+                1,
                 std::collections::BTreeMap::new(),
                 None,
             )
@@ -412,6 +413,7 @@ async fn mirror_topics_are_read_only_until_opened() {
         .create_topic(
             "mirrored",
             2,
+            1,
             std::collections::BTreeMap::from([("mirror.name".to_string(), "dr".to_string())]),
             None,
         )
@@ -836,7 +838,7 @@ async fn the_authorizer_enforces_acls_per_api() {
     );
     running
         .broker
-        .create_topic("ledger", 1, Default::default(), None)
+        .create_topic("ledger", 1, 1, Default::default(), None)
         .await
         .expect("created by the operator");
     let batch = BatchSpec::default().build();
@@ -1125,6 +1127,7 @@ async fn mirrors_are_created_listed_deleted_and_answer_last_mirrored_epochs() {
         .create_topic(
             "audit",
             1,
+            1,
             std::collections::BTreeMap::from([("mirror.name".to_string(), "m1.paused".into())]),
             None,
         )
@@ -1168,6 +1171,7 @@ async fn stopped_topic(broker: &Broker, mirror: &str, topic: &str, topic_id: uui
     broker
         .create_topic(
             topic,
+            1,
             1,
             std::collections::BTreeMap::from([(
                 "mirror.name".to_string(),

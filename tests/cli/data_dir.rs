@@ -127,7 +127,7 @@ fn stopped_broker_with_data(data: &Path) -> (usize, usize) {
         .expect("runtime");
     for (topic, partitions) in [("alpha", 2), ("beta", 1)] {
         runtime
-            .block_on(broker.create_topic(topic, partitions, BTreeMap::new(), None))
+            .block_on(broker.create_topic(topic, partitions, 1, BTreeMap::new(), None))
             .expect("creates");
         for p in 0..partitions {
             let batch = BatchSpec {

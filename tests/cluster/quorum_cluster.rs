@@ -122,6 +122,56 @@ async fn three_processes_serve_kafka_clients_and_survive_their_active_controller
         .filter_map(|l| l.split("Leader: ").nth(1)?.split_whitespace().next())
         .collect();
     assert_eq!(leaders, BTreeSet::from(["1", "2", "3"]), "{described}");
+    // Replicas are placed and shown, three distinct brokers per partition; followers do not
+    // replicate yet (docs/replication.md), so the ISR is the leader alone.
+    kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--create",
+            "--topic",
+            "replicated",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "3",
+        ],
+    );
+    let described = kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &cluster.clients[1],
+            "--describe",
+            "--topic",
+            "replicated",
+        ],
+    );
+    let field = |line: &str, name: &str| -> String {
+        line.split(&format!("{name}: "))
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let partitions: Vec<&str> = described
+        .lines()
+        .filter(|l| l.contains("Partition: "))
+        .collect();
+    assert_eq!(partitions.len(), 3, "{described}");
+    for line in partitions {
+        let replicas: BTreeSet<String> = field(line, "Replicas")
+            .split(',')
+            .map(String::from)
+            .collect();
+        assert_eq!(replicas.len(), 3, "{line}");
+        assert_eq!(field(line, "Isr"), field(line, "Leader"), "{line}");
+        assert!(
+            field(line, "Replicas").starts_with(&field(line, "Leader")),
+            "{line}"
+        );
+    }
 
     // A process without the nodes' secret cannot write metadata on a controller listener:
     // a well-formed forwarded creation is dropped before it is read.

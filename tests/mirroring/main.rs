@@ -77,7 +77,7 @@ fn written<T>(write: impl std::future::Future<Output = T>) -> T {
 fn ensure_state_topic(broker: &Broker) {
     if broker.topic(MIRROR_STATE_TOPIC).is_none() {
         let partitions = broker.config().mirror_state_partitions;
-        written(broker.create_topic(MIRROR_STATE_TOPIC, partitions, BTreeMap::new(), None))
+        written(broker.create_topic(MIRROR_STATE_TOPIC, partitions, 1, BTreeMap::new(), None))
             .expect("__mirror_state");
     }
 }
@@ -135,7 +135,13 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
         let t = &metadata.topics[topic.as_str()];
         let configs = BTreeMap::from([("mirror.name".to_string(), "dr".to_string())]);
         let created = broker
-            .create_topic(topic, t.partitions.len() as i32, configs, Some(t.topic_id))
+            .create_topic(
+                topic,
+                t.partitions.len() as i32,
+                1,
+                configs,
+                Some(t.topic_id),
+            )
             .await
             .expect("mirror topic created");
         assert_eq!(created.topic_id, t.topic_id, "the source's topic id");

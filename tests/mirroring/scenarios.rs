@@ -145,7 +145,7 @@ impl Harness for BrokerHarness {
     fn create_topic(&self, side: Side, topic: &str, partitions: i32) {
         crate::written(
             self.broker(side)
-                .create_topic(topic, partitions, BTreeMap::new(), None),
+                .create_topic(topic, partitions, 1, BTreeMap::new(), None),
         )
         .expect("topic created");
     }
@@ -257,6 +257,7 @@ async fn a_mirrored_batch_larger_than_max_message_bytes_is_appended() {
     let source = harness.broker(Side::A);
     crate::written(source.create_topic(
         "large",
+        1,
         1,
         BTreeMap::from([("max.message.bytes".to_string(), "4000000".to_string())]),
         None,

@@ -40,6 +40,29 @@ pub struct PartitionMeta {
     /// The node that leads it ([`ANY_NODE`]: whichever node opens it, in a single-node
     /// cluster).
     pub leader: i32,
+    /// The nodes assigned a replica of it, the preferred leader first.
+    pub replicas: Vec<i32>,
+    /// The replicas in sync with the leader, the leader among them. Followers do not replicate
+    /// yet (docs/replication.md), so this is the leader alone.
+    pub isr: Vec<i32>,
+}
+
+impl PartitionMeta {
+    /// A new partition on `replicas` (the first leads), at leader epoch 0.
+    pub fn placed(replicas: Vec<i32>) -> PartitionMeta {
+        let leader = replicas.first().copied().unwrap_or(ANY_NODE);
+        PartitionMeta {
+            leader_epoch: 0,
+            leader,
+            replicas,
+            isr: vec![leader],
+        }
+    }
+
+    /// A new partition whose one replica is `leader`, at leader epoch 0.
+    pub fn led_by(leader: i32) -> PartitionMeta {
+        PartitionMeta::placed(vec![leader])
+    }
 }
 
 /// The leader of partitions placed before the cluster had brokers: the single node.

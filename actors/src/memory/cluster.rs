@@ -282,10 +282,7 @@ fn create(
             TopicMeta {
                 topic_id,
                 partitions: (0..partitions)
-                    .map(|_| PartitionMeta {
-                        leader_epoch: 0,
-                        leader: NODE,
-                    })
+                    .map(|_| PartitionMeta::led_by(NODE))
                     .collect(),
                 configs,
             },

@@ -5,9 +5,10 @@
 //! as IncrementalAlterConfigs checks them (only configs this broker enforces, within their
 //! ranges: INVALID_CONFIG), so a topic never silently lacks what it was created with. One
 //! request creates at most [`MAX_PARTITIONS_PER_REQUEST`] partitions (POLICY_VIOLATION). A
-//! replication factor of 0, below -1 (the default) or above the live brokers is
-//! INVALID_REPLICATION_FACTOR, as Kafka answers, though each partition has one replica here
-//! (docs/errors.md).
+//! replication factor of 0, below -1 (`default.replication.factor`) or above the live brokers is
+//! INVALID_REPLICATION_FACTOR, as Kafka answers (docs/errors.md). The replicas are placed and
+//! shown, but followers do not replicate yet: the ISR is the leader alone
+//! (docs/replication.md).
 
 use super::access::Access;
 use crate::acl::Operation;
@@ -128,19 +129,31 @@ pub(super) async fn handle(
             );
             continue;
         }
+        let factor = i32::from(topic.replication_factor);
         let outcome = if request.validate_only {
-            broker.check_create_topic(&name, partitions).map(|()| None)
+            broker
+                .check_create_topic(&name, partitions, factor)
+                .map(|()| None)
         } else {
             broker
-                .create_topic(&name, partitions, configs, None)
+                .create_topic(&name, partitions, factor, configs, None)
                 .await
                 .map(Some)
         };
         match outcome {
             Ok(created) => {
+                let replicas = created
+                    .as_ref()
+                    .and_then(|t| t.partitions.first())
+                    .map_or(factor, |p| p.replicas.len() as i32);
+                let replicas = if replicas == -1 {
+                    broker.config().default_replication_factor
+                } else {
+                    replicas
+                };
                 result = result
                     .with_num_partitions(partitions)
-                    .with_replication_factor(1)
+                    .with_replication_factor(i16::try_from(replicas).unwrap_or(i16::MAX))
                     .with_topic_id(created.map(|t| t.topic_id).unwrap_or_default());
             }
             Err(e) => {

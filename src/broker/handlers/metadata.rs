@@ -18,16 +18,17 @@ use kmirror_protocol::errors::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A topic as clients see it: a partition whose leader is fenced has no leader
-/// (LEADER_NOT_AVAILABLE) until that broker is back.
+/// (LEADER_NOT_AVAILABLE) until that broker is back; its replicas and ISR as the metadata has
+/// them, fenced replicas listed offline.
 fn topic_entry(
     name: &str,
     topic: &TopicMeta,
     node: i32,
     fenced: &BTreeSet<i32>,
 ) -> MetadataResponseTopic {
-    let leader = |p: &crate::controller::PartitionMeta| {
-        BrokerId(if p.leader == ANY_NODE { node } else { p.leader })
-    };
+    // A partition placed before the cluster had brokers is this single node's.
+    let node_of = |id: i32| BrokerId(if id == ANY_NODE { node } else { id });
+    let leader = |p: &crate::controller::PartitionMeta| node_of(p.leader);
     let offline = |p: &crate::controller::PartitionMeta| fenced.contains(&p.leader);
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
@@ -48,8 +49,15 @@ fn topic_entry(
                         })
                         .with_leader_id(if offline(p) { BrokerId(-1) } else { leader(p) })
                         .with_leader_epoch(p.leader_epoch)
-                        .with_replica_nodes(vec![leader(p)])
-                        .with_isr_nodes(vec![leader(p)])
+                        .with_replica_nodes(p.replicas.iter().map(|&r| node_of(r)).collect())
+                        .with_isr_nodes(p.isr.iter().map(|&r| node_of(r)).collect())
+                        .with_offline_replicas(
+                            p.replicas
+                                .iter()
+                                .filter(|r| fenced.contains(r))
+                                .map(|&r| node_of(r))
+                                .collect(),
+                        )
                 })
                 .collect(),
         )
@@ -110,7 +118,13 @@ pub(super) async fn handle(
                 }
                 if topic.is_none() && may_create_this {
                     let created = broker
-                        .create_topic(&name, broker.config().num_partitions, BTreeMap::new(), None)
+                        .create_topic(
+                            &name,
+                            broker.config().num_partitions,
+                            -1,
+                            BTreeMap::new(),
+                            None,
+                        )
                         .await;
                     match created {
                         Ok(created) => topic = Some(created),

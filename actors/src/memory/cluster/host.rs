@@ -132,10 +132,7 @@ impl Host for MemoryCluster {
             };
             let before = topic.partitions.len() as i32;
             for _ in before..count {
-                topic.partitions.push(PartitionMeta {
-                    leader_epoch: 0,
-                    leader: NODE,
-                });
+                topic.partitions.push(PartitionMeta::led_by(NODE));
             }
             for p in before..count {
                 s.logs.insert((name.to_string(), p), MemoryLog::default());
