@@ -43,7 +43,28 @@ pub fn kafka_tool(class: &str, args: &[&str]) -> String {
 
 /// `kafka-topics --create --if-not-exists` with `--config` entries.
 pub fn create_topic(bootstrap: &str, name: &str, partitions: u32, configs: &[&str]) {
+    create_topic_of(bootstrap, name, partitions, None, configs);
+}
+
+/// TopicCommand --create of `name` with `replication_factor` replicas per partition.
+pub fn create_replicated_topic(
+    bootstrap: &str,
+    name: &str,
+    partitions: u32,
+    replication_factor: u32,
+) {
+    create_topic_of(bootstrap, name, partitions, Some(replication_factor), &[]);
+}
+
+fn create_topic_of(
+    bootstrap: &str,
+    name: &str,
+    partitions: u32,
+    replication_factor: Option<u32>,
+    configs: &[&str],
+) {
     let partitions = partitions.to_string();
+    let factor = replication_factor.map(|f| f.to_string());
     let mut args = vec![
         "--bootstrap-server",
         bootstrap,
@@ -54,6 +75,9 @@ pub fn create_topic(bootstrap: &str, name: &str, partitions: u32, configs: &[&st
         "--partitions",
         &partitions,
     ];
+    if let Some(factor) = &factor {
+        args.extend(["--replication-factor", factor]);
+    }
     for c in configs {
         args.extend(["--config", c]);
     }

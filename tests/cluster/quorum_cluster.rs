@@ -124,20 +124,7 @@ async fn three_processes_serve_kafka_clients_and_survive_their_active_controller
     assert_eq!(leaders, BTreeSet::from(["1", "2", "3"]), "{described}");
     // Replicas are placed and shown, three distinct brokers per partition; followers do not
     // replicate yet (docs/replication.md), so the ISR is the leader alone.
-    kafka_tool(
-        "org.apache.kafka.tools.TopicCommand",
-        &[
-            "--bootstrap-server",
-            &bootstrap,
-            "--create",
-            "--topic",
-            "replicated",
-            "--partitions",
-            "3",
-            "--replication-factor",
-            "3",
-        ],
-    );
+    kafka_tools::create_replicated_topic(&bootstrap, "replicated", 3, 3);
     let described = kafka_tool(
         "org.apache.kafka.tools.TopicCommand",
         &[
