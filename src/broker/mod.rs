@@ -585,7 +585,7 @@ impl Broker {
     }
 
     /// A requested replication factor, -1 being `default.replication.factor`.
-    fn replication_factor(&self, requested: i32) -> i32 {
+    pub(crate) fn replication_factor(&self, requested: i32) -> i32 {
         if requested == -1 {
             self.config.default_replication_factor
         } else {

@@ -2,8 +2,8 @@
 //!
 //! Contract: applying [`Controller::image_records`] to an empty image rebuilds this image
 //! exactly (cluster id, brokers, topics with their replicas, leaders, leader epochs and
-//! configs, the next producer id, mirrors, ACLs). [`Controller::restore`] replaces an image with such records, and
-//! readers following the changes are told to look at everything.
+//! configs, the next producer id, mirrors, ACLs). [`Controller::restore`] replaces an image
+//! with such records, and readers following the changes are told to look at everything.
 
 use super::{Controller, MetadataRecord};
 

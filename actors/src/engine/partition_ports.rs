@@ -19,8 +19,8 @@ use crate::host::{self, Host, MirrorLog, Source, TopicPartition};
 use crate::metadata::{DISCARD_CONFIRMED, confirmed_log_ends};
 use crate::partition::{Cause, StoredState};
 use actix::Addr;
-use kmirror_protocol::client::source::EARLIEST;
-use kmirror_protocol::client::{ClientError, Isolation};
+use kmirror_protocol::client::Isolation;
+use kmirror_protocol::client::source::{EARLIEST, lme_unanswered};
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -264,13 +264,9 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 )
                 .await
                 .and_then(|lmes| {
-                    lmes.into_iter().next().unwrap_or_else(|| {
-                        Err(ClientError::Protocol {
-                            broker: "the source".into(),
-                            api: "LastMirroredEpochs",
-                            message: format!("no answer for partition {}", site.partition),
-                        })
-                    })
+                    lmes.into_iter()
+                        .next()
+                        .unwrap_or_else(|| Err(lme_unanswered(&site.topic, site.partition)))
                 })
                 .map_err(|e| cause(&e))?;
             match lme {

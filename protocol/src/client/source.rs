@@ -40,6 +40,16 @@ pub const LATEST: i64 = -1;
 /// One partition's LastMirroredEpochs answer: its LME (-1: none) or why its shard could not say.
 pub type PartitionLme = Result<i32, ClientError>;
 
+/// The error of a partition a LastMirroredEpochs answer leaves out: never "no LME" (-1), which
+/// would copy the whole partition again.
+pub fn lme_unanswered(topic: &str, partition: i32) -> ClientError {
+    ClientError::Protocol {
+        broker: "the source".into(),
+        api: "LastMirroredEpochs",
+        message: format!("no answer for partition {topic}-{partition}"),
+    }
+}
+
 /// A partition in the source's metadata.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionMetadata {
@@ -793,13 +803,9 @@ impl SourceClient {
         Ok(partitions
             .iter()
             .map(|p| {
-                answers.remove(p).unwrap_or_else(|| {
-                    Err(ClientError::Protocol {
-                        broker: "the source".into(),
-                        api: "LastMirroredEpochs",
-                        message: format!("no answer for partition {topic}-{p}"),
-                    })
-                })
+                answers
+                    .remove(p)
+                    .unwrap_or_else(|| Err(lme_unanswered(topic, *p)))
             })
             .collect())
     }

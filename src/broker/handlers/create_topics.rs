@@ -145,12 +145,9 @@ pub(super) async fn handle(
                 let replicas = created
                     .as_ref()
                     .and_then(|t| t.partitions.first())
-                    .map_or(factor, |p| p.replicas.len() as i32);
-                let replicas = if replicas == -1 {
-                    broker.config().default_replication_factor
-                } else {
-                    replicas
-                };
+                    .map_or(broker.replication_factor(factor), |p| {
+                        p.replicas.len() as i32
+                    });
                 result = result
                     .with_num_partitions(partitions)
                     .with_replication_factor(i16::try_from(replicas).unwrap_or(i16::MAX))
