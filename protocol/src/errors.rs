@@ -194,6 +194,12 @@ impl ErrorCode {
     pub const NOT_COORDINATOR: ErrorCode = ErrorCode(16);
     /// Kafka's INVALID_TOPIC_EXCEPTION: a topic name that is not legal.
     pub const INVALID_TOPIC_EXCEPTION: ErrorCode = ErrorCode(17);
+    /// Kafka's NOT_ENOUGH_REPLICAS: an acks=all produce refused before the append, the ISR
+    /// being below `min.insync.replicas`.
+    pub const NOT_ENOUGH_REPLICAS: ErrorCode = ErrorCode(19);
+    /// Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND: an acks=all produce appended by the leader
+    /// while the ISR shrank below `min.insync.replicas` before it was replicated.
+    pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode = ErrorCode(20);
     /// Kafka's ILLEGAL_GENERATION: the member is not in the group's current generation.
     pub const ILLEGAL_GENERATION: ErrorCode = ErrorCode(22);
     /// Kafka's INCONSISTENT_GROUP_PROTOCOL: no protocol in common, or another protocol type.
@@ -226,6 +232,9 @@ impl ErrorCode {
     /// Kafka's INVALID_CONFIG: a config value (of a topic or a mirror) that cannot be used, or
     /// `mirror.name` named by a client.
     pub const INVALID_CONFIG: ErrorCode = ErrorCode(40);
+    /// Kafka's NOT_CONTROLLER: the node is not (or no longer) the active controller, or is
+    /// behind it.
+    pub const NOT_CONTROLLER: ErrorCode = ErrorCode(41);
     /// Kafka's INVALID_REQUEST: a request the broker never serves, e.g. creating or deleting
     /// an internal topic.
     pub const INVALID_REQUEST: ErrorCode = ErrorCode(42);
@@ -267,6 +276,8 @@ impl ErrorCode {
     pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
     /// Kafka's UNKNOWN_LEADER_EPOCH: the leader epoch asked is newer than the broker knows.
     pub const UNKNOWN_LEADER_EPOCH: ErrorCode = ErrorCode(75);
+    /// Kafka's STALE_BROKER_EPOCH: a broker epoch older than the broker's registration.
+    pub const STALE_BROKER_EPOCH: ErrorCode = ErrorCode(77);
     /// Kafka's OFFSET_NOT_AVAILABLE: the offset asked is not there yet (a log whose end moved:
     /// ask again from where it is now).
     pub const OFFSET_NOT_AVAILABLE: ErrorCode = ErrorCode(78);
@@ -281,11 +292,16 @@ impl ErrorCode {
     pub const UNSTABLE_OFFSET_COMMIT: ErrorCode = ErrorCode(88);
     /// Kafka's PRODUCER_FENCED: a newer producer has the transactional id.
     pub const PRODUCER_FENCED: ErrorCode = ErrorCode(90);
+    /// Kafka's INVALID_UPDATE_VERSION: an AlterPartition made from an older partition epoch.
+    pub const INVALID_UPDATE_VERSION: ErrorCode = ErrorCode(95);
     /// Kafka's UNKNOWN_TOPIC_ID: no topic has the id.
     pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
     /// Kafka's INCONSISTENT_TOPIC_ID: Start on a topic that exists here with another id than
     /// the source topic's.
     pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
+    /// Kafka's INELIGIBLE_REPLICA: an ISR member proposed that is fenced, shutting down or
+    /// restarted since.
+    pub const INELIGIBLE_REPLICA: ErrorCode = ErrorCode(107);
     /// Kafka's FENCED_MEMBER_EPOCH: the member epoch is not the group's: rejoin with epoch 0.
     pub const FENCED_MEMBER_EPOCH: ErrorCode = ErrorCode(110);
     /// Kafka's UNRELEASED_INSTANCE_ID: another live member holds the group instance id.
@@ -475,6 +491,8 @@ mod tests {
             COORDINATOR_NOT_AVAILABLE,
             NOT_COORDINATOR,
             INVALID_TOPIC_EXCEPTION,
+            NOT_ENOUGH_REPLICAS,
+            NOT_ENOUGH_REPLICAS_AFTER_APPEND,
             ILLEGAL_GENERATION,
             INCONSISTENT_GROUP_PROTOCOL,
             UNKNOWN_MEMBER_ID,
@@ -488,6 +506,7 @@ mod tests {
             TOPIC_ALREADY_EXISTS,
             INVALID_PARTITIONS,
             INVALID_CONFIG,
+            NOT_CONTROLLER,
             INVALID_REQUEST,
             POLICY_VIOLATION,
             OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -507,13 +526,16 @@ mod tests {
             INVALID_FETCH_SESSION_EPOCH,
             FENCED_LEADER_EPOCH,
             UNKNOWN_LEADER_EPOCH,
+            STALE_BROKER_EPOCH,
             MEMBER_ID_REQUIRED,
             GROUP_MAX_SIZE_REACHED,
             INVALID_RECORD,
             UNSTABLE_OFFSET_COMMIT,
             PRODUCER_FENCED,
+            INVALID_UPDATE_VERSION,
             UNKNOWN_TOPIC_ID,
             INCONSISTENT_TOPIC_ID,
+            INELIGIBLE_REPLICA,
             FENCED_MEMBER_EPOCH,
             UNRELEASED_INSTANCE_ID,
             UNSUPPORTED_ASSIGNOR,

@@ -141,6 +141,7 @@ impl Broker {
                 host,
                 port,
                 directory_id: None,
+                epoch: 0,
             }];
         }
         brokers

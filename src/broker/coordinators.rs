@@ -15,7 +15,7 @@
 //! every key: the lowest node id.
 
 use super::Broker;
-use crate::controller::ControllerError;
+use crate::controller::{ControllerError, NO_LEADER};
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
@@ -56,7 +56,7 @@ pub fn coordinator_partition(key: &str, partitions: i32) -> i32 {
 
 impl Broker {
     /// The node coordinating `key`: `None` while its coordinator partition does not exist yet
-    /// or its leader is fenced.
+    /// or it has no leader or its leader is fenced.
     pub fn coordinator_of(&self, kind: CoordinatorKind, key: &str) -> Option<i32> {
         self.coordinator_placement(kind, key).map(|(_, node)| node)
     }
@@ -72,7 +72,8 @@ impl Broker {
             return Some((partition, self.coordinator_node()));
         }
         let leader = self.leader_of(kind.topic(), partition)?;
-        (!self.fenced_brokers().contains(&leader)).then_some((partition, leader))
+        (leader != NO_LEADER && !self.fenced_brokers().contains(&leader))
+            .then_some((partition, leader))
     }
 
     /// `key`'s coordinator partition: among the partitions of the kind's topic in a cluster

@@ -9,6 +9,7 @@
 //! with the same image, and the node that proposed a command learns its outcome from its own
 //! application of it.
 
+use super::partition_change::{IsrChange, IsrState};
 use super::{Controller, ControllerError};
 use crate::acl::{AclBinding, AclFilter};
 use serde::{Deserialize, Serialize};
@@ -21,7 +22,7 @@ pub enum MetadataCommand {
     /// The cluster's id, chosen by the first node to propose one (later proposals change
     /// nothing).
     InitCluster { id: String },
-    /// Broker `node_id` is reached at `host:port` (written only when that changed).
+    /// Broker `node_id` started and is reached at `host:port`: a new broker epoch.
     RegisterBroker {
         node_id: i32,
         host: String,
@@ -35,8 +36,15 @@ pub enum MetadataCommand {
     FenceBroker { node_id: i32 },
     /// Broker `node_id` heartbeats again.
     UnfenceBroker { node_id: i32 },
-    /// Broker `node_id` started: a new leadership term for every partition it leads.
+    /// Broker `node_id` started: it leaves ISRs with other members, and gets a new
+    /// leadership term for every partition it leads alone.
     ResumeLeadership { node_id: i32 },
+    /// AlterPartition: the leader `broker_id`, at `broker_epoch`, changes ISRs.
+    AlterPartition {
+        broker_id: i32,
+        broker_epoch: i64,
+        changes: Vec<IsrChange>,
+    },
     /// CreateTopics (`topic_id` chosen by the proposer, or the source's for a mirror topic).
     CreateTopic {
         name: String,
@@ -105,6 +113,9 @@ pub enum Applied {
     ProducerIds(i64),
     /// What each DeleteAcls filter deleted.
     DeletedAcls(Vec<Vec<AclBinding>>),
+    /// Each AlterPartition change's outcome: the partition's leader epoch, partition epoch and
+    /// ISR afterwards, or why it was refused.
+    IsrChanges(Vec<Result<IsrState, ControllerError>>),
 }
 
 /// A command's outcome as every node computes it.
@@ -128,6 +139,19 @@ impl Controller {
             MetadataCommand::FenceBroker { node_id } => self.fence_broker(*node_id, true)?,
             MetadataCommand::UnfenceBroker { node_id } => self.fence_broker(*node_id, false)?,
             MetadataCommand::ResumeLeadership { node_id } => self.resume_leadership(*node_id)?,
+            MetadataCommand::AlterPartition {
+                broker_id,
+                broker_epoch,
+                changes,
+            } => {
+                let answers = self.alter_partition(*broker_id, *broker_epoch, changes)?;
+                return Ok(Applied::IsrChanges(
+                    answers
+                        .into_iter()
+                        .map(|a| a.map(|p| IsrState::of(&p)))
+                        .collect(),
+                ));
+            }
             MetadataCommand::CreateTopic {
                 name,
                 partitions,

@@ -43,7 +43,9 @@ impl Touched {
             MetadataRecord::Topic { name, .. } | MetadataRecord::TopicDeleted { name } => {
                 Touched::Topic(name.clone())
             }
+            // A leader or ISR change moves logs and roles: as a topic change.
             MetadataRecord::PartitionCount { topic, .. }
+            | MetadataRecord::PartitionChange { topic, .. }
             | MetadataRecord::TopicConfigs { topic, .. } => Touched::Topic(topic.clone()),
             MetadataRecord::LeaderEpoch { topic, .. } => Touched::LeaderEpochs(topic.clone()),
             MetadataRecord::LeadershipResumed { .. } => Touched::Everything,

@@ -19,20 +19,22 @@ use uuid::Uuid;
 
 mod command;
 mod journal;
+pub mod partition_change;
 pub mod quorum;
 mod snapshot;
 
 pub use command::{Applied, MetadataCommand, Outcome};
 
-pub use kmirror_actors::host::{ANY_NODE, MetadataDelta, PartitionMeta, TopicMeta};
+pub use kmirror_actors::host::{
+    ANY_NODE, LeaderRecovery, MetadataDelta, NO_LEADER, PartitionMeta, TopicMeta,
+};
 
 /// One metadata change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetadataRecord {
     /// The cluster's id, written once.
     ClusterId { id: String },
-    /// A broker of the cluster and where clients reach it (written when it starts and its
-    /// address changed).
+    /// A broker of the cluster and where clients reach it (written every time it starts).
     BrokerRegistered {
         node_id: i32,
         host: String,
@@ -41,6 +43,10 @@ pub enum MetadataRecord {
         /// written before brokers sent it.
         #[serde(default)]
         directory_id: Option<String>,
+        /// Its broker epoch: above every broker epoch before it, so a broker's requests
+        /// from before a restart are told apart (0 in records written before epochs).
+        #[serde(default)]
+        epoch: i64,
     },
     /// Broker `node_id` was fenced (it stopped heartbeating: its partitions have no leader for
     /// clients and new partitions avoid it), or unfenced (it is back).
@@ -59,15 +65,29 @@ pub enum MetadataRecord {
         #[serde(default)]
         replicas: Vec<Vec<i32>>,
     },
-    /// A partition's leader epoch changed.
+    /// A partition's leader epoch was bumped (BumpLeaderEpochs): its leader and ISR stay,
+    /// its partition epoch rises by one.
     LeaderEpoch {
         topic: String,
         partition: i32,
         epoch: i32,
     },
-    /// Broker `node_id` took leadership of its partitions again at start-up: each of their
-    /// leader epochs rose by one, as a Kafka broker's partitions get new leader epochs when it
-    /// re-registers.
+    /// A partition's leader or ISR changed (an election, an ISR change, a restart): its
+    /// registration afterwards (Kafka's `PartitionChangeRecord`, with every field).
+    PartitionChange {
+        topic: String,
+        partition: i32,
+        leader: i32,
+        isr: Vec<i32>,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        /// Elected uncleanly and not yet recovered.
+        #[serde(default)]
+        recovering: bool,
+    },
+    /// Broker `node_id` took leadership of its partitions again at start-up: each partition it
+    /// leads with no other replica in sync got a leader epoch (and partition epoch) one
+    /// higher, as a Kafka broker's partitions get new leader epochs when it re-registers.
     LeadershipResumed { node_id: i32 },
     /// The next producer id to hand out.
     ProducerIdBlock { next: i64 },
@@ -118,6 +138,8 @@ pub struct BrokerEndpoint {
     /// The `directory.id` of the log directory it registered with (docs/cluster.md, "A
     /// replaced log directory").
     pub directory_id: Option<String>,
+    /// Its broker epoch, new at every start (docs/replication.md §2).
+    pub epoch: i64,
 }
 
 /// Why a metadata change was refused. Serialisable: a command's outcome travels from the node
@@ -167,7 +189,7 @@ pub enum ControllerError {
     #[error("the configs of mirror {0} changed meanwhile; nothing was changed, try again")]
     MirrorConfigsChanged(String),
     /// A broker registered with a log directory other than the one holding the partitions it
-    /// leads: its data was lost or the directory replaced (Kafka: a replica whose directory is
+    /// leads or is in sync for: its data was lost or the directory replaced (Kafka: a replica whose directory is
     /// unknown is offline). It is not admitted.
     #[error(
         "node {node_id} leads partitions kept in log directory {registered}, but its log \
@@ -179,6 +201,10 @@ pub enum ControllerError {
         registered: String,
         now: String,
     },
+    /// An AlterPartition refused, with the Kafka error code the leader gets
+    /// ([`partition_change::check_isr_change`]).
+    #[error("ISR change refused: {reason}")]
+    IsrChangeRefused { code: i16, reason: String },
     /// The metadata log could not be written.
     #[error("{0}")]
     Storage(String),
@@ -217,6 +243,7 @@ impl ControllerError {
             ControllerError::Storage(_) | ControllerError::DirectoryReplaced { .. } => {
                 ErrorCode::KAFKA_STORAGE_ERROR.0
             }
+            ControllerError::IsrChangeRefused { code, .. } => *code,
             ControllerError::Unavailable(_) => ErrorCode::REQUEST_TIMED_OUT.0,
         }
     }
@@ -248,6 +275,25 @@ fn placed_partition(leaders: &[i32], replicas: &[Vec<i32>], i: usize) -> Partiti
     match replicas.get(i).filter(|r| !r.is_empty()) {
         Some(replicas) => PartitionMeta::placed(replicas.clone()),
         None => PartitionMeta::led_by(leaders.get(i).copied().unwrap_or(ANY_NODE)),
+    }
+}
+
+/// Whether broker `node_id` leads partition `p` with no other replica in sync (or it is the
+/// single node's): what [`MetadataRecord::LeadershipResumed`] gives a new leadership term.
+fn leads_alone(p: &PartitionMeta, node_id: i32) -> bool {
+    p.leader == ANY_NODE || (p.leader == node_id && p.isr.iter().all(|&r| r == node_id))
+}
+
+/// The record of partition `index` of `topic` becoming `after`.
+fn partition_change_record(topic: &str, index: usize, after: &PartitionMeta) -> MetadataRecord {
+    MetadataRecord::PartitionChange {
+        topic: topic.to_string(),
+        partition: index as i32,
+        leader: after.leader,
+        isr: after.isr.clone(),
+        leader_epoch: after.leader_epoch,
+        partition_epoch: after.partition_epoch,
+        recovering: after.leader_recovery == LeaderRecovery::Recovering,
     }
 }
 
@@ -312,6 +358,7 @@ impl Controller {
                 host,
                 port,
                 directory_id,
+                epoch,
             } => {
                 self.brokers.insert(
                     *node_id,
@@ -320,6 +367,7 @@ impl Controller {
                         host: host.clone(),
                         port: *port,
                         directory_id: directory_id.clone(),
+                        epoch: *epoch,
                     },
                 );
             }
@@ -362,6 +410,32 @@ impl Controller {
                     .and_then(|t| t.partitions.get_mut(*partition as usize))
                 {
                     p.leader_epoch = *epoch;
+                    p.partition_epoch += 1;
+                }
+            }
+            MetadataRecord::PartitionChange {
+                topic,
+                partition,
+                leader,
+                isr,
+                leader_epoch,
+                partition_epoch,
+                recovering,
+            } => {
+                if let Some(p) = self
+                    .topics
+                    .get_mut(topic)
+                    .and_then(|t| t.partitions.get_mut(*partition as usize))
+                {
+                    p.leader = *leader;
+                    p.isr = isr.clone();
+                    p.leader_epoch = *leader_epoch;
+                    p.partition_epoch = *partition_epoch;
+                    p.leader_recovery = if *recovering {
+                        LeaderRecovery::Recovering
+                    } else {
+                        LeaderRecovery::Recovered
+                    };
                 }
             }
             MetadataRecord::LeadershipResumed { node_id } => {
@@ -370,8 +444,9 @@ impl Controller {
                     .values_mut()
                     .flat_map(|t| t.partitions.iter_mut())
                 {
-                    if p.leader == *node_id || p.leader == ANY_NODE {
+                    if leads_alone(p, *node_id) {
                         p.leader_epoch += 1;
+                        p.partition_epoch += 1;
                     }
                 }
             }
@@ -475,8 +550,8 @@ impl Controller {
         &self.brokers
     }
 
-    /// Refuses broker `node_id` when it leads partitions and registers with another log
-    /// directory than the one it registered with before ([`ControllerError::DirectoryReplaced`]).
+    /// Refuses broker `node_id` when it leads partitions or is in their ISR (a fenced leader
+    /// is still their last in-sync replica) and registers with another log directory than the one it registered with before ([`ControllerError::DirectoryReplaced`]).
     pub fn check_directory(
         &self,
         node_id: i32,
@@ -488,7 +563,7 @@ impl Controller {
             .and_then(|b| b.directory_id.as_deref());
         match (registered, directory_id) {
             (Some(registered), Some(now))
-                if registered != now && self.leads_partitions(node_id) =>
+                if registered != now && self.holds_needed_replicas(node_id) =>
             {
                 Err(ControllerError::DirectoryReplaced {
                     node_id,
@@ -500,8 +575,9 @@ impl Controller {
         }
     }
 
-    /// Records where broker `node_id` is reached and its log directory (nothing is written
-    /// when that is known; a broker that sends no directory keeps the one recorded).
+    /// Registers broker `node_id` at a start: where it is reached, its log directory (a
+    /// broker that sends none keeps the one recorded) and a new broker epoch. A fenced broker
+    /// is unfenced, and partitions without a leader elect one.
     pub fn register_broker(
         &mut self,
         node_id: i32,
@@ -513,48 +589,120 @@ impl Controller {
             .brokers
             .get(&node_id)
             .and_then(|b| b.directory_id.clone());
-        let endpoint = BrokerEndpoint {
+        let epoch = self.brokers.values().map(|b| b.epoch).max().unwrap_or(0) + 1;
+        let mut records = vec![MetadataRecord::BrokerRegistered {
             node_id,
             host: host.to_string(),
             port,
             directory_id: directory_id.map(str::to_string).or(registered),
-        };
-        let mut records = Vec::new();
-        if self.brokers.get(&node_id) != Some(&endpoint) {
-            records.push(MetadataRecord::BrokerRegistered {
-                node_id,
-                host: endpoint.host,
-                port,
-                directory_id: endpoint.directory_id,
-            });
-        }
+            epoch,
+        }];
         // A broker that registers is alive.
         if self.fenced.contains(&node_id) {
-            records.push(MetadataRecord::BrokerFenced {
-                node_id,
-                fenced: false,
-            });
-        }
-        if records.is_empty() {
-            return Ok(());
+            records.extend(self.unfencing(node_id));
         }
         self.append_all(records)
     }
 
-    /// Whether broker `node_id` leads a partition.
-    fn leads_partitions(&self, node_id: i32) -> bool {
+    /// Whether broker `node_id` leads a partition or is in its ISR: a replica an election
+    /// may pick, whose data the partition needs.
+    fn holds_needed_replicas(&self, node_id: i32) -> bool {
         self.topics
             .values()
             .flat_map(|t| &t.partitions)
-            .any(|p| p.leader == node_id)
+            .any(|p| p.leader == node_id || p.isr.contains(&node_id))
     }
 
-    /// Fences or unfences a registered broker (nothing is written when it already is).
+    /// Whether broker `node_id` is registered and not fenced.
+    fn live(&self, node_id: i32) -> bool {
+        self.brokers.contains_key(&node_id) && !self.fenced.contains(&node_id)
+    }
+
+    /// The election a topic's partitions get: unclean only with the topic's
+    /// `unclean.leader.election.enable=true`.
+    fn election(topic: &TopicMeta) -> partition_change::Election {
+        match topic.configs.get("unclean.leader.election.enable") {
+            Some(v) if v.eq_ignore_ascii_case("true") => partition_change::Election::Unclean,
+            _ => partition_change::Election::Online,
+        }
+    }
+
+    /// The records of what `decide` changes, partition by partition.
+    fn partition_changes(
+        &self,
+        mut decide: impl FnMut(&TopicMeta, &PartitionMeta) -> Option<PartitionMeta>,
+    ) -> Vec<MetadataRecord> {
+        let mut records = Vec::new();
+        for (name, topic) in &self.topics {
+            for (index, partition) in topic.partitions.iter().enumerate() {
+                if let Some(after) = decide(topic, partition) {
+                    records.push(partition_change_record(name, index, &after));
+                }
+            }
+        }
+        records
+    }
+
+    /// Broker `node_id` fenced: it leaves every ISR (the last member stays) and the partitions
+    /// it led elect new leaders (docs/replication.md §3).
+    fn fencing(&self, node_id: i32) -> Vec<MetadataRecord> {
+        let mut records = vec![MetadataRecord::BrokerFenced {
+            node_id,
+            fenced: true,
+        }];
+        records.extend(self.partition_changes(|topic, p| {
+            if !p.isr.contains(&node_id) && p.leader != node_id {
+                return None;
+            }
+            partition_change::next(
+                p,
+                &partition_change::without(&p.isr, node_id),
+                |r| r != node_id && self.live(r),
+                Controller::election(topic),
+                false,
+            )
+        }));
+        records
+    }
+
+    /// Broker `node_id` unfenced: partitions without a leader elect one.
+    fn unfencing(&self, node_id: i32) -> Vec<MetadataRecord> {
+        let mut records = vec![MetadataRecord::BrokerFenced {
+            node_id,
+            fenced: false,
+        }];
+        records.extend(self.partition_changes(|topic, p| {
+            if p.has_leader() {
+                return None;
+            }
+            partition_change::next(
+                p,
+                &p.isr,
+                |r| r == node_id || self.live(r),
+                Controller::election(topic),
+                false,
+            )
+        }));
+        records
+    }
+
+    /// Fences or unfences a registered broker (nothing is written when it already is), with
+    /// the elections that follow.
     pub fn fence_broker(&mut self, node_id: i32, fenced: bool) -> Result<(), StorageError> {
         if !self.brokers.contains_key(&node_id) || self.fenced.contains(&node_id) == fenced {
             return Ok(());
         }
-        self.append(MetadataRecord::BrokerFenced { node_id, fenced })
+        let records = if fenced {
+            self.fencing(node_id)
+        } else {
+            self.unfencing(node_id)
+        };
+        self.append_all(records)
+    }
+
+    /// The broker epoch broker `node_id` registered with last.
+    pub fn broker_epoch(&self, node_id: i32) -> Option<i64> {
+        self.brokers.get(&node_id).map(|b| b.epoch)
     }
 
     /// The brokers fenced for silence.
@@ -951,15 +1099,97 @@ impl Controller {
         Ok(answers)
     }
 
-    /// A new leadership term for every partition of broker `node_id` (called once per start):
-    /// records produced from now on carry epochs above everything written before the restart,
-    /// so a log that diverged while this node was away is told apart by epoch (failback relies
-    /// on it).
+    /// Broker `node_id` started again (called once per start). It may have lost what it had
+    /// not flushed, so it leaves the ISRs that have other members (it rejoins by catching up)
+    /// and the partitions it led there elect another leader; a partition it leads alone gets
+    /// a new leadership term, so records produced from now on carry epochs above everything
+    /// written before the restart and a log that diverged while this node was away is told
+    /// apart by epoch (failback relies on it).
     pub fn resume_leadership(&mut self, node_id: i32) -> Result<(), StorageError> {
         if self.topics.is_empty() {
             return Ok(());
         }
-        self.append(MetadataRecord::LeadershipResumed { node_id })
+        // One record bumps the partitions it leads alone (replayed by `leads_alone`).
+        let mut records = vec![MetadataRecord::LeadershipResumed { node_id }];
+        records.extend(self.partition_changes(|topic, p| {
+            if leads_alone(p, node_id) || !p.isr.contains(&node_id) {
+                return None;
+            }
+            partition_change::next(
+                p,
+                &partition_change::without(&p.isr, node_id),
+                |r| r != node_id && self.live(r),
+                Controller::election(topic),
+                false,
+            )
+        }));
+        self.append_all(records)
+    }
+
+    /// AlterPartition from broker `sender` at `broker_epoch`: each ISR change checked
+    /// ([`partition_change::check_isr_change`]) and applied, all durable together. A stale
+    /// broker epoch refuses them all (STALE_BROKER_EPOCH).
+    pub fn alter_partition(
+        &mut self,
+        sender: i32,
+        broker_epoch: i64,
+        changes: &[partition_change::IsrChange],
+    ) -> Result<Vec<Result<PartitionMeta, ControllerError>>, ControllerError> {
+        if self.broker_epoch(sender) != Some(broker_epoch) {
+            return Err(ControllerError::IsrChangeRefused {
+                code: ErrorCode::STALE_BROKER_EPOCH.0,
+                reason: format!(
+                    "broker {sender} at broker epoch {broker_epoch} is not registered so (restarted since?)"
+                ),
+            });
+        }
+        // Registrations as the batch leaves them, so a partition asked twice is checked
+        // against its first change.
+        let mut changed: HashMap<(String, i32), PartitionMeta> = HashMap::new();
+        let mut records = Vec::new();
+        let mut answers = Vec::with_capacity(changes.len());
+        for change in changes {
+            let key = (change.topic.clone(), change.partition);
+            let current = changed.get(&key).cloned().or_else(|| {
+                self.topics
+                    .get(&change.topic)
+                    .and_then(|t| t.partitions.get(change.partition as usize))
+                    .cloned()
+            });
+            let eligible = |id: i32, epoch: i64| {
+                self.live(id) && (epoch < 0 || self.broker_epoch(id) == Some(epoch))
+            };
+            if let Err(e) =
+                partition_change::check_isr_change(current.as_ref(), sender, change, eligible)
+            {
+                answers.push(Err(e));
+                continue;
+            }
+            let Some(current) = current else { continue };
+            let isr: Vec<i32> = change.new_isr.iter().map(|(id, _)| *id).collect();
+            match partition_change::next(
+                &current,
+                &isr,
+                |r| r == sender || self.live(r),
+                partition_change::Election::Online,
+                change.recovered,
+            ) {
+                Some(after) => {
+                    records.push(partition_change_record(
+                        &change.topic,
+                        change.partition as usize,
+                        &after,
+                    ));
+                    changed.insert(key, after.clone());
+                    answers.push(Ok(after));
+                }
+                None => answers.push(Ok(current)),
+            }
+        }
+        if !records.is_empty() {
+            self.append_all(records)?;
+        }
+        Ok(answers)
     }
 
     /// Hands out `count` producer ids from the first returned, durably (ids are never reused
@@ -1011,7 +1241,25 @@ mod tests {
                 if registered == "b" && now == "c"
         ));
         assert_eq!(c.brokers()[&1].directory_id.as_deref(), Some("b"));
+        // Fenced, it leads nothing, but is still the partitions' last in-sync replica.
+        c.fence_broker(1, true).expect("fences");
+        assert!(
+            c.topics()["orders"]
+                .partitions
+                .iter()
+                .all(|p| !p.has_leader())
+        );
+        assert!(matches!(
+            c.execute(&register("c")),
+            Err(ControllerError::DirectoryReplaced { .. })
+        ));
         c.execute(&register("b")).expect("its own directory back");
+        assert!(
+            c.topics()["orders"]
+                .partitions
+                .iter()
+                .all(|p| p.leader == 1)
+        );
     }
 
     #[test]
@@ -1314,5 +1562,137 @@ mod tests {
             .create_topic("goes", 1, 1, BTreeMap::new(), None)
             .expect("recreates");
         assert_eq!(again.partitions.len(), 1, "a recreated topic starts fresh");
+    }
+
+    /// docs/replication.md §3 end to end on one image: the leader grows the ISR through
+    /// AlterPartition; fencing the leader elects an in-sync follower at the next epoch;
+    /// fencing every ISR member leaves the last one in the ISR and no leader, until it is
+    /// back; a restart takes the broker out of the ISR; stale requests are refused; and a
+    /// snapshot rebuilds all of it.
+    #[test]
+    fn fencing_elects_from_the_isr_and_isr_changes_are_checked() {
+        let mut c = Controller::replica();
+        for id in 1..=3 {
+            c.register_broker(id, "h", 9092, None).expect("registers");
+        }
+        let epochs: Vec<i64> = (1..=3)
+            .map(|id| c.broker_epoch(id).expect("registered"))
+            .collect();
+        c.create_topic("orders", 1, 3, BTreeMap::new(), None)
+            .expect("creates");
+        let p = c.topics()["orders"].partitions[0].clone();
+        let (leader, followers) = (p.leader, [p.replicas[1], p.replicas[2]]);
+        let epoch_of = |c: &Controller, id: i32| c.broker_epoch(id).expect("registered");
+        let grow = partition_change::IsrChange {
+            topic: "orders".into(),
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: p.replicas.iter().map(|&r| (r, epoch_of(&c, r))).collect(),
+            recovered: false,
+        };
+        // A broker epoch from before a restart speaks for nobody.
+        let stale = c.alter_partition(
+            leader,
+            epoch_of(&c, leader) - 100,
+            std::slice::from_ref(&grow),
+        );
+        assert_eq!(
+            stale.map(|_| ()).map_err(|e| e.error_code()),
+            Err(ErrorCode::STALE_BROKER_EPOCH.0)
+        );
+        let answers = c
+            .alter_partition(leader, epoch_of(&c, leader), std::slice::from_ref(&grow))
+            .expect("the leader's epoch");
+        let grown = answers[0].clone().expect("grown");
+        assert_eq!(grown.isr, p.replicas);
+        assert_eq!((grown.leader_epoch, grown.partition_epoch), (0, 1));
+        // The same request again is made from an older partition epoch.
+        let again = c
+            .alter_partition(leader, epoch_of(&c, leader), &[grow])
+            .expect("answers");
+        assert_eq!(
+            again[0].clone().map_err(|e| e.error_code()).map(|_| ()),
+            Err(ErrorCode::INVALID_UPDATE_VERSION.0)
+        );
+
+        c.fence_broker(leader, true).expect("fences");
+        let p = c.topics()["orders"].partitions[0].clone();
+        assert_eq!(
+            p.leader, followers[0],
+            "the first in-sync replica in assignment order"
+        );
+        assert_eq!(p.isr, followers.to_vec());
+        assert_eq!((p.leader_epoch, p.partition_epoch), (1, 2));
+        c.fence_broker(followers[0], true).expect("fences");
+        c.fence_broker(followers[1], true).expect("fences");
+        let p = c.topics()["orders"].partitions[0].clone();
+        assert_eq!((p.leader, p.isr.clone()), (NO_LEADER, vec![followers[1]]));
+        assert_eq!(p.leader_epoch, 3);
+        // The former leader is back, but out of sync: no leader, unclean elections being off.
+        c.fence_broker(leader, false).expect("unfences");
+        assert_eq!(c.topics()["orders"].partitions[0].leader, NO_LEADER);
+        // The last in-sync replica is back and leads.
+        c.register_broker(followers[1], "h", 9092, None)
+            .expect("registers again");
+        assert!(epoch_of(&c, followers[1]) > *epochs.iter().max().expect("three"));
+        let p = c.topics()["orders"].partitions[0].clone();
+        assert_eq!((p.leader, p.leader_epoch), (followers[1], 4));
+
+        let mut rebuilt = Controller::replica();
+        rebuilt.restore(&c.image_records());
+        assert_eq!(rebuilt.topics(), c.topics());
+        assert_eq!(rebuilt.brokers(), c.brokers());
+        assert_eq!(rebuilt.fenced(), c.fenced());
+    }
+
+    /// With `unclean.leader.election.enable=true` a replica outside the ISR takes over when no
+    /// in-sync one can, alone in the ISR and RECOVERING; a restarted broker leaves the ISRs
+    /// that have other members.
+    #[test]
+    fn unclean_elections_and_restarts() {
+        let mut c = Controller::replica();
+        for id in 1..=2 {
+            c.register_broker(id, "h", 9092, None).expect("registers");
+        }
+        let configs = BTreeMap::from([(
+            "unclean.leader.election.enable".to_string(),
+            "true".to_string(),
+        )]);
+        c.create_topic("t", 1, 2, configs, None).expect("creates");
+        let p = c.topics()["t"].partitions[0].clone();
+        let (leader, follower) = (p.leader, p.replicas[1]);
+        c.fence_broker(leader, true).expect("fences");
+        let p = c.topics()["t"].partitions[0].clone();
+        assert_eq!((p.leader, p.isr.clone()), (follower, vec![follower]));
+        assert_eq!(p.leader_recovery, LeaderRecovery::Recovering);
+        c.fence_broker(leader, false).expect("unfences");
+        assert_eq!(
+            c.topics()["t"].partitions[0].leader,
+            follower,
+            "a leader stays"
+        );
+
+        c.create_topic("u", 1, 2, BTreeMap::new(), None)
+            .expect("creates");
+        let p = c.topics()["u"].partitions[0].clone();
+        let both = partition_change::IsrChange {
+            topic: "u".into(),
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: p.replicas.iter().map(|&r| (r, -1)).collect(),
+            recovered: false,
+        };
+        let leader = p.leader;
+        let epoch = c.broker_epoch(leader).expect("registered");
+        c.alter_partition(leader, epoch, &[both]).expect("grows");
+        c.resume_leadership(leader).expect("restarted");
+        let p = c.topics()["u"].partitions[0].clone();
+        assert_ne!(
+            p.leader, leader,
+            "a restarted leader hands over to an in-sync follower"
+        );
+        assert!(!p.isr.contains(&leader));
     }
 }

@@ -1,11 +1,12 @@
 //! The controller's image as records: what a quorum's snapshot holds (docs/cluster.md).
 //!
 //! Contract: applying [`Controller::image_records`] to an empty image rebuilds this image
-//! exactly (cluster id, brokers, topics with their replicas, leaders, leader epochs and
-//! configs, the next producer id, mirrors, ACLs). [`Controller::restore`] replaces an image
-//! with such records, and readers following the changes are told to look at everything.
+//! exactly (cluster id, brokers with their epochs, topics with their replicas, leaders, ISRs,
+//! leader and partition epochs and configs, the next producer id, mirrors, ACLs).
+//! [`Controller::restore`] replaces an image with such records, and readers following the
+//! changes are told to look at everything.
 
-use super::{Controller, MetadataRecord};
+use super::{Controller, MetadataRecord, PartitionMeta};
 
 impl Controller {
     /// The records that rebuild this image from empty.
@@ -22,6 +23,7 @@ impl Controller {
                 host: broker.host.clone(),
                 port: broker.port,
                 directory_id: broker.directory_id.clone(),
+                epoch: broker.epoch,
             });
         }
         for node_id in &self.fenced {
@@ -44,12 +46,8 @@ impl Controller {
                     .collect(),
             });
             for (index, partition) in topic.partitions.iter().enumerate() {
-                if partition.leader_epoch != 0 {
-                    records.push(MetadataRecord::LeaderEpoch {
-                        topic: name.clone(),
-                        partition: index as i32,
-                        epoch: partition.leader_epoch,
-                    });
+                if *partition != PartitionMeta::placed(partition.replicas.clone()) {
+                    records.push(super::partition_change_record(name, index, partition));
                 }
             }
         }

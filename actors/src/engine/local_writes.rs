@@ -170,6 +170,11 @@ async fn count_everywhere<H: Host>(
             continue;
         };
         for (index, partition) in (0..).zip(&topic.partitions) {
+            if !partition.has_leader() {
+                return Err(format!(
+                    "{name}-{index} has no leader (its in-sync replicas are down); try again once one is elected"
+                ));
+            }
             let local = host.leads(partition);
             leaders.insert((name.clone(), index), (!local).then_some(partition.leader));
             if !local {

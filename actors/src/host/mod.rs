@@ -35,7 +35,8 @@ pub use log_ops::{
 };
 pub use types::{
     ANY_NODE, EngineSettings, FetchProgress, FetchRequest, FetchResponse, GroupOffset,
-    GroupOffsets, MetadataDelta, PartitionMeta, TopicMeta, TopicPartition,
+    GroupOffsets, LeaderRecovery, MetadataDelta, NO_LEADER, PartitionMeta, TopicMeta,
+    TopicPartition,
 };
 
 use crate::epoch::EpochStart;

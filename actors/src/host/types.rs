@@ -32,23 +32,41 @@ impl std::fmt::Display for TopicPartition {
     }
 }
 
-/// A partition of the destination cluster, as the metadata image has it.
+/// A partition of the destination cluster, as the metadata image has it (Kafka's
+/// `PartitionRegistration`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionMeta {
-    /// Its leader epoch.
+    /// Its leader epoch: +1 on every leader change and every bump.
     pub leader_epoch: i32,
-    /// The node that leads it ([`ANY_NODE`]: whichever node opens it, in a single-node
-    /// cluster).
+    /// The node that leads it: [`NO_LEADER`] while no replica can lead, [`ANY_NODE`] for a
+    /// partition placed before the cluster had brokers (the single node).
     pub leader: i32,
     /// The nodes assigned a replica of it, the preferred leader first.
     pub replicas: Vec<i32>,
-    /// The replicas in sync with the leader, the leader among them. Followers do not replicate
-    /// yet (docs/replication.md), so this is the leader alone.
+    /// The replicas in sync with the leader, the leader among them; never empty (the last
+    /// member stays while no replica can lead).
     pub isr: Vec<i32>,
+    /// +1 on every change of this record: the version an ISR change is checked against.
+    pub partition_epoch: i32,
+    /// Whether the leader was elected uncleanly and has not yet recovered.
+    pub leader_recovery: LeaderRecovery,
+}
+
+/// Whether a partition's leader holds everything the partition acknowledged (Kafka's
+/// `LeaderRecoveryState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LeaderRecovery {
+    /// It does (every clean election).
+    #[default]
+    Recovered,
+    /// It was elected from outside the ISR (an unclean election) and may lack acknowledged
+    /// records.
+    Recovering,
 }
 
 impl PartitionMeta {
-    /// A new partition on `replicas` (the first leads), at leader epoch 0.
+    /// A new partition on `replicas` (the first leads), at leader epoch 0. Its ISR is the
+    /// leader alone: followers join it once they have caught up (docs/replication.md).
     pub fn placed(replicas: Vec<i32>) -> PartitionMeta {
         let leader = replicas.first().copied().unwrap_or(ANY_NODE);
         PartitionMeta {
@@ -56,6 +74,8 @@ impl PartitionMeta {
             leader,
             replicas,
             isr: vec![leader],
+            partition_epoch: 0,
+            leader_recovery: LeaderRecovery::Recovered,
         }
     }
 
@@ -63,10 +83,19 @@ impl PartitionMeta {
     pub fn led_by(leader: i32) -> PartitionMeta {
         PartitionMeta::placed(vec![leader])
     }
+
+    /// Whether it has a leader.
+    pub fn has_leader(&self) -> bool {
+        self.leader != NO_LEADER
+    }
 }
 
 /// The leader of partitions placed before the cluster had brokers: the single node.
 pub const ANY_NODE: i32 = -1;
+
+/// The leader of a partition none of whose replicas can lead (all out of the ISR or fenced);
+/// Kafka answers -1 on the wire for it.
+pub const NO_LEADER: i32 = -2;
 
 /// A topic of the destination cluster, as the metadata image has it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,9 +17,9 @@ use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A topic as clients see it: a partition whose leader is fenced has no leader
-/// (LEADER_NOT_AVAILABLE) until that broker is back; its replicas and ISR as the metadata has
-/// them, fenced replicas listed offline.
+/// A topic as clients see it: a partition without a leader, or whose leader is fenced, is
+/// answered LEADER_NOT_AVAILABLE with leader -1 until one is elected; its replicas and ISR
+/// as the metadata has them, fenced replicas listed offline.
 fn topic_entry(
     name: &str,
     topic: &TopicMeta,
@@ -29,7 +29,8 @@ fn topic_entry(
     // A partition placed before the cluster had brokers is this single node's.
     let node_of = |id: i32| BrokerId(if id == ANY_NODE { node } else { id });
     let leader = |p: &crate::controller::PartitionMeta| node_of(p.leader);
-    let offline = |p: &crate::controller::PartitionMeta| fenced.contains(&p.leader);
+    let offline =
+        |p: &crate::controller::PartitionMeta| !p.has_leader() || fenced.contains(&p.leader);
     MetadataResponseTopic::default()
         .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
         .with_topic_id(topic.topic_id)
