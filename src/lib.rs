@@ -8,6 +8,7 @@
 //! - [`txn`]: the transaction coordinator (transactional ids, commit and abort).
 //! - [`mirror`]: the mirroring engine's ports over this broker and a source client.
 //! - [`record_log`]: small durable logs of serde records, replayed at start.
+//! - [`replication`]: partition replication: the leader's state machine.
 //! - [`metrics`]: the broker's metrics catalogue and the Prometheus exporter.
 //! - [`accept_errors`]: the back-off of the Kafka and metrics listeners' accept loops.
 
@@ -26,5 +27,6 @@ pub mod groups;
 pub mod metrics;
 pub mod mirror;
 pub mod record_log;
+pub mod replication;
 pub mod storage;
 pub mod txn;
