@@ -207,7 +207,12 @@ impl Broker {
             let acls = self.with_controller(|c| c.acls());
             *self.acls.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(acls);
         }
-        // Leader epochs alone change nothing here.
+        // Leader epochs alone change only the roles of the open partitions.
+        for name in &delta.leader_epochs {
+            if let Some(topic) = metas.get(name) {
+                self.apply_roles(name, topic);
+            }
+        }
         let mut topics: BTreeMap<String, Option<TopicMeta>> = if delta.everything {
             metas.into_iter().map(|(name, t)| (name, Some(t))).collect()
         } else {
@@ -244,15 +249,18 @@ impl Broker {
         }
     }
 
-    /// The partitions of `topic` this node leads whose logs are not open (none for a topic
-    /// without partition logs).
+    /// The partitions of `topic` this node holds a replica of (leads or follows) whose logs
+    /// are not open (none for a topic without partition logs).
     pub(super) fn missing_logs(&self, name: &str, topic: &TopicMeta) -> Vec<i32> {
         if !internal_topics::has_partition_logs(name) {
             return Vec::new();
         }
         (0..)
             .zip(&topic.partitions)
-            .filter(|(i, p)| self.leads(p) && self.partition(name, *i).is_none())
+            .filter(|(i, p)| {
+                (self.leads(p) || p.replicas.contains(&self.config.node_id))
+                    && self.replica(name, *i).is_none()
+            })
             .map(|(i, _)| i)
             .collect()
     }
@@ -303,6 +311,7 @@ impl Broker {
             // Coordinator placement only (no partition logs): the state lives in the
             // coordinators' record logs.
             Some(topic) => {
+                self.apply_roles(name, topic);
                 let missing = self.missing_logs(name, topic);
                 parallel::each_in_parallel(missing, OPENING_THREADS, |index| {
                     self.open_partition(name, topic, index)
@@ -310,6 +319,25 @@ impl Broker {
             }
         }
         Ok(())
+    }
+
+    /// Brings the roles of `topic`'s open partitions in line with their registrations.
+    fn apply_roles(&self, name: &str, topic: &TopicMeta) {
+        let open: Vec<(i32, Arc<Partition>)> = self
+            .partitions
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .map(|open| open.iter().map(|(i, p)| (*i, p.clone())).collect())
+            .unwrap_or_default();
+        for (index, partition) in open {
+            if partition.topic_id != topic.topic_id {
+                continue;
+            }
+            if let Some(meta) = topic.partitions.get(index as usize) {
+                self.apply_role(name, index, meta, &topic.configs, &partition);
+            }
+        }
     }
 
     /// Forgets an open partition and deletes its log (a request still holding it gets

@@ -44,6 +44,11 @@ pub struct BrokerConfig {
     /// `default.replication.factor` (1): replicas per partition of a topic created without one
     /// (auto-created, mirror topics, CreateTopics asking -1).
     pub default_replication_factor: i32,
+    /// `min.insync.replicas` (1): the ISR size acks=all produces need, unless the topic sets
+    /// its own.
+    pub min_insync_replicas: i32,
+    /// `replica.lag.time.max.ms` (30000): a follower not caught up this long leaves the ISR.
+    pub replica_lag_time_max_ms: i64,
     /// `auto.create.topics.enable`.
     pub auto_create_topics: bool,
     /// `socket.request.max.bytes`.
@@ -251,6 +256,8 @@ impl BrokerConfig {
         };
         let num_partitions = ranged("num.partitions", 1, 1, 100_000)?;
         let default_replication_factor = ranged("default.replication.factor", 1, 1, 32_767)?;
+        let min_insync_replicas = ranged("min.insync.replicas", 1, 1, 32_767)?;
+        let replica_lag_time_max_ms = ranged("replica.lag.time.max.ms", 30_000, 1, int_max)?;
         let auto_create_topics = match get("auto.create.topics.enable").unwrap_or("true") {
             "true" => true,
             "false" => false,
@@ -437,6 +444,8 @@ impl BrokerConfig {
             "log.dir",
             "num.partitions",
             "default.replication.factor",
+            "min.insync.replicas",
+            "replica.lag.time.max.ms",
             "auto.create.topics.enable",
             "log.segment.bytes",
             "log.open.files.max",
@@ -490,6 +499,8 @@ impl BrokerConfig {
                 log_dir,
                 num_partitions: num_partitions as i32,
                 default_replication_factor: default_replication_factor as i32,
+                min_insync_replicas: min_insync_replicas as i32,
+                replica_lag_time_max_ms,
                 auto_create_topics,
                 max_request_bytes,
                 retention_check_interval_ms,

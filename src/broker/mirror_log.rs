@@ -1,6 +1,6 @@
 //! A partition log leased to the engine as its [`MirrorLog`]: the mirror path of the storage
-//! engine, with the high watermark kept at the log end after every change (one replica: what
-//! is appended is committed).
+//! engine. After every append the partition's leader state moves the high watermark (with the
+//! ISR: docs/replication.md §6); after a truncation it forgets what it knew past the cut.
 //!
 //! It lives in the broker, which reads its own logs through it by the engine's rules (whether a
 //! partition opens read-only, where a log's first barrier is); the engine's host
@@ -14,8 +14,12 @@ use kmirror_actors::host::{HostError, MirrorLog};
 use kmirror_protocol::batch::{CheckedBatches, RecordBatch};
 use kmirror_protocol::errors::ErrorCode;
 
-/// The log while the engine holds it.
-pub(crate) struct Lease<'a>(pub(crate) &'a mut PartitionLog);
+/// The log while the engine holds it, with the broker and partition whose leader state follows
+/// its changes (`None` for a read).
+pub(crate) struct Lease<'a>(
+    pub(crate) &'a mut PartitionLog,
+    pub(crate) Option<(&'a super::Broker, &'a super::Partition)>,
+);
 
 /// A storage failure in Kafka's terms: I/O is KAFKA_STORAGE_ERROR and batches that overlap
 /// the log end OFFSET_NOT_AVAILABLE (both retriable: the next fetch asks from the log end
@@ -40,7 +44,7 @@ pub(super) fn opens_read_only(
     mirror_name: Option<&str>,
     cluster_id: &str,
 ) -> bool {
-    kmirror_actors::host::opens_read_only(mirror_name, &Lease(log), cluster_id).unwrap_or_else(|e| {
+    kmirror_actors::host::opens_read_only(mirror_name, &Lease(log, None), cluster_id).unwrap_or_else(|e| {
         tracing::error!(error = %e.message, "reading a stopped mirror partition for its barrier; it opens read-only");
         true
     })
@@ -49,17 +53,25 @@ pub(super) fn opens_read_only(
 /// The offset of the log's first MIRROR_PID_RESET barrier ([`kmirror_actors::host::first_barrier`]);
 /// `None` when there is none or the log cannot be read.
 pub(super) fn first_barrier(log: &mut PartitionLog) -> Option<i64> {
-    kmirror_actors::host::first_barrier(&Lease(log)).unwrap_or_else(|e| {
+    kmirror_actors::host::first_barrier(&Lease(log, None)).unwrap_or_else(|e| {
         tracing::error!(error = %e.message, "reading a partition log for its barrier");
         None
     })
 }
 
 impl Lease<'_> {
-    /// Keeps the high watermark at the log end after a change.
+    /// After an append: the leader state learns the new log end.
     fn committed(&mut self) {
-        let end = self.0.log_end_offset();
-        self.0.update_high_watermark(end);
+        if let Some((broker, partition)) = self.1 {
+            broker.committed_append(partition, self.0);
+        }
+    }
+
+    /// After a truncation: the leader state drops what it knew past the cut.
+    fn truncated(&mut self) {
+        if let Some((broker, partition)) = self.1 {
+            broker.truncated(partition, self.0);
+        }
     }
 }
 
@@ -94,13 +106,13 @@ impl MirrorLog for Lease<'_> {
 
     fn truncate_to(&mut self, offset: i64) -> Result<(), HostError> {
         self.0.truncate_to(offset).map_err(cause)?;
-        self.committed();
+        self.truncated();
         Ok(())
     }
 
     fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), HostError> {
         self.0.truncate_fully_and_start_at(offset).map_err(cause)?;
-        self.committed();
+        self.truncated();
         Ok(())
     }
 

@@ -41,6 +41,7 @@ pub mod network;
 mod parallel;
 mod peers;
 pub mod quorum_config;
+mod replication;
 pub mod server;
 mod transactions;
 mod txn_verification;
@@ -86,8 +87,14 @@ fn close_partition(p: Arc<Partition>) -> Result<(), StorageError> {
 /// A partition this broker leads.
 #[derive(Debug)]
 pub struct Partition {
+    /// The topic.
+    topic: String,
+    /// The partition index.
+    index: i32,
     /// The log.
     pub log: Mutex<PartitionLog>,
+    /// This broker's part in its replication (locked after `log` when both are held).
+    role: Mutex<crate::replication::role::Role>,
     /// Whether producers are refused with READ_ONLY_TOPIC: a mirror partition (topic config
     /// `mirror.name` set) until the engine reports it STOPPED.
     pub read_only: AtomicBool,
@@ -114,8 +121,10 @@ pub struct Broker {
     /// Leader-epoch bumps waiting for their group commit.
     epoch_bumps: epoch_bumps::EpochBumps,
     durability: durability::Durability,
-    /// Woken after every append, for fetches waiting on `min_bytes`.
+    /// Woken after every append and high watermark rise, for fetches waiting on `min_bytes`.
     appended: Notify,
+    /// ISR changes the partitions this broker leads propose, for the controller.
+    isr_proposals: replication::Proposals,
     groups: GroupCoordinator,
     transactions: TransactionCoordinator,
     /// The controller's ACLs, copied for lock-free authorization on every request.
@@ -253,6 +262,7 @@ impl Broker {
             epoch_bumps: epoch_bumps::EpochBumps::default(),
             durability: durability::Durability::default(),
             appended: Notify::new(),
+            isr_proposals: replication::Proposals::default(),
             config,
         };
         Ok((broker, unfinished))
@@ -355,9 +365,6 @@ impl Broker {
         if !report.problems.is_empty() {
             tracing::warn!(topic = name, partition = index, problems = ?report.problems, "recovered partition log");
         }
-        // One replica: everything in the log is committed.
-        let end = log.log_end_offset();
-        log.update_high_watermark(end);
         // A mirror partition's epoch cache holds the source's epochs (docs/design.md §4).
         if !is_mirror_topic(&topic.configs) {
             let epoch = topic.partitions[index as usize].leader_epoch;
@@ -368,20 +375,29 @@ impl Broker {
             topic.configs.get("mirror.name").map(String::as_str),
             &self.cluster_id(),
         );
+        let partition = Arc::new(Partition {
+            topic: name.to_string(),
+            index,
+            log: Mutex::new(log),
+            role: Mutex::new(crate::replication::role::Role::unassigned()),
+            read_only: AtomicBool::new(read_only),
+            topic_id: topic.topic_id,
+            configs: Mutex::new(topic.configs.clone()),
+        });
+        // Its role before anyone finds it: a leader's high watermark from its state.
+        self.apply_role(
+            name,
+            index,
+            &topic.partitions[index as usize],
+            &topic.configs,
+            &partition,
+        );
         self.partitions
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .entry(name.to_string())
             .or_default()
-            .insert(
-                index,
-                Arc::new(Partition {
-                    log: Mutex::new(log),
-                    read_only: AtomicBool::new(read_only),
-                    topic_id: topic.topic_id,
-                    configs: Mutex::new(topic.configs.clone()),
-                }),
-            );
+            .insert(index, partition);
         Ok(())
     }
 
@@ -430,8 +446,14 @@ impl Broker {
             .collect()
     }
 
-    /// A partition, if it exists.
+    /// A partition this broker leads (clients' reads and writes go to it alone).
     pub fn partition(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
+        self.replica(topic, index)
+            .filter(|p| p.role.lock().unwrap_or_else(|e| e.into_inner()).leads(None))
+    }
+
+    /// A partition this broker holds a replica of, leading or following.
+    pub(crate) fn replica(&self, topic: &str, index: i32) -> Option<Arc<Partition>> {
         self.partitions
             .read()
             .unwrap_or_else(|e| e.into_inner())

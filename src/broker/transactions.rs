@@ -168,8 +168,7 @@ impl Broker {
         }
         match log.append_txn_marker(producer_id, producer_epoch, commit, 0, epoch, now_ms()) {
             Ok(_) => {
-                let end = log.log_end_offset();
-                log.update_high_watermark(end);
+                self.committed_append(&partition, &mut log);
                 drop(log);
                 self.forget_verified(producer_id, topic, index);
                 0

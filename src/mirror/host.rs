@@ -53,7 +53,7 @@ impl BrokerHost {
             .ok_or_else(|| HostError::not_here(topic, partition))?;
         let mut log = opened.log.lock().unwrap_or_else(|e| e.into_inner());
         let log: &mut PartitionLog = &mut log;
-        f(&mut Lease(log))
+        f(&mut Lease(log, Some((broker, &opened))))
     }
 }
 

@@ -10,10 +10,10 @@
 //! leader epoch makes a new state. Time is an input (milliseconds); nothing here does I/O.
 //!
 //! Invariants:
-//! - the HW never falls, never passes the leader's log end, and rises only to an offset every
+//! - the HW never falls (except with the log: [`LeaderState::truncated`]), never passes the leader's log end, and rises only to an offset every
 //!   member of the maximal ISR (the committed ISR plus a pending expansion) has, and only while
-//!   that ISR has at least `min.insync.replicas` members (Kafka's strict minimum ISR), so each
-//!   record below it is on that many replicas;
+//!   that ISR has at least `min.insync.replicas` members or every replica (Kafka's strict
+//!   minimum ISR), so each record below it is on that many replicas;
 //! - at most one ISR proposal is in flight; its answer carries its operation id, and an answer
 //!   to an older proposal changes nothing;
 //! - an expansion counts for the HW as soon as it is proposed, a shrink only once committed.
@@ -44,6 +44,15 @@ enum Isr {
     Committed,
     /// A proposal in flight, `proposed` being the ISR asked for.
     Pending { op: u64, proposed: Vec<i32> },
+}
+
+/// A partition's log position, as a new leader starts from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogPosition {
+    /// Where the log ends.
+    pub log_end: i64,
+    /// Its high watermark.
+    pub high_watermark: i64,
 }
 
 /// Settings from the topic's and the broker's configs.
@@ -87,19 +96,22 @@ pub struct LeaderState {
 }
 
 impl LeaderState {
-    /// This broker (`node_id`) leads `meta` from now (`now_ms`), its log ending at `log_end`
-    /// with high watermark `high_watermark`. Followers in the ISR count as caught up now, so
-    /// none leaves it before it had `replica.lag.time.max.ms` to fetch.
+    /// This broker (`node_id`) leads `meta` from now (`now_ms`), its log at `position`.
+    /// Followers in the ISR count as caught up now, so none leaves it before it had
+    /// `replica.lag.time.max.ms` to fetch.
     pub fn new(
         topic: &str,
         partition: i32,
         node_id: i32,
         meta: &PartitionMeta,
-        log_end: i64,
-        high_watermark: i64,
+        position: LogPosition,
         settings: LeaderSettings,
         now_ms: i64,
     ) -> LeaderState {
+        let LogPosition {
+            log_end,
+            high_watermark,
+        } = position;
         let followers = meta
             .replicas
             .iter()
@@ -140,6 +152,11 @@ impl LeaderState {
             return self.propose(vec![self.node_id], true);
         }
         Vec::new()
+    }
+
+    /// New settings (a topic's or the broker's configs changed).
+    pub fn set_settings(&mut self, settings: LeaderSettings) {
+        self.settings = settings;
     }
 
     /// The leader epoch this state leads at.
@@ -238,6 +255,18 @@ impl LeaderState {
     /// The local log now ends at `leader_end` (an append, or the log opened).
     pub fn appended(&mut self, leader_end: i64) -> Vec<Effect> {
         self.advance(leader_end)
+    }
+
+    /// The leader's log was cut to end at `log_end` (a mirror partition following its source's
+    /// history): the HW falls with it if it was past, and what the leader knew of followers'
+    /// log ends is forgotten, so the HW rises again only on their next fetches.
+    pub fn truncated(&mut self, log_end: i64) {
+        self.high_watermark = self.high_watermark.min(log_end);
+        self.epoch_start_offset = self.epoch_start_offset.min(log_end);
+        for f in self.followers.values_mut() {
+            f.log_end = -1;
+            f.last_fetch_leader_end = -1;
+        }
     }
 
     /// Periodic check (every half `replica.lag.time.max.ms`): ISR members not caught up for
@@ -347,7 +376,10 @@ impl LeaderState {
     /// Raises the HW to the smallest log end of the maximal ISR, if it rose.
     fn advance(&mut self, leader_end: i64) -> Vec<Effect> {
         let isr = self.maximal_isr();
-        if isr.len() < self.settings.min_insync_replicas {
+        // Strict minimum ISR, capped at the replicas there are: a topic asking more than it
+        // has would otherwise never show a record.
+        let replicas = self.followers.len() + 1;
+        if isr.len() < self.settings.min_insync_replicas.min(replicas) {
             return Vec::new();
         }
         let lowest = isr

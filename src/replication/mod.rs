@@ -4,3 +4,4 @@
 //! carry out its effects.
 
 pub mod leader;
+pub mod role;

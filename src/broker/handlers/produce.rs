@@ -124,7 +124,7 @@ pub(super) async fn handle(
                         Err(invalid) => out
                             .with_error_code(invalid.error_code().0)
                             .with_error_message(Some(StrBytes::from_string(invalid.to_string()))),
-                        Ok(()) => append(&partition, records, epoch, out),
+                        Ok(()) => append(broker, &partition, records, epoch, out),
                     };
                 }
                 _ => out = out.with_error_code(broker.missing_partition_error(&name, data.index)),
@@ -169,6 +169,7 @@ fn read_only(partition: &Partition, out: PartitionProduceResponse) -> PartitionP
 
 /// Appends validated records as the leader and fills in the answer.
 fn append(
+    broker: &Broker,
     partition: &Partition,
     records: Bytes,
     epoch: i32,
@@ -183,8 +184,7 @@ fn append(
     }
     match log.append_as_leader(records, epoch, now_ms()) {
         Ok(info) => {
-            let end = log.log_end_offset();
-            log.update_high_watermark(end);
+            broker.committed_append(partition, &mut log);
             out.with_base_offset(info.first_offset)
                 .with_log_start_offset(log.log_start_offset())
         }

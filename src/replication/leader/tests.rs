@@ -23,16 +23,11 @@ fn meta(isr: &[i32]) -> PartitionMeta {
 
 /// Leader 1 of replicas 1, 2, 3 whose log ends at `log_end`, at time 0.
 fn leader(isr: &[i32], log_end: i64, high_watermark: i64, min_isr: usize) -> LeaderState {
-    LeaderState::new(
-        "t",
-        0,
-        1,
-        &meta(isr),
+    let position = LogPosition {
         log_end,
         high_watermark,
-        settings(min_isr),
-        0,
-    )
+    };
+    LeaderState::new("t", 0, 1, &meta(isr), position, settings(min_isr), 0)
 }
 
 fn proposal(effects: &[Effect]) -> Option<(u64, Vec<i32>)> {
@@ -151,7 +146,11 @@ fn followers_join_only_with_this_epochs_history_and_when_eligible() {
     );
     let mut m = meta(&[1]);
     m.leader_recovery = LeaderRecovery::Recovering;
-    let mut unclean = LeaderState::new("t", 0, 1, &m, 100, 100, settings(1), 0);
+    let position = LogPosition {
+        log_end: 100,
+        high_watermark: 100,
+    };
+    let mut unclean = LeaderState::new("t", 0, 1, &m, position, settings(1), 0);
     let (op, isr) = proposal(&unclean.start()).expect("reports recovery");
     assert_eq!(isr, vec![1]);
     assert_eq!(
