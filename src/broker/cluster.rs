@@ -364,9 +364,13 @@ impl Broker {
     }
 
     /// Runs [`Broker::reconcile`] after every metadata change (changes arriving meanwhile are
-    /// taken together), until the controller goes away. It runs on a blocking thread: opening
+    /// taken together), and the replica fetchers and the leaders' ISR changes, until the
+    /// controller goes away. It runs on a blocking thread: opening
     /// or deleting thousands of logs is file work that would hold a runtime worker.
     pub fn follow_metadata(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        // Followers copy their leaders' logs; leaders keep their ISRs.
+        self.run_replica_fetchers();
+        self.run_isr_changes();
         let broker = self.clone();
         let mut changes = self.metadata_changes();
         tokio::spawn(async move {

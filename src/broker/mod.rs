@@ -41,6 +41,7 @@ pub mod network;
 mod parallel;
 mod peers;
 pub mod quorum_config;
+mod replica_fetcher;
 mod replication;
 pub mod server;
 mod transactions;
@@ -364,11 +365,6 @@ impl Broker {
         let (mut log, report) = PartitionLog::open(&dir, settings, &self.open_files, now_ms())?;
         if !report.problems.is_empty() {
             tracing::warn!(topic = name, partition = index, problems = ?report.problems, "recovered partition log");
-        }
-        // A mirror partition's epoch cache holds the source's epochs (docs/design.md §4).
-        if !is_mirror_topic(&topic.configs) {
-            let epoch = topic.partitions[index as usize].leader_epoch;
-            log.assign_leader_epoch(epoch)?;
         }
         let read_only = mirror_log::opens_read_only(
             &mut log,

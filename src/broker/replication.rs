@@ -3,17 +3,29 @@
 //! appends, its high watermark written back to the log.
 //!
 //! Contract: a partition's log lock is taken before its role lock, everywhere; the high
-//! watermark of a log this broker leads changes only through [`Broker::committed_append`] and
-//! [`Broker::apply_role`] (the leader's state decides it), never by setting it to the log end.
+//! watermark of a log this broker leads changes only through the leader's state (appends,
+//! followers' fetches, ISR changes), never by setting it to the log end.
+//!
+//! [`Broker::run_isr_changes`] is the leader's clock and its line to the controller: every half
+//! `replica.lag.time.max.ms` it ticks each led partition (lagging followers proposed out), and
+//! it sends the queued ISR proposals as one AlterPartition, feeding each answer back by
+//! operation id (a refused or lost one drops the proposal; the next fetch or tick proposes
+//! again from the metadata then).
 
 use super::{Broker, Partition, now_ms};
-use crate::controller::PartitionMeta;
 use crate::controller::partition_change::IsrChange;
+use crate::controller::partition_change::IsrState;
+use crate::controller::{ANY_NODE, Applied, MetadataCommand, PartitionMeta};
 use crate::replication::leader::{Effect, LeaderSettings, LogPosition};
 use crate::replication::role::Role;
 use crate::storage::PartitionLog;
+use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often queued ISR proposals are sent.
+const PROPOSALS_EVERY: Duration = Duration::from_millis(50);
 
 /// An ISR change a leader proposes: partition, operation id, the AlterPartition entry.
 pub(crate) type Proposal = (String, i32, u64, IsrChange);
@@ -52,6 +64,13 @@ impl Broker {
             high_watermark: log.high_watermark(),
         };
         let mut role = partition.role.lock().unwrap_or_else(|e| e.into_inner());
+        // A new leader's epoch starts at its log end; a follower's cache holds its leader's
+        // epochs, from the batches it copies, as a mirror partition's holds the source's
+        // (docs/design.md §4).
+        let leads = meta.leader == self.config.node_id || meta.leader == ANY_NODE;
+        if leads && !role.leads(Some(meta.leader_epoch)) && !super::is_mirror_topic(configs) {
+            log.assign_leader_epoch(meta.leader_epoch);
+        }
         let effects = role.next(
             (name, index),
             self.config.node_id,
@@ -86,6 +105,44 @@ impl Broker {
         }
     }
 
+    /// A follower's fetch of partition `name` (`partition`, its log `log` locked) from
+    /// `fetch_offset`: the leader state learns the follower's log end. Answers an error code:
+    /// NOT_LEADER_OR_FOLLOWER when this broker does not lead it or the fetcher holds no replica
+    /// of it, STALE_BROKER_EPOCH when the fetcher's broker epoch is not its registration's.
+    pub(crate) fn follower_fetched(
+        &self,
+        name: &str,
+        partition: &Partition,
+        log: &mut PartitionLog,
+        (replica, broker_epoch): (i32, i64),
+        fetch_offset: i64,
+    ) -> i16 {
+        let registered = self.with_controller(|c| c.broker_epoch(replica));
+        if broker_epoch >= 0 && registered.is_some_and(|e| e != broker_epoch) {
+            return ErrorCode::STALE_BROKER_EPOCH.0;
+        }
+        let eligible = registered.is_some() && !self.fenced_brokers().contains(&replica);
+        let end = log.log_end_offset();
+        let effects = match &mut *partition.role.lock().unwrap_or_else(|e| e.into_inner()) {
+            Role::Leader(state) => {
+                match state.follower_fetched(
+                    replica,
+                    broker_epoch,
+                    fetch_offset,
+                    now_ms(),
+                    end,
+                    eligible,
+                ) {
+                    Some(effects) => effects,
+                    None => return ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
+                }
+            }
+            Role::Follower { .. } => return ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
+        };
+        self.carry_out(name, partition.index, log, effects);
+        0
+    }
+
     /// Queues an ISR change for the controller.
     fn propose_isr(&self, name: &str, index: i32, op: u64, change: IsrChange) {
         self.isr_proposals
@@ -93,6 +150,88 @@ impl Broker {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((name.to_string(), index, op, change));
+    }
+
+    /// Runs the leader's clock and sends its ISR proposals until the metadata goes away.
+    pub fn run_isr_changes(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let broker = self.clone();
+        let changes = self.metadata_changes();
+        let lag = u64::try_from(self.config.replica_lag_time_max_ms).unwrap_or(30_000);
+        let tick = Duration::from_millis(lag / 2).clamp(PROPOSALS_EVERY, Duration::from_secs(15));
+        tokio::spawn(async move {
+            let mut last_tick = tokio::time::Instant::now();
+            while changes.has_changed().is_ok() {
+                tokio::time::sleep(PROPOSALS_EVERY).await;
+                if last_tick.elapsed() >= tick {
+                    last_tick = tokio::time::Instant::now();
+                    broker.tick_leaders();
+                }
+                broker.send_isr_proposals().await;
+            }
+        })
+    }
+
+    /// Ticks the state of every partition led here.
+    fn tick_leaders(&self) {
+        for ((name, index), open) in self.open_partitions_now() {
+            let mut log = open.log.lock().unwrap_or_else(|e| e.into_inner());
+            let end = log.log_end_offset();
+            let effects = match &mut *open.role.lock().unwrap_or_else(|e| e.into_inner()) {
+                Role::Leader(state) => state.tick(now_ms(), end),
+                Role::Follower { .. } => continue,
+            };
+            self.carry_out(&name, index, &mut log, effects);
+        }
+    }
+
+    /// Sends the queued ISR proposals as one AlterPartition and applies the answers.
+    async fn send_isr_proposals(&self) {
+        let proposals: Vec<Proposal> = std::mem::take(
+            &mut *self
+                .isr_proposals
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        if proposals.is_empty() {
+            return;
+        }
+        let node = self.config.node_id;
+        let broker_epoch = self.with_controller(|c| c.broker_epoch(node)).unwrap_or(-1);
+        let command = MetadataCommand::AlterPartition {
+            broker_id: node,
+            broker_epoch,
+            changes: proposals.iter().map(|(_, _, _, c)| c.clone()).collect(),
+        };
+        let answers: Vec<Result<IsrState, i16>> = match self.write(command).await {
+            Ok(Applied::IsrChanges(answers)) => answers
+                .into_iter()
+                .map(|a| a.map_err(|e| e.error_code()))
+                .collect(),
+            Ok(other) => {
+                tracing::error!(answer = ?other, "AlterPartition answered with something else");
+                vec![Err(ErrorCode::UNKNOWN_SERVER_ERROR.0); proposals.len()]
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "AlterPartition not applied; proposed again later");
+                vec![Err(e.error_code()); proposals.len()]
+            }
+        };
+        for ((name, index, op, _), answer) in proposals.into_iter().zip(answers) {
+            if let Err(code) = &answer {
+                tracing::info!(topic = name, partition = index, error = %ErrorCode(*code), "ISR change refused");
+            }
+            let Some(open) = self.replica(&name, index) else {
+                continue;
+            };
+            let mut log = open.log.lock().unwrap_or_else(|e| e.into_inner());
+            let end = log.log_end_offset();
+            let effects = match &mut *open.role.lock().unwrap_or_else(|e| e.into_inner()) {
+                Role::Leader(state) => state.alter_answered(op, answer, end),
+                Role::Follower { .. } => continue,
+            };
+            self.carry_out(&name, index, &mut log, effects);
+        }
     }
 
     /// Carries out the leader's effects on partition `name`-`index` whose log is `log`.

@@ -1424,7 +1424,7 @@ mod tests {
             let distinct: BTreeSet<i32> = p.replicas.iter().copied().collect();
             assert_eq!(distinct.len(), 3, "{:?}", p.replicas);
             assert_eq!(p.leader, p.replicas[0]);
-            assert_eq!(p.isr, vec![p.leader], "followers do not replicate yet");
+            assert_eq!(p.isr, p.replicas, "every replica is in sync at creation");
             *led.entry(p.leader).or_default() += 1;
             for &f in &p.replicas[1..] {
                 *follows.entry((p.leader, f)).or_default() += 1;
@@ -1582,39 +1582,47 @@ mod tests {
             .expect("creates");
         let p = c.topics()["orders"].partitions[0].clone();
         let (leader, followers) = (p.leader, [p.replicas[1], p.replicas[2]]);
+        assert_eq!(p.isr, p.replicas, "all in sync at creation");
         let epoch_of = |c: &Controller, id: i32| c.broker_epoch(id).expect("registered");
-        let grow = partition_change::IsrChange {
-            topic: "orders".into(),
-            partition: 0,
-            leader_epoch: p.leader_epoch,
-            partition_epoch: p.partition_epoch,
-            new_isr: p.replicas.iter().map(|&r| (r, epoch_of(&c, r))).collect(),
-            recovered: false,
-        };
+        let change =
+            |partition_epoch: i32, isr: &[i32], c: &Controller| partition_change::IsrChange {
+                topic: "orders".into(),
+                partition: 0,
+                leader_epoch: 0,
+                partition_epoch,
+                new_isr: isr.iter().map(|&r| (r, epoch_of(c, r))).collect(),
+                recovered: false,
+            };
+        let shrink = change(0, &[leader, followers[0]], &c);
         // A broker epoch from before a restart speaks for nobody.
         let stale = c.alter_partition(
             leader,
             epoch_of(&c, leader) - 100,
-            std::slice::from_ref(&grow),
+            std::slice::from_ref(&shrink),
         );
         assert_eq!(
             stale.map(|_| ()).map_err(|e| e.error_code()),
             Err(ErrorCode::STALE_BROKER_EPOCH.0)
         );
         let answers = c
-            .alter_partition(leader, epoch_of(&c, leader), std::slice::from_ref(&grow))
+            .alter_partition(leader, epoch_of(&c, leader), std::slice::from_ref(&shrink))
             .expect("the leader's epoch");
-        let grown = answers[0].clone().expect("grown");
-        assert_eq!(grown.isr, p.replicas);
-        assert_eq!((grown.leader_epoch, grown.partition_epoch), (0, 1));
+        let shrunk = answers[0].clone().expect("shrunk");
+        assert_eq!(shrunk.isr, vec![leader, followers[0]]);
+        assert_eq!((shrunk.leader_epoch, shrunk.partition_epoch), (0, 1));
         // The same request again is made from an older partition epoch.
         let again = c
-            .alter_partition(leader, epoch_of(&c, leader), &[grow])
+            .alter_partition(leader, epoch_of(&c, leader), &[shrink])
             .expect("answers");
         assert_eq!(
             again[0].clone().map_err(|e| e.error_code()).map(|_| ()),
             Err(ErrorCode::INVALID_UPDATE_VERSION.0)
         );
+        let grow = change(1, &p.replicas, &c);
+        let answers = c
+            .alter_partition(leader, epoch_of(&c, leader), &[grow])
+            .expect("answers");
+        assert_eq!(answers[0].clone().expect("grown").partition_epoch, 2);
 
         c.fence_broker(leader, true).expect("fences");
         let p = c.topics()["orders"].partitions[0].clone();
@@ -1623,7 +1631,7 @@ mod tests {
             "the first in-sync replica in assignment order"
         );
         assert_eq!(p.isr, followers.to_vec());
-        assert_eq!((p.leader_epoch, p.partition_epoch), (1, 2));
+        assert_eq!((p.leader_epoch, p.partition_epoch), (1, 3));
         c.fence_broker(followers[0], true).expect("fences");
         c.fence_broker(followers[1], true).expect("fences");
         let p = c.topics()["orders"].partitions[0].clone();
@@ -1662,6 +1670,17 @@ mod tests {
         c.create_topic("t", 1, 2, configs, None).expect("creates");
         let p = c.topics()["t"].partitions[0].clone();
         let (leader, follower) = (p.leader, p.replicas[1]);
+        // The follower fell behind and left the ISR.
+        let alone = partition_change::IsrChange {
+            topic: "t".into(),
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: vec![(leader, -1)],
+            recovered: false,
+        };
+        let epoch = c.broker_epoch(leader).expect("registered");
+        c.alter_partition(leader, epoch, &[alone]).expect("shrinks");
         c.fence_broker(leader, true).expect("fences");
         let p = c.topics()["t"].partitions[0].clone();
         assert_eq!((p.leader, p.isr.clone()), (follower, vec![follower]));
@@ -1676,17 +1695,8 @@ mod tests {
         c.create_topic("u", 1, 2, BTreeMap::new(), None)
             .expect("creates");
         let p = c.topics()["u"].partitions[0].clone();
-        let both = partition_change::IsrChange {
-            topic: "u".into(),
-            partition: 0,
-            leader_epoch: p.leader_epoch,
-            partition_epoch: p.partition_epoch,
-            new_isr: p.replicas.iter().map(|&r| (r, -1)).collect(),
-            recovered: false,
-        };
+        assert_eq!(p.isr.len(), 2);
         let leader = p.leader;
-        let epoch = c.broker_epoch(leader).expect("registered");
-        c.alter_partition(leader, epoch, &[both]).expect("grows");
         c.resume_leadership(leader).expect("restarted");
         let p = c.topics()["u"].partitions[0].clone();
         assert_ne!(

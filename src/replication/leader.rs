@@ -219,7 +219,7 @@ impl LeaderState {
     /// not shutting down) fetched from `fetch_offset` at `now_ms`, the leader's log ending at
     /// `leader_end`. Its state follows Kafka's `Replica.updateFetchState`: it is caught up
     /// when it fetched at the leader's end, or at least where the leader's log ended at its
-    /// previous fetch.
+    /// previous fetch. `None` when `replica` holds no replica of the partition.
     pub fn follower_fetched(
         &mut self,
         replica: i32,
@@ -228,10 +228,8 @@ impl LeaderState {
         now_ms: i64,
         leader_end: i64,
         eligible: bool,
-    ) -> Vec<Effect> {
-        let Some(f) = self.followers.get_mut(&replica) else {
-            return Vec::new();
-        };
+    ) -> Option<Vec<Effect>> {
+        let f = self.followers.get_mut(&replica)?;
         if fetch_offset >= leader_end {
             f.last_caught_up_ms = f.last_caught_up_ms.max(now_ms);
         } else if fetch_offset >= f.last_fetch_leader_end && f.last_fetch_leader_end >= 0 {
@@ -249,7 +247,7 @@ impl LeaderState {
             // An expansion counts at once.
             effects.extend(self.advance(leader_end));
         }
-        effects
+        Some(effects)
     }
 
     /// The local log now ends at `leader_end` (an append, or the log opened).

@@ -3,5 +3,6 @@
 //! engine's transition functions; the broker's actors feed it fetches, appends and ticks and
 //! carry out its effects.
 
+pub mod follower;
 pub mod leader;
 pub mod role;

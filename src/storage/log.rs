@@ -485,9 +485,8 @@ impl PartitionLog {
 
     /// Records that `epoch` starts at the log end offset: what a leader does on election, and
     /// what a STOPPED mirror partition does once its epoch is bumped.
-    pub fn assign_leader_epoch(&mut self, epoch: i32) -> Result<(), StorageError> {
+    pub fn assign_leader_epoch(&mut self, epoch: i32) {
         self.epochs.assign(epoch, self.log_end_offset());
-        Ok(())
     }
 
     /// The produce path: checks, assigns offsets, stamps `leader_epoch`, appends.

@@ -69,15 +69,26 @@ fn name(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())
 }
 
-/// CreateTopics of `topic` with `partitions`; the topic's error code.
+/// CreateTopics of `topic` with `partitions`, one replica each; the topic's error code.
 pub async fn create_topic(address: &str, topic: &str, partitions: i32) -> Result<i16, String> {
+    create_replicated_topic(address, topic, partitions, 1).await
+}
+
+/// CreateTopics of `topic` with `partitions` of `replication_factor` replicas; the topic's
+/// error code.
+pub async fn create_replicated_topic(
+    address: &str,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> Result<i16, String> {
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(10_000)
         .with_topics(vec![
             CreatableTopic::default()
                 .with_name(TopicName(name(topic)))
                 .with_num_partitions(partitions)
-                .with_replication_factor(1),
+                .with_replication_factor(replication_factor),
         ]);
     let connection = connect(address).await?;
     let (_, answer) = within("CreateTopics", connection.send("CreateTopics", &request, 7)).await?;

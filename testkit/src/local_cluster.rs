@@ -30,6 +30,8 @@ pub struct PartitionView {
     /// The leader (-1 while its broker is fenced).
     pub leader: i32,
     pub leader_epoch: i32,
+    /// The in-sync replicas.
+    pub isr: Vec<i32>,
 }
 
 /// `scripts/cluster-local.sh` (the workspace's, beside this crate) with `args`.
@@ -246,6 +248,7 @@ pub async fn topics_of(address: &str) -> Result<BTreeMap<String, Vec<PartitionVi
                     let view = PartitionView {
                         leader: p.leader_id.0,
                         leader_epoch: p.leader_epoch,
+                        isr: p.isr_nodes.iter().map(|b| b.0).collect(),
                     };
                     (p.partition_index, view)
                 })

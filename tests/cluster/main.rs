@@ -3,7 +3,8 @@
 //! `kmirror_testkit::local_cluster`: `quorum_cluster` runs three processes under Kafka's clients,
 //! librdkafka transactions, the active controller killed, and Apache Kafka mirrored into them;
 //! `quorum_coordinators` the group and transaction coordinators spread over them;
-//! `quorum_elections` the quorum's pre-vote; `quorum_wiped` a node whose data directory was
+//! `quorum_elections` the quorum's pre-vote; `quorum_replication` replicated partitions and a
+//! killed leader's in-sync follower taking over; `quorum_wiped` a node whose data directory was
 //! wiped; `quorum_roles` a cluster of mixed `process.roles`. Those that need Apache Kafka, a
 //! Python client or four processes are ignored unless scripts/test.sh runs them; the others need
 //! only the `kmirror` binary.
@@ -11,5 +12,6 @@
 mod quorum_cluster;
 mod quorum_coordinators;
 mod quorum_elections;
+mod quorum_replication;
 mod quorum_roles;
 mod quorum_wiped;

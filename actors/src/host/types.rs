@@ -65,15 +65,20 @@ pub enum LeaderRecovery {
 }
 
 impl PartitionMeta {
-    /// A new partition on `replicas` (the first leads), at leader epoch 0. Its ISR is the
-    /// leader alone: followers join it once they have caught up (docs/replication.md).
+    /// A new partition on `replicas` (the first leads), at leader epoch 0, every replica in
+    /// sync (all are empty), as Kafka creates partitions.
     pub fn placed(replicas: Vec<i32>) -> PartitionMeta {
         let leader = replicas.first().copied().unwrap_or(ANY_NODE);
+        let isr = if replicas.is_empty() {
+            vec![leader]
+        } else {
+            replicas.clone()
+        };
         PartitionMeta {
             leader_epoch: 0,
             leader,
             replicas,
-            isr: vec![leader],
+            isr,
             partition_epoch: 0,
             leader_recovery: LeaderRecovery::Recovered,
         }

@@ -7,6 +7,11 @@
 //! The listener drops a waiting Fetch whose client disconnected (see [`crate::broker::server`]).
 //! Fetch sessions are not granted (session id 0), so clients send full fetches. Each topic needs
 //! READ.
+//!
+//! A follower's fetch (a replica id, with its broker epoch from v15) needs CLUSTER_ACTION and
+//! reads up to the log end, not the high watermark; its fetch offset is the follower's log end,
+//! which the partition's leader state learns first (docs/replication.md §5), so the high
+//! watermark it answers already counts it.
 
 use super::access::Access;
 use super::fetch_response::{FetchAnswer, PartitionAnswer, TopicAnswer};
@@ -28,6 +33,13 @@ fn read_once(
     version: i16,
 ) -> (FetchAnswer, usize) {
     let read_committed = request.isolation_level == 1;
+    let follower = follower_of(request, version);
+    if follower.is_some() && !access.cluster(Operation::ClusterAction) {
+        return (
+            refuse_all(request, ErrorCode::CLUSTER_AUTHORIZATION_FAILED.0),
+            0,
+        );
+    }
     let mut total = 0usize;
     let mut topics = Vec::new();
     for topic in &request.topics {
@@ -45,9 +57,10 @@ fn read_once(
                     broker.leader_epoch(n, p.partition)?,
                 ))
             });
-            if name
-                .as_deref()
-                .is_some_and(|n| !access.topic(Operation::Read, n))
+            if follower.is_none()
+                && name
+                    .as_deref()
+                    .is_some_and(|n| !access.topic(Operation::Read, n))
             {
                 partitions.push(out.with_error(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0));
                 continue;
@@ -76,19 +89,45 @@ fn read_once(
                 partitions.push(out.with_error(error));
                 continue;
             }
-            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((replica, broker_epoch)) = follower {
+                let name = name.as_deref().unwrap_or_default();
+                let code = broker.follower_fetched(
+                    name,
+                    &partition,
+                    &mut log,
+                    (replica, broker_epoch),
+                    p.fetch_offset,
+                );
+                if code != 0 {
+                    partitions.push(out.with_error(code));
+                    continue;
+                }
+            }
             out.high_watermark = log.high_watermark();
             out.last_stable_offset = log.last_stable_offset();
             out.log_start_offset = log.log_start_offset();
             if version >= 12 && p.last_fetched_epoch >= 0 {
-                let (epoch, end) = log.end_offset_for(p.last_fetched_epoch);
+                let (mut epoch, mut end) = log.end_offset_for(p.last_fetched_epoch);
+                // A follower ahead of this leader in epochs (a mirror partition's source went
+                // back by an unclean election while leadership moved) is cut at this log's
+                // latest epoch and end, where Kafka's lookup has no answer (docs/replication.md
+                // §6).
+                if let Some(latest) = log.latest_epoch()
+                    && follower.is_some()
+                    && p.last_fetched_epoch > latest
+                {
+                    (epoch, end) = (latest, log.log_end_offset());
+                }
                 if epoch < 0 || end < p.fetch_offset || epoch < p.last_fetched_epoch {
                     out.diverging_epoch = Some((epoch, end));
                     partitions.push(out);
                     continue;
                 }
             }
-            let upper = if read_committed {
+            let upper = if follower.is_some() {
+                log.log_end_offset()
+            } else if read_committed {
                 log.last_stable_offset()
             } else {
                 log.high_watermark()
@@ -131,6 +170,40 @@ fn read_once(
         },
         total,
     )
+}
+
+/// The follower a Fetch comes from, with its broker epoch (-1 before v15), or `None` for a
+/// consumer's.
+fn follower_of(request: &FetchRequest, version: i16) -> Option<(i32, i64)> {
+    let (replica, epoch) = if version >= 15 {
+        (
+            request.replica_state.replica_id.0,
+            request.replica_state.replica_epoch,
+        )
+    } else {
+        (request.replica_id.0, -1)
+    };
+    (replica >= 0).then_some((replica, epoch))
+}
+
+/// Every partition of `request` answered `code`.
+fn refuse_all(request: &FetchRequest, code: i16) -> FetchAnswer {
+    FetchAnswer {
+        topics: request
+            .topics
+            .iter()
+            .map(|topic| TopicAnswer {
+                name: topic.topic.0.to_string(),
+                topic_id: topic.topic_id,
+                partitions: topic
+                    .partitions
+                    .iter()
+                    .map(|p| PartitionAnswer::new(p.partition).with_error(code))
+                    .collect(),
+            })
+            .collect(),
+        ..FetchAnswer::default()
+    }
 }
 
 /// Whether `answer` (holding `bytes` record bytes) goes out without waiting for more data:

@@ -1,6 +1,10 @@
 //! Produce: leader appends (offsets assigned, leader epoch stamped, idempotence checked), then
-//! the high watermark moves to the log end (one replica) and waiting fetches wake. `acks=0`
-//! gets no response. A record batch larger than the topic's `max.message.bytes` answers
+//! the partition's leader state moves the high watermark (docs/replication.md §4) and waiting
+//! fetches wake. `acks=0` gets no response; `acks=1` is answered after the leader's append;
+//! `acks=all` is refused NOT_ENOUGH_REPLICAS before the append while the ISR is below
+//! `min.insync.replicas`, and answered once the high watermark passes its records (or
+//! NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below it meanwhile, NOT_LEADER_OR_FOLLOWER
+//! if leadership moved, REQUEST_TIMED_OUT after the request's timeout). A record batch larger than the topic's `max.message.bytes` answers
 //! MESSAGE_TOO_LARGE. A read-only (mirror) partition answers READ_ONLY_TOPIC. A transactional
 //! batch must belong to an ongoing transaction that added the partition (INVALID_TXN_STATE
 //! otherwise), so no data escapes the markers its coordinator writes. Needs WRITE on each topic
@@ -12,6 +16,7 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::{Broker, Partition, now_ms};
+use crate::replication::role::Role;
 use crate::storage::StorageError;
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
@@ -23,6 +28,7 @@ use kmirror_actors::partition::Desired;
 use kmirror_protocol::batch::RecordBatch;
 use kmirror_protocol::batch::validate::{TimestampLimits, validate_produced};
 use kmirror_protocol::errors::ErrorCode;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 /// Kafka's error code for an append failure.
@@ -54,6 +60,8 @@ pub(super) async fn handle(
         .as_ref()
         .is_none_or(|id| access.transactional_id(Operation::Write, id));
     let mut responses = Vec::new();
+    // acks=all appends waiting for the high watermark: (topic, partition) answer positions.
+    let mut waiting: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
         let denied = if name == MIRROR_STATE_TOPIC {
@@ -112,6 +120,15 @@ pub(super) async fn handle(
                             "the partition is not in an ongoing transaction of this producer",
                         )));
                 }
+                (Some(partition), Some(_))
+                    if request.acks == -1 && !enough_replicas(&partition) =>
+                {
+                    out = out
+                        .with_error_code(ErrorCode::NOT_ENOUGH_REPLICAS.0)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "the partition's in-sync replicas are fewer than min.insync.replicas",
+                        )));
+                }
                 (Some(partition), Some(epoch)) => {
                     let records = data.records.unwrap_or_default();
                     let (before_max_ms, after_max_ms) = broker.config().message_timestamp_max_ms;
@@ -124,7 +141,13 @@ pub(super) async fn handle(
                         Err(invalid) => out
                             .with_error_code(invalid.error_code().0)
                             .with_error_message(Some(StrBytes::from_string(invalid.to_string()))),
-                        Ok(()) => append(broker, &partition, records, epoch, out),
+                        Ok(()) => {
+                            let (answer, end) = append(broker, &partition, records, epoch, out);
+                            if let Some(end) = end.filter(|_| request.acks == -1) {
+                                waiting.push((responses.len(), partitions.len(), partition, end));
+                            }
+                            answer
+                        }
                     };
                 }
                 _ => out = out.with_error_code(broker.missing_partition_error(&name, data.index)),
@@ -138,7 +161,78 @@ pub(super) async fn handle(
         );
     }
     broker.notify_appended();
+    let timeout = std::time::Duration::from_millis(request.timeout_ms.max(0) as u64);
+    for (topic, index, code) in replicated(broker, waiting, timeout).await {
+        let answer = &mut responses[topic].partition_responses[index];
+        answer.error_code = code.0;
+        if !code.is_ok() {
+            answer.base_offset = -1;
+            answer.error_message = Some(StrBytes::from_static_str(match code {
+                ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND => {
+                    "appended by the leader, but the in-sync replicas fell below min.insync.replicas before it was replicated"
+                }
+                ErrorCode::REQUEST_TIMED_OUT => {
+                    "appended by the leader, but not replicated to the in-sync replicas within the request's timeout"
+                }
+                _ => "leadership moved before the records were replicated",
+            }));
+        }
+    }
     (request.acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+}
+
+/// Whether an acks=all produce may append to `partition`: its ISR has `min.insync.replicas`.
+fn enough_replicas(partition: &Partition) -> bool {
+    let _log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+    match &*partition.role.lock().unwrap_or_else(|e| e.into_inner()) {
+        Role::Leader(state) => state.check_acks_all().is_ok(),
+        Role::Follower { .. } => true,
+    }
+}
+
+/// Waits until each acks=all append's records, ending at its offset, are below the high
+/// watermark, at most `timeout`: each one's outcome, by answer position.
+async fn replicated(
+    broker: &Broker,
+    mut waiting: Vec<(usize, usize, Arc<Partition>, i64)>,
+    timeout: std::time::Duration,
+) -> Vec<(usize, usize, ErrorCode)> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut done = Vec::new();
+    loop {
+        // Registered before looking, so a rise right after still wakes us.
+        let notified = broker.appended().notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        waiting.retain(|(topic, index, partition, end)| {
+            let _log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            let outcome = match &*partition.role.lock().unwrap_or_else(|e| e.into_inner()) {
+                Role::Leader(state) => state.acks_all_done(*end),
+                Role::Follower { .. } => Some(ErrorCode::NOT_LEADER_OR_FOLLOWER),
+            };
+            match outcome {
+                Some(code) => {
+                    done.push((*topic, *index, code));
+                    false
+                }
+                None => true,
+            }
+        });
+        if waiting.is_empty() {
+            return done;
+        }
+        tokio::select! {
+            _ = &mut notified => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                done.extend(
+                    waiting
+                        .into_iter()
+                        .map(|(topic, index, _, _)| (topic, index, ErrorCode::REQUEST_TIMED_OUT)),
+                );
+                return done;
+            }
+        }
+    }
 }
 
 /// The answer to a produce to a read-only partition: READ_ONLY_TOPIC while the topic is
@@ -167,30 +261,36 @@ fn read_only(partition: &Partition, out: PartitionProduceResponse) -> PartitionP
         .with_error_message(Some(StrBytes::from_static_str(message)))
 }
 
-/// Appends validated records as the leader and fills in the answer.
+/// Appends validated records as the leader and fills in the answer; with the offset after
+/// the records when they are in the log (appended now, or a duplicate of a batch appended
+/// before, which an acks=all retry must see replicated too).
 fn append(
     broker: &Broker,
     partition: &Partition,
     records: Bytes,
     epoch: i32,
     out: PartitionProduceResponse,
-) -> PartitionProduceResponse {
+) -> (PartitionProduceResponse, Option<i64>) {
     let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
     // Again under the log's lock, where the flag is set before the log is cut or counted: a
     // produce that passed the first check while a restart's `mirror.name` was being applied
     // must not append after it (docs/failover.md "Restarting a stopped topic").
     if partition.read_only.load(Ordering::SeqCst) {
-        return read_only(partition, out);
+        return (read_only(partition, out), None);
     }
     match log.append_as_leader(records, epoch, now_ms()) {
         Ok(info) => {
             broker.committed_append(partition, &mut log);
-            out.with_base_offset(info.first_offset)
-                .with_log_start_offset(log.log_start_offset())
+            let answer = out
+                .with_base_offset(info.first_offset)
+                .with_log_start_offset(log.log_start_offset());
+            (answer, Some(info.last_offset + 1))
         }
-        Err(e) => out
-            .with_error_code(error_code(&e))
-            .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+        Err(e) => (
+            out.with_error_code(error_code(&e))
+                .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+            None,
+        ),
     }
 }
 

@@ -3,6 +3,22 @@ use crate::controller::LeaderRecovery;
 
 const LAG: i64 = 30_000;
 
+impl LeaderState {
+    /// A fetch by one of the partition's followers.
+    fn fetched(
+        &mut self,
+        r: i32,
+        epoch: i64,
+        offset: i64,
+        now: i64,
+        end: i64,
+        ok: bool,
+    ) -> Vec<Effect> {
+        self.follower_fetched(r, epoch, offset, now, end, ok)
+            .expect("a follower of the partition")
+    }
+}
+
 fn settings(min_insync_replicas: usize) -> LeaderSettings {
     LeaderSettings {
         replica_lag_time_max_ms: LAG,
@@ -64,24 +80,12 @@ fn the_high_watermark_follows_the_slowest_in_sync_replica() {
         vec![],
         "followers not heard at this epoch hold it"
     );
-    assert_eq!(
-        hw_effect(&l.follower_fetched(2, 7, 80, 10, 100, true)),
-        None
-    );
-    assert_eq!(
-        hw_effect(&l.follower_fetched(3, 7, 60, 10, 100, true)),
-        Some(60)
-    );
-    assert_eq!(
-        hw_effect(&l.follower_fetched(3, 7, 100, 20, 100, true)),
-        Some(80)
-    );
-    assert_eq!(
-        hw_effect(&l.follower_fetched(2, 7, 100, 20, 100, true)),
-        Some(100)
-    );
+    assert_eq!(hw_effect(&l.fetched(2, 7, 80, 10, 100, true)), None);
+    assert_eq!(hw_effect(&l.fetched(3, 7, 60, 10, 100, true)), Some(60));
+    assert_eq!(hw_effect(&l.fetched(3, 7, 100, 20, 100, true)), Some(80));
+    assert_eq!(hw_effect(&l.fetched(2, 7, 100, 20, 100, true)), Some(100));
     // A follower that truncated and fetches from below does not pull it back.
-    assert_eq!(l.follower_fetched(2, 7, 90, 30, 120, true), vec![]);
+    assert_eq!(l.fetched(2, 7, 90, 30, 120, true), vec![]);
     assert_eq!(l.high_watermark(), 100);
     assert_eq!(l.acks_all_done(101), None);
     assert_eq!(l.acks_all_done(100), Some(ErrorCode::NONE));
@@ -92,14 +96,14 @@ fn the_high_watermark_follows_the_slowest_in_sync_replica() {
 #[test]
 fn a_caught_up_follower_joins_the_isr() {
     let mut l = leader(&[1, 2], 100, 100, 1);
-    l.follower_fetched(2, 7, 100, 0, 100, true);
+    l.fetched(2, 7, 100, 0, 100, true);
     assert_eq!(
-        proposal(&l.follower_fetched(3, 8, 50, 0, 100, true)),
+        proposal(&l.fetched(3, 8, 50, 0, 100, true)),
         None,
         "behind the HW"
     );
     l.appended(120);
-    let effects = l.follower_fetched(3, 8, 100, 1, 120, true);
+    let effects = l.fetched(3, 8, 100, 1, 120, true);
     let (op, isr) = proposal(&effects).expect("proposed");
     assert_eq!(isr, vec![1, 2, 3]);
     match &effects[0] {
@@ -110,11 +114,11 @@ fn a_caught_up_follower_joins_the_isr() {
         other => panic!("{other:?}"),
     }
     // Pending, 3 holds the HW back already.
-    l.follower_fetched(2, 7, 120, 2, 120, true);
+    l.fetched(2, 7, 120, 2, 120, true);
     assert_eq!(l.high_watermark(), 100);
     assert_eq!(l.maximal_isr(), vec![1, 2, 3]);
     // One proposal in flight.
-    assert_eq!(proposal(&l.follower_fetched(3, 8, 110, 3, 120, true)), None);
+    assert_eq!(proposal(&l.fetched(3, 8, 110, 3, 120, true)), None);
     // A stale answer does nothing; the right one commits.
     assert_eq!(
         l.alter_answered(op + 7, committed(&l, &[1, 2, 3], 10), 120),
@@ -123,10 +127,7 @@ fn a_caught_up_follower_joins_the_isr() {
     assert_eq!(l.isr(), &[1, 2]);
     l.alter_answered(op, committed(&l, &[1, 2, 3], 10), 120);
     assert_eq!(l.isr(), &[1, 2, 3]);
-    assert_eq!(
-        hw_effect(&l.follower_fetched(3, 8, 120, 4, 120, true)),
-        Some(120)
-    );
+    assert_eq!(hw_effect(&l.fetched(3, 8, 120, 4, 120, true)), Some(120));
 }
 
 /// A follower that has not reached where this leader epoch began does not join, nor one the
@@ -135,15 +136,12 @@ fn a_caught_up_follower_joins_the_isr() {
 fn followers_join_only_with_this_epochs_history_and_when_eligible() {
     let mut l = leader(&[1], 100, 100, 1);
     assert_eq!(
-        proposal(&l.follower_fetched(2, 7, 100, 0, 100, false)),
+        proposal(&l.fetched(2, 7, 100, 0, 100, false)),
         None,
         "fenced"
     );
     let mut behind = leader(&[1], 100, 90, 1);
-    assert_eq!(
-        proposal(&behind.follower_fetched(2, 7, 95, 0, 100, true)),
-        None
-    );
+    assert_eq!(proposal(&behind.fetched(2, 7, 95, 0, 100, true)), None);
     let mut m = meta(&[1]);
     m.leader_recovery = LeaderRecovery::Recovering;
     let position = LogPosition {
@@ -153,12 +151,9 @@ fn followers_join_only_with_this_epochs_history_and_when_eligible() {
     let mut unclean = LeaderState::new("t", 0, 1, &m, position, settings(1), 0);
     let (op, isr) = proposal(&unclean.start()).expect("reports recovery");
     assert_eq!(isr, vec![1]);
-    assert_eq!(
-        proposal(&unclean.follower_fetched(2, 7, 100, 0, 100, true)),
-        None
-    );
+    assert_eq!(proposal(&unclean.fetched(2, 7, 100, 0, 100, true)), None);
     unclean.alter_answered(op, committed(&unclean, &[1], 10), 100);
-    assert!(proposal(&unclean.follower_fetched(2, 7, 100, 1, 100, true)).is_some());
+    assert!(proposal(&unclean.fetched(2, 7, 100, 1, 100, true)).is_some());
 }
 
 /// Kafka's lag rule: a follower is out of sync once it has not been caught up for
@@ -172,7 +167,7 @@ fn a_lagging_follower_is_proposed_out_and_a_steady_one_stays() {
     // 2 fetches each time up to where the log ended at its previous fetch, while the leader
     // appends 10 more; 3 never fetches.
     let (op, isr) = loop {
-        l.follower_fetched(2, 7, end, now, end + 10, true);
+        l.fetched(2, 7, end, now, end + 10, true);
         end += 10;
         now += 10_000;
         let proposed = proposal(&l.tick(now, end));
@@ -196,7 +191,7 @@ fn a_lagging_follower_is_proposed_out_and_a_steady_one_stays() {
 fn min_insync_replicas_holds_the_high_watermark_and_acks_all() {
     let mut l = leader(&[1, 2], 100, 100, 2);
     assert_eq!(l.check_acks_all(), Ok(()));
-    l.follower_fetched(2, 7, 110, 0, 110, true);
+    l.fetched(2, 7, 110, 0, 110, true);
     assert_eq!(l.high_watermark(), 110);
     assert_eq!(l.acks_all_done(110), Some(ErrorCode::NONE));
     let shrunk = PartitionMeta {
@@ -225,8 +220,8 @@ fn min_insync_replicas_holds_the_high_watermark_and_acks_all() {
 #[test]
 fn a_newer_registration_replaces_the_isr_and_drops_the_proposal() {
     let mut l = leader(&[1, 2], 100, 100, 1);
-    l.follower_fetched(2, 7, 100, 0, 100, true);
-    let (op, _) = proposal(&l.follower_fetched(3, 8, 100, 0, 100, true)).expect("proposed");
+    l.fetched(2, 7, 100, 0, 100, true);
+    let (op, _) = proposal(&l.fetched(3, 8, 100, 0, 100, true)).expect("proposed");
     let controller_shrank = PartitionMeta {
         isr: vec![1],
         partition_epoch: 10,
@@ -247,7 +242,7 @@ fn a_newer_registration_replaces_the_isr_and_drops_the_proposal() {
     l.registration(&older, 100);
     assert_eq!(l.isr(), &[1]);
     // 3 may propose to join again from the new partition epoch.
-    let effects = l.follower_fetched(3, 8, 100, 1, 100, true);
+    let effects = l.fetched(3, 8, 100, 1, 100, true);
     match effects
         .iter()
         .find(|e| matches!(e, Effect::ProposeIsr { .. }))

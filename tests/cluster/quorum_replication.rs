@@ -1,0 +1,145 @@
+//! Replicated partitions across three processes (docs/replication.md): followers copy their
+//! leader's log byte for byte and join the ISR; the leader's SIGKILL elects an in-sync
+//! follower, which holds every acknowledged record; the killed broker returns as a follower,
+//! truncates what it had that the new leader does not, and matches it again.
+
+use kafka_protocol::records::Compression;
+use kmirror_testkit::client::{self, Outcome, Producer};
+use kmirror_testkit::eventually;
+use kmirror_testkit::local_cluster::{LocalCluster, PartitionView, topics_of};
+use std::collections::BTreeMap;
+
+const TOPIC: &str = "replicated";
+
+/// The partition as node `node` (1-based) shows it.
+async fn view(cluster: &LocalCluster, node: usize) -> Option<PartitionView> {
+    topics_of(&cluster.clients[node - 1])
+        .await
+        .ok()?
+        .remove(TOPIC)?
+        .into_iter()
+        .next()
+}
+
+/// Every segment file of the partition on node `node`, concatenated in order.
+fn replica_bytes(cluster: &LocalCluster, node: usize) -> Vec<u8> {
+    let dir = cluster.data(node).join(format!("{TOPIC}-0"));
+    let mut logs: Vec<_> = std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    logs.sort();
+    logs.iter()
+        .flat_map(|p| std::fs::read(p).unwrap_or_default())
+        .collect()
+}
+
+/// Produces `count` batches of 10 records tagged `tag` to the partition's leader; the
+/// acknowledged records by offset.
+async fn produce(
+    cluster: &LocalCluster,
+    leader: i32,
+    tag: &str,
+    count: usize,
+) -> BTreeMap<i64, String> {
+    let mut producer = Producer::idempotent(&cluster.clients[leader as usize - 1]);
+    let mut acked = BTreeMap::new();
+    for batch in 0..count {
+        let values: Vec<String> = (0..10).map(|i| format!("{tag}-{batch}-{i}")).collect();
+        match producer.produce(TOPIC, 0, &values, Compression::Lz4).await {
+            Outcome::Acked(records) => {
+                acked.extend(records.into_iter().map(|r| (r.offset, r.value)));
+            }
+            other => panic!("batch {batch} of {tag} to leader {leader}: {other:?}"),
+        }
+    }
+    acked
+}
+
+#[tokio::test]
+async fn followers_replicate_and_a_killed_leaders_in_sync_follower_takes_over() {
+    let cluster = LocalCluster::start(3, "replica.lag.time.max.ms=4000\nmin.insync.replicas=2");
+    let code = client::create_replicated_topic(&cluster.clients[0], TOPIC, 1, 3)
+        .await
+        .expect("CreateTopics answered");
+    assert_eq!(code, 0);
+    let first = eventually(
+        "the partition is led",
+        || view(&cluster, 1),
+        |v| v.as_ref().is_some_and(|v| v.leader > 0),
+    )
+    .await
+    .expect("a view");
+    let mut acked = produce(&cluster, first.leader, "before", 30).await;
+
+    // Every follower joins the ISR and holds the leader's bytes.
+    eventually(
+        "the followers join the ISR",
+        || view(&cluster, first.leader as usize),
+        |v| v.as_ref().is_some_and(|v| v.isr.len() == 3),
+    )
+    .await;
+    let leader_bytes = replica_bytes(&cluster, first.leader as usize);
+    assert!(!leader_bytes.is_empty());
+    for node in 1..=3 {
+        eventually(
+            &format!("node {node} holds the leader's bytes"),
+            || async { replica_bytes(&cluster, node) == leader_bytes },
+            |same| *same,
+        )
+        .await;
+    }
+
+    // The leader dies: an in-sync follower leads at a higher epoch and holds every
+    // acknowledged record.
+    cluster.kill(first.leader as usize);
+    let survivor = (1..=3)
+        .find(|&n| n != first.leader as usize)
+        .expect("a survivor");
+    let second = eventually(
+        "a follower is elected",
+        || view(&cluster, survivor),
+        |v| {
+            v.as_ref()
+                .is_some_and(|v| v.leader > 0 && v.leader != first.leader)
+        },
+    )
+    .await
+    .expect("a view");
+    assert!(
+        second.leader_epoch > first.leader_epoch,
+        "{first:?} then {second:?}"
+    );
+    assert!(!second.isr.contains(&first.leader), "{second:?}");
+    acked.extend(produce(&cluster, second.leader, "after", 20).await);
+    let read = client::read_back(&cluster.clients[second.leader as usize - 1], TOPIC, 0)
+        .await
+        .expect("read back");
+    let differs = acked
+        .iter()
+        .find(|(offset, value)| read.get(offset) != Some(value));
+    assert_eq!(differs, None, "every acknowledged record, once, in order");
+    assert_eq!(read.len(), acked.len(), "nothing else");
+
+    // The old leader returns as a follower and matches the new leader again.
+    cluster.restart(first.leader as usize);
+    eventually(
+        "the old leader rejoins the ISR",
+        || view(&cluster, second.leader as usize),
+        |v| v.as_ref().is_some_and(|v| v.isr.len() == 3),
+    )
+    .await;
+    let leader_bytes = replica_bytes(&cluster, second.leader as usize);
+    for node in 1..=3 {
+        eventually(
+            &format!("node {node} holds the new leader's bytes"),
+            || async { replica_bytes(&cluster, node) == leader_bytes },
+            |same| *same,
+        )
+        .await;
+    }
+}
