@@ -337,6 +337,7 @@ async fn serve_until_signal(config: BrokerConfig) -> Result<(), String> {
         // A single node is its own (and only) controller.
         metrics::gauge!(kmirror::metrics::CONTROLLER_ACTIVE).set(1.0);
         metrics::gauge!(kmirror::metrics::FENCED_BROKERS).set(0.0);
+        metrics::gauge!(kmirror::metrics::OFFLINE_PARTITIONS).set(0.0);
         let broker = Broker::open(config).map_err(|e| e.to_string())?;
         return serve_broker(broker, None).await;
     };
@@ -435,6 +436,11 @@ async fn serve_broker(broker: Broker, quorum: Option<Arc<Quorum>>) -> Result<(),
         .listener
         .ok_or("a broker needs a client listener (listeners)")?;
     let broker = Arc::new(broker);
+    // Replication's figures exist from the start (a single node's stay 0).
+    metrics::gauge!(kmirror::metrics::UNDER_REPLICATED).set(0.0);
+    metrics::gauge!(kmirror::metrics::UNDER_MIN_ISR).set(0.0);
+    metrics::counter!(kmirror::metrics::ISR_SHRINKS).increment(0);
+    metrics::counter!(kmirror::metrics::ISR_EXPANDS).increment(0);
     // Changes other nodes make reach this node's image through the quorum.
     let follower = quorum.as_ref().map(|_| broker.follow_metadata());
     // The mirroring engine on its own actix thread; it resumes the mirrors it finds.

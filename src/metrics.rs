@@ -38,8 +38,51 @@ pub const CONTROLLER_ACTIVE: &str = "kmirror_controller_active";
 /// Brokers the active controller fenced for silence (0 on the other nodes).
 pub const FENCED_BROKERS: &str = "kmirror_controller_fenced_brokers";
 
+/// Partitions led here whose ISR lacks some of their replicas (Kafka's
+/// UnderReplicatedPartitions).
+pub const UNDER_REPLICATED: &str = "kmirror_replication_under_replicated_partitions";
+/// Partitions led here whose ISR is below `min.insync.replicas` (Kafka's
+/// UnderMinIsrPartitionCount): acks=all produces are refused.
+pub const UNDER_MIN_ISR: &str = "kmirror_replication_under_min_isr_partitions";
+/// ISR shrinks the controller committed for partitions led here (Kafka's IsrShrinksPerSec).
+pub const ISR_SHRINKS: &str = "kmirror_replication_isr_shrinks_total";
+/// ISR expansions the controller committed for partitions led here (Kafka's IsrExpandsPerSec).
+pub const ISR_EXPANDS: &str = "kmirror_replication_isr_expands_total";
+/// Partitions without a leader, on the active controller (Kafka's OfflinePartitionsCount).
+pub const OFFLINE_PARTITIONS: &str = "kmirror_controller_offline_partitions";
+
 /// The broker's metrics.
 pub const CATALOGUE: &[MetricDef] = &[
+    MetricDef {
+        name: UNDER_REPLICATED,
+        kind: MetricKind::Gauge,
+        labels: &[],
+        help: "Partitions led by this broker whose ISR lacks some of their replicas.",
+    },
+    MetricDef {
+        name: UNDER_MIN_ISR,
+        kind: MetricKind::Gauge,
+        labels: &[],
+        help: "Partitions led by this broker whose ISR is below min.insync.replicas.",
+    },
+    MetricDef {
+        name: ISR_SHRINKS,
+        kind: MetricKind::Counter,
+        labels: &[],
+        help: "ISR shrinks committed for partitions led by this broker.",
+    },
+    MetricDef {
+        name: ISR_EXPANDS,
+        kind: MetricKind::Counter,
+        labels: &[],
+        help: "ISR expansions committed for partitions led by this broker.",
+    },
+    MetricDef {
+        name: OFFLINE_PARTITIONS,
+        kind: MetricKind::Gauge,
+        labels: &[],
+        help: "Partitions without a leader, as the active controller sees them.",
+    },
     MetricDef {
         name: CONTROLLER_ACTIVE,
         kind: MetricKind::Gauge,

@@ -35,7 +35,7 @@ mod epoch_bumps;
 mod group_commit;
 mod group_routing;
 mod handlers;
-mod internal_topics;
+pub(crate) mod internal_topics;
 pub(crate) mod mirror_log;
 pub mod network;
 mod parallel;

@@ -20,12 +20,16 @@ use crate::replication::leader::{Effect, LeaderSettings, LogPosition};
 use crate::replication::role::Role;
 use crate::storage::PartitionLog;
 use kmirror_protocol::errors::ErrorCode;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// How often queued ISR proposals are sent.
 const PROPOSALS_EVERY: Duration = Duration::from_millis(50);
+/// How often the replication gauges are set.
+const GAUGES_EVERY: Duration = Duration::from_secs(1);
 
 /// An ISR change a leader proposes: partition, operation id, the AlterPartition entry.
 pub(crate) type Proposal = (String, i32, u64, IsrChange);
@@ -159,16 +163,34 @@ impl Broker {
         let lag = u64::try_from(self.config.replica_lag_time_max_ms).unwrap_or(30_000);
         let tick = Duration::from_millis(lag / 2).clamp(PROPOSALS_EVERY, Duration::from_secs(15));
         tokio::spawn(async move {
-            let mut last_tick = tokio::time::Instant::now();
+            let (mut last_tick, mut last_gauges) = (Instant::now(), Instant::now());
             while changes.has_changed().is_ok() {
                 tokio::time::sleep(PROPOSALS_EVERY).await;
                 if last_tick.elapsed() >= tick {
-                    last_tick = tokio::time::Instant::now();
+                    last_tick = Instant::now();
                     broker.tick_leaders();
+                }
+                if last_gauges.elapsed() >= GAUGES_EVERY {
+                    last_gauges = Instant::now();
+                    broker.replication_gauges();
                 }
                 broker.send_isr_proposals().await;
             }
         })
+    }
+
+    /// Sets the under-replicated and under-min-ISR gauges from the partitions led here.
+    fn replication_gauges(&self) {
+        let (mut under_replicated, mut under_min_isr) = (0usize, 0usize);
+        for (_, open) in self.open_partitions_now() {
+            let _log = open.log.lock().unwrap_or_else(|e| e.into_inner());
+            if let Role::Leader(state) = &*open.role.lock().unwrap_or_else(|e| e.into_inner()) {
+                under_replicated += usize::from(state.isr().len() < state.replica_count());
+                under_min_isr += usize::from(state.check_acks_all().is_err());
+            }
+        }
+        metrics::gauge!(crate::metrics::UNDER_REPLICATED).set(under_replicated as f64);
+        metrics::gauge!(crate::metrics::UNDER_MIN_ISR).set(under_min_isr as f64);
     }
 
     /// Ticks the state of every partition led here.
@@ -227,7 +249,20 @@ impl Broker {
             let mut log = open.log.lock().unwrap_or_else(|e| e.into_inner());
             let end = log.log_end_offset();
             let effects = match &mut *open.role.lock().unwrap_or_else(|e| e.into_inner()) {
-                Role::Leader(state) => state.alter_answered(op, answer, end),
+                Role::Leader(state) => {
+                    let before = state.isr().len();
+                    let effects = state.alter_answered(op, answer, end);
+                    match state.isr().len().cmp(&before) {
+                        Ordering::Greater => {
+                            metrics::counter!(crate::metrics::ISR_EXPANDS).increment(1)
+                        }
+                        Ordering::Less => {
+                            metrics::counter!(crate::metrics::ISR_SHRINKS).increment(1)
+                        }
+                        Ordering::Equal => {}
+                    }
+                    effects
+                }
                 Role::Follower { .. } => continue,
             };
             self.carry_out(&name, index, &mut log, effects);

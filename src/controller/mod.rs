@@ -269,13 +269,20 @@ pub struct Controller {
     journal: journal::ChangeJournal,
 }
 
-/// Partition `i` of a [`MetadataRecord::Topic`] or [`MetadataRecord::PartitionCount`]: its
-/// replicas as recorded, or, in records written before replicas were placed, its leader alone.
-fn placed_partition(leaders: &[i32], replicas: &[Vec<i32>], i: usize) -> PartitionMeta {
-    match replicas.get(i).filter(|r| !r.is_empty()) {
+/// Partition `i` of topic `name` as a [`MetadataRecord::Topic`] or
+/// [`MetadataRecord::PartitionCount`] places it: its replicas as recorded, every one in sync,
+/// or, in records written before replicas were placed, its leader alone. A coordinator
+/// topic's ISR is its leader alone: its state lives in that broker's own record logs, not in
+/// replicas (docs/replication.md §7), so its leadership must not move to another.
+fn placed_partition(name: &str, leaders: &[i32], replicas: &[Vec<i32>], i: usize) -> PartitionMeta {
+    let mut placed = match replicas.get(i).filter(|r| !r.is_empty()) {
         Some(replicas) => PartitionMeta::placed(replicas.clone()),
         None => PartitionMeta::led_by(leaders.get(i).copied().unwrap_or(ANY_NODE)),
+    };
+    if !crate::broker::internal_topics::has_partition_logs(name) {
+        placed.isr = vec![placed.leader];
     }
+    placed
 }
 
 /// Whether broker `node_id` leads partition `p` with no other replica in sync (or it is the
@@ -393,7 +400,7 @@ impl Controller {
                     TopicMeta {
                         topic_id,
                         partitions: (0..*partitions as usize)
-                            .map(|i| placed_partition(leaders, replicas, i))
+                            .map(|i| placed_partition(name, leaders, replicas, i))
                             .collect(),
                         configs: configs.clone(),
                     },
@@ -462,7 +469,7 @@ impl Controller {
                     let before = t.partitions.len();
                     for i in before..count {
                         t.partitions
-                            .push(placed_partition(leaders, replicas, i - before));
+                            .push(placed_partition(topic, leaders, replicas, i - before));
                     }
                 }
             }
@@ -698,6 +705,15 @@ impl Controller {
             self.unfencing(node_id)
         };
         self.append_all(records)
+    }
+
+    /// How many partitions have no leader.
+    pub fn offline_partitions(&self) -> usize {
+        self.topics
+            .values()
+            .flat_map(|t| &t.partitions)
+            .filter(|p| !p.has_leader())
+            .count()
     }
 
     /// The broker epoch broker `node_id` registered with last.

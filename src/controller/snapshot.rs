@@ -6,7 +6,7 @@
 //! [`Controller::restore`] replaces an image with such records, and readers following the
 //! changes are told to look at everything.
 
-use super::{Controller, MetadataRecord, PartitionMeta};
+use super::{Controller, MetadataRecord};
 
 impl Controller {
     /// The records that rebuild this image from empty.
@@ -46,7 +46,13 @@ impl Controller {
                     .collect(),
             });
             for (index, partition) in topic.partitions.iter().enumerate() {
-                if *partition != PartitionMeta::placed(partition.replicas.clone()) {
+                let placed = super::placed_partition(
+                    name,
+                    &[],
+                    std::slice::from_ref(&partition.replicas),
+                    0,
+                );
+                if *partition != placed {
                     records.push(super::partition_change_record(name, index, partition));
                 }
             }

@@ -169,6 +169,11 @@ impl LeaderState {
         self.high_watermark
     }
 
+    /// How many replicas the partition has, the leader's included.
+    pub fn replica_count(&self) -> usize {
+        self.followers.len() + 1
+    }
+
     /// The committed ISR.
     pub fn isr(&self) -> &[i32] {
         &self.isr

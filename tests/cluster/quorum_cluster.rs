@@ -122,8 +122,7 @@ async fn three_processes_serve_kafka_clients_and_survive_their_active_controller
         .filter_map(|l| l.split("Leader: ").nth(1)?.split_whitespace().next())
         .collect();
     assert_eq!(leaders, BTreeSet::from(["1", "2", "3"]), "{described}");
-    // Replicas are placed and shown, three distinct brokers per partition; followers do not
-    // replicate yet (docs/replication.md), so the ISR is the leader alone.
+    // Replicas are placed and shown, three distinct brokers per partition, all in sync.
     kafka_tools::create_replicated_topic(&bootstrap, "replicated", 3, 3);
     let described = kafka_tool(
         "org.apache.kafka.tools.TopicCommand",
@@ -153,7 +152,8 @@ async fn three_processes_serve_kafka_clients_and_survive_their_active_controller
             .map(String::from)
             .collect();
         assert_eq!(replicas.len(), 3, "{line}");
-        assert_eq!(field(line, "Isr"), field(line, "Leader"), "{line}");
+        let isr: BTreeSet<String> = field(line, "Isr").split(',').map(String::from).collect();
+        assert_eq!(isr, replicas, "{line}");
         assert!(
             field(line, "Replicas").starts_with(&field(line, "Leader")),
             "{line}"

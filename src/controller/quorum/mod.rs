@@ -352,6 +352,7 @@ impl Quorum {
     async fn fence_silent_brokers(self: Arc<Self>, interval: Duration, timeout: Duration) {
         let mut tick = tokio::time::interval(interval / 2);
         metrics::gauge!(crate::metrics::FENCED_BROKERS).set(0.0);
+        metrics::gauge!(crate::metrics::OFFLINE_PARTITIONS).set(0.0);
         loop {
             tick.tick().await;
             let now = std::time::Instant::now();
@@ -361,12 +362,15 @@ impl Quorum {
                 if !active {
                     if live.take().is_some() {
                         metrics::gauge!(crate::metrics::FENCED_BROKERS).set(0.0);
+                        metrics::gauge!(crate::metrics::OFFLINE_PARTITIONS).set(0.0);
                     }
                     continue;
                 }
                 let sessions = live.get_or_insert_with(|| liveness::Sessions::new(now));
                 let image = self.image.lock().unwrap_or_else(|e| e.into_inner());
                 metrics::gauge!(crate::metrics::FENCED_BROKERS).set(image.fenced().len() as f64);
+                metrics::gauge!(crate::metrics::OFFLINE_PARTITIONS)
+                    .set(image.offline_partitions() as f64);
                 liveness::decide(
                     now,
                     sessions,
