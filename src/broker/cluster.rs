@@ -267,13 +267,7 @@ impl Broker {
 
     /// [`Broker::reconcile`] for one topic, `None` when the metadata no longer has it.
     fn reconcile_topic(&self, name: &str, topic: Option<&TopicMeta>) -> Result<(), StorageError> {
-        let open: Vec<(i32, Arc<Partition>)> = self
-            .partitions
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .map(|open| open.iter().map(|(i, p)| (*i, p.clone())).collect())
-            .unwrap_or_default();
+        let open = self.open_of(name);
         let mut removed = false;
         for (index, partition) in open {
             let current = topic.filter(|t| {
@@ -321,15 +315,19 @@ impl Broker {
         Ok(())
     }
 
-    /// Brings the roles of `topic`'s open partitions in line with their registrations.
-    fn apply_roles(&self, name: &str, topic: &TopicMeta) {
-        let open: Vec<(i32, Arc<Partition>)> = self
-            .partitions
+    /// The open partitions of topic `name`, by index (a copy: no lock held).
+    fn open_of(&self, name: &str) -> Vec<(i32, Arc<Partition>)> {
+        self.partitions
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .get(name)
             .map(|open| open.iter().map(|(i, p)| (*i, p.clone())).collect())
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// Brings the roles of `topic`'s open partitions in line with their registrations.
+    fn apply_roles(&self, name: &str, topic: &TopicMeta) {
+        let open = self.open_of(name);
         for (index, partition) in open {
             if partition.topic_id != topic.topic_id {
                 continue;

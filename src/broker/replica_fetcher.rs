@@ -230,38 +230,61 @@ impl Broker {
             }
             Action::Truncate { epoch, leader_end } => {
                 let cut = follower::truncation_offset(local, leader_end, log.end_offset_for(epoch));
-                tracing::info!(
-                    topic = f.topic,
-                    partition = f.partition,
+                cut_follower(
+                    &mut log,
+                    f,
                     leader,
-                    offset = cut,
-                    "truncating a follower to where it diverged from its leader"
-                );
-                log.truncate_to(cut).map_err(stored)
+                    cut,
+                    false,
+                    "it diverged from its leader",
+                )
             }
-            Action::TruncateTo(offset) => {
-                tracing::info!(
-                    topic = f.topic,
-                    partition = f.partition,
-                    leader,
-                    offset,
-                    "truncating a follower past its leader's log end"
-                );
-                log.truncate_to(offset).map_err(stored)
-            }
-            Action::StartAt(offset) => {
-                tracing::info!(
-                    topic = f.topic,
-                    partition = f.partition,
-                    leader,
-                    offset,
-                    "a follower starts over at its leader's log start"
-                );
-                log.truncate_fully_and_start_at(offset).map_err(stored)
-            }
+            Action::TruncateTo(offset) => cut_follower(
+                &mut log,
+                f,
+                leader,
+                offset,
+                false,
+                "it is past its leader's log end",
+            ),
+            Action::StartAt(offset) => cut_follower(
+                &mut log,
+                f,
+                leader,
+                offset,
+                true,
+                "its leader no longer has what follows its log end",
+            ),
             Action::BackOff(code) => Err(format!("the leader answered {code}")),
         }
     }
+}
+
+/// Cuts a follower's log at `offset` (`start_over`: empties it and starts it there), saying
+/// `why` in the broker's log.
+fn cut_follower(
+    log: &mut PartitionLog,
+    f: &Followed,
+    leader: i32,
+    offset: i64,
+    start_over: bool,
+    why: &str,
+) -> Result<(), String> {
+    tracing::info!(
+        topic = f.topic,
+        partition = f.partition,
+        leader,
+        offset,
+        start_over,
+        reason = why,
+        "cutting a follower's log"
+    );
+    let cut = if start_over {
+        log.truncate_fully_and_start_at(offset)
+    } else {
+        log.truncate_to(offset)
+    };
+    cut.map_err(|e| e.to_string())
 }
 
 /// A follower's high watermark: the leader's, capped at its own log end.

@@ -9,8 +9,8 @@
 //! [`Broker::run_isr_changes`] is the leader's clock and its line to the controller: every half
 //! `replica.lag.time.max.ms` it ticks each led partition (lagging followers proposed out), and
 //! it sends the queued ISR proposals as one AlterPartition, feeding each answer back by
-//! operation id (a refused or lost one drops the proposal; the next fetch or tick proposes
-//! again from the metadata then).
+//! operation id (the leader state decides what an error means: see
+//! [`crate::replication::leader::LeaderState::alter_answered`]).
 
 use super::{Broker, Partition, now_ms};
 use crate::controller::partition_change::IsrChange;
@@ -75,6 +75,7 @@ impl Broker {
         if leads && !role.leads(Some(meta.leader_epoch)) && !super::is_mirror_topic(configs) {
             log.assign_leader_epoch(meta.leader_epoch);
         }
+        let before = role.leads(Some(meta.leader_epoch));
         let effects = role.next(
             (name, index),
             self.config.node_id,
@@ -83,8 +84,37 @@ impl Broker {
             settings,
             now_ms(),
         );
+        let changed = role.leads(Some(meta.leader_epoch)) != before;
         drop(role);
         self.carry_out(name, index, &mut log, effects);
+        if changed {
+            // acks=all produces waiting on the old role answer now.
+            self.appended.notify_waiters();
+        }
+    }
+
+    /// The leader epoch to stamp on records this broker appends to `partition` as its leader:
+    /// the metadata's, read with its leader in one look, so a node never stamps an epoch
+    /// another node leads at (a follower holding records of its leader's epoch that its
+    /// leader lacks would never be told it diverged). `None` when this node does not lead it.
+    /// Called under the partition's log lock.
+    pub(crate) fn led_epoch(&self, partition: &Partition) -> Option<i32> {
+        let node = self.config.node_id;
+        let epoch = self.with_controller(|c| {
+            let p = c
+                .topics()
+                .get(&partition.topic)
+                .filter(|t| t.topic_id == partition.topic_id)?
+                .partitions
+                .get(partition.index as usize)?;
+            (p.leader == node || p.leader == ANY_NODE).then_some(p.leader_epoch)
+        })?;
+        let leads = partition
+            .role
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .leads(None);
+        leads.then_some(epoch)
     }
 
     /// After an append to a log this broker leads (`log` is `partition`'s, locked): the

@@ -133,13 +133,14 @@ impl Broker {
                 None => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
             };
         }
-        let (Some(partition), Some(epoch)) = (
-            self.partition(topic, index),
-            self.leader_epoch(topic, index),
-        ) else {
+        let Some(partition) = self.partition(topic, index) else {
             return self.missing_partition_error(topic, index);
         };
         let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+        // The epoch stamped is one this node leads at, read under the log's lock.
+        let Some(epoch) = self.led_epoch(&partition) else {
+            return ErrorCode::NOT_LEADER_OR_FOLLOWER.0;
+        };
         // Under the log's lock. A partition its mirror owns (mirrored or paused) holds the
         // source's batches, and a transaction of this cluster's producers only after a
         // failover's barrier, while a restart is about to cut it: its marker is written (a

@@ -64,6 +64,10 @@ pub enum MetadataRecord {
         leaders: Vec<i32>,
         #[serde(default)]
         replicas: Vec<Vec<i32>>,
+        /// Every replica starts in the ISR (false in records written before followers
+        /// replicated: their followers hold nothing, the ISR is the leader alone).
+        #[serde(default)]
+        all_in_sync: bool,
     },
     /// A partition's leader epoch was bumped (BumpLeaderEpochs): its leader and ISR stay,
     /// its partition epoch rises by one.
@@ -100,6 +104,9 @@ pub enum MetadataRecord {
         leaders: Vec<i32>,
         #[serde(default)]
         replicas: Vec<Vec<i32>>,
+        /// As in [`MetadataRecord::Topic`].
+        #[serde(default)]
+        all_in_sync: bool,
     },
     /// A topic was deleted.
     TopicDeleted { name: String },
@@ -274,12 +281,16 @@ pub struct Controller {
 /// or, in records written before replicas were placed, its leader alone. A coordinator
 /// topic's ISR is its leader alone: its state lives in that broker's own record logs, not in
 /// replicas (docs/replication.md §7), so its leadership must not move to another.
-fn placed_partition(name: &str, leaders: &[i32], replicas: &[Vec<i32>], i: usize) -> PartitionMeta {
+fn placed_partition(
+    name: &str,
+    (leaders, replicas, all_in_sync): (&[i32], &[Vec<i32>], bool),
+    i: usize,
+) -> PartitionMeta {
     let mut placed = match replicas.get(i).filter(|r| !r.is_empty()) {
         Some(replicas) => PartitionMeta::placed(replicas.clone()),
         None => PartitionMeta::led_by(leaders.get(i).copied().unwrap_or(ANY_NODE)),
     };
-    if !crate::broker::internal_topics::has_partition_logs(name) {
+    if !all_in_sync || !crate::broker::internal_topics::has_partition_logs(name) {
         placed.isr = vec![placed.leader];
     }
     placed
@@ -392,6 +403,7 @@ impl Controller {
                 configs,
                 leaders,
                 replicas,
+                all_in_sync,
             } => {
                 let topic_id =
                     kmirror_protocol::topic_id::from_kafka_string(topic_id).unwrap_or_default();
@@ -400,7 +412,7 @@ impl Controller {
                     TopicMeta {
                         topic_id,
                         partitions: (0..*partitions as usize)
-                            .map(|i| placed_partition(name, leaders, replicas, i))
+                            .map(|i| placed_partition(name, (leaders, replicas, *all_in_sync), i))
                             .collect(),
                         configs: configs.clone(),
                     },
@@ -463,13 +475,17 @@ impl Controller {
                 count,
                 leaders,
                 replicas,
+                all_in_sync,
             } => {
                 if let Some(t) = self.topics.get_mut(topic) {
                     let count = usize::try_from(*count).unwrap_or(0);
                     let before = t.partitions.len();
                     for i in before..count {
-                        t.partitions
-                            .push(placed_partition(topic, leaders, replicas, i - before));
+                        t.partitions.push(placed_partition(
+                            topic,
+                            (leaders, replicas, *all_in_sync),
+                            i - before,
+                        ));
                     }
                 }
             }
@@ -952,6 +968,7 @@ impl Controller {
             configs,
             leaders: replicas.iter().map(|r| r[0]).collect(),
             replicas,
+            all_in_sync: true,
         })?;
         Ok(self.topics[name].clone())
     }
@@ -991,6 +1008,7 @@ impl Controller {
             count,
             leaders: replicas.iter().map(|r| r[0]).collect(),
             replicas,
+            all_in_sync: true,
         })?;
         Ok(self.topics[name].clone())
     }

@@ -44,14 +44,11 @@ impl Controller {
                     .iter()
                     .map(|p| p.replicas.clone())
                     .collect(),
+                all_in_sync: true,
             });
             for (index, partition) in topic.partitions.iter().enumerate() {
-                let placed = super::placed_partition(
-                    name,
-                    &[],
-                    std::slice::from_ref(&partition.replicas),
-                    0,
-                );
+                let replicas = std::slice::from_ref(&partition.replicas);
+                let placed = super::placed_partition(name, (&[], replicas, true), 0);
                 if *partition != placed {
                     records.push(super::partition_change_record(name, index, partition));
                 }

@@ -12,8 +12,8 @@
 //! Invariants:
 //! - the HW never falls (except with the log: [`LeaderState::truncated`]), never passes the leader's log end, and rises only to an offset every
 //!   member of the maximal ISR (the committed ISR plus a pending expansion) has, and only while
-//!   that ISR has at least `min.insync.replicas` members or every replica (Kafka's strict
-//!   minimum ISR), so each record below it is on that many replicas;
+//!   the committed ISR has at least `min.insync.replicas` members or every replica (Kafka's
+//!   strict minimum ISR), so each record below it is on that many replicas;
 //! - at most one ISR proposal is in flight; its answer carries its operation id, and an answer
 //!   to an older proposal changes nothing;
 //! - an expansion counts for the HW as soon as it is proposed, a shrink only once committed.
@@ -42,8 +42,12 @@ struct Follower {
 enum Isr {
     /// As the controller recorded it.
     Committed,
-    /// A proposal in flight, `proposed` being the ISR asked for.
-    Pending { op: u64, proposed: Vec<i32> },
+    /// A proposal in flight, `change` asking for the ISR `proposed`.
+    Pending {
+        op: u64,
+        proposed: Vec<i32>,
+        change: IsrChange,
+    },
 }
 
 /// A partition's log position, as a new leader starts from it.
@@ -115,7 +119,8 @@ impl LeaderState {
         let followers = meta
             .replicas
             .iter()
-            .filter(|&&r| r != node_id)
+            // A partition placed before brokers were (ANY_NODE) is this node's alone.
+            .filter(|&&r| r != node_id && r >= 0)
             .map(|&r| {
                 let in_sync = meta.isr.contains(&r);
                 let follower = Follower {
@@ -140,7 +145,8 @@ impl LeaderState {
             followers,
             high_watermark: high_watermark.min(log_end),
             epoch_start_offset: log_end,
-            next_op: 1,
+            // Operation ids of different leader epochs never meet.
+            next_op: (meta.leader_epoch.max(0) as u64) << 32,
             settings,
         }
     }
@@ -191,6 +197,12 @@ impl LeaderState {
         }
     }
 
+    /// `min.insync.replicas`, at most the replicas there are (Kafka's effective minimum), so a
+    /// topic asking more than it has still takes writes.
+    fn min_insync_replicas(&self) -> usize {
+        self.settings.min_insync_replicas.min(self.replica_count())
+    }
+
     /// The size of the ISR that decides acks=all: the maximal ISR (a pending shrink does not
     /// count until committed).
     fn acks_isr_len(&self) -> usize {
@@ -200,7 +212,7 @@ impl LeaderState {
     /// Whether an acks=all produce may append now: refused NOT_ENOUGH_REPLICAS while the ISR
     /// is below `min.insync.replicas`.
     pub fn check_acks_all(&self) -> Result<(), ErrorCode> {
-        if self.acks_isr_len() < self.settings.min_insync_replicas {
+        if self.acks_isr_len() < self.min_insync_replicas() {
             return Err(ErrorCode::NOT_ENOUGH_REPLICAS);
         }
         Ok(())
@@ -213,7 +225,7 @@ impl LeaderState {
         if self.high_watermark < required_offset {
             return None;
         }
-        Some(if self.acks_isr_len() < self.settings.min_insync_replicas {
+        Some(if self.acks_isr_len() < self.min_insync_replicas() {
             ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND
         } else {
             ErrorCode::NONE
@@ -274,9 +286,17 @@ impl LeaderState {
 
     /// Periodic check (every half `replica.lag.time.max.ms`): ISR members not caught up for
     /// longer than it are proposed out.
+    /// A proposal still in flight is sent again (its answer may have been lost); an unclean
+    /// leader that has not yet reported its recovery reports it again.
     pub fn tick(&mut self, now_ms: i64, leader_end: i64) -> Vec<Effect> {
-        if self.pending != Isr::Committed {
-            return Vec::new();
+        if let Isr::Pending { op, change, .. } = &self.pending {
+            return vec![Effect::ProposeIsr {
+                op: *op,
+                change: change.clone(),
+            }];
+        }
+        if self.recovering {
+            return self.propose(vec![self.node_id], true);
         }
         let lag = self.settings.replica_lag_time_max_ms;
         let out_of_sync = |r: &i32| {
@@ -311,8 +331,12 @@ impl LeaderState {
     }
 
     /// The controller answered proposal `op`: the partition's state afterwards, or an error
-    /// code. An answer to an older proposal changes nothing; a refusal drops the proposal, so
-    /// a later fetch or tick proposes again from the metadata then.
+    /// code. An answer to an older proposal changes nothing. A refusal that says the change
+    /// was not applied (INELIGIBLE_REPLICA, INVALID_REQUEST, STALE_BROKER_EPOCH, an unknown
+    /// partition) drops the proposal, so a later fetch or tick proposes again; any other error
+    /// (a timeout, a controller behind or moved, another change first) may hide an applied
+    /// change, so the proposal stays pending, its maximal ISR counted, until the metadata's
+    /// registration settles it or a tick sends it again.
     pub fn alter_answered(
         &mut self,
         op: u64,
@@ -320,6 +344,17 @@ impl LeaderState {
         leader_end: i64,
     ) -> Vec<Effect> {
         if !matches!(&self.pending, Isr::Pending { op: pending, .. } if *pending == op) {
+            return Vec::new();
+        }
+        let not_applied = [
+            ErrorCode::INELIGIBLE_REPLICA,
+            ErrorCode::INVALID_REQUEST,
+            ErrorCode::STALE_BROKER_EPOCH,
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+        ];
+        if let Err(code) = answer
+            && !not_applied.contains(&ErrorCode(code))
+        {
             return Vec::new();
         }
         self.pending = Isr::Committed;
@@ -359,32 +394,31 @@ impl LeaderState {
                 (r, epoch)
             })
             .collect();
+        let change = IsrChange {
+            topic: self.topic.clone(),
+            partition: self.partition,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            new_isr,
+            recovered,
+        };
         self.pending = Isr::Pending {
             op,
-            proposed: proposed.clone(),
+            proposed,
+            change: change.clone(),
         };
-        vec![Effect::ProposeIsr {
-            op,
-            change: IsrChange {
-                topic: self.topic.clone(),
-                partition: self.partition,
-                leader_epoch: self.leader_epoch,
-                partition_epoch: self.partition_epoch,
-                new_isr,
-                recovered,
-            },
-        }]
+        vec![Effect::ProposeIsr { op, change }]
     }
 
     /// Raises the HW to the smallest log end of the maximal ISR, if it rose.
     fn advance(&mut self, leader_end: i64) -> Vec<Effect> {
-        let isr = self.maximal_isr();
-        // Strict minimum ISR, capped at the replicas there are: a topic asking more than it
-        // has would otherwise never show a record.
-        let replicas = self.followers.len() + 1;
-        if isr.len() < self.settings.min_insync_replicas.min(replicas) {
+        // Strict minimum ISR, on the committed ISR (a pending expansion is not yet on record),
+        // capped at the replicas there are: a topic asking more than it has would otherwise
+        // never show a record.
+        if self.isr.len() < self.min_insync_replicas() {
             return Vec::new();
         }
+        let isr = self.maximal_isr();
         let lowest = isr
             .iter()
             .filter(|&&r| r != self.node_id)

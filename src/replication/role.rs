@@ -13,7 +13,7 @@ use crate::controller::{ANY_NODE, PartitionMeta};
 #[derive(Debug, Clone)]
 pub enum Role {
     /// It leads, at the state's leader epoch.
-    Leader(LeaderState),
+    Leader(Box<LeaderState>),
     /// It follows `leader` (`NO_LEADER`: none now) at `leader_epoch`.
     Follower { leader: i32, leader_epoch: i32 },
 }
@@ -54,7 +54,7 @@ impl Role {
                     LeaderState::new(topic, partition, node_id, meta, position, settings, now_ms);
                 let mut effects = state.start();
                 effects.extend(state.appended(position.log_end));
-                *self = Role::Leader(state);
+                *self = Role::Leader(Box::new(state));
                 effects
             }
             _ => {

@@ -90,7 +90,15 @@ fn read_once(
                 continue;
             }
             let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((replica, broker_epoch)) = follower {
+            // A follower's position counts only once its history is known to be ours and its
+            // offset in the log, as Kafka's leader skips it with a divergence or out of range:
+            // else a returning replica with records this leader lacks would join the ISR
+            // before it is told to truncate them.
+            let in_log = (log.log_start_offset()..=log.log_end_offset()).contains(&p.fetch_offset);
+            if let Some((replica, broker_epoch)) = follower
+                && in_log
+                && diverging(&log, p, version, true).is_none()
+            {
                 let name = name.as_deref().unwrap_or_default();
                 let code = broker.follower_fetched(
                     name,
@@ -107,23 +115,10 @@ fn read_once(
             out.high_watermark = log.high_watermark();
             out.last_stable_offset = log.last_stable_offset();
             out.log_start_offset = log.log_start_offset();
-            if version >= 12 && p.last_fetched_epoch >= 0 {
-                let (mut epoch, mut end) = log.end_offset_for(p.last_fetched_epoch);
-                // A follower ahead of this leader in epochs (a mirror partition's source went
-                // back by an unclean election while leadership moved) is cut at this log's
-                // latest epoch and end, where Kafka's lookup has no answer (docs/replication.md
-                // §6).
-                if let Some(latest) = log.latest_epoch()
-                    && follower.is_some()
-                    && p.last_fetched_epoch > latest
-                {
-                    (epoch, end) = (latest, log.log_end_offset());
-                }
-                if epoch < 0 || end < p.fetch_offset || epoch < p.last_fetched_epoch {
-                    out.diverging_epoch = Some((epoch, end));
-                    partitions.push(out);
-                    continue;
-                }
+            if let Some(divergence) = diverging(&log, p, version, follower.is_some()) {
+                out.diverging_epoch = Some(divergence);
+                partitions.push(out);
+                continue;
             }
             let upper = if follower.is_some() {
                 log.log_end_offset()
@@ -170,6 +165,30 @@ fn read_once(
         },
         total,
     )
+}
+
+/// Where a fetcher's history leaves this log, if it does: the fetcher's last epoch ends
+/// before its fetch offset here (or is unknown, or older). A follower ahead of this leader in
+/// epochs (a mirror partition's source went back by an unclean election while leadership
+/// moved) is cut at this log's latest epoch and end, where Kafka's lookup has no answer
+/// (docs/replication.md §6).
+fn diverging(
+    log: &crate::storage::PartitionLog,
+    p: &kafka_protocol::messages::fetch_request::FetchPartition,
+    version: i16,
+    follower: bool,
+) -> Option<(i32, i64)> {
+    if version < 12 || p.last_fetched_epoch < 0 {
+        return None;
+    }
+    let (mut epoch, mut end) = log.end_offset_for(p.last_fetched_epoch);
+    if let Some(latest) = log.latest_epoch()
+        && p.last_fetched_epoch > latest
+        && follower
+    {
+        (epoch, end) = (latest, log.log_end_offset());
+    }
+    (epoch < 0 || end < p.fetch_offset || epoch < p.last_fetched_epoch).then_some((epoch, end))
 }
 
 /// The follower a Fetch comes from, with its broker epoch (-1 before v15), or `None` for a

@@ -61,7 +61,7 @@ pub(super) async fn handle(
         .is_none_or(|id| access.transactional_id(Operation::Write, id));
     let mut responses = Vec::new();
     // acks=all appends waiting for the high watermark: (topic, partition) answer positions.
-    let mut waiting: Vec<(usize, usize, Arc<Partition>, i64)> = Vec::new();
+    let mut waiting: Vec<Waiting> = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
         let denied = if name == MIRROR_STATE_TOPIC {
@@ -129,7 +129,7 @@ pub(super) async fn handle(
                             "the partition's in-sync replicas are fewer than min.insync.replicas",
                         )));
                 }
-                (Some(partition), Some(epoch)) => {
+                (Some(partition), Some(_)) => {
                     let records = data.records.unwrap_or_default();
                     let (before_max_ms, after_max_ms) = broker.config().message_timestamp_max_ms;
                     let limits = TimestampLimits {
@@ -142,9 +142,14 @@ pub(super) async fn handle(
                             .with_error_code(invalid.error_code().0)
                             .with_error_message(Some(StrBytes::from_string(invalid.to_string()))),
                         Ok(()) => {
-                            let (answer, end) = append(broker, &partition, records, epoch, out);
+                            let (answer, end) = append(broker, &partition, records, out);
                             if let Some(end) = end.filter(|_| request.acks == -1) {
-                                waiting.push((responses.len(), partitions.len(), partition, end));
+                                waiting.push(Waiting {
+                                    topic: responses.len(),
+                                    index: partitions.len(),
+                                    partition,
+                                    end,
+                                });
                             }
                             answer
                         }
@@ -190,11 +195,23 @@ fn enough_replicas(partition: &Partition) -> bool {
     }
 }
 
-/// Waits until each acks=all append's records, ending at its offset, are below the high
-/// watermark, at most `timeout`: each one's outcome, by answer position.
+/// An acks=all append waiting for the high watermark.
+struct Waiting {
+    /// Its answer's position: topic, then partition.
+    topic: usize,
+    index: usize,
+    partition: Arc<Partition>,
+    /// The leader epoch it was appended at, and the offset after its records.
+    end: (i32, i64),
+}
+
+/// Waits until each acks=all append's records are below the high watermark of the leader
+/// epoch they were appended at, at most `timeout`: each one's outcome, by answer position.
+/// Leadership lost or moved to another epoch meanwhile answers NOT_LEADER_OR_FOLLOWER: the
+/// records may have been truncated.
 async fn replicated(
     broker: &Broker,
-    mut waiting: Vec<(usize, usize, Arc<Partition>, i64)>,
+    mut waiting: Vec<Waiting>,
     timeout: std::time::Duration,
 ) -> Vec<(usize, usize, ErrorCode)> {
     let deadline = tokio::time::Instant::now() + timeout;
@@ -204,15 +221,18 @@ async fn replicated(
         let notified = broker.appended().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        waiting.retain(|(topic, index, partition, end)| {
-            let _log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
-            let outcome = match &*partition.role.lock().unwrap_or_else(|e| e.into_inner()) {
-                Role::Leader(state) => state.acks_all_done(*end),
-                Role::Follower { .. } => Some(ErrorCode::NOT_LEADER_OR_FOLLOWER),
+        waiting.retain(|w| {
+            let _log = w.partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            let (epoch, end) = w.end;
+            let outcome = match &*w.partition.role.lock().unwrap_or_else(|e| e.into_inner()) {
+                // A state older than the epoch stamped is the same leadership, its role not
+                // yet refreshed after an epoch bump: nothing was truncated since.
+                Role::Leader(state) if state.leader_epoch() <= epoch => state.acks_all_done(end),
+                Role::Leader(_) | Role::Follower { .. } => Some(ErrorCode::NOT_LEADER_OR_FOLLOWER),
             };
             match outcome {
                 Some(code) => {
-                    done.push((*topic, *index, code));
+                    done.push((w.topic, w.index, code));
                     false
                 }
                 None => true,
@@ -227,7 +247,7 @@ async fn replicated(
                 done.extend(
                     waiting
                         .into_iter()
-                        .map(|(topic, index, _, _)| (topic, index, ErrorCode::REQUEST_TIMED_OUT)),
+                        .map(|w| (w.topic, w.index, ErrorCode::REQUEST_TIMED_OUT)),
                 );
                 return done;
             }
@@ -261,16 +281,16 @@ fn read_only(partition: &Partition, out: PartitionProduceResponse) -> PartitionP
         .with_error_message(Some(StrBytes::from_static_str(message)))
 }
 
-/// Appends validated records as the leader and fills in the answer; with the offset after
-/// the records when they are in the log (appended now, or a duplicate of a batch appended
+/// Appends validated records as the leader, at the leader epoch this node leads at, and
+/// fills in the answer; with that epoch and the offset after the records when they are in
+/// the log (appended now, or a duplicate of a batch appended
 /// before, which an acks=all retry must see replicated too).
 fn append(
     broker: &Broker,
     partition: &Partition,
     records: Bytes,
-    epoch: i32,
     out: PartitionProduceResponse,
-) -> (PartitionProduceResponse, Option<i64>) {
+) -> (PartitionProduceResponse, Option<(i32, i64)>) {
     let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
     // Again under the log's lock, where the flag is set before the log is cut or counted: a
     // produce that passed the first check while a restart's `mirror.name` was being applied
@@ -278,13 +298,19 @@ fn append(
     if partition.read_only.load(Ordering::SeqCst) {
         return (read_only(partition, out), None);
     }
+    let Some(epoch) = broker.led_epoch(partition) else {
+        return (
+            out.with_error_code(ErrorCode::NOT_LEADER_OR_FOLLOWER.0),
+            None,
+        );
+    };
     match log.append_as_leader(records, epoch, now_ms()) {
         Ok(info) => {
             broker.committed_append(partition, &mut log);
             let answer = out
                 .with_base_offset(info.first_offset)
                 .with_log_start_offset(log.log_start_offset());
-            (answer, Some(info.last_offset + 1))
+            (answer, Some((epoch, info.last_offset + 1)))
         }
         Err(e) => (
             out.with_error_code(error_code(&e))

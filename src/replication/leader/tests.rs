@@ -251,3 +251,49 @@ fn a_newer_registration_replaces_the_isr_and_drops_the_proposal() {
         other => panic!("{other:?}"),
     }
 }
+
+/// An answer that may hide an applied change (a timeout) keeps the proposal pending, its
+/// maximal ISR counted, and a tick sends it again under the same operation id; a refusal that
+/// says it was not applied drops it.
+#[test]
+fn an_uncertain_answer_keeps_the_proposal_and_a_refusal_drops_it() {
+    let mut l = leader(&[1, 2], 100, 100, 1);
+    l.fetched(2, 7, 100, 0, 100, true);
+    let (op, _) = proposal(&l.fetched(3, 8, 100, 0, 100, true)).expect("proposed");
+    assert_eq!(
+        l.alter_answered(op, Err(ErrorCode::REQUEST_TIMED_OUT.0), 100),
+        vec![]
+    );
+    assert_eq!(l.maximal_isr(), vec![1, 2, 3], "still counted");
+    let (again, isr) = proposal(&l.tick(1, 100)).expect("sent again");
+    assert_eq!((again, isr), (op, vec![1, 2, 3]));
+    l.alter_answered(op, Err(ErrorCode::INELIGIBLE_REPLICA.0), 100);
+    assert_eq!(l.maximal_isr(), vec![1, 2], "not applied: dropped");
+}
+
+/// Operation ids of a later leader epoch never match an earlier one's, so a late answer to
+/// the old leadership cannot settle the new one's proposal.
+#[test]
+fn operation_ids_differ_across_leader_epochs() {
+    let mut old = leader(&[1, 2], 100, 100, 1);
+    old.fetched(2, 7, 100, 0, 100, true);
+    let (old_op, _) = proposal(&old.fetched(3, 8, 100, 0, 100, true)).expect("proposed");
+    let newer = PartitionMeta {
+        leader_epoch: 6,
+        ..meta(&[1, 2])
+    };
+    let position = LogPosition {
+        log_end: 100,
+        high_watermark: 100,
+    };
+    let mut l = LeaderState::new("t", 0, 1, &newer, position, settings(1), 0);
+    l.fetched(2, 7, 100, 0, 100, true);
+    let (op, _) = proposal(&l.fetched(3, 8, 100, 0, 100, true)).expect("proposed");
+    assert_ne!(op, old_op);
+    l.alter_answered(old_op, Err(ErrorCode::INELIGIBLE_REPLICA.0), 100);
+    assert_eq!(
+        l.maximal_isr(),
+        vec![1, 2, 3],
+        "the old answer settled nothing"
+    );
+}
