@@ -4,7 +4,7 @@
 //! librdkafka transactions, the active controller killed, and Apache Kafka mirrored into them;
 //! `quorum_coordinators` the group and transaction coordinators spread over them;
 //! `quorum_elections` the quorum's pre-vote; `quorum_replication` replicated partitions and a
-//! killed leader's in-sync follower taking over; `quorum_wiped` a node whose data directory was
+//! frozen leader's in-sync follower taking over; `quorum_wiped` a node whose data directory was
 //! wiped; `quorum_roles` a cluster of mixed `process.roles`. Those that need Apache Kafka, a
 //! Python client or four processes are ignored unless scripts/test.sh runs them; the others need
 //! only the `kmirror` binary.

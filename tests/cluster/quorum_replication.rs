@@ -1,7 +1,9 @@
 //! Replicated partitions across three processes (docs/replication.md): followers copy their
-//! leader's log byte for byte and join the ISR; the leader's SIGKILL elects an in-sync
-//! follower, which holds every acknowledged record; the killed broker returns as a follower,
-//! truncates what it had that the new leader does not, and matches it again.
+//! leader's log byte for byte and join the ISR; the leader frozen (SIGSTOP) past its session
+//! is fenced and an in-sync follower is elected, holding every acknowledged record; the frozen
+//! broker resumes as a follower, truncates what it had that the new leader does not, and
+//! matches it again. (Frozen, not killed: a killed node restarts on its fixed ports, which
+//! other tests' clusters may have taken meanwhile when the tests run together.)
 
 use kafka_protocol::records::Compression;
 use kmirror_testkit::client::{self, Outcome, Producer};
@@ -61,7 +63,7 @@ async fn produce(
 }
 
 #[tokio::test]
-async fn followers_replicate_and_a_killed_leaders_in_sync_follower_takes_over() {
+async fn followers_replicate_and_a_frozen_leaders_in_sync_follower_takes_over() {
     let cluster = LocalCluster::start(3, "replica.lag.time.max.ms=4000\nmin.insync.replicas=2");
     let code = client::create_replicated_topic(&cluster.clients[0], TOPIC, 1, 3)
         .await
@@ -94,9 +96,9 @@ async fn followers_replicate_and_a_killed_leaders_in_sync_follower_takes_over() 
         .await;
     }
 
-    // The leader dies: an in-sync follower leads at a higher epoch and holds every
+    // The leader stops answering: an in-sync follower leads at a higher epoch and holds every
     // acknowledged record.
-    cluster.kill(first.leader as usize);
+    cluster.signal(first.leader as usize, "STOP");
     let survivor = (1..=3)
         .find(|&n| n != first.leader as usize)
         .expect("a survivor");
@@ -125,8 +127,8 @@ async fn followers_replicate_and_a_killed_leaders_in_sync_follower_takes_over() 
     assert_eq!(differs, None, "every acknowledged record, once, in order");
     assert_eq!(read.len(), acked.len(), "nothing else");
 
-    // The old leader returns as a follower and matches the new leader again.
-    cluster.restart(first.leader as usize);
+    // The old leader resumes as a follower and matches the new leader again.
+    cluster.signal(first.leader as usize, "CONT");
     eventually(
         "the old leader rejoins the ISR",
         || view(&cluster, second.leader as usize),
