@@ -195,13 +195,14 @@ pub enum ControllerError {
     /// (INVALID_CLUSTER_MIRROR_STATES, which clients retry).
     #[error("the configs of mirror {0} changed meanwhile; nothing was changed, try again")]
     MirrorConfigsChanged(String),
-    /// A broker registered with a log directory other than the one holding the partitions it
-    /// leads or is in sync for: its data was lost or the directory replaced (Kafka: a replica whose directory is
-    /// unknown is offline). It is not admitted.
+    /// A broker registered with a log directory other than the one holding partitions it is
+    /// the last in-sync replica of: their data was lost or the directory replaced (Kafka: a
+    /// replica whose directory is unknown is offline). It is not admitted.
     #[error(
         "node {node_id} leads partitions kept in log directory {registered}, but its log \
-         directory is now another one ({now}): its data was lost or the directory replaced. \
-         Restore that directory, or start the node under a new node.id"
+         directory is now another one ({now}): its data was lost or the directory replaced, and \
+         no other in-sync replica holds them. Restore that directory, or start the node under a \
+         new node.id"
     )]
     DirectoryReplaced {
         node_id: i32,
@@ -573,8 +574,11 @@ impl Controller {
         &self.brokers
     }
 
-    /// Refuses broker `node_id` when it leads partitions or is in their ISR (a fenced leader
-    /// is still their last in-sync replica) and registers with another log directory than the one it registered with before ([`ControllerError::DirectoryReplaced`]).
+    /// Refuses broker `node_id` when it registers with another log directory than the one it
+    /// registered with before while it is the last in-sync replica of a partition (a fenced
+    /// leader still is): that partition's data was on the lost directory
+    /// ([`ControllerError::DirectoryReplaced`]). Elsewhere the new directory is accepted and the
+    /// broker leaves the ISRs ([`Controller::register_broker`]).
     pub fn check_directory(
         &self,
         node_id: i32,
@@ -613,6 +617,7 @@ impl Controller {
             .get(&node_id)
             .and_then(|b| b.directory_id.clone());
         let epoch = self.brokers.values().map(|b| b.epoch).max().unwrap_or(0) + 1;
+        let replaced = matches!((&registered, directory_id), (Some(was), Some(now)) if was != now);
         let mut records = vec![MetadataRecord::BrokerRegistered {
             node_id,
             host: host.to_string(),
@@ -620,6 +625,11 @@ impl Controller {
             directory_id: directory_id.map(str::to_string).or(registered),
             epoch,
         }];
+        // A new directory holds none of the broker's replicas: it leaves every ISR (never the
+        // last member: `check_directory` refused that) and fetches them again as a follower.
+        if replaced {
+            records.extend(self.leaving_isrs(node_id));
+        }
         // A broker that registers is alive.
         if self.fenced.contains(&node_id) {
             records.extend(self.unfencing(node_id));
@@ -627,13 +637,13 @@ impl Controller {
         self.append_all(records)
     }
 
-    /// Whether broker `node_id` leads a partition or is in its ISR: a replica an election
-    /// may pick, whose data the partition needs.
+    /// Whether broker `node_id` is the last in-sync replica of a partition: the one replica an
+    /// election may pick, whose data the partition needs.
     fn holds_needed_replicas(&self, node_id: i32) -> bool {
-        self.topics
-            .values()
-            .flat_map(|t| &t.partitions)
-            .any(|p| p.leader == node_id || p.isr.contains(&node_id))
+        self.topics.values().flat_map(|t| &t.partitions).any(|p| {
+            (p.leader == node_id || p.isr.contains(&node_id))
+                && partition_change::without(&p.isr, node_id).is_empty()
+        })
     }
 
     /// Whether broker `node_id` is registered and not fenced.
@@ -673,7 +683,14 @@ impl Controller {
             node_id,
             fenced: true,
         }];
-        records.extend(self.partition_changes(|topic, p| {
+        records.extend(self.leaving_isrs(node_id));
+        records
+    }
+
+    /// Broker `node_id` leaves every ISR (the last member stays) and the partitions it led
+    /// elect new leaders among the other live replicas.
+    fn leaving_isrs(&self, node_id: i32) -> Vec<MetadataRecord> {
+        self.partition_changes(|topic, p| {
             if !p.isr.contains(&node_id) && p.leader != node_id {
                 return None;
             }
@@ -684,8 +701,7 @@ impl Controller {
                 Controller::election(topic),
                 false,
             )
-        }));
-        records
+        })
     }
 
     /// Broker `node_id` unfenced: partitions without a leader elect one.
@@ -1294,6 +1310,49 @@ mod tests {
                 .iter()
                 .all(|p| p.leader == 1)
         );
+    }
+
+    /// docs/replication.md §3: a broker whose directory was wiped comes back with a new one.
+    /// Where other in-sync replicas hold its partitions it is accepted, leaves every ISR and
+    /// loses leadership to an in-sync replica, so an empty log never leads or counts for acks.
+    #[test]
+    fn a_wiped_broker_rejoins_outside_the_isrs_where_others_hold_the_data() {
+        let mut c = Controller::replica();
+        let register = |id: i32, dir: &str| MetadataCommand::RegisterBroker {
+            node_id: id,
+            host: "h".into(),
+            port: 9092,
+            directory_id: Some(dir.into()),
+        };
+        for id in 1..=3 {
+            c.execute(&register(id, "first")).expect("registers");
+        }
+        c.create_topic("orders", 3, 3, BTreeMap::new(), None)
+            .expect("creates");
+        let before = c.topics()["orders"].partitions.clone();
+        let led: Vec<usize> = (0..3).filter(|&i| before[i].leader == 1).collect();
+        assert!(!led.is_empty(), "broker 1 leads a partition: {before:?}");
+        c.execute(&register(1, "wiped"))
+            .expect("others hold every partition");
+        for (i, p) in c.topics()["orders"].partitions.iter().enumerate() {
+            assert!(!p.isr.contains(&1), "partition {i}: {p:?}");
+            assert_eq!(p.replicas, before[i].replicas, "still a replica");
+            assert!(
+                p.leader != 1 && p.isr.contains(&p.leader),
+                "partition {i}: {p:?}"
+            );
+            if led.contains(&i) {
+                assert_eq!(p.leader_epoch, before[i].leader_epoch + 1);
+            }
+        }
+        assert_eq!(c.brokers()[&1].directory_id.as_deref(), Some("wiped"));
+        // Broker 2 is now the last in-sync replica of a partition once 3 is fenced: its
+        // directory cannot be replaced.
+        c.fence_broker(3, true).expect("fences");
+        assert!(matches!(
+            c.execute(&register(2, "wiped")),
+            Err(ControllerError::DirectoryReplaced { node_id: 2, .. })
+        ));
     }
 
     #[test]

@@ -227,26 +227,11 @@ impl Producer {
     async fn session(&mut self) -> Result<&(Connection, i64, i16), String> {
         if self.session.is_none() {
             let connection = connect(&self.address).await?;
-            let request = InitProducerIdRequest::default()
-                .with_transactional_id(
-                    self.transactional_id
-                        .as_deref()
-                        .map(|t| TransactionalId(name(t))),
-                )
-                .with_transaction_timeout_ms(60_000)
-                .with_producer_id(ProducerId(-1))
-                .with_producer_epoch(-1);
-            let (_, init) = within(
-                "InitProducerId",
-                connection.send("InitProducerId", &request, 4),
-            )
-            .await?;
-            if init.error_code != 0 {
-                return Err(format!("InitProducerId: error {}", init.error_code));
-            }
+            let (pid, epoch) =
+                init_producer_id(&connection, self.transactional_id.as_deref()).await?;
             self.sequences.clear();
             self.in_txn.clear();
-            self.session = Some((connection, init.producer_id.0, init.producer_epoch));
+            self.session = Some((connection, pid, epoch));
         }
         Ok(self.session.as_ref().expect("just set"))
     }
@@ -362,42 +347,7 @@ impl Producer {
         };
         let key = (topic.to_string(), partition);
         let sequence = *self.sequences.get(&key).unwrap_or(&0);
-        // Now, not a fixed instant: a broker's time retention (7 days by default) deletes the
-        // segments of older records, and a long-lived Kafka source did so in the middle of a
-        // run.
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
-        let records: Vec<Record> = values
-            .iter()
-            .enumerate()
-            .map(|(i, v)| Record {
-                transactional,
-                control: false,
-                partition_leader_epoch: -1,
-                producer_id: pid,
-                producer_epoch: epoch,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: sequence + i as i32,
-                timestamp: now + i as i64,
-                key: Some(Bytes::from(format!("k{i}"))),
-                value: Some(Bytes::from(v.clone())),
-                headers: Default::default(),
-                delete_horizon: false,
-            })
-            .collect();
-        let mut batch = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut batch,
-            &records,
-            &RecordEncodeOptions {
-                version: 2,
-                compression,
-            },
-        )
-        .expect("kafka-protocol encodes a well-formed record list");
-        let batch = batch.freeze();
+        let batch = encode_batch((pid, epoch, sequence), transactional, values, compression);
         let request = produce_request(
             topic,
             partition,
@@ -440,6 +390,119 @@ impl Producer {
                 self.reset();
                 Outcome::Unknown(e)
             }
+        }
+    }
+}
+
+/// InitProducerId over `connection`: a producer id and epoch (for `transactional_id`, fencing
+/// the previous producer of that id).
+async fn init_producer_id(
+    connection: &Connection,
+    transactional_id: Option<&str>,
+) -> Result<(i64, i16), String> {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(transactional_id.map(|t| TransactionalId(name(t))))
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let (_, init) = within(
+        "InitProducerId",
+        connection.send("InitProducerId", &request, 4),
+    )
+    .await?;
+    if init.error_code != 0 {
+        return Err(format!("InitProducerId: error {}", init.error_code));
+    }
+    Ok((init.producer_id.0, init.producer_epoch))
+}
+
+/// One batch of `values` from producer (id, epoch, first sequence), keys `k0`, `k1`, ...
+fn encode_batch(
+    (pid, epoch, sequence): (i64, i16, i32),
+    transactional: bool,
+    values: &[String],
+    compression: Compression,
+) -> Bytes {
+    // Now, not a fixed instant: a broker's time retention (7 days by default) deletes the
+    // segments of older records, and a long-lived Kafka source did so in the middle of a run.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Record {
+            transactional,
+            control: false,
+            partition_leader_epoch: -1,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: sequence + i as i32,
+            timestamp: now + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(v.clone())),
+            headers: Default::default(),
+            delete_horizon: false,
+        })
+        .collect();
+    let mut batch = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut batch,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )
+    .expect("kafka-protocol encodes a well-formed record list");
+    batch.freeze()
+}
+
+/// An idempotent producer that retries as Kafka's does: a batch keeps its producer id, epoch
+/// and sequence however often it is sent ([`resend`]), to whichever broker leads its partition
+/// by then, so a write whose answer was lost lands once.
+#[derive(Debug)]
+pub struct RetryingProducer {
+    pid: i64,
+    epoch: i16,
+    sequences: BTreeMap<(String, i32), i32>,
+}
+
+impl RetryingProducer {
+    /// A producer id from the broker at `address`.
+    pub async fn init(address: &str) -> Result<RetryingProducer, String> {
+        let connection = connect(address).await?;
+        let (pid, epoch) = init_producer_id(&connection, None).await?;
+        Ok(RetryingProducer {
+            pid,
+            epoch,
+            sequences: BTreeMap::new(),
+        })
+    }
+
+    /// The next batch of `values` for `topic`-`partition` (its sequence numbers taken), to send
+    /// with [`resend`] until a broker acknowledges it.
+    pub fn batch(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        values: &[String],
+        compression: Compression,
+    ) -> Sent {
+        let sequence = self
+            .sequences
+            .entry((topic.to_string(), partition))
+            .or_insert(0);
+        let first = *sequence;
+        *sequence += values.len() as i32;
+        Sent {
+            topic: topic.to_string(),
+            partition,
+            batch: encode_batch((self.pid, self.epoch, first), false, values, compression),
+            base_offset: -1,
+            producer: (self.pid, self.epoch, first),
         }
     }
 }

@@ -26,6 +26,7 @@ mod cluster;
 mod process;
 mod proxy;
 mod quorum;
+mod replication;
 
 use bytes::Bytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
@@ -1434,6 +1435,12 @@ async fn run(kind: SourceKind) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metadata_quorum_survives_the_nemesis() {
     quorum::run().await;
+}
+
+/// The nemesis of replication: three processes, RF=3, acks=all writers (see `replication.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replication_survives_the_nemesis() {
+    replication::run().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
