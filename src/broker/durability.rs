@@ -1,5 +1,6 @@
 //! Group commit for what must be on disk before a mirror partition takes writes: the
-//! MIRROR_PID_RESET barrier in its log and the STOPPED record in `__mirror_state`.
+//! MIRROR_PID_RESET barrier in its log and the STOPPED record in `__mirror_state` (each then
+//! also waits for the partition's in-sync replicas: docs/replication.md §6).
 //!
 //! One fsync per file put a Stop of 10,000 partitions at 10 s: every fsync of another file is a
 //! journal commit of its own, and the filesystem runs them one after the other. Here a request
@@ -19,14 +20,19 @@ pub(crate) type Durability = Arc<GroupCommit<Arc<Partition>, Result<(), String>>
 
 impl Broker {
     /// Makes everything appended to `partition`'s log so far durable, together with whatever
-    /// else is waiting. Must run inside a Tokio runtime.
+    /// else is waiting: on this broker's disk, and below the high watermark, so on every
+    /// in-sync replica (a leader elected after a crash has it). Must run inside a Tokio
+    /// runtime.
     pub async fn make_durable(self: &Arc<Self>, partition: Arc<Partition>) -> Result<(), String> {
         let dir = self.config.log_dir.clone();
         let flush = move |partitions: &[Arc<Partition>]| -> Vec<Result<(), String>> {
             let synced = sync_logs(&dir, partitions);
             vec![synced; partitions.len()]
         };
-        self.durability.submit(partition, flush, Err).await
+        self.durability
+            .submit(partition.clone(), flush, Err)
+            .await?;
+        self.replicated_to_isr(&partition).await
     }
 }
 

@@ -139,6 +139,75 @@ impl Broker {
         }
     }
 
+    /// Where an acks=all append to `partition` that ended at offset `end` under leader epoch
+    /// `epoch` stands: `None` while the high watermark is below `end`; NONE or
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND once past it; NOT_LEADER_OR_FOLLOWER when leadership
+    /// moved meanwhile (the records may have been truncated).
+    pub(crate) fn replication_outcome(
+        partition: &Partition,
+        (epoch, end): (i32, i64),
+    ) -> Option<ErrorCode> {
+        let _log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+        match &*partition.role.lock().unwrap_or_else(|e| e.into_inner()) {
+            // A state older than the epoch stamped is the same leadership, its role not yet
+            // refreshed after an epoch bump: nothing was truncated since.
+            Role::Leader(state) if state.leader_epoch() <= epoch => state.acks_all_done(end),
+            Role::Leader(_) | Role::Follower { .. } => Some(ErrorCode::NOT_LEADER_OR_FOLLOWER),
+        }
+    }
+
+    /// Waits until everything appended to `partition` so far is below its high watermark, so
+    /// every in-sync replica holds it and any leader elected next has it: what the mirror's
+    /// barrier and STOPPED record need before the topic takes writes (docs/replication.md §6).
+    /// At most `replica.lag.time.max.ms` twice (a follower lagging that long leaves the ISR and
+    /// the high watermark moves without it); an error when it did not, or leadership moved.
+    pub(crate) async fn replicated_to_isr(&self, partition: &Partition) -> Result<(), String> {
+        let position = {
+            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            match &*partition.role.lock().unwrap_or_else(|e| e.into_inner()) {
+                Role::Leader(state) => (state.leader_epoch(), log.log_end_offset()),
+                Role::Follower { .. } => {
+                    return Err(format!(
+                        "{}-{} is no longer led here",
+                        partition.topic, partition.index
+                    ));
+                }
+            }
+        };
+        let bound = Duration::from_millis(2 * self.config.replica_lag_time_max_ms.max(1) as u64);
+        let deadline = Instant::now() + bound;
+        loop {
+            // Registered before looking, so a rise right after still wakes us.
+            let notified = self.appended().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match Broker::replication_outcome(partition, position) {
+                Some(ErrorCode::NONE | ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND) => {
+                    return Ok(());
+                }
+                Some(code) => {
+                    return Err(format!(
+                        "{}-{}: {} before its in-sync replicas had offset {}",
+                        partition.topic,
+                        partition.index,
+                        code.name(),
+                        position.1
+                    ));
+                }
+                None => {}
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Err(format!(
+                        "{}-{}: the in-sync replicas did not reach offset {} within {bound:?}",
+                        partition.topic, partition.index, position.1
+                    ));
+                }
+            }
+        }
+    }
+
     /// A follower's fetch of partition `name` (`partition`, its log `log` locked) from
     /// `fetch_offset`: the leader state learns the follower's log end. Answers an error code:
     /// NOT_LEADER_OR_FOLLOWER when this broker does not lead it or the fetcher holds no replica

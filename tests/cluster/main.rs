@@ -4,7 +4,8 @@
 //! librdkafka transactions, the active controller killed, and Apache Kafka mirrored into them;
 //! `quorum_coordinators` the group and transaction coordinators spread over them;
 //! `quorum_elections` the quorum's pre-vote; `quorum_replication` replicated partitions and a
-//! frozen leader's in-sync follower taking over; `quorum_wiped` a node whose data directory was
+//! frozen leader's in-sync follower taking over; `quorum_mirror_replicas` Apache Kafka mirrored
+//! into three replicas while leaders die; `quorum_wiped` a node whose data directory was
 //! wiped; `quorum_roles` a cluster of mixed `process.roles`. Those that need Apache Kafka, a
 //! Python client or four processes are ignored unless scripts/test.sh runs them; the others need
 //! only the `kmirror` binary.
@@ -12,6 +13,7 @@
 mod quorum_cluster;
 mod quorum_coordinators;
 mod quorum_elections;
+mod quorum_mirror_replicas;
 mod quorum_replication;
 mod quorum_roles;
 mod quorum_wiped;

@@ -334,19 +334,36 @@ impl World {
         Ok(())
     }
 
+    /// Every record of `partition`, read from its leader (asked again while a view is stale
+    /// or a leader moves, for at most [`BOUND`]).
+    async fn read_back(&self, partition: i32) -> Result<BTreeMap<i64, String>, String> {
+        let deadline = Instant::now() + BOUND;
+        loop {
+            let read = match self.views().await {
+                Some(views) if views[partition as usize].leader > 0 => {
+                    let leader = views[partition as usize].leader as usize;
+                    client::read_back(&self.cluster.clients[leader - 1], TOPIC, partition).await
+                }
+                _ => Err("no leader".to_string()),
+            };
+            match read {
+                Ok(log) => return Ok(log),
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+            }
+        }
+    }
+
     /// Reads every partition back from its leader and checks every acknowledged record.
     async fn check_records(&mut self) {
-        let Some(views) = self.views().await else {
-            self.violation("no node answers Metadata".into());
-            return;
-        };
         let acked = lock(&self.shared).acked.clone();
         for p in 0..PARTITIONS {
-            let leader = &self.cluster.clients[views[p as usize].leader as usize - 1];
-            let log = match client::read_back(leader, TOPIC, p).await {
+            let log = match self.read_back(p).await {
                 Ok(log) => log,
                 Err(e) => {
-                    self.violation(format!("{TOPIC}-{p}: cannot be read back: {e}"));
+                    self.violation(format!(
+                        "{TOPIC}-{p}: cannot be read back within {BOUND:?}: {e}"
+                    ));
                     continue;
                 }
             };

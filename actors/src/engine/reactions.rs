@@ -18,6 +18,7 @@
 use super::lme_lookup::SOURCE_CLUSTER_ID;
 use super::mirror::{MirrorMetadata, Retire};
 use super::shard_route::{ShardRoute, coordinates};
+use super::state_log::MIRROR_STATE_TOPIC;
 use super::system::MirrorSystem;
 use super::system_events::{MetadataChanged, SyncMetadata};
 use crate::actor::ForgetAllBut;
@@ -41,7 +42,10 @@ impl<H: Host> Handler<MetadataChanged> for MirrorSystem<H> {
         self.followed = Some(version);
         if delta.cluster {
             self.retire_gone_mirrors();
-            self.readdress_remote_shards();
+        }
+        // A shard's leader moved (or its broker's address): route it again.
+        if delta.cluster || delta.everything || delta.topics.contains(MIRROR_STATE_TOPIC) {
+            self.follow_shard_leaders();
         }
         if delta.cluster || delta.topics.iter().any(|t| !touched.contains_key(t)) {
             self.forget_the_dead();
@@ -144,13 +148,7 @@ impl<H: Host> MirrorSystem<H> {
     fn local_shards(
         &self,
     ) -> Vec<actix::Addr<crate::actor::CoordinatorShard<super::state_log::StateLogPorts<H>>>> {
-        self.shards
-            .iter()
-            .filter_map(|s| match s {
-                ShardRoute::Local(addr) => Some(addr.clone()),
-                ShardRoute::Remote(_) => None,
-            })
-            .collect()
+        self.shards.iter().filter_map(ShardRoute::local).collect()
     }
 }
 

@@ -1,6 +1,8 @@
 //! Where a `__mirror_state` shard lives, as a mirror partition's ports see it: a shard actor
 //! on this broker, or the broker of the cluster that leads the shard's partition, reached with
-//! ReadMirrorStates / WriteMirrorStates over TCP.
+//! ReadMirrorStates / WriteMirrorStates over TCP. Every partition of a shard shares one
+//! [`ShardRoute`], which the system re-points when the shard's leadership moves (a broker that
+//! comes to lead it starts its actor, which loads by replay).
 //!
 //! A remote shard's connection is opened on first use and dropped after a failure or once the
 //! other side closed it (its broker restarted), so the next request connects again; a request
@@ -32,12 +34,50 @@ use std::time::Duration;
 /// partition waiting on a frozen broker should retry at the shard's new leader soon.
 pub const SHARD_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// One shard, local or remote.
-pub enum ShardRoute<H: Host> {
+/// Where one shard is now: its actor here, or the broker leading it.
+pub enum Route<H: Host> {
     /// The shard's actor on this broker.
     Local(Addr<CoordinatorShard<StateLogPorts<H>>>),
     /// The broker that leads the shard.
     Remote(Arc<RemoteShard>),
+}
+
+impl<H: Host> Clone for Route<H> {
+    fn clone(&self) -> Self {
+        match self {
+            Route::Local(addr) => Route::Local(addr.clone()),
+            Route::Remote(remote) => Route::Remote(remote.clone()),
+        }
+    }
+}
+
+/// One shard's route, shared by every partition whose state it holds: when the shard's
+/// leadership moves, [`ShardRoute::set`] re-routes all of them at once (docs/replication.md §6).
+pub struct ShardRoute<H: Host>(Arc<std::sync::Mutex<Route<H>>>);
+
+impl<H: Host> ShardRoute<H> {
+    /// A route to `route`.
+    pub fn new(route: Route<H>) -> Self {
+        ShardRoute(Arc::new(std::sync::Mutex::new(route)))
+    }
+
+    /// Where the shard is now.
+    pub fn current(&self) -> Route<H> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The shard is now at `route`, for every holder of this route.
+    pub fn set(&self, route: Route<H>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = route;
+    }
+
+    /// The shard's actor, when it runs here.
+    pub fn local(&self) -> Option<Addr<CoordinatorShard<StateLogPorts<H>>>> {
+        match self.current() {
+            Route::Local(addr) => Some(addr),
+            Route::Remote(_) => None,
+        }
+    }
 }
 
 /// Whether this broker leads the coordinator shard of `mirror` among `shards` (none loaded:
@@ -47,24 +87,29 @@ pub fn coordinates<H: Host>(shards: &[ShardRoute<H>], mirror: &str) -> bool {
         return false;
     }
     let index = kmirror_protocol::sharding::mirror_shard(mirror, shards.len() as i32);
-    matches!(shards.get(index as usize), Some(ShardRoute::Local(_)))
+    shards
+        .get(index as usize)
+        .is_some_and(|s| s.local().is_some())
 }
 
 impl<H: Host> Clone for ShardRoute<H> {
     fn clone(&self) -> Self {
+        ShardRoute(self.0.clone())
+    }
+}
+
+impl<H: Host> std::fmt::Debug for Route<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ShardRoute::Local(addr) => ShardRoute::Local(addr.clone()),
-            ShardRoute::Remote(remote) => ShardRoute::Remote(remote.clone()),
+            Route::Local(_) => f.write_str("Local"),
+            Route::Remote(remote) => write!(f, "Remote({})", remote.address()),
         }
     }
 }
 
 impl<H: Host> std::fmt::Debug for ShardRoute<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ShardRoute::Local(_) => f.write_str("Local"),
-            ShardRoute::Remote(remote) => write!(f, "Remote({})", remote.address()),
-        }
+        self.current().fmt(f)
     }
 }
 
@@ -153,15 +198,15 @@ impl<H: Host> ShardRoute<H> {
         key: PartitionKey,
         topic: &str,
     ) -> Result<Result<StateRead, ErrorCode>, Cause> {
-        match self {
-            ShardRoute::Local(shard) => shard
+        match self.current() {
+            Route::Local(shard) => shard
                 .send(ReadState {
                     key,
                     topic: topic.to_string(),
                 })
                 .await
                 .map_err(|e| Cause::retryable(format!("the coordinator shard: {e}"))),
-            ShardRoute::Remote(remote) => {
+            Route::Remote(remote) => {
                 let request = ReadMirrorStatesRequest {
                     mirror_name: key.mirror.clone(),
                     topics: vec![read_mirror_states_request::Topic {
@@ -210,8 +255,8 @@ impl<H: Host> ShardRoute<H> {
     /// Writes a partition's state (and LME) once durable. A newer leader's record fences it
     /// (fatal: this broker no longer leads the partition); anything else is retryable.
     pub async fn write_state(&self, mirror: &str, write: StateWrite) -> Result<(), Cause> {
-        let code = match self {
-            ShardRoute::Local(shard) => shard
+        let code = match self.current() {
+            Route::Local(shard) => shard
                 .send(WriteStates {
                     mirror: mirror.to_string(),
                     writes: vec![write],
@@ -221,7 +266,7 @@ impl<H: Host> ShardRoute<H> {
                 .into_iter()
                 .next()
                 .unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR),
-            ShardRoute::Remote(remote) => {
+            Route::Remote(remote) => {
                 let request = WriteMirrorStatesRequest {
                     mirror_name: mirror.to_string(),
                     topics: vec![write_mirror_states_request::Topic {

@@ -93,10 +93,8 @@ macro_rules! serve_by_shard {
                     let mut asked = Vec::new();
                     let mut elsewhere = Vec::new();
                     for (shard, part) in by_shard {
-                        match self.shards.get(shard) {
-                            Some(ShardRoute::Local(addr)) => {
-                                asked.push(addr.send($shard_message(part)))
-                            }
+                        match self.shards.get(shard).and_then(ShardRoute::local) {
+                            Some(addr) => asked.push(addr.send($shard_message(part))),
                             _ => elsewhere.extend(part.topics.into_iter().map(|t| {
                                 $response_mod::Topic {
                                     topic_id: t.topic_id,

@@ -4,8 +4,9 @@
 //! The engine creates the topic the first time a mirror needs it, with
 //! [`crate::host::EngineSettings::state_partitions`] partitions. A shard loads by reading its
 //! partition from the start and appends each write as one batch stamped with the partition's
-//! leader epoch; the host keeps the high watermark at the log end (one replica), so what is
-//! appended is what the next leader replays.
+//! leader epoch. The partition is replicated like any other: a STOPPED record is answered only
+//! once the host made it durable, on disk and on every in-sync replica
+//! ([`crate::host::Host::make_durable`]), so the next leader replays it.
 
 use crate::actor::{PortFuture, ShardLogPorts};
 use crate::host::Host;

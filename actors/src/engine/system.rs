@@ -21,7 +21,7 @@
 
 use super::lme_lookup::SOURCE_CLUSTER_ID;
 use super::mirror::{Mirror, MirrorMetadata, MirrorShared, PartitionActors};
-use super::shard_route::{RemoteShard, ShardRoute};
+use super::shard_route::{RemoteShard, Route, ShardRoute};
 use super::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use super::system_events::{MetadataChanged, SyncMetadata};
 use crate::actor::CoordinatorShard;
@@ -97,7 +97,7 @@ impl<H: Host> MirrorSystem<H> {
     /// and the metadata change that brings it runs the reactions again.
     pub(super) fn ensure_shards(&mut self, ctx: &mut Context<Self>) -> Result<(), MirrorError> {
         if !self.shards.is_empty() {
-            self.readdress_remote_shards();
+            self.follow_shard_leaders();
             return Ok(());
         }
         let Some(topic) = self.host.topic(MIRROR_STATE_TOPIC) else {
@@ -121,37 +121,59 @@ impl<H: Host> MirrorSystem<H> {
             .map(|(index, p)| {
                 let index = index as i32;
                 if self.host.leads(p) {
-                    return ShardRoute::Local(
-                        CoordinatorShard::new(
-                            index,
-                            count,
-                            StateLogPorts::new(self.host.clone(), index),
-                        )
-                        .start(),
-                    );
+                    return ShardRoute::new(self.local_shard(index, count));
                 }
                 let address = self.host.node_address(p.leader).unwrap_or_default();
-                ShardRoute::Remote(Arc::new(RemoteShard::new(address)))
+                ShardRoute::new(Route::Remote(Arc::new(RemoteShard::new(address))))
             })
             .collect();
         Ok(())
     }
 
-    /// Points each remote shard at its leader's current address (a broker that joined again at
-    /// another one), so partitions reading or writing their state follow it.
-    pub(super) fn readdress_remote_shards(&self) {
+    /// Routes each shard to its partition's leader as the metadata now shows it: a shard this
+    /// broker came to lead starts here (loading by replaying its replicated partition), one it
+    /// no longer leads is dropped (its actor stops; a write it would still try is refused by
+    /// the log, which no longer leads) and reached at its new leader, and a remote shard follows
+    /// its leader's address (a broker that joined again at another one).
+    pub(super) fn follow_shard_leaders(&mut self) {
         let Some(topic) = self.host.topic(MIRROR_STATE_TOPIC) else {
             return;
         };
-        for (route, p) in self.shards.iter().zip(&topic.partitions) {
-            if let ShardRoute::Remote(remote) = route
-                && let Some(address) = self.host.node_address(p.leader)
-                && address != remote.address()
-            {
-                tracing::info!(from = %remote.address(), to = %address, "a __mirror_state shard's broker moved");
-                remote.readdress(address);
+        let count = self.shards.len() as i32;
+        for (index, (route, p)) in self.shards.iter().zip(&topic.partitions).enumerate() {
+            let leads = self.host.leads(p);
+            match route.current() {
+                Route::Local(_) if leads => {}
+                Route::Remote(_) if leads => {
+                    tracing::info!(
+                        shard = index,
+                        "this broker now leads a __mirror_state shard; loading it"
+                    );
+                    route.set(self.local_shard(index as i32, count));
+                }
+                Route::Local(_) => {
+                    let address = self.host.node_address(p.leader).unwrap_or_default();
+                    tracing::info!(shard = index, to = %address, "a __mirror_state shard moved away");
+                    route.set(Route::Remote(Arc::new(RemoteShard::new(address))));
+                }
+                Route::Remote(remote) => {
+                    if let Some(address) = self.host.node_address(p.leader)
+                        && address != remote.address()
+                    {
+                        tracing::info!(from = %remote.address(), to = %address, "a __mirror_state shard's broker moved");
+                        remote.readdress(address);
+                    }
+                }
             }
         }
+    }
+
+    /// The actor of shard `index` of `count`, started here: it loads by replaying its partition.
+    fn local_shard(&self, index: i32, count: i32) -> Route<H> {
+        Route::Local(
+            CoordinatorShard::new(index, count, StateLogPorts::new(self.host.clone(), index))
+                .start(),
+        )
     }
 
     /// Runs `then` once `__mirror_state` exists (creating it first when needed), so a request

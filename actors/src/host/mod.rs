@@ -245,7 +245,9 @@ pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
         partition: i32,
         f: impl FnOnce(&mut dyn MirrorLog) -> Result<T, E> + Send + 'static,
     ) -> HostFuture<Result<T, E>>;
-    /// Resolves once everything appended to the partition so far is durable (fsynced).
+    /// Resolves once everything appended to the partition so far is durable: fsynced, and
+    /// where the partition has replicas, held by every in-sync one (below the high watermark),
+    /// so a leader elected after a crash has it.
     fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), HostError>>;
 
     /// A consumer group's committed offsets here, from its coordinator wherever it is; `None`

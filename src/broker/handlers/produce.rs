@@ -221,22 +221,12 @@ async fn replicated(
         let notified = broker.appended().notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        waiting.retain(|w| {
-            let _log = w.partition.log.lock().unwrap_or_else(|e| e.into_inner());
-            let (epoch, end) = w.end;
-            let outcome = match &*w.partition.role.lock().unwrap_or_else(|e| e.into_inner()) {
-                // A state older than the epoch stamped is the same leadership, its role not
-                // yet refreshed after an epoch bump: nothing was truncated since.
-                Role::Leader(state) if state.leader_epoch() <= epoch => state.acks_all_done(end),
-                Role::Leader(_) | Role::Follower { .. } => Some(ErrorCode::NOT_LEADER_OR_FOLLOWER),
-            };
-            match outcome {
-                Some(code) => {
-                    done.push((w.topic, w.index, code));
-                    false
-                }
-                None => true,
+        waiting.retain(|w| match Broker::replication_outcome(&w.partition, w.end) {
+            Some(code) => {
+                done.push((w.topic, w.index, code));
+                false
             }
+            None => true,
         });
         if waiting.is_empty() {
             return done;

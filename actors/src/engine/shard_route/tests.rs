@@ -250,10 +250,10 @@ async fn a_remote_shard_is_reached_where_its_broker_moved() {
 #[tokio::test]
 async fn a_connection_its_broker_closed_is_not_used_again() {
     use crate::coordinator::PartitionKey;
-    use crate::engine::shard_route::{RemoteShard, ShardRoute};
+    use crate::engine::shard_route::{RemoteShard, Route, ShardRoute};
     use std::sync::Arc;
-    let route: ShardRoute<MemoryCluster> = ShardRoute::Remote(Arc::new(RemoteShard::new(
-        coordinator_closing_each_connection().await,
+    let route: ShardRoute<MemoryCluster> = ShardRoute::new(Route::Remote(Arc::new(
+        RemoteShard::new(coordinator_closing_each_connection().await),
     )));
     let key = PartitionKey {
         mirror: "m".into(),
