@@ -387,6 +387,14 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
     fn truncate_to_lso(&self) -> PortFuture<Result<Option<i32>, Cause>> {
         let ports = self.clone();
         Box::pin(async move {
+            // The in-sync replicas first hold everything mirrored (the high watermark at the log
+            // end), so the cut is at the source's last stable offset, never at a follower's lag
+            // (docs/replication.md §6); an error (leadership lost, replicas too slow) retries.
+            ports
+                .host
+                .make_durable(&ports.site.topic, ports.site.partition)
+                .await
+                .map_err(Cause::from)?;
             let cluster_id = ports.site.cluster_id.clone();
             let (lme, removed) = ports.with_log(|log| host::truncate_to_lso(log, &cluster_id))?;
             if removed > 0 {
