@@ -28,6 +28,17 @@
 #   scripts/kafka-local.sh restart DATA_DIR         stop it (if running) and start it again on its
 #                                                   data: leader epochs advance
 #   scripts/kafka-local.sh stop DATA_DIR            stop it (DATA_DIR/pid holds the process id)
+#   scripts/kafka-local.sh start-cluster DATA_DIR [PORT]
+#                                                   three Kafka brokers (node ids 1-3, PLAINTEXT
+#                                                   on PORT, PORT+1, PORT+2) and a controller-only
+#                                                   node (id 9, PORT+3), so every broker may die
+#                                                   while the controller elects leaders;
+#                                                   default.replication.factor=3,
+#                                                   min.insync.replicas=2; writes DATA_DIR/env
+#                                                   (KMIRROR_KAFKA3_BOOTSTRAP, KMIRROR_KAFKA3_DATA)
+#   scripts/kafka-local.sh kill-node DATA_DIR N     SIGKILL of broker N of that cluster (a crash)
+#   scripts/kafka-local.sh start-node DATA_DIR N    start broker N again on its data
+#   scripts/kafka-local.sh stop-cluster DATA_DIR    stop the cluster's four nodes
 #   scripts/kafka-local.sh fetch-mm2 [VERSION]      download MirrorMaker 2 (connect-mirror and its
 #                                                   runtime; default 4.3.1, KMIRROR_MM2_VERSION) into
 #                                                   ~/.cache/kmirror/mm2-VERSION; prints it
@@ -319,6 +330,122 @@ for base in range(int(sys.argv[1]), 60000, 10):
 PY
 }
 
+# Three brokers and a controller-only node in DATA_DIR/node-N (see the usage above).
+start_cluster() {
+  local data="$1" port="${2:-19092}"
+  local cport=$((port + 3)) i who
+  for i in 0 1 2 3; do
+    who="$(port_holder $((port + i)))"
+    if [ -n "$who" ]; then
+      echo "port $((port + i)) (base port $port + $i) is taken (by $who): choose another base" \
+        "port; scripts/kafka-local.sh free-port prints a free one" >&2
+      exit 1
+    fi
+  done
+  local dist; dist="$(fetch)"
+  local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
+  mkdir -p "$data"
+  data="$(cd "$data" && pwd)"
+  local voters="9@127.0.0.1:$cport" node
+  mkdir -p "$data/node-9/logs"
+  cat > "$data/node-9/server.properties" <<PROPS
+process.roles=controller
+node.id=9
+controller.quorum.voters=$voters
+listeners=CONTROLLER://127.0.0.1:$cport
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT
+log.dirs=$data/node-9/logs
+# The controller applies the defaults of a topic created without them.
+default.replication.factor=3
+min.insync.replicas=2
+PROPS
+  for node in 1 2 3; do
+    mkdir -p "$data/node-$node/logs"
+    cat > "$data/node-$node/server.properties" <<PROPS
+process.roles=broker
+node.id=$node
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$((port + node - 1))
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$data/node-$node/logs
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+auto.create.topics.enable=false
+group.initial.rebalance.delay.ms=0
+replica.lag.time.max.ms=5000
+broker.session.timeout.ms=6000
+broker.heartbeat.interval.ms=1000
+PROPS
+  done
+  local cluster_id
+  cluster_id=$("$java" -cp "$cp" kafka.tools.StorageTool random-uuid)
+  for node in 9 1 2 3; do
+    "$java" -cp "$cp" -Dlog4j2.configurationFile="file:$dist/log4j2.properties" kafka.tools.StorageTool \
+      format -t "$cluster_id" -c "$data/node-$node/server.properties" >"$data/node-$node/format.log" 2>&1
+  done
+  for node in 9 1 2 3; do launch_node "$data" "$node"; done
+  # A broker opens its listener once the controller has it registered.
+  for node in 1 2 3; do wait_node "$data" "$node" "$((port + node - 1))"; done
+  cat > "$data/env" <<ENV
+export KMIRROR_KAFKA_DIST=$dist
+export KMIRROR_KAFKA3_DATA=$data
+export KMIRROR_KAFKA3_BOOTSTRAP=127.0.0.1:$port,127.0.0.1:$((port + 1)),127.0.0.1:$((port + 2))
+ENV
+  echo "$data/env"
+}
+
+# Starts node $2 of the cluster in $1 (without waiting).
+launch_node() {
+  local data="$1" node="$2" dist; dist="$(fetch)"
+  local java="${JAVA_HOME:+$JAVA_HOME/bin/}java" cp="$dist/libs/*"
+  nohup "$java" -Xms256m -Xmx384m -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j2.configurationFile="file:$dist/log4j2.properties" \
+    -cp "$cp" kafka.Kafka "$data/node-$node/server.properties" >>"$data/node-$node/broker.log" 2>&1 &
+  echo $! > "$data/node-$node/pid"
+}
+
+# Waits until node $2 of the cluster in $1 listens on port $3.
+wait_node() {
+  local data="$1" node="$2" port="$3" pid; pid="$(cat "$data/node-$node/pid")"
+  for _ in $(seq 1 900); do
+    (echo >/dev/tcp/127.0.0.1/"$port") 2>/dev/null && kill -0 "$pid" 2>/dev/null && return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "Kafka node $node exited at start; the end of $data/node-$node/broker.log:" >&2
+      grep -v '^SLF4J:' "$data/node-$node/broker.log" | tail -30 >&2 || true
+      exit 1
+    fi
+    sleep 0.1
+  done
+  echo "Kafka node $node does not listen on $port after 90 s; see $data/node-$node/broker.log" >&2
+  exit 1
+}
+
+kill_node() {
+  local data="$1" node="$2"
+  [ -f "$data/node-$node/pid" ] || return 0
+  kill -9 "$(cat "$data/node-$node/pid")" 2>/dev/null || true
+  rm -f "$data/node-$node/pid"
+}
+
+start_node() {
+  local data="$1" node="$2" port
+  kill_node "$data" "$node"
+  launch_node "$data" "$node"
+  port="$(sed -n 's/^listeners=PLAINTEXT:\/\/127.0.0.1:\([0-9]*\)$/\1/p' "$data/node-$node/server.properties")"
+  wait_node "$data" "$node" "$port"
+}
+
+stop_cluster() {
+  local data="$1" node
+  for node in 1 2 3 9; do stop "$data/node-$node"; done
+}
+
 case "${1:-}" in
   fetch) fetch "${2:-}" ;;
   free-port) free_port "${2:-19092}" ;;
@@ -326,5 +453,9 @@ case "${1:-}" in
   start) start "${2:?data directory}" "${3:-19092}" ;;
   restart) stop "${2:?data directory}"; launch "$2" ;;
   stop) stop_all "${2:?data directory}" ;;
-  *) sed -n '2,35p' "$0"; exit 2 ;;
+  start-cluster) start_cluster "${2:?data directory}" "${3:-19092}" ;;
+  kill-node) kill_node "${2:?data directory}" "${3:?node id}" ;;
+  start-node) start_node "${2:?data directory}" "${3:?node id}" ;;
+  stop-cluster) stop_cluster "${2:?data directory}" ;;
+  *) sed -n '2,46p' "$0"; exit 2 ;;
 esac

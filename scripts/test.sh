@@ -33,11 +33,17 @@ promtool test rules dashboards/kmirror-alerts.test.yml || {
 
 echo "== Apache Kafka for the interop tests"
 kafka_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-kafka.XXXXXX")"
-trap 'scripts/kafka-local.sh stop "$kafka_data"' EXIT
+kafka3_data="$(mktemp -d "${TMPDIR:-/tmp}/kmirror-kafka3.XXXXXX")"
+trap 'scripts/kafka-local.sh stop "$kafka_data"; scripts/kafka-local.sh stop-cluster "$kafka3_data"' EXIT
 kafka_port="${KMIRROR_KAFKA_PORT:-$(scripts/kafka-local.sh free-port)}"
 echo "   on port $kafka_port"
 # shellcheck disable=SC1090
 source "$(scripts/kafka-local.sh start "$kafka_data" "$kafka_port")"
+echo "== a three-broker Apache Kafka, whose leaders the source-election tests kill"
+kafka3_port="$(scripts/kafka-local.sh free-port $((kafka_port + 10)))"
+echo "   on ports $kafka3_port-$((kafka3_port + 3))"
+# shellcheck disable=SC1090
+source "$(scripts/kafka-local.sh start-cluster "$kafka3_data" "$kafka3_port")"
 
 echo "== confluent-kafka for the librdkafka interop test"
 venv="${HOME}/.cache/kmirror/venv"

@@ -11,7 +11,8 @@
 //! processes with `kmirror mirrors`; `failback` fails over and back between two of them;
 //! `metadata` changes a mirrored topic with Kafka's own tools; `cluster` mirrors into three
 //! brokers of one cluster in one process (clusters of `kmirror broker` processes are the
-//! `cluster` test binary's).
+//! `cluster` test binary's); `source_cluster` mirrors a three-broker Kafka through clean and
+//! unclean leader elections.
 
 use actix::{Actor, Context, Handler};
 use kmirror::broker::Broker;
@@ -45,6 +46,7 @@ mod process;
 mod retire;
 mod scenarios;
 mod security;
+mod source_cluster;
 mod sync;
 
 /// Stands in for the partition actors: counts what the fetcher reports.

@@ -264,7 +264,18 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 Ok(fetched) => fetched,
                 Err(e) => {
                     stats.fetch_failed(&e.to_string(), host.now_ms());
-                    return Err(cause(&e));
+                    let cause = cause(&e);
+                    // A leader that cannot be reached may be gone for good, its partitions led
+                    // by another broker now: they look their leader up again (after the pool's
+                    // backoff), as a Kafka client refreshes its metadata on a disconnect.
+                    if cause.retryable
+                        && let Some(moved) = &moved
+                    {
+                        for a in &asked {
+                            moved.do_send(LeaderMoved(a.key.clone()));
+                        }
+                    }
+                    return Err(cause);
                 }
             };
             let bytes = fetched.iter().map(|p| p.records.len() as u64).sum();
