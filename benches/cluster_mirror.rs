@@ -4,7 +4,11 @@
 //! partition's last stable offset on the destination equals Kafka's. In the cluster each
 //! broker mirrors the partitions it leads, so the three processes share this machine's cores.
 //!
-//! `CLUSTER_BENCH_MB` (300) sizes the backlog, `CLUSTER_BENCH_ROUNDS` (2) the pairs of runs.
+//! A third destination is the cluster with `default.replication.factor=3` (and
+//! `min.insync.replicas=2`): mirror topics of three replicas, caught up once the last stable
+//! offsets (which follow the high watermark) reach Kafka's.
+//!
+//! `CLUSTER_BENCH_MB` (300) sizes the backlog, `CLUSTER_BENCH_ROUNDS` (2) the rounds of runs.
 
 mod support;
 
@@ -101,6 +105,7 @@ fn main() {
         wanted.iter().sum::<i64>()
     );
     let mut ratios = Vec::new();
+    let mut rf3_ratios = Vec::new();
     for round in 1..=rounds {
         let single_dir = tempfile::tempdir().expect("temp dir");
         let (mut single, address) = support::spawn_kmirror(single_dir.path(), "");
@@ -116,15 +121,29 @@ fn main() {
             &wanted,
         ));
         drop(cluster);
-        let (one_rate, three_rate) = (bytes / one, bytes / three);
+        // The same cluster with mirror topics of three replicas: followers copy every batch.
+        let cluster =
+            LocalCluster::start(3, "default.replication.factor=3\nmin.insync.replicas=2\n");
+        let replicated = runtime.block_on(mirror(
+            &cluster.dir,
+            &cluster.bootstrap(),
+            &kafka,
+            &topic,
+            &wanted,
+        ));
+        drop(cluster);
+        let (one_rate, three_rate, rf3_rate) = (bytes / one, bytes / three, bytes / replicated);
         ratios.push(three_rate / one_rate);
+        rf3_ratios.push(rf3_rate / three_rate);
         println!(
-            "round {round}: one broker {one_rate:.1} MB/s ({one:.2} s), 3-broker cluster {three_rate:.1} MB/s ({three:.2} s), cluster / one {:.2}",
-            three_rate / one_rate
+            "round {round}: one broker {one_rate:.1} MB/s ({one:.2} s), 3-broker cluster {three_rate:.1} MB/s ({three:.2} s), cluster / one {:.2}; RF=3 {rf3_rate:.1} MB/s ({replicated:.2} s), RF=3 / RF=1 {:.2}",
+            three_rate / one_rate,
+            rf3_rate / three_rate
         );
     }
     println!(
-        "median cluster / one broker: {:.2}",
-        support::median(&mut ratios)
+        "median cluster / one broker: {:.2}; median RF=3 / RF=1 in the cluster: {:.2}",
+        support::median(&mut ratios),
+        support::median(&mut rf3_ratios)
     );
 }
