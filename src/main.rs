@@ -505,6 +505,13 @@ async fn serve_broker(broker: Broker, quorum: Option<Arc<Quorum>>) -> Result<(),
     });
     let failure = until_stop(quorum.as_deref()).await?;
     tracing::info!("shutting down");
+    // A broker of a cluster hands its leadership over before it stops (not when its Raft
+    // core failed: nobody answers it then).
+    if quorum.is_some() && failure.is_none() {
+        broker
+            .controlled_shutdown(std::time::Duration::from_secs(10))
+            .await;
+    }
     let _ = stop.send(true);
     retention.abort();
     transactions.abort();

@@ -54,7 +54,7 @@ impl Broker {
         let dir_lock = crate::storage::LogDirLock::acquire(&config.log_dir)?;
         let directory_id = crate::storage::meta_properties::directory_id(&config.log_dir)?;
         let image = quorum.image().clone();
-        let (broker, unfinished) = Broker::assemble(config, image, Some(quorum), dir_lock)?;
+        let (broker, unfinished) = Broker::assemble(config, image, Some(quorum.clone()), dir_lock)?;
         let (node_id, (host, port)) = (broker.config.node_id, broker.config.advertised.clone());
         for command in [
             MetadataCommand::InitCluster {
@@ -68,7 +68,12 @@ impl Broker {
             },
             MetadataCommand::ResumeLeadership { node_id },
         ] {
+            let registers = matches!(command, MetadataCommand::RegisterBroker { .. });
             broker.write_until_done(command).await?;
+            // Heartbeats count only from a broker the controller admitted.
+            if registers {
+                quorum.broker_registered();
+            }
         }
         broker.ensure_producer_ids().await;
         broker.recover(unfinished)?;

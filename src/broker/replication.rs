@@ -139,6 +139,60 @@ impl Broker {
         }
     }
 
+    /// Controlled shutdown (docs/replication.md §3): asks the controller to move leadership
+    /// and ISR membership off this broker, then waits (at most `within`) until this broker's
+    /// metadata shows it leads no partition another replica could take, so clients move to the
+    /// new leaders before it stops. A controller out of reach or a slow change is logged and
+    /// the stop goes on (the session timeout fences the broker then, as after a crash).
+    pub async fn controlled_shutdown(&self, within: Duration) {
+        let node = self.config.node_id;
+        let deadline = Instant::now() + within;
+        let still = loop {
+            match tokio::time::timeout_at(
+                deadline,
+                self.write(MetadataCommand::ControlledShutdown { node_id: node }),
+            )
+            .await
+            {
+                Ok(Ok(Applied::StillLeads(n))) => break Some(n),
+                Ok(Ok(_)) => break None,
+                Ok(Err(e)) if Instant::now() < deadline => {
+                    tracing::warn!(error = %e, "controlled shutdown: trying again");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "controlled shutdown refused: stopping without it");
+                    return;
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        "controlled shutdown: no controller answered in time: stopping without it"
+                    );
+                    return;
+                }
+            }
+        };
+        // The change reaches this broker's metadata and roles; then its partitions are
+        // followers and clients go to the new leaders.
+        while Instant::now() < deadline {
+            let leads = self.with_controller(|c| {
+                c.topics()
+                    .values()
+                    .flat_map(|t| &t.partitions)
+                    .filter(|p| p.leader == node && p.isr.len() > 1)
+                    .count()
+            });
+            if leads == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tracing::info!(
+            still_leads = still.unwrap_or(0),
+            "controlled shutdown: leadership moved off this broker (it still leads only partitions it is the last in-sync replica of)"
+        );
+    }
+
     /// Where an acks=all append to `partition` that ended at offset `end` under leader epoch
     /// `epoch` stands: `None` while the high watermark is below `end`; NONE or
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND once past it; NOT_LEADER_OR_FOLLOWER when leadership
@@ -220,11 +274,12 @@ impl Broker {
         (replica, broker_epoch): (i32, i64),
         fetch_offset: i64,
     ) -> i16 {
-        let registered = self.with_controller(|c| c.broker_epoch(replica));
+        let (registered, ineligible) =
+            self.with_controller(|c| (c.broker_epoch(replica), c.ineligible().contains(&replica)));
         if broker_epoch >= 0 && registered.is_some_and(|e| e != broker_epoch) {
             return ErrorCode::STALE_BROKER_EPOCH.0;
         }
-        let eligible = registered.is_some() && !self.fenced_brokers().contains(&replica);
+        let eligible = registered.is_some() && !ineligible;
         let end = log.log_end_offset();
         let effects = match &mut *partition.role.lock().unwrap_or_else(|e| e.into_inner()) {
             Role::Leader(state) => {

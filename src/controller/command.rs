@@ -36,6 +36,8 @@ pub enum MetadataCommand {
     FenceBroker { node_id: i32 },
     /// Broker `node_id` heartbeats again.
     UnfenceBroker { node_id: i32 },
+    /// Broker `node_id` is stopping: leadership and ISR membership move off it first.
+    ControlledShutdown { node_id: i32 },
     /// Broker `node_id` started: it leaves ISRs with other members, and gets a new
     /// leadership term for every partition it leads alone.
     ResumeLeadership { node_id: i32 },
@@ -116,6 +118,8 @@ pub enum Applied {
     /// Each AlterPartition change's outcome: the partition's leader epoch, partition epoch and
     /// ISR afterwards, or why it was refused.
     IsrChanges(Vec<Result<IsrState, ControllerError>>),
+    /// The partitions a broker in controlled shutdown still leads.
+    StillLeads(usize),
 }
 
 /// A command's outcome as every node computes it.
@@ -138,6 +142,9 @@ impl Controller {
             }
             MetadataCommand::FenceBroker { node_id } => self.fence_broker(*node_id, true)?,
             MetadataCommand::UnfenceBroker { node_id } => self.fence_broker(*node_id, false)?,
+            MetadataCommand::ControlledShutdown { node_id } => {
+                return Ok(Applied::StillLeads(self.controlled_shutdown(*node_id)?));
+            }
             MetadataCommand::ResumeLeadership { node_id } => self.resume_leadership(*node_id)?,
             MetadataCommand::AlterPartition {
                 broker_id,

@@ -35,6 +35,7 @@ impl Touched {
             MetadataRecord::ClusterId { .. }
             | MetadataRecord::BrokerRegistered { .. }
             | MetadataRecord::BrokerFenced { .. }
+            | MetadataRecord::BrokerShuttingDown { .. }
             | MetadataRecord::MirrorCreated { .. }
             | MetadataRecord::MirrorDeleted { .. }
             | MetadataRecord::MirrorConfigs { .. }

@@ -51,6 +51,9 @@ pub enum MetadataRecord {
     /// Broker `node_id` was fenced (it stopped heartbeating: its partitions have no leader for
     /// clients and new partitions avoid it), or unfenced (it is back).
     BrokerFenced { node_id: i32, fenced: bool },
+    /// Broker `node_id` is shutting down (controlled shutdown, docs/replication.md §3): it
+    /// leads nothing and joins no ISR until it registers again.
+    BrokerShuttingDown { node_id: i32 },
     /// A topic was created; `leaders` names each partition's broker (empty in logs written
     /// before brokers were placed: the single node leads them), and `replicas` each partition's
     /// replicas, its leader first (empty in logs written before replicas were placed: the
@@ -271,6 +274,8 @@ pub struct Controller {
     brokers: BTreeMap<i32, BrokerEndpoint>,
     /// The brokers fenced for silence (docs/cluster.md).
     fenced: BTreeSet<i32>,
+    /// The brokers in controlled shutdown since their last registration.
+    shutting_down: BTreeSet<i32>,
     /// Counts the changes applied, for whoever reacts to metadata (the mirroring engine).
     changes: tokio::sync::watch::Sender<u64>,
     /// What the recent changes touched.
@@ -364,6 +369,7 @@ impl Controller {
             mirrors: BTreeMap::new(),
             brokers: BTreeMap::new(),
             fenced: BTreeSet::new(),
+            shutting_down: BTreeSet::new(),
             changes: tokio::sync::watch::Sender::new(0),
             journal: journal::ChangeJournal::default(),
         }
@@ -379,6 +385,7 @@ impl Controller {
                 directory_id,
                 epoch,
             } => {
+                self.shutting_down.remove(node_id);
                 self.brokers.insert(
                     *node_id,
                     BrokerEndpoint {
@@ -389,6 +396,9 @@ impl Controller {
                         epoch: *epoch,
                     },
                 );
+            }
+            MetadataRecord::BrokerShuttingDown { node_id } => {
+                self.shutting_down.insert(*node_id);
             }
             MetadataRecord::BrokerFenced { node_id, fenced } => {
                 if *fenced {
@@ -625,10 +635,11 @@ impl Controller {
             directory_id: directory_id.map(str::to_string).or(registered),
             epoch,
         }];
-        // A new directory holds none of the broker's replicas: it leaves every ISR (never the
-        // last member: `check_directory` refused that) and fetches them again as a follower.
+        // A new directory holds none of the broker's replicas: it leaves every ISR and fetches
+        // them again as a follower. It stays the leader where it is the last in-sync replica:
+        // only coordinator partitions, which hold no log (`check_directory` refused the rest).
         if replaced {
-            records.extend(self.leaving_isrs(node_id));
+            records.extend(self.leaving_isrs(node_id, true));
         }
         // A broker that registers is alive.
         if self.fenced.contains(&node_id) {
@@ -637,18 +648,56 @@ impl Controller {
         self.append_all(records)
     }
 
-    /// Whether broker `node_id` is the last in-sync replica of a partition: the one replica an
-    /// election may pick, whose data the partition needs.
+    /// Whether broker `node_id` is the last in-sync replica of a partition with a partition
+    /// log: the one replica an election may pick, whose data the partition needs. The group
+    /// and transaction coordinators' topics have none (their state is in the coordinating
+    /// broker's own record logs, lost with its directory: refusing the broker would not bring
+    /// it back, and would keep it out for good).
     fn holds_needed_replicas(&self, node_id: i32) -> bool {
-        self.topics.values().flat_map(|t| &t.partitions).any(|p| {
-            (p.leader == node_id || p.isr.contains(&node_id))
-                && partition_change::without(&p.isr, node_id).is_empty()
-        })
+        self.topics
+            .iter()
+            .filter(|(name, _)| crate::broker::internal_topics::has_partition_logs(name))
+            .flat_map(|(_, t)| &t.partitions)
+            .any(|p| {
+                (p.leader == node_id || p.isr.contains(&node_id))
+                    && partition_change::without(&p.isr, node_id).is_empty()
+            })
     }
 
-    /// Whether broker `node_id` is registered and not fenced.
+    /// Whether broker `node_id` is registered, not fenced and not shutting down: a replica an
+    /// election may pick and an ISR may take.
     fn live(&self, node_id: i32) -> bool {
-        self.brokers.contains_key(&node_id) && !self.fenced.contains(&node_id)
+        self.brokers.contains_key(&node_id)
+            && !self.fenced.contains(&node_id)
+            && !self.shutting_down.contains(&node_id)
+    }
+
+    /// The brokers that may not lead or join an ISR: fenced or shutting down.
+    pub fn ineligible(&self) -> BTreeSet<i32> {
+        self.fenced.union(&self.shutting_down).copied().collect()
+    }
+
+    /// Controlled shutdown of broker `node_id` (Kafka's, docs/replication.md §3): it leaves
+    /// every ISR it is not the last member of, and the partitions it leads elect another
+    /// in-sync leader, before it stops; until it registers again it is not elected nor taken
+    /// back into an ISR. Answers how many partitions it still leads (it was their last
+    /// in-sync replica: they go offline when it stops).
+    pub fn controlled_shutdown(&mut self, node_id: i32) -> Result<usize, StorageError> {
+        if !self.brokers.contains_key(&node_id) {
+            return Ok(0);
+        }
+        let mut records = Vec::new();
+        if !self.shutting_down.contains(&node_id) {
+            records.push(MetadataRecord::BrokerShuttingDown { node_id });
+        }
+        records.extend(self.leaving_isrs(node_id, true));
+        self.append_all(records)?;
+        Ok(self
+            .topics
+            .values()
+            .flat_map(|t| &t.partitions)
+            .filter(|p| p.leader == node_id)
+            .count())
     }
 
     /// The election a topic's partitions get: unclean only with the topic's
@@ -683,15 +732,20 @@ impl Controller {
             node_id,
             fenced: true,
         }];
-        records.extend(self.leaving_isrs(node_id));
+        records.extend(self.leaving_isrs(node_id, false));
         records
     }
 
     /// Broker `node_id` leaves every ISR (the last member stays) and the partitions it led
-    /// elect new leaders among the other live replicas.
-    fn leaving_isrs(&self, node_id: i32) -> Vec<MetadataRecord> {
+    /// elect new leaders among the other live replicas; with `keep_sole`, partitions it is the
+    /// last in-sync replica of are left as they are (a controlled shutdown: it leads them until
+    /// it stops, and a quick restart finds them still its own).
+    fn leaving_isrs(&self, node_id: i32, keep_sole: bool) -> Vec<MetadataRecord> {
         self.partition_changes(|topic, p| {
             if !p.isr.contains(&node_id) && p.leader != node_id {
+                return None;
+            }
+            if keep_sole && partition_change::without(&p.isr, node_id).is_empty() {
                 return None;
             }
             partition_change::next(
@@ -1329,11 +1383,21 @@ mod tests {
         }
         c.create_topic("orders", 3, 3, BTreeMap::new(), None)
             .expect("creates");
+        // The coordinators' topic holds no logs: each partition's ISR is its leader alone.
+        c.create_topic("__consumer_offsets", 3, 3, BTreeMap::new(), None)
+            .expect("creates");
         let before = c.topics()["orders"].partitions.clone();
         let led: Vec<usize> = (0..3).filter(|&i| before[i].leader == 1).collect();
         assert!(!led.is_empty(), "broker 1 leads a partition: {before:?}");
+        let coordinated: Vec<PartitionMeta> = c.topics()["__consumer_offsets"].partitions.clone();
+        assert!(coordinated.iter().any(|p| p.leader == 1 && p.isr == [1]));
         c.execute(&register(1, "wiped"))
-            .expect("others hold every partition");
+            .expect("others hold every partition with a log");
+        assert_eq!(
+            c.topics()["__consumer_offsets"].partitions,
+            coordinated,
+            "it keeps coordinating what it coordinated (that state was in its own directory)"
+        );
         for (i, p) in c.topics()["orders"].partitions.iter().enumerate() {
             assert!(!p.isr.contains(&1), "partition {i}: {p:?}");
             assert_eq!(p.replicas, before[i].replicas, "still a replica");
@@ -1353,6 +1417,70 @@ mod tests {
             c.execute(&register(2, "wiped")),
             Err(ControllerError::DirectoryReplaced { node_id: 2, .. })
         ));
+    }
+
+    /// docs/replication.md §3, controlled shutdown: the stopping broker loses leadership to an
+    /// in-sync replica and leaves the ISRs at once (no session timeout), is refused back into an
+    /// ISR (INELIGIBLE_REPLICA) and never elected while stopping, keeps only what it is the last
+    /// in-sync replica of, survives a snapshot, and is eligible again once it registers.
+    #[test]
+    fn controlled_shutdown_moves_leadership_first() {
+        let mut c = Controller::replica();
+        for id in 1..=3 {
+            c.register_broker(id, "h", 9092, None).expect("registers");
+        }
+        c.create_topic("orders", 3, 3, BTreeMap::new(), None)
+            .expect("creates");
+        c.create_topic("single", 3, 1, BTreeMap::new(), None)
+            .expect("creates");
+        let before = c.topics()["orders"].partitions.clone();
+        let singles_led = c.topics()["single"]
+            .partitions
+            .iter()
+            .filter(|p| p.leader == 1)
+            .count();
+        let still = c
+            .execute(&MetadataCommand::ControlledShutdown { node_id: 1 })
+            .expect("applies");
+        assert_eq!(still, Applied::StillLeads(singles_led));
+        for (i, p) in c.topics()["orders"].partitions.iter().enumerate() {
+            assert!(p.leader != 1 && p.has_leader(), "partition {i}: {p:?}");
+            assert!(!p.isr.contains(&1), "partition {i}: {p:?}");
+            if before[i].leader == 1 {
+                assert_eq!(p.leader_epoch, before[i].leader_epoch + 1);
+            }
+        }
+        assert!(c.ineligible().contains(&1));
+        // Its leader asks to take it back: refused while it stops.
+        let p = c.topics()["orders"].partitions[0].clone();
+        let epoch_of = |c: &Controller, id: i32| c.broker_epoch(id).expect("registered");
+        let back = partition_change::IsrChange {
+            topic: "orders".into(),
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: [p.isr.clone(), vec![1]]
+                .concat()
+                .into_iter()
+                .map(|r| (r, epoch_of(&c, r)))
+                .collect(),
+            recovered: false,
+        };
+        let answers = c
+            .alter_partition(p.leader, epoch_of(&c, p.leader), &[back])
+            .expect("answered");
+        assert_eq!(
+            answers[0].as_ref().map(|_| ()).map_err(|e| e.error_code()),
+            Err(ErrorCode::INELIGIBLE_REPLICA.0)
+        );
+        // A snapshot keeps it stopping; its next registration ends that.
+        let mut copy = Controller::replica();
+        for record in c.image_records() {
+            copy.apply(&record);
+        }
+        assert!(copy.ineligible().contains(&1));
+        c.register_broker(1, "h", 9092, None).expect("registers");
+        assert!(!c.ineligible().contains(&1));
     }
 
     #[test]

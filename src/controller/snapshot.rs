@@ -32,6 +32,9 @@ impl Controller {
                 fenced: true,
             });
         }
+        for node_id in &self.shutting_down {
+            records.push(MetadataRecord::BrokerShuttingDown { node_id: *node_id });
+        }
         for (name, topic) in &self.topics {
             records.push(MetadataRecord::Topic {
                 name: name.clone(),

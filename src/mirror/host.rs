@@ -236,6 +236,19 @@ impl Host for BrokerHost {
         })
     }
 
+    fn replicated(&self, topic: &str, partition: i32) -> HostFuture<Result<(), HostError>> {
+        let broker = self.0.clone();
+        let opened = broker
+            .partition(topic, partition)
+            .ok_or_else(|| HostError::not_here(topic, partition));
+        Box::pin(async move {
+            broker
+                .replicated_to_isr(&*opened?)
+                .await
+                .map_err(|e| HostError::new(ErrorCode::NOT_LEADER_OR_FOLLOWER, e))
+        })
+    }
+
     fn idle_group_offsets(
         &self,
         group: &str,

@@ -5,9 +5,12 @@
 //! retries: a batch keeps its producer id and sequence however often it is sent, to whichever
 //! broker leads the partition by then. Each cycle a seeded schedule injects one fault: SIGKILL
 //! (then restart) or SIGSTOP past the session timeout (then SIGCONT) of a partition's leader, of
-//! one of its followers or of the active controller, or a follower's data directory wiped while
-//! it is down (its log directory, not the metadata quorum's files: a lost data disk), so it
-//! comes back with a new directory id and fetches every replica again. Once the fault ends it
+//! one of its followers or of the active controller, or the data directory of a partition's
+//! follower or leader wiped while it is down (its log directory, not the metadata quorum's
+//! files: a lost data disk), so it comes back with a new directory id, loses what it led (a
+//! leader restarted within its session still held leadership) and fetches every replica again.
+//! A consumer group's coordinator is looked up first, so the coordinators' topic exists
+//! (its partitions, which hold no logs, must not keep a wiped broker out). Once the fault ends it
 //! checks:
 //! - every batch is acknowledged within [`BOUND`] (the partition is available again), and no
 //!   produce is refused with an error an idempotent producer cannot retry;
@@ -26,7 +29,11 @@
 
 use super::Rng;
 use super::process::concatenated_segments;
+use kafka_protocol::messages::FindCoordinatorRequest;
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
+use kmirror_protocol::client::ClientConfig;
+use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_testkit::client::{self, Acked, Outcome, RetryingProducer};
 use kmirror_testkit::local_cluster::{LocalCluster, PartitionView, scrape_text, topics_of};
@@ -54,9 +61,10 @@ enum Fault {
     KillController,
     FreezeController,
     WipeFollower,
+    WipeLeader,
 }
 
-const FAULTS: [Fault; 7] = [
+const FAULTS: [Fault; 8] = [
     Fault::KillLeader,
     Fault::FreezeLeader,
     Fault::KillFollower,
@@ -64,6 +72,7 @@ const FAULTS: [Fault; 7] = [
     Fault::KillController,
     Fault::FreezeController,
     Fault::WipeFollower,
+    Fault::WipeLeader,
 ];
 
 /// What the writers and the observer found, shared with the cycle.
@@ -427,7 +436,7 @@ impl World {
     fn target(&mut self, fault: Fault, view: &PartitionView) -> Option<usize> {
         let followers: Vec<i32> = (1..=NODES as i32).filter(|r| *r != view.leader).collect();
         let node = match fault {
-            Fault::KillLeader | Fault::FreezeLeader => view.leader,
+            Fault::KillLeader | Fault::FreezeLeader | Fault::WipeLeader => view.leader,
             Fault::KillFollower | Fault::FreezeFollower | Fault::WipeFollower => {
                 followers[self.rng.below(followers.len() as u64) as usize]
             }
@@ -468,7 +477,7 @@ impl World {
                 tokio::time::sleep(SESSION + hold).await;
                 self.cluster.signal(node, "CONT");
             }
-            Fault::WipeFollower => {
+            Fault::WipeFollower | Fault::WipeLeader => {
                 self.cluster.kill(node);
                 wipe_partition_data(&self.cluster.data(node));
                 tokio::time::sleep(hold).await;
@@ -561,6 +570,22 @@ pub(crate) async fn run() {
         Ok(0),
         "the replicated topic"
     );
+    // FindCoordinator creates __consumer_offsets (a coordinator partition on every broker).
+    let group = FindCoordinatorRequest::default()
+        .with_key_type(0)
+        .with_key(StrBytes::from_static_str("nemesis-readers"));
+    let connection = Connection::connect(
+        &cluster.clients[0],
+        &ClientConfig::plaintext(&cluster.clients[0]),
+        None,
+    )
+    .await
+    .expect("connects");
+    let (_, found) = connection
+        .send("FindCoordinator", &group, 3)
+        .await
+        .expect("FindCoordinator answered");
+    assert_eq!(found.error_code, 0, "a group coordinator");
     let shared: SharedRef = Arc::default();
     let stop_observing = Arc::new(AtomicBool::new(false));
     let observing = tokio::spawn(observer(

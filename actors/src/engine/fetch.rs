@@ -25,7 +25,9 @@ use crate::partition::Cause;
 use actix::{Message, Recipient};
 use kmirror_protocol::batch::RecordBatches;
 use kmirror_protocol::client::source::{ClusterMetadata, EARLIEST};
-use kmirror_protocol::client::{FetchPartitionSpec, FetchSpec, FetchedPartition, Isolation};
+use kmirror_protocol::client::{
+    ClientError, FetchPartitionSpec, FetchSpec, FetchedPartition, Isolation,
+};
 use kmirror_protocol::errors::ErrorCode;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -264,18 +266,20 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 Ok(fetched) => fetched,
                 Err(e) => {
                     stats.fetch_failed(&e.to_string(), host.now_ms());
-                    let cause = cause(&e);
-                    // A leader that cannot be reached may be gone for good, its partitions led
-                    // by another broker now: they look their leader up again (after the pool's
-                    // backoff), as a Kafka client refreshes its metadata on a disconnect.
-                    if cause.retryable
-                        && let Some(moved) = &moved
+                    // A leader that cannot be reached or does not answer may be gone for
+                    // good, its partitions led by another broker now: they look their leader
+                    // up again (after the pool's backoff, one lookup per topic), as a Kafka
+                    // client refreshes its metadata on a disconnect.
+                    if matches!(
+                        e,
+                        ClientError::Connection { .. } | ClientError::Timeout { .. }
+                    ) && let Some(moved) = &moved
                     {
                         for a in &asked {
                             moved.do_send(LeaderMoved(a.key.clone()));
                         }
                     }
-                    return Err(cause);
+                    return Err(cause(&e));
                 }
             };
             let bytes = fetched.iter().map(|p| p.records.len() as u64).sum();

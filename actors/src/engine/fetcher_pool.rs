@@ -309,9 +309,18 @@ impl<H: Host> Handler<LeaderMoved> for FetcherPool<H> {
             return;
         }
         tracing::info!(topic = %key.topic, partition = key.partition, "the source leader moved: looking it up again");
+        let reported = tokio::time::Instant::now();
         ctx.run_later(MOVED_BACKOFF, move |pool, ctx| {
             pool.moving.remove(&key);
-            pool.leaders.remove(&key.topic);
+            // Leaders looked up after the move was reported are fresh: the topic's other
+            // partitions that moved with it use them instead of asking again each.
+            if pool
+                .leaders
+                .get(&key.topic)
+                .is_some_and(|(asked, _)| *asked < reported)
+            {
+                pool.leaders.remove(&key.topic);
+            }
             let Some(member) = pool.members.get(&key) else {
                 return;
             };

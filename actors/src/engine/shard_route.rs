@@ -36,8 +36,8 @@ pub const SHARD_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where one shard is now: its actor here, or the broker leading it.
 pub enum Route<H: Host> {
-    /// The shard's actor on this broker.
-    Local(Addr<CoordinatorShard<StateLogPorts<H>>>),
+    /// The shard's actor on this broker, started at this leader epoch of its partition.
+    Local(Addr<CoordinatorShard<StateLogPorts<H>>>, i32),
     /// The broker that leads the shard.
     Remote(Arc<RemoteShard>),
 }
@@ -45,7 +45,7 @@ pub enum Route<H: Host> {
 impl<H: Host> Clone for Route<H> {
     fn clone(&self) -> Self {
         match self {
-            Route::Local(addr) => Route::Local(addr.clone()),
+            Route::Local(addr, epoch) => Route::Local(addr.clone(), *epoch),
             Route::Remote(remote) => Route::Remote(remote.clone()),
         }
     }
@@ -74,7 +74,7 @@ impl<H: Host> ShardRoute<H> {
     /// The shard's actor, when it runs here.
     pub fn local(&self) -> Option<Addr<CoordinatorShard<StateLogPorts<H>>>> {
         match self.current() {
-            Route::Local(addr) => Some(addr),
+            Route::Local(addr, _) => Some(addr),
             Route::Remote(_) => None,
         }
     }
@@ -101,7 +101,7 @@ impl<H: Host> Clone for ShardRoute<H> {
 impl<H: Host> std::fmt::Debug for Route<H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Route::Local(_) => f.write_str("Local"),
+            Route::Local(_, epoch) => write!(f, "Local(epoch {epoch})"),
             Route::Remote(remote) => write!(f, "Remote({})", remote.address()),
         }
     }
@@ -199,7 +199,7 @@ impl<H: Host> ShardRoute<H> {
         topic: &str,
     ) -> Result<Result<StateRead, ErrorCode>, Cause> {
         match self.current() {
-            Route::Local(shard) => shard
+            Route::Local(shard, _) => shard
                 .send(ReadState {
                     key,
                     topic: topic.to_string(),
@@ -256,7 +256,7 @@ impl<H: Host> ShardRoute<H> {
     /// (fatal: this broker no longer leads the partition); anything else is retryable.
     pub async fn write_state(&self, mirror: &str, write: StateWrite) -> Result<(), Cause> {
         let code = match self.current() {
-            Route::Local(shard) => shard
+            Route::Local(shard, _) => shard
                 .send(WriteStates {
                     mirror: mirror.to_string(),
                     writes: vec![write],

@@ -4,9 +4,10 @@
 //! The engine creates the topic the first time a mirror needs it, with
 //! [`crate::host::EngineSettings::state_partitions`] partitions. A shard loads by reading its
 //! partition from the start and appends each write as one batch stamped with the partition's
-//! leader epoch. The partition is replicated like any other: a STOPPED record is answered only
-//! once the host made it durable, on disk and on every in-sync replica
-//! ([`crate::host::Host::make_durable`]), so the next leader replays it.
+//! leader epoch. The partition is replicated like any other: a write is answered only once
+//! every in-sync replica holds it ([`crate::host::Host::replicated`]), a STOPPED record only
+//! once it is on disk too ([`crate::host::Host::make_durable`]), so the next leader replays
+//! it; a shard whose partition changed leadership since it loaded writes nothing more.
 
 use crate::actor::{PortFuture, ShardLogPorts};
 use crate::host::Host;
@@ -22,12 +23,32 @@ pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
 pub struct StateLogPorts<H: Host> {
     host: H,
     partition: i32,
+    /// The partition's leader epoch when the shard started here: a write after it changed
+    /// is refused (the shard moved, and perhaps back: a new actor loaded what others wrote).
+    leader_epoch: Option<i32>,
 }
 
 impl<H: Host> StateLogPorts<H> {
-    /// Ports over the host's `__mirror_state` partition `partition`.
+    /// Ports over the host's `__mirror_state` partition `partition`, for the leadership it has
+    /// now.
     pub fn new(host: H, partition: i32) -> Self {
-        StateLogPorts { host, partition }
+        let leader_epoch = Self::epoch_of(&host, partition);
+        StateLogPorts {
+            host,
+            partition,
+            leader_epoch,
+        }
+    }
+
+    /// The partition's leader epoch when these ports were made.
+    pub fn leader_epoch(&self) -> Option<i32> {
+        self.leader_epoch
+    }
+
+    fn epoch_of(host: &H, partition: i32) -> Option<i32> {
+        host.topic(MIRROR_STATE_TOPIC)
+            .and_then(|t| t.partitions.get(partition as usize).cloned())
+            .map(|p| p.leader_epoch)
     }
 
     fn read(&self) -> Result<Vec<CoordinatorRecord>, Cause> {
@@ -48,12 +69,14 @@ impl<H: Host> StateLogPorts<H> {
     }
 
     fn write(&self, records: &[CoordinatorRecord]) -> Result<(), Cause> {
-        let epoch = self
-            .host
-            .topic(MIRROR_STATE_TOPIC)
-            .and_then(|t| t.partitions.get(self.partition as usize).cloned())
-            .map(|p| p.leader_epoch)
+        let epoch = Self::epoch_of(&self.host, self.partition)
             .ok_or_else(|| Cause::retryable("__mirror_state does not exist yet"))?;
+        if self.leader_epoch.is_some_and(|started| started != epoch) {
+            return Err(Cause::retryable(format!(
+                "__mirror_state partition {} changed leadership since this shard loaded it",
+                self.partition
+            )));
+        }
         let batch = coordinator_batch(records, epoch, self.host.now_ms())
             .map_err(|e| Cause::fatal(format!("encoding __mirror_state records: {e}")))?;
         self.host
@@ -86,10 +109,13 @@ impl<H: Host> ShardLogPorts for StateLogPorts<H> {
         records: Vec<CoordinatorRecord>,
     ) -> Result<PortFuture<Result<(), Cause>>, Cause> {
         self.write(&records)?;
-        if !stops(&records) {
-            return Ok(Box::pin(std::future::ready(Ok(()))));
-        }
-        let durable = self.host.make_durable(MIRROR_STATE_TOPIC, self.partition);
-        Ok(Box::pin(async move { durable.await.map_err(Cause::from) }))
+        // Every write is answered once the in-sync replicas hold it (the shard's next leader
+        // replays it); a STOPPED one also once it is on disk.
+        let done = if stops(&records) {
+            self.host.make_durable(MIRROR_STATE_TOPIC, self.partition)
+        } else {
+            self.host.replicated(MIRROR_STATE_TOPIC, self.partition)
+        };
+        Ok(Box::pin(async move { done.await.map_err(Cause::from) }))
     }
 }

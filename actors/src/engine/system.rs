@@ -143,15 +143,18 @@ impl<H: Host> MirrorSystem<H> {
         for (index, (route, p)) in self.shards.iter().zip(&topic.partitions).enumerate() {
             let leads = self.host.leads(p);
             match route.current() {
-                Route::Local(_) if leads => {}
-                Route::Remote(_) if leads => {
+                Route::Local(_, epoch) if leads && epoch == p.leader_epoch => {}
+                // Led here at another epoch (it may have moved away and back meanwhile): the
+                // shard loads again, with what the others wrote.
+                Route::Local(..) | Route::Remote(_) if leads => {
                     tracing::info!(
                         shard = index,
+                        leader_epoch = p.leader_epoch,
                         "this broker now leads a __mirror_state shard; loading it"
                     );
                     route.set(self.local_shard(index as i32, count));
                 }
-                Route::Local(_) => {
+                Route::Local(..) => {
                     let address = self.host.node_address(p.leader).unwrap_or_default();
                     tracing::info!(shard = index, to = %address, "a __mirror_state shard moved away");
                     route.set(Route::Remote(Arc::new(RemoteShard::new(address))));
@@ -170,10 +173,9 @@ impl<H: Host> MirrorSystem<H> {
 
     /// The actor of shard `index` of `count`, started here: it loads by replaying its partition.
     fn local_shard(&self, index: i32, count: i32) -> Route<H> {
-        Route::Local(
-            CoordinatorShard::new(index, count, StateLogPorts::new(self.host.clone(), index))
-                .start(),
-        )
+        let ports = StateLogPorts::new(self.host.clone(), index);
+        let epoch = ports.leader_epoch().unwrap_or(-1);
+        Route::Local(CoordinatorShard::new(index, count, ports).start(), epoch)
     }
 
     /// Runs `then` once `__mirror_state` exists (creating it first when needed), so a request

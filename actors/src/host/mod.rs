@@ -249,6 +249,11 @@ pub trait Host: Clone + Send + Sync + Unpin + std::fmt::Debug + 'static {
     /// where the partition has replicas, held by every in-sync one (below the high watermark),
     /// so a leader elected after a crash has it.
     fn make_durable(&self, topic: &str, partition: i32) -> HostFuture<Result<(), HostError>>;
+    /// Resolves once everything appended to the partition so far is held by every in-sync
+    /// replica (not forced to disk). A host without replicas has nothing to wait for.
+    fn replicated(&self, _topic: &str, _partition: i32) -> HostFuture<Result<(), HostError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 
     /// A consumer group's committed offsets here, from its coordinator wherever it is; `None`
     /// while the group has members on this cluster (its offsets are its own then); an error

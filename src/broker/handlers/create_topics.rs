@@ -6,9 +6,9 @@
 //! ranges: INVALID_CONFIG), so a topic never silently lacks what it was created with. One
 //! request creates at most [`MAX_PARTITIONS_PER_REQUEST`] partitions (POLICY_VIOLATION). A
 //! replication factor of 0, below -1 (`default.replication.factor`) or above the live brokers is
-//! INVALID_REPLICATION_FACTOR, as Kafka answers (docs/errors.md). The replicas are placed and
-//! shown, but followers do not replicate yet: the ISR is the leader alone
-//! (docs/replication.md).
+//! INVALID_REPLICATION_FACTOR, as Kafka answers (docs/errors.md). The controller places the
+//! replicas (docs/replication.md §2); explicit replica assignments are not taken yet and are
+//! refused (INVALID_REQUEST) rather than ignored.
 
 use super::access::Access;
 use crate::acl::Operation;
@@ -97,6 +97,17 @@ pub(super) async fn handle(
                     .with_error_code(ErrorCode::INVALID_CONFIG.0)
                     .with_error_message(Some(StrBytes::from_static_str(
                         guards::MIRROR_NAME_REFUSED,
+                    ))),
+            );
+            continue;
+        }
+        if !topic.assignments.is_empty() {
+            results.push(
+                result
+                    .with_error_code(ErrorCode::INVALID_REQUEST.0)
+                    .with_error_message(Some(StrBytes::from_static_str(
+                        "explicit replica assignments are not supported: give the partition \
+                         count and the replication factor, and the controller places the replicas",
                     ))),
             );
             continue;

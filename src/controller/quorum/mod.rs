@@ -133,6 +133,9 @@ pub struct Quorum {
     /// Connections kept for forwarded writes: (controller address, last used, connection).
     forwarders: Mutex<Vec<(String, tokio::time::Instant, Peer)>>,
     stop: watch::Sender<bool>,
+    /// Whether this node's broker registered since it started: it heartbeats only then, so a
+    /// broker the controller refuses (a wiped directory) is never unfenced by its heartbeats.
+    registered: std::sync::atomic::AtomicBool,
 }
 
 /// The most connections kept for forwarded writes (one write in flight on each).
@@ -238,6 +241,7 @@ impl Quorum {
             secret: config.secret.clone(),
             forwarders: Mutex::new(Vec::new()),
             stop,
+            registered: std::sync::atomic::AtomicBool::new(false),
         });
         if config.roles.is_voter() {
             quorum.bootstrap(&config.voters).await?;
@@ -312,12 +316,22 @@ impl Quorum {
         }
     }
 
-    /// Tells the active controller, every `interval`, that this node's broker is alive.
+    /// This node's broker registered (its registration applied): it heartbeats from now on.
+    pub fn broker_registered(&self) {
+        self.registered
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Tells the active controller, every `interval` once this node's broker registered, that
+    /// it is alive.
     async fn heartbeats(self: Arc<Self>, interval: Duration) {
         let mut peer: Option<(u64, Peer)> = None;
         let mut tick = tokio::time::interval(interval);
         loop {
             tick.tick().await;
+            if !self.registered.load(std::sync::atomic::Ordering::SeqCst) {
+                continue;
+            }
             let leader = {
                 let metrics = self.raft.metrics();
                 let metrics = metrics.borrow();
