@@ -67,20 +67,10 @@ fn workload(
             &compression,
         ],
     );
-    // "N records sent, R records/sec (M MB/sec), ..."
-    let summary = produced
-        .lines()
-        .rfind(|l| l.contains("records sent"))
-        .expect("producer summary");
-    let number_before = |marker: &str| -> f64 {
-        let at = summary.find(marker).expect("marker");
-        summary[..at]
-            .split([' ', '('])
-            .rfind(|s| !s.is_empty())
-            .and_then(|s| s.parse().ok())
-            .expect("number")
-    };
-    let (produce_rps, produce_mbps) = (number_before(" records/sec"), number_before(" MB/sec"));
+    let (produce_rps, produce_mbps) = (
+        support::producer_figure(&produced, " records/sec"),
+        support::producer_figure(&produced, " MB/sec"),
+    );
     let consumed = kafka_tool(
         "org.apache.kafka.tools.ConsumerPerformance",
         &[

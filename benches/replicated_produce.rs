@@ -68,25 +68,11 @@ fn produce(bootstrap: &str, topic: &str, records: u64, acks: &str) -> Produced {
             "batch.size=131072",
         ],
     );
-    // "N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency, P50 ms
-    // 50th, P95 ms 95th, P99 ms 99th, P999 ms 99.9th."
-    let summary = out
-        .lines()
-        .rfind(|l| l.contains("records sent"))
-        .expect("the producer's summary");
-    let before = |marker: &str| -> f64 {
-        let at = summary.find(marker).expect("a figure");
-        summary[..at]
-            .split([' ', '(', ','])
-            .rfind(|s| !s.is_empty())
-            .and_then(|s| s.parse().ok())
-            .expect("a number")
-    };
     Produced {
-        records_per_s: before(" records/sec"),
-        mb_per_s: before(" MB/sec"),
-        p50_ms: before(" ms 50th"),
-        p99_ms: before(" ms 99th"),
+        records_per_s: support::producer_figure(&out, " records/sec"),
+        mb_per_s: support::producer_figure(&out, " MB/sec"),
+        p50_ms: support::producer_figure(&out, " ms 50th"),
+        p99_ms: support::producer_figure(&out, " ms 99th"),
     }
 }
 

@@ -194,3 +194,19 @@ pub(crate) fn produce_backlog(bootstrap: &str, topic: &str, records: u64, compre
         ],
     );
 }
+
+/// A figure of ProducerPerformance's summary line ("N records sent, R records/sec (M MB/sec),
+/// A ms avg latency, X ms max latency, P ms 50th, ..."): the number just before `marker`
+/// (" records/sec", " MB/sec", " ms 50th", " ms 99th", ...).
+pub(crate) fn producer_figure(output: &str, marker: &str) -> f64 {
+    let summary = output
+        .lines()
+        .rfind(|l| l.contains("records sent"))
+        .expect("the producer's summary");
+    let at = summary.find(marker).expect("the figure in the summary");
+    summary[..at]
+        .split([' ', '(', ','])
+        .rfind(|s| !s.is_empty())
+        .and_then(|s| s.parse().ok())
+        .expect("a number")
+}

@@ -39,6 +39,25 @@ pub fn kmirror_bin() -> PathBuf {
     std::env::var_os("KMIRROR_TEST_BIN").map_or_else(built_kmirror, PathBuf::from)
 }
 
+/// Every segment file (`*.log`) of the partition directory `dir`, concatenated in offset order
+/// (empty when there is none): a replica's bytes, whatever its segments' boundaries.
+pub fn concatenated_segments(dir: &std::path::Path) -> Vec<u8> {
+    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Zero-padded base offsets: the names sort as the offsets do.
+    segments.sort();
+    segments
+        .iter()
+        .flat_map(|s| std::fs::read(s).unwrap_or_default())
+        .collect()
+}
+
 /// Waits until `check` holds (asked every 200 ms, for at most 60 s); panics with `what` and the
 /// last answer.
 pub async fn eventually<T: std::fmt::Debug, F: Future<Output = T>>(

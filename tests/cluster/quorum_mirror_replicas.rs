@@ -5,29 +5,16 @@
 
 use kmirror_protocol::kafka_tools::{self, kafka_env};
 use kmirror_testkit::cli::{described, mirrors_cli, wait_described};
-use kmirror_testkit::eventually;
 use kmirror_testkit::local_cluster::{LocalCluster, PartitionView, topics_of};
 use kmirror_testkit::source::{segment, source_client, source_ends};
+use kmirror_testkit::{concatenated_segments, eventually};
 use std::time::{Duration, Instant};
 
 const PARTITIONS: i32 = 2;
 
 /// Every segment file of `topic`-`partition` on node `node`, concatenated in offset order.
 fn replica(cluster: &LocalCluster, node: usize, topic: &str, partition: i32) -> Vec<u8> {
-    let dir = cluster.data(node).join(format!("{topic}-{partition}"));
-    let mut segments: Vec<_> = std::fs::read_dir(&dir)
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "log"))
-                .collect()
-        })
-        .unwrap_or_default();
-    segments.sort();
-    segments
-        .iter()
-        .flat_map(|s| std::fs::read(s).unwrap_or_default())
-        .collect()
+    concatenated_segments(&cluster.data(node).join(format!("{topic}-{partition}")))
 }
 
 /// `topic`'s partitions as the first node that answers shows them.

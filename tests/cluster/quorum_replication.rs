@@ -7,8 +7,8 @@
 
 use kafka_protocol::records::Compression;
 use kmirror_testkit::client::{self, Outcome, Producer};
-use kmirror_testkit::eventually;
 use kmirror_testkit::local_cluster::{LocalCluster, PartitionView, topics_of};
+use kmirror_testkit::{concatenated_segments, eventually};
 use std::collections::BTreeMap;
 
 const TOPIC: &str = "replicated";
@@ -25,19 +25,7 @@ async fn view(cluster: &LocalCluster, node: usize) -> Option<PartitionView> {
 
 /// Every segment file of the partition on node `node`, concatenated in order.
 fn replica_bytes(cluster: &LocalCluster, node: usize) -> Vec<u8> {
-    let dir = cluster.data(node).join(format!("{TOPIC}-0"));
-    let mut logs: Vec<_> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "log"))
-                .collect()
-        })
-        .unwrap_or_default();
-    logs.sort();
-    logs.iter()
-        .flat_map(|p| std::fs::read(p).unwrap_or_default())
-        .collect()
+    concatenated_segments(&cluster.data(node).join(format!("{TOPIC}-0")))
 }
 
 /// Produces `count` batches of 10 records tagged `tag` to the partition's leader; the

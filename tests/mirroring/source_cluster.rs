@@ -12,9 +12,9 @@ use kmirror_protocol::batch::RecordBatches;
 use kmirror_protocol::client::SourceClient;
 use kmirror_protocol::kafka_tools::{self, kafka_env};
 use kmirror_testkit::cli::mirrors_cli;
-use kmirror_testkit::eventually;
 use kmirror_testkit::local_cluster::topics_of;
 use kmirror_testkit::source::{source_client, source_ends};
+use kmirror_testkit::{concatenated_segments, eventually};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -72,20 +72,7 @@ async fn source_leader(source: &SourceClient, topic: &str, partition: i32) -> (i
 
 /// Every segment of `topic`-`partition` under log directory `logs`, in offset order.
 fn segments(logs: &Path, topic: &str, partition: i32) -> Vec<u8> {
-    let dir = logs.join(format!("{topic}-{partition}"));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "log"))
-                .collect()
-        })
-        .unwrap_or_default();
-    files.sort();
-    files
-        .iter()
-        .flat_map(|f| std::fs::read(f).unwrap_or_default())
-        .collect()
+    concatenated_segments(&logs.join(format!("{topic}-{partition}")))
 }
 
 /// Waits until the destination's `topic`-`partition` is the source leader's log byte for byte,

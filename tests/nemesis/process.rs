@@ -151,24 +151,7 @@ impl Broker {
     }
 }
 
-/// The segment files (`*.log`) of the partition folder `dir` concatenated in offset order.
-pub(crate) fn concatenated_segments(dir: &Path) -> Vec<u8> {
-    let mut segments: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|x| x == "log"))
-                .collect()
-        })
-        .unwrap_or_default();
-    // Zero-padded base offsets: the names sort as the offsets do.
-    segments.sort();
-    let mut bytes = Vec::new();
-    for segment in segments {
-        bytes.extend(std::fs::read(&segment).unwrap_or_default());
-    }
-    bytes
-}
+pub(crate) use kmirror_testkit::concatenated_segments;
 
 impl Drop for Broker {
     fn drop(&mut self) {
