@@ -322,19 +322,8 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
     }
 
     fn await_isr(&self) -> PortFuture<()> {
-        // After PREPARING's cut the in-sync followers fetch again, find their logs diverging
-        // where the leader's was cut and truncate there, and only then does the high watermark
-        // reach the leader's log end: mirrored batches may reuse the epochs of what was cut,
-        // which a follower still holding it could no longer tell apart (docs/replication.md
-        // §6). A follower too slow leaves the ISR and no longer holds it back; an error
-        // (leadership lost) ends the wait, the partition's next leader prepares again.
-        let ports = self.clone();
-        Box::pin(async move {
-            let site = &ports.site;
-            if let Err(e) = ports.host.make_durable(&site.topic, site.partition).await {
-                tracing::warn!(mirror = %site.mirror, topic = %site.topic, partition = site.partition, error = %e.message, "preparing: the in-sync replicas did not confirm the cut");
-            }
-        })
+        // One replica per partition: the leader's truncation is the ISR's.
+        Box::pin(std::future::ready(()))
     }
 
     // Attach and raise go straight into the pool's mailbox, so they reach it in the order the
