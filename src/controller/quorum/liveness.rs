@@ -62,13 +62,6 @@ impl Sessions {
     }
 }
 
-/// Whether the liveness loop, ticking every half `interval`, did not run between `last_tick`
-/// and `now` for longer than two intervals: the node was frozen or starved, and heard nothing
-/// meanwhile through no fault of the brokers.
-pub(super) fn paused(last_tick: Instant, now: Instant, interval: Duration) -> bool {
-    now.saturating_duration_since(last_tick) > interval * 2
-}
-
 /// The fence and unfence commands the sessions call for at `now`: a registered broker not
 /// fenced and silent for `timeout` is fenced; a fenced broker heard within `timeout` is
 /// unfenced.
@@ -98,22 +91,6 @@ mod tests {
     use super::*;
 
     const TIMEOUT: Duration = Duration::from_secs(9);
-
-    /// The replication nemesis found an active controller frozen past the session timeout
-    /// fence every other broker as it resumed (their last heartbeats were from before its
-    /// freeze) and elect itself; a pause is detected and the sessions start over.
-    #[test]
-    fn a_pause_of_the_controller_is_not_the_brokers_silence() {
-        let interval = Duration::from_millis(500);
-        let start = Instant::now();
-        assert!(!paused(start, start + interval / 2, interval));
-        assert!(!paused(start, start + interval * 2, interval));
-        assert!(paused(start, start + Duration::from_secs(6), interval));
-        // Sessions started over at the resume fence nobody before a full timeout.
-        let resumed = start + Duration::from_secs(6);
-        let sessions = Sessions::new(resumed);
-        assert!(decide(resumed, &sessions, [1, 2, 3], &BTreeSet::new(), TIMEOUT).is_empty());
-    }
 
     #[test]
     fn a_silent_broker_is_fenced_after_the_timeout_and_unfenced_when_heard_again() {

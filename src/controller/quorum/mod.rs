@@ -367,12 +367,9 @@ impl Quorum {
         let mut tick = tokio::time::interval(interval / 2);
         metrics::gauge!(crate::metrics::FENCED_BROKERS).set(0.0);
         metrics::gauge!(crate::metrics::OFFLINE_PARTITIONS).set(0.0);
-        let mut last_tick = std::time::Instant::now();
         loop {
             tick.tick().await;
             let now = std::time::Instant::now();
-            let paused = liveness::paused(last_tick, now, interval);
-            last_tick = now;
             let active = self.raft.metrics().borrow().current_leader == Some(self.node_id);
             let commands = {
                 let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
@@ -382,15 +379,6 @@ impl Quorum {
                         metrics::gauge!(crate::metrics::OFFLINE_PARTITIONS).set(0.0);
                     }
                     continue;
-                }
-                // This node did not run for a while (frozen, starved): the brokers' silence
-                // meanwhile is its own, not theirs; they get a full session from now, as from
-                // a new active controller.
-                if paused && live.is_some() {
-                    tracing::warn!(
-                        "this controller did not run for a while: broker sessions start over"
-                    );
-                    *live = Some(liveness::Sessions::new(now));
                 }
                 let sessions = live.get_or_insert_with(|| liveness::Sessions::new(now));
                 let image = self.image.lock().unwrap_or_else(|e| e.into_inner());
