@@ -435,7 +435,7 @@ async fn serve_broker(broker: Broker, quorum: Option<Arc<Quorum>>) -> Result<(),
         .config()
         .listener
         .ok_or("a broker needs a client listener (listeners)")?;
-    let broker = Arc::new(broker);
+    let broker = broker.into_shared();
     // Replication's figures exist from the start (a single node's stay 0).
     metrics::gauge!(kmirror::metrics::UNDER_REPLICATED).set(0.0);
     metrics::gauge!(kmirror::metrics::UNDER_MIN_ISR).set(0.0);

@@ -3,6 +3,7 @@
 //! `scripts/bench.sh` download, for interop tests and benchmarks (feature `test-util`).
 //! They read `KMIRROR_KAFKA_*` variables, which those scripts export.
 
+use std::collections::BTreeMap;
 use std::process::{Command, Output};
 
 /// A `KMIRROR_KAFKA_*` variable; panics with how to get it when it is not set.
@@ -204,4 +205,58 @@ pub fn console_values(bootstrap: &str, topic: &str, isolation: &str) -> Vec<Stri
     .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
     .map(str::to_string)
     .collect()
+}
+
+/// The values the console consumer of group `group` prints reading at most `max` records of
+/// `topic` from the group's committed offsets (from the start without one), committing as it
+/// goes (the consumer's auto-commit, and its final commit when it closes).
+pub fn group_values(bootstrap: &str, topic: &str, group: &str, max: u32) -> Vec<String> {
+    kafka_tool(
+        "org.apache.kafka.tools.consumer.ConsoleConsumer",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--max-messages",
+            &max.to_string(),
+            "--consumer-property",
+            "auto.offset.reset=earliest",
+            "--timeout-ms",
+            "20000",
+        ],
+    )
+    .lines()
+    .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+    .map(str::to_string)
+    .collect()
+}
+
+/// `kafka-consumer-groups --describe`: group `group`'s committed offset of each partition of
+/// `topic` (partitions without one are left out); `None` when the tool failed (no coordinator
+/// answered, for one).
+pub fn group_offsets(bootstrap: &str, group: &str, topic: &str) -> Option<BTreeMap<i32, i64>> {
+    let out = kafka_tool_output(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--group",
+            group,
+        ],
+    );
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Some(
+        text.lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|cols| cols.len() > 5 && cols[0] == group && cols[1] == topic)
+            .filter_map(|cols| Some((cols[2].parse().ok()?, cols[3].parse().ok()?)))
+            .collect(),
+    )
 }

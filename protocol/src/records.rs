@@ -414,23 +414,22 @@ fn encode_batch(
     Ok(Bytes::from(out))
 }
 
-/// An uncompressed batch of coordinator records written by a leader itself (no producer), as
-/// `__mirror_state` holds them.
-pub fn coordinator_batch(
-    records: &[CoordinatorRecord],
+/// One record's key and value (each may be null).
+pub type KeyValue = (Option<Bytes>, Option<Bytes>);
+
+/// An uncompressed batch of `records` written by a leader itself (no producer), as the
+/// coordinators' internal topics hold them.
+pub fn leader_batch(
+    records: &[KeyValue],
     partition_leader_epoch: i32,
     timestamp_ms: i64,
 ) -> Result<Bytes, CodecError> {
     let header = ControlBatchHeader::without_producer(0, partition_leader_epoch, timestamp_ms);
-    let pairs = records
-        .iter()
-        .map(|r| Ok((Some(r.key_bytes()?), r.value_bytes()?)))
-        .collect::<Result<Vec<_>, CodecError>>()?;
-    encode_batch(&header, 0, &pairs)
+    encode_batch(&header, 0, records)
 }
 
-/// The coordinator records of one uncompressed `__mirror_state` batch, in order.
-pub fn coordinator_records(batch: &RecordBatch) -> Result<Vec<CoordinatorRecord>, RecordError> {
+/// The records of one uncompressed batch, in order: what [`leader_batch`] wrote.
+pub fn leader_batch_records(batch: &RecordBatch) -> Result<Vec<KeyValue>, RecordError> {
     let base_offset = batch.base_offset();
     if !matches!(batch.compression(), Ok(batch::Compression::None)) {
         return Err(RecordError::CompressedCoordinatorBatch(base_offset));
@@ -446,10 +445,34 @@ pub fn coordinator_records(batch: &RecordBatch) -> Result<Vec<CoordinatorRecord>
         let _attributes = codec::read_int8(&mut record)?;
         let _timestamp_delta = codec::read_varlong(&mut record)?;
         let _offset_delta = codec::read_varint(&mut record)?;
-        let key = read_record_field(&mut record)?
-            .ok_or(RecordError::MalformedCoordinatorBatch(base_offset))?;
+        let key = read_record_field(&mut record)?;
         let value = read_record_field(&mut record)?;
-        out.push(CoordinatorRecord::decode(key, value)?);
+        out.push((key, value));
     }
     Ok(out)
+}
+
+/// An uncompressed batch of coordinator records written by a leader itself (no producer), as
+/// `__mirror_state` holds them.
+pub fn coordinator_batch(
+    records: &[CoordinatorRecord],
+    partition_leader_epoch: i32,
+    timestamp_ms: i64,
+) -> Result<Bytes, CodecError> {
+    let pairs = records
+        .iter()
+        .map(|r| Ok((Some(r.key_bytes()?), r.value_bytes()?)))
+        .collect::<Result<Vec<_>, CodecError>>()?;
+    leader_batch(&pairs, partition_leader_epoch, timestamp_ms)
+}
+
+/// The coordinator records of one uncompressed `__mirror_state` batch, in order.
+pub fn coordinator_records(batch: &RecordBatch) -> Result<Vec<CoordinatorRecord>, RecordError> {
+    leader_batch_records(batch)?
+        .into_iter()
+        .map(|(key, value)| {
+            let key = key.ok_or(RecordError::MalformedCoordinatorBatch(batch.base_offset()))?;
+            CoordinatorRecord::decode(key, value)
+        })
+        .collect()
 }

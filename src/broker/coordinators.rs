@@ -4,11 +4,13 @@
 //! `__consumer_offsets` and a transactional id to a partition of `__transaction_state`
 //! (`abs(Java hashCode) % partitions`); the broker leading that partition is the key's
 //! coordinator. The two topics are created through the quorum by the first FindCoordinator
-//! that needs one, their partitions spread over the live brokers like any topic's; they hold
-//! no partition logs: each broker keeps the groups and transactions of the partitions it leads
-//! in its own record logs (`__consumer_offsets/offsets.log`, `__transaction_state/`), replayed
-//! when it starts. With one replica a partition's leader never changes, so that state never
-//! has to move; while the leader is fenced its keys have no coordinator
+//! that needs one, their partitions spread over the live brokers like any topic's.
+//! `__consumer_offsets` has Kafka's three replicas and partition logs holding the groups
+//! ([`crate::groups::journal`]): when its leader dies, the new leader loads the partition and
+//! coordinates its groups. `__transaction_state` holds no partition logs: each broker keeps
+//! the transactions of the partitions it leads in its own record log (`__transaction_state/`),
+//! replayed when it starts, so its partitions keep one replica and a leader that never
+//! changes; while that leader is fenced its keys have no coordinator
 //! (COORDINATOR_NOT_AVAILABLE) and wait for it.
 //!
 //! A single node, or brokers sharing one controller in one process, keep one coordinator for
@@ -19,9 +21,9 @@ use crate::controller::{ControllerError, NO_LEADER};
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
-/// Replicas per partition of `__consumer_offsets` and `__transaction_state`: Kafka's default
-/// for `offsets.topic.replication.factor` and `transaction.state.log.replication.factor`.
-const INTERNAL_REPLICATION_FACTOR: i32 = 3;
+/// Replicas per partition of `__consumer_offsets`: Kafka's default for
+/// `offsets.topic.replication.factor`.
+const OFFSETS_REPLICATION_FACTOR: i32 = 3;
 
 /// The two kinds of keys FindCoordinator resolves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +35,16 @@ pub enum CoordinatorKind {
 }
 
 impl CoordinatorKind {
+    /// Replicas per partition of the kind's topic (fewer when fewer brokers are live). A
+    /// transaction coordinator's state is in its broker's own record log, so its partition
+    /// keeps one replica: a coordinator that moved would not have it.
+    fn replication_factor(self, live_brokers: usize) -> i32 {
+        match self {
+            CoordinatorKind::Group => OFFSETS_REPLICATION_FACTOR.min(live_brokers.max(1) as i32),
+            CoordinatorKind::Transaction => 1,
+        }
+    }
+
     /// The topic whose partitions place this kind's coordinators.
     pub const fn topic(self) -> &'static str {
         match self {
@@ -100,8 +112,14 @@ impl Broker {
 
     /// Whether this broker coordinates `key` (the group and transaction APIs answer
     /// NOT_COORDINATOR otherwise, and the client asks FindCoordinator again).
+    /// A group's coordinator serves it only once it has loaded the group's partition of
+    /// `__consumer_offsets` (until then clients are sent to find it again).
     pub fn coordinates(&self, kind: CoordinatorKind, key: &str) -> bool {
-        self.coordinator_of(kind, key) == Some(self.config.node_id)
+        self.coordinator_placement(kind, key)
+            .is_some_and(|(partition, node)| {
+                node == self.config.node_id
+                    && (kind == CoordinatorKind::Transaction || self.groups.serves(partition))
+            })
     }
 
     /// FindCoordinator's answer for `key`: its coordinator, creating the kind's topic through
@@ -112,8 +130,7 @@ impl Broker {
         }
         if self.quorum.is_some() && self.topic(kind.topic()).is_none() {
             let partitions = self.configured_partitions(kind);
-            // Kafka's default for its internal topics, or every broker when there are fewer.
-            let factor = INTERNAL_REPLICATION_FACTOR.min(self.live_brokers().max(1) as i32);
+            let factor = kind.replication_factor(self.live_brokers());
             match self
                 .create_topic(kind.topic(), partitions, factor, BTreeMap::new(), None)
                 .await

@@ -124,7 +124,16 @@ impl Broker {
     ) -> Result<(), String> {
         let node = self.group_coordinator(group).await?;
         let codes = if node == self.config.node_id {
-            self.groups.commit(group, -1, "", offsets)
+            let mut codes = self.groups.commit(group, -1, "", offsets);
+            if codes.contains(&0)
+                && let Err(code) = self.group_writes_replicated(group).await
+            {
+                codes
+                    .iter_mut()
+                    .filter(|c| **c == 0)
+                    .for_each(|c| *c = code);
+            }
+            codes
         } else {
             let mut topics: BTreeMap<String, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
             for (topic, partition, c) in offsets {

@@ -4,7 +4,8 @@
 //! other state (record logs under `log.dirs`, see [`crate::record_log`]), reserved as Kafka
 //! reserves them. In a multi-process cluster `__consumer_offsets` and `__transaction_state`
 //! also exist in the metadata, as the placement of the group and transaction coordinators
-//! ([`crate::broker::coordinators`]); they have no partition logs.
+//! ([`crate::broker::coordinators`]): `__consumer_offsets` with replicated partition logs
+//! holding the groups ([`crate::groups::journal`]), `__transaction_state` without logs.
 //!
 //! Contracts, for clients (the handlers ask here; the broker's own paths do not):
 //! - none of these names can be created, by CreateTopics or by a Metadata request's
@@ -40,10 +41,10 @@ pub(crate) fn is_internal(name: &str) -> bool {
     INTERNAL_TOPICS.contains(&name)
 }
 
-/// Whether the partitions of `name` have logs (the coordinator topics only place
-/// coordinators).
+/// Whether the partitions of `name` have logs (`__transaction_state` only places
+/// coordinators; `__consumer_offsets` holds the groups in a cluster).
 pub(crate) fn has_partition_logs(name: &str) -> bool {
-    name != CoordinatorKind::Group.topic() && name != CoordinatorKind::Transaction.topic()
+    name != CoordinatorKind::Transaction.topic()
 }
 
 /// Why a client may not create `name` (CreateTopics, auto-creation), if it may not.

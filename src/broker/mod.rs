@@ -38,6 +38,7 @@ mod handlers;
 pub(crate) mod internal_topics;
 pub(crate) mod mirror_log;
 pub mod network;
+mod offsets_topic;
 mod parallel;
 mod peers;
 pub mod quorum_config;
@@ -127,6 +128,8 @@ pub struct Broker {
     /// ISR changes the partitions this broker leads propose, for the controller.
     isr_proposals: replication::Proposals,
     groups: GroupCoordinator,
+    /// In a cluster, the partitions of `__consumer_offsets` the groups live in.
+    offsets_topic: Option<Arc<offsets_topic::OffsetsTopic>>,
     transactions: TransactionCoordinator,
     /// The controller's ACLs, copied for lock-free authorization on every request.
     acls: RwLock<Arc<Vec<AclBinding>>>,
@@ -238,8 +241,16 @@ impl Broker {
         quorum: Option<Arc<Quorum>>,
         dir_lock: LogDirLock,
     ) -> Result<(Broker, Vec<crate::txn::Completion>), StorageError> {
-        let groups = GroupCoordinator::open(&config.log_dir.join("__consumer_offsets"))?
-            .with_consumer_settings(config.group_consumer.clone());
+        // A cluster keeps groups in the replicated partitions of `__consumer_offsets`, a
+        // single process in its own record log.
+        let offsets_topic = quorum
+            .as_ref()
+            .map(|_| Arc::new(offsets_topic::OffsetsTopic::new(controller.clone())));
+        let groups = match &offsets_topic {
+            Some(topic) => GroupCoordinator::on_partitions(topic.clone()),
+            None => GroupCoordinator::open(&config.log_dir.join("__consumer_offsets"))?,
+        }
+        .with_consumer_settings(config.group_consumer.clone());
         let (transactions, unfinished) = TransactionCoordinator::open(
             &config.log_dir.join("__transaction_state"),
             config.transaction_max_timeout_ms,
@@ -257,6 +268,7 @@ impl Broker {
             controller,
             quorum,
             groups,
+            offsets_topic,
             transactions,
             partitions: RwLock::new(HashMap::new()),
             open_files: OpenFiles::new(config.log_open_files_max),

@@ -12,6 +12,7 @@
 //! operation id (the leader state decides what an error means: see
 //! [`crate::replication::leader::LeaderState::alter_answered`]).
 
+use super::coordinators::CoordinatorKind;
 use super::{Broker, Partition, now_ms};
 use crate::controller::partition_change::IsrChange;
 use crate::controller::partition_change::IsrState;
@@ -84,12 +85,17 @@ impl Broker {
             settings,
             now_ms(),
         );
-        let changed = role.leads(Some(meta.leader_epoch)) != before;
+        let now_leads = role.leads(Some(meta.leader_epoch));
+        let changed = now_leads != before;
         drop(role);
         self.carry_out(name, index, &mut log, effects);
+        drop(log);
         if changed {
             // acks=all produces waiting on the old role answer now.
             self.appended.notify_waiters();
+            if name == CoordinatorKind::Group.topic() {
+                self.offsets_leadership(index, partition, now_leads);
+            }
         }
     }
 
@@ -216,6 +222,15 @@ impl Broker {
     /// At most `replica.lag.time.max.ms` twice (a follower lagging that long leaves the ISR and
     /// the high watermark moves without it); an error when it did not, or leadership moved.
     pub(crate) async fn replicated_to_isr(&self, partition: &Partition) -> Result<(), String> {
+        self.replication_settled(partition).await.map(|_| ())
+    }
+
+    /// [`Broker::replicated_to_isr`], telling whether the in-sync replicas were at least
+    /// `min.insync.replicas` (NONE) or fewer (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    pub(crate) async fn replication_settled(
+        &self,
+        partition: &Partition,
+    ) -> Result<ErrorCode, String> {
         let position = {
             let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
             match &*partition.role.lock().unwrap_or_else(|e| e.into_inner()) {
@@ -236,8 +251,8 @@ impl Broker {
             tokio::pin!(notified);
             notified.as_mut().enable();
             match Broker::replication_outcome(partition, position) {
-                Some(ErrorCode::NONE | ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND) => {
-                    return Ok(());
+                Some(code @ (ErrorCode::NONE | ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND)) => {
+                    return Ok(code);
                 }
                 Some(code) => {
                     return Err(format!(

@@ -9,7 +9,9 @@
 //! carries the bytes.
 //!
 //! Committed offsets (with their leader epoch and metadata) are durable: each commit is a record
-//! of `log.dirs/__consumer_offsets/offsets.log` (fsynced before the answer) replayed at start.
+//! of the coordinator's [`journal`] (on one node `log.dirs/__consumer_offsets/offsets.log`,
+//! fsynced before the answer, replayed at start; in a multi-process cluster the group's
+//! partition of `__consumer_offsets`, replicated, replayed by each new leader).
 //! Classic membership is not persisted, as in Kafka: classic consumers rejoin after a restart.
 //! Offsets a transaction commits (TxnOffsetCommit) are durable too but pending, per producer
 //! id, until the transaction coordinator's marker for this coordinator arrives
@@ -24,6 +26,7 @@
 
 pub mod assignors;
 pub mod consumer;
+pub mod journal;
 
 use crate::record_log::RecordLog;
 use crate::storage::StorageError;
@@ -33,11 +36,11 @@ use consumer::{
     ConsumerGroup, ConsumerGroupState, ConsumerMember, ConsumerSettings, Heartbeat,
     HeartbeatAnswer, HeartbeatError, TopicsView,
 };
+use journal::{Journal, OffsetsPartitions, WriteError};
 use kmirror_protocol::errors::ErrorCode;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-#[cfg(test)]
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -83,8 +86,9 @@ pub struct Committed {
     pub metadata: Option<String>,
 }
 
+/// A record of the group coordinator's log: replayed in order, it gives every group's state.
 #[derive(Debug, Serialize, Deserialize)]
-enum OffsetRecord {
+pub enum OffsetRecord {
     Commit {
         group: String,
         topic: String,
@@ -383,8 +387,7 @@ pub struct JoinRequest {
 #[derive(Debug)]
 pub struct GroupCoordinator {
     groups: Mutex<HashMap<String, Group>>,
-    log: Mutex<RecordLog<OffsetRecord>>,
-    log_path: std::path::PathBuf,
+    journal: Journal<OffsetRecord>,
     /// The log's length after its last compaction: it is compacted again at twice that (and at
     /// least `compact_min_bytes`), so it stays within a few times the live state.
     compacted_len: std::sync::atomic::AtomicU64,
@@ -419,98 +422,92 @@ impl GroupCoordinator {
         let (log, records) = RecordLog::open(&log_path)?;
         let mut groups: HashMap<String, Group> = HashMap::new();
         for record in records {
-            match record {
-                OffsetRecord::Commit {
-                    group,
-                    topic,
-                    partition,
-                    committed,
-                } => {
-                    groups
-                        .entry(group)
-                        .or_insert_with(Group::new)
-                        .offsets
-                        .insert((topic, partition), committed);
-                }
-                OffsetRecord::TxnCommit {
-                    group,
-                    producer_id,
-                    producer_epoch,
-                    topic,
-                    partition,
-                    committed,
-                } => {
-                    groups
-                        .entry(group)
-                        .or_insert_with(Group::new)
-                        .pending
-                        .entry(producer_id)
-                        .or_default()
-                        .add(producer_epoch, [((topic, partition), committed)]);
-                }
-                OffsetRecord::TxnEnd {
-                    producer_id,
-                    producer_epoch,
-                    commit,
-                } => end_pending(&mut groups, (producer_id, producer_epoch), commit),
-                OffsetRecord::DeleteGroup { group } => {
-                    groups.remove(&group);
-                }
-                OffsetRecord::TopicDeleted { topic } => forget(&mut groups, &topic),
-                OffsetRecord::ConsumerGroup { group, state } => {
-                    groups.entry(group).or_insert_with(Group::new).consumer =
-                        Some(ConsumerGroup::from_state(state));
-                }
-                OffsetRecord::ConsumerGroupMeta {
-                    group,
-                    group_epoch,
-                    assignment_epoch,
-                    topics_seen,
-                    assignor,
-                } => {
-                    let state = consumer_state(&mut groups, group);
-                    state.group_epoch = group_epoch;
-                    state.assignment_epoch = assignment_epoch;
-                    state.topics_seen = topics_seen;
-                    state.assignor = assignor;
-                }
-                OffsetRecord::ConsumerMember {
-                    group,
-                    member_id,
-                    member,
-                } => {
-                    let state = consumer_state(&mut groups, group);
-                    match member {
-                        Some(m) => state.members.insert(member_id, m),
-                        None => state.members.remove(&member_id),
-                    };
-                }
-                OffsetRecord::ConsumerTarget {
-                    group,
-                    member_id,
-                    target,
-                } => {
-                    let state = consumer_state(&mut groups, group);
-                    match target {
-                        Some(t) => state.target.insert(member_id, t),
-                        None => state.target.remove(&member_id),
-                    };
-                }
-            }
+            apply(&mut groups, record);
         }
         // Unknown until the first compaction: a log that grew large before this start is
         // compacted at its first append.
         let compacted_len = std::sync::atomic::AtomicU64::new(0);
         Ok(GroupCoordinator {
             groups: Mutex::new(groups),
-            log: Mutex::new(log),
-            log_path,
+            journal: Journal::Local {
+                log: Mutex::new(log),
+                path: log_path,
+            },
             compacted_len,
             compact_min_bytes,
             consumer_settings: ConsumerSettings::default(),
             changed: Notify::new(),
             next_member: std::sync::atomic::AtomicU64::new(1),
         })
+    }
+
+    /// A coordinator of groups kept in the partitions of `__consumer_offsets` (a multi-process
+    /// cluster: [`journal`]): it serves the groups of a partition once the broker loads it.
+    pub fn on_partitions(topic: Arc<dyn OffsetsPartitions>) -> GroupCoordinator {
+        GroupCoordinator {
+            groups: Mutex::new(HashMap::new()),
+            journal: Journal::Partitions {
+                topic,
+                loaded: Mutex::new(BTreeSet::new()),
+            },
+            compacted_len: std::sync::atomic::AtomicU64::new(0),
+            compact_min_bytes: COMPACT_MIN_BYTES,
+            consumer_settings: ConsumerSettings::default(),
+            changed: Notify::new(),
+            next_member: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    /// This broker became the leader of `partition` of `__consumer_offsets`, whose records
+    /// are `records`: its groups are replaced by their replay, and served from now on.
+    pub fn load_partition(&self, partition: i32, records: Vec<OffsetRecord>) {
+        self.with_groups(|groups| {
+            groups.retain(|id, _| self.journal.partition_of(id) != Some(partition));
+            let mut loaded = HashMap::new();
+            for record in records {
+                apply(&mut loaded, record);
+            }
+            let count = loaded.len();
+            groups.extend(loaded);
+            if let Journal::Partitions { loaded, .. } = &self.journal {
+                loaded
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(partition);
+            }
+            tracing::info!(
+                partition,
+                groups = count,
+                "loaded a __consumer_offsets partition"
+            );
+        });
+        self.changed.notify_waiters();
+    }
+
+    /// This broker no longer leads `partition` of `__consumer_offsets`: its groups are
+    /// dropped (the next leader loads them) and their writes refused.
+    pub fn unload_partition(&self, partition: i32) {
+        self.with_groups(|groups| {
+            if let Journal::Partitions { loaded, .. } = &self.journal {
+                loaded
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&partition);
+            }
+            groups.retain(|id, _| self.journal.partition_of(id) != Some(partition));
+        });
+        self.changed.notify_waiters();
+    }
+
+    /// Whether this coordinator serves the groups of `partition` of `__consumer_offsets`
+    /// (always, when every group is in a local log).
+    pub fn serves(&self, partition: i32) -> bool {
+        self.journal.serves(partition)
+    }
+
+    /// The group records of one batch of a `__consumer_offsets` partition.
+    pub fn batch_records(batch: &kmirror_protocol::batch::RecordBatch) -> Vec<OffsetRecord> {
+        journal::batch_records(batch)
     }
 
     fn with_groups<T>(&self, f: impl FnOnce(&mut HashMap<String, Group>) -> T) -> T {
@@ -893,10 +890,7 @@ impl GroupCoordinator {
             })
             .collect();
         let written = self.with_groups(|groups| {
-            self.log
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .append_all(&records)?;
+            self.journal.append(group_id, &records)?;
             groups
                 .entry(group_id.to_string())
                 .or_insert_with(Group::new)
@@ -909,7 +903,7 @@ impl GroupCoordinator {
                         .into_iter()
                         .map(|(topic, partition, committed)| ((topic, partition), committed)),
                 );
-            Ok::<(), StorageError>(())
+            Ok::<(), WriteError>(())
         });
         match written {
             Ok(()) => {
@@ -917,8 +911,8 @@ impl GroupCoordinator {
                 vec![0; count]
             }
             Err(e) => {
-                tracing::error!(error = %e, "committing transactional offsets");
-                vec![ErrorCode::KAFKA_STORAGE_ERROR.0; count]
+                tracing::warn!(error = %e, "committing transactional offsets");
+                vec![write_error_code(&e); count]
             }
         }
     }
@@ -927,26 +921,30 @@ impl GroupCoordinator {
     /// group of this coordinator, are committed (whatever the membership now, as in Kafka) or
     /// dropped, durably. A marker with nothing pending (a retry) changes nothing, and one older
     /// than the pending offsets' epoch leaves them.
-    pub fn end_transaction(&self, producer: (i64, i16), commit: bool) -> Result<(), StorageError> {
+    pub fn end_transaction(&self, producer: (i64, i16), commit: bool) -> Result<(), WriteError> {
         self.with_groups(|groups| {
-            let due = groups.values().any(|g| {
-                g.pending
-                    .get(&producer.0)
-                    .is_some_and(|p| p.epoch <= producer.1)
-            });
-            if !due {
+            let due: Vec<&String> = groups
+                .iter()
+                .filter(|(_, g)| {
+                    g.pending
+                        .get(&producer.0)
+                        .is_some_and(|p| p.epoch <= producer.1)
+                })
+                .map(|(id, _)| id)
+                .collect();
+            if due.is_empty() {
                 return Ok(());
             }
-            self.log
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .append(&OffsetRecord::TxnEnd {
+            self.journal.append_for(
+                due.into_iter().map(String::as_str),
+                &OffsetRecord::TxnEnd {
                     producer_id: producer.0,
                     producer_epoch: producer.1,
                     commit,
-                })?;
+                },
+            )?;
             end_pending(groups, producer, commit);
-            Ok::<(), StorageError>(())
+            Ok::<(), WriteError>(())
         })?;
         self.changed.notify_waiters();
         self.compact_if_large();
@@ -969,8 +967,8 @@ impl GroupCoordinator {
         match self.write_offsets_durably(group_id, offsets) {
             Ok(()) => vec![0; count],
             Err(e) => {
-                tracing::error!(error = %e, "committing offsets");
-                vec![ErrorCode::KAFKA_STORAGE_ERROR.0; count]
+                tracing::warn!(error = %e, "committing offsets");
+                vec![write_error_code(&e); count]
             }
         }
     }
@@ -981,7 +979,7 @@ impl GroupCoordinator {
         &self,
         group_id: &str,
         offsets: Vec<(String, i32, Committed)>,
-    ) -> Result<(), StorageError> {
+    ) -> Result<(), WriteError> {
         let records: Vec<OffsetRecord> = offsets
             .iter()
             .map(|(topic, partition, committed)| OffsetRecord::Commit {
@@ -992,17 +990,14 @@ impl GroupCoordinator {
             })
             .collect();
         self.with_groups(|groups| {
-            self.log
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .append_all(&records)?;
+            self.journal.append(group_id, &records)?;
             let group = groups
                 .entry(group_id.to_string())
                 .or_insert_with(Group::new);
             for (topic, partition, committed) in offsets {
                 group.offsets.insert((topic, partition), committed);
             }
-            Ok::<(), StorageError>(())
+            Ok::<(), WriteError>(())
         })?;
         self.compact_if_large();
         Ok(())
@@ -1112,18 +1107,16 @@ impl GroupCoordinator {
         if records.is_empty() {
             return Ok(());
         }
-        let written = self
-            .log
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .append_all(&records);
-        written.map_err(|e| {
-            tracing::error!(error = %e, group = group_id, "writing a consumer group");
+        self.journal.append(group_id, &records).map_err(|e| {
+            tracing::warn!(error = %e, group = group_id, "writing a consumer group");
             consumer.state = before;
-            (
-                ErrorCode::COORDINATOR_NOT_AVAILABLE.0,
-                format!("the group could not be written: {e}"),
-            )
+            let code = match e {
+                WriteError::NotLed(_) => ErrorCode::NOT_COORDINATOR.0,
+                WriteError::Storage(_) | WriteError::Encode(_) => {
+                    ErrorCode::COORDINATOR_NOT_AVAILABLE.0
+                }
+            };
+            (code, format!("the group could not be written: {e}"))
         })
     }
 
@@ -1155,8 +1148,13 @@ impl GroupCoordinator {
         use std::sync::atomic::Ordering;
         let threshold =
             (2 * self.compacted_len.load(Ordering::Relaxed)).max(self.compact_min_bytes);
+        // Partitions of `__consumer_offsets` are not rewritten: a loading leader replays them
+        // whole (docs/cluster.md).
+        let Journal::Local { log, path } = &self.journal else {
+            return;
+        };
         let groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
-        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
         if log.len() < threshold {
             return;
         }
@@ -1189,7 +1187,7 @@ impl GroupCoordinator {
                 });
             }
         }
-        match RecordLog::rewrite(&self.log_path, &live) {
+        match RecordLog::rewrite(path, &live) {
             Ok(compacted) => {
                 tracing::info!(
                     before = log.len(),
@@ -1203,7 +1201,7 @@ impl GroupCoordinator {
                 // The rename may have happened (a later step failed): appends must go to the
                 // file the path now names, so it is opened again; the next append retries.
                 tracing::error!(error = %e, "compacting the consumer offsets log");
-                match RecordLog::open(&self.log_path) {
+                match RecordLog::open(path) {
                     Ok((reopened, _)) => *log = reopened,
                     Err(e) => tracing::error!(error = %e, "reopening the consumer offsets log"),
                 }
@@ -1238,11 +1236,25 @@ impl GroupCoordinator {
             if !known {
                 return Ok(());
             }
-            self.log.lock().unwrap_or_else(|e| e.into_inner()).append(
-                &OffsetRecord::TopicDeleted {
-                    topic: topic.to_string(),
-                },
-            )?;
+            let ids: Vec<&String> = groups.keys().collect();
+            let record = OffsetRecord::TopicDeleted {
+                topic: topic.to_string(),
+            };
+            match self
+                .journal
+                .append_for(ids.into_iter().map(String::as_str), &record)
+            {
+                Ok(()) => {}
+                // A partition that moved away meanwhile: its next leader forgets the topic
+                // when it loads the partition.
+                Err(WriteError::NotLed(e)) => {
+                    tracing::info!(error = %e, topic, "a deleted topic's offsets are forgotten by the next coordinator")
+                }
+                Err(WriteError::Storage(e)) => return Err(e),
+                Err(WriteError::Encode(e)) => {
+                    tracing::error!(error = %e, topic, "forgetting a deleted topic's offsets")
+                }
+            }
             forget(groups, topic);
             Ok(())
         })
@@ -1271,19 +1283,106 @@ impl GroupCoordinator {
             let record = OffsetRecord::DeleteGroup {
                 group: group_id.to_string(),
             };
-            let written = self
-                .log
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .append(&record);
-            match written {
+            match self.journal.append(group_id, std::slice::from_ref(&record)) {
                 Ok(()) => {
                     groups.remove(group_id);
                     0
                 }
-                Err(_) => ErrorCode::KAFKA_STORAGE_ERROR.0,
+                Err(e) => write_error_code(&e),
             }
         })
+    }
+}
+
+/// The error code a client gets for a record write that did not happen: NOT_COORDINATOR when
+/// the group's partition is not served here (it asks FindCoordinator again), else
+/// KAFKA_STORAGE_ERROR.
+fn write_error_code(e: &WriteError) -> i16 {
+    match e {
+        WriteError::NotLed(_) => ErrorCode::NOT_COORDINATOR.0,
+        WriteError::Storage(_) | WriteError::Encode(_) => ErrorCode::KAFKA_STORAGE_ERROR.0,
+    }
+}
+
+/// Replays one record into `groups`.
+fn apply(groups: &mut HashMap<String, Group>, record: OffsetRecord) {
+    match record {
+        OffsetRecord::Commit {
+            group,
+            topic,
+            partition,
+            committed,
+        } => {
+            groups
+                .entry(group)
+                .or_insert_with(Group::new)
+                .offsets
+                .insert((topic, partition), committed);
+        }
+        OffsetRecord::TxnCommit {
+            group,
+            producer_id,
+            producer_epoch,
+            topic,
+            partition,
+            committed,
+        } => {
+            groups
+                .entry(group)
+                .or_insert_with(Group::new)
+                .pending
+                .entry(producer_id)
+                .or_default()
+                .add(producer_epoch, [((topic, partition), committed)]);
+        }
+        OffsetRecord::TxnEnd {
+            producer_id,
+            producer_epoch,
+            commit,
+        } => end_pending(groups, (producer_id, producer_epoch), commit),
+        OffsetRecord::DeleteGroup { group } => {
+            groups.remove(&group);
+        }
+        OffsetRecord::TopicDeleted { topic } => forget(groups, &topic),
+        OffsetRecord::ConsumerGroup { group, state } => {
+            groups.entry(group).or_insert_with(Group::new).consumer =
+                Some(ConsumerGroup::from_state(state));
+        }
+        OffsetRecord::ConsumerGroupMeta {
+            group,
+            group_epoch,
+            assignment_epoch,
+            topics_seen,
+            assignor,
+        } => {
+            let state = consumer_state(groups, group);
+            state.group_epoch = group_epoch;
+            state.assignment_epoch = assignment_epoch;
+            state.topics_seen = topics_seen;
+            state.assignor = assignor;
+        }
+        OffsetRecord::ConsumerMember {
+            group,
+            member_id,
+            member,
+        } => {
+            let state = consumer_state(groups, group);
+            match member {
+                Some(m) => state.members.insert(member_id, m),
+                None => state.members.remove(&member_id),
+            };
+        }
+        OffsetRecord::ConsumerTarget {
+            group,
+            member_id,
+            target,
+        } => {
+            let state = consumer_state(groups, group);
+            match target {
+                Some(t) => state.target.insert(member_id, t),
+                None => state.target.remove(&member_id),
+            };
+        }
     }
 }
 

@@ -409,3 +409,100 @@ fn transactional_offsets_wait_for_their_marker_across_restarts_and_compaction() 
     );
     assert!(!coordinator.has_pending("h", "t", 1));
 }
+
+/// `__consumer_offsets` as leader-written batches, kept in memory per partition: what the broker
+/// appends, encoded and decoded as the broker does.
+#[derive(Debug, Default)]
+struct MemoryPartitions(Mutex<BTreeMap<i32, Vec<kmirror_protocol::batch::RecordBatch>>>);
+
+impl OffsetsPartitions for MemoryPartitions {
+    fn partition_of(&self, group: &str) -> Option<i32> {
+        Some(crate::broker::coordinators::coordinator_partition(group, 4))
+    }
+
+    fn append(
+        &self,
+        partition: i32,
+        records: Vec<kmirror_protocol::records::KeyValue>,
+    ) -> Result<(), WriteError> {
+        let bytes = kmirror_protocol::records::leader_batch(&records, 0, 0)
+            .map_err(|e| WriteError::Encode(e.to_string()))?;
+        let batch = kmirror_protocol::batch::RecordBatch::new(bytes).expect("a batch");
+        self.0
+            .lock()
+            .expect("lock")
+            .entry(partition)
+            .or_default()
+            .push(batch);
+        Ok(())
+    }
+}
+
+impl MemoryPartitions {
+    fn records(&self, partition: i32) -> Vec<OffsetRecord> {
+        self.0
+            .lock()
+            .expect("lock")
+            .get(&partition)
+            .into_iter()
+            .flatten()
+            .flat_map(GroupCoordinator::batch_records)
+            .collect()
+    }
+}
+
+#[test]
+fn groups_on_partitions_are_served_once_loaded_and_a_new_leader_replays_them() {
+    let topic = Arc::new(MemoryPartitions::default());
+    let first = GroupCoordinator::on_partitions(topic.clone());
+    let partition = crate::broker::coordinators::coordinator_partition("g", 4);
+    // Not loaded: the group's writes are refused, the client looks for its coordinator again.
+    assert!(!first.serves(partition));
+    assert_eq!(
+        first.commit("g", -1, "", vec![("t".into(), 0, committed(5))]),
+        vec![ErrorCode::NOT_COORDINATOR.0]
+    );
+    assert!(topic.records(partition).is_empty(), "nothing written");
+    first.load_partition(partition, Vec::new());
+    assert!(first.serves(partition));
+    assert_eq!(
+        first.commit("g", -1, "", vec![("t".into(), 0, committed(5))]),
+        vec![0]
+    );
+    assert_eq!(
+        first.commit("g", -1, "", vec![("t".into(), 1, committed(9))]),
+        vec![0]
+    );
+    // A transaction's pending offsets, then its commit marker.
+    assert_eq!(
+        first.commit_pending("g", (7, 0), -1, "", vec![("t".into(), 2, committed(4))]),
+        vec![0]
+    );
+    first.end_transaction((7, 0), true).expect("ends");
+    // The partition moves away: its groups are dropped here, their writes refused.
+    first.unload_partition(partition);
+    assert!(first.committed("g").is_empty());
+    assert_eq!(
+        first.commit("g", -1, "", vec![("t".into(), 0, committed(6))]),
+        vec![ErrorCode::NOT_COORDINATOR.0]
+    );
+    // Another coordinator loads the partition's records: every acknowledged offset.
+    let second = GroupCoordinator::on_partitions(topic.clone());
+    second.load_partition(partition, topic.records(partition));
+    let offsets: Vec<(i32, i64)> = second
+        .committed("g")
+        .into_iter()
+        .map(|((_, p), c)| (p, c.offset))
+        .collect();
+    assert_eq!(offsets, vec![(0, 5), (1, 9), (2, 4)]);
+    assert!(!second.has_pending("g", "t", 2));
+    // A group of another partition is in no record of this one.
+    let other = (0..100)
+        .map(|i| format!("h{i}"))
+        .find(|g| crate::broker::coordinators::coordinator_partition(g, 4) != partition)
+        .expect("a group elsewhere");
+    assert_eq!(
+        second.commit(&other, -1, "", vec![("t".into(), 0, committed(1))]),
+        vec![ErrorCode::NOT_COORDINATOR.0]
+    );
+}

@@ -141,6 +141,25 @@ impl LocalCluster {
         self.dir.join(format!("node-{node}")).join("data")
     }
 
+    /// The loss of node `node`'s data disk beside a separate metadata disk (the node stopped):
+    /// everything of its log directory but the metadata quorum's files goes, the partitions
+    /// and `meta.properties` (so the directory comes back with a new `directory.id`).
+    pub fn lose_data_disk(&self, node: usize) {
+        let data = self.data(node);
+        for entry in std::fs::read_dir(&data).expect("the node's data").flatten() {
+            if entry.file_name() == "__cluster_metadata" {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.unwrap_or_else(|e| panic!("removing {}: {e}", path.display()));
+        }
+    }
+
     /// The node among `nodes` whose `/metrics` says it is the active controller.
     pub fn active_controller(&self, nodes: &[usize]) -> Option<usize> {
         nodes.iter().copied().find(|node| {

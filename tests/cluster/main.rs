@@ -3,6 +3,7 @@
 //! `kmirror_testkit::local_cluster`: `quorum_cluster` runs three processes under Kafka's clients,
 //! librdkafka transactions, the active controller killed, and Apache Kafka mirrored into them;
 //! `quorum_coordinators` the group and transaction coordinators spread over them;
+//! `quorum_group_failover` a consumer group's offsets across its coordinator's loss with its disk;
 //! `quorum_elections` the quorum's pre-vote; `quorum_replication` replicated partitions and a
 //! frozen leader's in-sync follower taking over; `quorum_mirror_replicas` Apache Kafka mirrored
 //! into three replicas while leaders die; `quorum_wiped` a node whose data directory was
@@ -13,6 +14,7 @@
 mod quorum_cluster;
 mod quorum_coordinators;
 mod quorum_elections;
+mod quorum_group_failover;
 mod quorum_mirror_replicas;
 mod quorum_replication;
 mod quorum_roles;

@@ -51,7 +51,7 @@ pub(super) async fn coordinator(address: &str, key_type: i8, key: &str) -> Resul
 
 /// Kafka's partition for a key: `abs(String.hashCode()) % partitions`, computed here
 /// independently of the broker.
-fn kafka_partition(key: &str, partitions: usize) -> usize {
+pub(super) fn kafka_partition(key: &str, partitions: usize) -> usize {
     let hash = key
         .encode_utf16()
         .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));

@@ -27,6 +27,7 @@ mod process;
 mod proxy;
 mod quorum;
 mod replication;
+mod verifiable_producer;
 
 use bytes::Bytes;
 use kafka_protocol::records::{Compression, RecordBatchDecoder};
@@ -1437,8 +1438,10 @@ async fn the_metadata_quorum_survives_the_nemesis() {
     quorum::run().await;
 }
 
-/// The nemesis of replication: three processes, RF=3, acks=all writers (see `replication.rs`).
+/// The nemesis of replication: three processes, RF=3, acks=all writers and Kafka's
+/// VerifiableProducer (see `replication.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn replication_survives_the_nemesis() {
     replication::run().await;
 }

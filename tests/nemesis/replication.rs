@@ -3,15 +3,17 @@
 //! [`PARTITIONS`] partitions with three replicas each and `min.insync.replicas=2`, unclean
 //! election off. A writer per partition produces with acks=all as an idempotent Kafka producer
 //! retries: a batch keeps its producer id and sequence however often it is sent, to whichever
-//! broker leads the partition by then. Each cycle a seeded schedule injects one fault: SIGKILL
+//! broker leads the partition by then; beside them Apache Kafka's VerifiableProducer (its
+//! idempotent acks=all producer) writes through the whole run
+//! ([`super::verifiable_producer`]). Each cycle a seeded schedule injects one fault: SIGKILL
 //! (then restart) or SIGSTOP past the session timeout (then SIGCONT) of a partition's leader, of
 //! one of its followers or of the active controller, or the data directory of a partition's
 //! follower or leader wiped while it is down (its log directory, not the metadata quorum's
 //! files: a lost data disk), so it comes back with a new directory id, loses what it led (a
 //! leader restarted within its session still held leadership) and fetches every replica again.
-//! A consumer group's coordinator is looked up first, so the coordinators' topic exists
-//! (its partitions, which hold no logs, must not keep a wiped broker out). Once the fault ends it
-//! checks:
+//! A consumer group's coordinator is looked up first, so `__consumer_offsets` exists, its 50
+//! partitions replicated too (each must be in sync again after a fault, and a wiped broker is
+//! accepted back since another replica of each is in sync). Once the fault ends it checks:
 //! - every batch is acknowledged within [`BOUND`] (the partition is available again), and no
 //!   produce is refused with an error an idempotent producer cannot retry;
 //! - within [`BOUND`] every partition has a leader, all three replicas in its ISR on every node,
@@ -29,6 +31,7 @@
 
 use super::Rng;
 use super::process::concatenated_segments;
+use super::verifiable_producer::{KafkaProducer, Report};
 use kafka_protocol::messages::FindCoordinatorRequest;
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
@@ -270,6 +273,12 @@ struct World {
     logs_seen: [usize; NODES],
     /// The longest a cycle waited for convergence once the fault ended.
     slowest_convergence: Duration,
+    /// Kafka's VerifiableProducer, writing through every cycle.
+    kafka: KafkaProducer,
+    /// Its figures at the last check: records acknowledged, send errors seen.
+    kafka_checked: (u64, usize),
+    /// Where its output goes.
+    _kafka_dir: tempfile::TempDir,
 }
 
 impl World {
@@ -366,6 +375,8 @@ impl World {
     /// Reads every partition back from its leader and checks every acknowledged record.
     async fn check_records(&mut self) {
         let acked = lock(&self.shared).acked.clone();
+        let kafka = self.kafka.report();
+        self.check_kafka_producer(&kafka);
         for p in 0..PARTITIONS {
             let log = match self.read_back(p).await {
                 Ok(log) => log,
@@ -404,6 +415,23 @@ impl World {
                 }
                 previous = a.offset;
             }
+            // Kafka's producer's acknowledgements, in the order it got them.
+            let mut previous = -1;
+            for (offset, value) in kafka.acked.get(&p).into_iter().flatten() {
+                self.records_checked += 1;
+                if log.get(offset) != Some(value) {
+                    wrong.push(format!(
+                        "VerifiableProducer's {value}@{offset} reads {:?}",
+                        log.get(offset)
+                    ));
+                }
+                if *offset <= previous {
+                    wrong.push(format!(
+                        "VerifiableProducer's {value}@{offset} acknowledged after a later write at {previous}"
+                    ));
+                }
+                previous = *offset;
+            }
             if !wrong.is_empty() {
                 let count = wrong.len();
                 wrong.truncate(5);
@@ -413,6 +441,23 @@ impl World {
                 ));
             }
         }
+    }
+
+    /// Kafka's producer still runs, and every send it made was acknowledged (its own retries
+    /// cover leader moves; an error reaching it is one it does not retry, or a partition
+    /// unavailable past its 120 s delivery timeout).
+    fn check_kafka_producer(&mut self, report: &Report) {
+        if self.kafka.died() {
+            self.violation("Kafka's VerifiableProducer exited".into());
+            self.kafka.stop(Duration::ZERO);
+        }
+        for error in report.errors.iter().skip(self.kafka_checked.1) {
+            self.violation(format!("a VerifiableProducer send failed: {error}"));
+        }
+        self.kafka_checked = (
+            report.acked.values().map(|a| a.len() as u64).sum(),
+            report.errors.len(),
+        );
     }
 
     /// Searches what every node's log gained since the last search for panics.
@@ -479,29 +524,11 @@ impl World {
             }
             Fault::WipeFollower | Fault::WipeLeader => {
                 self.cluster.kill(node);
-                wipe_partition_data(&self.cluster.data(node));
+                self.cluster.lose_data_disk(node);
                 tokio::time::sleep(hold).await;
                 self.cluster.restart(node);
             }
         }
-    }
-}
-
-/// Removes everything of log directory `data` but the metadata quorum's files, as the loss of
-/// a data disk beside a separate metadata disk: the partitions and `meta.properties` (so the
-/// directory comes back with a new `directory.id`).
-fn wipe_partition_data(data: &std::path::Path) {
-    for entry in std::fs::read_dir(data).expect("the node's data").flatten() {
-        if entry.file_name() == "__cluster_metadata" {
-            continue;
-        }
-        let path = entry.path();
-        let removed = if path.is_dir() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        removed.unwrap_or_else(|e| panic!("removing {}: {e}", path.display()));
     }
 }
 
@@ -586,6 +613,8 @@ pub(crate) async fn run() {
         .await
         .expect("FindCoordinator answered");
     assert_eq!(found.error_code, 0, "a group coordinator");
+    let kafka_dir = tempfile::tempdir().expect("a directory for the producer's output");
+    let kafka = KafkaProducer::start(&cluster.bootstrap(), TOPIC, 50, kafka_dir.path());
     let shared: SharedRef = Arc::default();
     let stop_observing = Arc::new(AtomicBool::new(false));
     let observing = tokio::spawn(observer(
@@ -603,11 +632,18 @@ pub(crate) async fn run() {
         records_checked: 0,
         logs_seen: [0; NODES],
         slowest_convergence: Duration::ZERO,
+        kafka,
+        kafka_checked: (0, 0),
+        _kafka_dir: kafka_dir,
     };
     for c in 1..=cycles {
         world.cycle = c;
         cycle(&mut world).await;
     }
+    // Kafka's producer closes, finishing what it has in flight; then everything it saw
+    // acknowledged is checked once more.
+    world.kafka.stop(BOUND);
+    world.check_records().await;
     stop_observing.store(true, Ordering::SeqCst);
     let _ = observing.await;
     let shared = lock(&shared);
@@ -623,11 +659,12 @@ pub(crate) async fn run() {
         .collect();
     println!(
         "REPLICATION_NEMESIS_SUMMARY seed={seed} cycles={cycles} elapsed={}s faults[{}] \
-         acked_records={} records_checked={} retried[{}] observations={} \
-         slowest_convergence={}ms violations={}",
+         acked_records={} verifiable_producer_acked={} records_checked={} retried[{}] \
+         observations={} slowest_convergence={}ms violations={}",
         started.elapsed().as_secs(),
         faults.join(" "),
         shared.acked.values().map(Vec::len).sum::<usize>(),
+        world.kafka_checked.0,
         world.records_checked,
         refusals.join(" "),
         shared.observations,

@@ -18,7 +18,7 @@ use kmirror_protocol::errors::ErrorCode;
 
 pub(super) fn list(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: ListGroupsRequest,
 ) -> ListGroupsResponse {
     let everything = access.cluster(Operation::Describe);
@@ -48,7 +48,7 @@ pub(super) fn list(
 
 pub(super) fn describe(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: DescribeGroupsRequest,
 ) -> DescribeGroupsResponse {
     let groups = request
@@ -111,26 +111,33 @@ pub(super) fn describe(
     DescribeGroupsResponse::default().with_groups(groups)
 }
 
-pub(super) fn delete(
+pub(super) async fn delete(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: DeleteGroupsRequest,
 ) -> DeleteGroupsResponse {
-    let results = request
-        .groups_names
-        .into_iter()
-        .map(|id| {
-            let error = if !access.group(Operation::Delete, &id.0) {
-                ErrorCode::GROUP_AUTHORIZATION_FAILED.0
-            } else if !broker.coordinates(CoordinatorKind::Group, &id.0) {
-                ErrorCode::NOT_COORDINATOR.0
-            } else {
-                broker.groups().delete(&id.0)
-            };
+    let mut results = Vec::new();
+    for id in request.groups_names {
+        let error = if !access.group(Operation::Delete, &id.0) {
+            ErrorCode::GROUP_AUTHORIZATION_FAILED.0
+        } else if !broker.coordinates(CoordinatorKind::Group, &id.0) {
+            ErrorCode::NOT_COORDINATOR.0
+        } else {
+            match broker.groups().delete(&id.0) {
+                // Answered once the group's partition replicas hold the deletion.
+                0 => broker
+                    .group_writes_replicated(&id.0)
+                    .await
+                    .err()
+                    .unwrap_or(0),
+                refused => refused,
+            }
+        };
+        results.push(
             DeletableGroupResult::default()
                 .with_group_id(id)
-                .with_error_code(error)
-        })
-        .collect();
+                .with_error_code(error),
+        );
+    }
     DeleteGroupsResponse::default().with_results(results)
 }

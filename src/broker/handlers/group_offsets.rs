@@ -25,9 +25,9 @@ use kafka_protocol::protocol::StrBytes;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
-pub(super) fn commit(
+pub(super) async fn commit(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: OffsetCommitRequest,
 ) -> OffsetCommitResponse {
     let group = request.group_id.0.to_string();
@@ -103,6 +103,19 @@ pub(super) fn commit(
                 .with_partitions(partitions),
         );
     }
+    // Answered once the group's partition replicas hold the commit (a new coordinator has it).
+    let written = |p: &&mut OffsetCommitResponsePartition| p.error_code == 0;
+    let any_written = topics
+        .iter_mut()
+        .flat_map(|t| t.partitions.iter_mut())
+        .any(|p| written(&p));
+    if any_written && let Err(code) = broker.group_writes_replicated(&group).await {
+        topics
+            .iter_mut()
+            .flat_map(|t| t.partitions.iter_mut())
+            .filter(written)
+            .for_each(|p| p.error_code = code);
+    }
     OffsetCommitResponse::default().with_topics(topics)
 }
 
@@ -155,7 +168,7 @@ fn partition_answer(index: i32, committed: Option<&Committed>) -> Fetched {
 /// v9+) must be a current member of a consumer group at that epoch.
 fn fetch_group(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     group: &str,
     topics: Option<Vec<(TopicName, Vec<i32>)>>,
     require_stable: bool,
@@ -227,7 +240,7 @@ fn fetch_group(
 /// OffsetFetch: one group at the top level before v8, a list of groups from v8 on.
 pub(super) fn fetch(
     broker: &Broker,
-    access: &Access,
+    access: &Access<'_>,
     request: OffsetFetchRequest,
     version: i16,
 ) -> OffsetFetchResponse {

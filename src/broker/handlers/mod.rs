@@ -382,7 +382,7 @@ pub(super) async fn dispatch(
             encode(&group_membership::leave(broker, request, version), version)
         }
         ApiKey::OffsetCommit => encode(
-            &group_offsets::commit(broker, access, Decodable::decode(body, version)?),
+            &group_offsets::commit(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::OffsetFetch => encode(
@@ -416,7 +416,7 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::DeleteGroups => encode(
-            &group_admin::delete(broker, access, Decodable::decode(body, version)?),
+            &group_admin::delete(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::AddPartitionsToTxn => encode(

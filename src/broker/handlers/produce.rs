@@ -15,14 +15,13 @@
 
 use super::access::Access;
 use crate::acl::Operation;
-use crate::broker::{Broker, Partition, now_ms};
+use crate::broker::{Broker, Partition, internal_topics, now_ms};
 use crate::replication::role::Role;
 use crate::storage::StorageError;
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::protocol::StrBytes;
-use kmirror_actors::engine::state_log::MIRROR_STATE_TOPIC;
 use kmirror_actors::metadata::mirror_of;
 use kmirror_actors::partition::Desired;
 use kmirror_protocol::batch::RecordBatch;
@@ -64,8 +63,8 @@ pub(super) async fn handle(
     let mut waiting: Vec<Waiting> = Vec::new();
     for topic in request.topic_data {
         let name = topic.name.0.to_string();
-        let denied = if name == MIRROR_STATE_TOPIC {
-            // Only the coordinator writes it.
+        let denied = if internal_topics::is_internal(&name) {
+            // Only the coordinators write them (a forged group record would be replayed).
             Some(ErrorCode::INVALID_TOPIC_EXCEPTION.0)
         } else if !id_allowed {
             Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.0)

@@ -273,8 +273,18 @@ pub(super) async fn commit_offsets(
             &request.member_id,
             known,
         )
+    };
+    // Answered once the group's partition replicas hold the offsets (a new coordinator has
+    // them pending).
+    if written.contains(&0)
+        && let Err(code) = broker.group_writes_replicated(&group).await
+    {
+        written
+            .iter_mut()
+            .filter(|c| **c == 0)
+            .for_each(|c| *c = code);
     }
-    .into_iter();
+    let mut written = written.into_iter();
     let topics = request
         .topics
         .into_iter()

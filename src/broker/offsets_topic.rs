@@ -1,0 +1,166 @@
+//! `__consumer_offsets` as the group coordinator's journal in a multi-process cluster
+//! (docs/cluster.md, "Coordinators on replicated logs"; [`crate::groups::journal`]).
+//!
+//! Lifecycle: the broker becomes the leader of a partition of `__consumer_offsets` → its role
+//! changes → [`Broker::offsets_leadership`] replays the partition into the coordinator, which
+//! serves the partition's groups from then on; it stops leading → their state is dropped and
+//! their writes refused. A group write is one batch the leader appends at its leader epoch
+//! (under the partition's log lock, as a produce); the request is answered once the in-sync
+//! replicas hold it ([`Broker::group_writes_replicated`]), so the next leader replays it.
+//!
+//! Lock order: the coordinator's groups, then the partition's log, then its role (an append
+//! runs under the groups' lock); a load reads the log first and takes the groups' lock after
+//! letting the log go.
+
+use super::coordinators::CoordinatorKind;
+use super::{Broker, Partition, now_ms};
+use crate::controller::Controller;
+use crate::groups::GroupCoordinator;
+use crate::groups::journal::{OffsetsPartitions, WriteError};
+use crate::storage::StorageError;
+use kmirror_protocol::batch::RecordBatch;
+use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::records::KeyValue;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+/// The partitions of `__consumer_offsets` as the coordinator sees them: placed by the
+/// metadata, written through the broker once it is shared.
+#[derive(Debug)]
+pub(crate) struct OffsetsTopic {
+    controller: Arc<Mutex<Controller>>,
+    broker: OnceLock<Weak<Broker>>,
+}
+
+impl OffsetsTopic {
+    /// The topic as `controller`'s metadata places it; writes wait for [`OffsetsTopic::attach`].
+    pub(crate) fn new(controller: Arc<Mutex<Controller>>) -> OffsetsTopic {
+        OffsetsTopic {
+            controller,
+            broker: OnceLock::new(),
+        }
+    }
+
+    /// Writes go through `broker` from now on.
+    pub(crate) fn attach(&self, broker: &Arc<Broker>) {
+        let _ = self.broker.set(Arc::downgrade(broker));
+    }
+}
+
+impl OffsetsPartitions for OffsetsTopic {
+    fn partition_of(&self, group: &str) -> Option<i32> {
+        let count = self
+            .controller
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .topics()
+            .get(CoordinatorKind::Group.topic())
+            .map(|t| t.partitions.len() as i32)?;
+        Some(super::coordinators::coordinator_partition(group, count))
+    }
+
+    fn append(&self, partition: i32, records: Vec<KeyValue>) -> Result<(), WriteError> {
+        let broker =
+            self.broker.get().and_then(Weak::upgrade).ok_or_else(|| {
+                WriteError::NotLed("the broker does not serve clients yet".into())
+            })?;
+        broker.append_group_records(partition, records)
+    }
+}
+
+impl Broker {
+    /// Shares the broker, and in a cluster gives its group coordinator the partitions of
+    /// `__consumer_offsets` to write to.
+    pub fn into_shared(self) -> Arc<Broker> {
+        let broker = Arc::new(self);
+        if let Some(topic) = &broker.offsets_topic {
+            topic.attach(&broker);
+        }
+        broker
+    }
+
+    /// Appends group records to partition `index` of `__consumer_offsets`, which this broker
+    /// leads, as one batch of its leader epoch.
+    fn append_group_records(&self, index: i32, records: Vec<KeyValue>) -> Result<(), WriteError> {
+        let topic = CoordinatorKind::Group.topic();
+        let not_led = || WriteError::NotLed(format!("{topic}-{index} is not led here"));
+        let partition = self.partition(topic, index).ok_or_else(not_led)?;
+        let mut log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+        let epoch = self.led_epoch(&partition).ok_or_else(not_led)?;
+        let batch = kmirror_protocol::records::leader_batch(&records, epoch, now_ms())
+            .map_err(|e| WriteError::Encode(e.to_string()))?;
+        match log.append_as_leader(batch, epoch, now_ms()) {
+            Ok(_) => {}
+            Err(StorageError::LogDeleted { .. }) => return Err(not_led()),
+            Err(e) => return Err(e.into()),
+        }
+        self.committed_append(&partition, &mut log);
+        drop(log);
+        self.notify_appended();
+        Ok(())
+    }
+
+    /// Waits until what this broker wrote for `group` is held by the in-sync replicas of its
+    /// partition of `__consumer_offsets` (at once when groups are in a local log): the answer
+    /// to a commit comes after it, so the partition's next leader has the commit. An error
+    /// code when it did not get there: NOT_COORDINATOR when the partition moved,
+    /// COORDINATOR_NOT_AVAILABLE when its replicas did not follow in time or were fewer than
+    /// `min.insync.replicas` (both retried).
+    pub(crate) async fn group_writes_replicated(&self, group: &str) -> Result<(), i16> {
+        if self.offsets_topic.is_none() {
+            return Ok(());
+        }
+        let topic = CoordinatorKind::Group.topic();
+        let Some(index) = self.coordinator_partition_of(CoordinatorKind::Group, group) else {
+            return Err(ErrorCode::NOT_COORDINATOR.0);
+        };
+        let Some(partition) = self.partition(topic, index) else {
+            return Err(ErrorCode::NOT_COORDINATOR.0);
+        };
+        match self.replication_settled(&partition).await {
+            Ok(ErrorCode::NONE) => Ok(()),
+            // Fewer in-sync replicas than `min.insync.replicas` hold it, as Kafka's coordinator
+            // refuses such a commit (the client retries).
+            Ok(_) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE.0),
+            Err(e) => {
+                tracing::warn!(group, error = %e, "a group write did not reach the in-sync replicas");
+                Err(ErrorCode::COORDINATOR_NOT_AVAILABLE.0)
+            }
+        }
+    }
+
+    /// After partition `index` of `__consumer_offsets` changed role here: loads its groups
+    /// when this broker now leads it (offsets of topics deleted meanwhile are forgotten),
+    /// drops them when it does not. Called with no lock held.
+    pub(super) fn offsets_leadership(&self, index: i32, partition: &Partition, leads: bool) {
+        if self.offsets_topic.is_none() {
+            return;
+        }
+        if !leads {
+            self.groups.unload_partition(index);
+            return;
+        }
+        let mut records = Vec::new();
+        let read = {
+            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            let start = log.log_start_offset();
+            log.find_batch(start, &mut |batch: &RecordBatch| {
+                records.extend(GroupCoordinator::batch_records(batch));
+                false
+            })
+        };
+        if let Err(e) = read {
+            // Served without what could not be read, loudly: refusing the partition's groups
+            // for good would be worse than the records past the damage.
+            tracing::error!(partition = index, error = %e, "reading a __consumer_offsets partition");
+        }
+        self.groups.load_partition(index, records);
+        let topics = self.with_controller(|c| c.topics().clone());
+        for stale in self.groups.topics_with_offsets() {
+            if !topics.contains_key(&stale)
+                && let Err(e) = self.groups.forget_topic(&stale)
+            {
+                tracing::error!(topic = stale, error = %e, "forgetting a deleted topic's offsets");
+            }
+        }
+    }
+}
