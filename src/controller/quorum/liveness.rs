@@ -45,6 +45,10 @@ pub(super) struct Sessions {
     since: Instant,
     /// The last heartbeat of each broker heard since then.
     last: BTreeMap<i32, Instant>,
+    /// Where each broker's silence is counted from: its last heartbeat (else `since`) moved
+    /// on by the pauses of this node since ([`Sessions::credit`]). Only fencing counts from
+    /// here; unfencing needs a heartbeat.
+    counted_from: BTreeMap<i32, Instant>,
 }
 
 impl Sessions {
@@ -53,13 +57,39 @@ impl Sessions {
         Sessions {
             since: now,
             last: BTreeMap::new(),
+            counted_from: BTreeMap::new(),
         }
     }
 
     /// Broker `node_id` heartbeated at `now`.
     pub(super) fn heard(&mut self, node_id: i32, now: Instant) {
         self.last.insert(node_id, now);
+        self.counted_from.insert(node_id, now);
     }
+
+    /// This node did not run for `pause` before `now` (frozen, starved): the brokers' silence
+    /// meanwhile was its own, so it is not counted towards fencing them (a fenced broker is
+    /// not unfenced by it: that takes a heartbeat).
+    pub(super) fn credit(&mut self, pause: Duration, now: Instant) {
+        self.since = (self.since + pause).min(now);
+        for from in self.counted_from.values_mut() {
+            *from = (*from + pause).min(now);
+        }
+    }
+}
+
+/// How long the liveness loop, meant to run every `tick`, did not run between `last_tick` and
+/// `now` beyond its tick, when that is more than half the session `timeout`: long enough for
+/// the node's own pause to pass for the brokers' silence. Shorter delays (a busy machine) are
+/// not counted.
+pub(super) fn paused(
+    last_tick: Instant,
+    now: Instant,
+    tick: Duration,
+    timeout: Duration,
+) -> Option<Duration> {
+    let gap = now.saturating_duration_since(last_tick);
+    (gap > timeout / 2).then(|| gap.saturating_sub(tick))
 }
 
 /// The fence and unfence commands the sessions call for at `now`: a registered broker not
@@ -75,11 +105,15 @@ pub(super) fn decide(
     registered
         .into_iter()
         .filter_map(|node_id| {
-            let heard = sessions.last.get(&node_id).copied();
-            let alive = now.saturating_duration_since(heard.unwrap_or(sessions.since)) < timeout;
-            match (alive, fenced.contains(&node_id)) {
+            let within = |at: Instant| now.saturating_duration_since(at) < timeout;
+            let counted = sessions.counted_from.get(&node_id).copied();
+            let heard_lately = sessions.last.get(&node_id).is_some_and(|at| within(*at));
+            match (
+                within(counted.unwrap_or(sessions.since)),
+                fenced.contains(&node_id),
+            ) {
                 (false, false) => Some(MetadataCommand::FenceBroker { node_id }),
-                (true, true) if heard.is_some() => Some(MetadataCommand::UnfenceBroker { node_id }),
+                (_, true) if heard_lately => Some(MetadataCommand::UnfenceBroker { node_id }),
                 _ => None,
             }
         })
@@ -91,6 +125,50 @@ mod tests {
     use super::*;
 
     const TIMEOUT: Duration = Duration::from_secs(9);
+
+    /// The replication nemesis found an active controller frozen past the session timeout
+    /// fence every other broker as it resumed (their last heartbeats were from before its
+    /// freeze) and elect itself: its pause is credited to the sessions.
+    #[test]
+    fn a_pause_of_the_controller_is_not_the_brokers_silence() {
+        let tick = Duration::from_millis(250);
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        assert_eq!(paused(start, at(250), tick, TIMEOUT), None);
+        assert_eq!(
+            paused(start, at(4_000), tick, TIMEOUT),
+            None,
+            "a busy machine"
+        );
+        let mut sessions = Sessions::new(start);
+        sessions.heard(1, at(1_000));
+        sessions.heard(2, at(1_000));
+        // Frozen from 1.1 s to 21.1 s: both brokers look silent for 20 s.
+        let resumed = at(21_100);
+        let pause = paused(at(1_100), resumed, tick, TIMEOUT).expect("a pause");
+        assert_eq!(pause, Duration::from_millis(19_750));
+        let before = decide(resumed, &sessions, [1, 2], &BTreeSet::new(), TIMEOUT);
+        assert_eq!(before.len(), 2, "without the credit both would be fenced");
+        sessions.credit(pause, resumed);
+        assert!(decide(resumed, &sessions, [1, 2], &BTreeSet::new(), TIMEOUT).is_empty());
+        // A broker that stays silent is still fenced a session after its last heartbeat, as
+        // the controller counted the time it ran.
+        sessions.heard(1, at(22_000));
+        let fenced = decide(at(30_500), &sessions, [1, 2], &BTreeSet::new(), TIMEOUT);
+        assert_eq!(fenced, vec![MetadataCommand::FenceBroker { node_id: 2 }]);
+        // Fenced, it is not unfenced by a later pause's credit: only by a heartbeat.
+        let later = at(40_000);
+        sessions.credit(
+            paused(at(34_000), later, tick, TIMEOUT).expect("a pause"),
+            later,
+        );
+        assert!(decide(later, &sessions, [2], &BTreeSet::from([2]), TIMEOUT).is_empty());
+        sessions.heard(2, later);
+        assert_eq!(
+            decide(later, &sessions, [2], &BTreeSet::from([2]), TIMEOUT),
+            vec![MetadataCommand::UnfenceBroker { node_id: 2 }]
+        );
+    }
 
     #[test]
     fn a_silent_broker_is_fenced_after_the_timeout_and_unfenced_when_heard_again() {

@@ -367,9 +367,12 @@ impl Quorum {
         let mut tick = tokio::time::interval(interval / 2);
         metrics::gauge!(crate::metrics::FENCED_BROKERS).set(0.0);
         metrics::gauge!(crate::metrics::OFFLINE_PARTITIONS).set(0.0);
+        let mut last_tick = std::time::Instant::now();
         loop {
             tick.tick().await;
             let now = std::time::Instant::now();
+            let pause = liveness::paused(last_tick, now, interval / 2, timeout);
+            last_tick = now;
             let active = self.raft.metrics().borrow().current_leader == Some(self.node_id);
             let commands = {
                 let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
@@ -381,6 +384,13 @@ impl Quorum {
                     continue;
                 }
                 let sessions = live.get_or_insert_with(|| liveness::Sessions::new(now));
+                if let Some(pause) = pause {
+                    tracing::warn!(
+                        ?pause,
+                        "this controller did not run for a while: broker sessions are credited with its pause"
+                    );
+                    sessions.credit(pause, now);
+                }
                 let image = self.image.lock().unwrap_or_else(|e| e.into_inner());
                 metrics::gauge!(crate::metrics::FENCED_BROKERS).set(image.fenced().len() as f64);
                 metrics::gauge!(crate::metrics::OFFLINE_PARTITIONS)
