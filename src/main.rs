@@ -390,6 +390,7 @@ async fn start_quorum(
             heartbeat_interval: cluster.heartbeat_interval,
             session_timeout: cluster.session_timeout,
             secret: cluster.secret,
+            leader_rebalance: cluster.leader_rebalance,
         },
         Arc::new(std::sync::Mutex::new(Controller::replica())),
     )

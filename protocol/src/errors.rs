@@ -283,8 +283,15 @@ impl ErrorCode {
     pub const OFFSET_NOT_AVAILABLE: ErrorCode = ErrorCode(78);
     /// Kafka's MEMBER_ID_REQUIRED: JoinGroup v4+: rejoin with the member id in the answer.
     pub const MEMBER_ID_REQUIRED: ErrorCode = ErrorCode(79);
+    /// Kafka's PREFERRED_LEADER_NOT_AVAILABLE: a preferred election whose preferred replica is
+    /// not in the ISR or not live.
+    pub const PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode(80);
     /// Kafka's GROUP_MAX_SIZE_REACHED: the group has as many members as it may.
     pub const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);
+    /// Kafka's ELIGIBLE_LEADERS_NOT_AVAILABLE: an unclean election with no live replica.
+    pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode = ErrorCode(83);
+    /// Kafka's ELECTION_NOT_NEEDED: the partition already has the leader the election asks for.
+    pub const ELECTION_NOT_NEEDED: ErrorCode = ErrorCode(84);
     /// Kafka's INVALID_RECORD: a produced batch that is well formed but breaks a rule of the
     /// log (record count, offset deltas, sequence, timestamps).
     pub const INVALID_RECORD: ErrorCode = ErrorCode(87);
@@ -477,6 +484,9 @@ mod tests {
             };
         }
         named!(
+            PREFERRED_LEADER_NOT_AVAILABLE,
+            ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            ELECTION_NOT_NEEDED,
             UNKNOWN_SERVER_ERROR,
             NONE,
             OFFSET_OUT_OF_RANGE,

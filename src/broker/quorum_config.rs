@@ -9,7 +9,7 @@
 //! listener besides it.
 
 use super::config_error::{ConfigError, invalid};
-use crate::controller::quorum::{ProcessRoles, QuorumSecret};
+use crate::controller::quorum::{LeaderRebalance, ProcessRoles, QuorumSecret};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -33,6 +33,9 @@ pub struct ClusterConfig {
     /// `controller.quorum.secret.file`: the nodes' shared secret, read at start (`None`: the
     /// controller listener is unauthenticated).
     pub secret: Option<QuorumSecret>,
+    /// `auto.leader.rebalance.enable` (true), `leader.imbalance.check.interval.seconds` (300)
+    /// and `leader.imbalance.per.broker.percentage` (10).
+    pub leader_rebalance: Option<LeaderRebalance>,
 }
 
 /// One `listeners` entry.
@@ -272,6 +275,40 @@ pub(super) fn from_properties(
             "must be longer than broker.heartbeat.interval.ms",
         ));
     }
+    let leader_rebalance = match get("auto.leader.rebalance.enable") {
+        None | Some("true") => {
+            let key = "leader.imbalance.check.interval.seconds";
+            let interval = match get(key) {
+                None => 300,
+                Some(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|s| (1..=86_400).contains(s))
+                    .ok_or_else(|| invalid(key, v, "must be between 1 and 86400 (seconds)"))?,
+            };
+            let key = "leader.imbalance.per.broker.percentage";
+            let imbalance_percentage = match get(key) {
+                None => 10,
+                Some(v) => v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|p| *p <= 100)
+                    .ok_or_else(|| invalid(key, v, "must be between 0 and 100"))?,
+            };
+            Some(LeaderRebalance {
+                interval: Duration::from_secs(interval),
+                imbalance_percentage,
+            })
+        }
+        Some("false") => None,
+        Some(v) => {
+            return Err(invalid(
+                "auto.leader.rebalance.enable",
+                v,
+                "must be true or false",
+            ));
+        }
+    };
     let secret_key = "controller.quorum.secret.file";
     let secret = get(secret_key)
         .map(|path| {
@@ -288,6 +325,7 @@ pub(super) fn from_properties(
             heartbeat_interval,
             session_timeout,
             secret,
+            leader_rebalance,
         },
         client,
     )))

@@ -9,6 +9,7 @@
 //! with the same image, and the node that proposed a command learns its outcome from its own
 //! application of it.
 
+use super::elections::ElectionType;
 use super::partition_change::{IsrChange, IsrState};
 use super::{Controller, ControllerError};
 use crate::acl::{AclBinding, AclFilter};
@@ -41,6 +42,12 @@ pub enum MetadataCommand {
     /// Broker `node_id` started: it leaves ISRs with other members, and gets a new
     /// leadership term for every partition it leads alone.
     ResumeLeadership { node_id: i32 },
+    /// ElectLeaders (`kafka-leader-election.sh`, the automatic leader rebalance): an election
+    /// of `partitions` (topic, index), or of every partition when `None`.
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Option<Vec<(String, i32)>>,
+    },
     /// AlterPartition: the leader `broker_id`, at `broker_epoch`, changes ISRs.
     AlterPartition {
         broker_id: i32,
@@ -120,6 +127,8 @@ pub enum Applied {
     IsrChanges(Vec<Result<IsrState, ControllerError>>),
     /// The partitions a broker in controlled shutdown still leads.
     StillLeads(usize),
+    /// Each ElectLeaders partition's error code (topic, index, code).
+    Elections(Vec<(String, i32, i16)>),
 }
 
 /// A command's outcome as every node computes it.
@@ -146,6 +155,13 @@ impl Controller {
                 return Ok(Applied::StillLeads(self.controlled_shutdown(*node_id)?));
             }
             MetadataCommand::ResumeLeadership { node_id } => self.resume_leadership(*node_id)?,
+            MetadataCommand::ElectLeaders {
+                election,
+                partitions,
+            } => {
+                let answers = self.elect_leaders(*election, partitions.as_deref())?;
+                return Ok(Applied::Elections(answers));
+            }
             MetadataCommand::AlterPartition {
                 broker_id,
                 broker_epoch,

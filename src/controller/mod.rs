@@ -18,12 +18,14 @@ use thiserror::Error;
 use uuid::Uuid;
 
 mod command;
+mod elections;
 mod journal;
 pub mod partition_change;
 pub mod quorum;
 mod snapshot;
 
 pub use command::{Applied, MetadataCommand, Outcome};
+pub use elections::ElectionType;
 
 pub use kmirror_actors::host::{
     ANY_NODE, LeaderRecovery, MetadataDelta, NO_LEADER, PartitionMeta, TopicMeta,

@@ -32,6 +32,8 @@ pub struct PartitionView {
     pub leader_epoch: i32,
     /// The in-sync replicas.
     pub isr: Vec<i32>,
+    /// The replicas in assignment order (the first is the preferred leader).
+    pub replicas: Vec<i32>,
 }
 
 /// `scripts/cluster-local.sh` (the workspace's, beside this crate) with `args`.
@@ -268,6 +270,7 @@ pub async fn topics_of(address: &str) -> Result<BTreeMap<String, Vec<PartitionVi
                         leader: p.leader_id.0,
                         leader_epoch: p.leader_epoch,
                         isr: p.isr_nodes.iter().map(|b| b.0).collect(),
+                        replicas: p.replica_nodes.iter().map(|b| b.0).collect(),
                     };
                     (p.partition_index, view)
                 })

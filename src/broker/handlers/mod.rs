@@ -11,6 +11,7 @@ mod create_topics;
 mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
+mod elect_leaders;
 mod fetch;
 mod fetch_response;
 mod find_coordinator;
@@ -97,6 +98,7 @@ pub(super) fn supported(api: ApiKey) -> Option<(i16, i16)> {
         ApiKey::CreateAcls => (1, 3),
         ApiKey::DescribeAcls => (1, 3),
         ApiKey::DeleteAcls => (1, 3),
+        ApiKey::ElectLeaders => (0, 2),
         _ => return None,
     })
 }
@@ -252,6 +254,7 @@ pub(super) fn served() -> Vec<(ApiKey, i16, i16)> {
         ApiKey::DeleteAcls,
         ApiKey::ConsumerGroupHeartbeat,
         ApiKey::ConsumerGroupDescribe,
+        ApiKey::ElectLeaders,
     ]
     .into_iter()
     .filter_map(|k| advertised(k).map(|(min, max)| (k, min, max)))
@@ -327,6 +330,11 @@ pub(super) async fn dispatch(
         ),
         ApiKey::DeleteTopics => encode(
             &delete_topics::handle(broker, access, Decodable::decode(body, version)?).await,
+            version,
+        ),
+        ApiKey::ElectLeaders => encode(
+            &elect_leaders::handle(broker, access, Decodable::decode(body, version)?, version)
+                .await,
             version,
         ),
         ApiKey::DescribeConfigs => encode(

@@ -49,6 +49,8 @@ pub(super) struct Sessions {
     /// on by the pauses of this node since ([`Sessions::credit`]). Only fencing counts from
     /// here; unfencing needs a heartbeat.
     counted_from: BTreeMap<i32, Instant>,
+    /// Each broker's epoch as last seen: a new one is a registration (a start).
+    epochs: BTreeMap<i32, i64>,
 }
 
 impl Sessions {
@@ -58,6 +60,21 @@ impl Sessions {
             since: now,
             last: BTreeMap::new(),
             counted_from: BTreeMap::new(),
+            epochs: BTreeMap::new(),
+        }
+    }
+
+    /// Broker `node_id` is registered at `epoch`: an epoch other than the one seen before is a
+    /// registration since, which counts as hearing it (it starts heartbeating only once
+    /// admitted, so its last heartbeat is from before its restart and would fence it again at
+    /// once). The first epoch seen is not: a new active controller has heard nobody yet.
+    pub(super) fn registered(&mut self, node_id: i32, epoch: i64, now: Instant) {
+        if self
+            .epochs
+            .insert(node_id, epoch)
+            .is_some_and(|seen| seen != epoch)
+        {
+            self.heard(node_id, now);
         }
     }
 
@@ -168,6 +185,30 @@ mod tests {
             decide(later, &sessions, [2], &BTreeSet::from([2]), TIMEOUT),
             vec![MetadataCommand::UnfenceBroker { node_id: 2 }]
         );
+    }
+
+    /// kafka-leader-election's test found a broker restarted after its fencing fenced again
+    /// at once: registered (which unfences it) before its first heartbeat, its last one was
+    /// from before the restart.
+    #[test]
+    fn a_registration_counts_as_hearing_the_broker() {
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
+        let mut sessions = Sessions::new(start);
+        sessions.registered(1, 5, at(0));
+        sessions.heard(1, at(1));
+        // Killed after 1 s, fenced at 10 s, restarted at 12 s: a new broker epoch.
+        let fenced = decide(at(10), &sessions, [1], &BTreeSet::new(), TIMEOUT);
+        assert_eq!(fenced, vec![MetadataCommand::FenceBroker { node_id: 1 }]);
+        sessions.registered(1, 6, at(12));
+        assert!(
+            decide(at(12), &sessions, [1], &BTreeSet::new(), TIMEOUT).is_empty(),
+            "its registration unfenced it: not fenced again before a session passes"
+        );
+        // The first epoch a controller sees is no sign of life.
+        let mut fresh = Sessions::new(at(20));
+        fresh.registered(2, 3, at(20));
+        assert!(decide(at(20), &fresh, [2], &BTreeSet::from([2]), TIMEOUT).is_empty());
     }
 
     #[test]

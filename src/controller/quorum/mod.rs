@@ -86,6 +86,21 @@ pub struct QuorumConfig {
     /// `controller.quorum.secret.file`: the secret every connection between nodes proves
     /// (`None`: the controller listener is unauthenticated).
     pub secret: Option<QuorumSecret>,
+    /// The active controller's automatic leader rebalance (`None`:
+    /// `auto.leader.rebalance.enable=false`).
+    pub leader_rebalance: Option<LeaderRebalance>,
+}
+
+/// `leader.imbalance.check.interval.seconds` and `leader.imbalance.per.broker.percentage`:
+/// how often the active controller looks for brokers leading too few of the partitions they
+/// are the preferred replica of, and how few is too few
+/// ([`crate::controller::Controller::imbalanced`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderRebalance {
+    /// How often it looks.
+    pub interval: Duration,
+    /// The share (percent) of a broker's preferred partitions it may not lead.
+    pub imbalance_percentage: u32,
 }
 
 /// Why the quorum could not start.
@@ -267,6 +282,12 @@ impl Quorum {
                 quorum.clone().heartbeats(config.heartbeat_interval),
             ));
         }
+        if let Some(rebalance) = config.leader_rebalance {
+            tokio::spawn(until_stopped(
+                stopped.clone(),
+                quorum.clone().rebalance_leaders(rebalance),
+            ));
+        }
         tokio::spawn(until_stopped(
             stopped,
             quorum
@@ -392,6 +413,9 @@ impl Quorum {
                     sessions.credit(pause, now);
                 }
                 let image = self.image.lock().unwrap_or_else(|e| e.into_inner());
+                for (node_id, broker) in image.brokers() {
+                    sessions.registered(*node_id, broker.epoch, now);
+                }
                 metrics::gauge!(crate::metrics::FENCED_BROKERS).set(image.fenced().len() as f64);
                 metrics::gauge!(crate::metrics::OFFLINE_PARTITIONS)
                     .set(image.offline_partitions() as f64);
@@ -408,6 +432,43 @@ impl Quorum {
                 if let Err(e) = self.write(command).await {
                     tracing::warn!(error = %e, "recording a broker's liveness");
                 }
+            }
+        }
+    }
+
+    /// While this node is the active controller, every `rebalance.interval` moves leadership
+    /// back to the preferred replicas of the brokers that lead too few of their partitions
+    /// (Kafka's automatic leader rebalance, docs/replication.md §3).
+    async fn rebalance_leaders(self: Arc<Self>, rebalance: LeaderRebalance) {
+        let mut tick = tokio::time::interval(rebalance.interval);
+        // The first tick is at once: a start waits a whole interval, as Kafka's does.
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if self.raft.metrics().borrow().current_leader != Some(self.node_id) {
+                continue;
+            }
+            let moves = self
+                .image
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .imbalanced(rebalance.imbalance_percentage);
+            if moves.is_empty() {
+                continue;
+            }
+            let count = moves.len();
+            let command = MetadataCommand::ElectLeaders {
+                election: crate::controller::ElectionType::Preferred,
+                partitions: Some(moves),
+            };
+            match self.write(command).await {
+                Ok(_) => {
+                    tracing::info!(
+                        partitions = count,
+                        "leader rebalance: preferred replicas lead again"
+                    )
+                }
+                Err(e) => tracing::warn!(error = %e, "leader rebalance"),
             }
         }
     }
