@@ -273,14 +273,12 @@ impl Broker {
     /// [`Broker::reconcile`] for one topic, `None` when the metadata no longer has it.
     fn reconcile_topic(&self, name: &str, topic: Option<&TopicMeta>) -> Result<(), StorageError> {
         let open = self.open_of(name);
-        let mut removed = false;
         for (index, partition) in open {
             let current = topic.filter(|t| {
                 t.topic_id == partition.topic_id && (index as usize) < t.partitions.len()
             });
             let Some(topic) = current else {
                 self.close_partition(name, index)?;
-                removed = true;
                 continue;
             };
             let mut applied = partition.configs.lock().unwrap_or_else(|e| e.into_inner());
@@ -305,10 +303,9 @@ impl Broker {
             }
         }
         match topic {
-            None if removed => self.groups.forget_topic(name)?,
-            None => {}
-            // Coordinator placement only (no partition logs): the state lives in the
-            // coordinators' record logs.
+            // Deleted: every group coordinated here forgets its offsets, whether or not this
+            // broker held a replica of it.
+            None => self.groups.forget_topic(name)?,
             Some(topic) => {
                 self.apply_roles(name, topic);
                 let missing = self.missing_logs(name, topic);

@@ -124,14 +124,15 @@ impl Broker {
     ) -> Result<(), String> {
         let node = self.group_coordinator(group).await?;
         let codes = if node == self.config.node_id {
-            let mut codes = self.groups.commit(group, -1, "", offsets);
-            if codes.contains(&0)
-                && let Err(code) = self.group_writes_replicated(group).await
-            {
-                codes
-                    .iter_mut()
-                    .filter(|c| **c == 0)
-                    .for_each(|c| *c = code);
+            let (mut codes, staged) = self.groups.commit_staged(group, -1, "", offsets);
+            if codes.contains(&0) {
+                match self.group_writes_replicated(group).await {
+                    Ok(()) => staged.into_iter().for_each(|s| self.groups.apply_staged(s)),
+                    Err(code) => codes
+                        .iter_mut()
+                        .filter(|c| **c == 0)
+                        .for_each(|c| *c = code),
+                }
             }
             codes
         } else {

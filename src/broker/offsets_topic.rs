@@ -22,6 +22,12 @@ use kmirror_protocol::batch::RecordBatch;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::records::KeyValue;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+
+/// How long a group write waits for its partition's in-sync replicas before the client is
+/// answered COORDINATOR_NOT_AVAILABLE: Kafka's `offsets.commit.timeout.ms` default, well within
+/// a client's request timeout (the write may still be replicated later).
+const GROUP_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The partitions of `__consumer_offsets` as the coordinator sees them: placed by the
 /// metadata, written through the broker once it is shared.
@@ -103,26 +109,42 @@ impl Broker {
     /// partition of `__consumer_offsets` (at once when groups are in a local log): the answer
     /// to a commit comes after it, so the partition's next leader has the commit. An error
     /// code when it did not get there: NOT_COORDINATOR when the partition moved,
-    /// COORDINATOR_NOT_AVAILABLE when its replicas did not follow in time or were fewer than
-    /// `min.insync.replicas` (both retried).
+    /// COORDINATOR_NOT_AVAILABLE when its replicas did not follow within
+    /// [`GROUP_WRITE_TIMEOUT`] or were fewer than `min.insync.replicas` (both retried).
     pub(crate) async fn group_writes_replicated(&self, group: &str) -> Result<(), i16> {
         if self.offsets_topic.is_none() {
             return Ok(());
         }
-        let topic = CoordinatorKind::Group.topic();
-        let Some(index) = self.coordinator_partition_of(CoordinatorKind::Group, group) else {
+        match self.coordinator_partition_of(CoordinatorKind::Group, group) {
+            Some(index) => self.offsets_partition_replicated(index).await,
+            None => Err(ErrorCode::NOT_COORDINATOR.0),
+        }
+    }
+
+    /// [`Broker::group_writes_replicated`] for everything written so far to partition `index`
+    /// of `__consumer_offsets`.
+    pub(crate) async fn offsets_partition_replicated(&self, index: i32) -> Result<(), i16> {
+        if self.offsets_topic.is_none() {
+            return Ok(());
+        }
+        let Some(partition) = self.partition(CoordinatorKind::Group.topic(), index) else {
             return Err(ErrorCode::NOT_COORDINATOR.0);
         };
-        let Some(partition) = self.partition(topic, index) else {
-            return Err(ErrorCode::NOT_COORDINATOR.0);
-        };
-        match self.replication_settled(&partition).await {
-            Ok(ErrorCode::NONE) => Ok(()),
+        match tokio::time::timeout(GROUP_WRITE_TIMEOUT, self.replication_settled(&partition)).await
+        {
+            Ok(Ok(ErrorCode::NONE)) => Ok(()),
             // Fewer in-sync replicas than `min.insync.replicas` hold it, as Kafka's coordinator
             // refuses such a commit (the client retries).
-            Ok(_) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE.0),
-            Err(e) => {
-                tracing::warn!(group, error = %e, "a group write did not reach the in-sync replicas");
+            Ok(Ok(_)) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE.0),
+            Ok(Err(e)) => {
+                tracing::warn!(partition = index, error = %e, "a group write did not reach the in-sync replicas");
+                Err(ErrorCode::COORDINATOR_NOT_AVAILABLE.0)
+            }
+            Err(_) => {
+                tracing::warn!(
+                    partition = index,
+                    "a group write did not reach the in-sync replicas within {GROUP_WRITE_TIMEOUT:?}"
+                );
                 Err(ErrorCode::COORDINATOR_NOT_AVAILABLE.0)
             }
         }
@@ -135,8 +157,10 @@ impl Broker {
         if self.offsets_topic.is_none() {
             return;
         }
+        // Dropped first, also when it leads: no write lands and nothing stale is served while
+        // the partition is read.
+        self.groups.unload_partition(index);
         if !leads {
-            self.groups.unload_partition(index);
             return;
         }
         let mut records = Vec::new();

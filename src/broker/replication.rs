@@ -77,6 +77,9 @@ impl Broker {
             log.assign_leader_epoch(meta.leader_epoch);
         }
         let before = role.leads(Some(meta.leader_epoch));
+        // Led at an earlier epoch: a leader that becomes a follower at the next epoch did not
+        // lead at that one either, yet it lost its leadership.
+        let led = role.leads(None);
         let effects = role.next(
             (name, index),
             self.config.node_id,
@@ -86,7 +89,7 @@ impl Broker {
             now_ms(),
         );
         let now_leads = role.leads(Some(meta.leader_epoch));
-        let changed = now_leads != before;
+        let changed = now_leads != before || (led && !now_leads);
         drop(role);
         self.carry_out(name, index, &mut log, effects);
         drop(log);

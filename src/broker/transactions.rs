@@ -68,7 +68,17 @@ impl Broker {
                     );
                     return Err(TxnError::MarkerUndelivered);
                 }
-                Some((_, node)) if node == self.config.node_id => local_groups = true,
+                Some((partition, node)) if node == self.config.node_id => {
+                    if !self.groups.serves(partition) {
+                        tracing::info!(
+                            transactional_id = %completion.transactional_id,
+                            group,
+                            "the group's partition is still loading; the transaction ends later"
+                        );
+                        return Err(TxnError::MarkerUndelivered);
+                    }
+                    local_groups = true;
+                }
                 Some((partition, node)) => {
                     let marker = (CoordinatorKind::Group.topic().to_string(), partition);
                     remote.entry(node).or_default().push(marker);
@@ -100,14 +110,20 @@ impl Broker {
         }
         if local_groups {
             let producer = (completion.producer_id, completion.producer_epoch);
-            self.end_group_transaction(producer, completion.commit)?;
+            self.end_group_transaction(producer, completion.commit, None)?;
         }
         Ok(remote)
     }
 
-    /// A transaction's marker for the groups this broker coordinates.
-    fn end_group_transaction(&self, producer: (i64, i16), commit: bool) -> Result<(), TxnError> {
-        self.groups.end_transaction(producer, commit).map_err(|e| {
+    /// A transaction's marker for the groups this broker coordinates (those of one partition
+    /// of `__consumer_offsets`, when given).
+    fn end_group_transaction(
+        &self,
+        producer: (i64, i16),
+        commit: bool,
+        partition: Option<i32>,
+    ) -> Result<(), TxnError> {
+        self.groups.end_transaction(producer, commit, partition).map_err(|e| {
             tracing::error!(producer_id = producer.0, error = %e, "ending transactional offsets");
             TxnError::Storage
         })
@@ -126,8 +142,12 @@ impl Broker {
     ) -> i16 {
         if topic == CoordinatorKind::Group.topic() {
             return match self.leader_of(topic, index) {
+                // Its groups are not loaded yet: ending nothing would lose the marker.
+                Some(leader) if leader == self.config.node_id && !self.groups.serves(index) => {
+                    ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.0
+                }
                 Some(leader) if leader == self.config.node_id => self
-                    .end_group_transaction((producer_id, producer_epoch), commit)
+                    .end_group_transaction((producer_id, producer_epoch), commit, Some(index))
                     .map_or(ErrorCode::KAFKA_STORAGE_ERROR.0, |()| 0),
                 Some(_) => ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
                 None => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,

@@ -639,7 +639,8 @@ impl Controller {
         }];
         // A new directory holds none of the broker's replicas: it leaves every ISR and fetches
         // them again as a follower. It stays the leader where it is the last in-sync replica:
-        // only coordinator partitions, which hold no log (`check_directory` refused the rest).
+        // only `__transaction_state` partitions, which hold no log (`check_directory` refused
+        // the rest).
         if replaced {
             records.extend(self.leaving_isrs(node_id, true));
         }
@@ -651,10 +652,10 @@ impl Controller {
     }
 
     /// Whether broker `node_id` is the last in-sync replica of a partition with a partition
-    /// log: the one replica an election may pick, whose data the partition needs. The group
-    /// and transaction coordinators' topics have none (their state is in the coordinating
-    /// broker's own record logs, lost with its directory: refusing the broker would not bring
-    /// it back, and would keep it out for good).
+    /// log: the one replica an election may pick, whose data the partition needs.
+    /// `__transaction_state` has none (the transactions are in the coordinating broker's own
+    /// record log, lost with its directory: refusing the broker would not bring it back, and
+    /// would keep it out for good).
     fn holds_needed_replicas(&self, node_id: i32) -> bool {
         self.topics
             .iter()
@@ -1385,18 +1386,19 @@ mod tests {
         }
         c.create_topic("orders", 3, 3, BTreeMap::new(), None)
             .expect("creates");
-        // The coordinators' topic holds no logs: each partition's ISR is its leader alone.
-        c.create_topic("__consumer_offsets", 3, 3, BTreeMap::new(), None)
+        // The transaction coordinators' topic holds no logs: each partition's ISR is its
+        // leader alone.
+        c.create_topic("__transaction_state", 3, 3, BTreeMap::new(), None)
             .expect("creates");
         let before = c.topics()["orders"].partitions.clone();
         let led: Vec<usize> = (0..3).filter(|&i| before[i].leader == 1).collect();
         assert!(!led.is_empty(), "broker 1 leads a partition: {before:?}");
-        let coordinated: Vec<PartitionMeta> = c.topics()["__consumer_offsets"].partitions.clone();
+        let coordinated: Vec<PartitionMeta> = c.topics()["__transaction_state"].partitions.clone();
         assert!(coordinated.iter().any(|p| p.leader == 1 && p.isr == [1]));
         c.execute(&register(1, "wiped"))
             .expect("others hold every partition with a log");
         assert_eq!(
-            c.topics()["__consumer_offsets"].partitions,
+            c.topics()["__transaction_state"].partitions,
             coordinated,
             "it keeps coordinating what it coordinated (that state was in its own directory)"
         );

@@ -203,6 +203,21 @@ pub struct Group {
     /// The consumer-protocol group, when the group is one.
     pub consumer: Option<ConsumerGroup>,
     rebalance_deadline: Option<Instant>,
+    /// The write sequence of the commit each offset came from ([`Staged`]): an older commit
+    /// replicated after a newer one does not replace it.
+    commit_seq: BTreeMap<(String, i32), u64>,
+}
+
+/// A commit written to the group's partition of `__consumer_offsets` but not applied yet: it
+/// becomes the group's offsets once its partition's in-sync replicas hold it
+/// ([`GroupCoordinator::apply_staged`]), as Kafka's coordinator applies a commit only once its
+/// append succeeded.
+#[derive(Debug)]
+#[must_use = "a staged commit is applied once replicated, or dropped"]
+pub struct Staged {
+    group: String,
+    offsets: Vec<(String, i32, Committed)>,
+    seq: u64,
 }
 
 impl Group {
@@ -218,6 +233,7 @@ impl Group {
             pending: BTreeMap::new(),
             consumer: None,
             rebalance_deadline: None,
+            commit_seq: BTreeMap::new(),
         }
     }
 
@@ -395,6 +411,8 @@ pub struct GroupCoordinator {
     consumer_settings: ConsumerSettings,
     changed: Notify,
     next_member: std::sync::atomic::AtomicU64,
+    /// The sequence of the next staged commit.
+    next_seq: std::sync::atomic::AtomicU64,
 }
 
 /// The offsets log is never compacted below this size.
@@ -438,6 +456,7 @@ impl GroupCoordinator {
             consumer_settings: ConsumerSettings::default(),
             changed: Notify::new(),
             next_member: std::sync::atomic::AtomicU64::new(1),
+            next_seq: std::sync::atomic::AtomicU64::new(1),
         })
     }
 
@@ -455,6 +474,7 @@ impl GroupCoordinator {
             consumer_settings: ConsumerSettings::default(),
             changed: Notify::new(),
             next_member: std::sync::atomic::AtomicU64::new(1),
+            next_seq: std::sync::atomic::AtomicU64::new(1),
         }
     }
 
@@ -828,6 +848,89 @@ impl GroupCoordinator {
         self.write_offsets(group_id, offsets)
     }
 
+    /// [`GroupCoordinator::commit`] for a group kept in `__consumer_offsets`: the offsets are
+    /// written, and applied by [`GroupCoordinator::apply_staged`] once replicated (`None`: a
+    /// local log's commit, applied at once, or a refused one).
+    pub fn commit_staged(
+        &self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        offsets: Vec<(String, i32, Committed)>,
+    ) -> (Vec<i16>, Option<Staged>) {
+        if matches!(self.journal, Journal::Local { .. }) {
+            return (self.commit(group_id, generation, member_id, offsets), None);
+        }
+        let check = self.check_committer(group_id, generation, member_id);
+        if check != 0 {
+            return (vec![check; offsets.len()], None);
+        }
+        let records: Vec<OffsetRecord> = offsets
+            .iter()
+            .map(|(topic, partition, committed)| OffsetRecord::Commit {
+                group: group_id.to_string(),
+                topic: topic.clone(),
+                partition: *partition,
+                committed: committed.clone(),
+            })
+            .collect();
+        let count = offsets.len();
+        let written = self.with_groups(|_| {
+            self.journal.append(group_id, &records)?;
+            // Under the groups' lock: sequences follow the log's order.
+            Ok::<u64, WriteError>(
+                self.next_seq
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            )
+        });
+        match written {
+            Ok(seq) => (
+                vec![0; count],
+                Some(Staged {
+                    group: group_id.to_string(),
+                    offsets,
+                    seq,
+                }),
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "committing offsets");
+                (vec![write_error_code(&e); count], None)
+            }
+        }
+    }
+
+    /// A staged commit's partition replicas hold it: its offsets become the group's, unless
+    /// a later commit of the same partition already did, or the group's partition moved away
+    /// meanwhile (its next leader replays the commit from the log).
+    pub fn apply_staged(&self, staged: Staged) {
+        let Staged {
+            group,
+            offsets,
+            seq,
+        } = staged;
+        self.with_groups(|groups| {
+            if self
+                .journal
+                .partition_of(&group)
+                .is_some_and(|p| !self.journal.serves(p))
+            {
+                return;
+            }
+            let entry = groups.entry(group).or_insert_with(Group::new);
+            for (topic, partition, committed) in offsets {
+                let key = (topic, partition);
+                if entry
+                    .commit_seq
+                    .get(&key)
+                    .is_none_or(|applied| *applied < seq)
+                {
+                    entry.commit_seq.insert(key.clone(), seq);
+                    entry.offsets.insert(key, committed);
+                }
+            }
+        });
+    }
+
     /// Whether `member_id` at `generation` may commit the group's offsets (0) or the error.
     fn check_committer(&self, group_id: &str, generation: i32, member_id: &str) -> i16 {
         self.with_groups(|groups| {
@@ -921,29 +1024,49 @@ impl GroupCoordinator {
     /// group of this coordinator, are committed (whatever the membership now, as in Kafka) or
     /// dropped, durably. A marker with nothing pending (a retry) changes nothing, and one older
     /// than the pending offsets' epoch leaves them.
-    pub fn end_transaction(&self, producer: (i64, i16), commit: bool) -> Result<(), WriteError> {
+    pub fn end_transaction(
+        &self,
+        producer: (i64, i16),
+        commit: bool,
+        partition: Option<i32>,
+    ) -> Result<(), WriteError> {
         self.with_groups(|groups| {
-            let due: Vec<&String> = groups
+            // The groups of the marker's partition of `__consumer_offsets` (every group when
+            // it names none, or in a local log).
+            let of_partition = |id: &str| {
+                partition.is_none()
+                    || self
+                        .journal
+                        .partition_of(id)
+                        .is_none_or(|p| Some(p) == partition)
+            };
+            let due: Vec<String> = groups
                 .iter()
-                .filter(|(_, g)| {
-                    g.pending
-                        .get(&producer.0)
-                        .is_some_and(|p| p.epoch <= producer.1)
+                .filter(|(id, g)| {
+                    of_partition(id)
+                        && g.pending
+                            .get(&producer.0)
+                            .is_some_and(|p| p.epoch <= producer.1)
                 })
-                .map(|(id, _)| id)
+                .map(|(id, _)| id.clone())
                 .collect();
             if due.is_empty() {
                 return Ok(());
             }
             self.journal.append_for(
-                due.into_iter().map(String::as_str),
+                due.iter().map(String::as_str),
                 &OffsetRecord::TxnEnd {
                     producer_id: producer.0,
                     producer_epoch: producer.1,
                     commit,
                 },
             )?;
-            end_pending(groups, producer, commit);
+            let mut ending: HashMap<String, Group> = due
+                .iter()
+                .filter_map(|id| groups.remove_entry(id))
+                .collect();
+            end_pending(&mut ending, producer, commit);
+            groups.extend(ending);
             Ok::<(), WriteError>(())
         })?;
         self.changed.notify_waiters();

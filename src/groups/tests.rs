@@ -378,18 +378,18 @@ fn transactional_offsets_wait_for_their_marker_across_restarts_and_compaction() 
     );
     // A marker of an older epoch than the pending offsets' leaves them.
     coordinator
-        .end_transaction((8, 1), true)
+        .end_transaction((8, 1), true, None)
         .expect("a stale marker");
     assert!(coordinator.has_pending("h", "t", 1));
     coordinator
-        .end_transaction((7, 0), true)
+        .end_transaction((7, 0), true, None)
         .expect("commit marker");
     coordinator
-        .end_transaction((8, 2), false)
+        .end_transaction((8, 2), false, None)
         .expect("abort marker");
     // A retried marker changes nothing.
     coordinator
-        .end_transaction((7, 0), false)
+        .end_transaction((7, 0), false, None)
         .expect("retried marker");
     assert_eq!(
         coordinator.committed("g").get(&("t".to_string(), 0)),
@@ -478,7 +478,7 @@ fn groups_on_partitions_are_served_once_loaded_and_a_new_leader_replays_them() {
         first.commit_pending("g", (7, 0), -1, "", vec![("t".into(), 2, committed(4))]),
         vec![0]
     );
-    first.end_transaction((7, 0), true).expect("ends");
+    first.end_transaction((7, 0), true, None).expect("ends");
     // The partition moves away: its groups are dropped here, their writes refused.
     first.unload_partition(partition);
     assert!(first.committed("g").is_empty());
@@ -505,4 +505,35 @@ fn groups_on_partitions_are_served_once_loaded_and_a_new_leader_replays_them() {
         second.commit(&other, -1, "", vec![("t".into(), 0, committed(1))]),
         vec![ErrorCode::NOT_COORDINATOR.0]
     );
+}
+
+#[test]
+fn a_commit_on_partitions_is_seen_only_once_replicated_and_in_write_order() {
+    let topic = Arc::new(MemoryPartitions::default());
+    let coordinator = GroupCoordinator::on_partitions(topic.clone());
+    let partition = crate::broker::coordinators::coordinator_partition("g", 4);
+    coordinator.load_partition(partition, Vec::new());
+    let (codes, older) =
+        coordinator.commit_staged("g", -1, "", vec![("t".into(), 0, committed(5))]);
+    assert_eq!(codes, vec![0]);
+    let (_, newer) = coordinator.commit_staged("g", -1, "", vec![("t".into(), 0, committed(8))]);
+    assert!(
+        coordinator.committed("g").is_empty(),
+        "written, not yet replicated: not seen"
+    );
+    assert_eq!(topic.records(partition).len(), 2, "both in the log");
+    // The newer commit is replicated first; the older one after it does not undo it.
+    coordinator.apply_staged(newer.expect("staged"));
+    coordinator.apply_staged(older.expect("staged"));
+    let seen: Vec<i64> = coordinator
+        .committed("g")
+        .values()
+        .map(|c| c.offset)
+        .collect();
+    assert_eq!(seen, vec![8]);
+    // A commit whose partition moved away before it was replicated is not applied here.
+    let (_, late) = coordinator.commit_staged("g", -1, "", vec![("t".into(), 1, committed(3))]);
+    coordinator.unload_partition(partition);
+    coordinator.apply_staged(late.expect("staged"));
+    assert!(coordinator.committed("g").is_empty());
 }

@@ -3,7 +3,8 @@
 //! of `__consumer_offsets`, replicated three times; the coordinator is SIGKILLed and its data
 //! disk lost, another broker loads the partition and coordinates the group with its offsets,
 //! Kafka's console consumer goes on from them (every record read once), the wiped broker
-//! rejoins empty and catches up, and then the second coordinator dies with its disk too.
+//! rejoins empty and catches up, and then the second coordinator dies with its disk too; a
+//! deleted topic's offsets leave the group.
 
 use super::quorum_coordinators::{GROUP, coordinator, kafka_partition};
 use kmirror_protocol::kafka_tools;
@@ -123,5 +124,34 @@ async fn a_consumer_groups_offsets_survive_the_loss_of_its_coordinators_broker_a
         committed(&bootstrap).await,
         after,
         "the offsets node {third} loaded after node {second_coordinator} and its disk were lost"
+    );
+
+    // A deleted topic's offsets leave the group, whichever broker held the topic's one replica.
+    kafka_tools::create_replicated_topic(&bootstrap, "gone", 1, 1);
+    kafka_tools::reset_group_offsets(&bootstrap, GROUP_ID, "gone", 0);
+    assert_eq!(
+        kafka_tools::group_offsets(&bootstrap, GROUP_ID, "gone"),
+        Some(BTreeMap::from([(0, 0)]))
+    );
+    kafka_tools::kafka_tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--delete",
+            "--topic",
+            "gone",
+        ],
+    );
+    eventually(
+        "the deleted topic's offsets forgotten",
+        || async { kafka_tools::group_offsets(&bootstrap, GROUP_ID, "gone") },
+        |offsets| offsets.as_ref().is_some_and(BTreeMap::is_empty),
+    )
+    .await;
+    assert_eq!(
+        committed(&bootstrap).await,
+        after,
+        "the other topic's offsets stay"
     );
 }

@@ -4,8 +4,8 @@
 //! election off. A writer per partition produces with acks=all as an idempotent Kafka producer
 //! retries: a batch keeps its producer id and sequence however often it is sent, to whichever
 //! broker leads the partition by then; beside them Apache Kafka's VerifiableProducer (its
-//! idempotent acks=all producer) writes through the whole run
-//! ([`super::verifiable_producer`]). Each cycle a seeded schedule injects one fault: SIGKILL
+//! idempotent acks=all producer) writes through every fault, held (SIGSTOP) while each cycle's
+//! checks compare the replicas ([`super::verifiable_producer`]). Each cycle a seeded schedule injects one fault: SIGKILL
 //! (then restart) or SIGSTOP past the session timeout (then SIGCONT) of a partition's leader, of
 //! one of its followers or of the active controller, or the data directory of a partition's
 //! follower or leader wiped while it is down (its log directory, not the metadata quorum's
@@ -550,6 +550,8 @@ async fn cycle(world: &mut World) {
     world.inject(fault).await;
     tokio::time::sleep(world.rng.millis(300, 1_500)).await;
     stop.store(true, Ordering::SeqCst);
+    // Kafka's producer too holds still while the replicas are compared.
+    world.kafka.pause();
     let ended = Instant::now();
     for (p, w) in writers.into_iter().enumerate() {
         let left = BOUND.saturating_sub(ended.elapsed());
@@ -579,6 +581,7 @@ async fn cycle(world: &mut World) {
     }
     world.check_records().await;
     world.check_logs();
+    world.kafka.resume();
 }
 
 pub(crate) async fn run() {

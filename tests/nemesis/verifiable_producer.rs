@@ -75,6 +75,23 @@ impl KafkaProducer {
         }
     }
 
+    /// Holds it (SIGSTOP) while the checker compares the replicas' bytes, which must not grow
+    /// meanwhile; its requests in flight are answered when it resumes.
+    pub(crate) fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets it go on (SIGCONT).
+    pub(crate) fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let _ = std::process::Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status();
+    }
+
     /// Whether the process ended without being stopped.
     pub(crate) fn died(&mut self) -> bool {
         !self.stopped && !self.running()
@@ -124,9 +141,8 @@ impl KafkaProducer {
     /// in flight), killing it after `within`.
     pub(crate) fn stop(&mut self, within: Duration) {
         self.stopped = true;
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        self.resume();
+        self.signal("-TERM");
         let deadline = Instant::now() + within;
         while Instant::now() < deadline && self.running() {
             std::thread::sleep(Duration::from_millis(200));

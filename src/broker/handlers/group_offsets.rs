@@ -33,6 +33,7 @@ pub(super) async fn commit(
     let group = request.group_id.0.to_string();
     let group_allowed = access.group(Operation::Read, &group);
     let mut topics = Vec::new();
+    let mut staged = Vec::new();
     for topic in request.topics {
         let name = topic.name.0.to_string();
         let denied = if !group_allowed {
@@ -76,12 +77,13 @@ pub(super) async fn commit(
                 (name.clone(), p.partition_index, committed)
             })
             .collect();
-        let errors = broker.groups().commit(
+        let (errors, written) = broker.groups().commit_staged(
             &group,
             request.generation_id_or_member_epoch,
             &request.member_id,
             offsets,
         );
+        staged.extend(written);
         let partitions = known
             .iter()
             .zip(errors)
@@ -109,12 +111,17 @@ pub(super) async fn commit(
         .iter_mut()
         .flat_map(|t| t.partitions.iter_mut())
         .any(|p| written(&p));
-    if any_written && let Err(code) = broker.group_writes_replicated(&group).await {
-        topics
-            .iter_mut()
-            .flat_map(|t| t.partitions.iter_mut())
-            .filter(written)
-            .for_each(|p| p.error_code = code);
+    if any_written {
+        match broker.group_writes_replicated(&group).await {
+            Ok(()) => staged
+                .into_iter()
+                .for_each(|s| broker.groups().apply_staged(s)),
+            Err(code) => topics
+                .iter_mut()
+                .flat_map(|t| t.partitions.iter_mut())
+                .filter(written)
+                .for_each(|p| p.error_code = code),
+        }
     }
     OffsetCommitResponse::default().with_topics(topics)
 }

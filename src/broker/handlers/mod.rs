@@ -449,7 +449,7 @@ pub(super) async fn dispatch(
             version,
         ),
         ApiKey::WriteTxnMarkers => encode(
-            &write_txn_markers::handle(broker, access, Decodable::decode(body, version)?),
+            &write_txn_markers::handle(broker, access, Decodable::decode(body, version)?).await,
             version,
         ),
         ApiKey::CreateAcls => encode(

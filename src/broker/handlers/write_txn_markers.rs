@@ -6,13 +6,14 @@
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
+use crate::broker::coordinators::CoordinatorKind;
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
 use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use kmirror_protocol::errors::ErrorCode;
 
-pub(super) fn handle(
+pub(super) async fn handle(
     broker: &Broker,
     access: &Access<'_>,
     request: WriteTxnMarkersRequest,
@@ -58,5 +59,22 @@ pub(super) fn handle(
         })
         .collect();
     broker.notify_appended();
+    let mut markers: Vec<WritableTxnMarkerResult> = markers;
+    // A marker that ended a group's offsets is answered once the replicas of its partition of
+    // `__consumer_offsets` hold it: the transaction coordinator forgets it after the answer.
+    for partition in markers
+        .iter_mut()
+        .flat_map(|m| m.topics.iter_mut())
+        .filter(|t| t.name.0.as_str() == CoordinatorKind::Group.topic())
+        .flat_map(|t| t.partitions.iter_mut())
+        .filter(|p| p.error_code == 0)
+    {
+        if let Err(code) = broker
+            .offsets_partition_replicated(partition.partition_index)
+            .await
+        {
+            partition.error_code = code;
+        }
+    }
     WriteTxnMarkersResponse::default().with_markers(markers)
 }
