@@ -187,7 +187,7 @@ pub fn reset_group_offsets(bootstrap: &str, group: &str, topic: &str, offset: i6
 /// The values the console consumer prints reading all of `topic` at `isolation`
 /// (`read_committed` or `read_uncommitted`), the numeric ones VerifiableProducer writes.
 pub fn console_values(bootstrap: &str, topic: &str, isolation: &str) -> Vec<String> {
-    kafka_tool(
+    numeric_lines(&kafka_tool(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         &[
             "--bootstrap-server",
@@ -200,18 +200,14 @@ pub fn console_values(bootstrap: &str, topic: &str, isolation: &str) -> Vec<Stri
             "--timeout-ms",
             "10000",
         ],
-    )
-    .lines()
-    .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
-    .map(str::to_string)
-    .collect()
+    ))
 }
 
 /// The values the console consumer of group `group` prints reading at most `max` records of
 /// `topic` from the group's committed offsets (from the start without one), committing as it
 /// goes (the consumer's auto-commit, and its final commit when it closes).
 pub fn group_values(bootstrap: &str, topic: &str, group: &str, max: u32) -> Vec<String> {
-    kafka_tool(
+    numeric_lines(&kafka_tool(
         "org.apache.kafka.tools.consumer.ConsoleConsumer",
         &[
             "--bootstrap-server",
@@ -227,11 +223,15 @@ pub fn group_values(bootstrap: &str, topic: &str, group: &str, max: u32) -> Vec<
             "--timeout-ms",
             "20000",
         ],
-    )
-    .lines()
-    .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
-    .map(str::to_string)
-    .collect()
+    ))
+}
+
+/// The lines of `text` that are numbers (the values VerifiableProducer writes).
+fn numeric_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()))
+        .map(str::to_string)
+        .collect()
 }
 
 /// `kafka-consumer-groups --describe`: group `group`'s committed offset of each partition of

@@ -865,15 +865,7 @@ impl GroupCoordinator {
         if check != 0 {
             return (vec![check; offsets.len()], None);
         }
-        let records: Vec<OffsetRecord> = offsets
-            .iter()
-            .map(|(topic, partition, committed)| OffsetRecord::Commit {
-                group: group_id.to_string(),
-                topic: topic.clone(),
-                partition: *partition,
-                committed: committed.clone(),
-            })
-            .collect();
+        let records = commit_records(group_id, &offsets);
         let count = offsets.len();
         let written = self.with_groups(|_| {
             self.journal.append(group_id, &records)?;
@@ -1103,15 +1095,7 @@ impl GroupCoordinator {
         group_id: &str,
         offsets: Vec<(String, i32, Committed)>,
     ) -> Result<(), WriteError> {
-        let records: Vec<OffsetRecord> = offsets
-            .iter()
-            .map(|(topic, partition, committed)| OffsetRecord::Commit {
-                group: group_id.to_string(),
-                topic: topic.clone(),
-                partition: *partition,
-                committed: committed.clone(),
-            })
-            .collect();
+        let records = commit_records(group_id, &offsets);
         self.with_groups(|groups| {
             self.journal.append(group_id, &records)?;
             let group = groups
@@ -1425,6 +1409,19 @@ fn write_error_code(e: &WriteError) -> i16 {
         WriteError::NotLed(_) => ErrorCode::NOT_COORDINATOR.0,
         WriteError::Storage(_) | WriteError::Encode(_) => ErrorCode::KAFKA_STORAGE_ERROR.0,
     }
+}
+
+/// The records of a commit of `offsets` to group `group_id`.
+fn commit_records(group_id: &str, offsets: &[(String, i32, Committed)]) -> Vec<OffsetRecord> {
+    offsets
+        .iter()
+        .map(|(topic, partition, committed)| OffsetRecord::Commit {
+            group: group_id.to_string(),
+            topic: topic.clone(),
+            partition: *partition,
+            committed: committed.clone(),
+        })
+        .collect()
 }
 
 /// Replays one record into `groups`.

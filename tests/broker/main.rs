@@ -748,7 +748,7 @@ async fn malformed_input_closes_only_that_connection_and_unknown_apis_are_answer
         .expect("connects");
     s.write_all(&i32::MAX.to_be_bytes()).await.expect("writes");
     assert!(closed(s).await);
-    // An API key Kafka does not define, then one this broker does not serve (ElectLeaders), on
+    // An API key Kafka does not define, then one this broker does not serve (DescribeLogDirs), on
     // one connection: each answered UNSUPPORTED_VERSION after its correlation id, and the
     // connection stays usable.
     let mut s = TcpStream::connect(&running.address)
@@ -757,7 +757,7 @@ async fn malformed_input_closes_only_that_connection_and_unknown_apis_are_answer
     s.write_all(&[0, 0, 0, 10, 0x7f, 0x7f, 0, 0, 0, 0, 0, 1, 0xff, 0xff])
         .await
         .expect("writes");
-    s.write_all(&[0, 0, 0, 10, 0, 43, 0, 2, 0, 0, 0, 2, 0xff, 0xff])
+    s.write_all(&[0, 0, 0, 10, 0, 35, 0, 2, 0, 0, 0, 2, 0xff, 0xff])
         .await
         .expect("writes");
     for correlation_id in [1i32, 2] {

@@ -459,6 +459,32 @@ async fn every_advertised_version_of_every_api_is_served() {
     each_version(
         &address,
         &versions,
+        "ElectLeaders",
+        |_| {
+            ElectLeadersRequest::default()
+                .with_election_type(0)
+                .with_topic_partitions(Some(vec![
+                    elect_leaders_request::TopicPartitions::default()
+                        .with_topic(topic("events"))
+                        .with_partitions(vec![0]),
+                ]))
+                .with_timeout_ms(5_000)
+        },
+        |v, r| {
+            assert_eq!(r.error_code, 0, "ElectLeaders v{v}");
+            let answer = &r.replica_election_results[0].partition_result[0];
+            assert_eq!(
+                answer.error_code,
+                ErrorCode::ELECTION_NOT_NEEDED.0,
+                "ElectLeaders v{v}: its one replica leads already"
+            );
+        },
+    )
+    .await;
+
+    each_version(
+        &address,
+        &versions,
         "FindCoordinator",
         |v| {
             let request = FindCoordinatorRequest::default();
@@ -521,6 +547,7 @@ async fn every_advertised_version_of_every_api_is_served() {
         ApiKey::DeleteAcls,
         ApiKey::ConsumerGroupHeartbeat,
         ApiKey::ConsumerGroupDescribe,
+        ApiKey::ElectLeaders,
     ]
     .map(|k| k as i16);
     let mirror: Vec<i16> = kmirror_protocol::messages::MirrorApiKey::ALL
