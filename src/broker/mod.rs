@@ -38,7 +38,7 @@ mod handlers;
 pub(crate) mod internal_topics;
 pub(crate) mod mirror_log;
 pub mod network;
-mod offsets_topic;
+pub(crate) mod offsets_topic;
 mod parallel;
 mod peers;
 pub mod quorum_config;

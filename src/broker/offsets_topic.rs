@@ -23,11 +23,12 @@ use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::records::KeyValue;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
+use tokio::time::Instant;
 
 /// How long a group write waits for its partition's in-sync replicas before the client is
 /// answered COORDINATOR_NOT_AVAILABLE: Kafka's `offsets.commit.timeout.ms` default, well within
 /// a client's request timeout (the write may still be replicated later).
-const GROUP_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const GROUP_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The partitions of `__consumer_offsets` as the coordinator sees them: placed by the
 /// metadata, written through the broker once it is shared.
@@ -116,22 +117,21 @@ impl Broker {
             return Ok(());
         }
         match self.coordinator_partition_of(CoordinatorKind::Group, group) {
-            Some(index) => self.offsets_partition_replicated(index).await,
+            Some(index) => {
+                let deadline = Instant::now() + GROUP_WRITE_TIMEOUT;
+                self.offsets_partition_replicated(index, deadline).await
+            }
             None => Err(ErrorCode::NOT_COORDINATOR.0),
         }
     }
 
     /// [`Broker::group_writes_replicated`] for everything written so far to partition `index`
-    /// of `__consumer_offsets`.
-    pub(crate) async fn offsets_partition_replicated(&self, index: i32) -> Result<(), i16> {
-        if self.offsets_topic.is_none() {
-            return Ok(());
-        }
+    /// of `__consumer_offsets`, waiting until `deadline` at most.
+    async fn offsets_partition_replicated(&self, index: i32, deadline: Instant) -> Result<(), i16> {
         let Some(partition) = self.partition(CoordinatorKind::Group.topic(), index) else {
             return Err(ErrorCode::NOT_COORDINATOR.0);
         };
-        match tokio::time::timeout(GROUP_WRITE_TIMEOUT, self.replication_settled(&partition)).await
-        {
+        match tokio::time::timeout_at(deadline, self.replication_settled(&partition)).await {
             Ok(Ok(ErrorCode::NONE)) => Ok(()),
             // Fewer in-sync replicas than `min.insync.replicas` hold it, as Kafka's coordinator
             // refuses such a commit (the client retries).
@@ -147,6 +147,35 @@ impl Broker {
                 );
                 Err(ErrorCode::COORDINATOR_NOT_AVAILABLE.0)
             }
+        }
+    }
+
+    /// Waits (until `deadline`) until a transaction marker this broker wrote on `topic`-`index`
+    /// is held by the partition's in-sync replicas, as Kafka writes markers with acks=all: the
+    /// coordinator forgets the transaction once answered, so a marker lost with its leader
+    /// would leave the transaction open on the next one. At once on a single node.
+    pub(crate) async fn marker_replicated(
+        &self,
+        topic: &str,
+        index: i32,
+        deadline: Instant,
+    ) -> Result<(), i16> {
+        if self.quorum.is_none() {
+            return Ok(());
+        }
+        if topic == CoordinatorKind::Group.topic() {
+            return self.offsets_partition_replicated(index, deadline).await;
+        }
+        let Some(partition) = self.partition(topic, index) else {
+            return Err(ErrorCode::NOT_LEADER_OR_FOLLOWER.0);
+        };
+        match tokio::time::timeout_at(deadline, self.replicated_to_isr(&partition)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                tracing::warn!(topic, partition = index, error = %e, "a marker did not reach the in-sync replicas");
+                Err(ErrorCode::NOT_LEADER_OR_FOLLOWER.0)
+            }
+            Err(_) => Err(ErrorCode::REQUEST_TIMED_OUT.0),
         }
     }
 

@@ -11,6 +11,7 @@
 
 use super::coordinators::CoordinatorKind;
 use super::{Broker, Partition, now_ms};
+use crate::groups::journal::WriteError;
 use crate::storage::StorageError;
 use crate::txn::{Completion, TxnError};
 use kafka_protocol::messages::write_txn_markers_request::{
@@ -31,8 +32,25 @@ impl Broker {
     /// Writes `completion`'s markers (on this broker's partitions, then through WriteTxnMarkers
     /// to the brokers leading the others) and offsets, then completes it in the coordinator.
     /// A marker that could not be written fails the completion; housekeeping retries it.
+    /// The markers written here are replicated before the completion counts (the coordinator
+    /// forgets a completed transaction: a marker lost with its leader would leave the
+    /// transaction open on the next one).
     pub async fn complete_transaction(&self, completion: &Completion) -> Result<(), TxnError> {
-        for (leader, partitions) in self.write_local_markers(completion)? {
+        let (remote, written) = self.write_local_markers(completion)?;
+        let deadline = tokio::time::Instant::now() + super::offsets_topic::GROUP_WRITE_TIMEOUT;
+        for (topic, index) in written {
+            if let Err(code) = self.marker_replicated(&topic, index, deadline).await {
+                tracing::info!(
+                    transactional_id = %completion.transactional_id,
+                    topic,
+                    partition = index,
+                    error = ErrorCode(code).name(),
+                    "a marker is not replicated yet; the transaction ends later"
+                );
+                return Err(TxnError::MarkerUndelivered);
+            }
+        }
+        for (leader, partitions) in remote {
             self.send_markers(leader, completion, &partitions).await?;
         }
         self.finish_completion(completion)
@@ -45,7 +63,7 @@ impl Broker {
         &self,
         completion: &Completion,
     ) -> Result<bool, TxnError> {
-        if !self.write_local_markers(completion)?.is_empty() {
+        if !self.write_local_markers(completion)?.0.is_empty() {
             return Ok(false);
         }
         self.finish_completion(completion).map(|()| true)
@@ -55,9 +73,15 @@ impl Broker {
     /// offsets if this broker coordinates one of its groups; returns the others by leader (a
     /// group's marker goes to its partition of `__consumer_offsets`). A deleted topic's
     /// partitions get none. A group without a reachable coordinator fails it before any marker.
-    fn write_local_markers(&self, completion: &Completion) -> Result<Remote, TxnError> {
+    /// Also returns the partitions written here (data partitions, and the groups' partitions
+    /// of `__consumer_offsets`).
+    fn write_local_markers(
+        &self,
+        completion: &Completion,
+    ) -> Result<(Remote, Vec<(String, i32)>), TxnError> {
         let mut remote = Remote::new();
-        let mut local_groups = false;
+        let mut written = Vec::new();
+        let mut local_groups = Vec::new();
         for group in &completion.groups {
             match self.coordinator_placement(CoordinatorKind::Group, group) {
                 None => {
@@ -77,7 +101,7 @@ impl Broker {
                         );
                         return Err(TxnError::MarkerUndelivered);
                     }
-                    local_groups = true;
+                    local_groups.push(partition);
                 }
                 Some((partition, node)) => {
                     let marker = (CoordinatorKind::Group.topic().to_string(), partition);
@@ -105,14 +129,19 @@ impl Broker {
                     if code != 0 {
                         return Err(TxnError::Storage);
                     }
+                    written.push((topic.clone(), *index));
                 }
             }
         }
-        if local_groups {
-            let producer = (completion.producer_id, completion.producer_epoch);
-            self.end_group_transaction(producer, completion.commit, None)?;
+        local_groups.sort_unstable();
+        local_groups.dedup();
+        let producer = (completion.producer_id, completion.producer_epoch);
+        for partition in local_groups {
+            // Refused (not ended) if the partition moved or began loading since the check.
+            self.end_group_transaction(producer, completion.commit, Some(partition))?;
+            written.push((CoordinatorKind::Group.topic().to_string(), partition));
         }
-        Ok(remote)
+        Ok((remote, written))
     }
 
     /// A transaction's marker for the groups this broker coordinates (those of one partition
@@ -123,10 +152,18 @@ impl Broker {
         commit: bool,
         partition: Option<i32>,
     ) -> Result<(), TxnError> {
-        self.groups.end_transaction(producer, commit, partition).map_err(|e| {
-            tracing::error!(producer_id = producer.0, error = %e, "ending transactional offsets");
-            TxnError::Storage
-        })
+        self.groups
+            .end_transaction(producer, commit, partition)
+            .map_err(|e| match e {
+                WriteError::NotLed(why) => {
+                    tracing::info!(producer_id = producer.0, why, "transactional offsets end later");
+                    TxnError::MarkerUndelivered
+                }
+                e => {
+                    tracing::error!(producer_id = producer.0, error = %e, "ending transactional offsets");
+                    TxnError::Storage
+                }
+            })
     }
 
     /// Writes one transaction marker on a partition this broker leads (on a partition of
@@ -146,9 +183,17 @@ impl Broker {
                 Some(leader) if leader == self.config.node_id && !self.groups.serves(index) => {
                     ErrorCode::COORDINATOR_LOAD_IN_PROGRESS.0
                 }
-                Some(leader) if leader == self.config.node_id => self
-                    .end_group_transaction((producer_id, producer_epoch), commit, Some(index))
-                    .map_or(ErrorCode::KAFKA_STORAGE_ERROR.0, |()| 0),
+                Some(leader) if leader == self.config.node_id => {
+                    match self.end_group_transaction(
+                        (producer_id, producer_epoch),
+                        commit,
+                        Some(index),
+                    ) {
+                        Ok(()) => 0,
+                        Err(TxnError::MarkerUndelivered) => ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
+                        Err(_) => ErrorCode::KAFKA_STORAGE_ERROR.0,
+                    }
+                }
                 Some(_) => ErrorCode::NOT_LEADER_OR_FOLLOWER.0,
                 None => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
             };

@@ -1023,6 +1023,13 @@ impl GroupCoordinator {
         partition: Option<i32>,
     ) -> Result<(), WriteError> {
         self.with_groups(|groups| {
+            // A partition not served here (moved, or loading) ends nothing: refused, so the
+            // marker is sent again rather than lost.
+            if let Some(p) = partition.filter(|p| !self.journal.serves(*p)) {
+                return Err(WriteError::NotLed(format!(
+                    "__consumer_offsets partition {p} is not served here"
+                )));
+            }
             // The groups of the marker's partition of `__consumer_offsets` (every group when
             // it names none, or in a local log).
             let of_partition = |id: &str| {

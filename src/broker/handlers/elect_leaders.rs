@@ -40,7 +40,13 @@ pub(super) async fn handle(
             .flatten()
             .map(|(topic, partition)| (topic.clone(), *partition, code.0))
             .collect();
-        answer(answers, Some(message)).with_error_code(code.0)
+        let response = answer(answers, Some(message));
+        // Version 0 has no top-level error code: the partitions carry it.
+        if version == 0 {
+            response
+        } else {
+            response.with_error_code(code.0)
+        }
     };
     if !access.cluster(Operation::Alter) {
         return refused(

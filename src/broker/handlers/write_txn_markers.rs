@@ -1,12 +1,13 @@
 //! WriteTxnMarkers: another broker's transaction coordinator ends a transaction on partitions
 //! this broker leads (docs/cluster.md). Each marker is written as the coordinator's own are
-//! ([`crate::broker::Broker::write_marker`]); a partition this broker does not lead answers
-//! NOT_LEADER_OR_FOLLOWER, a deleted one UNKNOWN_TOPIC_OR_PARTITION. Needs CLUSTER_ACTION.
+//! ([`crate::broker::Broker::write_marker`]) and answered once the partition's in-sync replicas
+//! hold it; a partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER, a deleted one
+//! UNKNOWN_TOPIC_OR_PARTITION. Needs CLUSTER_ACTION.
 
 use super::access::Access;
 use crate::acl::Operation;
 use crate::broker::Broker;
-use crate::broker::coordinators::CoordinatorKind;
+use crate::broker::offsets_topic::GROUP_WRITE_TIMEOUT;
 use kafka_protocol::messages::write_txn_markers_response::{
     WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult,
 };
@@ -60,20 +61,19 @@ pub(super) async fn handle(
         .collect();
     broker.notify_appended();
     let mut markers: Vec<WritableTxnMarkerResult> = markers;
-    // A marker that ended a group's offsets is answered once the replicas of its partition of
-    // `__consumer_offsets` hold it: the transaction coordinator forgets it after the answer.
-    for partition in markers
-        .iter_mut()
-        .flat_map(|m| m.topics.iter_mut())
-        .filter(|t| t.name.0.as_str() == CoordinatorKind::Group.topic())
-        .flat_map(|t| t.partitions.iter_mut())
-        .filter(|p| p.error_code == 0)
-    {
-        if let Err(code) = broker
-            .offsets_partition_replicated(partition.partition_index)
-            .await
-        {
-            partition.error_code = code;
+    // A marker is answered once the partition's in-sync replicas hold it (Kafka writes markers
+    // with acks=all): the transaction coordinator forgets the transaction after the answer.
+    // One deadline for the whole request, within the sender's request timeout.
+    let deadline = tokio::time::Instant::now() + GROUP_WRITE_TIMEOUT;
+    for topic in markers.iter_mut().flat_map(|m| m.topics.iter_mut()) {
+        let name = topic.name.0.to_string();
+        for partition in topic.partitions.iter_mut().filter(|p| p.error_code == 0) {
+            if let Err(code) = broker
+                .marker_replicated(&name, partition.partition_index, deadline)
+                .await
+            {
+                partition.error_code = code;
+            }
         }
     }
     WriteTxnMarkersResponse::default().with_markers(markers)
