@@ -291,12 +291,7 @@ impl Broker {
         let topics: Vec<(String, TopicMeta)> =
             self.with_controller(|c| c.topics().clone().into_iter().collect());
         self.set_aside_stray_logs(&topics)?;
-        // Offsets of a topic whose deletion crashed before they were forgotten.
-        for stale in self.groups.topics_with_offsets() {
-            if !topics.iter().any(|(name, _)| *name == stale) {
-                self.groups.forget_topic(&stale)?;
-            }
-        }
+        self.forget_offsets_of_deleted_topics()?;
         self.reconcile()?;
         // Transactions decided before a crash end before any client sees the partitions; one
         // that still fails is retried by housekeeping.

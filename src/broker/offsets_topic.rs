@@ -207,13 +207,25 @@ impl Broker {
             tracing::error!(partition = index, error = %e, "reading a __consumer_offsets partition");
         }
         self.groups.load_partition(index, records);
-        let topics = self.with_controller(|c| c.topics().clone());
-        for stale in self.groups.topics_with_offsets() {
-            if !topics.contains_key(&stale)
-                && let Err(e) = self.groups.forget_topic(&stale)
-            {
-                tracing::error!(topic = stale, error = %e, "forgetting a deleted topic's offsets");
-            }
+        if let Err(e) = self.forget_offsets_of_deleted_topics() {
+            tracing::error!(error = %e, "forgetting deleted topics' offsets");
         }
+    }
+
+    /// Forgets, in every group coordinated here, the offsets of topics the metadata no longer
+    /// has (a deletion that crashed before they were forgotten, or one applied while a
+    /// partition's groups were coordinated elsewhere).
+    pub(super) fn forget_offsets_of_deleted_topics(&self) -> Result<(), StorageError> {
+        let with_offsets = self.groups.topics_with_offsets();
+        let deleted: Vec<String> = self.with_controller(|c| {
+            with_offsets
+                .into_iter()
+                .filter(|t| !c.topics().contains_key(t))
+                .collect()
+        });
+        for topic in deleted {
+            self.groups.forget_topic(&topic)?;
+        }
+        Ok(())
     }
 }
