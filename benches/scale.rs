@@ -217,6 +217,7 @@ fn broker(count: usize, stop: usize) -> Figures {
                     mirror: "scale".into(),
                     topic: topic.clone(),
                     desired: Desired::Stopped,
+                    cut_timestamp_ms: None,
                 })
                 .await
                 .expect("alive")

@@ -137,6 +137,7 @@ fn main() {
                 mirror: "bench".into(),
                 topic: topic.clone(),
                 desired: Desired::Stopped,
+                cut_timestamp_ms: None,
             })
             .await
             .expect("alive")

@@ -9,7 +9,7 @@
 mod cli;
 
 use clap::{Parser, Subcommand};
-use cli::failover::Failover;
+use cli::failover::{Failover, LagLimits};
 use cli::mirrors::MirrorsAction;
 use cli::topics::{TopicChange, TopicSelection};
 use kmirror::broker::Broker;
@@ -51,7 +51,7 @@ enum Command {
         path: PathBuf,
     },
     /// Manage the mirrors of a kmirror cluster (like kafka-cluster-mirrors.sh).
-    Mirrors(MirrorsArgs),
+    Mirrors(Box<MirrorsArgs>),
     /// Mirror and fail over on this machine with nothing set up first: a source and a
     /// destination broker on free ports, a topic with a steady producer, a mirror, a live
     /// table, then the failover. Ctrl-C stops everything.
@@ -71,7 +71,7 @@ enum Command {
 #[derive(Debug, clap::Args)]
 #[command(group(clap::ArgGroup::new("action").required(true).args([
     "create", "list", "delete", "start", "stop", "pause", "resume", "describe", "alter",
-    "describe_configs", "failover"
+    "describe_configs", "failover", "verify"
 ])))]
 struct MirrorsArgs {
     /// A broker of the destination cluster, host:port.
@@ -97,12 +97,48 @@ struct MirrorsArgs {
     /// within --timeout (needs --mirror and --topics; pause the producers first).
     #[arg(long)]
     failover: bool,
-    /// With --failover: the greatest lag, in records, a partition may have when stopped.
-    #[arg(long, value_name = "RECORDS", default_value_t = 0)]
-    max_lag: i64,
+    /// With --failover: the greatest lag, in records, a partition may have when stopped (0
+    /// unless --max-lag-seconds is given).
+    #[arg(long, value_name = "RECORDS")]
+    max_lag: Option<i64>,
+    /// With --failover: the greatest lag in time a partition may have when stopped: it holds
+    /// everything the source wrote up to this many seconds ago.
+    #[arg(long, value_name = "SECONDS")]
+    max_lag_seconds: Option<f64>,
+    /// With --failover: print what a stop would do now (the cut, the records and open
+    /// transactions it removes, the lag in records and in time, whether the source answers);
+    /// nothing changes.
+    #[arg(long, requires = "failover")]
+    dry_run: bool,
+    /// With --failover: stop every topic of --topics at one point in time, the newest source
+    /// time all their partitions have mirrored through (docs/failover.md).
+    #[arg(long, requires = "failover")]
+    consistent: bool,
+    /// With --failover --consistent: cut this many records beyond what a plain stop cuts (the
+    /// number the command names when it refuses).
+    #[arg(long, value_name = "RECORDS", requires = "consistent")]
+    discard_records: Option<i64>,
     /// With --failover: how long to wait for the lag (e.g. 30s, 5m; a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     timeout: String,
+    /// Compare the mirror's partitions with the source by their batches' offsets and CRCs
+    /// (needs --mirror; every topic of the mirror unless --topics): exits 1 on a difference.
+    #[arg(long)]
+    verify: bool,
+    /// With --verify: start at this offset of each partition (the log start by default).
+    #[arg(
+        long,
+        value_name = "OFFSET",
+        requires = "verify",
+        conflicts_with = "last"
+    )]
+    from_offset: Option<i64>,
+    /// With --verify: only the last N offsets of each partition.
+    #[arg(long, value_name = "N", requires = "verify")]
+    last: Option<i64>,
+    /// With --verify: the most MB per second each broker reads from the source for it.
+    #[arg(long, value_name = "MB_PER_SECOND", requires = "verify")]
+    rate: Option<f64>,
     /// Pause mirrored topics (needs --mirror and --topics).
     #[arg(long)]
     pause: bool,
@@ -162,7 +198,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::DumpLog { path } => dump_log(&path),
-        Command::Mirrors(args) => mirrors(args),
+        Command::Mirrors(args) => mirrors(*args),
         Command::Quickstart {
             mirror_seconds,
             records_per_second,
@@ -225,20 +261,64 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         }
     } else if args.list {
         MirrorsAction::List { json: args.json }
+    } else if args.verify {
+        let Some(mirror) = args.mirror else {
+            return usage("--verify needs --mirror");
+        };
+        let start = match (args.from_offset, args.last) {
+            (Some(n), _) if n >= 0 => cli::verify::Start::Offset(n),
+            (None, Some(n)) if n > 0 => cli::verify::Start::Last(n),
+            (None, None) => cli::verify::Start::Beginning,
+            _ => return usage("--from-offset must be 0 or more, --last more than 0"),
+        };
+        let rate = match args.rate {
+            Some(mb) if !(mb > 0.0 && mb < 1e9) => {
+                return usage("--rate must be a positive number of MB per second");
+            }
+            mb => mb.map(|mb| (mb * 1e6) as i64),
+        };
+        let topics = if args.topics.is_empty() {
+            None
+        } else {
+            match TopicSelection::parse(args.topics) {
+                Some(topics) => Some(topics),
+                None => return usage("--topics is empty"),
+            }
+        };
+        MirrorsAction::Verify(cli::verify::Verify {
+            mirror,
+            topics,
+            start,
+            rate,
+            json: args.json,
+        })
     } else if args.failover {
         let timeout = match cli::failover::parse_duration(&args.timeout) {
             Ok(timeout) => timeout,
             Err(e) => return usage(&e),
         };
-        if args.max_lag < 0 {
+        if args.max_lag.is_some_and(|n| n < 0) {
             return usage("--max-lag must be 0 or more");
         }
+        let max_lag_ms = match args.max_lag_seconds {
+            Some(s) if !(0.0..=1e9).contains(&s) => {
+                return usage("--max-lag-seconds must be 0 or more");
+            }
+            seconds => seconds.map(|s| (s * 1000.0) as i64),
+        };
         match (args.mirror, TopicSelection::parse(args.topics)) {
             (Some(mirror), Some(topics)) => MirrorsAction::Failover(Failover {
                 mirror,
                 topics,
-                max_lag: args.max_lag,
+                limits: LagLimits {
+                    records: args.max_lag,
+                    ms: max_lag_ms,
+                },
                 timeout,
+                dry_run: args.dry_run,
+                consistent: args.consistent,
+                discard_records: args.discard_records,
+                json: args.json,
             }),
             _ => return usage("--failover needs --mirror and --topics (not empty)"),
         }
@@ -248,7 +328,9 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
                 discard_local_records: args.discard_local_writes.unwrap_or(-1),
             }
         } else if args.stop {
-            TopicChange::Stop
+            TopicChange::Stop {
+                cut_timestamp_ms: -1,
+            }
         } else if args.pause {
             TopicChange::Pause
         } else {

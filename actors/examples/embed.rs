@@ -35,9 +35,12 @@ where
 
 /// The states DescribeMirrors shows for `topic`'s partitions on this broker.
 async fn states(engine: &Engine, mirror: &str, topic: &str) -> Vec<MirrorState> {
-    let described = ask(engine, DescribeMirror(mirror.to_string()))
-        .await
-        .unwrap_or_default();
+    let described = ask(
+        engine,
+        DescribeMirror(mirror.to_string(), Default::default()),
+    )
+    .await
+    .unwrap_or_default();
     described
         .into_iter()
         .filter(|t| t.topic == topic)
@@ -131,6 +134,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             mirror: "dr".into(),
             topic: "orders".into(),
             desired: Desired::Stopped,
+            cut_timestamp_ms: None,
         },
     )
     .await?;

@@ -23,6 +23,13 @@ pub const MIRROR_NAME: &str = "mirror.name";
 /// while the log still ends there; like `mirror.name`, only the mirror RPCs set it.
 pub const DISCARD_CONFIRMED: &str = "mirror.discard.confirmed";
 
+/// The topic config where a consistent stop (`kmirror mirrors --failover --consistent`) records
+/// its point in time, in ms since the epoch: STOPPING cuts each partition before the first
+/// batch newer than it (docs/failover.md, "A consistent cut"). Written with `mirror.name` in the
+/// stop's one metadata change, so a STOPPING resumed after a crash cuts at the same point; only
+/// the mirror RPCs set it, and a start or a plain stop removes it.
+pub const STOP_CUT_TIMESTAMP: &str = "mirror.stop.cut.timestamp.ms";
+
 /// The log end offsets a [`DISCARD_CONFIRMED`] value confirms, by partition (entries that do
 /// not parse confirm nothing).
 pub fn confirmed_log_ends(value: &str) -> BTreeMap<i32, i64> {

@@ -68,6 +68,18 @@ pub const SYNC_HALTED: &str = "kmirror_sync_cluster_id_mismatch_mirrors";
 /// back to the last mirrored epoch's end, or a fetch finds where the log diverged from the
 /// source's).
 pub const TRUNCATED_RECORDS: &str = "kmirror_mirror_truncated_records_total";
+/// Offsets the source deleted before a mirror partition copied them (retention or DeleteRecords
+/// moved its log start past the partition's log end).
+pub const SKIPPED_OFFSETS: &str = "kmirror_mirror_skipped_offsets_total";
+/// The end of the range the last verification of a partition compared (`kmirror mirrors
+/// --verify`).
+pub const VERIFIED_OFFSET: &str = "kmirror_mirror_verified_offset";
+/// 1 when the last verification of a partition found a difference, 0 when it found none.
+pub const VERIFY_DIFFERENCE: &str = "kmirror_mirror_verify_difference";
+/// When a partition was last verified, in seconds since the epoch.
+pub const VERIFY_TIMESTAMP: &str = "kmirror_mirror_verify_timestamp_seconds";
+/// Bytes compared by verifications.
+pub const VERIFIED_BYTES: &str = "kmirror_mirror_verified_bytes_total";
 /// How old the oldest source record a mirror partition has not yet mirrored is, in seconds (0
 /// when caught up).
 pub const PARTITION_LAG_SECONDS: &str = "kmirror_mirror_partition_lag_seconds";
@@ -177,6 +189,36 @@ pub const CATALOGUE: &[MetricDef] = &[
         kind: MetricKind::Counter,
         labels: &["mirror", "reason"],
         help: "Records removed from mirror partitions by truncation (reason lso: a stop; lme: by leader epochs, at a start, failback or divergence).",
+    },
+    MetricDef {
+        name: SKIPPED_OFFSETS,
+        kind: MetricKind::Counter,
+        labels: &["mirror", "topic", "partition"],
+        help: "Offsets the source deleted (retention, DeleteRecords) before the mirror partition copied them.",
+    },
+    MetricDef {
+        name: VERIFIED_OFFSET,
+        kind: MetricKind::Gauge,
+        labels: &["mirror", "topic", "partition"],
+        help: "The end of the range the last verification of the partition compared with the source.",
+    },
+    MetricDef {
+        name: VERIFY_DIFFERENCE,
+        kind: MetricKind::Gauge,
+        labels: &["mirror", "topic", "partition"],
+        help: "1 when the last verification of the partition found a difference from the source, 0 when it found none.",
+    },
+    MetricDef {
+        name: VERIFY_TIMESTAMP,
+        kind: MetricKind::Gauge,
+        labels: &["mirror", "topic", "partition"],
+        help: "When the partition was last verified against the source, in seconds since the epoch.",
+    },
+    MetricDef {
+        name: VERIFIED_BYTES,
+        kind: MetricKind::Counter,
+        labels: &["mirror"],
+        help: "Bytes of the source compared with the destination by verifications.",
     },
     MetricDef {
         name: PARTITION_LAG_SECONDS,

@@ -194,6 +194,7 @@ async fn change(h: &impl Harness, side: Side, mirror: &str, topic: &str, desired
             mirror: mirror.to_string(),
             topic: topic.to_string(),
             desired,
+            cut_timestamp_ms: None,
         },
     )
     .await;
@@ -205,7 +206,10 @@ async fn described(h: &impl Harness, side: Side, mirror: &str, topic: &str) -> V
     let Ok(()) = engine.ask(LoadMirror(mirror.to_string())).await else {
         return Vec::new();
     };
-    let Ok(topics) = engine.ask(DescribeMirror(mirror.to_string())).await else {
+    let Ok(topics) = engine
+        .ask(DescribeMirror(mirror.to_string(), Default::default()))
+        .await
+    else {
         return Vec::new();
     };
     topics

@@ -104,6 +104,10 @@ impl MirrorLog for Lease<'_> {
         self.0.find_batch(from, stop).map_err(cause)
     }
 
+    fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<i64>, HostError> {
+        self.0.offset_for_timestamp(timestamp).map_err(cause)
+    }
+
     fn truncate_to(&mut self, offset: i64) -> Result<(), HostError> {
         self.0.truncate_to(offset).map_err(cause)?;
         self.truncated();

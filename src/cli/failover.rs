@@ -16,6 +16,11 @@
 //! mirror copies committed data only), and the command says so. A partition STOPPED or PAUSED
 //! cannot get there by waiting: refused at once. `--stop` is the disaster command: it stops at
 //! once, whatever the lag and even with the source gone (docs/failover.md).
+//!
+//! `--max-lag-seconds S` bounds the lag in time instead of (or besides) records: a partition
+//! may stop once it holds everything the source wrote up to S seconds ago (its
+//! `MirroredThroughMs`, the broker's clock). `--dry-run` and `--consistent` are in
+//! [`super::failover_plan`].
 
 use super::describe::{describe_every_broker, mirror_error};
 use super::failure::{Failure, refused};
@@ -38,26 +43,90 @@ const CHECK_EVERY: Duration = Duration::from_millis(500);
 pub(crate) struct Failover {
     pub(crate) mirror: String,
     pub(crate) topics: TopicSelection,
-    /// The greatest lag in records a partition may have when it is stopped.
-    pub(crate) max_lag: i64,
+    /// How far behind a partition may be when it is stopped.
+    pub(crate) limits: LagLimits,
     /// How long to wait for the lag.
     pub(crate) timeout: Duration,
+    /// `--dry-run`: report what a stop would do now, change nothing.
+    pub(crate) dry_run: bool,
+    /// `--consistent`: stop every topic at one point in time.
+    pub(crate) consistent: bool,
+    /// `--discard-records N`: the records a consistent cut removes beyond the last stable
+    /// offsets, confirmed.
+    pub(crate) discard_records: Option<i64>,
+    /// `--json` (with `--dry-run`).
+    pub(crate) json: bool,
+}
+
+/// The lag a partition may have when it is stopped; neither set waits for nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct LagLimits {
+    /// `--max-lag`: in records.
+    pub(crate) records: Option<i64>,
+    /// `--max-lag-seconds`, in ms: in source time.
+    pub(crate) ms: Option<i64>,
+}
+
+impl LagLimits {
+    /// Whether any limit is set.
+    fn any(&self) -> bool {
+        self.records.is_some() || self.ms.is_some()
+    }
+}
+
+/// What every step of a failover speaks to: the cluster, the mirror, its topics.
+pub(crate) struct Scope<'a> {
+    pub(crate) bootstrap: &'a str,
+    pub(crate) connection: &'a Connection,
+    pub(crate) mirror: &'a str,
+    pub(crate) topics: &'a [String],
+    /// Each topic's partition count on the destination.
+    pub(crate) counts: &'a BTreeMap<String, i32>,
+}
+
+impl Scope<'_> {
+    /// Every partition of the topics as every broker describes it now; `cut` asks where a stop
+    /// (at that point in time, if `Some(Some(t))`) would cut each.
+    pub(crate) async fn rows(&self, cut: Option<Option<i64>>) -> Result<Vec<Row>, Failure> {
+        let request = DescribeMirrorsRequest {
+            mirror_names: vec![self.mirror.to_string()],
+            include_stop_cut: cut.is_some(),
+            cut_timestamp_ms: cut.flatten().unwrap_or(-1),
+            ..Default::default()
+        };
+        let answer = describe_every_broker(self.bootstrap, self.connection, &request).await?;
+        mirror_error(&answer)?;
+        rows(&answer, self.mirror, self.topics, self.counts)
+    }
+}
+
+/// Milliseconds since the epoch, by this machine's clock.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// One partition at a check.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Row {
-    topic: String,
-    partition: i32,
-    state: String,
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Row {
+    pub(crate) topic: String,
+    pub(crate) partition: i32,
+    pub(crate) state: String,
     /// The source's last stable offset (-1: unknown).
-    source_offset: i64,
+    pub(crate) source_offset: i64,
     /// The source's high watermark: every acknowledged record (-1: unknown).
-    high_watermark: i64,
-    destination_offset: i64,
+    pub(crate) high_watermark: i64,
+    pub(crate) destination_offset: i64,
     /// The destination's last stable offset: what a stop keeps (-1: unknown).
-    destination_stable: i64,
-    error: Option<String>,
+    pub(crate) destination_stable: i64,
+    /// The source time through which the destination holds everything (-1: unknown).
+    pub(crate) mirrored_through_ms: i64,
+    /// Where a stop would cut, the records and transactions it removes (-1: not asked).
+    pub(crate) cut_offset: i64,
+    pub(crate) cut_records: i64,
+    pub(crate) cut_open_transactions: i64,
+    pub(crate) error: Option<String>,
 }
 
 /// Why a partition may not be stopped by `--failover`.
@@ -80,8 +149,38 @@ impl Row {
         }
     }
 
-    /// Why this partition may not be stopped yet, if it may not.
-    fn holds_back(&self, max_lag: i64) -> Option<Held> {
+    /// How old the newest source record the destination may lack is, by `now_ms` (-1:
+    /// unknown): the recovery point a stop now gives.
+    pub(crate) fn lag_ms(&self, now_ms: i64) -> i64 {
+        if self.mirrored_through_ms < 0 {
+            -1
+        } else {
+            (now_ms - self.mirrored_through_ms).max(0)
+        }
+    }
+
+    /// Why this partition may not be stopped yet under `limits` at `now_ms`, if it may not.
+    fn holds_back(&self, limits: LagLimits, now_ms: i64) -> Option<Held> {
+        if let Some(held) = self.holds_back_in_records(limits.records.unwrap_or(i64::MAX)) {
+            return Some(held);
+        }
+        let max_ms = limits.ms?;
+        match self.lag_ms(now_ms) {
+            ..0 => Some(Held::Waiting(
+                "lag in time unknown: nothing fetched since the broker started".into(),
+            )),
+            ms if ms > max_ms => Some(Held::Waiting(format!(
+                "lag {:.1} s > {:.1} s: the destination holds what the source wrote up to {}",
+                ms as f64 / 1e3,
+                max_ms as f64 / 1e3,
+                super::failover_plan::utc(self.mirrored_through_ms)
+            ))),
+            _ => None,
+        }
+    }
+
+    /// Why this partition may not be stopped yet with at most `max_lag` records of lag.
+    fn holds_back_in_records(&self, max_lag: i64) -> Option<Held> {
         let lag = self.lag();
         match self.state.as_str() {
             "STOPPED" | "STOPPING" => {
@@ -134,7 +233,7 @@ impl Row {
 /// The partitions of `topics` in a describe answer; a topic the mirror does not have is refused.
 /// Every partition of `counts` (each topic's partition count) has a row: one no broker described
 /// (its leader did not answer) holds the failover back like any partition not there yet.
-fn rows(
+pub(crate) fn rows(
     answer: &DescribeMirrorsResponse,
     mirror: &str,
     topics: &[String],
@@ -161,6 +260,10 @@ fn rows(
             high_watermark: p.source_high_watermark,
             destination_offset: p.destination_offset,
             destination_stable: p.destination_last_stable_offset,
+            mirrored_through_ms: p.mirrored_through_ms,
+            cut_offset: p.stop_cut_offset,
+            cut_records: p.stop_cut_records,
+            cut_open_transactions: p.stop_cut_open_transactions,
             error: p.error_message.clone(),
         }));
         let count = counts.get(topic).copied().unwrap_or(0);
@@ -174,6 +277,10 @@ fn rows(
                     high_watermark: -1,
                     destination_offset: -1,
                     destination_stable: -1,
+                    mirrored_through_ms: -1,
+                    cut_offset: -1,
+                    cut_records: -1,
+                    cut_open_transactions: -1,
                     error: Some("not described: the broker leading it did not answer".into()),
                 });
             }
@@ -209,67 +316,43 @@ pub(crate) async fn run(
     connection: &Connection,
     failover: Failover,
 ) -> Result<(), Failure> {
-    let Failover {
-        mirror,
-        topics,
-        max_lag,
-        timeout,
-    } = failover;
+    let mirror = failover.mirror.clone();
     // A pattern also leaves auto-discovery with the stop (docs/wire.md).
-    let (topics, patterns) = match topics {
+    let (topics, patterns) = match failover.topics.clone() {
         TopicSelection::Names(names) => (names, Vec::new()),
         TopicSelection::Pattern(pattern) => (
             mirror_topics_matching(connection, &mirror, &pattern).await?,
             kept_pattern(pattern),
         ),
     };
-    let request = DescribeMirrorsRequest {
-        mirror_names: vec![mirror.clone()],
-        ..Default::default()
-    };
     let counts = partition_counts(bootstrap, &topics).await?;
-    let deadline = Instant::now() + timeout;
-    let caught_up = loop {
-        let answer = describe_every_broker(bootstrap, connection, &request).await?;
-        mirror_error(&answer)?;
-        let rows = rows(&answer, &mirror, &topics, &counts)?;
-        let held: Vec<(&Row, Held)> = rows
-            .iter()
-            .filter_map(|r| r.holds_back(max_lag).map(|why| (r, why)))
-            .collect();
-        if held.is_empty() && !rows.is_empty() {
-            break rows;
-        }
-        let never = held.iter().any(|(_, h)| matches!(h, Held::Never(_)));
-        if never || Instant::now() >= deadline {
-            for (row, Held::Waiting(why) | Held::Never(why)) in &held {
-                eprintln!("{}-{}: {why}", row.topic, row.partition);
-            }
-            let why = if never {
-                "cannot fail over by waiting".to_string()
-            } else {
-                format!("did not reach a lag of {max_lag} within {timeout:?}")
-            };
-            return Err(Failure::Refused(format!(
-                "{} partition(s) {why}: nothing was stopped (pause the producers and wait, raise \
-                 --max-lag or --timeout; --stop fails over at once, whatever the lag)",
-                held.len().max(1)
-            )));
-        }
-        tokio::time::sleep(CHECK_EVERY).await;
-    };
-    let (error_code, error_message, per_topic) = change_topics(
+    let scope = Scope {
+        bootstrap,
         connection,
-        TopicChange::Stop,
-        mirror.clone(),
-        topics,
-        patterns,
-    )
-    .await
-    .map_err(|e| Failure::Unreachable(e.to_string()))?;
-    if error_code != 0 {
-        return Err(refused(error_code, error_message));
+        mirror: &mirror,
+        topics: &topics,
+        counts: &counts,
+    };
+    if failover.dry_run {
+        return super::failover_plan::dry_run(&scope, &failover).await;
     }
+    // A planned failover waits for no lag by default; a consistent one only when asked.
+    let limits = match failover.limits {
+        limits if limits.any() || failover.consistent => limits,
+        _ => LagLimits {
+            records: Some(0),
+            ms: None,
+        },
+    };
+    let caught_up = if limits.any() {
+        wait_for_lag(&scope, limits, failover.timeout).await?
+    } else {
+        Vec::new()
+    };
+    if failover.consistent {
+        return super::failover_plan::consistent_stop(&scope, &failover, patterns).await;
+    }
+    let per_topic = stop(&scope, -1, patterns).await?;
     println!(
         "{:<32} {:>9} {:>14} {:>19} {:>10}",
         "TOPIC", "PARTITION", "SOURCE-OFFSET", "DESTINATION-OFFSET", "LOST"
@@ -288,6 +371,76 @@ pub(crate) async fn run(
         "Records the source takes from now on are not on the destination: keep the producers \
          paused, then point them at the destination."
     );
+    report_stopped(per_topic)?;
+    await_stopped(&scope, failover.timeout).await
+}
+
+/// Waits until every partition of the scope's topics is MIRRORING within `limits`; past
+/// `timeout`, or at once for a partition that cannot get there, names those that held it back
+/// and fails, having stopped nothing.
+async fn wait_for_lag(
+    scope: &Scope<'_>,
+    limits: LagLimits,
+    timeout: Duration,
+) -> Result<Vec<Row>, Failure> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let rows = scope.rows(None).await?;
+        let now = now_ms();
+        let held: Vec<(&Row, Held)> = rows
+            .iter()
+            .filter_map(|r| r.holds_back(limits, now).map(|why| (r, why)))
+            .collect();
+        if held.is_empty() && !rows.is_empty() {
+            return Ok(rows);
+        }
+        let never = held.iter().any(|(_, h)| matches!(h, Held::Never(_)));
+        if never || Instant::now() >= deadline {
+            for (row, Held::Waiting(why) | Held::Never(why)) in &held {
+                eprintln!("{}-{}: {why}", row.topic, row.partition);
+            }
+            let why = if never {
+                "cannot fail over by waiting".to_string()
+            } else {
+                "did not get within the lag asked for (--max-lag, --max-lag-seconds) within \
+                 --timeout"
+                    .to_string()
+            };
+            return Err(Failure::Refused(format!(
+                "{} partition(s) {why}: nothing was stopped (pause the producers and wait, raise \
+                 --max-lag, --max-lag-seconds or --timeout; --stop fails over at once, whatever \
+                 the lag)",
+                held.len().max(1)
+            )));
+        }
+        tokio::time::sleep(CHECK_EVERY).await;
+    }
+}
+
+/// StopMirrorTopics of the scope's topics (and `patterns`), cutting at `cut_timestamp_ms` too
+/// if it is not -1: each topic's result.
+pub(crate) async fn stop(
+    scope: &Scope<'_>,
+    cut_timestamp_ms: i64,
+    patterns: Vec<String>,
+) -> Result<Vec<(String, i16, Option<String>)>, Failure> {
+    let (error_code, error_message, per_topic) = change_topics(
+        scope.connection,
+        TopicChange::Stop { cut_timestamp_ms },
+        scope.mirror.to_string(),
+        scope.topics.to_vec(),
+        patterns,
+    )
+    .await
+    .map_err(|e| Failure::Unreachable(e.to_string()))?;
+    if error_code != 0 {
+        return Err(refused(error_code, error_message));
+    }
+    Ok(per_topic)
+}
+
+/// Prints each topic's stop result; fails if one was refused.
+pub(crate) fn report_stopped(per_topic: Vec<(String, i16, Option<String>)>) -> Result<(), Failure> {
     let mut refused_topics = 0;
     for (topic, code, message) in per_topic {
         if code == 0 {
@@ -303,33 +456,20 @@ pub(crate) async fn run(
             "{refused_topics} topic(s) were refused the stop"
         )));
     }
-    let stopped: Vec<String> = caught_up.iter().map(|r| r.topic.clone()).collect();
-    await_stopped(
-        bootstrap, connection, &request, &mirror, &stopped, &counts, timeout,
-    )
-    .await
+    Ok(())
 }
 
-/// Waits until every partition of `topics` is STOPPED (writable), describing every broker
+/// Waits until every partition of the scope's topics is in `state`, describing every broker
 /// each [`CHECK_EVERY`]; past `timeout` names those that are not, and fails.
-async fn await_stopped(
-    bootstrap: &str,
-    connection: &Connection,
-    request: &DescribeMirrorsRequest,
-    mirror: &str,
-    topics: &[String],
-    counts: &BTreeMap<String, i32>,
+pub(crate) async fn await_state(
+    scope: &Scope<'_>,
+    state: &str,
     timeout: Duration,
 ) -> Result<(), Failure> {
-    let mut topics = topics.to_vec();
-    topics.dedup();
     let deadline = Instant::now() + timeout;
     loop {
-        let pending: Vec<Row> = match describe_every_broker(bootstrap, connection, request).await {
-            Ok(answer) => rows(&answer, mirror, &topics, counts)?
-                .into_iter()
-                .filter(|r| r.state != "STOPPED")
-                .collect(),
+        let pending: Vec<Row> = match scope.rows(None).await {
+            Ok(rows) => rows.into_iter().filter(|r| r.state != state).collect(),
             // A broker that does not answer now may later: its partitions count as pending.
             Err(Failure::Unreachable(why)) if Instant::now() < deadline => {
                 eprintln!("kmirror mirrors: describing the mirror: {why}; trying again");
@@ -339,25 +479,29 @@ async fn await_stopped(
             Err(e) => return Err(e),
         };
         if pending.is_empty() {
-            println!("every partition is STOPPED and writable: move the producers and consumers");
             return Ok(());
         }
         if Instant::now() >= deadline {
             for row in &pending {
-                let why = row
-                    .error
-                    .as_deref()
-                    .unwrap_or("its failover has not finished");
+                let why = row.error.as_deref().unwrap_or("not there yet");
                 eprintln!("{}-{}: {}: {why}", row.topic, row.partition, row.state);
             }
             return Err(Failure::Refused(format!(
-                "{} partition(s) are not STOPPED within {timeout:?}: they are not writable yet \
-                 (their failover goes on; see `kmirror mirrors --describe`)",
+                "{} partition(s) are not {state} within {timeout:?} (see `kmirror mirrors \
+                 --describe`)",
                 pending.len()
             )));
         }
         tokio::time::sleep(CHECK_EVERY).await;
     }
+}
+
+/// Waits until every partition of the scope's topics is STOPPED (writable), and says so; past
+/// `timeout` names those that are not (their failover goes on), and fails.
+pub(crate) async fn await_stopped(scope: &Scope<'_>, timeout: Duration) -> Result<(), Failure> {
+    await_state(scope, "STOPPED", timeout).await?;
+    println!("every partition is STOPPED and writable: move the producers and consumers");
+    Ok(())
 }
 
 /// Reads `--timeout`: a number with a unit (`500ms`, `30s`, `5m`, `1h`); a bare number is
@@ -405,31 +549,69 @@ mod tests {
             high_watermark: hw,
             destination_offset: end,
             destination_stable: end,
-            error: None,
+            ..Row::default()
         };
-        assert_eq!(row("MIRRORING", 10, 10, 10).holds_back(0), None);
-        assert_eq!(row("MIRRORING", 10, 10, 7).holds_back(5), None);
+        assert_eq!(row("MIRRORING", 10, 10, 10).holds_back_in_records(0), None);
+        assert_eq!(row("MIRRORING", 10, 10, 7).holds_back_in_records(5), None);
         assert!(matches!(
-            row("MIRRORING", 10, 10, 7).holds_back(0),
+            row("MIRRORING", 10, 10, 7).holds_back_in_records(0),
             Some(Held::Waiting(_))
         ));
         assert!(matches!(
-            row("MIRRORING", -1, -1, 7).holds_back(100),
+            row("MIRRORING", -1, -1, 7).holds_back_in_records(100),
             Some(Held::Waiting(_))
         ));
         // Caught up with the LSO, but acknowledged records wait behind an open transaction.
-        let Some(Held::Waiting(why)) = row("MIRRORING", 30, 61, 30).holds_back(0) else {
+        let Some(Held::Waiting(why)) = row("MIRRORING", 30, 61, 30).holds_back_in_records(0) else {
             panic!("held back");
         };
         assert!(why.contains("transaction still open"), "{why}");
         assert!(matches!(
-            row("PAUSED", 10, 10, 10).holds_back(0),
+            row("PAUSED", 10, 10, 10).holds_back_in_records(0),
             Some(Held::Never(_))
         ));
         assert!(matches!(
-            row("STOPPED", -1, -1, 11).holds_back(0),
+            row("STOPPED", -1, -1, 11).holds_back_in_records(0),
             Some(Held::Never(_))
         ));
+    }
+
+    /// `--max-lag-seconds`: a partition holds back while the source time it holds everything
+    /// through is older than the limit, or unknown; the records' limit applies beside it.
+    #[test]
+    fn the_lag_in_time_bounds_the_recovery_point() {
+        let row = |through: i64| Row {
+            state: "MIRRORING".into(),
+            source_offset: 10,
+            high_watermark: 10,
+            destination_offset: 10,
+            destination_stable: 10,
+            mirrored_through_ms: through,
+            ..Row::default()
+        };
+        let limits = LagLimits {
+            records: None,
+            ms: Some(5_000),
+        };
+        assert_eq!(row(98_000).holds_back(limits, 100_000), None);
+        assert!(matches!(
+            row(90_000).holds_back(limits, 100_000),
+            Some(Held::Waiting(_))
+        ));
+        assert!(matches!(
+            row(-1).holds_back(limits, 100_000),
+            Some(Held::Waiting(_))
+        ));
+        let behind = Row {
+            destination_stable: 4,
+            ..row(99_000)
+        };
+        assert_eq!(behind.holds_back(limits, 100_000), None);
+        let both = LagLimits {
+            records: Some(0),
+            ..limits
+        };
+        assert!(behind.holds_back(both, 100_000).is_some());
     }
 
     /// A partition no broker described (its leader does not answer) holds the failover back,
@@ -463,7 +645,10 @@ mod tests {
         assert_eq!(rows.len(), 2);
         let missing = rows.iter().find(|r| r.partition == 0).expect("a row");
         assert_ne!(missing.state, "STOPPED");
-        assert!(matches!(missing.holds_back(0), Some(Held::Waiting(_))));
+        assert!(matches!(
+            missing.holds_back_in_records(0),
+            Some(Held::Waiting(_))
+        ));
     }
 
     /// The review's finding 6: the lag bounds what the stop keeps (the destination LSO), not
@@ -479,10 +664,10 @@ mod tests {
             high_watermark: 98,
             destination_offset: 96,
             destination_stable: 10,
-            error: None,
+            ..Row::default()
         };
         assert_eq!(row.lag(), 88);
-        let Some(Held::Waiting(why)) = row.holds_back(5) else {
+        let Some(Held::Waiting(why)) = row.holds_back_in_records(5) else {
             panic!("a stop now cuts 86 records: --max-lag 5 must hold it back");
         };
         assert!(why.contains("last stable offset 10"), "{why}");

@@ -1,7 +1,8 @@
 //! The mirror table `kmirror mirrors --describe` prints (and `--watch` and `kmirror quickstart`
 //! refresh): one row per mirror partition with its state, the source's and the destination's
 //! offsets, the lag in records and in time, the rate the destination grew at since the
-//! previous refresh, the records truncations removed, the retry attempt and a note.
+//! previous refresh, the records truncations removed, the offsets the source deleted before
+//! they were mirrored (skipped), the retry attempt and a note.
 //!
 //! A figure that is not known shows `-`, never a number: the lag of a partition that fetches
 //! nothing (PAUSED, STOPPED) or whose source did not answer. The note then says why, unless the
@@ -67,7 +68,7 @@ pub(crate) fn render(answer: &DescribeMirrorsResponse, previous: &mut Previous) 
     let now = Instant::now();
     let elapsed = previous.at.map(|at| now.duration_since(at).as_secs_f64());
     let mut out = format!(
-        "{:<16} {:<32} {:>9} {:<10} {:>12} {:>12} {:>10} {:>9} {:>10} {:>9} {:>6}  ERROR\n",
+        "{:<16} {:<32} {:>9} {:<10} {:>12} {:>12} {:>10} {:>9} {:>10} {:>9} {:>9} {:>6}  ERROR\n",
         "MIRROR",
         "TOPIC",
         "PARTITION",
@@ -78,6 +79,7 @@ pub(crate) fn render(answer: &DescribeMirrorsResponse, previous: &mut Previous) 
         "LAG-TIME",
         "RECORDS/S",
         "TRUNCATED",
+        "SKIPPED",
         "RETRY"
     );
     let mut seen = HashMap::new();
@@ -102,7 +104,7 @@ pub(crate) fn render(answer: &DescribeMirrorsResponse, previous: &mut Previous) 
                 let (records, ms) = lag(p);
                 let _ = writeln!(
                     out,
-                    "{:<16} {:<32} {:>9} {:<10} {:>12} {:>12} {:>10} {:>9} {:>10} {:>9} {:>6}  {}",
+                    "{:<16} {:<32} {:>9} {:<10} {:>12} {:>12} {:>10} {:>9} {:>10} {:>9} {:>9} {:>6}  {}",
                     m.mirror_name,
                     t.topic_name,
                     p.partition_index,
@@ -113,6 +115,7 @@ pub(crate) fn render(answer: &DescribeMirrorsResponse, previous: &mut Previous) 
                     duration(ms),
                     rate,
                     p.truncated_at_stop_records + p.truncated_at_start_records,
+                    p.skipped_offsets,
                     p.retry_attempt,
                     note(p)
                 );
@@ -166,6 +169,7 @@ pub(crate) fn json(answer: &DescribeMirrorsResponse) -> serde_json::Value {
                     "lagTimeMs": or_null(ms),
                     "truncatedAtStop": p.truncated_at_stop_records,
                     "truncatedAtStart": p.truncated_at_start_records,
+                    "skippedOffsets": p.skipped_offsets,
                     "note": (!note.is_empty()).then_some(note),
                 }));
             }
@@ -214,6 +218,7 @@ mod tests {
             lag: -1,
             lag_time_ms: 1500,
             truncated_at_start_records: 2,
+            skipped_offsets: 17,
             ..Default::default()
         };
         let table = render(&answer(vec![stopped, unknown]), &mut Previous::default());
@@ -227,8 +232,8 @@ mod tests {
         assert!(rows[0].contains("stopped (failed over)"), "{table}");
         let unknown_row: Vec<&str> = rows[1].split_whitespace().collect();
         assert_eq!(
-            &unknown_row[4..10],
-            ["-", "40", "-", "1.5s", "-", "2"],
+            &unknown_row[4..11],
+            ["-", "40", "-", "1.5s", "-", "2", "17"],
             "{table}"
         );
         assert!(rows[1].contains("not known"), "{table}");

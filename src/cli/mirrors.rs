@@ -76,8 +76,11 @@ pub(crate) enum MirrorsAction {
         failed: bool,
         json: bool,
     },
-    /// `--failover --mirror M --topics X [--max-lag N] [--timeout D]`.
+    /// `--failover --mirror M --topics X [--max-lag N] [--max-lag-seconds S] [--timeout D]
+    /// [--dry-run] [--consistent [--discard-records N]]`.
     Failover(Failover),
+    /// `--verify --mirror M [--topics X] [--from-offset N | --last N] [--rate MB]`.
+    Verify(super::verify::Verify),
     /// `--describe --watch [--mirror M] [--json]`: the table (or a line of JSON) again every
     /// `every`, until Ctrl-C or until stdout's reader is gone.
     Watch {
@@ -347,7 +350,7 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                 }
                 // A stop also takes the pattern out of auto-discovery (the broker keeps it). One
                 // with a comma was never kept (the configs are comma-separated lists).
-                (TopicSelection::Pattern(pattern), TopicChange::Stop) => (
+                (TopicSelection::Pattern(pattern), TopicChange::Stop { .. }) => (
                     mirror_topics_matching(&connection, &mirror, &pattern).await?,
                     kept_pattern(pattern),
                 ),
@@ -410,6 +413,9 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
         }
         MirrorsAction::Failover(failover) => {
             super::failover::run(bootstrap, &connection, failover).await?;
+        }
+        MirrorsAction::Verify(verify) => {
+            super::verify::run(bootstrap, &connection, verify).await?;
         }
         MirrorsAction::Watch {
             mirror,

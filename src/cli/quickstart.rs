@@ -233,7 +233,13 @@ async fn quickstart(options: Options, clusters: &mut Clusters) -> Result<(), Str
     println!(
         "$ kmirror mirrors --bootstrap-server {destination} --stop --mirror {MIRROR} --topics {TOPIC}"
     );
-    topics(&destination, TopicChange::Stop).await?;
+    topics(
+        &destination,
+        TopicChange::Stop {
+            cut_timestamp_ms: -1,
+        },
+    )
+    .await?;
     let deadline = Instant::now() + Duration::from_secs(60);
     let mirrored: i64 = loop {
         let answer = table.describe().await?;

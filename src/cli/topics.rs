@@ -48,7 +48,11 @@ pub(crate) enum TopicChange {
     Start {
         discard_local_records: i64,
     },
-    Stop,
+    /// Stop; a consistent stop cuts each partition before its first batch newer than
+    /// `cut_timestamp_ms` (-1: none, the last stable offset alone).
+    Stop {
+        cut_timestamp_ms: i64,
+    },
     Pause,
     Resume,
 }
@@ -157,14 +161,15 @@ pub(crate) async fn change_topics(
             include_patterns = patterns,
             discard_local_records = discard_local_records
         ),
-        TopicChange::Stop => topic_rpc!(
+        TopicChange::Stop { cut_timestamp_ms } => topic_rpc!(
             connection,
             "StopMirrorTopics",
             StopMirrorTopicsRequest,
             stop_mirror_topics_request,
             mirror,
             topics,
-            patterns = patterns
+            patterns = patterns,
+            cut_timestamp_ms = cut_timestamp_ms
         ),
         TopicChange::Pause => topic_rpc!(
             connection,

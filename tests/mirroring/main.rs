@@ -445,6 +445,7 @@ async fn a_mirror_system_mirrors_pauses_resumes_stops_and_the_topic_takes_java_w
                     mirror: "dr".into(),
                     topic,
                     desired,
+                    cut_timestamp_ms: None,
                 })
                 .await
                 .expect("alive")

@@ -8,6 +8,7 @@ use super::mirror::Mirror;
 use super::partition_ports::EnginePartitionPorts;
 use super::stats::Truncated;
 use crate::actor::{DescribePartition, MirrorPartition, PartitionSnapshot};
+use crate::host::StopCut;
 use crate::host::{Host, Source, TopicPartition};
 use crate::metadata::{MIRROR_NAME, mirror_of};
 use crate::partition::Desired;
@@ -50,6 +51,8 @@ pub struct PartitionView {
     pub lag_ms: Option<i64>,
     /// Records its truncations removed here.
     pub truncated: Truncated,
+    /// Offsets the source deleted before they were mirrored here.
+    pub skipped_offsets: u64,
     /// The destination log's end and last stable offsets, read together (-1: not readable).
     pub log_end_offset: i64,
     /// See `log_end_offset`.
@@ -57,6 +60,13 @@ pub struct PartitionView {
     /// For a stopped topic, the records written on this cluster since its failover
     /// ([`crate::host::local_records`]), counted in the same read as `log_end_offset`.
     pub local_records: Option<u64>,
+    /// Where a stop would cut it now, when asked ([`CutQuery`]) and it is not stopped.
+    pub stop_cut: Option<StopCut>,
+    /// The source time (ms since the epoch) through which it holds everything the source
+    /// wrote: the last fetch answer that found it caught up, or the newest record it mirrored
+    /// while behind; before its first answer here, the newest record below its last stable
+    /// offset. `None` for a stopped topic or an empty log.
+    pub mirrored_through_ms: Option<i64>,
 }
 
 impl PartitionView {
@@ -68,10 +78,23 @@ impl PartitionView {
     }
 }
 
+/// Whether a describe also reports, per partition not stopped, where a stop would cut it now
+/// ([`crate::host::stop_cut`]: a scan of the log's tail, so only when asked).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CutQuery {
+    /// No.
+    #[default]
+    No,
+    /// A stop: at the last stable offset.
+    Stop,
+    /// A consistent stop at this point in time (ms since the epoch).
+    Consistent(i64),
+}
+
 /// Every topic of a mirror, with the snapshots of its partitions on this broker.
 #[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "Result<Vec<TopicSnapshot>, MirrorError>")]
-pub struct DescribeMirror(pub String);
+pub struct DescribeMirror(pub String, pub CutQuery);
 
 impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
     type Result = ResponseFuture<Result<Vec<TopicSnapshot>, MirrorError>>;
@@ -81,6 +104,7 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
         let now_ms = self.host.now_ms();
         let host = self.host.clone();
         let mirror = msg.0.clone();
+        let cut = msg.1;
         let stats = self.stats.clone();
         // A source known not to answer is not asked (a frozen one would hold the describe for
         // the client's whole request timeout); the partitions it holds up say why instead.
@@ -128,8 +152,15 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
                         snapshot.error.clone_from(&unreachable);
                     }
                     let key = TopicPartition::new(topic.clone(), index);
-                    let (log_end_offset, last_stable_offset, local_records) =
-                        log_figures(&host, &topic, index, stopped);
+                    let cut = match (stopped, cut) {
+                        (true, _) | (_, CutQuery::No) => None,
+                        (false, CutQuery::Stop) => Some(None),
+                        (false, CutQuery::Consistent(t)) => Some(Some(t)),
+                    };
+                    let figures = log_figures(&host, &topic, index, stopped, cut);
+                    let mirrored_through_ms = (!stopped)
+                        .then(|| stats.mirrored_through_ms(&key).or(figures.newest_stable_ms))
+                        .flatten();
                     partitions.push(PartitionView {
                         partition: index,
                         snapshot,
@@ -141,9 +172,12 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
                             .then(|| stats.lag_ms(&key, now_ms))
                             .flatten(),
                         truncated: stats.truncations(&key),
-                        log_end_offset,
-                        last_stable_offset,
-                        local_records,
+                        skipped_offsets: stats.skipped_offsets(&key),
+                        log_end_offset: figures.log_end_offset,
+                        last_stable_offset: figures.last_stable_offset,
+                        local_records: figures.local_records,
+                        stop_cut: figures.stop_cut,
+                        mirrored_through_ms,
                     });
                 }
                 // Stopped and paused partitions need nothing of the source.
@@ -177,21 +211,55 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
     }
 }
 
-/// A partition's log end and last stable offsets and, when `stopped`, its records written
-/// here since the failover, from one read of the log (-1 and `None` where it cannot be read).
+/// What one read of a partition's log shows (-1 and `None` where it cannot be read).
+struct LogFigures {
+    log_end_offset: i64,
+    last_stable_offset: i64,
+    /// When stopped: the records written here since the failover.
+    local_records: Option<u64>,
+    /// When asked (`Some(cut timestamp)`): where a stop would cut.
+    stop_cut: Option<StopCut>,
+    /// The greatest timestamp of the batch just below the last stable offset.
+    newest_stable_ms: Option<i64>,
+}
+
+/// A partition's [`LogFigures`], from one lease of its log; `cut` asks where a stop (at that
+/// consistent point in time, if any) would cut it.
 fn log_figures(
     host: &impl Host,
     topic: &str,
     partition: i32,
     stopped: bool,
-) -> (i64, i64, Option<u64>) {
+    cut: Option<Option<i64>>,
+) -> LogFigures {
     host.with_log(topic, partition, |log| {
         let local = stopped
             .then(|| crate::host::local_records(log).ok())
             .flatten();
-        Ok::<_, crate::host::HostError>((log.log_end_offset(), log.last_stable_offset(), local))
+        let stop_cut = cut.and_then(|at| crate::host::stop_cut(log, at).ok());
+        let lso = log.last_stable_offset();
+        let newest_stable_ms = if lso > log.log_start_offset() {
+            log.find_batch(lso - 1, &mut |_| true)?
+                .map(|b| b.max_timestamp())
+                .filter(|t| *t >= 0)
+        } else {
+            None
+        };
+        Ok::<_, crate::host::HostError>(LogFigures {
+            log_end_offset: log.log_end_offset(),
+            last_stable_offset: lso,
+            local_records: local,
+            stop_cut,
+            newest_stable_ms,
+        })
     })
-    .unwrap_or((-1, -1, None))
+    .unwrap_or(LogFigures {
+        log_end_offset: -1,
+        last_stable_offset: -1,
+        local_records: None,
+        stop_cut: None,
+        newest_stable_ms: None,
+    })
 }
 
 /// How long one DescribeMirror waits for the source's offsets in all (past it, they show -1).
@@ -262,6 +330,8 @@ pub type DescribedMirror = (String, Result<Vec<TopicSnapshot>, MirrorError>);
 pub struct DescribeMirrors {
     /// The mirrors asked; empty: all.
     pub names: Vec<String>,
+    /// Whether to report where a stop would cut each partition.
+    pub cut: CutQuery,
     /// DESCRIBE on a mirror, as the host's authorizer answers it (a mirror without it answers
     /// CLUSTER_MIRROR_AUTHORIZATION_FAILED).
     pub may_describe: Arc<dyn Fn(&str) -> bool + Send + Sync>,

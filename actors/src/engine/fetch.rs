@@ -17,6 +17,7 @@
 use super::cause;
 use super::fetch_answer::{FetchAction, classify};
 use super::fetch_settings::FetchSettings;
+use super::gap_policy::{GAP_POLICY, GapPolicy};
 use super::stats::MirrorStats;
 use super::throttle::Throttle;
 use crate::actor::{FetchAnswers, FetchEpochs, FetcherPorts, PartitionFetch, PortFuture};
@@ -405,9 +406,22 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                     key.topic
                 )));
             }
+            // Read only where it may apply: the mirrors' configs are not cloned per answer.
+            let gaps = match response {
+                FetchResponse::OffsetOutOfRange { .. } => {
+                    GapPolicy::of(host.mirrors().get(stats.mirror()))
+                }
+                _ => GapPolicy::Continue,
+            };
             let applied = host.spawn_with_log(&key.topic, key.partition, move |log| {
-                let progress =
-                    host::apply_fetch(log, source_start, &request, response, destination_epoch)?;
+                let progress = host::apply_fetch(
+                    log,
+                    source_start,
+                    &request,
+                    response,
+                    destination_epoch,
+                    gaps,
+                )?;
                 Ok((progress, log.log_end_offset()))
             });
             let (progress, log_end) = applied.await.inspect_err(|e: &Cause| {
@@ -415,11 +429,15 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                     stats.invariant_violated(invariant);
                 }
             })?;
-            if let FetchProgress::Truncated { records } = progress
-                && records > 0
-            {
-                tracing::warn!(topic = %key.topic, partition = key.partition, records, log_end, "truncated where the log diverged from the source's (its leader epochs): records this cluster held past that point are gone");
-                stats.truncated_at_start(&key, records);
+            if let FetchProgress::Truncated { records, skipped } = progress {
+                if let Some((from, to)) = skipped {
+                    tracing::warn!(topic = %key.topic, partition = key.partition, from, to = to - 1, offsets = to - from, "the source deleted these offsets before they were mirrored (retention or DeleteRecords): they are not on this cluster; the partition goes on from the source's log start ({GAP_POLICY}=continue)");
+                    stats.skipped(&key, (to - from) as u64);
+                }
+                if records > 0 {
+                    tracing::warn!(topic = %key.topic, partition = key.partition, records, log_end, "truncated where the log diverged from the source's (its leader epochs): records this cluster held past that point are gone");
+                    stats.truncated_at_start(&key, records);
+                }
             }
             if let Some(high_watermark) = high_watermark {
                 stats.lag(&key, high_watermark - log_end);

@@ -4,6 +4,7 @@
 //! one fetcher has one Fetch in flight, so it moves at most a response per round trip.
 //! `mirror.replication.throttled.rate` caps what they fetch ([`super::throttle`]).
 
+use super::gap_policy::{GAP_POLICY, GapPolicy};
 use std::collections::BTreeMap;
 
 /// How a mirror fetches.
@@ -89,6 +90,14 @@ impl FetchSettings {
         configs: &BTreeMap<String, String>,
         broker_fetchers: usize,
     ) -> Result<FetchSettings, InvalidFetchSetting> {
+        // Read where a gap is met (it changes at runtime); checked here with the rest.
+        if let Some(value) = configs.get(GAP_POLICY) {
+            GapPolicy::parse(value).map_err(|reason| InvalidFetchSetting {
+                key: GAP_POLICY,
+                value: value.clone(),
+                reason,
+            })?;
+        }
         let defaults = FetchSettings::default();
         let number = |key, default, min, max| number_setting(configs, key, default, min, max);
         let int = i64::from(i32::MAX);

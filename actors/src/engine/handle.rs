@@ -14,6 +14,7 @@ use super::system::{LoadMirror, MirrorSystem, Settle};
 use super::topic_requests::{ChangeTopics, StartTopics, TopicResult};
 use super::topics::{ChangeTopic, SourceTopics, StartTopic};
 use super::validate::ValidateSource;
+use super::verify::VerifyTopic;
 use crate::host::Host;
 use crate::partition::RetryPolicy;
 use crate::policy::MirrorError;
@@ -72,6 +73,7 @@ requests! {
     ServeWriteMirrorStates => write_states: kmirror_protocol::messages::WriteMirrorStatesResponse,
     CountLocalWrites => count_local_writes: Vec<super::local_writes::LocalWrites>,
     ValidateSource => validate_source: Vec<super::validate::SourceCheck>,
+    VerifyTopic => verify_topic: Vec<super::verify::PartitionVerified>,
     ReadPartitionStates => read_partition_states: Vec<(crate::host::TopicPartition, super::shard_service::StateAnswer)>,
 }
 

@@ -32,6 +32,7 @@ pub const MIRROR_KEYS: &[&str] = &[
     "mirror.num.replica.fetchers",
     "mirror.replication.throttled.rate",
     "mirror.topic.properties.exclude",
+    super::gap_policy::GAP_POLICY,
 ];
 
 /// The earlier `mirror.`-prefixed names of mirror-level keys, each with its name now.

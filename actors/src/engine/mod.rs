@@ -39,6 +39,7 @@ pub mod fetch;
 pub mod fetch_answer;
 pub mod fetch_settings;
 pub mod fetcher_pool;
+pub mod gap_policy;
 pub mod handle;
 pub mod lme_lookup;
 pub mod local_writes;
@@ -64,6 +65,7 @@ pub mod throttle;
 pub mod topic_requests;
 pub mod topics;
 pub mod validate;
+pub mod verify;
 
 pub use handle::{Engine, EngineRequest, EngineRuntime};
 pub use system::MirrorSystem;

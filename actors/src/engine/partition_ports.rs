@@ -16,7 +16,7 @@ use crate::actor::{
 use crate::coordinator::{PartitionKey, StateRead, StateWrite};
 use crate::epoch::{self, Alignment};
 use crate::host::{self, Host, MirrorLog, Source, TopicPartition};
-use crate::metadata::{DISCARD_CONFIRMED, confirmed_log_ends};
+use crate::metadata::{DISCARD_CONFIRMED, STOP_CUT_TIMESTAMP, confirmed_log_ends};
 use crate::partition::{Cause, StoredState};
 use actix::Addr;
 use kmirror_protocol::client::Isolation;
@@ -143,6 +143,14 @@ impl<H: Host> EnginePartitionPorts<H> {
              the failover that the operator did not confirm ({counted}); they are kept. Stop \
              the topic to write to it again, or start it again to count them"
         )))
+    }
+
+    /// The point in time of a consistent stop of the topic ([`STOP_CUT_TIMESTAMP`]), if it was
+    /// stopped so.
+    fn stop_cut_timestamp(&self) -> Option<i64> {
+        self.host
+            .topic(&self.site.topic)
+            .and_then(|t| t.configs.get(STOP_CUT_TIMESTAMP)?.parse().ok())
     }
 
     /// The log end offset the topic's [`DISCARD_CONFIRMED`] confirms for this partition.
@@ -396,7 +404,9 @@ impl<H: Host> PartitionPorts for EnginePartitionPorts<H> {
                 .await
                 .map_err(Cause::from)?;
             let cluster_id = ports.site.cluster_id.clone();
-            let (lme, removed) = ports.with_log(|log| host::truncate_to_lso(log, &cluster_id))?;
+            let cut_ms = ports.stop_cut_timestamp();
+            let (lme, removed) =
+                ports.with_log(|log| host::truncate_to_lso(log, &cluster_id, cut_ms))?;
             if removed > 0 {
                 let site = &ports.site;
                 tracing::warn!(mirror = %site.mirror, topic = %site.topic, partition = site.partition, records = removed, "stopping: truncated to the last stable offset (records of transactions still open on the source at the stop are gone)");

@@ -17,7 +17,9 @@
 //! Truncation counts ([`Truncated`]) are records in the batches a stop (to the last stable
 //! offset) or the leader epochs (a start's or failback's alignment to the last mirrored epoch,
 //! a fetch that found the log diverged from the source's) removed, since this broker started;
-//! each truncation also logs its count.
+//! each truncation also logs its count. Skipped offsets are those the source deleted before
+//! they were mirrored (docs/failover.md, "Gaps"), counted per partition since this broker
+//! started; each gap also logs its range.
 
 use crate::host::TopicPartition;
 use crate::invariant::Invariant;
@@ -54,6 +56,11 @@ pub struct MirrorStats {
     lags: DashMap<TopicPartition, i64>,
     behind: DashMap<TopicPartition, Behind>,
     truncations: DashMap<TopicPartition, Truncated>,
+    /// Per partition, the source time through which it holds everything ([`Self::mirrored`]);
+    /// kept when it leaves its fetcher (a paused partition still holds what it held).
+    through: DashMap<TopicPartition, i64>,
+    /// Offsets the source deleted before they were mirrored, per partition.
+    skipped: DashMap<TopicPartition, u64>,
     /// When a fetch last succeeded (ms since the epoch), -1 before the first.
     last_success_ms: AtomicI64,
     // Registered once: a fetch only adds to them.
@@ -94,6 +101,8 @@ impl MirrorStats {
             lags: DashMap::new(),
             behind: DashMap::new(),
             truncations: DashMap::new(),
+            skipped: DashMap::new(),
+            through: DashMap::new(),
             last_success_ms: AtomicI64::new(-1),
             requests: counter(metrics::FETCH_REQUESTS),
             fetched_bytes: counter(metrics::FETCH_BYTES),
@@ -164,6 +173,51 @@ impl MirrorStats {
         self.truncations.entry(key.clone()).or_default().at_start += records;
     }
 
+    /// The source deleted `offsets` of the partition before they were mirrored (its log start
+    /// passed the partition's log end).
+    pub fn skipped(&self, key: &TopicPartition, offsets: u64) {
+        ::metrics::counter!(
+            metrics::SKIPPED_OFFSETS,
+            "mirror" => self.mirror.clone(),
+            "topic" => key.topic.clone(),
+            "partition" => key.partition.to_string()
+        )
+        .increment(offsets);
+        *self.skipped.entry(key.clone()).or_default() += offsets;
+    }
+
+    /// The offsets of the partition the source deleted before they were mirrored, since this
+    /// broker started.
+    pub fn skipped_offsets(&self, key: &TopicPartition) -> u64 {
+        self.skipped.get(key).map(|n| *n).unwrap_or_default()
+    }
+
+    /// A verification of the partition compared up to `verified.to`, finding a difference or
+    /// not, at `now_ms`.
+    pub fn verified(&self, key: &TopicPartition, verified: &super::verify::Verified, now_ms: i64) {
+        let labels = [
+            ("mirror", self.mirror.clone()),
+            ("topic", key.topic.clone()),
+            ("partition", key.partition.to_string()),
+        ];
+        ::metrics::gauge!(metrics::VERIFIED_OFFSET, &labels).set(verified.to as f64);
+        ::metrics::gauge!(metrics::VERIFY_DIFFERENCE, &labels).set(
+            if verified.difference.is_some() {
+                1.0
+            } else {
+                0.0
+            },
+        );
+        ::metrics::gauge!(metrics::VERIFY_TIMESTAMP, &labels).set(now_ms as f64 / 1000.0);
+        ::metrics::counter!(metrics::VERIFIED_BYTES, "mirror" => self.mirror.clone())
+            .increment(verified.bytes);
+    }
+
+    /// The mirror these figures are of.
+    pub fn mirror(&self) -> &str {
+        &self.mirror
+    }
+
     /// The records the partition's truncations removed here.
     pub fn truncations(&self, key: &TopicPartition) -> Truncated {
         self.truncations.get(key).map(|t| *t).unwrap_or_default()
@@ -191,6 +245,21 @@ impl MirrorStats {
         if entry.since_ms.is_some() {
             entry.published_zero = false;
         }
+        // Caught up, it holds everything the source had when it answered; behind, everything
+        // up to the newest record it copied (exact for log-append time).
+        let through = match (behind, newest_ms) {
+            (false, _) => Some(now_ms),
+            (true, newest) => newest,
+        };
+        if let Some(through) = through {
+            self.through.insert(key.clone(), through);
+        }
+    }
+
+    /// The source time (ms since the epoch) through which the partition holds everything the
+    /// source wrote, as its fetch answers here last showed; `None` before the first.
+    pub fn mirrored_through_ms(&self, key: &TopicPartition) -> Option<i64> {
+        self.through.get(key).map(|t| *t)
     }
 
     /// How old the oldest source record the partition has not mirrored is (0: caught up);

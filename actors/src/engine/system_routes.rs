@@ -17,6 +17,7 @@ use super::topic_requests::stopped;
 use super::topics::{
     ChangeTopic, DescribeTopic, SourceTopics, StartTopic, TellDesired, desired_configs,
 };
+use super::verify::{PartitionVerified, VerifyTopic};
 use crate::actor::PartitionSnapshot;
 use crate::host::Host;
 use crate::policy::MirrorError;
@@ -83,6 +84,15 @@ impl<H: Host> Handler<DescribeMirror> for MirrorSystem<H> {
     }
 }
 
+impl<H: Host> Handler<VerifyTopic> for MirrorSystem<H> {
+    type Result = ResponseFuture<Result<Vec<PartitionVerified>, MirrorError>>;
+
+    fn handle(&mut self, msg: VerifyTopic, _: &mut Context<Self>) -> Self::Result {
+        let name = msg.mirror.clone();
+        self.route(&name, msg)
+    }
+}
+
 impl<H: Host> Handler<ChangeTopic> for MirrorSystem<H> {
     type Result = AtomicResponse<Self, Result<(), MirrorError>>;
 
@@ -125,7 +135,7 @@ impl<H: Host> Handler<DescribeMirrors> for MirrorSystem<H> {
                 let topics = if (msg.may_describe)(&name) {
                     match system.send(LoadMirror(name.clone())).await.map_err(stopped) {
                         Ok(Ok(())) => system
-                            .send(DescribeMirror(name.clone()))
+                            .send(DescribeMirror(name.clone(), msg.cut))
                             .await
                             .map_err(stopped)
                             .and_then(|r| r),

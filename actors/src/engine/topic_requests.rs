@@ -97,6 +97,9 @@ pub struct ChangeTopics {
     pub patterns: Vec<String>,
     /// What the topics should do now.
     pub desired: Desired,
+    /// For a stop: a consistent cut's point in time, ms since the epoch (docs/failover.md, "A
+    /// consistent cut").
+    pub cut_timestamp_ms: Option<i64>,
     /// What the asking principal may do.
     pub access: TopicAccess,
 }
@@ -251,6 +254,7 @@ async fn change_topics<H: Host>(
                     mirror: msg.mirror.clone(),
                     topic: topic.clone(),
                     desired: msg.desired,
+                    cut_timestamp_ms: msg.cut_timestamp_ms,
                 };
                 refusal(system.send(change).await)
             }

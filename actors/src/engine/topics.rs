@@ -20,7 +20,8 @@ use crate::actor::{
 };
 use crate::host::{Host, HostError, Source};
 use crate::metadata::{
-    DISCARD_CONFIRMED, KnownTopic, confirmed_value, mirror_name_value, mirror_of,
+    DISCARD_CONFIRMED, KnownTopic, STOP_CUT_TIMESTAMP, confirmed_value, mirror_name_value,
+    mirror_of,
 };
 use crate::partition::Desired;
 use crate::policy::MirrorError;
@@ -64,6 +65,8 @@ pub struct ChangeTopic {
     pub topic: String,
     /// What it should do now.
     pub desired: Desired,
+    /// For a stop: the consistent cut's point in time ([`STOP_CUT_TIMESTAMP`]), if any.
+    pub cut_timestamp_ms: Option<i64>,
 }
 
 /// The names of the mirror's source topics (for StartMirrorTopics' IncludePatterns).
@@ -189,6 +192,7 @@ impl<H: Host> Mirror<H> {
                 configs.insert("mirror.name".to_string(), mirror.to_string());
                 // Written with `mirror.name` in one change: no partition sees the restart
                 // without the confirmation it carries.
+                configs.remove(STOP_CUT_TIMESTAMP);
                 if confirmed.is_empty() {
                     configs.remove(DISCARD_CONFIRMED);
                 } else {
@@ -388,9 +392,14 @@ pub fn desired_configs(
         "mirror.name".to_string(),
         mirror_name_value(&msg.mirror, msg.desired),
     );
-    // A stop ends what a restart confirmed; the next restart counts again.
+    // A stop ends what a restart confirmed; the next restart counts again. Its point in time,
+    // if it is a consistent one, is written in the same change as `mirror.name`.
     if msg.desired == Desired::Stopped {
         configs.remove(DISCARD_CONFIRMED);
+        match msg.cut_timestamp_ms {
+            Some(t) => configs.insert(STOP_CUT_TIMESTAMP.to_string(), t.to_string()),
+            None => configs.remove(STOP_CUT_TIMESTAMP),
+        };
     }
     Ok(configs)
 }

@@ -6,6 +6,7 @@
 
 use super::MirrorLog;
 use super::types::{FetchProgress, FetchRequest, FetchResponse};
+use crate::engine::gap_policy::{GAP_POLICY, GapPolicy};
 use crate::epoch;
 use crate::invariant::{BatchBounds, check_append};
 use crate::partition::Cause;
@@ -25,13 +26,16 @@ pub fn next_fetch(log: &dyn MirrorLog, max_bytes: usize) -> FetchRequest {
 /// Applies the source's answer to `request`: truncate on divergence or out-of-range, append the
 /// batches whose epoch does not exceed the destination leader epoch (whole, unchanged, CRC
 /// checked). `source_log_start` is the source's log start, where asked for (a divergence with
-/// no common epoch restarts the log there).
+/// no common epoch restarts the log there). Out of range past the log end (the source deleted
+/// offsets not yet mirrored), `gaps` decides: restart there, counting them, or fail changing
+/// nothing.
 pub fn apply_fetch(
     log: &mut dyn MirrorLog,
     source_log_start: Option<i64>,
     request: &FetchRequest,
     response: FetchResponse,
     destination_leader_epoch: i32,
+    gaps: GapPolicy,
 ) -> Result<FetchProgress, Cause> {
     // An answer to a fetch from another log end is stale: the log was truncated or appended to
     // while it was in flight (a stop, a PREPARING truncation, another fetcher for a moment
@@ -47,19 +51,35 @@ pub fn apply_fetch(
             let start = source_start()?;
             let records = records_from(log, log.log_start_offset())?;
             log.truncate_fully_and_start_at(start)?;
-            Ok(FetchProgress::Truncated { records })
+            Ok(FetchProgress::Truncated {
+                records,
+                skipped: None,
+            })
         }
         FetchResponse::Diverging { epoch, end_offset } => {
             let at =
                 epoch::divergence_offset(epoch, end_offset, &log.epoch_history(), request.offset);
             let records = records_from(log, at)?;
             log.truncate_to(at)?;
-            Ok(FetchProgress::Truncated { records })
+            Ok(FetchProgress::Truncated {
+                records,
+                skipped: None,
+            })
         }
         FetchResponse::OffsetOutOfRange { log_start_offset } => {
+            let end = log.log_end_offset();
+            let skipped = (log_start_offset > end).then_some((end, log_start_offset));
+            if let (Some((from, to)), GapPolicy::Fail) = (skipped, gaps) {
+                return Err(Cause::fatal(format!(
+                    "the source deleted offsets {from} to {} before they were mirrored (its \
+                     log start is {to}: retention or DeleteRecords); {GAP_POLICY}=fail keeps \
+                     the partition as it is",
+                    to - 1
+                )));
+            }
             let records = records_from(log, log.log_start_offset())?;
             log.truncate_fully_and_start_at(log_start_offset)?;
-            Ok(FetchProgress::Truncated { records })
+            Ok(FetchProgress::Truncated { records, skipped })
         }
         FetchResponse::Records {
             records,
@@ -179,22 +199,121 @@ pub fn records_from(log: &dyn MirrorLog, offset: i64) -> Result<u64, Cause> {
     Ok(records)
 }
 
-/// STOPPING's truncate-to-LSO branch: returns the newest mirrored epoch left in the log (the
-/// LME; `None`: nothing mirrored is left) and the records removed. A log whose newest barrier is
-/// this cluster's own ([`own_failover_barrier`]: a STOPPING run again after its barrier, the
-/// partition writable since) is not cut: everything after the barrier was written by this
-/// cluster's producers, and the LME is the one from before it.
+/// How far back in source time, from a stop's cut, the start of a transaction still open there
+/// is looked for: twice Kafka's default `transaction.max.timeout.ms` (15 minutes), after which
+/// the source's coordinator aborts it.
+pub const OPEN_TRANSACTION_WINDOW_MS: i64 = 30 * 60 * 1000;
+
+/// Where a stop cuts a partition's log, and what the cut removes (docs/failover.md, "What a stop
+/// cuts"). The dry run reports it; STOPPING cuts exactly there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StopCut {
+    /// The new log end.
+    pub offset: i64,
+    /// The data records in the batches removed ([`records_from`]).
+    pub records: u64,
+    /// The transactions whose records the cut removes unfinished: their producers' data
+    /// batches from the cut on, counted by producer id.
+    pub open_transactions: u64,
+}
+
+/// Where a stop cuts: at the last stable offset, or for a consistent cut at `cut_timestamp_ms`
+/// at the first batch whose greatest timestamp is newer if that comes first; then, while a
+/// transaction is open at the cut (its data below, its marker above), at that transaction's
+/// first offset, so no transaction is left without its end: the barrier would make its data
+/// readable as committed whatever the source decided.
+pub fn stop_cut(log: &dyn MirrorLog, cut_timestamp_ms: Option<i64>) -> Result<StopCut, Cause> {
+    let end = log.log_end_offset();
+    let mut at = log.last_stable_offset().min(end);
+    if let Some(t) = cut_timestamp_ms
+        && let Some(newer) = log.offset_for_timestamp(t.saturating_add(1))?
+    {
+        at = at.min(newer);
+    }
+    // Only a marker in the tail can end a transaction open at the cut (one still open at the
+    // log end starts at or after the LSO): without one, nothing below the cut is scanned.
+    let mut tail_markers = false;
+    log.find_batch(at, &mut |batch| {
+        tail_markers |= batch.base_offset() >= at && batch.is_control() && !is_barrier(batch);
+        tail_markers
+    })?;
+    if tail_markers {
+        let mut newest_ms = -1;
+        log.find_batch(
+            at.saturating_sub(1).max(log.log_start_offset()),
+            &mut |batch| {
+                newest_ms = batch.max_timestamp();
+                true
+            },
+        )?;
+        let from = log
+            .offset_for_timestamp(newest_ms.saturating_sub(OPEN_TRANSACTION_WINDOW_MS))?
+            .unwrap_or(at)
+            .max(log.log_start_offset());
+        while let Some(first) = open_transaction_start(log, from, at)? {
+            at = first;
+        }
+    }
+    let mut producers = std::collections::BTreeSet::new();
+    let mut records = 0u64;
+    if at < end {
+        log.find_batch(at.max(log.log_start_offset()), &mut |batch| {
+            if batch.last_offset() >= at && !batch.is_control() {
+                records += u64::try_from(batch.records_count()).unwrap_or(0);
+                if batch.is_transactional() {
+                    producers.insert(batch.producer_id());
+                }
+            }
+            false
+        })?;
+    }
+    Ok(StopCut {
+        offset: at,
+        records,
+        open_transactions: producers.len() as u64,
+    })
+}
+
+/// The first offset of the oldest transaction open at `at` among those begun at or after
+/// `from` (its data below `at`, no marker below `at`), if it is below `at`.
+fn open_transaction_start(log: &dyn MirrorLog, from: i64, at: i64) -> Result<Option<i64>, Cause> {
+    let mut open: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+    log.find_batch(from, &mut |batch| {
+        if batch.base_offset() >= at {
+            return true;
+        }
+        if batch.is_control() {
+            if is_barrier(batch) {
+                open.clear();
+            } else {
+                open.remove(&batch.producer_id());
+            }
+        } else if batch.is_transactional() {
+            open.entry(batch.producer_id())
+                .or_insert(batch.base_offset());
+        }
+        false
+    })?;
+    Ok(open.values().copied().min().filter(|first| *first < at))
+}
+
+/// STOPPING's truncation: cuts the log where [`stop_cut`] says (at the last stable offset, or
+/// the consistent cut's point in time, `cut_timestamp_ms`) and returns the newest mirrored
+/// epoch left in the log (the LME; `None`: nothing mirrored is left) and the records removed. A
+/// log whose newest barrier is this cluster's own ([`own_failover_barrier`]: a STOPPING run
+/// again after its barrier, the partition writable since) is not cut: everything after the
+/// barrier was written by this cluster's producers, and the LME is the one from before it.
 pub fn truncate_to_lso(
     log: &mut dyn MirrorLog,
     cluster_id: &str,
+    cut_timestamp_ms: Option<i64>,
 ) -> Result<(Option<i32>, u64), Cause> {
     if let Some(barrier) = own_failover_barrier(log, cluster_id)? {
         return Ok((latest_mirrored_epoch_below(log, barrier), 0));
     }
-    let lso = log.last_stable_offset();
-    let removed = records_from(log, lso)?;
-    log.truncate_to(lso)?;
-    Ok((latest_mirrored_epoch(log), removed))
+    let cut = stop_cut(log, cut_timestamp_ms)?;
+    log.truncate_to(cut.offset)?;
+    Ok((latest_mirrored_epoch(log), cut.records))
 }
 
 /// The offset of the log's newest MIRROR_PID_RESET barrier if this cluster wrote it when its
@@ -311,3 +430,6 @@ pub fn read_only_on_change(old: Option<&str>, new: Option<&str>) -> Option<bool>
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,7 +18,7 @@
 //!
 //! This module holds the three traits; [`types`] the view types they speak in, and [`log_ops`]
 //! the engine's own procedures over a leased log ([`next_fetch`], [`apply_fetch`],
-//! [`truncate_to_lso`], [`own_failover_barrier`], [`local_records`], [`opens_read_only`]), so
+//! [`stop_cut`], [`truncate_to_lso`], [`own_failover_barrier`], [`local_records`], [`opens_read_only`]), so
 //! the broker's adapter, the in-memory host and the simulation run the same code.
 //! docs/design.md §15 describes the contracts as a whole; `memory::cluster` (feature
 //! `test-util`) is a complete host in one file, and `examples/embed.rs` runs it.
@@ -29,9 +29,9 @@ pub mod types;
 
 pub use error::HostError;
 pub use log_ops::{
-    apply_fetch, first_barrier, is_barrier, latest_mirrored_epoch, local_records,
+    StopCut, apply_fetch, first_barrier, is_barrier, latest_mirrored_epoch, local_records,
     local_records_from, next_fetch, opens_read_only, own_failover_barrier, read_only_on_change,
-    records_from, truncate_to_lso,
+    records_from, stop_cut, truncate_to_lso,
 };
 pub use types::{
     ANY_NODE, EngineSettings, FetchProgress, FetchRequest, FetchResponse, GroupOffset,
@@ -75,6 +75,9 @@ pub trait MirrorLog {
         from: i64,
         stop: &mut dyn FnMut(&RecordBatch) -> bool,
     ) -> Result<Option<RecordBatch>, HostError>;
+    /// The base offset of the first batch whose greatest timestamp reaches `timestamp`
+    /// (`None`: none does), as Kafka's time index answers it.
+    fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<i64>, HostError>;
     /// Drops every batch holding an offset at or after `offset`.
     fn truncate_to(&mut self, offset: i64) -> Result<(), HostError>;
     /// Empties the log and restarts it at `offset`.

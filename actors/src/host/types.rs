@@ -212,6 +212,11 @@ pub enum FetchProgress {
     /// above the destination leader epoch and waits for a leader-epoch bump) has come within
     /// the bump threshold of the destination leader epoch (DLE >= SLE).
     HeldBack { source_epoch: i32 },
-    /// The local log was truncated to where it agrees with the source, removing `records`.
-    Truncated { records: u64 },
+    /// The local log was truncated to where it agrees with the source, removing `records`;
+    /// `skipped` is the range of offsets `[from, to)` the source deleted before they were
+    /// mirrored, when the log restarted past its end (docs/failover.md, "Gaps").
+    Truncated {
+        records: u64,
+        skipped: Option<(i64, i64)>,
+    },
 }

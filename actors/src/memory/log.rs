@@ -178,6 +178,14 @@ impl MirrorLog for MemoryLog {
             .cloned())
     }
 
+    fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<i64>, HostError> {
+        Ok(self
+            .batches
+            .iter()
+            .find(|b| b.max_timestamp() >= timestamp)
+            .map(|b| b.base_offset().max(self.start)))
+    }
+
     fn truncate_to(&mut self, offset: i64) -> Result<(), HostError> {
         self.batches.retain(|b| b.last_offset() < offset);
         Ok(())

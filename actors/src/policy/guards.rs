@@ -1,7 +1,8 @@
 //! What a client may not do to a mirror topic. A mirror topic is byte-identical to its source
 //! until its partitions are STOPPED, and only the mirror RPCs (Start/Stop/Pause/ResumeMirrorTopics)
 //! move it between states, so:
-//! - `mirror.name` (and what a restart confirmed, [`DISCARD_CONFIRMED`]) is never a client's to
+//! - `mirror.name` (and what a restart confirmed, [`DISCARD_CONFIRMED`], and a consistent stop's
+//!   point in time, [`STOP_CUT_TIMESTAMP`]) is never a client's to
 //!   set, change or delete, on any topic: INVALID_CONFIG;
 //! - while a mirror topic is *guarded* (`mirror.name` is `<mirror>` or `<mirror>.paused`, or it
 //!   is `<mirror>.removed` but a partition is still read-only, i.e. STOPPING), it takes no new
@@ -14,14 +15,14 @@
 
 use super::refusal::MirrorError;
 use crate::engine::sync_plan::SyncFilters;
-use crate::metadata::{DISCARD_CONFIRMED, MIRROR_NAME, mirror_of};
+use crate::metadata::{DISCARD_CONFIRMED, MIRROR_NAME, STOP_CUT_TIMESTAMP, mirror_of};
 use crate::partition::Desired;
 use kmirror_protocol::errors::ErrorCode;
 use std::collections::BTreeMap;
 
 /// Whether `key` is a topic config only the mirror RPCs set.
 pub fn managed_by_mirror_rpcs(key: &str) -> bool {
-    key == MIRROR_NAME || key == DISCARD_CONFIRMED
+    key == MIRROR_NAME || key == DISCARD_CONFIRMED || key == STOP_CUT_TIMESTAMP
 }
 
 /// Why a client may not touch `mirror.name`.

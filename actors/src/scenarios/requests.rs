@@ -42,6 +42,7 @@ pub async fn request_rules(h: &mut impl Harness) {
         topics: names(&[topic]),
         patterns: Vec::new(),
         desired,
+        cut_timestamp_ms: None,
         access: TopicAccess::all(),
     };
     let bad_pattern = engine.ask(start(&[], &["a,b"], 0)).await;
@@ -127,6 +128,7 @@ pub async fn changes_race(h: &mut impl Harness) {
         topics: vec!["race".into()],
         patterns: Vec::new(),
         desired,
+        cut_timestamp_ms: None,
         access: TopicAccess::all(),
     };
     for round in 0..5 {

@@ -21,6 +21,7 @@
 //! `SIM_SEEDS=<n>` sets how many seeds run (default 2,000); `SIM_SEED=<n>` replays one.
 
 use kmirror_actors::coordinator::{PartitionKey, Shard, StateWrite};
+use kmirror_actors::engine::gap_policy::GapPolicy;
 use kmirror_actors::epoch;
 use kmirror_actors::host::{self, FetchProgress, FetchResponse, MirrorLog};
 use kmirror_actors::memory::{MemoryController, MemoryCoordinatorLog, MemoryLog, MemorySource};
@@ -90,6 +91,7 @@ fn fetch_round(
         &request,
         response,
         destination_leader_epoch,
+        GapPolicy::Continue,
     )
 }
 
@@ -345,7 +347,7 @@ impl Sim {
             }
             Effect::TruncateToLso { op } => Input::TruncatedToLso {
                 op,
-                result: host::truncate_to_lso(&mut c.log, &c.id).map(|(lme, _)| lme),
+                result: host::truncate_to_lso(&mut c.log, &c.id, None).map(|(lme, _)| lme),
             },
             Effect::AppendPidReset { op, leader_epoch } => Input::PidResetAppended {
                 op,
@@ -782,8 +784,15 @@ fn a_stale_fetch_answer_changes_nothing() {
     // Meanwhile the log is cut back (a PREPARING or STOPPING truncation).
     destination.truncate_to(3).expect("truncated");
     let before = destination.bytes();
-    let progress =
-        host::apply_fetch(&mut destination, Some(0), &planned, answer, 10).expect("applied");
+    let progress = host::apply_fetch(
+        &mut destination,
+        Some(0),
+        &planned,
+        answer,
+        10,
+        GapPolicy::Continue,
+    )
+    .expect("applied");
     assert_eq!(progress, FetchProgress::Idle);
     assert_eq!(
         destination.bytes(),
@@ -815,6 +824,7 @@ fn the_source_leader_epoch_drives_the_epoch_bump() {
         &planned,
         answer(bytes::Bytes::from(source.bytes()), 8),
         10,
+        GapPolicy::Continue,
     )
     .expect("applied");
     assert_eq!(progress, FetchProgress::Appended { source_epoch: 8 });
@@ -826,6 +836,7 @@ fn the_source_leader_epoch_drives_the_epoch_bump() {
             &planned,
             answer(bytes::Bytes::new(), sle),
             10,
+            GapPolicy::Continue,
         )
         .expect("applied")
     };
@@ -836,6 +847,50 @@ fn the_source_leader_epoch_drives_the_epoch_bump() {
     );
     assert_eq!(idle(7), FetchProgress::HeldBack { source_epoch: 7 });
     assert_eq!(epoch::bump_for(7, 10), Some(17));
+}
+
+/// `mirror.source.gap.policy=fail`: a partition whose next offsets the source deleted before
+/// they were copied fails with the range, its log as it was; `continue` counts them and goes on
+/// from the source's log start.
+#[test]
+fn a_gap_in_the_source_fails_the_partition_or_is_counted() {
+    let mut source = MemoryLog::default();
+    for _ in 0..4 {
+        source.produce(3, 1, -1, false);
+    }
+    let mut destination = MemoryLog::default();
+    let round = |destination: &mut MemoryLog, source: &MemoryLog, policy| {
+        let memory = MemorySource {
+            cluster_id: "a".into(),
+            log: Some(source),
+            lmes: Default::default(),
+            unreachable: None,
+        };
+        let request = host::next_fetch(destination, 3 * 60);
+        let response = memory.fetch(&request)?;
+        host::apply_fetch(destination, None, &request, response, 10, policy)
+    };
+    round(&mut destination, &source, GapPolicy::Continue).expect("the first batch");
+    assert_eq!(destination.log_end_offset(), 3);
+    let before = destination.bytes();
+    source.delete_records(9);
+    let failed = round(&mut destination, &source, GapPolicy::Fail).expect_err("a gap");
+    assert!(!failed.retryable, "{failed:?}");
+    assert!(
+        failed.message.contains("offsets 3 to 8"),
+        "{}",
+        failed.message
+    );
+    assert_eq!(destination.bytes(), before, "nothing changed");
+    let counted = round(&mut destination, &source, GapPolicy::Continue).expect("counted");
+    assert_eq!(
+        counted,
+        FetchProgress::Truncated {
+            records: 3,
+            skipped: Some((3, 9))
+        }
+    );
+    assert_eq!(destination.log_start_offset(), 9);
 }
 
 /// Engine review finding 4: a source whose log start was moved inside a batch (DeleteRecords)
@@ -859,7 +914,14 @@ fn a_source_log_start_inside_a_batch_is_mirrored() {
     // Behind the source's log start: out of range, restarted there.
     let mut destination = MemoryLog::default();
     let progress = fetch_round(&mut destination, &memory, 10, 1 << 20).expect("out of range");
-    assert_eq!(progress, FetchProgress::Truncated { records: 0 });
+    // The offsets the source deleted before they were copied are counted.
+    assert_eq!(
+        progress,
+        FetchProgress::Truncated {
+            records: 0,
+            skipped: Some((0, 4))
+        }
+    );
     assert_eq!(destination.log_start_offset(), 4);
     let progress = fetch_round(&mut destination, &memory, 10, 1 << 20).expect("appended");
     assert!(
@@ -934,7 +996,7 @@ fn stopping_again_after_its_barrier_keeps_the_writes_since() {
     log.produce(2, 12, 7, true);
     log.produce(5, 12, 8, false);
     let before = log.bytes();
-    let (lme, removed) = host::truncate_to_lso(&mut log, "dst").expect("stopping again");
+    let (lme, removed) = host::truncate_to_lso(&mut log, "dst", None).expect("stopping again");
     assert_eq!((lme, removed), (Some(2), 0));
     assert_eq!(log.bytes(), before, "nothing cut");
     assert!(
@@ -968,6 +1030,7 @@ fn a_broken_invariant_is_named_and_corrupt_input_is_not() {
         &planned,
         answer(bytes::Bytes::from(source.bytes())),
         10,
+        GapPolicy::Continue,
     )
     .expect("applied");
     let before = destination.bytes();
@@ -985,6 +1048,7 @@ fn a_broken_invariant_is_named_and_corrupt_input_is_not() {
         &planned,
         answer(lower.clone()),
         10,
+        GapPolicy::Continue,
     )
     .expect_err("an epoch below the log's is refused");
     assert_eq!(
@@ -1014,6 +1078,7 @@ fn a_broken_invariant_is_named_and_corrupt_input_is_not() {
         &planned,
         answer(bytes::Bytes::from(corrupt)),
         10,
+        GapPolicy::Continue,
     )
     .expect_err("a corrupt batch is refused");
     assert_eq!(

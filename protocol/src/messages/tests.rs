@@ -40,12 +40,12 @@ thread_local! {
 fn every_message_and_record_round_trips_at_every_version() {
     for_each_message!(round_trip);
     let covered = COVERED.with(|c| c.borrow().clone());
-    // 12 RPCs x (request, response) + 2 coordinator records x (key, value) + the PID reset value.
-    assert_eq!(covered.len(), 12 * 2 + 4 + 1, "{covered:?}");
+    // 13 RPCs x (request, response) + 2 coordinator records x (key, value) + the PID reset value.
+    assert_eq!(covered.len(), 13 * 2 + 4 + 1, "{covered:?}");
 }
 
 #[test]
-fn api_keys_are_the_prototypes() {
+fn api_keys_are_the_prototypes_and_kmirrors() {
     let keys: Vec<(i16, &str)> = MirrorApiKey::ALL
         .iter()
         .map(|k| (k.key(), k.name()))
@@ -65,6 +65,7 @@ fn api_keys_are_the_prototypes() {
             (103, "ResumeMirrorTopics"),
             (104, "DeleteMirror"),
             (105, "BumpLeaderEpochs"),
+            (106, "VerifyMirrorTopics"),
         ]
     );
     for key in MirrorApiKey::ALL {

@@ -12,7 +12,7 @@ use super::access::Access;
 use crate::acl::{Operation, ResourceType};
 use crate::broker::Broker;
 use kmirror_actors::engine::Engine;
-use kmirror_actors::engine::describe::{DescribeMirrors, DescribedMirror, PartitionView};
+use kmirror_actors::engine::describe::{CutQuery, DescribeMirrors, DescribedMirror, PartitionView};
 use kmirror_actors::engine::lme_lookup::LookupLmes;
 use kmirror_actors::engine::local_writes::records;
 use kmirror_actors::engine::topic_requests::{ChangeTopics, StartTopics, TopicAccess, TopicResult};
@@ -135,6 +135,7 @@ topic_rpc!(
         topics: named!(r),
         patterns: r.patterns,
         desired: Desired::Stopped,
+        cut_timestamp_ms: (r.cut_timestamp_ms >= 0).then_some(r.cut_timestamp_ms),
         access,
     }
 );
@@ -149,6 +150,7 @@ topic_rpc!(
         topics: named!(r),
         patterns: Vec::new(),
         desired: Desired::Paused,
+        cut_timestamp_ms: None,
         access,
     }
 );
@@ -163,6 +165,7 @@ topic_rpc!(
         topics: named!(r),
         patterns: Vec::new(),
         desired: Desired::Mirroring,
+        cut_timestamp_ms: None,
         access,
     }
 );
@@ -187,8 +190,14 @@ pub(super) async fn describe(
             }
             _ => Vec::new(),
         };
+        let cut = match (request.include_stop_cut, request.cut_timestamp_ms) {
+            (false, _) => CutQuery::No,
+            (true, ..0) => CutQuery::Stop,
+            (true, t) => CutQuery::Consistent(t),
+        };
         let asked = DescribeMirrors {
             names: request.mirror_names,
+            cut,
             may_describe: access.of_every(broker, Operation::Describe, ResourceType::ClusterMirror),
         };
         let mirrors = engine.ask(asked).await?;
@@ -246,6 +255,11 @@ fn described_partition(view: PartitionView) -> response::DescribedPartition {
         source_high_watermark: view.source_high_watermark.unwrap_or(-1),
         destination_last_stable_offset: view.last_stable_offset,
         local_records: view.local_records.map_or(-1, records),
+        skipped_offsets: records(view.skipped_offsets),
+        stop_cut_offset: view.stop_cut.map_or(-1, |c| c.offset),
+        stop_cut_records: view.stop_cut.map_or(-1, |c| records(c.records)),
+        stop_cut_open_transactions: view.stop_cut.map_or(-1, |c| records(c.open_transactions)),
+        mirrored_through_ms: view.mirrored_through_ms.unwrap_or(-1),
         ..Default::default()
     }
 }

@@ -29,6 +29,7 @@ mod mirrors;
 mod offset_for_leader_epoch;
 mod produce;
 mod transactions;
+mod verify_mirror;
 mod write_txn_markers;
 
 use super::Broker;
@@ -117,7 +118,8 @@ pub(super) fn supported_mirror(api: MirrorApiKey) -> Option<(i16, i16)> {
         | MirrorApiKey::DescribeMirrors
         | MirrorApiKey::ReadMirrorStates
         | MirrorApiKey::WriteMirrorStates
-        | MirrorApiKey::BumpLeaderEpochs => Some((0, 0)),
+        | MirrorApiKey::BumpLeaderEpochs
+        | MirrorApiKey::VerifyMirrorTopics => Some((0, 0)),
     }
 }
 
@@ -197,6 +199,11 @@ pub(super) async fn dispatch_mirror(
         }
         MirrorApiKey::BumpLeaderEpochs => {
             mirror_states::bump_leader_epochs(engine, access, Decodable::decode(body, version)?)
+                .await
+                .encode(&mut out, version)?
+        }
+        MirrorApiKey::VerifyMirrorTopics => {
+            verify_mirror::verify(engine, access, Decodable::decode(body, version)?)
                 .await
                 .encode(&mut out, version)?
         }

@@ -165,7 +165,7 @@ fn answer(mut request: Bytes) -> Result<Vec<u8>, CodecError> {
 async fn described(engine: &EngineRuntime, destination: &MemoryCluster) -> (Vec<MirrorState>, i64) {
     let topics = engine
         .engine()
-        .ask(DescribeMirror("m".into()))
+        .ask(DescribeMirror("m".into(), Default::default()))
         .await
         .unwrap_or_default();
     let states = topics
