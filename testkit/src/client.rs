@@ -482,6 +482,16 @@ impl RetryingProducer {
         })
     }
 
+    /// A producer writing as producer id `pid`, epoch `epoch`, whoever allocated it (to make
+    /// two clusters' producer ids meet).
+    pub fn with_id(pid: i64, epoch: i16) -> RetryingProducer {
+        RetryingProducer {
+            pid,
+            epoch,
+            sequences: BTreeMap::new(),
+        }
+    }
+
     /// The next batch of `values` for `topic`-`partition` (its sequence numbers taken), to send
     /// with [`resend`] until a broker acknowledges it.
     pub fn batch(

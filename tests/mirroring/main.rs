@@ -37,6 +37,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod assurance;
 mod cluster;
 mod disaster;
 mod failback;

@@ -116,74 +116,84 @@ impl BatchView {
     }
 }
 
-/// What one comparison step found.
+/// What one comparison step found: the batches equal below `next`, and the difference that
+/// ended it, if one did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
-    /// Equal below `next`: `batches` batches of `bytes` bytes.
-    Equal { next: i64, batches: u64, bytes: u64 },
-    /// A difference.
-    Differs(Difference),
+pub struct Step {
+    pub next: i64,
+    pub batches: u64,
+    pub bytes: u64,
+    pub difference: Option<Difference>,
 }
 
 /// Compares the source's batches with the destination's from offset `at` (batches ending
-/// below it are skipped on both sides), as far as both sides go.
+/// below it are skipped on both sides), as far as both sides go or up to the first difference.
 pub fn compare(at: i64, source: &[BatchView], destination: &[BatchView]) -> Step {
-    let mut next = at;
-    let (mut batches, mut bytes) = (0, 0);
+    let mut step = Step {
+        next: at,
+        batches: 0,
+        bytes: 0,
+        difference: None,
+    };
     let mut dest = destination.iter().filter(|d| d.last_offset >= at);
     for s in source.iter().filter(|s| s.last_offset >= at) {
         let Some(d) = dest.next() else {
             break;
         };
-        let differs = |offset: i64, reason: String| Step::Differs(Difference { offset, reason });
-        if !s.intact {
-            return differs(
-                s.base_offset,
-                format!(
-                    "the source's batch at {} does not match its CRC",
-                    s.base_offset
-                ),
-            );
+        if let Some(difference) = differ(s, d) {
+            step.difference = Some(difference);
+            break;
         }
-        if !d.intact {
-            return differs(
-                d.base_offset,
-                format!(
-                    "the destination's batch at {} is corrupt: its bytes do not match its CRC \
-                     {:#010x}",
-                    d.base_offset, d.crc
-                ),
-            );
-        }
-        if (d.base_offset, d.last_offset) != (s.base_offset, s.last_offset) {
-            return differs(
-                s.base_offset.min(d.base_offset),
-                format!(
-                    "the batches differ in their offsets: the source's holds {} to {}, the \
-                     destination's {} to {}",
-                    s.base_offset, s.last_offset, d.base_offset, d.last_offset
-                ),
-            );
-        }
-        if d.crc != s.crc || d.size != s.size {
-            return differs(
-                s.base_offset,
-                format!(
-                    "the batches at {} differ: CRC {:#010x} and {} bytes at the source, {:#010x} \
-                     and {} bytes here",
-                    s.base_offset, s.crc, s.size, d.crc, d.size
-                ),
-            );
-        }
-        next = s.last_offset + 1;
-        batches += 1;
-        bytes += s.size as u64;
+        step.next = s.last_offset + 1;
+        step.batches += 1;
+        step.bytes += s.size as u64;
     }
-    Step::Equal {
-        next,
-        batches,
-        bytes,
+    step
+}
+
+/// How the destination's batch `d` differs from the source's `s` at the same place, if it does.
+fn differ(s: &BatchView, d: &BatchView) -> Option<Difference> {
+    let differs = |offset: i64, reason: String| Some(Difference { offset, reason });
+    if !s.intact {
+        return differs(
+            s.base_offset,
+            format!(
+                "the source's batch at {} does not match its CRC",
+                s.base_offset
+            ),
+        );
     }
+    if !d.intact {
+        return differs(
+            d.base_offset,
+            format!(
+                "the destination's batch at {} is corrupt: its bytes do not match its CRC \
+                 {:#010x}",
+                d.base_offset, d.crc
+            ),
+        );
+    }
+    if (d.base_offset, d.last_offset) != (s.base_offset, s.last_offset) {
+        return differs(
+            s.base_offset.min(d.base_offset),
+            format!(
+                "the batches differ in their offsets: the source's holds {} to {}, the \
+                 destination's {} to {}",
+                s.base_offset, s.last_offset, d.base_offset, d.last_offset
+            ),
+        );
+    }
+    if d.crc != s.crc || d.size != s.size {
+        return differs(
+            s.base_offset,
+            format!(
+                "the batches at {} differ: CRC {:#010x} and {} bytes at the source, {:#010x} \
+                 and {} bytes here",
+                s.base_offset, s.crc, s.size, d.crc, d.size
+            ),
+        );
+    }
+    None
 }
 
 impl<H: Host> Handler<VerifyTopic> for Mirror<H> {
@@ -393,31 +403,21 @@ async fn verify_partition<H: Host>(
             })
             .await
             .map_err(|e| MirrorError::new(e.code, e.message))?;
-        match compare(at, &source_views, &destination_views) {
-            Step::Differs(difference) => {
-                verified.difference = Some(difference);
-                break;
-            }
-            Step::Equal {
-                next,
-                batches,
-                bytes,
-            } => {
-                if next == at {
-                    // Neither side moved: the destination has a hole where the source has
-                    // batches (or the other way round).
-                    verified.difference = Some(Difference {
-                        offset: at,
-                        reason: format!(
-                            "the destination has no batch at {at}, which the source has"
-                        ),
-                    });
-                    break;
-                }
-                verified.to = next.min(end);
-                verified.batches += batches;
-                verified.bytes += bytes;
-            }
+        let step = compare(at, &source_views, &destination_views);
+        verified.to = step.next.min(end);
+        verified.batches += step.batches;
+        verified.bytes += step.bytes;
+        if let Some(difference) = step.difference {
+            verified.difference = Some(difference);
+            break;
+        }
+        if step.next == at {
+            // Neither side moved: the destination has a hole where the source has batches.
+            verified.difference = Some(Difference {
+                offset: at,
+                reason: format!("the destination has no batch at {at}, which the source has"),
+            });
+            break;
         }
         if let Some(rate) = rate.filter(|r| *r > 0) {
             let due = Duration::from_secs_f64(verified.bytes as f64 / rate as f64);
@@ -444,51 +444,36 @@ mod tests {
     #[test]
     fn equal_batches_verify_and_the_first_difference_is_named() {
         let source = [view(0, 4, 1), view(5, 9, 2), view(10, 14, 3)];
-        assert_eq!(
-            compare(0, &source, &source),
-            Step::Equal {
-                next: 15,
-                batches: 3,
-                bytes: 300
-            }
-        );
-        // From inside a batch, the batch holding the offset is compared.
-        assert_eq!(
-            compare(7, &source, &source[1..]),
-            Step::Equal {
-                next: 15,
-                batches: 2,
-                bytes: 200
-            }
-        );
-        // The destination ends first: verified as far as it goes.
-        assert_eq!(
-            compare(0, &source, &source[..1]),
-            Step::Equal {
-                next: 5,
-                batches: 1,
-                bytes: 100
-            }
-        );
-        let other_crc = [view(0, 4, 1), view(5, 9, 7)];
-        let Step::Differs(d) = compare(0, &source, &other_crc) else {
-            panic!("a difference");
+        let equal = |next, batches| Step {
+            next,
+            batches,
+            bytes: batches * 100,
+            difference: None,
         };
-        assert_eq!(d.offset, 5);
+        assert_eq!(compare(0, &source, &source), equal(15, 3));
+        // From inside a batch, the batch holding the offset is compared.
+        assert_eq!(compare(7, &source, &source[1..]), equal(15, 2));
+        // The destination ends first: verified as far as it goes.
+        assert_eq!(compare(0, &source, &source[..1]), equal(5, 1));
+        // A difference ends the step; what was equal before it counts.
+        let other_crc = [view(0, 4, 1), view(5, 9, 7)];
+        let step = compare(0, &source, &other_crc);
+        assert_eq!((step.next, step.batches), (5, 1));
+        assert_eq!(step.difference.map(|d| d.offset), Some(5));
         let mut corrupt = other_crc;
         corrupt[1] = BatchView {
             intact: false,
             ..view(5, 9, 2)
         };
-        let Step::Differs(d) = compare(0, &source, &corrupt) else {
-            panic!("a difference");
-        };
+        let d = compare(0, &source, &corrupt)
+            .difference
+            .expect("a difference");
         assert_eq!(d.offset, 5);
         assert!(d.reason.contains("corrupt"), "{}", d.reason);
         let split = [view(0, 4, 1), view(5, 6, 2)];
-        let Step::Differs(d) = compare(0, &source, &split) else {
-            panic!("a difference");
-        };
+        let d = compare(0, &source, &split)
+            .difference
+            .expect("a difference");
         assert_eq!(d.offset, 5);
     }
 }
