@@ -316,6 +316,7 @@ fn report(
             let result = match (&p.difference, &p.error) {
                 (Some((offset, why)), _) => format!("DIFFERS at {offset}: {why}"),
                 (None, Some(error)) => format!("ERROR: {error}"),
+                _ if p.batches == 0 => "OK (nothing to compare in the range)".to_string(),
                 _ => "OK".to_string(),
             };
             let _ = writeln!(

@@ -238,9 +238,12 @@ async fn every_metric_the_dashboard_and_the_alerts_query_is_scraped() {
         .into_iter()
         .chain(alert_metrics())
         .collect();
-    // The engine's 21 metrics, the histogram's three series: the extraction found the queries.
-    assert!(used.len() >= 23, "too few metric names found: {used:?}");
+    // The engine's 26 metrics, the histogram's three series: the extraction found the queries.
+    assert!(used.len() >= 28, "too few metric names found: {used:?}");
     let pair = KmirrorPair::mirroring("watched").await;
+    // The verification panels' metrics appear once a verification ran.
+    let (code, text) = mirrors_cli(&pair.b, &["--verify", "--mirror", "dr"]);
+    assert_eq!(code, Some(0), "{text}");
     let metrics = pair.metrics.clone();
     eventually(
         "the metrics the dashboard and the alerts query, missing from /metrics",
@@ -486,7 +489,10 @@ async fn the_sync_brings_group_offsets_configs_and_acls_for_a_clean_failover() {
     let first = first_record(&address, &topic, &intruder).await;
     assert_eq!(first, "RECORD", "allowed again once the ACL is gone");
 
-    // Every catalogued metric is scraped, in a format Prometheus parses.
+    // Every catalogued metric is scraped, in a format Prometheus parses (the verification's
+    // once a verification ran: the mirror is the source's copy).
+    let (code, text) = mirrors_cli(&address, &["--verify", "--mirror", "dr"]);
+    assert_eq!(code, Some(0), "{text}");
     let metrics_address = format!("127.0.0.1:{metrics_port}");
     let samples = eventually(
         "every catalogued metric in /metrics",

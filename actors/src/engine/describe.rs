@@ -157,7 +157,7 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
                         (false, CutQuery::Stop) => Some(None),
                         (false, CutQuery::Consistent(t)) => Some(Some(t)),
                     };
-                    let figures = log_figures(&host, &topic, index, stopped, cut);
+                    let figures = log_figures(&host, &topic, index, stopped, cut).await;
                     let mirrored_through_ms = (!stopped)
                         .then(|| stats.mirrored_through_ms(&key).or(figures.newest_stable_ms))
                         .flatten();
@@ -223,16 +223,24 @@ struct LogFigures {
     newest_stable_ms: Option<i64>,
 }
 
-/// A partition's [`LogFigures`], from one lease of its log; `cut` asks where a stop (at that
-/// consistent point in time, if any) would cut it.
-fn log_figures(
+/// A partition's [`LogFigures`], from one lease of its log on the host's blocking pool (a cut
+/// may scan the log's tail); `cut` asks where a stop (at that consistent point in time, if any)
+/// would cut it.
+async fn log_figures(
     host: &impl Host,
     topic: &str,
     partition: i32,
     stopped: bool,
     cut: Option<Option<i64>>,
 ) -> LogFigures {
-    host.with_log(topic, partition, |log| {
+    let unknown = LogFigures {
+        log_end_offset: -1,
+        last_stable_offset: -1,
+        local_records: None,
+        stop_cut: None,
+        newest_stable_ms: None,
+    };
+    host.spawn_with_log(topic, partition, move |log| {
         let local = stopped
             .then(|| crate::host::local_records(log).ok())
             .flatten();
@@ -253,13 +261,8 @@ fn log_figures(
             newest_stable_ms,
         })
     })
-    .unwrap_or(LogFigures {
-        log_end_offset: -1,
-        last_stable_offset: -1,
-        local_records: None,
-        stop_cut: None,
-        newest_stable_ms: None,
-    })
+    .await
+    .unwrap_or(unknown)
 }
 
 /// How long one DescribeMirror waits for the source's offsets in all (past it, they show -1).

@@ -176,14 +176,17 @@ impl MirrorStats {
     /// The source deleted `offsets` of the partition before they were mirrored (its log start
     /// passed the partition's log end).
     pub fn skipped(&self, key: &TopicPartition, offsets: u64) {
+        self.skipped_counter(key).increment(offsets);
+        *self.skipped.entry(key.clone()).or_default() += offsets;
+    }
+
+    fn skipped_counter(&self, key: &TopicPartition) -> Counter {
         ::metrics::counter!(
             metrics::SKIPPED_OFFSETS,
             "mirror" => self.mirror.clone(),
             "topic" => key.topic.clone(),
             "partition" => key.partition.to_string()
         )
-        .increment(offsets);
-        *self.skipped.entry(key.clone()).or_default() += offsets;
     }
 
     /// The offsets of the partition the source deleted before they were mirrored, since this
@@ -232,6 +235,10 @@ impl MirrorStats {
         newest_ms: Option<i64>,
         now_ms: i64,
     ) {
+        if !self.behind.contains_key(key) {
+            // Shown at 0 from the partition's first answer, so a gap is an increase.
+            self.skipped_counter(key).increment(0);
+        }
         let mut entry = self.behind.entry(key.clone()).or_insert(Behind {
             since_ms: None,
             published_zero: false,
