@@ -126,6 +126,8 @@ pub(crate) struct Row {
     pub(crate) cut_offset: i64,
     pub(crate) cut_records: i64,
     pub(crate) cut_open_transactions: i64,
+    /// The point in time a consistent stop stopped its topic at (-1: none).
+    pub(crate) stopped_at_ms: i64,
     pub(crate) error: Option<String>,
 }
 
@@ -264,6 +266,7 @@ pub(crate) fn rows(
             cut_offset: p.stop_cut_offset,
             cut_records: p.stop_cut_records,
             cut_open_transactions: p.stop_cut_open_transactions,
+            stopped_at_ms: t.stop_cut_timestamp_ms,
             error: p.error_message.clone(),
         }));
         let count = counts.get(topic).copied().unwrap_or(0);
@@ -281,6 +284,7 @@ pub(crate) fn rows(
                     cut_offset: -1,
                     cut_records: -1,
                     cut_open_transactions: -1,
+                    stopped_at_ms: t.stop_cut_timestamp_ms,
                     error: Some("not described: the broker leading it did not answer".into()),
                 });
             }

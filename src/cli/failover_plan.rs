@@ -20,7 +20,9 @@
 //! topics it paused and changes nothing. Then it stops them with T (StopMirrorTopics'
 //! `CutTimestampMs`, kept in the topics' metadata so a STOPPING resumed after a crash cuts the
 //! same), and waits until they are STOPPED. With `--dry-run` it reports T and the cut without
-//! pausing.
+//! pausing. Run again after a crash that stopped some topics of the set and not others, it cuts
+//! the others at the point the first ones were stopped at (DescribeMirrors'
+//! `StopCutTimestampMs`).
 
 use super::failover::{Failover, Row, Scope, await_state, await_stopped, report_stopped, stop};
 use super::failure::Failure;
@@ -62,39 +64,77 @@ pub(crate) async fn dry_run(scope: &Scope<'_>, failover: &Failover) -> Result<()
     Ok(())
 }
 
-/// `--failover --consistent`: pause, find the point, check the confirmation, stop at it.
+/// `--failover --consistent`: pause, find the point, check the confirmation, stop at it. Topics
+/// of the set a consistent stop already stopped (the command ran before and the broker taking
+/// the stop crashed between topics) keep their point: the others are stopped at it.
 pub(crate) async fn consistent_stop(
     scope: &Scope<'_>,
     failover: &Failover,
     patterns: Vec<String>,
 ) -> Result<(), Failure> {
     let rows = scope.rows(None).await?;
-    if let Some(r) = rows
+    let stopped = |r: &Row| r.state == "STOPPED" || r.state == "STOPPING";
+    let mut points: Vec<i64> = rows
         .iter()
-        .find(|r| r.state == "STOPPED" || r.state == "STOPPING")
-    {
-        return Err(Failure::Refused(format!(
-            "{}-{} is {}: it already failed over, so the set cannot be cut at one point; \
-             nothing was changed",
-            r.topic, r.partition, r.state
-        )));
-    }
-    // Frozen first: paused partitions fetch nothing, so the count is what the stop cuts.
-    let paused_here: Vec<String> = {
+        .filter(|r| stopped(r))
+        .map(|r| r.stopped_at_ms)
+        .collect();
+    points.sort_unstable();
+    points.dedup();
+    let earlier = match points.as_slice() {
+        [] => None,
+        [point] if *point >= 0 => Some(*point),
+        _ => {
+            let r = rows.iter().find(|r| stopped(r)).expect("a stopped row");
+            return Err(Failure::Refused(format!(
+                "{}-{} is {} without this set's point in time (stopped alone, or at another \
+                 point): the set cannot be cut at one point; nothing was changed",
+                r.topic, r.partition, r.state
+            )));
+        }
+    };
+    let remaining: Vec<String> = {
         let mut topics: Vec<String> = rows
             .iter()
-            .filter(|r| r.state != "PAUSED" && r.state != "PAUSING")
+            .filter(|r| !stopped(r))
             .map(|r| r.topic.clone())
             .collect();
         topics.dedup();
         topics
     };
-    change(scope, TopicChange::Pause, &paused_here).await?;
+    if remaining.is_empty() {
+        println!("every topic of the set is stopped already");
+        return await_stopped(scope, failover.timeout).await;
+    }
+    let rest = Scope {
+        topics: &remaining,
+        ..*scope
+    };
+    // Frozen first: paused partitions fetch nothing, so the count is what the stop cuts.
+    let paused_here: Vec<String> = {
+        let mut topics: Vec<String> = rows
+            .iter()
+            .filter(|r| !stopped(r) && r.state != "PAUSED" && r.state != "PAUSING")
+            .map(|r| r.topic.clone())
+            .collect();
+        topics.dedup();
+        topics
+    };
+    change(&rest, TopicChange::Pause, &paused_here).await?;
     let outcome = async {
-        await_state(scope, "PAUSED", failover.timeout).await?;
-        let point = consistent_point(&scope.rows(None).await?)?;
-        let plain = scope.rows(Some(None)).await?;
-        let cut = scope.rows(Some(Some(point))).await?;
+        await_state(&rest, "PAUSED", failover.timeout).await?;
+        let point = match earlier {
+            Some(point) => {
+                println!(
+                    "topics of the set are stopped at {} already: the others are cut there",
+                    utc(point)
+                );
+                point
+            }
+            None => consistent_point(&rest.rows(None).await?)?,
+        };
+        let plain = rest.rows(Some(None)).await?;
+        let cut = rest.rows(Some(Some(point))).await?;
         let beyond = beyond_plain_cut(&plain, &cut)?;
         print!("{}", table(&cut, super::failover::now_ms()));
         println!(
@@ -116,15 +156,16 @@ pub(crate) async fn consistent_stop(
         Ok(point) => point,
         Err(refusal) => {
             // Left as they were found: the topics this command paused mirror again.
-            if let Err(e) = change(scope, TopicChange::Resume, &paused_here).await {
+            if let Err(e) = change(&rest, TopicChange::Resume, &paused_here).await {
                 eprintln!(
-                    "kmirror mirrors: resuming the topics paused for the cut: {e:?} (resume them with --resume)"
+                    "kmirror mirrors: resuming the topics paused for the cut: {e:?} (resume \
+                     them with --resume)"
                 );
             }
             return Err(refusal);
         }
     };
-    report_stopped(stop(scope, point, patterns).await?)?;
+    report_stopped(stop(&rest, point, patterns).await?)?;
     await_stopped(scope, failover.timeout).await
 }
 

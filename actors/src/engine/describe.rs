@@ -10,7 +10,7 @@ use super::stats::Truncated;
 use crate::actor::{DescribePartition, MirrorPartition, PartitionSnapshot};
 use crate::host::StopCut;
 use crate::host::{Host, Source, TopicPartition};
-use crate::metadata::{MIRROR_NAME, mirror_of};
+use crate::metadata::{MIRROR_NAME, STOP_CUT_TIMESTAMP, mirror_of};
 use crate::partition::Desired;
 use crate::policy::MirrorError;
 use actix::{Addr, Context, Handler, Message, ResponseFuture};
@@ -30,6 +30,8 @@ pub struct TopicSnapshot {
     pub topic_id: uuid::Uuid,
     /// The partitions this broker leads.
     pub partitions: Vec<PartitionView>,
+    /// The point in time of the consistent stop that stopped it, if one did.
+    pub stop_cut_timestamp_ms: Option<i64>,
 }
 
 /// One mirror partition as DescribeMirrors shows it on this broker.
@@ -138,10 +140,14 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
             let deadline = tokio::time::Instant::now() + DESCRIBE_SOURCE_BUDGET;
             let mut out = Vec::new();
             for (topic, topic_id, actors) in topics {
-                let stopped = host
-                    .topic(&topic)
-                    .and_then(|t| t.configs.get(MIRROR_NAME).cloned())
-                    .is_some_and(|v| mirror_of(&v) == Some((&mirror, Desired::Stopped)));
+                let configs = host.topic(&topic).map(|t| t.configs).unwrap_or_default();
+                let stopped = configs
+                    .get(MIRROR_NAME)
+                    .is_some_and(|v| mirror_of(v) == Some((&mirror, Desired::Stopped)));
+                let stop_cut_timestamp_ms = configs
+                    .get(STOP_CUT_TIMESTAMP)
+                    .and_then(|t| t.parse().ok())
+                    .filter(|_| stopped);
                 let mut partitions = Vec::new();
                 for (index, actor) in actors {
                     let mut snapshot = actor.send(DescribePartition).await.map_err(|e| {
@@ -204,6 +210,7 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
                     topic,
                     topic_id,
                     partitions,
+                    stop_cut_timestamp_ms,
                 });
             }
             Ok(out)

@@ -232,6 +232,7 @@ fn described_mirror((mirror_name, topics): DescribedMirror) -> response::Describ
                 topic_name: t.topic,
                 topic_id: t.topic_id,
                 partitions: t.partitions.into_iter().map(described_partition).collect(),
+                stop_cut_timestamp_ms: t.stop_cut_timestamp_ms.unwrap_or(-1),
                 ..Default::default()
             })
             .collect(),
