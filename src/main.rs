@@ -272,8 +272,8 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
             _ => return usage("--from-offset must be 0 or more, --last more than 0"),
         };
         let rate = match args.rate {
-            Some(mb) if !(mb > 0.0 && mb < 1e9) => {
-                return usage("--rate must be a positive number of MB per second");
+            Some(mb) if !(0.001..1e9).contains(&mb) => {
+                return usage("--rate must be 0.001 (1 KB per second) or more MB per second");
             }
             mb => mb.map(|mb| (mb * 1e6) as i64),
         };

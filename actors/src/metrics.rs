@@ -188,7 +188,7 @@ pub const CATALOGUE: &[MetricDef] = &[
         name: TRUNCATED_RECORDS,
         kind: MetricKind::Counter,
         labels: &["mirror", "reason"],
-        help: "Records removed from mirror partitions by truncation (reason lso: a stop; lme: by leader epochs, at a start, failback or divergence).",
+        help: "Records removed from mirror partitions by truncation (reason lso: a stop; lme: by leader epochs, at a start, failback or divergence; gap: a restart at the source's log start past a gap).",
     },
     MetricDef {
         name: SKIPPED_OFFSETS,
@@ -206,7 +206,7 @@ pub const CATALOGUE: &[MetricDef] = &[
         name: VERIFY_DIFFERENCE,
         kind: MetricKind::Gauge,
         labels: &["mirror", "topic", "partition"],
-        help: "1 when the last verification of the partition found a difference from the source, 0 when it found none.",
+        help: "1 while a difference a verification found in the partition has not been compared again and found gone, 0 otherwise.",
     },
     MetricDef {
         name: VERIFY_TIMESTAMP,

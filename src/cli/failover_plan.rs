@@ -262,7 +262,7 @@ fn lost(row: &Row) -> i64 {
 fn source_note(row: &Row) -> String {
     match (row.high_watermark >= 0, row.state.as_str()) {
         (true, _) => "reachable".into(),
-        (false, "PAUSED" | "PAUSING") => "not asked (paused)".into(),
+        (false, "STOPPED" | "STOPPING") => "not asked (failed over already)".into(),
         (false, _) => row
             .error
             .clone()

@@ -58,6 +58,8 @@ struct Progress {
     bytes: i64,
     difference: Option<(i64, String)>,
     error: Option<String>,
+    /// Offsets of the range not compared: one side deleted them while it ran.
+    not_compared: i64,
     done: bool,
 }
 
@@ -244,6 +246,27 @@ fn take(
             let Some(p) = progress.get_mut(&(topic.name.clone(), a.partition_index)) else {
                 continue;
             };
+            if p.end < 0 && a.error_code == 0 && a.verified_from > a.end_offset {
+                p.error = Some(format!(
+                    "the range starts at {}, past the destination's log end {}: nothing to \
+                     compare",
+                    a.verified_from, a.end_offset
+                ));
+                p.done = true;
+                moved = true;
+                continue;
+            }
+            if p.end < 0 && a.end_offset >= 0 {
+                p.from = a.verified_from;
+                p.end = a.end_offset;
+            } else if a.verified_from > p.at {
+                // One side's log start moved past where this range was: not compared.
+                p.not_compared += a.verified_from - p.at;
+            }
+            p.batches += a.batches;
+            p.bytes += a.bytes;
+            moved |= a.verified_to > p.at;
+            p.at = a.verified_to.max(p.at);
             if a.error_code != 0 {
                 p.error = Some(format!(
                     "{} ({}): {}",
@@ -255,22 +278,14 @@ fn take(
                 moved = true;
                 continue;
             }
-            if p.end < 0 {
-                p.from = a.verified_from;
-                p.end = a.end_offset;
-            }
-            p.batches += a.batches;
-            p.bytes += a.bytes;
             if a.difference_offset >= 0 {
                 p.difference = Some((a.difference_offset, a.difference.unwrap_or_default()));
-                p.at = a.verified_to;
                 p.done = true;
                 moved = true;
                 continue;
             }
             p.done = a.verified_to >= a.end_offset;
-            moved |= p.done || a.verified_to > p.at;
-            p.at = a.verified_to.max(p.at);
+            moved |= p.done;
         }
     }
     moved
@@ -300,6 +315,7 @@ fn report(
                     "endOffset": p.end,
                     "batches": p.batches,
                     "bytes": p.bytes,
+                    "notCompared": p.not_compared,
                     "differenceOffset": p.difference.as_ref().map(|d| d.0),
                     "difference": p.difference.as_ref().map(|d| d.1.clone()),
                     "error": p.error,
@@ -316,6 +332,10 @@ fn report(
             let result = match (&p.difference, &p.error) {
                 (Some((offset, why)), _) => format!("DIFFERS at {offset}: {why}"),
                 (None, Some(error)) => format!("ERROR: {error}"),
+                _ if p.not_compared > 0 => format!(
+                    "OK, but {} offsets were deleted during the verification and not compared",
+                    p.not_compared
+                ),
                 _ if p.batches == 0 => "OK (nothing to compare in the range)".to_string(),
                 _ => "OK".to_string(),
             };

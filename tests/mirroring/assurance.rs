@@ -241,8 +241,46 @@ async fn verify_passes_a_clean_mirror_and_finds_a_corrupt_byte_and_a_divergent_t
     );
     bytes[position + 80] ^= 0x5a;
     std::fs::write(&path, &bytes).expect("restored");
+    // A run that does not reach the difference leaves it reported; one that does clears it.
+    cli_ok(
+        &address,
+        &[
+            "--verify", "--mirror", "dr", "--topics", &clean, "--last", "10",
+        ],
+    );
+    let difference = || {
+        metric(
+            &scrape_text(&metrics),
+            "kmirror_mirror_verify_difference",
+            &labels("1"),
+        )
+    };
+    assert_eq!(difference(), Some(1.0));
+    cli_ok(
+        &address,
+        &["--verify", "--mirror", "dr", "--topics", &clean],
+    );
+    assert_eq!(difference(), Some(0.0));
+    // An idle, caught-up mirror holds the source up to now: a failover bounded to 2 s of lag
+    // stops it, however long ago its last record was written.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    cli_ok(
+        &address,
+        &[
+            "--failover",
+            "--max-lag-seconds",
+            "2",
+            "--timeout",
+            "30s",
+            "--mirror",
+            "dr",
+            "--topics",
+            &clean,
+        ],
+    );
 
-    // The diverged topic: failed over, then both clusters take different writes.
+    // The diverged topic: failed over, and written on the destination; the source, gone quiet,
+    // has nothing past the failover point.
     cli_ok(
         &address,
         &["--stop", "--mirror", "dr", "--topics", &diverged],
@@ -252,23 +290,34 @@ async fn verify_passes_a_clean_mirror_and_finds_a_corrupt_byte_and_a_divergent_t
     })
     .await;
     produce(&address, &diverged, 20).await;
-    produce(&bootstrap, &diverged, 20).await;
-    let (code, text) = mirrors_cli(
-        &address,
-        &[
-            "--verify", "--mirror", "dr", "--topics", &diverged, "--json",
-        ],
-    );
-    assert_eq!(code, Some(1), "{text}");
-    let rows = json_of(&text);
-    assert_eq!(
-        rows[0]["differenceOffset"], tail_end,
-        "the histories part where the failover wrote its barrier: {text}"
-    );
-    assert_eq!(
-        rows[0]["verifiedTo"], tail_end,
-        "below it, the copy is the source's: {text}"
-    );
+    for (round, why) in [(0, "the destination holds offsets"), (1, "differ")] {
+        if round == 1 {
+            // Then the source takes other writes at the same offsets.
+            produce(&bootstrap, &diverged, 20).await;
+        }
+        let (code, text) = mirrors_cli(
+            &address,
+            &[
+                "--verify", "--mirror", "dr", "--topics", &diverged, "--json",
+            ],
+        );
+        assert_eq!(code, Some(1), "{text}");
+        let rows = json_of(&text);
+        assert_eq!(
+            rows[0]["differenceOffset"], tail_end,
+            "the histories part where the failover wrote its barrier: {text}"
+        );
+        assert_eq!(
+            rows[0]["verifiedTo"], tail_end,
+            "below it, the copy is the source's: {text}"
+        );
+        assert!(
+            rows[0]["difference"]
+                .as_str()
+                .is_some_and(|d| d.contains(why)),
+            "{text}"
+        );
+    }
 }
 
 /// The source's log start offset of `topic`-`partition`.

@@ -186,10 +186,18 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
                         mirrored_through_ms,
                     });
                 }
-                // Stopped and paused partitions need nothing of the source.
+                // Stopped and paused partitions need nothing of the source; a dry run asks for
+                // paused ones too (what their stop would lose).
                 let asked: Vec<i32> = partitions
                     .iter()
-                    .filter(|p| waits_for_source(p.snapshot.state))
+                    .filter(|p| {
+                        waits_for_source(p.snapshot.state)
+                            || (cut != CutQuery::No
+                                && matches!(
+                                    p.snapshot.state,
+                                    MirrorState::Pausing | MirrorState::Paused
+                                ))
+                    })
                     .map(|p| p.partition)
                     .collect();
                 if let Some(source) = source.as_ref().filter(|_| !asked.is_empty()) {

@@ -285,7 +285,17 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             };
             let bytes = fetched.iter().map(|p| p.records.len() as u64).sum();
             throttle.paid(bytes, tokio::time::Instant::now());
-            stats.fetched(bytes, host.now_ms());
+            let now_ms = host.now_ms();
+            stats.fetched(bytes, now_ms);
+            // An incremental fetch session leaves out the partitions with nothing new: one that
+            // was caught up still is, as of this answer.
+            for a in asked.iter().filter(|a| {
+                !fetched
+                    .iter()
+                    .any(|p| asked_for(std::slice::from_ref(a), p).is_some())
+            }) {
+                stats.still_caught_up(&a.key, now_ms);
+            }
             let gone = gone_topics(&*source, &source_cluster_id, &fetched, &asked).await;
             let answers = fetched
                 .into_iter()
@@ -429,15 +439,20 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                     stats.invariant_violated(invariant);
                 }
             })?;
-            if let FetchProgress::Truncated { records, skipped } = progress {
-                if let Some((from, to)) = skipped {
-                    tracing::warn!(topic = %key.topic, partition = key.partition, from, to = to - 1, offsets = to - from, "the source deleted these offsets before they were mirrored (retention or DeleteRecords): they are not on this cluster; the partition goes on from the source's log start ({GAP_POLICY}=continue)");
+            match progress {
+                FetchProgress::Truncated {
+                    records,
+                    skipped: Some((from, to)),
+                } => {
+                    tracing::warn!(topic = %key.topic, partition = key.partition, from, to = to - 1, offsets = to - from, removed = records, "the source deleted these offsets before they were mirrored (retention or DeleteRecords): they are not on this cluster; the partition restarts at the source's log start ({GAP_POLICY}=continue), and the records it held below the gap are removed with it");
                     stats.skipped(&key, (to - from) as u64);
+                    stats.truncated_for_gap(&key, records);
                 }
-                if records > 0 {
+                FetchProgress::Truncated { records, .. } if records > 0 => {
                     tracing::warn!(topic = %key.topic, partition = key.partition, records, log_end, "truncated where the log diverged from the source's (its leader epochs): records this cluster held past that point are gone");
                     stats.truncated_at_start(&key, records);
                 }
+                _ => {}
             }
             if let Some(high_watermark) = high_watermark {
                 stats.lag(&key, high_watermark - log_end);

@@ -59,6 +59,9 @@ pub struct MirrorStats {
     /// Per partition, the source time through which it holds everything ([`Self::mirrored`]);
     /// kept when it leaves its fetcher (a paused partition still holds what it held).
     through: DashMap<TopicPartition, i64>,
+    /// The first differing offset the verifications of a partition found and none since
+    /// compared again.
+    differing: DashMap<TopicPartition, Option<i64>>,
     /// Offsets the source deleted before they were mirrored, per partition.
     skipped: DashMap<TopicPartition, u64>,
     /// When a fetch last succeeded (ms since the epoch), -1 before the first.
@@ -70,6 +73,7 @@ pub struct MirrorStats {
     violations: HashMap<Invariant, Counter>,
     truncated_lso: Counter,
     truncated_lme: Counter,
+    truncated_gap: Counter,
     throttle_wait: Counter,
     auto_started: Counter,
     groups_skipped: Counter,
@@ -102,6 +106,7 @@ impl MirrorStats {
             behind: DashMap::new(),
             truncations: DashMap::new(),
             skipped: DashMap::new(),
+            differing: DashMap::new(),
             through: DashMap::new(),
             last_success_ms: AtomicI64::new(-1),
             requests: counter(metrics::FETCH_REQUESTS),
@@ -121,6 +126,7 @@ impl MirrorStats {
                 .collect(),
             truncated_lso: truncated("lso"),
             truncated_lme: truncated("lme"),
+            truncated_gap: truncated("gap"),
             throttle_wait: counter(metrics::THROTTLE_WAIT),
             auto_started: counter(metrics::AUTO_STARTED_TOPICS),
             groups_skipped: counter(metrics::GROUPS_SKIPPED),
@@ -204,13 +210,19 @@ impl MirrorStats {
             ("partition", key.partition.to_string()),
         ];
         ::metrics::gauge!(metrics::VERIFIED_OFFSET, &labels).set(verified.to as f64);
-        ::metrics::gauge!(metrics::VERIFY_DIFFERENCE, &labels).set(
-            if verified.difference.is_some() {
-                1.0
-            } else {
-                0.0
-            },
-        );
+        // A difference found stays reported until a verification compares its offset again
+        // and finds none (a partial run elsewhere says nothing of it).
+        let mut differing = self.differing.entry(key.clone()).or_default();
+        *differing = match (&verified.difference, *differing) {
+            (Some(found), _) => Some(found.offset),
+            (None, Some(known)) if verified.from <= known && known < verified.to => None,
+            (None, known) => known,
+        };
+        ::metrics::gauge!(metrics::VERIFY_DIFFERENCE, &labels).set(if differing.is_some() {
+            1.0
+        } else {
+            0.0
+        });
         ::metrics::gauge!(metrics::VERIFY_TIMESTAMP, &labels).set(now_ms as f64 / 1000.0);
         ::metrics::counter!(metrics::VERIFIED_BYTES, "mirror" => self.mirror.clone())
             .increment(verified.bytes);
@@ -219,6 +231,13 @@ impl MirrorStats {
     /// The mirror these figures are of.
     pub fn mirror(&self) -> &str {
         &self.mirror
+    }
+
+    /// A gap in the source restarted the partition's log past its end, removing the `records`
+    /// it held (counted with the start's truncations in describe).
+    pub fn truncated_for_gap(&self, key: &TopicPartition, records: u64) {
+        self.truncated_gap.increment(records);
+        self.truncations.entry(key.clone()).or_default().at_start += records;
     }
 
     /// The records the partition's truncations removed here.
@@ -260,6 +279,14 @@ impl MirrorStats {
         };
         if let Some(through) = through {
             self.through.insert(key.clone(), through);
+        }
+    }
+
+    /// A fetch left the partition out of its answer (an incremental session's "nothing new"):
+    /// caught up at its last answer, it holds everything the source wrote up to `now_ms`.
+    pub fn still_caught_up(&self, key: &TopicPartition, now_ms: i64) {
+        if self.behind.get(key).is_some_and(|b| b.since_ms.is_none()) {
+            self.through.insert(key.clone(), now_ms);
         }
     }
 

@@ -19,6 +19,7 @@
 
 use super::mirror::Mirror;
 use crate::host::{Host, Source, TopicPartition};
+use crate::metadata::{MIRROR_NAME, mirror_of};
 use crate::policy::MirrorError;
 use actix::{Context, Handler, Message, ResponseFuture};
 use kmirror_protocol::batch::{RecordBatch, RecordBatches};
@@ -80,6 +81,9 @@ pub struct Verified {
     /// Batches and bytes compared.
     pub batches: u64,
     pub bytes: u64,
+    /// Why it stopped before the end, when a side could not be read after some progress
+    /// (the progress stands).
+    pub error: Option<MirrorError>,
 }
 
 /// One partition's answer.
@@ -212,10 +216,16 @@ impl<H: Host> Handler<VerifyTopic> for Mirror<H> {
             let source = host
                 .connect_source(client?)
                 .map_err(|e| MirrorError::new(ErrorCode::NETWORK_EXCEPTION, e.to_string()))?;
-            let Some(topic) = host.topic(&msg.topic) else {
+            let topic = host.topic(&msg.topic).filter(|t| {
+                t.configs
+                    .get(MIRROR_NAME)
+                    .and_then(|v| mirror_of(v))
+                    .is_some_and(|(m, _)| m == msg.mirror)
+            });
+            let Some(topic) = topic else {
                 return Err(MirrorError::new(
-                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
-                    format!("no topic {}", msg.topic),
+                    ErrorCode::TOPIC_NOT_IN_CLUSTER_MIRROR,
+                    format!("{} is not a topic of mirror {}", msg.topic, msg.mirror),
                 ));
             };
             let metadata = source
@@ -336,54 +346,26 @@ async fn verify_partition<H: Host>(
         difference: None,
         batches: 0,
         bytes: 0,
+        error: None,
     };
     let began = tokio::time::Instant::now();
+    let mut high_watermark = -1;
     while verified.to < end && tokio::time::Instant::now() < deadline {
         let at = verified.to;
-        let spec = FetchSpec {
-            partitions: vec![FetchPartitionSpec {
-                topic: p.topic.to_string(),
-                topic_id: p.topic_id,
-                partition: p.partition,
-                offset: at,
-                current_leader_epoch: -1,
-                last_fetched_epoch: -1,
-                max_bytes: CHUNK_BYTES,
-            }],
-            isolation: Isolation::ReadUncommitted,
-            max_wait_ms: 0,
-            min_bytes: 0,
-            max_bytes: CHUNK_BYTES,
+        let source_views = match source_chunk(source, &p, at, end, &mut high_watermark).await {
+            Ok(views) => views,
+            Err(e) => {
+                verified.error = Some(e);
+                break;
+            }
         };
-        let answer = source.fetch(p.leader, &spec).await.map_err(source_error)?;
-        let fetched = answer
-            .into_iter()
-            .find(|a| a.partition == p.partition)
-            .ok_or_else(|| {
-                MirrorError::new(ErrorCode::UNKNOWN_SERVER_ERROR, "the source did not answer")
-            })?;
-        if fetched.error != ErrorCode::NONE {
-            return Err(MirrorError::new(
-                fetched.error,
-                format!(
-                    "the source answered a fetch at {at} with {}",
-                    fetched.error.name()
-                ),
-            ));
-        }
-        let source_views: Vec<BatchView> = RecordBatches::new(fetched.records)
-            .map_while(Result::ok)
-            .filter(|b| b.base_offset() < end)
-            .map(|b| BatchView::of(&b))
-            .collect();
         if source_views.iter().all(|s| s.last_offset < at) {
             // The source has nothing at `at`, which the destination holds.
             verified.difference = Some(Difference {
                 offset: at,
                 reason: format!(
                     "the destination holds offsets from {at} on that the source does not have \
-                     (its high watermark is {})",
-                    fetched.high_watermark
+                     (its high watermark is {high_watermark})"
                 ),
             });
             break;
@@ -401,8 +383,14 @@ async fn verify_partition<H: Host>(
                 })?;
                 Ok::<_, crate::host::HostError>(views)
             })
-            .await
-            .map_err(|e| MirrorError::new(e.code, e.message))?;
+            .await;
+        let destination_views = match destination_views {
+            Ok(views) => views,
+            Err(e) => {
+                verified.error = Some(MirrorError::new(e.code, e.message));
+                break;
+            }
+        };
         let step = compare(at, &source_views, &destination_views);
         verified.to = step.next.min(end);
         verified.batches += step.batches;
@@ -420,11 +408,58 @@ async fn verify_partition<H: Host>(
             break;
         }
         if let Some(rate) = rate.filter(|r| *r > 0) {
-            let due = Duration::from_secs_f64(verified.bytes as f64 / rate as f64);
-            tokio::time::sleep_until(began + due).await;
+            // Paced, but never past the request's budget: the caller asks again.
+            let due = began + Duration::from_secs_f64(verified.bytes as f64 / rate as f64);
+            tokio::time::sleep_until(due.min(deadline)).await;
         }
     }
     Ok(verified)
+}
+
+/// The source's batches from `at` (those starting before `end`), by one fetch without waiting;
+/// `high_watermark` is kept up to date. A partition the answer leaves out (a fetch session
+/// leaves out partitions with nothing new) has nothing at `at`.
+async fn source_chunk<S: Source>(
+    source: &S,
+    p: &SourcePartition<'_>,
+    at: i64,
+    end: i64,
+    high_watermark: &mut i64,
+) -> Result<Vec<BatchView>, MirrorError> {
+    let spec = FetchSpec {
+        partitions: vec![FetchPartitionSpec {
+            topic: p.topic.to_string(),
+            topic_id: p.topic_id,
+            partition: p.partition,
+            offset: at,
+            current_leader_epoch: -1,
+            last_fetched_epoch: -1,
+            max_bytes: CHUNK_BYTES,
+        }],
+        isolation: Isolation::ReadUncommitted,
+        max_wait_ms: 0,
+        min_bytes: 0,
+        max_bytes: CHUNK_BYTES,
+    };
+    let answer = source.fetch(p.leader, &spec).await.map_err(source_error)?;
+    let Some(fetched) = answer.into_iter().find(|a| a.partition == p.partition) else {
+        return Ok(Vec::new());
+    };
+    if fetched.error != ErrorCode::NONE {
+        return Err(MirrorError::new(
+            fetched.error,
+            format!(
+                "the source answered a fetch at {at} with {}",
+                fetched.error.name()
+            ),
+        ));
+    }
+    *high_watermark = fetched.high_watermark;
+    Ok(RecordBatches::new(fetched.records)
+        .map_while(Result::ok)
+        .filter(|b| b.base_offset() < end)
+        .map(|b| BatchView::of(&b))
+        .collect())
 }
 
 #[cfg(test)]

@@ -184,15 +184,20 @@ fn latest_mirrored_epoch_below(log: &dyn MirrorLog, limit: i64) -> Option<i32> {
 /// The data records in the batches holding an offset at or after `offset`: what
 /// `truncate_to(offset)` removes of what producers wrote (records, not offsets: a compacted
 /// source leaves gaps inside batches; control records, such as transaction markers and the
-/// stop's barrier, are not counted).
+/// stop's barrier, are not counted). A batch holding the log start (DeleteRecords moved it
+/// inside) counts only its records from the log start on, the ones readable here.
 pub fn records_from(log: &dyn MirrorLog, offset: i64) -> Result<u64, Cause> {
     if offset >= log.log_end_offset() {
         return Ok(0);
     }
+    let start = log.log_start_offset();
+    let from = offset.max(start);
     let mut records = 0u64;
-    log.find_batch(offset.max(log.log_start_offset()), &mut |batch| {
-        if batch.last_offset() >= offset && !batch.is_control() {
-            records += u64::try_from(batch.records_count()).unwrap_or(0);
+    log.find_batch(from, &mut |batch| {
+        if batch.last_offset() >= from && !batch.is_control() {
+            let count = u64::try_from(batch.records_count()).unwrap_or(0);
+            let unreadable = u64::try_from(start - batch.base_offset()).unwrap_or(0);
+            records += count.saturating_sub(unreadable);
         }
         false
     })?;
@@ -254,22 +259,20 @@ pub fn stop_cut(log: &dyn MirrorLog, cut_timestamp_ms: Option<i64>) -> Result<St
             at = first;
         }
     }
+    // A batch holding the log start begins below it: the cut is named where the log begins.
+    at = at.max(log.log_start_offset());
     let mut producers = std::collections::BTreeSet::new();
-    let mut records = 0u64;
     if at < end {
-        log.find_batch(at.max(log.log_start_offset()), &mut |batch| {
-            if batch.last_offset() >= at && !batch.is_control() {
-                records += u64::try_from(batch.records_count()).unwrap_or(0);
-                if batch.is_transactional() {
-                    producers.insert(batch.producer_id());
-                }
+        log.find_batch(at, &mut |batch| {
+            if batch.last_offset() >= at && !batch.is_control() && batch.is_transactional() {
+                producers.insert(batch.producer_id());
             }
             false
         })?;
     }
     Ok(StopCut {
         offset: at,
-        records,
+        records: records_from(log, at)?,
         open_transactions: producers.len() as u64,
     })
 }

@@ -31,10 +31,10 @@ pub(super) async fn verify(
                 "DESCRIBE on the mirror is needed",
             ));
         }
-        if request.time_budget_ms <= 0 {
+        if request.time_budget_ms <= 0 || request.rate_bytes_per_second == 0 {
             return Err(MirrorError::new(
                 ErrorCode::INVALID_REQUEST,
-                "TimeBudgetMs must be positive",
+                "TimeBudgetMs and RateBytesPerSecond must be positive (-1: no rate limit)",
             ));
         }
         engine.ask(LoadMirror(request.mirror_name.clone())).await?;
@@ -62,8 +62,11 @@ pub(super) async fn verify(
                 Ok(verified) => verified
                     .into_iter()
                     .map(|v| match v.outcome {
+                        // A side that failed after some progress: both are answered.
                         Ok(done) => response::Partition {
                             partition_index: v.partition,
+                            error_code: done.error.as_ref().map_or(0, |e| e.code.0),
+                            error_message: done.error.map(|e| e.message),
                             verified_from: done.from,
                             verified_to: done.to,
                             end_offset: done.end,
