@@ -655,6 +655,104 @@ async fn batch_times(address: &str, topic: &str, partition: i32) -> Vec<(i64, bo
     }
 }
 
+/// Starts `topics` in mirror `dr` at `address` while Kafka's producers write to all of them for
+/// `seconds`; once the mirror has caught up, pauses the first topic, writes to the others and
+/// lets them copy that, then pauses them: they hold records newer than the first. Returns once
+/// every partition is PAUSED.
+async fn copy_then_pause_staggered(
+    bootstrap: &str,
+    address: &str,
+    topics: &[String],
+    seconds: u64,
+) {
+    let set = topics.join(",");
+    cli_ok(address, &["--start", "--mirror", "dr", "--topics", &set]);
+    let writing = {
+        let (b, topics) = (bootstrap.to_string(), topics.to_vec());
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(seconds) {
+                for topic in &topics {
+                    kafka_tools::produce(&b, topic, 200, "lz4", &[]);
+                }
+            }
+        })
+    };
+    writing.await.expect("written");
+    let source = source_client(bootstrap).await;
+    let caught_up = |topic: &String| {
+        let (source, topic) = (source.clone(), topic.clone());
+        async move {
+            let partitions = described_partitions(address, "dr", &topic).await.len() as i32;
+            let ends = source_ends(&source, &topic, partitions.max(1)).await;
+            wait_until(address, "dr", &topic, "caught up", |p| {
+                p.iter()
+                    .zip(&ends)
+                    .all(|(p, end)| p.state == "MIRRORING" && p.destination_offset == *end)
+            })
+            .await;
+        }
+    };
+    for topic in topics {
+        caught_up(topic).await;
+    }
+    cli_ok(
+        address,
+        &["--pause", "--mirror", "dr", "--topics", &topics[0]],
+    );
+    wait_until(address, "dr", &topics[0], "paused", |p| {
+        p.iter().all(|p| p.state == "PAUSED")
+    })
+    .await;
+    for topic in &topics[1..] {
+        produce(bootstrap, topic, 300).await;
+        caught_up(topic).await;
+    }
+    let rest = topics[1..].join(",");
+    cli_ok(address, &["--pause", "--mirror", "dr", "--topics", &rest]);
+    for topic in topics {
+        wait_until(address, "dr", topic, "paused", |p| {
+            p.iter().all(|p| p.state == "PAUSED")
+        })
+        .await;
+    }
+}
+
+/// `--failover --dry-run --consistent` of `topics`: its point and the records it would cut.
+fn consistent_plan(address: &str, topics: &[String]) -> (i64, i64) {
+    let set = topics.join(",");
+    let plan = json_of(&cli_ok(
+        address,
+        &[
+            "--failover",
+            "--dry-run",
+            "--consistent",
+            "--mirror",
+            "dr",
+            "--topics",
+            &set,
+            "--json",
+        ],
+    ));
+    let point = plan["consistentPointMs"].as_i64().expect("a point");
+    let records = plan["partitions"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["cutRecords"].as_i64().expect("a count"))
+        .sum();
+    (point, records)
+}
+
+/// The count a refused consistent failover asks to confirm with `--discard-records`.
+fn count_to_confirm(refusal: &str) -> i64 {
+    refusal
+        .split("--discard-records ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("the refusal names the count: {refusal}"))
+}
+
 #[actix_rt::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn a_consistent_cut_leaves_no_record_newer_than_its_point_in_any_topic() {
@@ -676,67 +774,13 @@ async fn a_consistent_cut_leaves_no_record_newer_than_its_point_in_any_topic() {
         &format!("bootstrap.servers={bootstrap}\n"),
     );
     let set = topics.join(",");
-    cli_ok(&address, &["--start", "--mirror", "dr", "--topics", &set]);
-    // Producers keep writing to all three while the mirror copies them.
-    let writing = {
-        let (b, topics) = (bootstrap.clone(), topics.clone());
-        tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            while started.elapsed() < Duration::from_secs(20) {
-                for topic in &topics {
-                    kafka_tools::produce(&b, topic, 200, "lz4", &[]);
-                }
-            }
-        })
-    };
-    for topic in &topics {
-        wait_until(&address, "dr", topic, "copying", |p| {
-            p.iter()
-                .all(|p| p.state == "MIRRORING" && p.destination_offset > 0)
-        })
-        .await;
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    // orders stops copying first: the others hold newer records than it.
-    cli_ok(
-        &address,
-        &["--pause", "--mirror", "dr", "--topics", &topics[0]],
-    );
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let rest = topics[1..].join(",");
-    cli_ok(&address, &["--pause", "--mirror", "dr", "--topics", &rest]);
-    for topic in &topics {
-        wait_until(&address, "dr", topic, "paused", |p| {
-            p.iter().all(|p| p.state == "PAUSED")
-        })
-        .await;
-    }
-    writing.await.expect("written");
+    copy_then_pause_staggered(&bootstrap, &address, &topics, 8).await;
 
     // The dry run names the point and the cut; the failover asks for the count.
-    let plan = json_of(&cli_ok(
-        &address,
-        &[
-            "--failover",
-            "--dry-run",
-            "--consistent",
-            "--mirror",
-            "dr",
-            "--topics",
-            &set,
-            "--json",
-        ],
-    ));
-    let point = plan["consistentPointMs"].as_i64().expect("a point");
-    let predicted: i64 = plan["partitions"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|r| r["cutRecords"].as_i64().expect("a count"))
-        .sum();
+    let (point, predicted) = consistent_plan(&address, &topics);
     assert!(
         predicted > 0,
-        "the later topics hold records newer than orders: {plan}"
+        "the later topics hold records newer than orders: {point} {predicted}"
     );
     let (code, text) = mirrors_cli(
         &address,
@@ -750,11 +794,7 @@ async fn a_consistent_cut_leaves_no_record_newer_than_its_point_in_any_topic() {
         ],
     );
     assert_eq!(code, Some(1), "{text}");
-    let count: i64 = text
-        .split("--discard-records ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-        .unwrap_or_else(|| panic!("the refusal names the count: {text}"));
+    let count = count_to_confirm(&text);
     assert_eq!(
         count, predicted,
         "nothing open on the source: all the cut is the point's"
@@ -917,58 +957,8 @@ async fn a_consistent_stop_interrupted_by_a_crash_cuts_at_its_point() {
         &format!("bootstrap.servers={bootstrap}\n"),
     );
     let set = topics.join(",");
-    cli_ok(&address, &["--start", "--mirror", "dr", "--topics", &set]);
-    let writing = {
-        let (b, topics) = (bootstrap.clone(), topics.clone());
-        tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            while started.elapsed() < Duration::from_secs(14) {
-                for topic in &topics {
-                    kafka_tools::produce(&b, topic, 200, "lz4", &[]);
-                }
-            }
-        })
-    };
-    for topic in &topics {
-        wait_until(&address, "dr", topic, "copying", |p| {
-            p[0].state == "MIRRORING" && p[0].destination_offset > 0
-        })
-        .await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    cli_ok(
-        &address,
-        &["--pause", "--mirror", "dr", "--topics", &topics[0]],
-    );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    cli_ok(
-        &address,
-        &["--pause", "--mirror", "dr", "--topics", &topics[1]],
-    );
-    for topic in &topics {
-        wait_until(&address, "dr", topic, "paused", |p| p[0].state == "PAUSED").await;
-    }
-    writing.await.expect("written");
-    let plan = json_of(&cli_ok(
-        &address,
-        &[
-            "--failover",
-            "--dry-run",
-            "--consistent",
-            "--mirror",
-            "dr",
-            "--topics",
-            &set,
-            "--json",
-        ],
-    ));
-    let point = plan["consistentPointMs"].as_i64().expect("a point");
-    let count: i64 = plan["partitions"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|r| r["cutRecords"].as_i64().expect("a count"))
-        .sum();
+    copy_then_pause_staggered(&bootstrap, &address, &topics, 6).await;
+    let (point, count) = consistent_plan(&address, &topics);
     let mut before = 0;
     for topic in &topics {
         before += data_records(&address, topic, 0).await;
@@ -1030,11 +1020,7 @@ async fn a_consistent_stop_interrupted_by_a_crash_cuts_at_its_point() {
             .expect("ran");
         if code != Some(0) {
             // Some topics stopped before the crash: the rest cut fewer records.
-            let rest: i64 = text
-                .split("--discard-records ")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next()?.parse().ok())
-                .unwrap_or_else(|| panic!("{states:?}: {text}"));
+            let rest = count_to_confirm(&text);
             let (code, text) = tokio::task::spawn_blocking(again(rest.to_string()))
                 .await
                 .expect("ran");
