@@ -11,8 +11,6 @@
 
 mod support;
 
-use kmirror_protocol::client::source::LATEST;
-use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
 use kmirror_protocol::kafka_tools::{self, kafka_env};
 use std::time::{Duration, Instant};
 
@@ -41,26 +39,6 @@ fn fetched_bytes(metrics: &str, mirror: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The partitions' log ends on a cluster.
-fn log_ends(runtime: &tokio::runtime::Runtime, address: &str, topic: &str) -> Vec<i64> {
-    runtime.block_on(async {
-        let client = SourceClient::connect(ClientConfig::plaintext(address))
-            .await
-            .expect("connected");
-        let metadata = client.metadata(Some(&[topic])).await.expect("metadata");
-        let mut ends = Vec::new();
-        for p in 0..PARTITIONS {
-            let leader = metadata.topics[topic].partitions[p as usize].leader;
-            let (end, _) = client
-                .list_offsets(leader, topic, p, LATEST, Isolation::ReadCommitted)
-                .await
-                .expect("list offsets");
-            ends.push(end);
-        }
-        ends
-    })
-}
-
 fn main() {
     let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let megabytes = env_or("THROTTLE_BENCH_MB", 120);
@@ -75,7 +53,7 @@ fn main() {
     kafka_tools::create_topic(&bootstrap, &topic, PARTITIONS as u32, &[]);
     let records = megabytes * 1000;
     support::produce_backlog(&bootstrap, &topic, records, "none");
-    let source_ends = log_ends(&runtime, &bootstrap, &topic);
+    let source_ends = support::log_ends(&runtime, PARTITIONS, &bootstrap, &topic);
 
     let dir = tempfile::tempdir().expect("temp dir");
     let metrics = format!("127.0.0.1:{}", support::free_port());
@@ -118,7 +96,7 @@ fn main() {
     );
     let (lifted_at, lifted_bytes) = (Instant::now(), fetched_bytes(&metrics, "bench"));
     let deadline = Instant::now() + Duration::from_secs(600);
-    while log_ends(&runtime, &address, &topic) != source_ends {
+    while support::log_ends(&runtime, PARTITIONS, &address, &topic) != source_ends {
         assert!(Instant::now() < deadline, "the mirror never caught up");
         std::thread::sleep(Duration::from_millis(100));
     }

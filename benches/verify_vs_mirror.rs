@@ -12,33 +12,11 @@
 
 mod support;
 
-use kmirror_protocol::client::source::LATEST;
-use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
 use kmirror_protocol::kafka_tools::{self, kafka_env};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 const PARTITIONS: i32 = 4;
-
-/// The partitions' log ends on a cluster.
-fn log_ends(runtime: &tokio::runtime::Runtime, address: &str, topic: &str) -> Vec<i64> {
-    runtime.block_on(async {
-        let client = SourceClient::connect(ClientConfig::plaintext(address))
-            .await
-            .expect("connected");
-        let metadata = client.metadata(Some(&[topic])).await.expect("metadata");
-        let mut ends = Vec::new();
-        for p in 0..PARTITIONS {
-            let leader = metadata.topics[topic].partitions[p as usize].leader;
-            let (end, _) = client
-                .list_offsets(leader, topic, p, LATEST, Isolation::ReadCommitted)
-                .await
-                .expect("list offsets");
-            ends.push(end);
-        }
-        ends
-    })
-}
 
 fn main() {
     let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
@@ -53,7 +31,7 @@ fn main() {
     let topic = format!("bench-verify-{}", std::process::id());
     kafka_tools::create_topic(&bootstrap, &topic, PARTITIONS as u32, &[]);
     support::produce_backlog(&bootstrap, &topic, megabytes * 1000, "none");
-    let source_ends = log_ends(&runtime, &bootstrap, &topic);
+    let source_ends = support::log_ends(&runtime, PARTITIONS, &bootstrap, &topic);
 
     let dir = tempfile::tempdir().expect("temp dir");
     let (mut broker, address) = support::spawn_kmirror(dir.path(), "");
@@ -71,7 +49,7 @@ fn main() {
         &["--start", "--mirror", "bench", "--topics", &topic],
     );
     let deadline = Instant::now() + Duration::from_secs(900);
-    while log_ends(&runtime, &address, &topic) != source_ends {
+    while support::log_ends(&runtime, PARTITIONS, &address, &topic) != source_ends {
         assert!(Instant::now() < deadline, "the mirror never caught up");
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -210,3 +210,30 @@ pub(crate) fn producer_figure(output: &str, marker: &str) -> f64 {
         .and_then(|s| s.parse().ok())
         .expect("a number")
 }
+
+/// The log ends of `topic`'s first `partitions` partitions on the cluster at `address`.
+pub(crate) fn log_ends(
+    runtime: &tokio::runtime::Runtime,
+    partitions: i32,
+    address: &str,
+    topic: &str,
+) -> Vec<i64> {
+    use kmirror_protocol::client::source::LATEST;
+    use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
+    runtime.block_on(async {
+        let client = SourceClient::connect(ClientConfig::plaintext(address))
+            .await
+            .expect("connected");
+        let metadata = client.metadata(Some(&[topic])).await.expect("metadata");
+        let mut ends = Vec::new();
+        for p in 0..partitions {
+            let leader = metadata.topics[topic].partitions[p as usize].leader;
+            let (end, _) = client
+                .list_offsets(leader, topic, p, LATEST, Isolation::ReadCommitted)
+                .await
+                .expect("list offsets");
+            ends.push(end);
+        }
+        ends
+    })
+}
