@@ -246,34 +246,39 @@ fn take(
             let Some(p) = progress.get_mut(&(topic.name.clone(), a.partition_index)) else {
                 continue;
             };
-            if p.end < 0 && a.error_code == 0 && a.verified_from > a.end_offset {
-                p.error = Some(format!(
-                    "the range starts at {}, past the destination's log end {}: nothing to \
-                     compare",
-                    a.verified_from, a.end_offset
-                ));
-                p.done = true;
-                moved = true;
+            if a.end_offset < 0 {
+                // Failed before comparing anything, or not reached within this request's budget.
+                if a.error_code != 0 {
+                    p.error = Some(error_of(&a));
+                    p.done = true;
+                    moved = true;
+                }
                 continue;
             }
-            if p.end < 0 && a.end_offset >= 0 {
+            if p.end < 0 {
+                if a.error_code == 0 && a.verified_from > a.end_offset {
+                    p.error = Some(format!(
+                        "the range starts at {}, past the destination's log end {} (or the \
+                         source's log start is past it): nothing to compare",
+                        a.verified_from, a.end_offset
+                    ));
+                    p.done = true;
+                    moved = true;
+                    continue;
+                }
                 p.from = a.verified_from;
                 p.end = a.end_offset;
+                p.at = a.verified_from;
             } else if a.verified_from > p.at {
                 // One side's log start moved past where this range was: not compared.
-                p.not_compared += a.verified_from - p.at;
+                p.not_compared += a.verified_from.min(p.end) - p.at;
             }
             p.batches += a.batches;
             p.bytes += a.bytes;
             moved |= a.verified_to > p.at;
-            p.at = a.verified_to.max(p.at);
+            p.at = a.verified_to.max(p.at).min(p.end);
             if a.error_code != 0 {
-                p.error = Some(format!(
-                    "{} ({}): {}",
-                    ErrorCode(a.error_code).name(),
-                    a.error_code,
-                    a.error_message.unwrap_or_default()
-                ));
+                p.error = Some(error_of(&a));
                 p.done = true;
                 moved = true;
                 continue;
@@ -284,11 +289,21 @@ fn take(
                 moved = true;
                 continue;
             }
-            p.done = a.verified_to >= a.end_offset;
+            p.done = p.at >= p.end;
             moved |= p.done;
         }
     }
     moved
+}
+
+/// A partition's error as the report shows it.
+fn error_of(a: &kmirror_protocol::messages::verify_mirror_topics_response::Partition) -> String {
+    format!(
+        "{} ({}): {}",
+        ErrorCode(a.error_code).name(),
+        a.error_code,
+        a.error_message.clone().unwrap_or_default()
+    )
 }
 
 /// Prints the result; fails when a partition differs or could not be verified.

@@ -122,6 +122,8 @@ struct Asked {
     topic_id: Uuid,
     /// The source leader epoch sent as `current_leader_epoch`, when known.
     source_leader_epoch: Option<i32>,
+    /// Where the fetch asked it from: the local log end.
+    offset: i64,
 }
 
 /// The partition asked for that an answer is about: answers name topics by id (Fetch v13+)
@@ -249,6 +251,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 topic_id: p.topic_id,
                 source_leader_epoch: (p.current_leader_epoch >= 0)
                     .then_some(p.current_leader_epoch),
+                offset: p.offset,
             })
             .collect();
         let source = self.source.clone();
@@ -289,11 +292,15 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             stats.fetched(bytes, now_ms);
             // An incremental fetch session leaves out the partitions with nothing new: one that
             // was caught up still is, as of this answer.
-            for a in asked.iter().filter(|a| {
-                !fetched
-                    .iter()
-                    .any(|p| asked_for(std::slice::from_ref(a), p).is_some())
-            }) {
+            let answered: std::collections::HashSet<(&str, i32)> = fetched
+                .iter()
+                .filter_map(|p| asked_for(&asked, p))
+                .map(|a| (a.key.topic.as_str(), a.key.partition))
+                .collect();
+            for a in asked
+                .iter()
+                .filter(|a| !answered.contains(&(a.key.topic.as_str(), a.key.partition)))
+            {
                 stats.still_caught_up(&a.key, now_ms);
             }
             let gone = gone_topics(&*source, &source_cluster_id, &fetched, &asked).await;
@@ -308,6 +315,21 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                     let (key, source_leader_epoch) = (a.key.clone(), a.source_leader_epoch);
                     let gone = gone.get(&key.topic).map(String::as_str);
                     let answer = match classify(p, source_leader_epoch, gone) {
+                        // No records (nothing new, or the answer's bytes went to other
+                        // partitions) is not applied: its lag is counted here.
+                        FetchAction::Apply(FetchResponse::Records {
+                            records,
+                            high_watermark,
+                            source_leader_epoch,
+                        }) if records.is_empty() && high_watermark >= 0 => {
+                            stats.lag(&key, high_watermark - a.offset);
+                            stats.mirrored(&key, a.offset < high_watermark, None, now_ms);
+                            Ok(FetchResponse::Records {
+                                records,
+                                high_watermark,
+                                source_leader_epoch,
+                            })
+                        }
                         FetchAction::Apply(response) => Ok(response),
                         FetchAction::Fail(cause) => Err(cause),
                         // As Kafka's replica fetcher: the partition moves to its new leader's
@@ -512,12 +534,14 @@ mod tests {
                 key: TopicPartition::new("recreated".to_string(), p),
                 topic_id: copied,
                 source_leader_epoch: None,
+                offset: 0,
             })
             .collect();
         asked.push(Asked {
             key: TopicPartition::new("kept".to_string(), 0),
             topic_id: kept_id,
             source_leader_epoch: None,
+            offset: 0,
         });
         let fetched: Vec<FetchedPartition> = asked
             .iter()
@@ -546,6 +570,7 @@ mod tests {
             key: TopicPartition::new("orders".to_string(), 0),
             topic_id: ours,
             source_leader_epoch: None,
+            offset: 0,
         }];
         let found = |p: &FetchedPartition| asked_for(&asked, p).map(|a| a.topic_id);
         assert_eq!(found(&answer("", ours, 0)), Some(ours), "by id");

@@ -17,7 +17,8 @@
 //! Truncation counts ([`Truncated`]) are records in the batches a stop (to the last stable
 //! offset) or the leader epochs (a start's or failback's alignment to the last mirrored epoch,
 //! a fetch that found the log diverged from the source's) removed, since this broker started;
-//! each truncation also logs its count. Skipped offsets are those the source deleted before
+//! each truncation also logs its count; `gap` truncations (a restart at the source's log start
+//! past a gap) count with the start's. Skipped offsets are those the source deleted before
 //! they were mirrored (docs/failover.md, "Gaps"), counted per partition since this broker
 //! started; each gap also logs its range.
 
@@ -59,9 +60,9 @@ pub struct MirrorStats {
     /// Per partition, the source time through which it holds everything ([`Self::mirrored`]);
     /// kept when it leaves its fetcher (a paused partition still holds what it held).
     through: DashMap<TopicPartition, i64>,
-    /// The first differing offset the verifications of a partition found and none since
-    /// compared again.
-    differing: DashMap<TopicPartition, Option<i64>>,
+    /// The differing offsets the verifications of a partition found and none since compared
+    /// again and found equal.
+    differing: DashMap<TopicPartition, std::collections::BTreeSet<i64>>,
     /// Offsets the source deleted before they were mirrored, per partition.
     skipped: DashMap<TopicPartition, u64>,
     /// When a fetch last succeeded (ms since the epoch), -1 before the first.
@@ -213,15 +214,14 @@ impl MirrorStats {
         // A difference found stays reported until a verification compares its offset again
         // and finds none (a partial run elsewhere says nothing of it).
         let mut differing = self.differing.entry(key.clone()).or_default();
-        *differing = match (&verified.difference, *differing) {
-            (Some(found), _) => Some(found.offset),
-            (None, Some(known)) if verified.from <= known && known < verified.to => None,
-            (None, known) => known,
-        };
-        ::metrics::gauge!(metrics::VERIFY_DIFFERENCE, &labels).set(if differing.is_some() {
-            1.0
-        } else {
+        differing.retain(|offset| !(verified.from..verified.to).contains(offset));
+        if let Some(found) = &verified.difference {
+            differing.insert(found.offset);
+        }
+        ::metrics::gauge!(metrics::VERIFY_DIFFERENCE, &labels).set(if differing.is_empty() {
             0.0
+        } else {
+            1.0
         });
         ::metrics::gauge!(metrics::VERIFY_TIMESTAMP, &labels).set(now_ms as f64 / 1000.0);
         ::metrics::counter!(metrics::VERIFIED_BYTES, "mirror" => self.mirror.clone())

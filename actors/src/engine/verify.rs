@@ -7,8 +7,8 @@
 //! histories diverged, as after a failover the destination took writes).
 //!
 //! It runs beside mirroring, bounded: one partition at a time, at most [`CHUNK_BYTES`] of
-//! each side in memory, at most `rate` bytes per second of the source, and for at most
-//! `budget` per request, after which it answers how far it got; the caller asks again from
+//! each side in memory, at most `rate` bytes per second of the source, and until the request's
+//! deadline (one budget over all its topics), after which it answers how far it got; the caller asks again from
 //! there. It fetches through a client of its own (its own connections and fetch session), so
 //! the mirror's fetchers and control requests do not wait behind it.
 //!
@@ -52,8 +52,8 @@ pub struct VerifyTopic {
     pub topic: String,
     /// The partitions and their ranges.
     pub ranges: Vec<VerifyRange>,
-    /// How long this request may verify, over all its partitions.
-    pub budget: Duration,
+    /// When this verification must answer (the request's budget, over all its topics).
+    pub deadline: tokio::time::Instant,
     /// The most source bytes per second (`None`: unlimited).
     pub rate: Option<u64>,
 }
@@ -247,7 +247,7 @@ impl<H: Host> Handler<VerifyTopic> for Mirror<H> {
                     )
                 })?
                 .clone();
-            let deadline = tokio::time::Instant::now() + msg.budget;
+            let deadline = msg.deadline;
             let mut out = Vec::with_capacity(msg.ranges.len());
             for range in msg.ranges {
                 let leads = topic
@@ -277,7 +277,7 @@ impl<H: Host> Handler<VerifyTopic> for Mirror<H> {
                         verify_partition(&host, &source, partition, range, deadline, msg.rate).await
                     }
                 };
-                if let Ok(verified) = &outcome {
+                if let Some(verified) = outcome.as_ref().ok().filter(|v| v.end >= 0) {
                     stats.verified(
                         &TopicPartition::new(msg.topic.clone(), range.partition),
                         verified,
@@ -327,6 +327,18 @@ async fn verify_partition<H: Host>(
         })
         .map_err(|e| MirrorError::new(e.code, e.message))?;
     let end = if range.to < 0 { end } else { range.to.min(end) };
+    if tokio::time::Instant::now() >= deadline {
+        // The budget went to the partitions before it: nothing compared, nothing known.
+        return Ok(Verified {
+            from: -1,
+            to: -1,
+            end: -1,
+            difference: None,
+            batches: 0,
+            bytes: 0,
+            error: None,
+        });
+    }
     let (source_start, _) = source
         .list_offsets(
             p.leader,
@@ -352,13 +364,14 @@ async fn verify_partition<H: Host>(
     let mut high_watermark = -1;
     while verified.to < end && tokio::time::Instant::now() < deadline {
         let at = verified.to;
-        let source_views = match source_chunk(source, &p, at, end, &mut high_watermark).await {
-            Ok(views) => views,
-            Err(e) => {
-                verified.error = Some(e);
-                break;
-            }
-        };
+        let source_views =
+            match source_chunk(source, &p, (at, end, source_start), &mut high_watermark).await {
+                Ok(views) => views,
+                Err(e) => {
+                    verified.error = Some(e);
+                    break;
+                }
+            };
         if source_views.iter().all(|s| s.last_offset < at) {
             // The source has nothing at `at`, which the destination holds.
             verified.difference = Some(Difference {
@@ -422,8 +435,7 @@ async fn verify_partition<H: Host>(
 async fn source_chunk<S: Source>(
     source: &S,
     p: &SourcePartition<'_>,
-    at: i64,
-    end: i64,
+    (at, end, source_start): (i64, i64, i64),
     high_watermark: &mut i64,
 ) -> Result<Vec<BatchView>, MirrorError> {
     let spec = FetchSpec {
@@ -445,6 +457,10 @@ async fn source_chunk<S: Source>(
     let Some(fetched) = answer.into_iter().find(|a| a.partition == p.partition) else {
         return Ok(Vec::new());
     };
+    // Past the source's end (a failed-over topic that took writes here): nothing there.
+    if fetched.error == ErrorCode::OFFSET_OUT_OF_RANGE && at >= source_start {
+        return Ok(Vec::new());
+    }
     if fetched.error != ErrorCode::NONE {
         return Err(MirrorError::new(
             fetched.error,

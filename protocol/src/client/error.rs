@@ -42,6 +42,10 @@ pub enum ClientError {
     /// The metadata does not know the topic, partition or broker.
     #[error("{0}")]
     NotFound(String),
+    /// The broker's client quota held the request back: it answered nothing, asking the client
+    /// to wait `throttle_ms` (a Fetch over its quota is answered empty).
+    #[error("{api} throttled by the broker's quota for {throttle_ms} ms")]
+    Throttled { api: &'static str, throttle_ms: i32 },
 }
 
 impl ClientError {
@@ -50,7 +54,7 @@ impl ClientError {
         match self {
             ClientError::Connection { .. } | ClientError::Timeout { .. } => true,
             ClientError::Broker { code, .. } => code.class() != Some(ErrorClass::Fatal),
-            ClientError::NotFound(_) => true,
+            ClientError::NotFound(_) | ClientError::Throttled { .. } => true,
             ClientError::Config(_)
             | ClientError::Tls { .. }
             | ClientError::Authentication { .. }

@@ -241,6 +241,14 @@ pub(super) fn process_fetch(
             code: ErrorCode(response.error_code),
         });
     }
+    // Over its quota, a broker answers a Fetch with no partitions and the time to wait: not
+    // "nothing new" for each partition asked.
+    if response.throttle_time_ms > 0 && response.responses.is_empty() {
+        return Err(ClientError::Throttled {
+            api: "Fetch",
+            throttle_ms: response.throttle_time_ms,
+        });
+    }
     let next = (response.session_id != 0).then(|| FetchSession {
         id: response.session_id,
         // Epochs count 1, 2, ... and wrap back to 1 (0 asks for a new session).

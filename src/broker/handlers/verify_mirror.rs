@@ -39,6 +39,8 @@ pub(super) async fn verify(
         }
         engine.ask(LoadMirror(request.mirror_name.clone())).await?;
         let budget = Duration::from_millis(request.time_budget_ms.min(MAX_BUDGET_MS) as u64);
+        // One budget for the whole request, over every topic.
+        let deadline = tokio::time::Instant::now() + budget;
         let rate = u64::try_from(request.rate_bytes_per_second).ok();
         let mut topics = Vec::with_capacity(request.topics.len());
         for topic in request.topics {
@@ -55,7 +57,7 @@ pub(super) async fn verify(
                 mirror: request.mirror_name.clone(),
                 topic: topic.name.clone(),
                 ranges,
-                budget,
+                deadline,
                 rate,
             };
             let partitions = match engine.ask(asked).await {
