@@ -647,6 +647,34 @@ mod tests {
         }
     }
 
+    /// A broker over its client quota answers a Fetch with no partitions and a throttle time:
+    /// that is an error to back off from, not "nothing new" for every partition asked (the
+    /// mirror would count them caught up).
+    #[test]
+    fn a_throttled_empty_answer_is_not_nothing_new() {
+        let wanted = vec![at("a", 0, 10)];
+        let (_, asked) = build_fetch(None, &spec(wanted.clone()), 13);
+        let throttled = answer(ErrorCode::NONE, 7).with_throttle_time_ms(250);
+        let error = process_fetch(throttled, asked).expect_err("throttled");
+        assert!(
+            matches!(
+                error,
+                ClientError::Throttled {
+                    throttle_ms: 250,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(error.is_retriable());
+        let (_, asked) = build_fetch(None, &spec(wanted), 13);
+        let (fetched, _) = process_fetch(answer(ErrorCode::NONE, 7), asked).expect("answered");
+        assert!(
+            fetched.is_empty(),
+            "an unthrottled empty answer is nothing new"
+        );
+    }
+
     #[test]
     fn a_session_error_resets_to_a_full_fetch() {
         let first = vec![at("a", 0, 10), at("b", 0, 30)];
