@@ -33,7 +33,7 @@
 //!
 //! Cross-region: `MM2_BENCH_DELAY_MS` (default 0) puts the readers of the source (the
 //! reference, kmirror, MirrorMaker 2) in "another region": they connect through a proxy
-//! (`support::delay_proxy`) that holds every byte back half that many ms in each direction, so
+//! (`support::wan_proxy`, delay only) that holds every byte back half that many ms in each direction, so
 //! each round trip to the source is that much longer. The proxy listens where the source
 //! advertises its REMOTE listener (`KMIRROR_KAFKA_REMOTE`) and forwards to that listener
 //! (`KMIRROR_KAFKA_REMOTE_LISTENER`), so clients stay on it after metadata. Producers stay on
@@ -52,7 +52,7 @@ use std::collections::BTreeMap;
 use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::delay_proxy::DelayProxy;
+use support::wan_proxy::{WanLink, WanProxy};
 use support::{
     consumer_performance_columns, cpu_seconds, kafka_pid, median, peak_rss_mib, spawn_kmirror,
     terminate,
@@ -540,10 +540,10 @@ fn main() {
     let records = mib * 1024 * 1024 / RECORD_BYTES;
     let delay_ms: u32 = env_or("MM2_BENCH_DELAY_MS", 0);
     let _proxy = (delay_ms > 0).then(|| {
-        DelayProxy::start(
+        WanProxy::start(
             &kafka_env("KMIRROR_KAFKA_REMOTE"),
             &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"),
-            Duration::from_millis(u64::from(delay_ms)) / 2,
+            WanLink::delay(Duration::from_millis(u64::from(delay_ms)) / 2),
         )
     });
     let clusters = Clusters {

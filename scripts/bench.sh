@@ -4,7 +4,8 @@
 #   scripts/bench.sh NAME [ARGS]    one: protocol, storage, mirroring_core, source_fetch,
 #                                   broker_vs_kafka, mirror_vs_consumer, stop_partitions,
 #                                   stop_mirror_topic, mirror_vs_mm2, scale, throttled_mirror,
-#                                   quorum, cluster_mirror, replicated_produce, verify_vs_mirror
+#                                   quorum, cluster_mirror, replicated_produce, verify_vs_mirror,
+#                                   wan_model
 # replicated_produce also starts a three-broker Kafka (scripts/kafka-local.sh start-cluster).
 # mirror_vs_mm2 also starts a second Kafka (MirrorMaker 2's destination) and fetches MirrorMaker 2
 # from Maven Central (scripts/kafka-local.sh fetch-mm2); MM2_BENCH_* variables size it, and

@@ -1,0 +1,171 @@
+//! A WAN model on loopback: a TCP proxy that puts a link between two endpoints, for the
+//! cross-region runs (this machine's kernel has no `tc netem`).
+//!
+//! The link has, in each direction:
+//! - a one-way delay: every chunk arrives `one_way` after it left, so a round trip takes
+//!   `2 * one_way` longer;
+//! - an optional bandwidth cap shared by every connection through the proxy (a token bucket:
+//!   chunks leave one after another at the cap's pace, as on one physical link);
+//! - an optional in-flight limit per connection, modelling the sending socket's buffer (Kafka's
+//!   `socket.send.buffer.bytes`, 100 KiB by default): at most `window` bytes may have left and
+//!   not yet been acknowledged, an acknowledgement coming back one delay after a chunk arrived.
+//!   One connection then carries at most `window / round trip` bytes per second, as TCP does
+//!   when the sender's buffer is the limit.
+//!
+//! The proxy reads from a side only when the in-flight limit leaves room, so back-pressure
+//! reaches the sender through TCP as it would on a real link.
+
+use bytes::Bytes;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc};
+use tokio::time::Instant;
+
+/// The link's shape.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WanLink {
+    /// Delay each way.
+    pub(crate) one_way: Duration,
+    /// Bytes per second each way, over all connections (`None`: unlimited).
+    pub(crate) bandwidth: Option<u64>,
+    /// Bytes in flight per connection and direction (`None`: unlimited).
+    pub(crate) window: Option<usize>,
+}
+
+impl WanLink {
+    /// A link that only delays.
+    pub(crate) fn delay(one_way: Duration) -> WanLink {
+        WanLink {
+            one_way,
+            bandwidth: None,
+            window: None,
+        }
+    }
+
+    /// What one connection can carry per second at most: the window over the round trip, or
+    /// the cap (bytes per second; `None`: unlimited).
+    pub(crate) fn per_connection_ceiling(&self) -> Option<f64> {
+        let round_trip = (2 * self.one_way).as_secs_f64();
+        let by_window = self
+            .window
+            .filter(|_| round_trip > 0.0)
+            .map(|w| w as f64 / round_trip);
+        match (by_window, self.bandwidth.map(|b| b as f64)) {
+            (Some(w), Some(b)) => Some(w.min(b)),
+            (w, b) => w.or(b),
+        }
+    }
+}
+
+/// When the shared link is next free to send, per direction.
+#[derive(Debug, Default)]
+struct Pacer {
+    next_free: Mutex<Option<Instant>>,
+}
+
+impl Pacer {
+    /// When `bytes` leave, sent after everything scheduled before them at `bandwidth`.
+    fn departure(&self, bytes: usize, bandwidth: Option<u64>) -> Instant {
+        let now = Instant::now();
+        let Some(rate) = bandwidth.filter(|r| *r > 0) else {
+            return now;
+        };
+        let mut next = self.next_free.lock().unwrap_or_else(|e| e.into_inner());
+        let start = next.map_or(now, |n| n.max(now));
+        let end = start + Duration::from_secs_f64(bytes as f64 / rate as f64);
+        *next = Some(end);
+        end
+    }
+}
+
+/// The running proxy; dropping it stops it.
+pub(crate) struct WanProxy {
+    _runtime: tokio::runtime::Runtime,
+}
+
+impl WanProxy {
+    /// Listens on `listen` and forwards each connection to `upstream` over `link`.
+    pub(crate) fn start(listen: &str, upstream: &str, link: WanLink) -> WanProxy {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let listener = runtime
+            .block_on(TcpListener::bind(listen))
+            .expect("the proxy binds");
+        let upstream = upstream.to_string();
+        let (to_upstream, from_upstream) = (Arc::new(Pacer::default()), Arc::new(Pacer::default()));
+        runtime.spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                let (up, down) = (to_upstream.clone(), from_upstream.clone());
+                tokio::spawn(async move {
+                    let Ok(server) = TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let _ = client.set_nodelay(true);
+                    let _ = server.set_nodelay(true);
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
+                    tokio::spawn(pump(client_read, server_write, link, up));
+                    tokio::spawn(pump(server_read, client_write, link, down));
+                });
+            }
+        });
+        WanProxy { _runtime: runtime }
+    }
+}
+
+/// Copies `from` to `to` over `link`: each chunk leaves when the shared `pacer` lets it, arrives
+/// one delay later, and frees its room in the window one more delay later.
+async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: WanLink, pacer: Arc<Pacer>) {
+    let window = link.window.unwrap_or(usize::MAX >> 4);
+    let room = Arc::new(Semaphore::new(window));
+    let (chunks, mut due) = mpsc::unbounded_channel::<(Instant, Bytes)>();
+    let (freed_room, one_way) = (room.clone(), link.one_way);
+    let writer = tokio::spawn(async move {
+        while let Some((at, chunk)) = due.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+            // The acknowledgement travels back: the room is free one delay later.
+            let (room, bytes) = (freed_room.clone(), chunk.len());
+            tokio::spawn(async move {
+                tokio::time::sleep(one_way).await;
+                room.add_permits(bytes);
+            });
+        }
+        let _ = to.shutdown().await;
+    });
+    let mut buf = vec![0u8; (256 * 1024).min(window)];
+    loop {
+        // Read no more than the window has room for.
+        let Ok(permit) = room.clone().acquire_many_owned(1).await else {
+            break;
+        };
+        drop(permit);
+        let free = room.available_permits().clamp(1, buf.len());
+        let n = match from.read(&mut buf[..free]).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let Ok(taken) = room.acquire_many(n as u32).await else {
+            break;
+        };
+        taken.forget();
+        let arrival = pacer.departure(n, link.bandwidth) + link.one_way;
+        if chunks
+            .send((arrival, Bytes::copy_from_slice(&buf[..n])))
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(chunks);
+    let _ = writer.await;
+}
