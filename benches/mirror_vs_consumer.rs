@@ -22,6 +22,7 @@ use kmirror_actors::actor::{
     AttachPartition, FetchEpochs, Fetcher, FetcherConfig, FetcherProgress,
 };
 use kmirror_actors::engine::fetch::EngineFetcherPorts;
+use kmirror_actors::engine::fetch_lanes::FetchLanes;
 use kmirror_actors::engine::fetch_settings::FetchSettings;
 use kmirror_actors::engine::stats::MirrorStats;
 use kmirror_actors::host::TopicPartition;
@@ -165,7 +166,13 @@ fn main() {
         let fetcher = Fetcher::new(
             EngineFetcherPorts::new(
                 BrokerHost(broker.clone()),
-                source.clone(),
+                Arc::new(
+                    FetchLanes::new(
+                        BrokerHost(broker.clone()),
+                        ClientConfig::plaintext(&bootstrap),
+                    )
+                    .expect("lanes"),
+                ),
                 leader,
                 Arc::new(MirrorStats::new("bench")),
                 FetchSettings::default(),

@@ -27,18 +27,23 @@
 //! not slow the next one's writes.
 //!
 //! The table prints medians over the runs and the ratios kmirror/MM2 and kmirror/reference.
-//! `MM2_BENCH_SYSTEMS` (e.g. `reference,kmirror`) runs some only, `MM2_BENCH_LAG_SECONDS=0`
+//! `MM2_BENCH_SYSTEMS` (e.g. `reference,kmirror`) runs some only (`kmirror1` is kmirror with
+//! one Fetch in flight, `mirror.num.replica.fetchers=1`: the defaults before the fetchers
+//! paced themselves; it runs only when named), `MM2_BENCH_MAX_SECONDS` (default 1800) stops a
+//! copy after that long and takes its rate from what it copied, `MM2_BENCH_LAG_SECONDS=0`
 //! skips the lag phase, and `MM2_BENCH_KMIRROR_CONFIGS` (`k=v;k=v`) adds mirror configs for
 //! kmirror (e.g. `mirror.fetch.max.bytes=8388608;mirror.num.replica.fetchers=4`).
 //!
 //! Cross-region: `MM2_BENCH_DELAY_MS` (default 0) puts the readers of the source (the
 //! reference, kmirror, MirrorMaker 2) in "another region": they connect through a proxy
-//! (`support::wan_proxy`, delay only) that holds every byte back half that many ms in each direction, so
+//! (`support::wan_proxy`) that holds every byte back half that many ms in each direction, so
 //! each round trip to the source is that much longer. The proxy listens where the source
 //! advertises its REMOTE listener (`KMIRROR_KAFKA_REMOTE`) and forwards to that listener
 //! (`KMIRROR_KAFKA_REMOTE_LISTENER`), so clients stay on it after metadata. Producers stay on
-//! the source's own listener, undelayed. (This machine's kernel has no `tc netem`; the proxy
-//! adds latency only, no bandwidth or TCP window limit.)
+//! the source's own listener, undelayed. The link can also be capped: `MM2_BENCH_BANDWIDTH_MBIT`
+//! (shared by every connection, each way) and `MM2_BENCH_WINDOW_KIB` (bytes in flight per
+//! connection, modelling the source's `socket.send.buffer.bytes`: 100 for Kafka's default), so
+//! one connection carries at most window / round trip, as on a real link.
 
 mod support;
 
@@ -92,6 +97,9 @@ struct Clusters {
     mm2_dist: String,
     /// Extra mirror configs for kmirror (`MM2_BENCH_KMIRROR_CONFIGS`, `k=v;k=v`).
     kmirror_configs: String,
+    /// How long a copy may take before its rate is taken from what it copied so far
+    /// (`MM2_BENCH_MAX_SECONDS`).
+    copy_limit: Duration,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -135,6 +143,8 @@ impl Clusters {
 
 /// Waits until `topic` on `client`'s cluster holds `records` records; returns when the first
 /// and the last were seen.
+/// Waits until `records` records of `topic` are on `client`'s cluster, or `limit` after
+/// `started`: when the first and the last were seen, and how many were copied by then.
 fn wait_copied(
     clusters: &Clusters,
     client: &SourceClient,
@@ -142,7 +152,8 @@ fn wait_copied(
     partitions: u32,
     records: i64,
     started: Instant,
-) -> (Instant, Instant) {
+    limit: Duration,
+) -> (Instant, Instant, u64) {
     let mut first = None;
     loop {
         let copied: i64 = clusters.ends(client, topic, partitions).iter().sum();
@@ -150,13 +161,15 @@ fn wait_copied(
         if copied > 0 && first.is_none() {
             first = Some(now);
         }
-        if copied >= records {
-            return (first.unwrap_or(now), now);
+        if copied >= records || now.duration_since(started) >= limit {
+            if copied < records {
+                eprintln!(
+                    "{topic}: {copied} of {records} records copied when the {} s limit came",
+                    limit.as_secs()
+                );
+            }
+            return (first.unwrap_or(now), now, copied.max(0) as u64);
         }
-        assert!(
-            now.duration_since(started) < Duration::from_secs(1800),
-            "{topic}: {copied} of {records} records copied after 30 minutes"
-        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -241,13 +254,13 @@ fn reference(clusters: &Clusters, topic: &str, records: u64) -> Figures {
 }
 
 /// A kmirror broker process with mirror `bench` of the source created.
-fn kmirror_broker(clusters: &Clusters, dir: &std::path::Path) -> (Child, String) {
+fn kmirror_broker(clusters: &Clusters, dir: &std::path::Path, extra: &str) -> (Child, String) {
     let (child, address) = spawn_kmirror(dir, "");
     let config = dir.join("mirror.properties");
     std::fs::write(
         &config,
         format!(
-            "bootstrap.servers={}\n{}\n",
+            "bootstrap.servers={}\n{}\n{extra}\n",
             clusters.source_readers,
             clusters.kmirror_configs.replace(';', "\n")
         ),
@@ -266,26 +279,34 @@ fn kmirror_broker(clusters: &Clusters, dir: &std::path::Path) -> (Child, String)
     (child, address)
 }
 
-fn kmirror(clusters: &Clusters, topic: &str, partitions: u32, records: u64) -> Figures {
+/// kmirror copying `topic`, with `extra` mirror configs (`k=v` lines).
+fn kmirror(
+    clusters: &Clusters,
+    topic: &str,
+    partitions: u32,
+    records: u64,
+    extra: &str,
+) -> Figures {
     let dir = tempfile::tempdir().expect("temp dir");
     let source_cpu = cpu_seconds(clusters.source_pid);
     let started = Instant::now();
-    let (mut child, address) = kmirror_broker(clusters, dir.path());
+    let (mut child, address) = kmirror_broker(clusters, dir.path(), extra);
     support::mirrors_cli(
         &address,
         &["--start", "--mirror", "bench", "--topics", topic],
     );
     let destination = clusters.client(&address);
-    let (first, last) = wait_copied(
+    let (first, last, copied) = wait_copied(
         clusters,
         &destination,
         topic,
         partitions,
         records as i64,
         started,
+        clusters.copy_limit,
     );
     let figures = copy_figures(
-        records,
+        copied,
         first,
         last,
         started,
@@ -379,17 +400,18 @@ fn mm2(clusters: &Clusters, topic: &str, partitions: u32, records: u64) -> Figur
     let started = Instant::now();
     let mut child = spawn_mm2(clusters, dir.path(), topic, partitions);
     let target = clusters.client(&clusters.target);
-    let (first, last) = wait_copied(
+    let (first, last, copied) = wait_copied(
         clusters,
         &target,
         &format!("A.{topic}"),
         partitions,
         records as i64,
         started,
+        clusters.copy_limit,
     );
     let cpu = cpu_seconds(child.id()) + cpu_seconds(clusters.target_pid) - target_cpu;
     let figures = copy_figures(
-        records,
+        copied,
         first,
         last,
         started,
@@ -507,6 +529,7 @@ fn catch_up(
         partitions,
         total,
         Instant::now(),
+        Duration::from_secs(1800),
     );
 }
 
@@ -539,16 +562,39 @@ fn main() {
     let systems: Vec<&str> = systems_env.split(',').map(str::trim).collect();
     let records = mib * 1024 * 1024 / RECORD_BYTES;
     let delay_ms: u32 = env_or("MM2_BENCH_DELAY_MS", 0);
-    let _proxy = (delay_ms > 0).then(|| {
+    let bandwidth_mbit: u64 = env_or("MM2_BENCH_BANDWIDTH_MBIT", 0);
+    let window_kib: usize = env_or("MM2_BENCH_WINDOW_KIB", 0);
+    let link = WanLink {
+        bandwidth: (bandwidth_mbit > 0).then_some(bandwidth_mbit * 1_000_000 / 8),
+        window: (window_kib > 0).then_some(window_kib * 1024),
+        ..WanLink::delay(Duration::from_millis(u64::from(delay_ms)) / 2)
+    };
+    let wan = delay_ms > 0 || bandwidth_mbit > 0 || window_kib > 0;
+    if wan {
+        println!(
+            "WAN model: round trip {delay_ms} ms, cap {} Mbit/s, window {} KiB per connection",
+            if bandwidth_mbit > 0 {
+                bandwidth_mbit.to_string()
+            } else {
+                "none".into()
+            },
+            if window_kib > 0 {
+                window_kib.to_string()
+            } else {
+                "none".into()
+            },
+        );
+    }
+    let _proxy = wan.then(|| {
         WanProxy::start(
             &kafka_env("KMIRROR_KAFKA_REMOTE"),
             &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"),
-            WanLink::delay(Duration::from_millis(u64::from(delay_ms)) / 2),
+            link,
         )
     });
     let clusters = Clusters {
         source: kafka_env("KMIRROR_KAFKA_BOOTSTRAP"),
-        source_readers: if delay_ms > 0 {
+        source_readers: if wan {
             kafka_env("KMIRROR_KAFKA_REMOTE")
         } else {
             kafka_env("KMIRROR_KAFKA_BOOTSTRAP")
@@ -558,6 +604,7 @@ fn main() {
         target_pid: kafka_pid(&kafka_env("KMIRROR_KAFKA_TARGET_DATA")),
         mm2_dist: kafka_env("KMIRROR_MM2_DIST"),
         kmirror_configs: std::env::var("MM2_BENCH_KMIRROR_CONFIGS").unwrap_or_default(),
+        copy_limit: Duration::from_secs(env_or("MM2_BENCH_MAX_SECONDS", 1800)),
         runtime: tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -578,7 +625,7 @@ fn main() {
                 "{topic}: {mib} MiB produced in {:.1} s",
                 produced.elapsed().as_secs_f64()
             );
-            for system in ["reference", "kmirror", "mm2"] {
+            for system in ["reference", "kmirror", "kmirror1", "mm2"] {
                 if !systems.contains(&system) {
                     continue;
                 }
@@ -587,7 +634,14 @@ fn main() {
                 let _ = Command::new("sync").status();
                 let figures = match system {
                     "reference" => reference(&clusters, &topic, records),
-                    "kmirror" => kmirror(&clusters, &topic, partitions, records),
+                    "kmirror" => kmirror(&clusters, &topic, partitions, records, ""),
+                    "kmirror1" => kmirror(
+                        &clusters,
+                        &topic,
+                        partitions,
+                        records,
+                        "mirror.num.replica.fetchers=1",
+                    ),
                     _ => mm2(&clusters, &topic, partitions, records),
                 };
                 eprintln!("{topic} {system}: {figures:?}");
@@ -606,7 +660,9 @@ fn main() {
             kafka_tools::create_topic(&clusters.source, &lag_topic, partitions, &[]);
             let source_client = clusters.client(&clusters.source);
             let mut measured = Vec::new();
-            for system in systems.iter().copied() {
+            // The steady lag is the default kmirror's (one Fetch in flight is the catch-up's
+            // "before").
+            for system in systems.iter().copied().filter(|s| *s != "kmirror1") {
                 let lag = match system {
                     "reference" => lags(
                         &clusters,
@@ -619,7 +675,7 @@ fn main() {
                     ),
                     "kmirror" => {
                         let dir = tempfile::tempdir().expect("temp dir");
-                        let (mut broker, address) = kmirror_broker(&clusters, dir.path());
+                        let (mut broker, address) = kmirror_broker(&clusters, dir.path(), "");
                         support::mirrors_cli(
                             &address,
                             &["--start", "--mirror", "bench", "--topics", &lag_topic],
@@ -712,18 +768,37 @@ fn print_table(table: &BTreeMap<(u32, &str), Vec<Figures>>, partition_counts: &[
         ("lag p99 ms at steady rate", |f| f.lag_p99_ms),
     ];
     println!(
-        "\n{:<8} {:<40} {:>12} {:>12} {:>12} {:>10} {:>10}",
-        "parts", "median of runs", "reference", "kmirror", "MM2", "km/MM2", "km/ref"
+        "\n{:<8} {:<40} {:>12} {:>12} {:>12} {:>12} {:>10} {:>10} {:>10}",
+        "parts",
+        "median of runs",
+        "reference",
+        "kmirror",
+        "km 1 flight",
+        "MM2",
+        "km/MM2",
+        "km/ref",
+        "km/km1"
     );
     for &p in partition_counts {
         let runs = |system: &str| table.get(&(p, system)).cloned().unwrap_or_default();
-        let (reference, kmirror, mm2) = (runs("reference"), runs("kmirror"), runs("mm2"));
+        let (reference, kmirror, one, mm2) = (
+            runs("reference"),
+            runs("kmirror"),
+            runs("kmirror1"),
+            runs("mm2"),
+        );
         for (name, f) in metrics {
-            let (r, k, m) = (med(&reference, f), med(&kmirror, f), med(&mm2, f));
+            let (r, k, o, m) = (
+                med(&reference, f),
+                med(&kmirror, f),
+                med(&one, f),
+                med(&mm2, f),
+            );
             println!(
-                "{p:<8} {name:<40} {r:>12.1} {k:>12.1} {m:>12.1} {:>10.2} {:>10.2}",
+                "{p:<8} {name:<40} {r:>12.1} {k:>12.1} {o:>12.1} {m:>12.1} {:>10.2} {:>10.2} {:>10.2}",
                 k / m,
-                k / r
+                k / r,
+                k / o
             );
         }
         // MB per CPU second, the goal's unit: 1000 / (CPU s per GB).

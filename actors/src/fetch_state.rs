@@ -5,8 +5,9 @@
 //! tested as tables (in the spirit of Kafka's `AbstractFetcherThreadTest`), without a runtime.
 //!
 //! Rules:
-//! - A partition is fetched again only after its previous answer is applied (`applying`), so
-//!   batches land in order and once.
+//! - A partition is in at most one Fetch in flight (`fetching`), however many the fetcher
+//!   keeps in flight, and is fetched again only after its previous answer is applied
+//!   (`applying`), so batches land in order and once.
 //! - Fairness: a Fetch takes at most `max_partitions` partitions, starting after the last one
 //!   the previous Fetch reached (round robin over the partitions in key order). When one Fetch
 //!   reached them all, the next starts one past its first: the order rotates either way, so a
@@ -48,10 +49,21 @@ pub struct PartitionFetchState {
     pub epochs: FetchEpochs,
     /// An answer of it is being applied.
     pub applying: bool,
+    /// A Fetch asking for it is in flight.
+    pub fetching: bool,
     /// Not fetched before this time (ms), when held.
     held_until_ms: Option<u64>,
     /// The greatest source leader epoch told to the partition (-1: none yet).
     told_source_epoch: i32,
+}
+
+impl PartitionFetchState {
+    /// Whether a round at `now_ms` may ask for it: no Fetch of it in flight, no answer being
+    /// applied, no hold.
+    fn ready(&self, now_ms: u64) -> bool {
+        let held = self.held_until_ms.is_some_and(|until| until > now_ms);
+        !self.applying && !self.fetching && !held
+    }
 }
 
 /// A fetcher's partitions and the round-robin cursor.
@@ -70,6 +82,7 @@ impl FetchState {
         let state = self.partitions.entry(key).or_insert(PartitionFetchState {
             epochs,
             applying: false,
+            fetching: false,
             held_until_ms: None,
             told_source_epoch: -1,
         });
@@ -144,8 +157,7 @@ impl FetchState {
             }
             first = first.or(Some(key));
             reached = Some(key);
-            let held = state.held_until_ms.is_some_and(|until| until > now_ms);
-            if !state.applying && !held {
+            if state.ready(now_ms) {
                 round.push(key.clone());
             }
         }
@@ -154,6 +166,28 @@ impl FetchState {
             self.cursor = Some(next);
         }
         round
+    }
+
+    /// How many partitions a round at `now_ms` could ask for.
+    pub fn ready(&self, now_ms: u64) -> usize {
+        self.partitions
+            .values()
+            .filter(|state| state.ready(now_ms))
+            .count()
+    }
+
+    /// A Fetch asking for `key` went out: it is not fetched again until [`Self::answered`].
+    pub fn sent(&mut self, key: &TopicPartition) {
+        if let Some(state) = self.partitions.get_mut(key) {
+            state.fetching = true;
+        }
+    }
+
+    /// The Fetch asking for `key` was answered (or failed).
+    pub fn answered(&mut self, key: &TopicPartition) {
+        if let Some(state) = self.partitions.get_mut(key) {
+            state.fetching = false;
+        }
     }
 
     /// An answer of `key` is being applied: it is not fetched until [`Self::applied`].

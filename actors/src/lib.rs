@@ -33,6 +33,7 @@ pub mod actor;
 pub mod coordinator;
 pub mod engine;
 pub mod epoch;
+pub mod fetch_pacing;
 pub mod fetch_state;
 pub mod host;
 pub mod invariant;

@@ -87,6 +87,13 @@ pub const PARTITION_LAG_SECONDS: &str = "kmirror_mirror_partition_lag_seconds";
 pub const MAX_LAG_SECONDS: &str = "kmirror_mirror_max_lag_seconds";
 /// Milliseconds the mirror's fetchers waited for `mirror.replication.throttled.rate`.
 pub const THROTTLE_WAIT: &str = "kmirror_fetcher_throttle_wait_ms_total";
+/// Fetches a mirror's fetcher may keep in flight to one source broker, as its pacing decided
+/// (docs/design.md §9).
+pub const FETCHES_IN_FLIGHT: &str = "kmirror_fetcher_fetches_in_flight";
+/// The round trip to a source broker, as a fetcher estimates it: its quickest small answer.
+pub const FETCH_ROUND_TRIP: &str = "kmirror_fetcher_round_trip_seconds";
+/// Record bytes per Fetch answer over a fetcher's last pacing interval.
+pub const FETCH_ANSWER_BYTES: &str = "kmirror_fetcher_answer_bytes";
 /// Source topics a mirror started by itself because they match `topics.include`.
 pub const AUTO_STARTED_TOPICS: &str = "kmirror_mirror_auto_started_topics_total";
 /// Consumer groups whose offsets the sync left alone because they have members on the
@@ -237,6 +244,24 @@ pub const CATALOGUE: &[MetricDef] = &[
         kind: MetricKind::Counter,
         labels: &["mirror"],
         help: "Milliseconds the mirror's fetchers waited for mirror.replication.throttled.rate.",
+    },
+    MetricDef {
+        name: FETCHES_IN_FLIGHT,
+        kind: MetricKind::Gauge,
+        labels: &["mirror", "source_broker"],
+        help: "Fetches the mirror's fetcher may keep in flight to a source broker (its pacing).",
+    },
+    MetricDef {
+        name: FETCH_ROUND_TRIP,
+        kind: MetricKind::Gauge,
+        labels: &["mirror", "source_broker"],
+        help: "Round trip to a source broker as the fetcher estimates it (its quickest small answer).",
+    },
+    MetricDef {
+        name: FETCH_ANSWER_BYTES,
+        kind: MetricKind::Gauge,
+        labels: &["mirror", "source_broker"],
+        help: "Record bytes per Fetch answer over the fetcher's last pacing interval.",
     },
     MetricDef {
         name: AUTO_STARTED_TOPICS,

@@ -9,6 +9,9 @@ use super::network::{self, NetworkConfig};
 use crate::acl::AuthorizerConfig;
 use crate::groups::consumer::ConsumerSettings;
 use crate::storage::{LogConfig, OpenFiles};
+use kmirror_actors::engine::fetch_settings::{
+    DEFAULT_MAX_FETCHES_IN_FLIGHT, MAX_FETCHES_IN_FLIGHT,
+};
 use kmirror_actors::liveness::LivenessPolicy;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -75,8 +78,9 @@ pub struct BrokerConfig {
     /// `mirror.metadata.refresh.interval.ms` (30000): how often each mirror's metadata sync runs
     /// (source cluster id, partition counts, topic configs, group offsets, ACLs).
     pub mirror_metadata_refresh_interval_ms: u64,
-    /// `mirror.num.replica.fetchers` (1): fetchers per source broker per mirror, unless the
-    /// mirror's own configs say otherwise.
+    /// `mirror.num.replica.fetchers` (128): the most Fetches in flight per source broker per
+    /// mirror (each fetcher's pacing finds how many the link wants), unless the mirror's own
+    /// configs say otherwise.
     pub mirror_num_replica_fetchers: usize,
     /// `metrics.listener` (`http://host:port`, off when absent): where Prometheus scrapes
     /// `/metrics`.
@@ -396,7 +400,12 @@ impl BrokerConfig {
         };
         let mirror_metadata_refresh_interval_ms =
             positive("mirror.metadata.refresh.interval.ms", 30_000)? as u64;
-        let mirror_num_replica_fetchers = ranged("mirror.num.replica.fetchers", 1, 1, 64)?;
+        let mirror_num_replica_fetchers = ranged(
+            "mirror.num.replica.fetchers",
+            DEFAULT_MAX_FETCHES_IN_FLIGHT,
+            1,
+            MAX_FETCHES_IN_FLIGHT,
+        )?;
         let message_timestamp_max_ms = (
             ranged("log.message.timestamp.before.max.ms", i64::MAX, 0, i64::MAX)?,
             ranged("log.message.timestamp.after.max.ms", 3_600_000, 0, i64::MAX)?,
@@ -658,7 +667,7 @@ mod tests {
             ("mirror.supervision.restart.window.ms", "0"),
             ("mirror.metadata.refresh.interval.ms", "0"),
             ("mirror.num.replica.fetchers", "0"),
-            ("mirror.num.replica.fetchers", "65"),
+            ("mirror.num.replica.fetchers", "257"),
             ("metrics.listener", "http://127.0.0.1:65536"),
             ("kmirror.log.format", "xml"),
         ] {
@@ -670,7 +679,7 @@ mod tests {
         }
         let (c, unknown) = config(
             "node.id=0\nlog.segment.bytes=1048576\nlog.index.interval.bytes=0\nlog.retention.hours=-1\n\
-             log.retention.bytes=-1\nmirror.supervision.max.restarts=0\nmirror.num.replica.fetchers=64\n\
+             log.retention.bytes=-1\nmirror.supervision.max.restarts=0\nmirror.num.replica.fetchers=256\n\
              mirror.supervision.max.restart=5\nmessage.max.bytes=0\n",
         )
         .expect("the ends of the ranges are valid");

@@ -25,6 +25,7 @@ use kmirror_actors::actor::{
     CoordinatorShard, LastMirroredEpoch, ReadMirrorStates, WriteMirrorStates,
 };
 use kmirror_actors::engine::fetch::EngineFetcherPorts;
+use kmirror_actors::engine::fetch_lanes::FetchLanes;
 use kmirror_actors::engine::state_log::{MIRROR_STATE_TOPIC, StateLogPorts};
 use kmirror_actors::host::{FetchProgress, TopicPartition};
 use kmirror_protocol::client::Isolation;
@@ -157,7 +158,13 @@ async fn a_fetcher_mirrors_apache_kafka_byte_for_byte() {
     let fetcher = Fetcher::new(
         EngineFetcherPorts::new(
             BrokerHost(broker.clone()),
-            source.clone(),
+            Arc::new(
+                FetchLanes::new(
+                    BrokerHost(broker.clone()),
+                    kmirror_protocol::client::ClientConfig::plaintext(&bootstrap),
+                )
+                .expect("lanes"),
+            ),
             leader,
             Arc::new(kmirror_actors::engine::stats::MirrorStats::new("interop")),
             kmirror_actors::engine::fetch_settings::FetchSettings::default(),

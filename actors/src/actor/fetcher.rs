@@ -1,20 +1,26 @@
-//! The Fetcher actor: one per (mirror, source broker, fetcher id). It keeps one Fetch in flight
-//! covering the partitions attached to it, hands each partition's answer to the host to apply
-//! (truncate or append, [`crate::host::apply_fetch`]) and reports the outcome to the partition's
-//! actor; a partition is fetched again only after its previous answer is applied, so batches
-//! land in order and exactly once.
+//! The Fetcher actor: one per (mirror, source broker). It keeps Fetches in flight covering the
+//! partitions attached to it, hands each partition's answer to the host to apply (truncate or
+//! append, [`crate::host::apply_fetch`]) and reports the outcome to the partition's actor; a
+//! partition is in one Fetch at a time and fetched again only after its previous answer is
+//! applied, so batches land in order and exactly once.
 //!
-//! Which partitions go into a Fetch, in turn, and what each is fetched under is decided by the
-//! pure [`FetchState`] (round robin, at most `max_partitions_per_fetch`, none whose answer is
-//! still being applied). When a whole Fetch brought nothing new, the next one waits
-//! `idle_backoff` (the source's own long polling usually makes that rare); a partition whose
-//! answer failed, or whose batches were held back above its destination epoch, waits the same
-//! backoff alone ([`FetchState::hold`]), or until its epoch is raised.
+//! How many Fetches are in flight, and how large each is, is decided by the pure
+//! [`FetchPacing`] from what the answers deliver (docs/design.md §9): one on a near source,
+//! up to `mirror.num.replica.fetchers` on a distant one, each on a connection of its own (its
+//! lane: the lowest free one, so a single Fetch always uses lane 0 and its fetch session) and
+//! for its share of the partitions ready to fetch. Which partitions go into a Fetch, in turn,
+//! and what each is fetched under is decided by the pure [`FetchState`] (round robin, at most
+//! `max_partitions_per_fetch`, none in flight or whose answer is still being applied). A Fetch
+//! that brought nothing new keeps its lane busy for `idle_backoff` (the source's own long
+//! polling usually makes that rare); a partition whose answer failed, or whose batches were
+//! held back above its destination epoch, waits the same backoff alone
+//! ([`FetchState::hold`]), or until its epoch is raised.
 //!
-//! Batching: while the answers of the last Fetch are being applied, the next Fetch waits for
-//! them (at most `apply_grace`), so it asks again for every partition at once; otherwise the
-//! first partition applied would go out alone and split the partitions over ever smaller
-//! Fetches. A partition whose apply takes longer than the grace does not hold the others up.
+//! Batching: with one Fetch in flight, while the answers of the last Fetch are being applied,
+//! the next Fetch waits for them (at most `apply_grace`), so it asks again for every partition
+//! at once; otherwise the first partition applied would go out alone and split the partitions
+//! over ever smaller Fetches. A partition whose apply takes longer than the grace does not hold
+//! the others up.
 //!
 //! Detaching: [`DetachPartition`] completes once no append for the partition can follow, that
 //! is at once, or when its answer in flight has been applied; answers for a partition that was
@@ -22,6 +28,7 @@
 
 use super::ports::FetcherProgress;
 use super::ports::PortFuture;
+use crate::fetch_pacing::{AnswerSample, FetchPacing, PacingLimits, PacingReport};
 pub use crate::fetch_state::FetchEpochs;
 use crate::fetch_state::FetchState;
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
@@ -29,7 +36,7 @@ use crate::partition::Cause;
 use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, Recipient, WrapFuture,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -38,12 +45,32 @@ use tokio::sync::oneshot;
 /// cause).
 pub type FetchAnswers = Vec<(TopicPartition, Result<FetchResponse, Cause>)>;
 
+/// One Fetch's answers and what its pacing learns from them.
+#[derive(Debug, Clone, Default)]
+pub struct Fetched {
+    /// Per partition.
+    pub answers: FetchAnswers,
+    /// Record bytes the answer brought.
+    pub bytes: u64,
+    /// Some partition has more to fetch than the answer brought (its high watermark lies
+    /// beyond the records).
+    pub backlog: bool,
+    /// The mirror's throttle delayed the Fetch.
+    pub throttled: bool,
+}
+
 /// What a fetcher needs from its broker.
 pub trait FetcherPorts: 'static {
     /// Where to fetch the partition from next ([`crate::host::next_fetch`] on its log).
     fn next_fetch(&self, key: &TopicPartition) -> Result<FetchRequest, Cause>;
-    /// One Fetch to the source broker covering every partition asked.
-    fn fetch(&self, requests: Vec<PartitionFetch>) -> PortFuture<Result<FetchAnswers, Cause>>;
+    /// One Fetch to the source broker covering every partition asked, on connection `lane`
+    /// (Fetches in flight together use different lanes), asking for at most `max_bytes`.
+    fn fetch(
+        &self,
+        lane: usize,
+        requests: Vec<PartitionFetch>,
+        max_bytes: i32,
+    ) -> PortFuture<Result<Fetched, Cause>>;
     /// Applies one partition's answer to its log ([`crate::host::apply_fetch`]), holding back
     /// batches of a leader epoch above `epochs.destination`, and only while the topic is the
     /// one of `epochs.topic_id`.
@@ -54,6 +81,8 @@ pub trait FetcherPorts: 'static {
         response: FetchResponse,
         epochs: FetchEpochs,
     ) -> PortFuture<Result<FetchProgress, Cause>>;
+    /// What the pacing measured and decided over an interval (for the metrics).
+    fn paced(&self, report: &PacingReport);
 }
 
 /// One partition of a Fetch.
@@ -127,8 +156,10 @@ pub struct FetcherSnapshot {
     pub partitions: Vec<TopicPartition>,
     /// Fetches sent so far.
     pub fetches: u64,
-    /// Whether one is in flight.
-    pub in_flight: bool,
+    /// Fetches in flight.
+    pub in_flight: usize,
+    /// Fetches the pacing allows in flight now.
+    pub allowed: usize,
 }
 
 /// Where an attached partition's news goes, and who waits for its detach.
@@ -148,6 +179,10 @@ pub struct FetcherConfig {
     pub max_partitions_per_fetch: usize,
     /// Bytes asked per partition.
     pub partition_max_bytes: usize,
+    /// Bytes asked per Fetch at most.
+    pub response_max_bytes: usize,
+    /// Most Fetches in flight.
+    pub max_in_flight: usize,
     /// Pause after a Fetch that brought nothing.
     pub idle_backoff: Duration,
     /// Longest wait for the last Fetch's answers to be applied before the next Fetch goes out
@@ -160,6 +195,8 @@ impl Default for FetcherConfig {
         FetcherConfig {
             max_partitions_per_fetch: 500,
             partition_max_bytes: 1 << 20,
+            response_max_bytes: 10 << 20,
+            max_in_flight: 1,
             idle_backoff: Duration::from_millis(100),
             apply_grace: Duration::from_millis(50),
         }
@@ -173,9 +210,10 @@ pub struct Fetcher<P: FetcherPorts> {
     /// The partitions, their epochs and turns: every decision of the fetcher.
     state: FetchState,
     members: HashMap<TopicPartition, Member>,
-    in_flight: bool,
-    /// A wake-up after an idle Fetch is scheduled.
-    waiting: bool,
+    /// How many Fetches may be in flight and how large each is.
+    pacing: FetchPacing,
+    /// Lanes with a Fetch in flight, or resting after one that brought nothing.
+    busy: BTreeSet<usize>,
     fetches: u64,
     /// Applies of the last answers still running, and since when.
     applying: usize,
@@ -192,7 +230,7 @@ impl<P: FetcherPorts> std::fmt::Debug for Fetcher<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Fetcher")
             .field("members", &self.state.keys().collect::<Vec<_>>())
-            .field("in_flight", &self.in_flight)
+            .field("busy", &self.busy)
             .finish_non_exhaustive()
     }
 }
@@ -205,8 +243,12 @@ impl<P: FetcherPorts> Fetcher<P> {
             config,
             state: FetchState::default(),
             members: HashMap::new(),
-            in_flight: false,
-            waiting: false,
+            pacing: FetchPacing::new(PacingLimits {
+                max_in_flight: config.max_in_flight,
+                response_max_bytes: i32::try_from(config.response_max_bytes).unwrap_or(i32::MAX),
+                partition_max_bytes: i32::try_from(config.partition_max_bytes).unwrap_or(i32::MAX),
+            }),
+            busy: BTreeSet::new(),
             fetches: 0,
             applying: 0,
             applying_since: None,
@@ -247,6 +289,9 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// Whether the next Fetch should wait for the applies still running (scheduling a wake-up
     /// at the end of the grace).
     fn hold_for_applies(&mut self, ctx: &mut Context<Self>) -> bool {
+        if self.allowed() > 1 {
+            return false;
+        }
         let Some(since) = self.applying_since.filter(|_| self.applying > 0) else {
             return false;
         };
@@ -272,18 +317,41 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
     }
 
-    /// Sends the next Fetch if none is in flight and some partition is ready.
+    /// Fetches the pacing allows in flight now.
+    fn allowed(&self) -> usize {
+        self.pacing.in_flight(self.members.len())
+    }
+
+    /// Sends Fetches on free lanes while the pacing allows more in flight and some partition
+    /// is ready, each for its share of the ready partitions.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.in_flight || self.waiting || self.hold_for_applies(ctx) {
-            return;
+        loop {
+            let allowed = self.allowed();
+            if self.busy.len() >= allowed || self.hold_for_applies(ctx) {
+                return;
+            }
+            let free = allowed - self.busy.len();
+            let ready = self.state.ready(self.now_ms());
+            if ready == 0 {
+                self.wake_for_holds(ctx);
+                return;
+            }
+            let share = ready
+                .div_ceil(free)
+                .min(self.config.max_partitions_per_fetch);
+            if !self.send(share, ctx) {
+                return;
+            }
         }
+    }
+
+    /// Sends one Fetch for at most `max_partitions` ready partitions on the lowest free lane;
+    /// whether one went out.
+    fn send(&mut self, max_partitions: usize, ctx: &mut Context<Self>) -> bool {
         let mut requests = Vec::new();
         let mut failed = Vec::new();
         let now = self.now_ms();
-        for key in self
-            .state
-            .next_round(self.config.max_partitions_per_fetch, now)
-        {
+        for key in self.state.next_round(max_partitions, now) {
             let Some(partition) = self.state.get(&key) else {
                 continue;
             };
@@ -306,34 +374,47 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
         if requests.is_empty() {
             self.wake_for_holds(ctx);
-            return;
+            return false;
         }
-        self.in_flight = true;
+        let lane = (0..).find(|l| !self.busy.contains(l)).unwrap_or_default();
+        self.busy.insert(lane);
         self.fetches += 1;
         // The incarnation each partition was asked under goes with its answer: a partition
         // detached and attached again for a new topic of its name meanwhile is not it.
         let sent: Vec<(PartitionFetch, uuid::Uuid)> = requests
             .iter()
             .map(|p| {
+                self.state.sent(&p.key);
                 let topic_id = self.state.get(&p.key).map(|s| s.epochs.topic_id);
                 (p.clone(), topic_id.unwrap_or_default())
             })
             .collect();
-        let fetch = self.ports.fetch(requests);
+        let fetch = self.ports.fetch(
+            lane,
+            requests,
+            self.pacing.fetch_bytes(self.pacing.target()),
+        );
         ctx.spawn(fetch.into_actor(self).map(move |answers, fetcher, ctx| {
-            fetcher.in_flight = false;
-            fetcher.answered(sent, answers, ctx);
+            let answered_ms = fetcher.now_ms();
+            fetcher.answered(lane, now, answered_ms, sent, answers, ctx);
         }));
+        true
     }
 
     fn answered(
         &mut self,
+        lane: usize,
+        sent_ms: u64,
+        answered_ms: u64,
         sent: Vec<(PartitionFetch, uuid::Uuid)>,
-        answers: Result<FetchAnswers, Cause>,
+        answers: Result<Fetched, Cause>,
         ctx: &mut Context<Self>,
     ) {
-        let answers = match answers {
-            Ok(answers) => answers,
+        for (asked, _) in &sent {
+            self.state.answered(&asked.key);
+        }
+        let fetched = match answers {
+            Ok(fetched) => fetched,
             Err(cause) => {
                 // The whole Fetch failed. A source that is down or unreachable heals: as
                 // Kafka's replica fetcher, the fetcher tries again after its backoff and its
@@ -344,12 +425,22 @@ impl<P: FetcherPorts> Fetcher<P> {
                         self.report(ctx, &asked.key, FetcherProgress(Err(cause.clone())));
                     }
                 }
-                self.idle(ctx);
+                self.pacing.failed();
+                self.rest(lane, ctx);
                 return;
             }
         };
+        if let Some(report) = self.pacing.answered(AnswerSample {
+            sent_ms,
+            answered_ms,
+            bytes: fetched.bytes,
+            backlog: fetched.backlog,
+            throttled: fetched.throttled,
+        }) {
+            self.ports.paced(&report);
+        }
         let mut applying = false;
-        for (key, answer) in answers {
+        for (key, answer) in fetched.answers {
             let Some((request, topic_id)) = sent
                 .iter()
                 .find(|(p, _)| p.key == key)
@@ -397,10 +488,11 @@ impl<P: FetcherPorts> Fetcher<P> {
             }
         }
         if applying {
+            self.busy.remove(&lane);
             self.applying_since = Some(tokio::time::Instant::now());
             self.pump(ctx);
         } else {
-            self.idle(ctx);
+            self.rest(lane, ctx);
         }
     }
 
@@ -451,14 +543,11 @@ impl<P: FetcherPorts> Fetcher<P> {
         self.pump(ctx);
     }
 
-    /// After a Fetch with nothing to apply: wait a little before the next one.
-    fn idle(&mut self, ctx: &mut Context<Self>) {
-        if self.waiting {
-            return;
-        }
-        self.waiting = true;
-        ctx.run_later(self.config.idle_backoff, |fetcher, ctx| {
-            fetcher.waiting = false;
+    /// After a Fetch with nothing to apply, or one that failed: its lane rests a little
+    /// before it carries the next one (the other lanes go on).
+    fn rest(&mut self, lane: usize, ctx: &mut Context<Self>) {
+        ctx.run_later(self.config.idle_backoff, move |fetcher, ctx| {
+            fetcher.busy.remove(&lane);
             fetcher.pump(ctx);
         });
     }
@@ -529,7 +618,8 @@ impl<P: FetcherPorts> Handler<DescribeFetcher> for Fetcher<P> {
         actix::MessageResult(FetcherSnapshot {
             partitions: self.state.keys().cloned().collect(),
             fetches: self.fetches,
-            in_flight: self.in_flight,
+            in_flight: self.busy.len(),
+            allowed: self.allowed(),
         })
     }
 }

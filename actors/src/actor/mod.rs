@@ -21,7 +21,7 @@ pub use coordinator::{
     WriteMirrorStates, WriteStates,
 };
 pub use fetcher::{
-    AttachPartition, DescribeFetcher, DetachPartition, FetchAnswers, FetchEpochs, Fetcher,
+    AttachPartition, DescribeFetcher, DetachPartition, FetchAnswers, FetchEpochs, Fetched, Fetcher,
     FetcherConfig, FetcherPorts, FetcherSnapshot, PartitionFetch, RaiseDestinationEpoch,
     detach_partition,
 };

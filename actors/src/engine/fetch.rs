@@ -16,11 +16,13 @@
 
 use super::cause;
 use super::fetch_answer::{FetchAction, classify};
+use super::fetch_lanes::FetchLanes;
 use super::fetch_settings::FetchSettings;
 use super::gap_policy::{GAP_POLICY, GapPolicy};
 use super::stats::MirrorStats;
 use super::throttle::Throttle;
-use crate::actor::{FetchAnswers, FetchEpochs, FetcherPorts, PartitionFetch, PortFuture};
+use crate::actor::{FetchEpochs, Fetched, FetcherPorts, PartitionFetch, PortFuture};
+use crate::fetch_pacing::PacingReport;
 use crate::host::{self, FetchProgress, FetchRequest, FetchResponse, Host, Source, TopicPartition};
 use crate::partition::Cause;
 use actix::{Message, Recipient};
@@ -36,7 +38,8 @@ use uuid::Uuid;
 /// The ports of one fetcher: a source broker and this broker's logs.
 pub struct EngineFetcherPorts<H: Host> {
     host: H,
-    source: Arc<H::Source>,
+    /// The connections Fetches go on; lane 0 also asks everything else.
+    lanes: Arc<FetchLanes<H>>,
     /// The source broker this fetcher reads from.
     leader: i32,
     stats: Arc<MirrorStats>,
@@ -69,18 +72,18 @@ pub type SourceClusterId = Arc<std::sync::OnceLock<String>>;
 pub struct LeaderMoved(pub TopicPartition);
 
 impl<H: Host> EngineFetcherPorts<H> {
-    /// Ports fetching from source broker `leader` into `host`'s logs as `settings` say,
-    /// counting in `stats`.
+    /// Ports fetching from source broker `leader` on `lanes` into `host`'s logs as `settings`
+    /// say, counting in `stats`.
     pub fn new(
         host: H,
-        source: Arc<H::Source>,
+        lanes: Arc<FetchLanes<H>>,
         leader: i32,
         stats: Arc<MirrorStats>,
         settings: FetchSettings,
     ) -> Self {
         EngineFetcherPorts {
             host,
-            source,
+            lanes,
             leader,
             stats,
             settings,
@@ -202,6 +205,26 @@ async fn gone_topics(
     gone
 }
 
+/// Whether the source has more of partition `p`, asked from `offset`, than its answer brought:
+/// its last stable offset lies beyond the answer's last batch (or beyond `offset`, when the answer's
+/// bytes went to other partitions). Batch headers only are read.
+fn has_more(p: &FetchedPartition, offset: i64) -> bool {
+    // READ_COMMITTED answers stop at the last stable offset.
+    let limit = if p.last_stable_offset >= 0 {
+        p.last_stable_offset
+    } else {
+        p.high_watermark
+    };
+    if p.error != ErrorCode::NONE || limit < 0 {
+        return false;
+    }
+    let end = RecordBatches::new(p.records.clone())
+        .map_while(Result::ok)
+        .last()
+        .map_or(offset, |b| b.next_offset());
+    limit > end
+}
+
 /// The source's metadata of the topics of `partitions` (each named once); `None` when it does
 /// not answer.
 async fn topics_metadata<'a>(
@@ -221,7 +244,12 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         })
     }
 
-    fn fetch(&self, requests: Vec<PartitionFetch>) -> PortFuture<Result<FetchAnswers, Cause>> {
+    fn fetch(
+        &self,
+        lane: usize,
+        requests: Vec<PartitionFetch>,
+        max_bytes: i32,
+    ) -> PortFuture<Result<Fetched, Cause>> {
         let spec = FetchSpec {
             partitions: requests
                 .iter()
@@ -241,7 +269,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             isolation: Isolation::ReadCommitted,
             max_wait_ms: self.settings.wait_max_ms,
             min_bytes: self.settings.min_bytes,
-            max_bytes: self.throttle.fetch_bytes(self.settings.response_max_bytes),
+            max_bytes: self.throttle.fetch_bytes(max_bytes),
         };
         let asked: Vec<Asked> = spec
             .partitions
@@ -254,7 +282,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 offset: p.offset,
             })
             .collect();
-        let source = self.source.clone();
+        let lanes = self.lanes.clone();
         let leader = self.leader;
         let stats = self.stats.clone();
         let moved = self.moved.clone();
@@ -266,6 +294,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             if !waited.is_zero() {
                 stats.throttled(waited);
             }
+            let source = lanes.lane(lane).map_err(|e| cause(&e))?;
             let fetched = match source.fetch(leader, &spec).await {
                 Ok(fetched) => fetched,
                 Err(e) => {
@@ -287,6 +316,9 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 }
             };
             let bytes = fetched.iter().map(|p| p.records.len() as u64).sum();
+            let backlog = fetched
+                .iter()
+                .any(|p| asked_for(&asked, p).is_some_and(|a| has_more(p, a.offset)));
             throttle.paid(bytes, tokio::time::Instant::now());
             let now_ms = host.now_ms();
             stats.fetched(bytes, now_ms);
@@ -303,6 +335,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
             {
                 stats.still_caught_up(&a.key, now_ms);
             }
+            let source = lanes.first();
             let gone = gone_topics(&*source, &source_cluster_id, &fetched, &asked).await;
             let answers = fetched
                 .into_iter()
@@ -350,8 +383,17 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                     Some((key, answer))
                 })
                 .collect();
-            Ok(answers)
+            Ok(Fetched {
+                answers,
+                bytes,
+                backlog,
+                throttled: !waited.is_zero(),
+            })
         })
+    }
+
+    fn paced(&self, report: &PacingReport) {
+        self.stats.paced(self.leader, report);
     }
 
     fn apply(
@@ -362,7 +404,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         epochs: FetchEpochs,
     ) -> PortFuture<Result<FetchProgress, Cause>> {
         let host = self.host.clone();
-        let source = self.source.clone();
+        let source = self.lanes.first();
         let leader = self.leader;
         let key = key.clone();
         let stats = self.stats.clone();

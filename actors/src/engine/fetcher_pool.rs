@@ -1,6 +1,6 @@
-//! The FetcherPool actor of one mirror: `mirror.num.replica.fetchers` Fetchers per source broker
-//! (one by default), and each attached partition on a fetcher of its current source leader
-//! (which one by a hash of its name, [`FetchSettings::fetcher_slot`]).
+//! The FetcherPool actor of one mirror: a Fetcher per source broker, each attached partition on
+//! the fetcher of its current source leader. A fetcher keeps up to `mirror.num.replica.fetchers`
+//! Fetches in flight on the mirror's [`FetchLanes`], as many as its pacing finds the link wants.
 //!
 //! Lifecycle: a partition attaches through the pool when it enters MIRRORING; the pool asks the
 //! source who leads the partition (so a partition that failed over a leader change and retries
@@ -21,6 +21,7 @@
 mod tests;
 
 use super::fetch::{EngineFetcherPorts, LeaderMoved, SourceClusterId};
+use super::fetch_lanes::FetchLanes;
 use super::fetch_settings::FetchSettings;
 use super::stats::MirrorStats;
 use super::throttle::Throttle;
@@ -46,7 +47,7 @@ const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// gets fresh leaders.
 const LEADERS_FRESH_FOR: Duration = Duration::from_millis(500);
 /// Where a partition waiting for its source leader to be known is kept (no fetcher has it).
-const NO_FETCHER: (i32, usize) = (-1, 0);
+const NO_FETCHER: i32 = -1;
 /// How long a partition whose source leader moved waits before looking it up again (a leader
 /// election takes a moment to reach the source's metadata).
 const MOVED_BACKOFF: Duration = Duration::from_millis(500);
@@ -84,16 +85,16 @@ pub struct FetcherPool<H: Host> {
     host: H,
     /// The source, for leader lookups.
     source: Arc<H::Source>,
-    /// The source for Fetch requests (their own connections).
-    fetch_source: Arc<H::Source>,
+    /// The connections Fetch requests go on (their own, apart from `source`).
+    lanes: Arc<FetchLanes<H>>,
     stats: Arc<MirrorStats>,
     settings: FetchSettings,
     /// The mirror's pace on this broker (its fetchers share it).
     throttle: Arc<Throttle>,
     /// The source cluster id the mirror expects (checked with each topic lookup).
     source_cluster_id: SourceClusterId,
-    /// By (source broker, slot).
-    fetchers: HashMap<(i32, usize), Addr<Fetcher<EngineFetcherPorts<H>>>>,
+    /// By source broker.
+    fetchers: HashMap<i32, Addr<Fetcher<EngineFetcherPorts<H>>>>,
     /// Every attached partition.
     members: HashMap<TopicPartition, Member>,
     /// Attaches waiting for the source's leaders: their generation (a detach cancels them) and
@@ -111,7 +112,7 @@ pub struct FetcherPool<H: Host> {
 /// An attached partition: its fetcher, where its progress goes, and the epochs it is fetched
 /// under.
 struct Member {
-    fetcher: (i32, usize),
+    fetcher: i32,
     progress: Recipient<FetcherProgress>,
     epochs: FetchEpochs,
 }
@@ -126,12 +127,12 @@ impl<H: Host> std::fmt::Debug for FetcherPool<H> {
 }
 
 impl<H: Host> FetcherPool<H> {
-    /// The pool of a mirror whose source is `source` (control) and `fetch_source` (fetches); its
+    /// The pool of a mirror whose source is `source` (control) and `lanes` (fetches); its
     /// fetchers keep `stats` and fetch as `settings` say, paced by `throttle`.
     pub fn new(
         host: H,
         source: Arc<H::Source>,
-        fetch_source: Arc<H::Source>,
+        lanes: Arc<FetchLanes<H>>,
         stats: Arc<MirrorStats>,
         settings: FetchSettings,
         throttle: Arc<Throttle>,
@@ -140,7 +141,7 @@ impl<H: Host> FetcherPool<H> {
         FetcherPool {
             host,
             source,
-            fetch_source,
+            lanes,
             stats,
             settings,
             throttle,
@@ -187,10 +188,7 @@ impl<H: Host> FetcherPool<H> {
             }
             return;
         };
-        let fetcher = (
-            leader,
-            self.settings.fetcher_slot(&key.topic, key.partition),
-        );
+        let fetcher = leader;
         if let Some(previous) = self.members.get(&key)
             && previous.fetcher != fetcher
             && let Some(old) = self.fetchers.get(&previous.fetcher)
@@ -214,10 +212,10 @@ impl<H: Host> FetcherPool<H> {
         });
     }
 
-    fn fetcher(&mut self, (leader, slot): (i32, usize)) -> Addr<Fetcher<EngineFetcherPorts<H>>> {
-        let (host, source, stats, settings) = (
+    fn fetcher(&mut self, leader: i32) -> Addr<Fetcher<EngineFetcherPorts<H>>> {
+        let (host, lanes, stats, settings) = (
             self.host.clone(),
-            self.fetch_source.clone(),
+            self.lanes.clone(),
             self.stats.clone(),
             self.settings,
         );
@@ -227,9 +225,9 @@ impl<H: Host> FetcherPool<H> {
             self.throttle.clone(),
         );
         self.fetchers
-            .entry((leader, slot))
+            .entry(leader)
             .or_insert_with(|| {
-                let ports = EngineFetcherPorts::new(host, source, leader, stats, settings)
+                let ports = EngineFetcherPorts::new(host, lanes, leader, stats, settings)
                     .throttled(throttle);
                 let ports = match me {
                     Some(me) => ports.in_pool(me.recipient(), cluster),
@@ -239,6 +237,8 @@ impl<H: Host> FetcherPool<H> {
                     ports,
                     FetcherConfig {
                         partition_max_bytes: settings.partition_max_bytes as usize,
+                        response_max_bytes: settings.response_max_bytes as usize,
+                        max_in_flight: settings.max_in_flight,
                         ..FetcherConfig::default()
                     },
                 )
@@ -249,18 +249,14 @@ impl<H: Host> FetcherPool<H> {
 
     /// Starts dead fetchers again and attaches their partitions to them.
     fn revive(&mut self) {
-        let dead: Vec<(i32, usize)> = self
+        let dead: Vec<i32> = self
             .fetchers
             .iter()
             .filter(|(_, f)| !f.connected())
             .map(|(fetcher, _)| *fetcher)
             .collect();
         for id in dead {
-            tracing::warn!(
-                source_broker = id.0,
-                slot = id.1,
-                "starting a dead mirror fetcher again"
-            );
+            tracing::warn!(source_broker = id, "starting a dead mirror fetcher again");
             self.fetchers.remove(&id);
             let fetcher = self.fetcher(id);
             for (key, member) in self.members.iter().filter(|(_, m)| m.fetcher == id) {

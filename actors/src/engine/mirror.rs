@@ -17,6 +17,7 @@
 //! turned out to be another cluster is halted: no more sync, and its MIRRORING partitions fail.
 
 use super::coalescing_source::CoalescingSource;
+use super::fetch_lanes::FetchLanes;
 use super::fetcher_pool::{FetcherPool, MirrorStopped};
 use super::mirror_configs::{self, MirrorConfigError, MirrorSettings};
 use super::partition_ports::EnginePartitionPorts;
@@ -83,7 +84,7 @@ pub struct Mirror<H: Host> {
     pub(super) lookups: Arc<CoalescingSource<H::Source>>,
     /// The fetchers' source client (its own connections: a broker serves one request of a
     /// connection at a time, so a long-polling fetch would hold up control requests).
-    pub(super) fetch_source: Arc<H::Source>,
+    pub(super) lanes: Arc<FetchLanes<H>>,
     /// The source cluster's id: `mirror.source.cluster.id`, or what the source first answered.
     pub(super) source_cluster_id: Arc<std::sync::OnceLock<String>>,
     pub(super) pool: Addr<FetcherPool<H>>,
@@ -158,13 +159,16 @@ impl<H: Host> Mirror<H> {
                 .map_err(|e| MirrorError::new(ErrorCode::INVALID_CONFIG, e.to_string()))
         };
         let source = client(config.clone())?;
-        let fetch_source = client(config)?;
+        let lanes = Arc::new(
+            FetchLanes::new(host.clone(), config)
+                .map_err(|e| MirrorError::new(ErrorCode::INVALID_CONFIG, e.to_string()))?,
+        );
         let stats = Arc::new(MirrorStats::new(name));
         let throttle = Arc::new(Throttle::new(settings.throttled_rate));
         let pool = FetcherPool::new(
             host.clone(),
             source.clone(),
-            fetch_source.clone(),
+            lanes.clone(),
             stats.clone(),
             settings,
             throttle.clone(),
@@ -181,7 +185,7 @@ impl<H: Host> Mirror<H> {
             configs,
             lookups: Arc::new(CoalescingSource::new(source.clone())),
             source,
-            fetch_source,
+            lanes,
             source_cluster_id,
             pool,
             topics: BTreeMap::new(),

@@ -65,8 +65,11 @@ impl<H: Host> Mirror<H> {
         }
         let client = settings.client;
         tracing::info!(mirror = name, "the mirror's configs changed: reconnecting");
-        for source in [&*self.source, &*self.fetch_source] {
-            if let Err(e) = source.reconfigure(client.clone()) {
+        for reconfigured in [
+            self.source.reconfigure(client.clone()),
+            self.lanes.reconfigure(client),
+        ] {
+            if let Err(e) = reconfigured {
                 tracing::error!(mirror = name, error = %e, "taking the mirror's new configs");
             }
         }

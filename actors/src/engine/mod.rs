@@ -37,6 +37,7 @@ pub mod describe;
 pub mod epoch_bumps;
 pub mod fetch;
 pub mod fetch_answer;
+pub mod fetch_lanes;
 pub mod fetch_settings;
 pub mod fetcher_pool;
 pub mod gap_policy;

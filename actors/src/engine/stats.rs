@@ -143,6 +143,19 @@ impl MirrorStats {
         *self.failing.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
+    /// What the pacing of the fetcher of source broker `leader` measured and decided.
+    pub fn paced(&self, leader: i32, report: &crate::fetch_pacing::PacingReport) {
+        let labels = [
+            ("mirror", self.mirror.clone()),
+            ("source_broker", leader.to_string()),
+        ];
+        ::metrics::gauge!(metrics::FETCHES_IN_FLIGHT, &labels).set(report.in_flight as f64);
+        if let Some(ms) = report.round_trip_ms {
+            ::metrics::gauge!(metrics::FETCH_ROUND_TRIP, &labels).set(ms as f64 / 1000.0);
+        }
+        ::metrics::gauge!(metrics::FETCH_ANSWER_BYTES, &labels).set(report.bytes_per_answer as f64);
+    }
+
     /// A fetch failed with `error`.
     pub fn fetch_failed(&self, error: &str, now_ms: i64) {
         self.requests.increment(1);

@@ -1,5 +1,6 @@
-//! The fetcher actor with scripted ports on paused time: one Fetch in flight, a partition not
-//! fetched again before its answer is applied, round robin, detach after the apply in flight.
+//! The fetcher actor with scripted ports on paused time: one Fetch in flight or several on
+//! lanes of their own, a partition not fetched again before its answer is applied, round
+//! robin, detach after the apply in flight.
 
 use super::*;
 use crate::actor::ports::FetcherProgress;
@@ -24,6 +25,18 @@ struct Source {
     held: HashMap<TopicPartition, oneshot::Receiver<()>>,
     /// Every Fetch: the partitions in it.
     fetches: Vec<Vec<TopicPartition>>,
+    /// Every Fetch: its lane and the bytes it asked for.
+    lanes: Vec<(usize, i32)>,
+    /// Fetches not answered until the test releases them.
+    gate: Option<Rc<tokio::sync::Notify>>,
+    /// Every pacing report.
+    paced: Vec<crate::fetch_pacing::PacingReport>,
+    /// Partitions in a Fetch not answered yet, and the most Fetches out at once.
+    out: Vec<TopicPartition>,
+    most_out: usize,
+    out_fetches: usize,
+    /// Partitions asked for while a Fetch of them was out.
+    asked_twice: Vec<TopicPartition>,
     /// Every apply, in order.
     applied: Vec<TopicPartition>,
     /// The source leader epoch each partition was fetched at, every Fetch.
@@ -65,11 +78,25 @@ impl FetcherPorts for ScriptedSource {
         })
     }
 
-    fn fetch(&self, requests: Vec<PartitionFetch>) -> PortFuture<Result<FetchAnswers, Cause>> {
+    fn fetch(
+        &self,
+        lane: usize,
+        requests: Vec<PartitionFetch>,
+        max_bytes: i32,
+    ) -> PortFuture<Result<Fetched, Cause>> {
         let mut source = self.0.borrow_mut();
         source
             .fetches
             .push(requests.iter().map(|p| p.key.clone()).collect());
+        source.lanes.push((lane, max_bytes));
+        for p in &requests {
+            if source.out.contains(&p.key) {
+                source.asked_twice.push(p.key.clone());
+            }
+            source.out.push(p.key.clone());
+        }
+        source.out_fetches += 1;
+        source.most_out = source.most_out.max(source.out_fetches);
         source.current_leader_epochs.extend(
             requests
                 .iter()
@@ -78,7 +105,7 @@ impl FetcherPorts for ScriptedSource {
         if let Some(cause) = source.fail_next.take() {
             return Box::pin(std::future::ready(Err(cause)));
         }
-        let answers = requests
+        let answers: FetchAnswers = requests
             .into_iter()
             .map(|PartitionFetch { key, .. }| {
                 let answer = source
@@ -93,7 +120,35 @@ impl FetcherPorts for ScriptedSource {
                 (key, answer)
             })
             .collect();
-        Box::pin(std::future::ready(Ok(answers)))
+        let bytes = answers
+            .iter()
+            .map(|(_, a)| match a {
+                Ok(FetchResponse::Records { records, .. }) => records.len() as u64,
+                _ => 0,
+            })
+            .sum();
+        let fetched = Fetched {
+            answers,
+            bytes,
+            backlog: bytes > 0,
+            throttled: false,
+        };
+        let gate = source.gate.clone();
+        let asked: Vec<TopicPartition> = fetched.answers.iter().map(|(k, _)| k.clone()).collect();
+        let this = self.0.clone();
+        Box::pin(async move {
+            if let Some(gate) = gate {
+                gate.notified().await;
+            }
+            let mut source = this.borrow_mut();
+            source.out.retain(|k| !asked.contains(k));
+            source.out_fetches -= 1;
+            Ok(fetched)
+        })
+    }
+
+    fn paced(&self, report: &crate::fetch_pacing::PacingReport) {
+        self.0.borrow_mut().paced.push(*report);
     }
 
     fn apply(
@@ -145,11 +200,21 @@ fn start(
     source: &ScriptedSource,
     max_partitions_per_fetch: usize,
 ) -> Addr<Fetcher<ScriptedSource>> {
+    start_with(source, max_partitions_per_fetch, 1)
+}
+
+fn start_with(
+    source: &ScriptedSource,
+    max_partitions_per_fetch: usize,
+    max_in_flight: usize,
+) -> Addr<Fetcher<ScriptedSource>> {
     Fetcher::new(
         source.clone(),
         FetcherConfig {
             max_partitions_per_fetch,
             partition_max_bytes: 1024,
+            response_max_bytes: 8192,
+            max_in_flight,
             idle_backoff: Duration::from_millis(100),
             apply_grace: Duration::from_millis(50),
         },
@@ -377,6 +442,59 @@ async fn fetches_serve_partitions_round_robin_with_one_in_flight() {
         "idle fetches wait the backoff: {}",
         snapshot.fetches
     );
+}
+
+/// Several Fetches in flight: each on a lane of its own, each for its share of the partitions,
+/// no partition in two; as answers come, freed lanes carry the partitions again, and a partition
+/// is never asked for while a Fetch of it is out.
+#[actix_rt::test]
+async fn fetches_in_flight_share_the_partitions_on_lanes_of_their_own() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let gate = Rc::new(tokio::sync::Notify::new());
+    source.0.borrow_mut().gate = Some(gate.clone());
+    let topics = ["a", "b", "c", "d", "e", "f", "g", "h"];
+    for topic in topics {
+        source
+            .0
+            .borrow_mut()
+            .answers
+            .insert(key(topic), (0..3).map(|_| Ok(records())).collect());
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start_with(&source, 100, 4);
+    for topic in topics {
+        attach(&fetcher, topic, &reports).await;
+    }
+    pause(10).await;
+    {
+        let s = source.0.borrow();
+        let lanes: Vec<usize> = s.lanes.iter().map(|(lane, _)| *lane).collect();
+        assert_eq!(lanes, [0, 1, 2, 3], "four out, each on its lane");
+        assert!(
+            s.lanes.iter().all(|(_, bytes)| *bytes == 2048),
+            "the response limit shared by four: {:?}",
+            s.lanes
+        );
+    }
+    let snapshot = fetcher.send(DescribeFetcher).await.expect("alive");
+    assert_eq!((snapshot.in_flight, snapshot.allowed), (4, 4));
+    for _ in 0..30 {
+        gate.notify_waiters();
+        pause(50).await;
+    }
+    let s = source.0.borrow();
+    let fetched: std::collections::HashSet<&TopicPartition> = s.fetches.iter().flatten().collect();
+    assert_eq!(fetched.len(), 8, "every partition fetched: {:?}", s.fetches);
+    assert_eq!(
+        s.applied.len(),
+        24,
+        "every answer applied once: {:?}",
+        s.applied
+    );
+    assert!(s.asked_twice.is_empty(), "{:?}", s.asked_twice);
+    assert_eq!(s.most_out, 4, "never more than four out");
+    assert!(s.lanes.iter().all(|(lane, _)| *lane < 4), "{:?}", s.lanes);
 }
 
 /// Engine review finding 7: with every partition fitting one Fetch, the order still rotates, so

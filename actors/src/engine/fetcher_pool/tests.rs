@@ -3,6 +3,7 @@
 //! detaches.
 
 use super::*;
+use crate::engine::fetch_lanes::FetchLanes;
 use crate::host::Host;
 use crate::memory::{MemoryCluster, MemoryNetwork};
 use kmirror_protocol::client::ClientConfig;
@@ -61,10 +62,15 @@ async fn setup(id: Uuid) -> Setup {
                 .expect("source client"),
         )
     };
+    let lanes = FetchLanes::new(
+        destination.clone(),
+        ClientConfig::plaintext(&source.address()),
+    )
+    .expect("lanes");
     let pool = FetcherPool::new(
         destination.clone(),
         client(),
-        client(),
+        Arc::new(lanes),
         Arc::new(MirrorStats::new("m")),
         FetchSettings::default(),
         Arc::new(Throttle::new(None)),

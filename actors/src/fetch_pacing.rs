@@ -1,0 +1,420 @@
+//! How many Fetches one fetcher keeps in flight, and how large each may be, in pure code
+//! (docs/design.md §9, "Fetching across a WAN").
+//!
+//! One connection to a distant source moves at most its window per round trip: the source's
+//! `socket.send.buffer.bytes` (Kafka's default 100 KiB) caps it at about 2 MB/s at 50 ms, far
+//! below the link. A fetcher therefore sends parallel Fetches, each on a connection of its own
+//! and for its own share of the partitions, and finds how many the link wants by measuring, as
+//! TCP finds its window: it grows the number in flight while the bytes delivered grow with it,
+//! and shrinks it when they stop growing, when the partitions are caught up, or when the
+//! mirror's throttle is what limits them.
+//!
+//! Lifecycle: measured in intervals (at least [`INTERVAL_MIN_MS`] and an answer per Fetch in
+//! flight, at most [`INTERVAL_MAX_MS`] once one answer came). Each interval ends with one
+//! decision of [`FetchPacing::answered`], by mode:
+//! - no answer in the interval showed a backlog (the partitions are caught up): halve, and grow
+//!   again from there when a backlog appears;
+//! - the throttle delayed Fetches: take a quarter off (more in flight cannot help);
+//! - a Fetch failed as a whole ([`FetchPacing::failed`], at once): one in flight;
+//! - `Grow` (the start, and after a successful probe): double while the rate rises by a quarter
+//!   each time; when it does not, keep the count if it still helped a little, else go back;
+//! - `Hold`: keep the count; every [`HOLD_INTERVALS`] intervals probe a quarter up or down in
+//!   turn, keeping the change when it pays (up: 10% more; down: no more than 5% less).
+//!
+//! Invariants: the target stays in `1..=max_in_flight`; Fetch sizes stay within the configured
+//! `fetch.response.max.bytes` and at least one partition's `fetch.max.bytes`, so the bytes in
+//! flight are at most `max(fetch.response.max.bytes, in flight x fetch.max.bytes)`. Time is an
+//! input (milliseconds on the caller's clock).
+
+/// The shortest measuring interval.
+pub const INTERVAL_MIN_MS: u64 = 500;
+/// The longest measuring interval (once it holds an answer).
+pub const INTERVAL_MAX_MS: u64 = 5_000;
+/// Intervals held between probes.
+pub const HOLD_INTERVALS: u32 = 8;
+/// Fetches in flight at the start (TCP also starts with more than one segment): a distant
+/// source gets a first measurement within a few round trips, a near one loses nothing.
+pub const INITIAL_IN_FLIGHT: usize = 8;
+/// Answers smaller than this estimate the round trip (their transfer time is negligible).
+const SMALL_ANSWER_BYTES: u64 = 64 * 1024;
+
+/// The ceilings a mirror's configs set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PacingLimits {
+    /// `mirror.num.replica.fetchers`: the most Fetches in flight to one source broker.
+    pub max_in_flight: usize,
+    /// `fetch.response.max.bytes`: the most bytes one Fetch asks for.
+    pub response_max_bytes: i32,
+    /// `fetch.max.bytes`: the most bytes one partition's share of a Fetch asks for.
+    pub partition_max_bytes: i32,
+}
+
+/// One Fetch's answer, as the pacing sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerSample {
+    /// When it was sent and answered (ms).
+    pub sent_ms: u64,
+    /// When its answer came.
+    pub answered_ms: u64,
+    /// Record bytes it brought.
+    pub bytes: u64,
+    /// Some partition in it has more to fetch than the answer brought.
+    pub backlog: bool,
+    /// The mirror's throttle delayed it.
+    pub throttled: bool,
+}
+
+/// What an interval measured and decided (for the metrics).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PacingReport {
+    /// Fetches the fetcher may keep in flight from now on.
+    pub in_flight: usize,
+    /// The round trip estimate: the quickest small answer seen (ms), if any.
+    pub round_trip_ms: Option<u64>,
+    /// Bytes per answer over the interval.
+    pub bytes_per_answer: u64,
+    /// Bytes per second delivered over the interval.
+    pub rate: f64,
+}
+
+/// A measured interval: how many were in flight and what they delivered.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Sample {
+    in_flight: usize,
+    rate: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    /// Doubling; `before` is the interval before the last doubling.
+    Grow { before: Option<Sample> },
+    /// Keeping the count; a probe after `intervals` reaches [`HOLD_INTERVALS`], upwards next if
+    /// `up`.
+    Hold { intervals: u32, up: bool },
+    /// A probe from `base`, upwards or downwards.
+    Probe { base: Sample, up: bool },
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Interval {
+    start_ms: Option<u64>,
+    bytes: u64,
+    answers: u32,
+    backlog: bool,
+    throttled: bool,
+}
+
+/// One fetcher's pacing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchPacing {
+    limits: PacingLimits,
+    target: usize,
+    mode: Mode,
+    interval: Interval,
+    round_trip_ms: Option<u64>,
+}
+
+impl FetchPacing {
+    /// Pacing within `limits`, starting at [`INITIAL_IN_FLIGHT`] (or the ceiling, if lower).
+    pub fn new(limits: PacingLimits) -> FetchPacing {
+        let limits = PacingLimits {
+            max_in_flight: limits.max_in_flight.max(1),
+            response_max_bytes: limits.response_max_bytes.max(1),
+            partition_max_bytes: limits.partition_max_bytes.max(1),
+        };
+        FetchPacing {
+            limits,
+            target: INITIAL_IN_FLIGHT.min(limits.max_in_flight),
+            mode: Mode::Grow { before: None },
+            interval: Interval::default(),
+            round_trip_ms: None,
+        }
+    }
+
+    /// How many Fetches may be in flight for `partitions` attached partitions (each Fetch has
+    /// partitions of its own, so never more than there are).
+    pub fn in_flight(&self, partitions: usize) -> usize {
+        self.target.min(partitions).max(1)
+    }
+
+    /// The Fetches in flight the pacing allows, partitions aside.
+    pub fn target(&self) -> usize {
+        self.target
+    }
+
+    /// The bytes one Fetch asks for when `in_flight` may be in flight: the response limit
+    /// shared among them, but never less than one partition's limit (asked with the
+    /// [`Self::target`], the bytes in flight stay within the bound above).
+    pub fn fetch_bytes(&self, in_flight: usize) -> i32 {
+        let share = self.limits.response_max_bytes / i32::try_from(in_flight.max(1)).unwrap_or(1);
+        share
+            .max(self.limits.partition_max_bytes)
+            .min(self.limits.response_max_bytes)
+    }
+
+    /// A Fetch was answered; at the end of an interval, the decision and what it measured.
+    pub fn answered(&mut self, answer: AnswerSample) -> Option<PacingReport> {
+        let latency = answer.answered_ms.saturating_sub(answer.sent_ms);
+        if answer.bytes < SMALL_ANSWER_BYTES {
+            self.round_trip_ms = Some(self.round_trip_ms.map_or(latency, |r| r.min(latency)));
+        }
+        let start = *self.interval.start_ms.get_or_insert(answer.sent_ms);
+        self.interval.bytes += answer.bytes;
+        self.interval.answers += 1;
+        self.interval.backlog |= answer.backlog;
+        self.interval.throttled |= answer.throttled;
+        let elapsed = answer.answered_ms.saturating_sub(start);
+        let enough = u32::try_from(self.target).unwrap_or(u32::MAX);
+        if elapsed < INTERVAL_MIN_MS
+            || (self.interval.answers < enough && elapsed < INTERVAL_MAX_MS)
+        {
+            return None;
+        }
+        let interval = std::mem::take(&mut self.interval);
+        self.interval.start_ms = Some(answer.answered_ms);
+        let rate = interval.bytes as f64 * 1000.0 / elapsed.max(1) as f64;
+        self.decide(interval, rate);
+        Some(PacingReport {
+            in_flight: self.target,
+            round_trip_ms: self.round_trip_ms,
+            bytes_per_answer: interval.bytes / u64::from(interval.answers.max(1)),
+            rate,
+        })
+    }
+
+    /// A Fetch failed as a whole (the source is down or unreachable): one Fetch in flight
+    /// until answers come again, as TCP starts over after a timeout; the interval restarts.
+    pub fn failed(&mut self) {
+        self.target = 1;
+        self.mode = Mode::Grow { before: None };
+        self.interval = Interval::default();
+    }
+
+    /// The one transition: the next target and mode after an interval that delivered `rate`.
+    fn decide(&mut self, interval: Interval, rate: f64) {
+        let now = Sample {
+            in_flight: self.target,
+            rate,
+        };
+        let max = self.limits.max_in_flight;
+        let quarter = |n: usize| (n / 4).max(1);
+        let hold = |up| Mode::Hold { intervals: 0, up };
+        (self.target, self.mode) = if !interval.backlog {
+            ((self.target / 2).max(1), Mode::Grow { before: None })
+        } else if interval.throttled {
+            (
+                self.target.saturating_sub(quarter(self.target)).max(1),
+                hold(true),
+            )
+        } else {
+            match self.mode {
+                Mode::Grow { before } => match before {
+                    Some(before) if rate < before.rate * 1.25 => {
+                        let keep = if rate >= before.rate * 1.05 {
+                            self.target
+                        } else {
+                            before.in_flight
+                        };
+                        (keep, hold(false))
+                    }
+                    _ if self.target >= max => (max, hold(false)),
+                    _ => ((self.target * 2).min(max), Mode::Grow { before: Some(now) }),
+                },
+                Mode::Hold { intervals, up } if intervals + 1 < HOLD_INTERVALS => (
+                    self.target,
+                    Mode::Hold {
+                        intervals: intervals + 1,
+                        up,
+                    },
+                ),
+                Mode::Hold { up: true, .. } if self.target < max => (
+                    (self.target + quarter(self.target)).min(max),
+                    Mode::Probe {
+                        base: now,
+                        up: true,
+                    },
+                ),
+                Mode::Hold { .. } if self.target > 1 => (
+                    self.target - quarter(self.target),
+                    Mode::Probe {
+                        base: now,
+                        up: false,
+                    },
+                ),
+                Mode::Hold { up, .. } => (self.target, hold(!up)),
+                // The link took more: grow from here.
+                Mode::Probe { base, up: true } if rate >= base.rate * 1.1 => {
+                    ((self.target * 2).min(max), Mode::Grow { before: Some(now) })
+                }
+                Mode::Probe { base, up: false } if rate >= base.rate * 0.95 => {
+                    (self.target, hold(true))
+                }
+                Mode::Probe { base, up } => (base.in_flight, hold(!up)),
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: PacingLimits = PacingLimits {
+        max_in_flight: 64,
+        response_max_bytes: 10 << 20,
+        partition_max_bytes: 1 << 20,
+    };
+
+    /// A link whose Fetches each move at most `per_fetch` bytes per second, `cap` bytes per
+    /// second in all: runs `intervals` intervals of `in_flight` answers lasting one second
+    /// each and returns the targets after each.
+    fn run(pacing: &mut FetchPacing, per_fetch: f64, cap: f64, intervals: usize) -> Vec<usize> {
+        let mut now = 0;
+        let mut targets = Vec::new();
+        while targets.len() < intervals {
+            let n = pacing.target;
+            let rate = (per_fetch * n as f64).min(cap);
+            for i in 0..n {
+                let answer = AnswerSample {
+                    sent_ms: now,
+                    answered_ms: now + 1000,
+                    bytes: (rate / n as f64) as u64 + u64::from(i == 0),
+                    backlog: true,
+                    throttled: false,
+                };
+                if let Some(report) = pacing.answered(answer) {
+                    targets.push(report.in_flight);
+                }
+            }
+            now += 1000;
+        }
+        targets
+    }
+
+    #[test]
+    fn grows_while_the_rate_follows_and_settles_at_the_link() {
+        type Row = (&'static str, f64, f64, usize, usize);
+        // A case, bytes per second one Fetch moves, the link's cap, the count it settles at
+        // (after 12 intervals) and the least it may settle at.
+        let table: [Row; 4] = [
+            (
+                "a window-limited WAN: grows to the ceiling",
+                2e6,
+                1e12,
+                64,
+                48,
+            ),
+            ("a capped WAN: stops past the cap", 2e6, 125e6, 64, 48),
+            (
+                "a near source: one Fetch fills the link",
+                500e6,
+                500e6,
+                8,
+                4,
+            ),
+            ("a cap reached at 20 Fetches", 1e6, 20e6, 32, 16),
+        ];
+        for (case, per_fetch, cap, most, least) in table {
+            let mut pacing = FetchPacing::new(LIMITS);
+            let targets = run(&mut pacing, per_fetch, cap, 12);
+            let last = *targets.last().unwrap_or(&0);
+            assert!(
+                (least..=most).contains(&last),
+                "{case}: settled at {last} ({targets:?})"
+            );
+            // Probes included, what the link delivered once the start was over.
+            let settled = &targets[3..];
+            let delivered = settled
+                .iter()
+                .map(|n| (per_fetch * *n as f64).min(cap))
+                .sum::<f64>()
+                / settled.len() as f64;
+            assert!(
+                delivered >= 0.9 * cap.min(per_fetch * 64.0),
+                "{case}: {targets:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn probes_find_a_link_that_got_wider_and_give_back_what_does_not_pay() {
+        let mut pacing = FetchPacing::new(LIMITS);
+        let narrow = run(&mut pacing, 1e6, 10e6, 12);
+        assert!(
+            (10..=16).contains(narrow.last().unwrap_or(&0)),
+            "{narrow:?}"
+        );
+        let wide = run(&mut pacing, 1e6, 40e6, 40);
+        assert!(wide.last().is_some_and(|n| *n >= 32), "{wide:?}");
+    }
+
+    #[test]
+    fn caught_up_or_throttled_it_shrinks() {
+        let mut pacing = FetchPacing::new(LIMITS);
+        run(&mut pacing, 2e6, 1e12, 6);
+        assert_eq!(pacing.target, 64);
+        let mut now = 10_000_000;
+        let mut decide = |backlog, throttled| {
+            let mut report = None;
+            while report.is_none() {
+                report = pacing.answered(AnswerSample {
+                    sent_ms: now,
+                    answered_ms: now + 600,
+                    bytes: 1000,
+                    backlog,
+                    throttled,
+                });
+                now += 600;
+            }
+            report.map(|r| r.in_flight)
+        };
+        assert_eq!(decide(true, true), Some(48), "throttled: a quarter off");
+        assert_eq!(decide(false, false), Some(24), "caught up: halved");
+        assert_eq!(decide(false, false), Some(12));
+        for _ in 0..6 {
+            decide(false, false);
+        }
+        assert_eq!(decide(false, false), Some(1), "never below one");
+        assert_eq!(decide(true, false), Some(2), "a backlog: grows again");
+        pacing.failed();
+        assert_eq!(pacing.in_flight(100), 1, "a failed Fetch: one in flight");
+    }
+
+    #[test]
+    fn sizes_share_the_response_limit_within_the_partition_limit() {
+        let pacing = FetchPacing::new(LIMITS);
+        let sizes: Vec<i32> = [1, 2, 8, 64]
+            .iter()
+            .map(|n| pacing.fetch_bytes(*n))
+            .collect();
+        assert_eq!(sizes, [10 << 20, 5 << 20, 1_310_720, 1 << 20]);
+        let one = FetchPacing::new(PacingLimits {
+            max_in_flight: 0,
+            ..LIMITS
+        });
+        assert_eq!((one.target, one.in_flight(100)), (1, 1));
+        assert_eq!(pacing.in_flight(3), 3, "no more than partitions");
+        assert_eq!(pacing.in_flight(0), 1);
+    }
+
+    #[test]
+    fn the_round_trip_is_the_quickest_small_answer() {
+        let mut pacing = FetchPacing::new(PacingLimits {
+            max_in_flight: 1,
+            ..LIMITS
+        });
+        let answers = [(0, 900, 5 << 20), (900, 960, 100), (1_460, 1_500, 10)];
+        let mut reports = Vec::new();
+        for (sent_ms, answered_ms, bytes) in answers {
+            reports.extend(pacing.answered(AnswerSample {
+                sent_ms,
+                answered_ms,
+                bytes,
+                backlog: true,
+                throttled: false,
+            }));
+        }
+        let rtts: Vec<_> = reports.iter().map(|r| r.round_trip_ms).collect();
+        assert_eq!(rtts, [None, Some(40)]);
+    }
+}
