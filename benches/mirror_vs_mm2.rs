@@ -144,7 +144,9 @@ impl Clusters {
 /// Waits until `topic` on `client`'s cluster holds `records` records; returns when the first
 /// and the last were seen.
 /// Waits until `records` records of `topic` are on `client`'s cluster, or `limit` after
-/// `started`: when the first and the last were seen, and how many were copied by then.
+/// `started`: when the first and the last were seen, and how many were copied by then. With a
+/// kmirror's `metrics` address, prints its fetcher's Fetches in flight each second.
+#[allow(clippy::too_many_arguments)]
 fn wait_copied(
     clusters: &Clusters,
     client: &SourceClient,
@@ -153,19 +155,41 @@ fn wait_copied(
     records: i64,
     started: Instant,
     limit: Duration,
+    metrics: Option<&str>,
 ) -> (Instant, Instant, u64) {
     let mut first = None;
+    let mut pacing = Vec::new();
     loop {
         let copied: i64 = clusters.ends(client, topic, partitions).iter().sum();
         let now = Instant::now();
         if copied > 0 && first.is_none() {
             first = Some(now);
         }
+        let second = now.duration_since(started).as_secs();
+        if let Some(metrics) = metrics
+            && pacing.len() as u64 <= second
+        {
+            let in_flight: f64 = support::scrape(metrics)
+                .lines()
+                .filter_map(|l| l.strip_prefix("kmirror_fetcher_fetches_in_flight{"))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum();
+            pacing.push(format!(
+                "{second}s:{in_flight}/{:.0}MB",
+                copied as f64 / 1e3
+            ));
+        }
         if copied >= records || now.duration_since(started) >= limit {
             if copied < records {
                 eprintln!(
                     "{topic}: {copied} of {records} records copied when the {} s limit came",
                     limit.as_secs()
+                );
+            }
+            if !pacing.is_empty() {
+                eprintln!(
+                    "{topic}: Fetches in flight (and MB copied) by second: {}",
+                    pacing.join(" ")
                 );
             }
             return (first.unwrap_or(now), now, copied.max(0) as u64);
@@ -254,8 +278,15 @@ fn reference(clusters: &Clusters, topic: &str, records: u64) -> Figures {
 }
 
 /// A kmirror broker process with mirror `bench` of the source created.
-fn kmirror_broker(clusters: &Clusters, dir: &std::path::Path, extra: &str) -> (Child, String) {
-    let (child, address) = spawn_kmirror(dir, "");
+/// A `kmirror broker` with mirror `bench` created (its metrics on `metrics`, when given).
+fn kmirror_broker(
+    clusters: &Clusters,
+    dir: &std::path::Path,
+    extra: &str,
+    metrics: Option<&str>,
+) -> (Child, String) {
+    let listener = metrics.map_or(String::new(), |m| format!("metrics.listener=http://{m}\n"));
+    let (child, address) = spawn_kmirror(dir, &listener);
     let config = dir.join("mirror.properties");
     std::fs::write(
         &config,
@@ -290,7 +321,8 @@ fn kmirror(
     let dir = tempfile::tempdir().expect("temp dir");
     let source_cpu = cpu_seconds(clusters.source_pid);
     let started = Instant::now();
-    let (mut child, address) = kmirror_broker(clusters, dir.path(), extra);
+    let metrics = format!("127.0.0.1:{}", support::free_port());
+    let (mut child, address) = kmirror_broker(clusters, dir.path(), extra, Some(&metrics));
     support::mirrors_cli(
         &address,
         &["--start", "--mirror", "bench", "--topics", topic],
@@ -304,6 +336,7 @@ fn kmirror(
         records as i64,
         started,
         clusters.copy_limit,
+        Some(&metrics),
     );
     let figures = copy_figures(
         copied,
@@ -315,7 +348,20 @@ fn kmirror(
         peak_rss_mib(child.id()),
         0.0,
     );
+    // How the fetcher paced itself (the gauges of its last interval).
+    for line in support::scrape(&metrics)
+        .lines()
+        .filter(|l| l.starts_with("kmirror_fetcher_") && !l.contains("_total"))
+    {
+        eprintln!("{topic} kmirror{extra}: {line}");
+    }
     terminate(&mut child);
+    if let Ok(keep) = std::env::var("MM2_BENCH_KEEP_LOGS") {
+        let _ = std::fs::copy(
+            dir.path().join("broker.log"),
+            std::path::Path::new(&keep).join(format!("{topic}{extra}.log")),
+        );
+    }
     figures
 }
 
@@ -408,6 +454,7 @@ fn mm2(clusters: &Clusters, topic: &str, partitions: u32, records: u64) -> Figur
         records as i64,
         started,
         clusters.copy_limit,
+        None,
     );
     let cpu = cpu_seconds(child.id()) + cpu_seconds(clusters.target_pid) - target_cpu;
     let figures = copy_figures(
@@ -530,6 +577,7 @@ fn catch_up(
         total,
         Instant::now(),
         Duration::from_secs(1800),
+        None,
     );
 }
 
@@ -675,7 +723,7 @@ fn main() {
                     ),
                     "kmirror" => {
                         let dir = tempfile::tempdir().expect("temp dir");
-                        let (mut broker, address) = kmirror_broker(&clusters, dir.path(), "");
+                        let (mut broker, address) = kmirror_broker(&clusters, dir.path(), "", None);
                         support::mirrors_cli(
                             &address,
                             &["--start", "--mirror", "bench", "--topics", &lag_topic],

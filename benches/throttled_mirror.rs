@@ -23,15 +23,9 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// The broker's `kmirror_fetcher_fetched_bytes_total` of `mirror` (a plain HTTP/1.0 GET).
+/// The broker's `kmirror_fetcher_fetched_bytes_total` of `mirror`.
 fn fetched_bytes(metrics: &str, mirror: &str) -> f64 {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(metrics).expect("metrics listener");
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: kmirror\r\n\r\n")
-        .expect("request");
-    let mut body = String::new();
-    stream.read_to_string(&mut body).expect("response");
+    let body = support::scrape(metrics);
     let prefix = format!("kmirror_fetcher_fetched_bytes_total{{mirror=\"{mirror}\"}} ");
     body.lines()
         .find_map(|l| l.strip_prefix(&prefix))

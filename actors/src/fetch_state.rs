@@ -17,13 +17,25 @@
 //!   batches are applied up to the destination leader epoch its owner told last; a raise never
 //!   lowers it.
 //! - A source leader epoch is news to the partition once per new value.
+//! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): when the fetcher may keep more
+//!   Fetches in flight than it has partitions, a partition with a backlog also gets Fetches
+//!   from offsets beyond its log end, a span apart (the offsets one answer covered), at most
+//!   `max_ahead` of them. Their answers wait here until the log end reaches them; then the
+//!   batches from the log end on are applied as the answer to a fetch from there would be (the
+//!   source returns the same batches from the one holding the offset asked), so the log still
+//!   grows in order, without holes: an answer that starts above the log end waits for the
+//!   partition's own Fetch to fill the space, one that would start inside a batch is dropped.
+//!   A partition is not fetched from its log end while a Fetch ahead from there is in flight.
+//!   Anything but an append (a truncation, a hold, an attach, a detach) drops what is ahead.
 //! - Holds: a partition whose answer failed, or whose batches were held back above the
 //!   destination epoch, is not fetched until its hold ends (Kafka's follower delays a
 //!   partition in error the same way), while the others go on; a raise of its destination
 //!   epoch, or an attach, ends a hold at once. Time is an input: milliseconds on the caller's
 //!   clock.
 
-use crate::host::TopicPartition;
+use crate::host::{FetchResponse, TopicPartition};
+use bytes::Bytes;
+use kmirror_protocol::batch::RecordBatches;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use uuid::Uuid;
@@ -55,14 +67,73 @@ pub struct PartitionFetchState {
     held_until_ms: Option<u64>,
     /// The greatest source leader epoch told to the partition (-1: none yet).
     told_source_epoch: i32,
+    /// Its log end, as last noted.
+    log_end: Option<i64>,
+    /// The offsets one answer covers, as the last one did, and whether the source had more.
+    span: Option<i64>,
+    backlog: bool,
+}
+
+/// A Fetch from offsets ahead of a partition's log end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ahead {
+    /// In flight.
+    InFlight,
+    /// Answered: batches from the offset asked (or the batch holding it) on.
+    Arrived(FetchResponse),
+}
+
+/// What the log end reaching the Fetches ahead gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AheadAtLogEnd {
+    /// The batches from the log end on: apply them as the answer to a fetch from there.
+    Apply(FetchResponse),
+    /// A Fetch ahead from the log end is in flight: its answer will serve.
+    Wait,
+    /// Nothing ahead reaches the log end: fetch from it.
+    Fetch,
 }
 
 impl PartitionFetchState {
     /// Whether a round at `now_ms` may ask for it: no Fetch of it in flight, no answer being
     /// applied, no hold.
     fn ready(&self, now_ms: u64) -> bool {
-        let held = self.held_until_ms.is_some_and(|until| until > now_ms);
-        !self.applying && !self.fetching && !held
+        !self.applying && !self.fetching && !self.held(now_ms)
+    }
+
+    fn held(&self, now_ms: u64) -> bool {
+        self.held_until_ms.is_some_and(|until| until > now_ms)
+    }
+}
+
+/// The batches of `response` from `offset` on, as a fetch from there would be answered; `None`
+/// when none lies past it, or `offset` falls inside a batch (the answer does not line up with
+/// the log).
+fn from_offset(response: &FetchResponse, offset: i64) -> Option<FetchResponse> {
+    let FetchResponse::Records {
+        records,
+        high_watermark,
+        source_leader_epoch,
+    } = response
+    else {
+        return None;
+    };
+    let mut batches = RecordBatches::new(records.clone());
+    loop {
+        let position = batches.position();
+        let batch = batches.next()?.ok()?;
+        if batch.next_offset() <= offset {
+            continue;
+        }
+        if batch.base_offset() < offset {
+            return None;
+        }
+        let rest: Bytes = records.slice(position..);
+        return Some(FetchResponse::Records {
+            records: rest,
+            high_watermark: *high_watermark,
+            source_leader_epoch: *source_leader_epoch,
+        });
     }
 }
 
@@ -72,6 +143,8 @@ pub struct FetchState {
     partitions: BTreeMap<TopicPartition, PartitionFetchState>,
     /// The key the last Fetch reached: the next one starts after it.
     cursor: Option<TopicPartition>,
+    /// Fetches ahead of each partition's log end, by the offset asked from.
+    ahead: BTreeMap<TopicPartition, BTreeMap<i64, Ahead>>,
 }
 
 impl FetchState {
@@ -79,12 +152,16 @@ impl FetchState {
     /// or moved back) keeps an apply in flight, which still finishes before it is fetched again,
     /// and is told its source epoch afresh.
     pub fn attach(&mut self, key: TopicPartition, epochs: FetchEpochs) {
+        self.ahead.remove(&key);
         let state = self.partitions.entry(key).or_insert(PartitionFetchState {
             epochs,
             applying: false,
             fetching: false,
             held_until_ms: None,
             told_source_epoch: -1,
+            log_end: None,
+            span: None,
+            backlog: false,
         });
         state.epochs = epochs;
         state.held_until_ms = None;
@@ -94,6 +171,7 @@ impl FetchState {
     /// Stops fetching `key`.
     pub fn detach(&mut self, key: &TopicPartition) {
         self.partitions.remove(key);
+        self.ahead.remove(key);
     }
 
     /// The partition, if attached.
@@ -117,11 +195,12 @@ impl FetchState {
         }
     }
 
-    /// `key` is not fetched before `until_ms`.
+    /// `key` is not fetched before `until_ms`; what was fetched ahead of it is dropped.
     pub fn hold(&mut self, key: &TopicPartition, until_ms: u64) {
         if let Some(state) = self.partitions.get_mut(key) {
             state.held_until_ms = Some(until_ms);
         }
+        self.drop_ahead(key);
     }
 
     /// When the earliest hold ends, if a partition is held at `now_ms`.
@@ -133,9 +212,17 @@ impl FetchState {
             .min()
     }
 
-    /// The partitions the next Fetch asks for at `now_ms` (at most `max_partitions`, none being
-    /// applied or held), in turn; the cursor moves past them.
-    pub fn next_round(&mut self, max_partitions: usize, now_ms: u64) -> Vec<TopicPartition> {
+    /// The partitions the next Fetch asks for at `now_ms` (at most `max_partitions`, of them at
+    /// most `max_backlogged` whose last answer showed a backlog, none being fetched, applied or
+    /// held), in turn; the cursor moves past them. A Fetch whose bytes cover a few backlogged
+    /// partitions leaves the others to Fetches in flight beside it, instead of holding them
+    /// with nothing to bring.
+    pub fn next_round(
+        &mut self,
+        max_partitions: usize,
+        max_backlogged: usize,
+        now_ms: u64,
+    ) -> Vec<TopicPartition> {
         let cursor = self.cursor.as_ref();
         let after = cursor.map_or(Bound::Unbounded, Bound::Excluded);
         let before = cursor.map_or(Bound::Unbounded, Bound::Included);
@@ -149,16 +236,20 @@ impl FetchState {
                     .take(wrapped),
             );
         let mut round = Vec::new();
-        let (mut first, mut reached, mut full) = (None, None, false);
+        let (mut first, mut reached, mut full, mut backlogged) = (None, None, false, 0);
         for (key, state) in in_turn {
-            if round.len() == max_partitions {
+            let ready = state.ready(now_ms) && !self.waits_ahead(key, state);
+            if round.len() == max_partitions
+                || (ready && state.backlog && backlogged == max_backlogged)
+            {
                 full = true;
                 break;
             }
             first = first.or(Some(key));
             reached = Some(key);
-            if state.ready(now_ms) {
+            if ready {
                 round.push(key.clone());
+                backlogged += usize::from(state.backlog);
             }
         }
         let next = if full { reached } else { first };
@@ -171,9 +262,111 @@ impl FetchState {
     /// How many partitions a round at `now_ms` could ask for.
     pub fn ready(&self, now_ms: u64) -> usize {
         self.partitions
-            .values()
-            .filter(|state| state.ready(now_ms))
+            .iter()
+            .filter(|(key, state)| state.ready(now_ms) && !self.waits_ahead(key, state))
             .count()
+    }
+
+    /// Whether a Fetch ahead from `key`'s log end is in flight (its answer will serve).
+    fn waits_ahead(&self, key: &TopicPartition, state: &PartitionFetchState) -> bool {
+        let (Some(end), Some(ahead)) = (state.log_end, self.ahead.get(key)) else {
+            return false;
+        };
+        ahead
+            .range(..=end)
+            .any(|(_, ahead)| matches!(ahead, Ahead::InFlight))
+    }
+
+    /// What an answer of `key` showed: its log end after it, the offsets one answer covers,
+    /// and whether the source has more.
+    pub fn noted(&mut self, key: &TopicPartition, log_end: i64, span: Option<i64>, backlog: bool) {
+        if let Some(state) = self.partitions.get_mut(key) {
+            state.log_end = Some(log_end);
+            state.span = span.filter(|s| *s > 0).or(state.span);
+            state.backlog = backlog;
+        }
+    }
+
+    /// The next Fetch ahead at `now_ms`: the partition with the fewest ahead (at most
+    /// `max_ahead` each) among those with a backlog, not held, whose log end and span are
+    /// known, and the offset to ask from (a span past the last one asked, or past the log
+    /// end). It counts as in flight.
+    pub fn next_ahead(&mut self, max_ahead: usize, now_ms: u64) -> Option<(TopicPartition, i64)> {
+        let (key, start) = self
+            .partitions
+            .iter()
+            .filter(|(_, state)| state.backlog && !state.held(now_ms))
+            .filter_map(|(key, state)| {
+                let (end, span) = (state.log_end?, state.span?);
+                let ahead = self.ahead.get(key);
+                let count = ahead.map_or(0, BTreeMap::len);
+                let last = ahead.and_then(|a| a.keys().next_back().copied());
+                let start = last.map_or(end, |l| l.max(end)) + span;
+                (count < max_ahead).then_some((count, key, start))
+            })
+            .min_by_key(|(count, _, _)| *count)
+            .map(|(_, key, start)| (key.clone(), start))?;
+        self.ahead
+            .entry(key.clone())
+            .or_default()
+            .insert(start, Ahead::InFlight);
+        Some((key, start))
+    }
+
+    /// The Fetch ahead of `key` from `start` was answered: with batches to keep, or not
+    /// (failed, empty, refused), which drops it.
+    pub fn ahead_answered(
+        &mut self,
+        key: &TopicPartition,
+        start: i64,
+        answer: Option<FetchResponse>,
+    ) {
+        let Some(ahead) = self.ahead.get_mut(key) else {
+            return;
+        };
+        match answer {
+            Some(response) if ahead.contains_key(&start) => {
+                ahead.insert(start, Ahead::Arrived(response));
+            }
+            _ => {
+                ahead.remove(&start);
+            }
+        }
+    }
+
+    /// What is ahead of `key` once its log end is `log_end`: the batches from there on (taken
+    /// out), a Fetch to wait for, or nothing (fetch from the log end). Answers the log end
+    /// passed, or that cannot line up with it, are dropped.
+    pub fn ahead_at(&mut self, key: &TopicPartition, log_end: i64) -> AheadAtLogEnd {
+        if let Some(state) = self.partitions.get_mut(key) {
+            state.log_end = Some(log_end);
+        }
+        let Some(ahead) = self.ahead.get_mut(key) else {
+            return AheadAtLogEnd::Fetch;
+        };
+        while let Some((&start, answer)) = ahead.range(..=log_end).next() {
+            match answer {
+                Ahead::InFlight => return AheadAtLogEnd::Wait,
+                Ahead::Arrived(response) => {
+                    let rest = from_offset(response, log_end);
+                    ahead.remove(&start);
+                    if let Some(rest) = rest {
+                        return AheadAtLogEnd::Apply(rest);
+                    }
+                }
+            }
+        }
+        AheadAtLogEnd::Fetch
+    }
+
+    /// Drops what was fetched ahead of `key` (its log changed other than by an append).
+    pub fn drop_ahead(&mut self, key: &TopicPartition) {
+        self.ahead.remove(key);
+    }
+
+    /// Fetches ahead of `key`, in flight or waiting.
+    pub fn ahead_of(&self, key: &TopicPartition) -> usize {
+        self.ahead.get(key).map_or(0, BTreeMap::len)
     }
 
     /// A Fetch asking for `key` went out: it is not fetched again until [`Self::answered`].
@@ -287,7 +480,7 @@ mod tests {
                 for topic in *applying {
                     state.applying(&key(topic));
                 }
-                let round = state.next_round(*max, 0);
+                let round = state.next_round(*max, usize::MAX, 0);
                 assert_eq!(names(&round), *expected, "{case}");
             }
         }
@@ -312,7 +505,10 @@ mod tests {
         );
         let a = state.get(&key("a")).copied();
         assert_eq!(a.map(|s| (s.applying, s.epochs.source)), Some((true, 5)));
-        assert!(state.next_round(10, 0).is_empty(), "still applying");
+        assert!(
+            state.next_round(10, usize::MAX, 0).is_empty(),
+            "still applying"
+        );
     }
 
     /// Holds, in order: each row is an action and the round made after it at that time.
@@ -382,7 +578,7 @@ mod tests {
                 }
                 Step::Nothing => {}
             }
-            let mut round = names(&state.next_round(10, now))
+            let mut round = names(&state.next_round(10, usize::MAX, now))
                 .into_iter()
                 .map(str::to_owned)
                 .collect::<Vec<_>>();
@@ -406,5 +602,127 @@ mod tests {
             "a new actor hears it"
         );
         assert!(!state.source_epoch_news(&key("b"), 1), "not attached");
+    }
+
+    /// Batches of 10 records each from `from` to `to` (offsets), as one answer.
+    fn batches(from: i64, to: i64) -> FetchResponse {
+        let mut records = bytes::BytesMut::new();
+        for base in (from..to).step_by(10) {
+            records.extend_from_slice(
+                &kmirror_protocol::testing::BatchSpec {
+                    base_offset: base,
+                    records: 10,
+                    ..Default::default()
+                }
+                .build(),
+            );
+        }
+        FetchResponse::Records {
+            records: records.freeze(),
+            high_watermark: 1_000,
+            source_leader_epoch: None,
+        }
+    }
+
+    fn first_and_end(at: &AheadAtLogEnd) -> Option<(i64, i64)> {
+        let AheadAtLogEnd::Apply(FetchResponse::Records { records, .. }) = at else {
+            return None;
+        };
+        let all: Vec<_> = RecordBatches::new(records.clone())
+            .map_while(Result::ok)
+            .collect();
+        Some((all.first()?.base_offset(), all.last()?.next_offset()))
+    }
+
+    /// Reading ahead, step by step: where Fetches ahead start, what the log end reaching them
+    /// gives, and when the partition's own Fetch waits for one.
+    #[test]
+    fn fetches_ahead_line_up_with_the_log_end_or_are_dropped() {
+        let mut state = attached(&["a", "b"]);
+        let a = key("a");
+        assert_eq!(state.next_ahead(4, 0), None, "nothing known of a backlog");
+        state.noted(&a, 100, Some(50), true);
+        assert_eq!(
+            state.next_ahead(4, 0),
+            Some((a.clone(), 150)),
+            "a span past the log end"
+        );
+        assert_eq!(
+            state.next_ahead(4, 0),
+            Some((a.clone(), 200)),
+            "a span past the last"
+        );
+        assert_eq!(state.ready(0), 2, "nothing ahead reaches the log end yet");
+        // The partition's own answer ended at 140: the one from 150 leaves a space.
+        assert_eq!(state.ahead_at(&a, 140), AheadAtLogEnd::Fetch);
+        state.ahead_answered(&a, 150, Some(batches(150, 200)));
+        assert_eq!(
+            state.ahead_at(&a, 140),
+            AheadAtLogEnd::Fetch,
+            "waits for the space"
+        );
+        // Its own answer reached 170, inside what came ahead: the rest from 170 is applied.
+        let at = state.ahead_at(&a, 170);
+        assert_eq!(first_and_end(&at), Some((170, 200)), "{at:?}");
+        assert_eq!(
+            state.ahead_of(&a),
+            1,
+            "taken out; the one from 200 is in flight"
+        );
+        // The log end at 200: the Fetch from there is in flight, so the partition waits for it.
+        assert_eq!(state.ahead_at(&a, 200), AheadAtLogEnd::Wait);
+        assert_eq!(state.ready(0), 1, "a waits for its Fetch ahead; b does not");
+        assert_eq!(names(&state.next_round(10, usize::MAX, 0)), ["b"]);
+        // It answers with batches starting below its offset (the one holding it): sliced.
+        state.ahead_answered(&a, 200, Some(batches(190, 260)));
+        let at = state.ahead_at(&a, 200);
+        assert_eq!(first_and_end(&at), Some((200, 260)), "{at:?}");
+        // A log end inside a batch cannot line up: dropped.
+        state.noted(&a, 260, Some(50), true);
+        let (_, start) = state.next_ahead(4, 0).expect("ahead");
+        assert_eq!(start, 310);
+        state.ahead_answered(&a, start, Some(batches(300, 400)));
+        assert_eq!(state.ahead_at(&a, 315), AheadAtLogEnd::Fetch);
+        assert_eq!(state.ahead_of(&a), 0);
+        // Failed or empty answers ahead are dropped; a hold drops everything ahead.
+        let (_, start) = state.next_ahead(4, 0).expect("ahead");
+        state.ahead_answered(&a, start, None);
+        assert_eq!(state.ahead_of(&a), 0);
+        state.next_ahead(4, 0);
+        state.hold(&a, 50);
+        assert_eq!(state.ahead_of(&a), 0);
+        assert_eq!(state.next_ahead(4, 10), None, "held");
+        assert!(state.next_ahead(4, 50).is_some(), "hold over");
+    }
+
+    #[test]
+    fn fetches_ahead_go_to_the_partitions_with_the_fewest_and_stop_at_the_limit() {
+        let mut state = attached(&["a", "b", "c"]);
+        state.noted(&key("a"), 0, Some(10), true);
+        state.noted(&key("b"), 0, Some(10), true);
+        state.noted(&key("c"), 0, Some(10), false);
+        let picked: Vec<String> = std::iter::from_fn(|| state.next_ahead(2, 0))
+            .map(|(k, start)| format!("{}@{start}", k.topic))
+            .collect();
+        assert_eq!(picked, ["a@10", "b@10", "a@20", "b@20"], "c has no backlog");
+        state.attach(key("a"), EPOCHS);
+        assert_eq!(state.ahead_of(&key("a")), 0, "an attach starts afresh");
+        state.detach(&key("b"));
+        assert_eq!(state.ahead_of(&key("b")), 0);
+    }
+
+    #[test]
+    fn a_round_takes_as_many_partitions_with_a_backlog_as_its_bytes_cover() {
+        let mut state = attached(&["a", "b", "c", "d"]);
+        for topic in ["a", "c"] {
+            state.noted(&key(topic), 0, Some(10), true);
+        }
+        assert_eq!(
+            names(&state.next_round(10, 1, 0)),
+            ["a", "b"],
+            "stops before c"
+        );
+        assert_eq!(names(&state.next_round(10, 1, 0)), ["c", "d"]);
+        assert_eq!(names(&state.next_round(10, 2, 0)), ["a", "b", "c", "d"]);
     }
 }

@@ -78,6 +78,18 @@ pub(crate) fn open_broker(dir: &std::path::Path) -> std::sync::Arc<kmirror::brok
 }
 
 /// A port nothing listens on now.
+/// The text of a broker's `/metrics` at `metrics` (`host:port`; a plain HTTP/1.0 GET).
+pub(crate) fn scrape(metrics: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(metrics).expect("metrics listener");
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: kmirror\r\n\r\n")
+        .expect("request");
+    let mut body = String::new();
+    stream.read_to_string(&mut body).expect("response");
+    body
+}
+
 pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

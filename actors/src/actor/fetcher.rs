@@ -8,7 +8,9 @@
 //! [`FetchPacing`] from what the answers deliver (docs/design.md §9): one on a near source,
 //! up to `mirror.num.replica.fetchers` on a distant one, each on a connection of its own (its
 //! lane: the lowest free one, so a single Fetch always uses lane 0 and its fetch session) and
-//! for its share of the partitions ready to fetch. Which partitions go into a Fetch, in turn,
+//! for its share of the partitions ready to fetch; with more allowed than partitions, a
+//! partition with a backlog is also fetched ahead of its log end ([`FetchState`], "Reading
+//! ahead"), at most [`MAX_AHEAD`] Fetches ahead each. Which partitions go into a Fetch, in turn,
 //! and what each is fetched under is decided by the pure [`FetchState`] (round robin, at most
 //! `max_partitions_per_fetch`, none in flight or whose answer is still being applied). A Fetch
 //! that brought nothing new keeps its lane busy for `idle_backoff` (the source's own long
@@ -30,16 +32,21 @@ use super::ports::FetcherProgress;
 use super::ports::PortFuture;
 use crate::fetch_pacing::{AnswerSample, FetchPacing, PacingLimits, PacingReport};
 pub use crate::fetch_state::FetchEpochs;
-use crate::fetch_state::FetchState;
+use crate::fetch_state::{AheadAtLogEnd, FetchState};
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
 use actix::{
     Actor, ActorFutureExt, AsyncContext, Context, Handler, Message, Recipient, WrapFuture,
 };
+use kmirror_protocol::batch::RecordBatches;
 use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::oneshot;
+
+/// The most Fetches ahead of one partition's log end, in flight or waiting: with
+/// `fetch.max.bytes` each, what one partition may hold in memory beyond its own Fetch.
+pub const MAX_AHEAD: usize = 16;
 
 /// The source answers of one Fetch, per partition (a partition the source refused has its
 /// cause).
@@ -95,6 +102,9 @@ pub struct PartitionFetch {
     /// The source leader epoch it is fetched at (-1: unknown), sent as Kafka's
     /// `current_leader_epoch` so a source whose leadership moved says so.
     pub current_leader_epoch: i32,
+    /// A Fetch ahead of the log end (from `request.offset`, with no last fetched epoch): its
+    /// answer waits for the log end to reach it and says nothing about the partition's lag.
+    pub ahead: bool,
 }
 
 /// Start fetching a partition; outcomes go to `progress`.
@@ -317,9 +327,11 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
     }
 
-    /// Fetches the pacing allows in flight now.
+    /// Fetches the pacing allows in flight now (each partition in one from its log end and at
+    /// most [`MAX_AHEAD`] ahead of it).
     fn allowed(&self) -> usize {
-        self.pacing.in_flight(self.members.len())
+        self.pacing
+            .in_flight(self.members.len().saturating_mul(1 + MAX_AHEAD))
     }
 
     /// Sends Fetches on free lanes while the pacing allows more in flight and some partition
@@ -351,7 +363,10 @@ impl<P: FetcherPorts> Fetcher<P> {
         let mut requests = Vec::new();
         let mut failed = Vec::new();
         let now = self.now_ms();
-        for key in self.state.next_round(max_partitions, now) {
+        // The partitions with a backlog one Fetch's bytes cover.
+        let fetch_bytes = self.pacing.fetch_bytes(self.pacing.target());
+        let backlogged = (fetch_bytes as usize / self.config.partition_max_bytes.max(1)).max(1);
+        for key in self.state.next_round(max_partitions, backlogged, now) {
             let Some(partition) = self.state.get(&key) else {
                 continue;
             };
@@ -363,6 +378,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                         key,
                         request,
                         current_leader_epoch,
+                        ahead: false,
                     });
                 }
                 Err(cause) => failed.push((key, cause)),
@@ -376,19 +392,31 @@ impl<P: FetcherPorts> Fetcher<P> {
             self.wake_for_holds(ctx);
             return false;
         }
-        let lane = (0..).find(|l| !self.busy.contains(l)).unwrap_or_default();
-        self.busy.insert(lane);
-        self.fetches += 1;
         // The incarnation each partition was asked under goes with its answer: a partition
         // detached and attached again for a new topic of its name meanwhile is not it.
         let sent: Vec<(PartitionFetch, uuid::Uuid)> = requests
-            .iter()
+            .into_iter()
             .map(|p| {
                 self.state.sent(&p.key);
                 let topic_id = self.state.get(&p.key).map(|s| s.epochs.topic_id);
-                (p.clone(), topic_id.unwrap_or_default())
+                (p, topic_id.unwrap_or_default())
             })
             .collect();
+        self.dispatch(sent, now, ctx);
+        true
+    }
+
+    /// Sends `sent` as one Fetch on the lowest free lane.
+    fn dispatch(
+        &mut self,
+        sent: Vec<(PartitionFetch, uuid::Uuid)>,
+        now: u64,
+        ctx: &mut Context<Self>,
+    ) {
+        let lane = (0..).find(|l| !self.busy.contains(l)).unwrap_or_default();
+        self.busy.insert(lane);
+        self.fetches += 1;
+        let requests = sent.iter().map(|(p, _)| p.clone()).collect();
         let fetch = self.ports.fetch(
             lane,
             requests,
@@ -398,7 +426,6 @@ impl<P: FetcherPorts> Fetcher<P> {
             let answered_ms = fetcher.now_ms();
             fetcher.answered(lane, now, answered_ms, sent, answers, ctx);
         }));
-        true
     }
 
     fn answered(
@@ -410,22 +437,27 @@ impl<P: FetcherPorts> Fetcher<P> {
         answers: Result<Fetched, Cause>,
         ctx: &mut Context<Self>,
     ) {
-        for (asked, _) in &sent {
+        for (asked, _) in sent.iter().filter(|(p, _)| !p.ahead) {
             self.state.answered(&asked.key);
         }
         let fetched = match answers {
             Ok(fetched) => fetched,
             Err(cause) => {
+                for (asked, _) in sent.iter().filter(|(p, _)| p.ahead) {
+                    self.state
+                        .ahead_answered(&asked.key, asked.request.offset, None);
+                }
                 // The whole Fetch failed. A source that is down or unreachable heals: as
                 // Kafka's replica fetcher, the fetcher tries again after its backoff and its
                 // partitions stay where they are (the host shows why they make no progress).
                 // What cannot heal (credentials, configuration) fails every partition in it.
                 if !cause.retryable {
-                    for (asked, _) in &sent {
+                    for (asked, _) in sent.iter().filter(|(p, _)| !p.ahead) {
                         self.report(ctx, &asked.key, FetcherProgress(Err(cause.clone())));
                     }
                 }
                 self.pacing.failed();
+                tracing::debug!(reason = %cause.message, "a Fetch failed: one in flight");
                 self.rest(lane, ctx);
                 return;
             }
@@ -441,16 +473,30 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
         let mut applying = false;
         for (key, answer) in fetched.answers {
-            let Some((request, topic_id)) = sent
+            let Some((request, topic_id, ahead)) = sent
                 .iter()
                 .find(|(p, _)| p.key == key)
-                .map(|(p, id)| (p.request, *id))
+                .map(|(p, id)| (p.request, *id, p.ahead))
             else {
                 continue;
             };
             let Some(epochs) = self.state.get(&key).map(|p| p.epochs) else {
                 continue;
             };
+            if ahead {
+                applying |= self.arrived_ahead(&key, request.offset, answer, ctx);
+                continue;
+            }
+            if let Ok(FetchResponse::Records {
+                records,
+                high_watermark,
+                ..
+            }) = &answer
+            {
+                let (span, end) = span_of(records, self.config.partition_max_bytes);
+                let backlog = *high_watermark > end.unwrap_or(request.offset);
+                self.state.noted(&key, request.offset, span, backlog);
+            }
             let epochs = FetchEpochs { topic_id, ..epochs };
             match answer {
                 Err(cause) => {
@@ -531,16 +577,75 @@ impl<P: FetcherPorts> Fetcher<P> {
         // Batches held back above the destination epoch come back unchanged until the
         // partition's bump raises it, and a failed apply fails again at once: the partition
         // waits out its hold (or the raise), rather than spin while the others go on.
+        let appended = matches!(
+            progress,
+            Some(FetcherProgress(Ok(FetchProgress::Appended { .. })))
+        );
         if matches!(
             progress,
             Some(FetcherProgress(Ok(FetchProgress::HeldBack { .. }) | Err(_)))
         ) {
             self.hold(key);
+        } else if !appended {
+            self.state.drop_ahead(key);
         }
         if let Some(progress) = progress {
             self.report(ctx, key, progress);
         }
+        if appended {
+            self.apply_ahead(key, ctx);
+        }
         self.pump(ctx);
+    }
+
+    /// A Fetch ahead of `key` from `start` was answered: its batches wait for the log end, or
+    /// are applied at once if it is there already. Whether an apply started.
+    fn arrived_ahead(
+        &mut self,
+        key: &TopicPartition,
+        start: i64,
+        answer: Result<FetchResponse, Cause>,
+        ctx: &mut Context<Self>,
+    ) -> bool {
+        let keep = match answer {
+            Ok(response @ FetchResponse::Records { .. }) if !response_is_empty(&response) => {
+                Some(response)
+            }
+            _ => None,
+        };
+        self.state.ahead_answered(key, start, keep);
+        let idle = self
+            .state
+            .get(key)
+            .is_some_and(|p| !p.applying && !p.fetching);
+        idle && self.apply_ahead(key, ctx)
+    }
+
+    /// Applies what was fetched ahead of `key` from its log end on, if anything reaches it;
+    /// whether an apply started.
+    fn apply_ahead(&mut self, key: &TopicPartition, ctx: &mut Context<Self>) -> bool {
+        let Some(epochs) = self.state.get(key).map(|p| p.epochs) else {
+            return false;
+        };
+        let request = match self.ports.next_fetch(key) {
+            Ok(request) => request,
+            Err(_) => {
+                self.state.drop_ahead(key);
+                return false;
+            }
+        };
+        let AheadAtLogEnd::Apply(response) = self.state.ahead_at(key, request.offset) else {
+            return false;
+        };
+        self.state.applying(key);
+        self.applying += 1;
+        self.applying_since = Some(tokio::time::Instant::now());
+        let key = key.clone();
+        let apply = self.ports.apply(&key, request, response, epochs);
+        ctx.spawn(apply.into_actor(self).map(move |result, fetcher, ctx| {
+            fetcher.applied(&key, result, ctx);
+        }));
+        true
     }
 
     /// After a Fetch with nothing to apply, or one that failed: its lane rests a little
@@ -556,6 +661,27 @@ impl<P: FetcherPorts> Fetcher<P> {
         self.state.detach(key);
         self.members.remove(key);
     }
+}
+
+/// Whether an answer carries no batches.
+fn response_is_empty(response: &FetchResponse) -> bool {
+    matches!(response, FetchResponse::Records { records, .. } if records.is_empty())
+}
+
+/// The offsets an answer of `max_bytes` covers, judged by `records` (batch headers only), and
+/// where `records` end.
+fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<i64>, Option<i64>) {
+    let mut batches = RecordBatches::new(records.clone()).map_while(Result::ok);
+    let Some(first) = batches.next() else {
+        return (None, None);
+    };
+    let end = batches.fold(first.next_offset(), |_, b| b.next_offset());
+    let offsets = end - first.base_offset();
+    let bytes = records.len().max(1) as f64;
+    // A little short of it: an answer ahead that starts inside the one before wastes a few
+    // bytes, one that starts past its end waits for the space between to be fetched.
+    let span = (offsets as f64 * max_bytes as f64 / bytes * 0.95) as i64;
+    (Some(span.max(1)), Some(end))
 }
 
 impl<P: FetcherPorts> Actor for Fetcher<P> {

@@ -122,6 +122,8 @@ impl<H: Host> EngineFetcherPorts<H> {
 /// One partition as a Fetch asked for it.
 struct Asked {
     key: TopicPartition,
+    /// Asked ahead of its log end: its answer says nothing of the partition's lag.
+    ahead: bool,
     topic_id: Uuid,
     /// The source leader epoch sent as `current_leader_epoch`, when known.
     source_leader_epoch: Option<i32>,
@@ -274,8 +276,10 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         let asked: Vec<Asked> = spec
             .partitions
             .iter()
-            .map(|p| Asked {
+            .zip(&requests)
+            .map(|(p, r)| Asked {
                 key: TopicPartition::new(p.topic.clone(), p.partition),
+                ahead: r.ahead,
                 topic_id: p.topic_id,
                 source_leader_epoch: (p.current_leader_epoch >= 0)
                     .then_some(p.current_leader_epoch),
@@ -329,10 +333,9 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                 .filter_map(|p| asked_for(&asked, p))
                 .map(|a| (a.key.topic.as_str(), a.key.partition))
                 .collect();
-            for a in asked
-                .iter()
-                .filter(|a| !answered.contains(&(a.key.topic.as_str(), a.key.partition)))
-            {
+            for a in asked.iter().filter(|a| {
+                !a.ahead && !answered.contains(&(a.key.topic.as_str(), a.key.partition))
+            }) {
                 stats.still_caught_up(&a.key, now_ms);
             }
             let source = lanes.first();
@@ -355,8 +358,10 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
                             high_watermark,
                             source_leader_epoch,
                         }) if records.is_empty() && high_watermark >= 0 => {
-                            stats.lag(&key, high_watermark - a.offset);
-                            stats.mirrored(&key, a.offset < high_watermark, None, now_ms);
+                            if !a.ahead {
+                                stats.lag(&key, high_watermark - a.offset);
+                                stats.mirrored(&key, a.offset < high_watermark, None, now_ms);
+                            }
                             Ok(FetchResponse::Records {
                                 records,
                                 high_watermark,
@@ -577,6 +582,7 @@ mod tests {
                 topic_id: copied,
                 source_leader_epoch: None,
                 offset: 0,
+                ahead: false,
             })
             .collect();
         asked.push(Asked {
@@ -584,6 +590,7 @@ mod tests {
             topic_id: kept_id,
             source_leader_epoch: None,
             offset: 0,
+            ahead: false,
         });
         let fetched: Vec<FetchedPartition> = asked
             .iter()
@@ -613,6 +620,7 @@ mod tests {
             topic_id: ours,
             source_leader_epoch: None,
             offset: 0,
+            ahead: false,
         }];
         let found = |p: &FetchedPartition| asked_for(&asked, p).map(|a| a.topic_id);
         assert_eq!(found(&answer("", ours, 0)), Some(ours), "by id");

@@ -109,11 +109,19 @@ impl Throttle {
     /// ends the wait at once); how long it waited.
     pub async fn wait(&self) -> Duration {
         let started = Instant::now();
+        let mut waited = false;
         loop {
             let delay = self.delay(Instant::now());
             if delay.is_zero() {
-                return started.elapsed();
+                // Zero when the bucket let the Fetch go at once: the pacing reads any other
+                // figure as the throttle being what limits the mirror.
+                return if waited {
+                    started.elapsed()
+                } else {
+                    Duration::ZERO
+                };
             }
+            waited = true;
             tokio::time::sleep(delay.min(MAX_WAIT_SLICE)).await;
         }
     }
@@ -146,6 +154,24 @@ impl Throttle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Fetch the bucket lets go at once waited nothing: the fetcher's pacing reads any wait as
+    /// the throttle being the limit (it once read the nanoseconds of asking as one, and shrank a
+    /// distant mirror to one Fetch in flight).
+    #[actix_rt::test]
+    async fn a_fetch_let_go_at_once_waited_nothing() {
+        tokio::time::pause();
+        let unlimited = Throttle::new(None);
+        unlimited.paid(1 << 30, Instant::now());
+        assert_eq!(unlimited.wait().await, Duration::ZERO);
+        let limited = Throttle::new(Some(1 << 20));
+        assert_eq!(limited.wait().await, Duration::ZERO, "not in debt");
+        limited.paid(2 << 20, Instant::now());
+        assert!(
+            limited.wait().await >= Duration::from_secs(1),
+            "in debt: it waits"
+        );
+    }
 
     /// Fetching as fast as the throttle lets, the bytes over a span are the rate times the span.
     fn paced(throttle: &Throttle, start: Instant, seconds: u64, answer: u64) -> u64 {
