@@ -9,7 +9,8 @@
 //! 2. a `kmirror broker` process mirrors it (mirror created and topic started with
 //!    `kmirror mirrors`);
 //! 3. MirrorMaker 2 in dedicated mode copies it into the second Kafka (`tasks.max` = partitions
-//!    up to 8, lz4 on its producer so the copy is compressed like the source).
+//!    up to 8, or `MM2_BENCH_MM2_TASKS`: 1 is MirrorMaker 2's default; lz4 on its producer so
+//!    the copy is compressed like the source).
 //!
 //! Catching up: MB/s and records/s from the first record visible on the destination to the
 //! last (ConsumerPerformance: its own `fetch.MB.sec`), and separately the time from start.
@@ -33,6 +34,11 @@
 //! copy after that long and takes its rate from what it copied, `MM2_BENCH_LAG_SECONDS=0`
 //! skips the lag phase, and `MM2_BENCH_KMIRROR_CONFIGS` (`k=v;k=v`) adds mirror configs for
 //! kmirror (e.g. `mirror.fetch.max.bytes=8388608;mirror.num.replica.fetchers=4`).
+//!
+//! `MM2_BENCH_CATCHUP_LAG_SECONDS` (default 0: skipped) adds, after the systems of each run, a
+//! fresh kmirror copying the run's backlog again while a one-partition topic written at 1 MB/s
+//! is mirrored beside it; the steady topic's lag p50/p99 is printed with how much of the
+//! backlog was copied meanwhile.
 //!
 //! Cross-region: `MM2_BENCH_DELAY_MS` (default 0) puts the readers of the source (the
 //! reference, kmirror, MirrorMaker 2) in "another region": they connect through a proxy
@@ -76,6 +82,8 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 #[derive(Debug, Clone, Default)]
 struct Figures {
     mbps: f64,
+    /// Between 10% and 90% of the backlog.
+    middle_mbps: f64,
     records_per_s: f64,
     seconds_from_start: f64,
     cpu_per_gb: f64,
@@ -143,9 +151,19 @@ impl Clusters {
 
 /// Waits until `topic` on `client`'s cluster holds `records` records; returns when the first
 /// and the last were seen.
+/// How a copy went: when the first and the last record were seen, how many were copied, and
+/// the rate (MB/s) between 10% and 90% of the records (the copy's pace once started and
+/// before its last partitions finish; `None` when it did not get that far).
+struct Copied {
+    first: Instant,
+    last: Instant,
+    records: u64,
+    middle_mbps: Option<f64>,
+}
+
 /// Waits until `records` records of `topic` are on `client`'s cluster, or `limit` after
-/// `started`: when the first and the last were seen, and how many were copied by then. With a
-/// kmirror's `metrics` address, prints its fetcher's Fetches in flight each second.
+/// `started`. With a kmirror's `metrics` address, prints its fetcher's Fetches in flight each
+/// second.
 #[allow(clippy::too_many_arguments)]
 fn wait_copied(
     clusters: &Clusters,
@@ -156,14 +174,21 @@ fn wait_copied(
     started: Instant,
     limit: Duration,
     metrics: Option<&str>,
-) -> (Instant, Instant, u64) {
+) -> Copied {
     let mut first = None;
     let mut pacing = Vec::new();
+    let (mut at_10, mut at_90) = (None, None);
     loop {
         let copied: i64 = clusters.ends(client, topic, partitions).iter().sum();
         let now = Instant::now();
         if copied > 0 && first.is_none() {
             first = Some(now);
+        }
+        if at_10.is_none() && copied * 10 >= records {
+            at_10 = Some((now, copied));
+        }
+        if at_90.is_none() && copied * 10 >= records * 9 {
+            at_90 = Some((now, copied));
         }
         let second = now.duration_since(started).as_secs();
         if let Some(metrics) = metrics
@@ -192,7 +217,20 @@ fn wait_copied(
                     pacing.join(" ")
                 );
             }
-            return (first.unwrap_or(now), now, copied.max(0) as u64);
+            let middle_mbps = match (at_10, at_90) {
+                (Some((t1, c1)), Some((t2, c2))) if t2 > t1 => Some(
+                    (c2 - c1) as f64 * RECORD_BYTES as f64
+                        / 1e6
+                        / t2.duration_since(t1).as_secs_f64(),
+                ),
+                _ => None,
+            };
+            return Copied {
+                first: first.unwrap_or(now),
+                last: now,
+                records: copied.max(0) as u64,
+                middle_mbps,
+            };
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -328,7 +366,7 @@ fn kmirror(
         &["--start", "--mirror", "bench", "--topics", topic],
     );
     let destination = clusters.client(&address);
-    let (first, last, copied) = wait_copied(
+    let copied = wait_copied(
         clusters,
         &destination,
         topic,
@@ -339,9 +377,7 @@ fn kmirror(
         Some(&metrics),
     );
     let figures = copy_figures(
-        copied,
-        first,
-        last,
+        &copied,
         started,
         cpu_seconds(child.id()),
         cpu_seconds(clusters.source_pid) - source_cpu,
@@ -367,20 +403,20 @@ fn kmirror(
 
 #[allow(clippy::too_many_arguments)]
 fn copy_figures(
-    records: u64,
-    first: Instant,
-    last: Instant,
+    copied: &Copied,
     started: Instant,
     cpu: f64,
     source_cpu: f64,
     rss: f64,
     destination_rss: f64,
 ) -> Figures {
+    let (records, first, last) = (copied.records, copied.first, copied.last);
     let window = last.duration_since(first).as_secs_f64().max(0.001);
     let bytes = (records * RECORD_BYTES) as f64;
     let gb = bytes / 1e9;
     Figures {
         mbps: bytes / 1e6 / window,
+        middle_mbps: copied.middle_mbps.unwrap_or(f64::NAN),
         records_per_s: records as f64 / window,
         seconds_from_start: last.duration_since(started).as_secs_f64(),
         cpu_per_gb: cpu / gb,
@@ -417,7 +453,7 @@ fn spawn_mm2(clusters: &Clusters, dir: &std::path::Path, topic: &str, partitions
              emit.checkpoints.interval.seconds = 5\n",
             clusters.source_readers,
             clusters.target,
-            partitions.min(8)
+            env_or("MM2_BENCH_MM2_TASKS", partitions.min(8))
         ),
     )
     .expect("config");
@@ -446,7 +482,7 @@ fn mm2(clusters: &Clusters, topic: &str, partitions: u32, records: u64) -> Figur
     let started = Instant::now();
     let mut child = spawn_mm2(clusters, dir.path(), topic, partitions);
     let target = clusters.client(&clusters.target);
-    let (first, last, copied) = wait_copied(
+    let copied = wait_copied(
         clusters,
         &target,
         &format!("A.{topic}"),
@@ -458,9 +494,7 @@ fn mm2(clusters: &Clusters, topic: &str, partitions: u32, records: u64) -> Figur
     );
     let cpu = cpu_seconds(child.id()) + cpu_seconds(clusters.target_pid) - target_cpu;
     let figures = copy_figures(
-        copied,
-        first,
-        last,
+        &copied,
         started,
         cpu,
         cpu_seconds(clusters.source_pid) - source_cpu,
@@ -539,6 +573,65 @@ fn lags(
     percentiles(samples)
 }
 
+/// The lag of a steady 1 MB/s topic mirrored beside a catch-up: a fresh kmirror starts copying
+/// `backlog` (`records` records, all on the source) and a one-partition topic together; while
+/// the backlog copies, 1,000 records of 1 KiB per second go to the other topic for `seconds`,
+/// and each is timed from its creation to its visibility on the destination. Prints p50, p99,
+/// the goal (two round trips + 100 ms) and how much of the backlog was copied meanwhile (the
+/// figure counts only if the catch-up ran throughout).
+fn lag_during_catch_up(
+    clusters: &Clusters,
+    backlog: &str,
+    partitions: u32,
+    records: u64,
+    seconds: u64,
+    round_trip_ms: u32,
+) {
+    let steady = format!("{backlog}-steady");
+    kafka_tools::create_topic(&clusters.source, &steady, 1, &[]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let metrics = format!("127.0.0.1:{}", support::free_port());
+    let (mut broker, address) = kmirror_broker(clusters, dir.path(), "", Some(&metrics));
+    let topics = format!("{backlog},{steady}");
+    support::mirrors_cli(
+        &address,
+        &["--start", "--mirror", "bench", "--topics", &topics],
+    );
+    let destination = clusters.client(&address);
+    let copied = || -> i64 {
+        clusters
+            .ends(&destination, backlog, partitions)
+            .iter()
+            .sum()
+    };
+    // The steady topic mirrors (its first records copied) while the backlog is under way.
+    let source = clusters.client(&clusters.source);
+    catch_up(clusters, &source, &destination, &steady, &steady, 1);
+    let before = copied();
+    let (p50, p99) = lags(
+        clusters,
+        &destination,
+        &steady,
+        &steady,
+        1,
+        1000 * seconds,
+        1000,
+    );
+    let after = copied();
+    let in_flight: String = support::scrape(&metrics)
+        .lines()
+        .filter(|l| l.starts_with("kmirror_fetcher_fetches_in_flight"))
+        .collect();
+    eprintln!(
+        "{backlog}: a 1 MB/s topic beside the catch-up: lag p50 {p50} ms, p99 {p99} ms (goal: \
+         under {} ms); the backlog went from {before} to {after} of {records} records meanwhile \
+         ({in_flight})",
+        2 * round_trip_ms + 100
+    );
+    terminate(&mut broker);
+    delete_topic(&clusters.source, &steady);
+}
+
 /// p50 and p99 of weighted samples.
 fn percentiles(mut samples: Vec<(i64, u64)>) -> (f64, f64) {
     samples.sort_unstable();
@@ -605,6 +698,7 @@ fn main() {
     let lag_mbps: f64 = env_or("MM2_BENCH_LAG_MBPS", 20.0);
     let lag_seconds: u64 = env_or("MM2_BENCH_LAG_SECONDS", 20);
     let measure_lag = lag_seconds > 0;
+    let catch_up_lag_seconds: u64 = env_or("MM2_BENCH_CATCHUP_LAG_SECONDS", 0);
     let systems_env =
         std::env::var("MM2_BENCH_SYSTEMS").unwrap_or_else(|_| "reference,kmirror,mm2".into());
     let systems: Vec<&str> = systems_env.split(',').map(str::trim).collect();
@@ -694,6 +788,16 @@ fn main() {
                 };
                 eprintln!("{topic} {system}: {figures:?}");
                 table.entry((partitions, system)).or_default().push(figures);
+            }
+            if catch_up_lag_seconds > 0 {
+                lag_during_catch_up(
+                    &clusters,
+                    &topic,
+                    partitions,
+                    records,
+                    catch_up_lag_seconds,
+                    delay_ms,
+                );
             }
             delete_topic(&clusters.source, &topic);
             delete_topic(&clusters.target, &format!("A.{topic}"));
@@ -802,8 +906,11 @@ fn print_table(table: &BTreeMap<(u32, &str), Vec<Figures>>, partition_counts: &[
         let mut values: Vec<f64> = runs.iter().map(f).collect();
         median(&mut values)
     };
-    let metrics: [(&str, Metric); 9] = [
+    let metrics: [(&str, Metric); 10] = [
         ("catch-up MB/s", |f| f.mbps),
+        ("catch-up MB/s, 10% to 90% of the backlog", |f| {
+            f.middle_mbps
+        }),
         ("catch-up records/s", |f| f.records_per_s),
         ("seconds from start", |f| f.seconds_from_start),
         ("CPU s per GB (mirror + destination)", |f| f.cpu_per_gb),

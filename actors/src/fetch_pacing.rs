@@ -17,7 +17,8 @@
 //! - the throttle delayed Fetches: take a quarter off (more in flight cannot help);
 //! - a Fetch failed as a whole ([`FetchPacing::failed`], at once): one in flight;
 //! - `Grow` (the start, and after a successful probe): double while the rate rises by a quarter
-//!   each time; when it does not, keep the count if it still helped a little, else go back;
+//!   each time; when it does not, keep the count if it still helped a little, else go back, and
+//!   probe upwards first;
 //! - `Hold`: keep the count; every [`HOLD_INTERVALS`] intervals probe a quarter up or down in
 //!   turn, keeping the change when it pays (up: 10% more; down: no more than 5% less).
 //!
@@ -31,7 +32,7 @@ pub const INTERVAL_MIN_MS: u64 = 500;
 /// The longest measuring interval (once it holds an answer).
 pub const INTERVAL_MAX_MS: u64 = 5_000;
 /// Intervals held between probes.
-pub const HOLD_INTERVALS: u32 = 8;
+pub const HOLD_INTERVALS: u32 = 4;
 /// Fetches in flight at the start (TCP also starts with more than one segment): a distant
 /// source gets a first measurement within a few round trips, a near one loses nothing.
 pub const INITIAL_IN_FLIGHT: usize = 8;
@@ -215,7 +216,9 @@ impl FetchPacing {
                         } else {
                             before.in_flight
                         };
-                        (keep, hold(false))
+                        // Up first: a start whose partitions were still starting up measures
+                        // low, and a link that is full fails the probe at no cost.
+                        (keep, hold(true))
                     }
                     _ if self.target >= max => (max, hold(false)),
                     _ => ((self.target * 2).min(max), Mode::Grow { before: Some(now) }),

@@ -288,10 +288,18 @@ impl FetchState {
     }
 
     /// The next Fetch ahead at `now_ms`: the partition with the fewest ahead (at most
-    /// `max_ahead` each) among those with a backlog, not held, whose log end and span are
-    /// known, and the offset to ask from (a span past the last one asked, or past the log
-    /// end). It counts as in flight.
-    pub fn next_ahead(&mut self, max_ahead: usize, now_ms: u64) -> Option<(TopicPartition, i64)> {
+    /// `max_ahead` each, `max_total` in all, in flight or waiting) among those with a backlog,
+    /// not held, whose log end and span are known, and the offset to ask from (a span past the
+    /// last one asked, or past the log end). It counts as in flight.
+    pub fn next_ahead(
+        &mut self,
+        max_ahead: usize,
+        max_total: usize,
+        now_ms: u64,
+    ) -> Option<(TopicPartition, i64)> {
+        if self.ahead.values().map(BTreeMap::len).sum::<usize>() >= max_total {
+            return None;
+        }
         let (key, start) = self
             .partitions
             .iter()
@@ -640,15 +648,19 @@ mod tests {
     fn fetches_ahead_line_up_with_the_log_end_or_are_dropped() {
         let mut state = attached(&["a", "b"]);
         let a = key("a");
-        assert_eq!(state.next_ahead(4, 0), None, "nothing known of a backlog");
+        assert_eq!(
+            state.next_ahead(4, 100, 0),
+            None,
+            "nothing known of a backlog"
+        );
         state.noted(&a, 100, Some(50), true);
         assert_eq!(
-            state.next_ahead(4, 0),
+            state.next_ahead(4, 100, 0),
             Some((a.clone(), 150)),
             "a span past the log end"
         );
         assert_eq!(
-            state.next_ahead(4, 0),
+            state.next_ahead(4, 100, 0),
             Some((a.clone(), 200)),
             "a span past the last"
         );
@@ -679,20 +691,20 @@ mod tests {
         assert_eq!(first_and_end(&at), Some((200, 260)), "{at:?}");
         // A log end inside a batch cannot line up: dropped.
         state.noted(&a, 260, Some(50), true);
-        let (_, start) = state.next_ahead(4, 0).expect("ahead");
+        let (_, start) = state.next_ahead(4, 100, 0).expect("ahead");
         assert_eq!(start, 310);
         state.ahead_answered(&a, start, Some(batches(300, 400)));
         assert_eq!(state.ahead_at(&a, 315), AheadAtLogEnd::Fetch);
         assert_eq!(state.ahead_of(&a), 0);
         // Failed or empty answers ahead are dropped; a hold drops everything ahead.
-        let (_, start) = state.next_ahead(4, 0).expect("ahead");
+        let (_, start) = state.next_ahead(4, 100, 0).expect("ahead");
         state.ahead_answered(&a, start, None);
         assert_eq!(state.ahead_of(&a), 0);
-        state.next_ahead(4, 0);
+        state.next_ahead(4, 100, 0);
         state.hold(&a, 50);
         assert_eq!(state.ahead_of(&a), 0);
-        assert_eq!(state.next_ahead(4, 10), None, "held");
-        assert!(state.next_ahead(4, 50).is_some(), "hold over");
+        assert_eq!(state.next_ahead(4, 100, 10), None, "held");
+        assert!(state.next_ahead(4, 100, 50).is_some(), "hold over");
     }
 
     #[test]
@@ -701,10 +713,13 @@ mod tests {
         state.noted(&key("a"), 0, Some(10), true);
         state.noted(&key("b"), 0, Some(10), true);
         state.noted(&key("c"), 0, Some(10), false);
-        let picked: Vec<String> = std::iter::from_fn(|| state.next_ahead(2, 0))
+        let picked: Vec<String> = std::iter::from_fn(|| state.next_ahead(2, 100, 0))
             .map(|(k, start)| format!("{}@{start}", k.topic))
             .collect();
         assert_eq!(picked, ["a@10", "b@10", "a@20", "b@20"], "c has no backlog");
+        state.drop_ahead(&key("a"));
+        assert_eq!(state.next_ahead(2, 3, 0), Some((key("a"), 10)));
+        assert_eq!(state.next_ahead(2, 3, 0), None, "three ahead in all");
         state.attach(key("a"), EPOCHS);
         assert_eq!(state.ahead_of(&key("a")), 0, "an attach starts afresh");
         state.detach(&key("b"));

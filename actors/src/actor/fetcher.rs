@@ -668,20 +668,30 @@ fn response_is_empty(response: &FetchResponse) -> bool {
     matches!(response, FetchResponse::Records { records, .. } if records.is_empty())
 }
 
-/// The offsets an answer of `max_bytes` covers, judged by `records` (batch headers only), and
-/// where `records` end.
+/// How far apart Fetches ahead of a partition start, judged by an answer of it (batch headers
+/// only), and where its whole batches end. An answer of `max_bytes` ends in a part of a batch
+/// (the source cuts it at the limit), so its whole batches cover about `max_bytes` less one
+/// batch; the next Fetch ahead starts one batch before that, inside the last whole batch,
+/// which the source then sends again whole: a little is fetched twice, nothing is missed.
 fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<i64>, Option<i64>) {
-    let mut batches = RecordBatches::new(records.clone()).map_while(Result::ok);
-    let Some(first) = batches.next() else {
+    let mut batches = RecordBatches::new(records.clone());
+    let mut first = None;
+    let (mut end, mut count, mut whole_bytes) = (0, 0, 0);
+    while let Some(Ok(batch)) = batches.next() {
+        first = first.or(Some(batch.base_offset()));
+        end = batch.next_offset();
+        count += 1;
+        whole_bytes = batches.position();
+    }
+    let Some(first) = first else {
         return (None, None);
     };
-    let end = batches.fold(first.next_offset(), |_, b| b.next_offset());
-    let offsets = end - first.base_offset();
-    let bytes = records.len().max(1) as f64;
-    // A little short of it: an answer ahead that starts inside the one before wastes a few
-    // bytes, one that starts past its end waits for the space between to be fetched.
-    let span = (offsets as f64 * max_bytes as f64 / bytes * 0.95) as i64;
-    (Some(span.max(1)), Some(end))
+    let offsets = (end - first) as f64;
+    let per_byte = offsets / whole_bytes.max(1) as f64;
+    let batch_bytes = whole_bytes as f64 / f64::from(count);
+    let batch_offsets = offsets / f64::from(count);
+    let span = per_byte * (max_bytes as f64 - batch_bytes) - batch_offsets;
+    (Some((span.round() as i64).max(1)), Some(end))
 }
 
 impl<P: FetcherPorts> Actor for Fetcher<P> {

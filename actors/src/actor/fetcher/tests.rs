@@ -671,3 +671,30 @@ async fn an_idle_sources_new_leader_epoch_is_told_to_the_partition_once() {
         ]
     );
 }
+
+/// Fetches ahead start inside the last whole batch an answer of the partition's size would
+/// hold (the source cuts answers inside a batch): a little is fetched twice, nothing skipped.
+#[test]
+fn fetches_ahead_start_a_batch_before_an_answers_whole_batches_end() {
+    let mut records = bytes::BytesMut::new();
+    for base in [0, 10, 20, 30] {
+        records.extend_from_slice(
+            &kmirror_protocol::testing::BatchSpec {
+                base_offset: base,
+                records: 10,
+                ..Default::default()
+            }
+            .build(),
+        );
+    }
+    let whole = records.len();
+    // A cut fifth batch: not counted.
+    records.extend_from_slice(&[0; 30]);
+    let (span, end) = span_of(&records.freeze(), whole);
+    assert_eq!(
+        (span, end),
+        (Some(20), Some(40)),
+        "three whole batches, less one"
+    );
+    assert_eq!(span_of(&Bytes::new(), 1024), (None, None));
+}
