@@ -214,15 +214,19 @@ impl FetchState {
 
     /// The partitions the next Fetch asks for at `now_ms` (at most `max_partitions`, of them at
     /// most `max_backlogged` whose last answer showed a backlog, none being fetched, applied or
-    /// held), in turn; the cursor moves past them. A Fetch whose bytes cover a few backlogged
-    /// partitions leaves the others to Fetches in flight beside it, instead of holding them
-    /// with nothing to bring.
+    /// held; with `backlogged` given, only those whose backlog is that), in turn; the cursor
+    /// moves past them. A Fetch whose bytes cover a few backlogged partitions leaves the others
+    /// to Fetches in flight beside it, instead of holding them with nothing to bring; and a
+    /// caught-up partition asked apart from backlogged ones gets its new records without
+    /// waiting behind a backlog's bytes in the same answer.
     pub fn next_round(
         &mut self,
         max_partitions: usize,
         max_backlogged: usize,
+        backlogged: Option<bool>,
         now_ms: u64,
     ) -> Vec<TopicPartition> {
+        let kind = backlogged;
         let cursor = self.cursor.as_ref();
         let after = cursor.map_or(Bound::Unbounded, Bound::Excluded);
         let before = cursor.map_or(Bound::Unbounded, Bound::Included);
@@ -238,7 +242,9 @@ impl FetchState {
         let mut round = Vec::new();
         let (mut first, mut reached, mut full, mut backlogged) = (None, None, false, 0);
         for (key, state) in in_turn {
-            let ready = state.ready(now_ms) && !self.waits_ahead(key, state);
+            let ready = state.ready(now_ms)
+                && !self.waits_ahead(key, state)
+                && kind.is_none_or(|k| state.backlog == k);
             if round.len() == max_partitions
                 || (ready && state.backlog && backlogged == max_backlogged)
             {
@@ -488,7 +494,7 @@ mod tests {
                 for topic in *applying {
                     state.applying(&key(topic));
                 }
-                let round = state.next_round(*max, usize::MAX, 0);
+                let round = state.next_round(*max, usize::MAX, None, 0);
                 assert_eq!(names(&round), *expected, "{case}");
             }
         }
@@ -514,7 +520,7 @@ mod tests {
         let a = state.get(&key("a")).copied();
         assert_eq!(a.map(|s| (s.applying, s.epochs.source)), Some((true, 5)));
         assert!(
-            state.next_round(10, usize::MAX, 0).is_empty(),
+            state.next_round(10, usize::MAX, None, 0).is_empty(),
             "still applying"
         );
     }
@@ -586,7 +592,7 @@ mod tests {
                 }
                 Step::Nothing => {}
             }
-            let mut round = names(&state.next_round(10, usize::MAX, now))
+            let mut round = names(&state.next_round(10, usize::MAX, None, now))
                 .into_iter()
                 .map(str::to_owned)
                 .collect::<Vec<_>>();
@@ -684,7 +690,7 @@ mod tests {
         // The log end at 200: the Fetch from there is in flight, so the partition waits for it.
         assert_eq!(state.ahead_at(&a, 200), AheadAtLogEnd::Wait);
         assert_eq!(state.ready(0), 1, "a waits for its Fetch ahead; b does not");
-        assert_eq!(names(&state.next_round(10, usize::MAX, 0)), ["b"]);
+        assert_eq!(names(&state.next_round(10, usize::MAX, None, 0)), ["b"]);
         // It answers with batches starting below its offset (the one holding it): sliced.
         state.ahead_answered(&a, 200, Some(batches(190, 260)));
         let at = state.ahead_at(&a, 200);
@@ -732,12 +738,16 @@ mod tests {
         for topic in ["a", "c"] {
             state.noted(&key(topic), 0, Some(10), true);
         }
-        assert_eq!(
-            names(&state.next_round(10, 1, 0)),
-            ["a", "b"],
-            "stops before c"
-        );
-        assert_eq!(names(&state.next_round(10, 1, 0)), ["c", "d"]);
-        assert_eq!(names(&state.next_round(10, 2, 0)), ["a", "b", "c", "d"]);
+        let mut round = |max_backlogged, kind| -> Vec<String> {
+            names(&state.next_round(10, max_backlogged, kind, 0))
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(round(1, None), ["a", "b"], "stops before c");
+        assert_eq!(round(1, None), ["c", "d"]);
+        assert_eq!(round(2, None), ["a", "b", "c", "d"]);
+        assert_eq!(round(2, Some(false)), ["b", "d"], "caught up apart");
+        assert_eq!(round(2, Some(true)), ["c", "a"], "in turn");
     }
 }

@@ -94,6 +94,9 @@ pub const FETCHES_IN_FLIGHT: &str = "kmirror_fetcher_fetches_in_flight";
 pub const FETCH_ROUND_TRIP: &str = "kmirror_fetcher_round_trip_seconds";
 /// Record bytes per Fetch answer over a fetcher's last pacing interval.
 pub const FETCH_ANSWER_BYTES: &str = "kmirror_fetcher_answer_bytes";
+/// Record bytes applied from Fetches ahead of partitions' log ends (docs/design.md §4,
+/// "Reading ahead"), per mirror.
+pub const READ_AHEAD_BYTES: &str = "kmirror_fetcher_read_ahead_bytes_total";
 /// Source topics a mirror started by itself because they match `topics.include`.
 pub const AUTO_STARTED_TOPICS: &str = "kmirror_mirror_auto_started_topics_total";
 /// Consumer groups whose offsets the sync left alone because they have members on the
@@ -262,6 +265,12 @@ pub const CATALOGUE: &[MetricDef] = &[
         kind: MetricKind::Gauge,
         labels: &["mirror", "source_broker"],
         help: "Record bytes per Fetch answer over the fetcher's last pacing interval.",
+    },
+    MetricDef {
+        name: READ_AHEAD_BYTES,
+        kind: MetricKind::Counter,
+        labels: &["mirror"],
+        help: "Record bytes applied from Fetches ahead of partitions' log ends (reading ahead).",
     },
     MetricDef {
         name: AUTO_STARTED_TOPICS,

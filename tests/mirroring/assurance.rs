@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 /// A destination `kmirror broker` refreshing metadata every 500 ms, with its metrics served:
 /// the process, its address and its metrics address.
-fn destination(dir: &std::path::Path) -> (BrokerProcess, String, String) {
+pub(super) fn destination(dir: &std::path::Path) -> (BrokerProcess, String, String) {
     let (port, metrics) = (free_port(), free_port());
     let broker = spawn_broker_with(
         dir,
@@ -44,7 +44,7 @@ fn destination(dir: &std::path::Path) -> (BrokerProcess, String, String) {
 }
 
 /// `kmirror mirrors --create` of `mirror` with the properties `configs`.
-fn create(dir: &std::path::Path, address: &str, mirror: &str, configs: &str) {
+pub(super) fn create(dir: &std::path::Path, address: &str, mirror: &str, configs: &str) {
     let path = dir.join(format!("{mirror}.properties"));
     std::fs::write(&path, configs).expect("written");
     cli_ok(
@@ -59,21 +59,21 @@ fn create(dir: &std::path::Path, address: &str, mirror: &str, configs: &str) {
     );
 }
 
-fn cli_ok(address: &str, args: &[&str]) -> String {
+pub(super) fn cli_ok(address: &str, args: &[&str]) -> String {
     let (code, text) = mirrors_cli(address, args);
     assert_eq!(code, Some(0), "kmirror mirrors {args:?}: {text}");
     text
 }
 
 /// The JSON the command printed (its first line that is JSON).
-fn json_of(text: &str) -> serde_json::Value {
+pub(super) fn json_of(text: &str) -> serde_json::Value {
     text.lines()
         .find_map(|l| serde_json::from_str(l).ok())
         .unwrap_or_else(|| panic!("no JSON in {text}"))
 }
 
 /// Kafka's kafka-topics creating `topic`, off the test's runtime.
-async fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
+pub(super) async fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
     let (bootstrap, topic) = (bootstrap.to_string(), topic.to_string());
     tokio::task::spawn_blocking(move || {
         kafka_tools::create_topic(&bootstrap, &topic, partitions, &[])
@@ -83,7 +83,7 @@ async fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
 }
 
 /// Kafka's producer writing `records` records to `topic`, off the test's runtime.
-async fn produce(bootstrap: &str, topic: &str, records: u32) {
+pub(super) async fn produce(bootstrap: &str, topic: &str, records: u32) {
     let (bootstrap, topic) = (bootstrap.to_string(), topic.to_string());
     tokio::task::spawn_blocking(move || {
         kafka_tools::produce(&bootstrap, &topic, records, "lz4", &[]);
@@ -93,7 +93,7 @@ async fn produce(bootstrap: &str, topic: &str, records: u32) {
 }
 
 /// Waits until `check` holds of `topic`'s partitions as described, up to 90 s.
-async fn wait_until(
+pub(super) async fn wait_until(
     address: &str,
     mirror: &str,
     topic: &str,
@@ -112,7 +112,7 @@ async fn wait_until(
 }
 
 /// A metric's value in a scrape, for the series whose labels include all of `labels`.
-fn metric(scrape: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(super) fn metric(scrape: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     scrape
         .lines()
         .filter(|l| l.starts_with(name) && !l.starts_with('#'))

@@ -50,6 +50,7 @@ mod scenarios;
 mod security;
 mod source_cluster;
 mod sync;
+mod wan;
 
 /// Stands in for the partition actors: counts what the fetcher reports.
 struct Reports(Rc<RefCell<Vec<FetcherProgress>>>);

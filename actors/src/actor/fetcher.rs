@@ -90,6 +90,8 @@ pub trait FetcherPorts: 'static {
     ) -> PortFuture<Result<FetchProgress, Cause>>;
     /// What the pacing measured and decided over an interval (for the metrics).
     fn paced(&self, report: &PacingReport);
+    /// `bytes` fetched ahead of a partition's log end are being applied (for the metrics).
+    fn applied_ahead(&self, bytes: u64);
 }
 
 /// One partition of a Fetch.
@@ -335,7 +337,7 @@ impl<P: FetcherPorts> Fetcher<P> {
     }
 
     /// Sends Fetches on free lanes while the pacing allows more in flight and some partition
-    /// is ready, each for its share of the ready partitions.
+    /// is ready, each for its share of the ready partitions; lanes to spare read ahead.
     fn pump(&mut self, ctx: &mut Context<Self>) {
         loop {
             let allowed = self.allowed();
@@ -343,30 +345,72 @@ impl<P: FetcherPorts> Fetcher<P> {
                 return;
             }
             let free = allowed - self.busy.len();
-            let ready = self.state.ready(self.now_ms());
-            if ready == 0 {
+            let now = self.now_ms();
+            let ready = self.state.ready(now);
+            if ready > 0 {
+                let share = ready
+                    .div_ceil(free)
+                    .min(self.config.max_partitions_per_fetch);
+                // With several in flight, caught-up partitions go in a Fetch of their own first:
+                // their new records never wait behind a backlog's bytes in the same answer.
+                let sent = if allowed > 1 {
+                    self.send(self.config.max_partitions_per_fetch, Some(false), ctx)
+                        || self.send(share, Some(true), ctx)
+                } else {
+                    self.send(share, None, ctx)
+                };
+                if !sent {
+                    return;
+                }
+                continue;
+            }
+            // Lanes to spare: read ahead of partitions with a backlog (fewer partitions than
+            // Fetches allowed only, so many partitions never pay for the search).
+            let ahead = if self.members.len() < allowed {
+                self.state.next_ahead(MAX_AHEAD, allowed, now)
+            } else {
+                None
+            };
+            let Some((key, start)) = ahead else {
                 self.wake_for_holds(ctx);
                 return;
-            }
-            let share = ready
-                .div_ceil(free)
-                .min(self.config.max_partitions_per_fetch);
-            if !self.send(share, ctx) {
+            };
+            let Some(epochs) = self.state.get(&key).map(|p| p.epochs) else {
                 return;
-            }
+            };
+            let request = FetchRequest {
+                offset: start,
+                last_fetched_epoch: None,
+                max_bytes: self.config.partition_max_bytes,
+            };
+            let fetch = PartitionFetch {
+                key,
+                request,
+                current_leader_epoch: epochs.source,
+                ahead: true,
+            };
+            self.dispatch(vec![(fetch, epochs.topic_id)], now, ctx);
         }
     }
 
     /// Sends one Fetch for at most `max_partitions` ready partitions on the lowest free lane;
     /// whether one went out.
-    fn send(&mut self, max_partitions: usize, ctx: &mut Context<Self>) -> bool {
+    fn send(
+        &mut self,
+        max_partitions: usize,
+        backlogged: Option<bool>,
+        ctx: &mut Context<Self>,
+    ) -> bool {
         let mut requests = Vec::new();
         let mut failed = Vec::new();
         let now = self.now_ms();
         // The partitions with a backlog one Fetch's bytes cover.
         let fetch_bytes = self.pacing.fetch_bytes(self.pacing.target());
-        let backlogged = (fetch_bytes as usize / self.config.partition_max_bytes.max(1)).max(1);
-        for key in self.state.next_round(max_partitions, backlogged, now) {
+        let per_fetch = (fetch_bytes as usize / self.config.partition_max_bytes.max(1)).max(1);
+        for key in self
+            .state
+            .next_round(max_partitions, per_fetch, backlogged, now)
+        {
             let Some(partition) = self.state.get(&key) else {
                 continue;
             };
@@ -637,6 +681,9 @@ impl<P: FetcherPorts> Fetcher<P> {
         let AheadAtLogEnd::Apply(response) = self.state.ahead_at(key, request.offset) else {
             return false;
         };
+        if let FetchResponse::Records { records, .. } = &response {
+            self.ports.applied_ahead(records.len() as u64);
+        }
         self.state.applying(key);
         self.applying += 1;
         self.applying_since = Some(tokio::time::Instant::now());

@@ -401,6 +401,10 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         self.stats.paced(self.leader, report);
     }
 
+    fn applied_ahead(&self, bytes: u64) {
+        self.stats.read_ahead(bytes);
+    }
+
     fn apply(
         &self,
         key: &TopicPartition,

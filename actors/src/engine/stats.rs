@@ -156,6 +156,12 @@ impl MirrorStats {
         ::metrics::gauge!(metrics::FETCH_ANSWER_BYTES, &labels).set(report.bytes_per_answer as f64);
     }
 
+    /// `bytes` fetched ahead of a partition's log end are being applied.
+    pub fn read_ahead(&self, bytes: u64) {
+        ::metrics::counter!(metrics::READ_AHEAD_BYTES, "mirror" => self.mirror.clone())
+            .increment(bytes);
+    }
+
     /// A fetch failed with `error`.
     pub fn fetch_failed(&self, error: &str, now_ms: i64) {
         self.requests.increment(1);

@@ -151,6 +151,8 @@ impl FetcherPorts for ScriptedSource {
         self.0.borrow_mut().paced.push(*report);
     }
 
+    fn applied_ahead(&self, _: u64) {}
+
     fn apply(
         &self,
         key: &TopicPartition,
