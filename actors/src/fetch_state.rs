@@ -19,8 +19,10 @@
 //! - A source leader epoch is news to the partition once per new value.
 //! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): when the fetcher may keep more
 //!   Fetches in flight than it has partitions, a partition with a backlog also gets Fetches
-//!   from offsets beyond its log end, a span apart (the offsets one answer covered), at most
-//!   `max_ahead` of them. Their answers wait here until the log end reaches them; then the
+//!   from offsets beyond its log end, at most `max_ahead` of them: the first half a batch past
+//!   where the partition's own answer should end, each next one an answer further (the source
+//!   answers a Fetch from the batch holding its offset, so each is answered from where the one
+//!   before ends). Their answers wait here until the log end reaches them; then the
 //!   batches from the log end on are applied as the answer to a fetch from there would be (the
 //!   source returns the same batches from the one holding the offset asked), so the log still
 //!   grows in order, without holes: an answer that starts above the log end waits for the
@@ -69,9 +71,20 @@ pub struct PartitionFetchState {
     told_source_epoch: i32,
     /// Its log end, as last noted.
     log_end: Option<i64>,
-    /// The offsets one answer covers, as the last one did, and whether the source had more.
-    span: Option<i64>,
+    /// How far apart Fetches ahead start and the offsets of a batch, as the last answer
+    /// showed, and whether the source had more.
+    span: Option<Span>,
     backlog: bool,
+}
+
+/// How a partition is read ahead, judged by an answer of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// Offsets between the starts of two Fetches ahead.
+    pub offsets: i64,
+    /// Offsets of one batch: a Fetch ahead from less than this past the log end is answered
+    /// from the batch at the log end.
+    pub batch: i64,
 }
 
 /// A Fetch from offsets ahead of a partition's log end.
@@ -107,9 +120,11 @@ impl PartitionFetchState {
 }
 
 /// The batches of `response` from `offset` on, as a fetch from there would be answered; `None`
-/// when none lies past it, or `offset` falls inside a batch (the answer does not line up with
-/// the log).
-fn from_offset(response: &FetchResponse, offset: i64) -> Option<FetchResponse> {
+/// when none lies past it, `offset` falls inside a batch (the answer does not line up with the
+/// log), or, unless `gap` allows it (the answer was asked from `offset` or below, so offsets
+/// missing before its first batch are the source's: compaction), its first batch starts past
+/// `offset`.
+fn from_offset(response: &FetchResponse, offset: i64, gap: bool) -> Option<FetchResponse> {
     let FetchResponse::Records {
         records,
         high_watermark,
@@ -125,7 +140,7 @@ fn from_offset(response: &FetchResponse, offset: i64) -> Option<FetchResponse> {
         if batch.next_offset() <= offset {
             continue;
         }
-        if batch.base_offset() < offset {
+        if batch.base_offset() < offset || (!gap && batch.base_offset() > offset) {
             return None;
         }
         let rest: Bytes = records.slice(position..);
@@ -273,22 +288,24 @@ impl FetchState {
             .count()
     }
 
-    /// Whether a Fetch ahead from `key`'s log end is in flight (its answer will serve).
+    /// Whether a Fetch ahead whose answer will start at `key`'s log end is in flight (from the
+    /// log end, or less than a batch past it).
     fn waits_ahead(&self, key: &TopicPartition, state: &PartitionFetchState) -> bool {
         let (Some(end), Some(ahead)) = (state.log_end, self.ahead.get(key)) else {
             return false;
         };
+        let reach = state.span.map_or(1, |s| s.batch.max(1));
         ahead
-            .range(..=end)
+            .range(..end.saturating_add(reach))
             .any(|(_, ahead)| matches!(ahead, Ahead::InFlight))
     }
 
-    /// What an answer of `key` showed: its log end after it, the offsets one answer covers,
-    /// and whether the source has more.
-    pub fn noted(&mut self, key: &TopicPartition, log_end: i64, span: Option<i64>, backlog: bool) {
+    /// What an answer of `key` showed: its log end after it, how to read it ahead, and whether
+    /// the source has more.
+    pub fn noted(&mut self, key: &TopicPartition, log_end: i64, span: Option<Span>, backlog: bool) {
         if let Some(state) = self.partitions.get_mut(key) {
             state.log_end = Some(log_end);
-            state.span = span.filter(|s| *s > 0).or(state.span);
+            state.span = span.filter(|s| s.offsets > 0 && s.batch > 0).or(state.span);
             state.backlog = backlog;
         }
     }
@@ -315,7 +332,12 @@ impl FetchState {
                 let ahead = self.ahead.get(key);
                 let count = ahead.map_or(0, BTreeMap::len);
                 let last = ahead.and_then(|a| a.keys().next_back().copied());
-                let start = last.map_or(end, |l| l.max(end)) + span;
+                // The first half a batch past where the partition's own answer should end (so
+                // it is answered from the batch starting there), each next one an answer on.
+                let start = match last {
+                    Some(last) if last > end => last + span.offsets,
+                    _ => end + span.offsets + span.batch / 2,
+                };
                 (count < max_ahead).then_some((count, key, start))
             })
             .min_by_key(|(count, _, _)| *count)
@@ -349,25 +371,39 @@ impl FetchState {
     }
 
     /// What is ahead of `key` once its log end is `log_end`: the batches from there on (taken
-    /// out), a Fetch to wait for, or nothing (fetch from the log end). Answers the log end
-    /// passed, or that cannot line up with it, are dropped.
+    /// out), a Fetch to wait for, or nothing (fetch from the log end). Fetches ahead from the
+    /// log end or less than a batch past it may serve; answers the log end passed, or that
+    /// cannot line up with it, are dropped.
     pub fn ahead_at(&mut self, key: &TopicPartition, log_end: i64) -> AheadAtLogEnd {
-        if let Some(state) = self.partitions.get_mut(key) {
-            state.log_end = Some(log_end);
-        }
+        let reach = match self.partitions.get_mut(key) {
+            Some(state) => {
+                state.log_end = Some(log_end);
+                state.span.map_or(1, |s| s.batch.max(1))
+            }
+            None => 1,
+        };
         let Some(ahead) = self.ahead.get_mut(key) else {
             return AheadAtLogEnd::Fetch;
         };
-        while let Some((&start, answer)) = ahead.range(..=log_end).next() {
-            match answer {
-                Ahead::InFlight => return AheadAtLogEnd::Wait,
-                Ahead::Arrived(response) => {
-                    let rest = from_offset(response, log_end);
-                    ahead.remove(&start);
+        let near: Vec<i64> = ahead
+            .range(..log_end.saturating_add(reach))
+            .map(|(start, _)| *start)
+            .collect();
+        for start in near {
+            match ahead.get(&start) {
+                Some(Ahead::InFlight) => return AheadAtLogEnd::Wait,
+                Some(Ahead::Arrived(response)) => {
+                    let rest = from_offset(response, log_end, start <= log_end);
+                    // One asked from past the log end that does not start there yet may once
+                    // the log end reaches it; one asked from below is done with.
+                    if rest.is_some() || start <= log_end {
+                        ahead.remove(&start);
+                    }
                     if let Some(rest) = rest {
                         return AheadAtLogEnd::Apply(rest);
                     }
                 }
+                None => {}
             }
         }
         AheadAtLogEnd::Fetch
@@ -654,51 +690,52 @@ mod tests {
     fn fetches_ahead_line_up_with_the_log_end_or_are_dropped() {
         let mut state = attached(&["a", "b"]);
         let a = key("a");
+        let span = Span {
+            offsets: 50,
+            batch: 10,
+        };
         assert_eq!(
             state.next_ahead(4, 100, 0),
             None,
             "nothing known of a backlog"
         );
-        state.noted(&a, 100, Some(50), true);
+        state.noted(&a, 100, Some(span), true);
+        let first = state.next_ahead(4, 100, 0);
         assert_eq!(
-            state.next_ahead(4, 100, 0),
-            Some((a.clone(), 150)),
-            "a span past the log end"
+            first,
+            Some((a.clone(), 155)),
+            "half a batch past an answer's end"
         );
         assert_eq!(
             state.next_ahead(4, 100, 0),
-            Some((a.clone(), 200)),
-            "a span past the last"
+            Some((a.clone(), 205)),
+            "an answer on"
         );
-        assert_eq!(state.ready(0), 2, "nothing ahead reaches the log end yet");
-        // The partition's own answer ended at 140: the one from 150 leaves a space.
+        assert_eq!(state.ready(0), 2, "nothing ahead starts at the log end yet");
+        // The one from 155 is answered from the batch holding it, at 150.
+        state.ahead_answered(&a, 155, Some(batches(150, 200)));
+        // The partition's own answer ended short, at 140: the space is fetched first.
         assert_eq!(state.ahead_at(&a, 140), AheadAtLogEnd::Fetch);
-        state.ahead_answered(&a, 150, Some(batches(150, 200)));
-        assert_eq!(
-            state.ahead_at(&a, 140),
-            AheadAtLogEnd::Fetch,
-            "waits for the space"
-        );
-        // Its own answer reached 170, inside what came ahead: the rest from 170 is applied.
-        let at = state.ahead_at(&a, 170);
-        assert_eq!(first_and_end(&at), Some((170, 200)), "{at:?}");
         assert_eq!(
             state.ahead_of(&a),
-            1,
-            "taken out; the one from 200 is in flight"
+            2,
+            "kept for when the log end reaches it"
         );
-        // The log end at 200: the Fetch from there is in flight, so the partition waits for it.
+        // At 150 it lines up.
+        let at = state.ahead_at(&a, 150);
+        assert_eq!(first_and_end(&at), Some((150, 200)), "{at:?}");
+        // At 200 the one from 205 (in flight) will be answered from there: the partition waits.
         assert_eq!(state.ahead_at(&a, 200), AheadAtLogEnd::Wait);
         assert_eq!(state.ready(0), 1, "a waits for its Fetch ahead; b does not");
         assert_eq!(names(&state.next_round(10, usize::MAX, None, 0)), ["b"]);
-        // It answers with batches starting below its offset (the one holding it): sliced.
-        state.ahead_answered(&a, 200, Some(batches(190, 260)));
+        state.ahead_answered(&a, 205, Some(batches(200, 260)));
         let at = state.ahead_at(&a, 200);
         assert_eq!(first_and_end(&at), Some((200, 260)), "{at:?}");
-        // A log end inside a batch cannot line up: dropped.
-        state.noted(&a, 260, Some(50), true);
+        // An answer asked from at or below the log end that would start inside a batch cannot
+        // line up: dropped.
+        state.noted(&a, 260, Some(span), true);
         let (_, start) = state.next_ahead(4, 100, 0).expect("ahead");
-        assert_eq!(start, 310);
+        assert_eq!(start, 315);
         state.ahead_answered(&a, start, Some(batches(300, 400)));
         assert_eq!(state.ahead_at(&a, 315), AheadAtLogEnd::Fetch);
         assert_eq!(state.ahead_of(&a), 0);
@@ -716,15 +753,19 @@ mod tests {
     #[test]
     fn fetches_ahead_go_to_the_partitions_with_the_fewest_and_stop_at_the_limit() {
         let mut state = attached(&["a", "b", "c"]);
-        state.noted(&key("a"), 0, Some(10), true);
-        state.noted(&key("b"), 0, Some(10), true);
-        state.noted(&key("c"), 0, Some(10), false);
+        let span = Some(Span {
+            offsets: 10,
+            batch: 10,
+        });
+        state.noted(&key("a"), 0, span, true);
+        state.noted(&key("b"), 0, span, true);
+        state.noted(&key("c"), 0, span, false);
         let picked: Vec<String> = std::iter::from_fn(|| state.next_ahead(2, 100, 0))
             .map(|(k, start)| format!("{}@{start}", k.topic))
             .collect();
-        assert_eq!(picked, ["a@10", "b@10", "a@20", "b@20"], "c has no backlog");
+        assert_eq!(picked, ["a@15", "b@15", "a@25", "b@25"], "c has no backlog");
         state.drop_ahead(&key("a"));
-        assert_eq!(state.next_ahead(2, 3, 0), Some((key("a"), 10)));
+        assert_eq!(state.next_ahead(2, 3, 0), Some((key("a"), 15)));
         assert_eq!(state.next_ahead(2, 3, 0), None, "three ahead in all");
         state.attach(key("a"), EPOCHS);
         assert_eq!(state.ahead_of(&key("a")), 0, "an attach starts afresh");
@@ -736,7 +777,11 @@ mod tests {
     fn a_round_takes_as_many_partitions_with_a_backlog_as_its_bytes_cover() {
         let mut state = attached(&["a", "b", "c", "d"]);
         for topic in ["a", "c"] {
-            state.noted(&key(topic), 0, Some(10), true);
+            let span = Span {
+                offsets: 10,
+                batch: 10,
+            };
+            state.noted(&key(topic), 0, Some(span), true);
         }
         let mut round = |max_backlogged, kind| -> Vec<String> {
             names(&state.next_round(10, max_backlogged, kind, 0))

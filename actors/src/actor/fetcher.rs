@@ -32,7 +32,7 @@ use super::ports::FetcherProgress;
 use super::ports::PortFuture;
 use crate::fetch_pacing::{AnswerSample, FetchPacing, PacingLimits, PacingReport};
 pub use crate::fetch_state::FetchEpochs;
-use crate::fetch_state::{AheadAtLogEnd, FetchState};
+use crate::fetch_state::{AheadAtLogEnd, FetchState, Span};
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
 use actix::{
@@ -715,12 +715,11 @@ fn response_is_empty(response: &FetchResponse) -> bool {
     matches!(response, FetchResponse::Records { records, .. } if records.is_empty())
 }
 
-/// How far apart Fetches ahead of a partition start, judged by an answer of it (batch headers
-/// only), and where its whole batches end. An answer of `max_bytes` ends in a part of a batch
-/// (the source cuts it at the limit), so its whole batches cover about `max_bytes` less one
-/// batch; the next Fetch ahead starts one batch before that, inside the last whole batch,
-/// which the source then sends again whole: a little is fetched twice, nothing is missed.
-fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<i64>, Option<i64>) {
+/// How a partition is read ahead, judged by an answer of it (batch headers only), and where
+/// its whole batches end. An answer of `max_bytes` holds as many whole batches as fit (at least
+/// one; the source cuts the rest inside a batch), so Fetches ahead start that many batches
+/// apart.
+fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<Span>, Option<i64>) {
     let mut batches = RecordBatches::new(records.clone());
     let mut first = None;
     let (mut end, mut count, mut whole_bytes) = (0, 0, 0);
@@ -733,12 +732,14 @@ fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<i64>, Option<i64
     let Some(first) = first else {
         return (None, None);
     };
-    let offsets = (end - first) as f64;
-    let per_byte = offsets / whole_bytes.max(1) as f64;
-    let batch_bytes = whole_bytes as f64 / f64::from(count);
-    let batch_offsets = offsets / f64::from(count);
-    let span = per_byte * (max_bytes as f64 - batch_bytes) - batch_offsets;
-    (Some((span.round() as i64).max(1)), Some(end))
+    let batch = ((end - first) as f64 / f64::from(count)).round().max(1.0) as i64;
+    let batch_bytes = (whole_bytes / count as usize).max(1);
+    let per_answer = (max_bytes / batch_bytes).max(1) as i64;
+    let span = Span {
+        offsets: per_answer * batch,
+        batch,
+    };
+    (Some(span), Some(end))
 }
 
 impl<P: FetcherPorts> Actor for Fetcher<P> {

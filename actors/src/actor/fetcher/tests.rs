@@ -674,10 +674,10 @@ async fn an_idle_sources_new_leader_epoch_is_told_to_the_partition_once() {
     );
 }
 
-/// Fetches ahead start inside the last whole batch an answer of the partition's size would
-/// hold (the source cuts answers inside a batch): a little is fetched twice, nothing skipped.
+/// Fetches ahead start as many batches apart as an answer of the partition's size holds whole
+/// (the source cuts answers inside a batch).
 #[test]
-fn fetches_ahead_start_a_batch_before_an_answers_whole_batches_end() {
+fn fetches_ahead_start_an_answers_whole_batches_apart() {
     let mut records = bytes::BytesMut::new();
     for base in [0, 10, 20, 30] {
         records.extend_from_slice(
@@ -692,11 +692,11 @@ fn fetches_ahead_start_a_batch_before_an_answers_whole_batches_end() {
     let whole = records.len();
     // A cut fifth batch: not counted.
     records.extend_from_slice(&[0; 30]);
-    let (span, end) = span_of(&records.freeze(), whole);
-    assert_eq!(
-        (span, end),
-        (Some(20), Some(40)),
-        "three whole batches, less one"
-    );
+    let records = records.freeze();
+    let span = |max_bytes| span_of(&records, max_bytes).0.map(|s| (s.offsets, s.batch));
+    assert_eq!(span(whole), Some((40, 10)), "four whole batches");
+    assert_eq!(span(whole - 1), Some((30, 10)), "three fit");
+    assert_eq!(span(1), Some((10, 10)), "at least one");
+    assert_eq!(span_of(&records, whole).1, Some(40));
     assert_eq!(span_of(&Bytes::new(), 1024), (None, None));
 }
