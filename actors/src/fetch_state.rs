@@ -19,10 +19,11 @@
 //! - A source leader epoch is news to the partition once per new value.
 //! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): when the fetcher may keep more
 //!   Fetches in flight than it has partitions, a partition with a backlog also gets Fetches
-//!   from offsets beyond its log end, at most `max_ahead` of them: the first half a batch past
-//!   where the partition's own answer should end, each next one an answer further (the source
-//!   answers a Fetch from the batch holding its offset, so each is answered from where the one
-//!   before ends). Their answers wait here until the log end reaches them; then the
+//!   from offsets beyond its log end, at most `max_ahead` of them: the first inside the last
+//!   batch the partition's own answer should hold, each next one an answer further, each
+//!   asking for two batches more than an answer (the source answers a Fetch from the batch
+//!   holding its offset, so each overlaps the one before by a batch or more, whatever the
+//!   batches' sizes, and no offset falls between them). Their answers wait here until the log end reaches them; then the
 //!   batches from the log end on are applied as the answer to a fetch from there would be (the
 //!   source returns the same batches from the one holding the offset asked), so the log still
 //!   grows in order, without holes: an answer that starts above the log end waits for the
@@ -85,6 +86,9 @@ pub struct Span {
     /// Offsets of one batch: a Fetch ahead from less than this past the log end is answered
     /// from the batch at the log end.
     pub batch: i64,
+    /// Bytes a Fetch ahead asks for: two batches more than the partition's own, so each
+    /// reaches past where the next starts whatever the batches' sizes (no gap between them).
+    pub bytes: usize,
 }
 
 /// A Fetch from offsets ahead of a partition's log end.
@@ -312,18 +316,18 @@ impl FetchState {
 
     /// The next Fetch ahead at `now_ms`: the partition with the fewest ahead (at most
     /// `max_ahead` each, `max_total` in all, in flight or waiting) among those with a backlog,
-    /// not held, whose log end and span are known, and the offset to ask from (a span past the
-    /// last one asked, or past the log end). It counts as in flight.
+    /// not held, whose log end and span are known, the offset to ask from (a span past the
+    /// last one asked, or near the log end) and the bytes to ask. It counts as in flight.
     pub fn next_ahead(
         &mut self,
         max_ahead: usize,
         max_total: usize,
         now_ms: u64,
-    ) -> Option<(TopicPartition, i64)> {
+    ) -> Option<(TopicPartition, i64, usize)> {
         if self.ahead.values().map(BTreeMap::len).sum::<usize>() >= max_total {
             return None;
         }
-        let (key, start) = self
+        let (key, start, bytes) = self
             .partitions
             .iter()
             .filter(|(_, state)| state.backlog && !state.held(now_ms))
@@ -332,21 +336,22 @@ impl FetchState {
                 let ahead = self.ahead.get(key);
                 let count = ahead.map_or(0, BTreeMap::len);
                 let last = ahead.and_then(|a| a.keys().next_back().copied());
-                // The first half a batch past where the partition's own answer should end (so
-                // it is answered from the batch starting there), each next one an answer on.
+                // The first inside the last batch the partition's own answer should hold (so it
+                // is answered from that batch), each next one an answer on; each asks for two
+                // batches more than that, so it reaches past where the next starts.
                 let start = match last {
                     Some(last) if last > end => last + span.offsets,
-                    _ => end + span.offsets + span.batch / 2,
+                    _ => end + span.offsets - span.batch / 2,
                 };
-                (count < max_ahead).then_some((count, key, start))
+                (count < max_ahead).then_some((count, key, start, span.bytes))
             })
-            .min_by_key(|(count, _, _)| *count)
-            .map(|(_, key, start)| (key.clone(), start))?;
+            .min_by_key(|(count, _, _, _)| *count)
+            .map(|(_, key, start, bytes)| (key.clone(), start, bytes))?;
         self.ahead
             .entry(key.clone())
             .or_default()
             .insert(start, Ahead::InFlight);
-        Some((key, start))
+        Some((key, start, bytes))
     }
 
     /// The Fetch ahead of `key` from `start` was answered: with batches to keep, or not
@@ -693,6 +698,7 @@ mod tests {
         let span = Span {
             offsets: 50,
             batch: 10,
+            bytes: 4096,
         };
         assert_eq!(
             state.next_ahead(4, 100, 0),
@@ -703,19 +709,16 @@ mod tests {
         let first = state.next_ahead(4, 100, 0);
         assert_eq!(
             first,
-            Some((a.clone(), 155)),
-            "half a batch past an answer's end"
+            Some((a.clone(), 145, 4096)),
+            "inside the last batch of the partition's own answer"
         );
-        assert_eq!(
-            state.next_ahead(4, 100, 0),
-            Some((a.clone(), 205)),
-            "an answer on"
-        );
+        let second = state.next_ahead(4, 100, 0);
+        assert_eq!(second, Some((a.clone(), 195, 4096)), "an answer on");
         assert_eq!(state.ready(0), 2, "nothing ahead starts at the log end yet");
-        // The one from 155 is answered from the batch holding it, at 150.
-        state.ahead_answered(&a, 155, Some(batches(150, 200)));
-        // The partition's own answer ended short, at 140: the space is fetched first.
-        assert_eq!(state.ahead_at(&a, 140), AheadAtLogEnd::Fetch);
+        // The one from 145 is answered from the batch holding it, at 140, two batches long.
+        state.ahead_answered(&a, 145, Some(batches(140, 200)));
+        // The partition's own answer ended short, at 130: the space is fetched first.
+        assert_eq!(state.ahead_at(&a, 130), AheadAtLogEnd::Fetch);
         assert_eq!(
             state.ahead_of(&a),
             2,
@@ -724,23 +727,22 @@ mod tests {
         // At 150 it lines up.
         let at = state.ahead_at(&a, 150);
         assert_eq!(first_and_end(&at), Some((150, 200)), "{at:?}");
-        // At 200 the one from 205 (in flight) will be answered from there: the partition waits.
+        // At 200 the one from 195 (in flight) reaches it: the partition waits for it.
         assert_eq!(state.ahead_at(&a, 200), AheadAtLogEnd::Wait);
         assert_eq!(state.ready(0), 1, "a waits for its Fetch ahead; b does not");
         assert_eq!(names(&state.next_round(10, usize::MAX, None, 0)), ["b"]);
-        state.ahead_answered(&a, 205, Some(batches(200, 260)));
+        state.ahead_answered(&a, 195, Some(batches(190, 260)));
         let at = state.ahead_at(&a, 200);
         assert_eq!(first_and_end(&at), Some((200, 260)), "{at:?}");
-        // An answer asked from at or below the log end that would start inside a batch cannot
-        // line up: dropped.
+        // An answer that would start inside a batch at the log end cannot line up: dropped.
         state.noted(&a, 260, Some(span), true);
-        let (_, start) = state.next_ahead(4, 100, 0).expect("ahead");
-        assert_eq!(start, 315);
+        let (_, start, _) = state.next_ahead(4, 100, 0).expect("ahead");
+        assert_eq!(start, 305);
         state.ahead_answered(&a, start, Some(batches(300, 400)));
-        assert_eq!(state.ahead_at(&a, 315), AheadAtLogEnd::Fetch);
+        assert_eq!(state.ahead_at(&a, 305), AheadAtLogEnd::Fetch);
         assert_eq!(state.ahead_of(&a), 0);
         // Failed or empty answers ahead are dropped; a hold drops everything ahead.
-        let (_, start) = state.next_ahead(4, 100, 0).expect("ahead");
+        let (_, start, _) = state.next_ahead(4, 100, 0).expect("ahead");
         state.ahead_answered(&a, start, None);
         assert_eq!(state.ahead_of(&a), 0);
         state.next_ahead(4, 100, 0);
@@ -756,16 +758,17 @@ mod tests {
         let span = Some(Span {
             offsets: 10,
             batch: 10,
+            bytes: 4096,
         });
         state.noted(&key("a"), 0, span, true);
         state.noted(&key("b"), 0, span, true);
         state.noted(&key("c"), 0, span, false);
         let picked: Vec<String> = std::iter::from_fn(|| state.next_ahead(2, 100, 0))
-            .map(|(k, start)| format!("{}@{start}", k.topic))
+            .map(|(k, start, _)| format!("{}@{start}", k.topic))
             .collect();
-        assert_eq!(picked, ["a@15", "b@15", "a@25", "b@25"], "c has no backlog");
+        assert_eq!(picked, ["a@5", "b@5", "a@15", "b@15"], "c has no backlog");
         state.drop_ahead(&key("a"));
-        assert_eq!(state.next_ahead(2, 3, 0), Some((key("a"), 15)));
+        assert_eq!(state.next_ahead(2, 3, 0), Some((key("a"), 5, 4096)));
         assert_eq!(state.next_ahead(2, 3, 0), None, "three ahead in all");
         state.attach(key("a"), EPOCHS);
         assert_eq!(state.ahead_of(&key("a")), 0, "an attach starts afresh");
@@ -780,6 +783,7 @@ mod tests {
             let span = Span {
                 offsets: 10,
                 batch: 10,
+                bytes: 4096,
             };
             state.noted(&key(topic), 0, Some(span), true);
         }

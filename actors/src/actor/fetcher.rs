@@ -371,7 +371,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             } else {
                 None
             };
-            let Some((key, start)) = ahead else {
+            let Some((key, start, bytes)) = ahead else {
                 self.wake_for_holds(ctx);
                 return;
             };
@@ -381,7 +381,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             let request = FetchRequest {
                 offset: start,
                 last_fetched_epoch: None,
-                max_bytes: self.config.partition_max_bytes,
+                max_bytes: bytes,
             };
             let fetch = PartitionFetch {
                 key,
@@ -460,12 +460,18 @@ impl<P: FetcherPorts> Fetcher<P> {
         let lane = (0..).find(|l| !self.busy.contains(l)).unwrap_or_default();
         self.busy.insert(lane);
         self.fetches += 1;
-        let requests = sent.iter().map(|(p, _)| p.clone()).collect();
-        let fetch = self.ports.fetch(
-            lane,
-            requests,
-            self.pacing.fetch_bytes(self.pacing.target()),
-        );
+        let requests: Vec<PartitionFetch> = sent.iter().map(|(p, _)| p.clone()).collect();
+        // A Fetch ahead (one partition) may ask for a little more than the pacing's share.
+        let asked = requests
+            .iter()
+            .map(|p| p.request.max_bytes)
+            .max()
+            .unwrap_or(0);
+        let max_bytes = self
+            .pacing
+            .fetch_bytes(self.pacing.target())
+            .max(i32::try_from(asked).unwrap_or(i32::MAX));
+        let fetch = self.ports.fetch(lane, requests, max_bytes);
         ctx.spawn(fetch.into_actor(self).map(move |answers, fetcher, ctx| {
             let answered_ms = fetcher.now_ms();
             fetcher.answered(lane, now, answered_ms, sent, answers, ctx);
@@ -738,6 +744,7 @@ fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<Span>, Option<i6
     let span = Span {
         offsets: per_answer * batch,
         batch,
+        bytes: max_bytes.max(batch_bytes) + 2 * batch_bytes,
     };
     (Some(span), Some(end))
 }

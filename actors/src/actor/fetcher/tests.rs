@@ -693,10 +693,16 @@ fn fetches_ahead_start_an_answers_whole_batches_apart() {
     // A cut fifth batch: not counted.
     records.extend_from_slice(&[0; 30]);
     let records = records.freeze();
-    let span = |max_bytes| span_of(&records, max_bytes).0.map(|s| (s.offsets, s.batch));
-    assert_eq!(span(whole), Some((40, 10)), "four whole batches");
-    assert_eq!(span(whole - 1), Some((30, 10)), "three fit");
-    assert_eq!(span(1), Some((10, 10)), "at least one");
+    let span = |max_bytes| {
+        span_of(&records, max_bytes)
+            .0
+            .map(|s| (s.offsets, s.batch, s.bytes - max_bytes))
+    };
+    let batch = whole / 4;
+    assert_eq!(span(whole), Some((40, 10, 2 * batch)), "four whole batches");
+    assert_eq!(span(whole - 1), Some((30, 10, 2 * batch)), "three fit");
+    let one = span_of(&records, 1).0.map(|s| (s.offsets, s.bytes));
+    assert_eq!(one, Some((10, 3 * batch)), "at least one, and two more");
     assert_eq!(span_of(&records, whole).1, Some(40));
     assert_eq!(span_of(&Bytes::new(), 1024), (None, None));
 }
