@@ -57,7 +57,7 @@ pub struct AnswerSample {
     pub sent_ms: u64,
     /// When its answer came.
     pub answered_ms: u64,
-    /// Record bytes it brought.
+    /// Record bytes it brought that the log takes (from the log end).
     pub bytes: u64,
     /// Some partition in it has more to fetch than the answer brought.
     pub backlog: bool,
@@ -181,6 +181,12 @@ impl FetchPacing {
             bytes_per_answer: interval.bytes / u64::from(interval.answers.max(1)),
             rate,
         })
+    }
+
+    /// `bytes` fetched earlier were applied now (an answer ahead of the log end, counted only
+    /// once the log reaches it): part of the interval's delivery.
+    pub fn delivered(&mut self, bytes: u64) {
+        self.interval.bytes += bytes;
     }
 
     /// A Fetch failed as a whole (the source is down or unreachable): one Fetch in flight
@@ -419,5 +425,22 @@ mod tests {
         }
         let rtts: Vec<_> = reports.iter().map(|r| r.round_trip_ms).collect();
         assert_eq!(rtts, [None, Some(40)]);
+    }
+
+    #[test]
+    fn bytes_applied_later_count_in_the_interval_they_land_in() {
+        let mut pacing = FetchPacing::new(PacingLimits {
+            max_in_flight: 1,
+            ..LIMITS
+        });
+        pacing.delivered(3_000_000);
+        let report = pacing.answered(AnswerSample {
+            sent_ms: 0,
+            answered_ms: 1_000,
+            bytes: 0,
+            backlog: true,
+            throttled: false,
+        });
+        assert_eq!(report.map(|r| r.rate), Some(3e6));
     }
 }

@@ -512,10 +512,22 @@ impl<P: FetcherPorts> Fetcher<P> {
                 return;
             }
         };
+        // What the link delivered is what the log gains: an answer from the log end counts
+        // whole, one ahead only as its batches are applied (`apply_ahead`), so bytes fetched
+        // twice never make more in flight look worth it.
+        let own_bytes = fetched
+            .answers
+            .iter()
+            .filter(|(key, _)| sent.iter().any(|(p, _)| p.key == *key && !p.ahead))
+            .map(|(_, answer)| match answer {
+                Ok(FetchResponse::Records { records, .. }) => records.len() as u64,
+                _ => 0,
+            })
+            .sum();
         if let Some(report) = self.pacing.answered(AnswerSample {
             sent_ms,
             answered_ms,
-            bytes: fetched.bytes,
+            bytes: own_bytes,
             backlog: fetched.backlog,
             throttled: fetched.throttled,
         }) {
@@ -689,6 +701,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         };
         if let FetchResponse::Records { records, .. } = &response {
             self.ports.applied_ahead(records.len() as u64);
+            self.pacing.delivered(records.len() as u64);
         }
         self.state.applying(key);
         self.applying += 1;
