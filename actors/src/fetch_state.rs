@@ -661,19 +661,8 @@ mod tests {
 
     /// Batches of 10 records each from `from` to `to` (offsets), as one answer.
     fn batches(from: i64, to: i64) -> FetchResponse {
-        let mut records = bytes::BytesMut::new();
-        for base in (from..to).step_by(10) {
-            records.extend_from_slice(
-                &kmirror_protocol::testing::BatchSpec {
-                    base_offset: base,
-                    records: 10,
-                    ..Default::default()
-                }
-                .build(),
-            );
-        }
         FetchResponse::Records {
-            records: records.freeze(),
+            records: kmirror_protocol::testing::batch_run(from, to, 10),
             high_watermark: 1_000,
             source_leader_epoch: None,
         }

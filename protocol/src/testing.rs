@@ -88,3 +88,20 @@ impl BatchSpec {
         out.freeze()
     }
 }
+
+/// Default batches of `per_batch` records each, back to back, covering offsets `from` to `to`
+/// (as a source's answer holds them).
+pub fn batch_run(from: i64, to: i64, per_batch: usize) -> Bytes {
+    let mut out = BytesMut::new();
+    for base in (from..to).step_by(per_batch.max(1)) {
+        out.extend_from_slice(
+            &BatchSpec {
+                base_offset: base,
+                records: per_batch,
+                ..BatchSpec::default()
+            }
+            .build(),
+        );
+    }
+    out.freeze()
+}

@@ -678,17 +678,7 @@ async fn an_idle_sources_new_leader_epoch_is_told_to_the_partition_once() {
 /// (the source cuts answers inside a batch).
 #[test]
 fn fetches_ahead_start_an_answers_whole_batches_apart() {
-    let mut records = bytes::BytesMut::new();
-    for base in [0, 10, 20, 30] {
-        records.extend_from_slice(
-            &kmirror_protocol::testing::BatchSpec {
-                base_offset: base,
-                records: 10,
-                ..Default::default()
-            }
-            .build(),
-        );
-    }
+    let mut records = bytes::BytesMut::from(kmirror_protocol::testing::batch_run(0, 40, 10));
     let whole = records.len();
     // A cut fifth batch: not counted.
     records.extend_from_slice(&[0; 30]);
