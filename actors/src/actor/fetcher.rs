@@ -533,6 +533,14 @@ impl<P: FetcherPorts> Fetcher<P> {
         }) {
             self.ports.paced(&report);
         }
+        // An incremental fetch session leaves out partitions with nothing new: a Fetch ahead
+        // left out brought nothing, and must not be waited for.
+        for (asked, _) in sent.iter().filter(|(p, _)| p.ahead) {
+            if !fetched.answers.iter().any(|(key, _)| *key == asked.key) {
+                self.state
+                    .ahead_answered(&asked.key, asked.request.offset, None);
+            }
+        }
         let mut applying = false;
         for (key, answer) in fetched.answers {
             let Some((request, topic_id, ahead)) = sent
