@@ -101,6 +101,7 @@ impl MirrorStats {
             counter
         };
         ::metrics::gauge!(metrics::MAX_LAG_SECONDS, "mirror" => mirror.to_string()).set(0.0);
+        counter(metrics::READ_AHEAD_BYTES);
         MirrorStats {
             mirror: mirror.to_string(),
             lags: DashMap::new(),
