@@ -101,7 +101,7 @@ impl MirrorStats {
             counter
         };
         ::metrics::gauge!(metrics::MAX_LAG_SECONDS, "mirror" => mirror.to_string()).set(0.0);
-        counter(metrics::READ_AHEAD_BYTES);
+        ::metrics::counter!(metrics::READ_AHEAD_BYTES, "mirror" => mirror.to_string()).increment(0);
         MirrorStats {
             mirror: mirror.to_string(),
             lags: DashMap::new(),
