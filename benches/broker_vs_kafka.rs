@@ -7,7 +7,8 @@
 //! against a `kmirror broker` process (release build) and against Kafka. Prints records/s, MB/s,
 //! the ratio kmirror/Kafka, and each broker's CPU seconds over the workload and peak RSS.
 //! Consumer figures are ConsumerPerformance's `fetch.*` columns (reading, group join excluded;
-//! the join time is printed on its own line).
+//! the join time is printed on its own line). `BROKER_BENCH_PARTITIONS` (default `1,8`) picks the
+//! partition counts.
 
 mod support;
 
@@ -105,6 +106,15 @@ fn main() {
         .unwrap_or(500_000);
     let compression =
         std::env::var("BROKER_BENCH_COMPRESSION").unwrap_or_else(|_| "none".to_string());
+    let partition_counts: Vec<u32> = std::env::var("BROKER_BENCH_PARTITIONS")
+        .unwrap_or_else(|_| "1,8".to_string())
+        .split(',')
+        .map(|n| {
+            n.trim()
+                .parse()
+                .expect("BROKER_BENCH_PARTITIONS: counts like 1,8")
+        })
+        .collect();
     let kafka_address = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let kafka_pid = kafka_pid(&kafka_env("KMIRROR_KAFKA_DATA"));
     let dir = tempfile::tempdir().expect("temp dir");
@@ -113,7 +123,7 @@ fn main() {
     println!(
         "broker_vs_kafka: {records} records of 1 KiB, compression {compression}, acks=all, linger.ms=5, batch.size=128 KiB"
     );
-    for partitions in [1u32, 8] {
+    for partitions in partition_counts {
         let topic = format!("bench-{run}-{partitions}");
         let k = workload(
             &kmirror_address,

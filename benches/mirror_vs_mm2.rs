@@ -586,6 +586,7 @@ fn lag_during_catch_up(
     records: u64,
     seconds: u64,
     round_trip_ms: u32,
+    proxy: Option<&WanProxy>,
 ) {
     let steady = format!("{backlog}-steady");
     kafka_tools::create_topic(&clusters.source, &steady, 1, &[]);
@@ -608,6 +609,7 @@ fn lag_during_catch_up(
     let source = clusters.client(&clusters.source);
     catch_up(clusters, &source, &destination, &steady, &steady, 1);
     let before = copied();
+    let _ = proxy.and_then(WanProxy::queue_waits);
     let (p50, p99) = lags(
         clusters,
         &destination,
@@ -618,6 +620,14 @@ fn lag_during_catch_up(
         1000,
     );
     let after = copied();
+    let queue = proxy
+        .and_then(WanProxy::queue_waits)
+        .map_or("no queue counted".to_string(), |q| {
+            format!(
+                "bytes from the source waited for the link under {} ms (p50), {} ms (p99)",
+                q.p50_under_ms, q.p99_under_ms
+            )
+        });
     let in_flight: String = support::scrape(&metrics)
         .lines()
         .filter(|l| l.starts_with("kmirror_fetcher_fetches_in_flight"))
@@ -625,7 +635,7 @@ fn lag_during_catch_up(
     eprintln!(
         "{backlog}: a 1 MB/s topic beside the catch-up: lag p50 {p50} ms, p99 {p99} ms (goal: \
          under {} ms); the backlog went from {before} to {after} of {records} records meanwhile \
-         ({in_flight})",
+         ({in_flight}); {queue}",
         2 * round_trip_ms + 100
     );
     terminate(&mut broker);
@@ -727,7 +737,7 @@ fn main() {
             },
         );
     }
-    let _proxy = wan.then(|| {
+    let proxy = wan.then(|| {
         WanProxy::start(
             &kafka_env("KMIRROR_KAFKA_REMOTE"),
             &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"),
@@ -797,6 +807,7 @@ fn main() {
                     records,
                     catch_up_lag_seconds,
                     delay_ms,
+                    proxy.as_ref(),
                 );
             }
             delete_topic(&clusters.source, &topic);

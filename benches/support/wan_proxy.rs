@@ -13,9 +13,12 @@
 //!   when the sender's buffer is the limit.
 //!
 //! The proxy reads from a side only when the in-flight limit leaves room, so back-pressure
-//! reaches the sender through TCP as it would on a real link.
+//! reaches the sender through TCP as it would on a real link. It counts how long the bytes from
+//! upstream waited for the shared link ([`WanProxy::queue_waits`]): a queue there is what makes
+//! every connection's round trip longer than the link's.
 
 use bytes::Bytes;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,10 +63,15 @@ impl WanLink {
     }
 }
 
-/// When the shared link is next free to send, per direction.
+/// Upper bounds (ms) of the waits counted for the shared link.
+const WAIT_BOUNDS_MS: [u64; 12] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, u64::MAX];
+
+/// When the shared link is next free to send, per direction, and the bytes that waited for it
+/// by how long.
 #[derive(Debug, Default)]
 struct Pacer {
     next_free: Mutex<Option<Instant>>,
+    waited: [AtomicU64; WAIT_BOUNDS_MS.len()],
 }
 
 impl Pacer {
@@ -77,13 +85,28 @@ impl Pacer {
         let start = next.map_or(now, |n| n.max(now));
         let end = start + Duration::from_secs_f64(bytes as f64 / rate as f64);
         *next = Some(end);
+        let waited = (start - now).as_millis() as u64;
+        let bucket = WAIT_BOUNDS_MS
+            .iter()
+            .position(|b| waited < *b)
+            .unwrap_or(WAIT_BOUNDS_MS.len() - 1);
+        self.waited[bucket].fetch_add(bytes as u64, Ordering::Relaxed);
         end
     }
+}
+
+/// How long the bytes from upstream waited for the shared link since the last look: the
+/// bounds (ms) under which half and 99% of them waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueueWaits {
+    pub(crate) p50_under_ms: u64,
+    pub(crate) p99_under_ms: u64,
 }
 
 /// The running proxy; dropping it stops it.
 pub(crate) struct WanProxy {
     _runtime: tokio::runtime::Runtime,
+    from_upstream: Arc<Pacer>,
 }
 
 impl WanProxy {
@@ -99,10 +122,11 @@ impl WanProxy {
             .expect("the proxy binds");
         let upstream = upstream.to_string();
         let (to_upstream, from_upstream) = (Arc::new(Pacer::default()), Arc::new(Pacer::default()));
+        let downstream = from_upstream.clone();
         runtime.spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let upstream = upstream.clone();
-                let (up, down) = (to_upstream.clone(), from_upstream.clone());
+                let (up, down) = (to_upstream.clone(), downstream.clone());
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(&upstream).await else {
                         return;
@@ -116,7 +140,37 @@ impl WanProxy {
                 });
             }
         });
-        WanProxy { _runtime: runtime }
+        WanProxy {
+            _runtime: runtime,
+            from_upstream,
+        }
+    }
+
+    /// The waits of the bytes from upstream since the last call (and starts counting afresh);
+    /// `None` when none was counted (no cap, or nothing sent).
+    pub(crate) fn queue_waits(&self) -> Option<QueueWaits> {
+        let counts: Vec<u64> = self
+            .from_upstream
+            .waited
+            .iter()
+            .map(|c| c.swap(0, Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        let under = |q: f64| {
+            let want = (total as f64 * q).ceil() as u64;
+            let mut seen = 0;
+            for (count, bound) in counts.iter().zip(WAIT_BOUNDS_MS) {
+                seen += count;
+                if seen >= want {
+                    return bound;
+                }
+            }
+            u64::MAX
+        };
+        (total > 0).then(|| QueueWaits {
+            p50_under_ms: under(0.5),
+            p99_under_ms: under(0.99),
+        })
     }
 }
 

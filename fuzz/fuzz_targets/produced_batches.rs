@@ -151,7 +151,7 @@ fn call<R: Request>(t: &Target, request: &R, version: i16) -> R::Response {
         .expect("an answer");
     let mut body = BytesMut::new();
     for piece in answer.body {
-        body.extend_from_slice(&piece);
+        body.extend_from_slice(&piece.to_bytes().expect("the records read"));
     }
     R::Response::decode(&mut body.freeze(), version).expect("the answer decodes")
 }

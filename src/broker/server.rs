@@ -16,12 +16,20 @@
 //! one frame ahead), so a client that disconnects ends its Fetch and frees its descriptor at
 //! once. Other requests are never abandoned midway: their handlers are not written to be
 //! cancelled. Accept errors pause the accept loop instead of spinning on it.
+//!
+//! A response goes out piece by piece: record batches a Fetch answers are segment file ranges,
+//! sent with `sendfile` from the page cache right after the fields before them, so the first
+//! bytes leave before the last partition's records are touched and no record is copied through
+//! the broker's memory (a Java consumer alternates fetching and processing per broker, so the
+//! time to a response's first byte is its throughput; docs/wire.md, Records). A range whose segment
+//! was cut meanwhile closes the connection: its length prefix has already gone out.
 
 use super::Broker;
 use super::handlers::{self, Response};
 use super::network::{Connections, NetworkConfig};
 use crate::accept_errors::AcceptErrors;
 use crate::metrics::{ACCEPT_ERRORS, CONNECTIONS, CONNECTIONS_CLOSED};
+use crate::storage::{FileRange, Records};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -32,7 +40,7 @@ use kmirror_protocol::messages::MirrorApiKey;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
@@ -321,7 +329,31 @@ async fn write_reply(writer: &mut OwnedWriteHalf, reply: &ResponseFrame) -> std:
     // buffer behind the head.
     writer.write_all(&reply.head).await?;
     for piece in &reply.body {
-        writer.write_all(piece).await?;
+        match piece {
+            Records::Bytes(bytes) => writer.write_all(bytes).await?,
+            Records::File(range) => send_file(writer.as_ref(), range).await?,
+        }
+    }
+    Ok(())
+}
+
+/// Sends `range` from its file to the socket without reading it into memory.
+async fn send_file(stream: &TcpStream, range: &FileRange) -> std::io::Result<()> {
+    let mut at = range.position();
+    let end = at + range.len() as u64;
+    while at < end {
+        stream.writable().await?;
+        let sent = stream.try_io(Interest::WRITABLE, || {
+            let count = usize::try_from(end - at).unwrap_or(usize::MAX);
+            rustix::fs::sendfile(stream, range.file(), Some(&mut at), count)
+                .map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(0) => return Err(crate::storage::records::cut_short(at, (end - at) as usize)),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }
@@ -332,12 +364,12 @@ pub fn served_versions() -> Vec<(ApiKey, i16, i16)> {
 }
 
 /// A response frame: the size prefix and response header, then the body.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ResponseFrame {
     /// `i32` size and the response header.
     pub head: Vec<u8>,
-    /// The encoded response, in pieces.
-    pub body: Vec<Bytes>,
+    /// The encoded response, in pieces (a Fetch's records as segment file ranges).
+    pub body: Vec<Records>,
 }
 
 /// Decodes one request frame (the bytes after the length prefix), runs its handler, encodes the
@@ -402,7 +434,9 @@ async fn answer(
         return Ok(Some(frame_response(
             ApiKey::ApiVersions.response_header_version(0),
             correlation_id,
-            vec![Bytes::from(handlers::api_versions_unsupported())],
+            vec![Records::Bytes(Bytes::from(
+                handlers::api_versions_unsupported(),
+            ))],
         )?));
     }
     if let Some(mirror_api) = MirrorApiKey::from_i16(key).filter(|m| {
@@ -415,7 +449,11 @@ async fn answer(
             handlers::dispatch_mirror(broker, engine, mirror_api, version, client_host, &mut frame)
                 .await
                 .map_err(|e| bad(format!("bad {mirror_api:?} v{version} request: {e}")))?;
-        return Ok(Some(frame_response(1, header.correlation_id, vec![body])?));
+        return Ok(Some(frame_response(
+            1,
+            header.correlation_id,
+            vec![Records::Bytes(body)],
+        )?));
     }
     let api = match (api, supported) {
         (Some(api), Some((min, max))) if (min..=max).contains(&version) => api,
@@ -437,7 +475,7 @@ async fn answer(
         Response::Body(body) => Ok(Some(frame_response(
             api.response_header_version(version),
             header.correlation_id,
-            vec![body],
+            vec![Records::Bytes(body)],
         )?)),
         Response::Chunks(body) => Ok(Some(frame_response(
             api.response_header_version(version),
@@ -454,27 +492,60 @@ fn unsupported_version(correlation_id: i32) -> ResponseFrame {
     head.extend_from_slice(&correlation_id.to_be_bytes());
     ResponseFrame {
         head,
-        body: vec![Bytes::copy_from_slice(
+        body: vec![Records::Bytes(Bytes::copy_from_slice(
             &ErrorCode::UNSUPPORTED_VERSION.0.to_be_bytes(),
-        )],
+        ))],
     }
 }
 
 fn frame_response(
     header_version: i16,
     correlation_id: i32,
-    body: Vec<Bytes>,
+    body: Vec<Records>,
 ) -> std::io::Result<ResponseFrame> {
     let mut header = BytesMut::new();
     ResponseHeader::default()
         .with_correlation_id(correlation_id)
         .encode(&mut header, header_version)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
-    let body_len: usize = body.iter().map(Bytes::len).sum();
+    let body_len: usize = body.iter().map(Records::len).sum();
     let size = i32::try_from(header.len() + body_len)
         .map_err(|_| std::io::Error::other("a response over 2 GiB"))?;
     let mut head = Vec::with_capacity(4 + header.len());
     head.extend_from_slice(&size.to_be_bytes());
     head.extend_from_slice(&header);
     Ok(ResponseFrame { head, body })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A file range goes to the socket byte for byte; one whose file was cut before it is sent
+    /// is an error, so the connection closes instead of sending short of its length prefix.
+    #[tokio::test]
+    async fn file_ranges_are_sent_whole_or_fail() {
+        let mut file = tempfile::tempfile().expect("temp file");
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        file.write_all(&data).expect("written");
+        let file = Arc::new(file);
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+        let address = listener.local_addr().expect("address");
+        let want = data.len() - 10;
+        let reader = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("accepts");
+            let mut got = vec![0u8; want];
+            stream.read_exact(&mut got).await.expect("reads");
+            got
+        });
+        let stream = TcpStream::connect(address).await.expect("connects");
+        let range = FileRange::new(file.clone(), 7, want);
+        send_file(&stream, &range).await.expect("sent");
+        let got = reader.await.expect("reader");
+        assert!(got == data[7..data.len() - 3], "the range's bytes");
+        file.set_len(1_000).expect("cut");
+        let err = send_file(&stream, &range).await.expect_err("cut short");
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+    }
 }

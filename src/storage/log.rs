@@ -44,6 +44,7 @@ use super::epoch_cache::{EpochCache, EpochEntry};
 use super::error::{StorageError, io};
 use super::open_files::OpenFiles;
 use super::producer_state::{AbortedTxn, ProduceCheck, ProducerStateManager};
+use super::records::Records;
 use super::segment::{AppendedBatch, OpenMode, Segment, file_path, remove_if_present};
 use bytes::Bytes;
 use kmirror_protocol::batch::{
@@ -88,10 +89,10 @@ pub struct AppendInfo {
 }
 
 /// Whole batches read from the log.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ReadResult {
-    /// Whole batches, back to back, a zero-copy slice of one read buffer.
-    pub records: Bytes,
+    /// Whole batches, back to back: a range of one segment file (or nothing).
+    pub records: Records,
     /// The offset after the last batch returned (the start offset when nothing was).
     pub next_offset: i64,
 }
@@ -744,12 +745,12 @@ impl PartitionLog {
         Ok(())
     }
 
-    /// Reads whole batches from the batch holding `offset`: at most `max_bytes`, only batches
+    /// Whole batches from the batch holding `offset`: at most `max_bytes`, only batches
     /// starting below `upper_bound` (the high watermark, or the LSO for READ_COMMITTED), and at
-    /// least one batch when `min_one_batch` even if it is larger than `max_bytes`. One pread
-    /// into a fresh buffer, sliced into batches without copying: a memory map is not used
-    /// because truncation under a mapped reader is undefined behaviour (SIGBUS), and because
-    /// the workspace forbids `unsafe`.
+    /// least one batch when `min_one_batch` even if it is larger than `max_bytes`. Only batch
+    /// headers are read: the records are a range of the segment file, sent from the page cache
+    /// (a memory map is not used because truncation under a mapped reader is undefined
+    /// behaviour, SIGBUS, and because the workspace forbids `unsafe`).
     pub fn read(
         &self,
         offset: i64,
@@ -765,10 +766,6 @@ impl PartitionLog {
                 log_end_offset,
             });
         }
-        let empty = ReadResult {
-            records: Bytes::new(),
-            next_offset: offset,
-        };
         let floor = self
             .segments
             .range(..=offset)
@@ -778,39 +775,16 @@ impl PartitionLog {
             let Some(position) = segment.position_of(offset)? else {
                 continue;
             };
-            let available = (segment.size() - position) as usize;
-            let chunk = segment.read(position, max_bytes.min(available))?;
-            let mut taken = 0;
-            let mut next_offset = offset;
-            for batch in RecordBatches::new(chunk.clone()) {
-                let batch = batch?;
-                if batch.base_offset() >= upper_bound {
-                    break;
-                }
-                taken += batch.size();
-                next_offset = batch.next_offset();
-            }
-            if taken == 0 && min_one_batch {
-                let head = segment.read(
-                    position,
-                    available.min(kmirror_protocol::batch::HEADER_SIZE),
-                )?;
-                if let Some(h) = BatchHeader::parse(&head, position as usize)?
-                    && h.base_offset < upper_bound
-                    && h.size <= available
-                {
-                    return Ok(ReadResult {
-                        records: segment.read(position, h.size)?,
-                        next_offset: h.next_offset(),
-                    });
-                }
-            }
+            let (end, next) = segment.extent(position, max_bytes, upper_bound, min_one_batch)?;
             return Ok(ReadResult {
-                records: chunk.slice(..taken),
-                next_offset,
+                records: Records::File(segment.range(position, (end - position) as usize)?),
+                next_offset: next.unwrap_or(offset),
             });
         }
-        Ok(empty)
+        Ok(ReadResult {
+            records: Records::Bytes(Bytes::new()),
+            next_offset: offset,
+        })
     }
 
     /// The base offset of the first batch whose greatest timestamp reaches `timestamp`.

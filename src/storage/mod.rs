@@ -17,6 +17,7 @@ pub mod log;
 pub mod meta_properties;
 pub mod open_files;
 pub mod producer_state;
+pub mod records;
 pub mod segment;
 
 pub use config::LogConfig;
@@ -26,3 +27,4 @@ pub use error::StorageError;
 pub use log::{AppendInfo, GapPolicy, PartitionLog, ReadResult, RecoveryReport};
 pub use open_files::OpenFiles;
 pub use producer_state::{AbortedTxn, ProducerStateManager};
+pub use records::{FileRange, Records};

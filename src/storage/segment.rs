@@ -14,7 +14,8 @@
 
 use super::error::{StorageError, io};
 use super::open_files::{OpenFiles, SegmentFile, open_rw};
-use bytes::{Bytes, BytesMut};
+use super::records::FileRange;
+use bytes::Bytes;
 use kmirror_protocol::batch::{BatchHeader, HEADER_SIZE, RecordBatch, RecordBatches};
 use std::fs::{self, File};
 use std::os::unix::fs::FileExt;
@@ -508,13 +509,62 @@ impl Segment {
         Ok(())
     }
 
-    /// Reads `len` bytes at `position` (one pread into a fresh buffer).
+    /// Reads `len` bytes at `position` into a fresh buffer.
     pub fn read(&self, position: u64, len: usize) -> Result<Bytes, StorageError> {
-        let mut buf = BytesMut::zeroed(len);
-        self.log_file()?
-            .read_exact_at(&mut buf, position)
-            .map_err(io("read", self.log.path()))?;
-        Ok(buf.freeze())
+        self.range(position, len)?
+            .read()
+            .map_err(io("read", self.log.path()))
+    }
+
+    /// `len` bytes at `position`, to read or send later (see [`FileRange`]).
+    pub fn range(&self, position: u64, len: usize) -> Result<FileRange, StorageError> {
+        Ok(FileRange::new(self.log_file()?, position, len))
+    }
+
+    /// Where the whole batches from `position` (a batch start) end: at most `max_bytes` of
+    /// them, only those starting below `upper_bound`, and the first one whatever its size when
+    /// `min_one_batch`. Returns the end position and the offset after the last batch taken
+    /// (`None` when none is). Only batch headers are read, from the last index entry inside
+    /// the bound on: at most an index interval of them.
+    pub fn extent(
+        &self,
+        position: u64,
+        max_bytes: usize,
+        upper_bound: i64,
+        min_one_batch: bool,
+    ) -> Result<(u64, Option<i64>), StorageError> {
+        let limit = self.size.min(position.saturating_add(max_bytes as u64));
+        let mut at = self
+            .entries
+            .iter()
+            .rev()
+            .map(|e| {
+                (
+                    u64::from(e.position),
+                    self.base_offset + i64::from(e.relative_offset),
+                )
+            })
+            .find(|&(p, base)| p > position && p < limit && base < upper_bound)
+            .map_or(position, |(p, _)| p);
+        let mut next = None;
+        while at < self.size {
+            let Ok(Some(header)) = self.header_at(at)? else {
+                break;
+            };
+            let end = at + header.size as u64;
+            let first = at == position;
+            let fits = end <= limit || (first && min_one_batch && end <= self.size);
+            if header.base_offset >= upper_bound || !fits {
+                if !first {
+                    // Jumped to an index entry and took nothing after it.
+                    next = next.or(Some(header.base_offset));
+                }
+                break;
+            }
+            next = Some(header.next_offset());
+            at = end;
+        }
+        Ok((at, next))
     }
 
     /// The byte position of the first batch whose last offset is at least `offset`, or `None`

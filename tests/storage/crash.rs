@@ -119,7 +119,7 @@ fn verify(dir: &Path, acked: &[(i64, i64)]) -> PartitionLog {
         let r = log
             .read(first, 1 << 20, end, true)
             .expect("reads an acknowledged offset");
-        let batch = RecordBatches::new(r.records)
+        let batch = RecordBatches::new(r.records.to_bytes().expect("read"))
             .next()
             .expect("a batch")
             .expect("valid");

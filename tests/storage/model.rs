@@ -234,7 +234,7 @@ fn stored(log: &PartitionLog) -> Vec<u8> {
         if r.records.is_empty() {
             return out;
         }
-        out.extend_from_slice(&r.records);
+        out.extend_from_slice(&r.records.to_bytes().expect("read"));
         offset = r.next_offset;
     }
 }

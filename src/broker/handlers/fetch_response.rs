@@ -1,12 +1,14 @@
 //! The Fetch response (versions 4-16) encoded as a list of chunks: the fields go into small
-//! buffers and each partition's record batches stay the `Bytes` read from the segment, so the
-//! records are never copied into the response (the listener writes the chunks one after
-//! another). The bytes are exactly kafka-protocol's encoding of the same response (tested).
+//! buffers and each partition's record batches stay the segment file range the log answered,
+//! so the records are never read into the broker's memory (the listener writes the chunks one
+//! after another, the ranges from the page cache). The bytes are exactly kafka-protocol's
+//! encoding of the same response (tested).
 //!
 //! Only what this broker answers is representable: no throttling, no `CurrentLeader`, no
 //! `SnapshotId`, no preferred read replica, no node endpoints.
 
-use bytes::{Bytes, BytesMut};
+use crate::storage::Records;
+use bytes::BytesMut;
 use kmirror_protocol::codec::{
     CodecError, write_array_len, write_int16, write_int32, write_int64, write_string,
     write_tagged_fields, write_unsigned_varint, write_uuid,
@@ -21,7 +23,7 @@ const FIRST_TOPIC_ID: i16 = 13;
 const DIVERGING_EPOCH_TAG: i32 = 0;
 
 /// A Fetch response.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct FetchAnswer {
     /// The top-level error (v7+).
     pub(super) error_code: i16,
@@ -32,7 +34,7 @@ pub(super) struct FetchAnswer {
 }
 
 /// One topic of a Fetch response.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct TopicAnswer {
     /// The name (versions before 13).
     pub(super) name: String,
@@ -43,7 +45,7 @@ pub(super) struct TopicAnswer {
 }
 
 /// One partition of a Fetch response.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(super) struct PartitionAnswer {
     pub(super) index: i32,
     pub(super) error_code: i16,
@@ -55,7 +57,7 @@ pub(super) struct PartitionAnswer {
     /// `(producer id, first offset)` of aborted transactions, for READ_COMMITTED.
     pub(super) aborted_transactions: Option<Vec<(i64, i64)>>,
     /// Whole record batches as stored.
-    pub(super) records: Option<Bytes>,
+    pub(super) records: Option<Records>,
 }
 
 impl PartitionAnswer {
@@ -82,7 +84,7 @@ impl PartitionAnswer {
 
 impl FetchAnswer {
     /// The response at `version` as chunks to write in order.
-    pub(super) fn encode(&self, version: i16) -> Result<Vec<Bytes>, CodecError> {
+    pub(super) fn encode(&self, version: i16) -> Result<Vec<Records>, CodecError> {
         let flexible = version >= FIRST_FLEXIBLE;
         let mut chunks = Vec::new();
         let mut out = BytesMut::new();
@@ -106,7 +108,7 @@ impl FetchAnswer {
                     None => write_records_len(&mut out, 0, flexible)?,
                     Some(records) => {
                         write_records_len(&mut out, records.len(), flexible)?;
-                        chunks.push(out.split().freeze());
+                        chunks.push(Records::Bytes(out.split().freeze()));
                         chunks.push(records.clone());
                     }
                 }
@@ -121,7 +123,7 @@ impl FetchAnswer {
         if flexible {
             write_tagged_fields(&mut out, &[])?;
         }
-        chunks.push(out.freeze());
+        chunks.push(Records::Bytes(out.freeze()));
         Ok(chunks)
     }
 }
@@ -185,6 +187,7 @@ impl PartitionAnswer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use kafka_protocol::messages::fetch_response::{
         AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
     };
@@ -210,7 +213,11 @@ mod tests {
                             .with_last_stable_offset(p.last_stable_offset)
                             .with_log_start_offset(p.log_start_offset)
                             .with_preferred_read_replica(BrokerId(-1))
-                            .with_records(Some(p.records.clone().unwrap_or_default()))
+                            .with_records(Some(
+                                p.records
+                                    .as_ref()
+                                    .map_or_else(Bytes::new, |r| r.to_bytes().expect("in memory")),
+                            ))
                             .with_aborted_transactions(p.aborted_transactions.as_ref().map(|a| {
                                 a.iter()
                                     .map(|(id, first)| {
@@ -272,7 +279,7 @@ mod tests {
                         log_start_offset: start,
                         diverging_epoch: diverging,
                         aborted_transactions: aborted,
-                        records: records.map(Bytes::from),
+                        records: records.map(|r| Records::Bytes(Bytes::from(r))),
                     }
                 },
             )
@@ -318,7 +325,12 @@ mod tests {
                     p.log_start_offset = -1;
                 }
             }
-            let ours: Vec<u8> = answer.encode(version).expect("encodes").concat();
+            let ours: Vec<u8> = answer
+                .encode(version)
+                .expect("encodes")
+                .iter()
+                .flat_map(|c| c.to_bytes().expect("in memory"))
+                .collect();
             let mut theirs = BytesMut::new();
             as_kafka(&answer, version).encode(&mut theirs, version).expect("encodes");
             prop_assert_eq!(ours, theirs.to_vec());
@@ -333,7 +345,7 @@ mod tests {
                 name: "t".to_string(),
                 topic_id: Uuid::nil(),
                 partitions: vec![PartitionAnswer {
-                    records: Some(records.clone()),
+                    records: Some(Records::Bytes(records.clone())),
                     ..PartitionAnswer::new(0)
                 }],
             }],
@@ -342,7 +354,10 @@ mod tests {
         let chunks = answer.encode(16).expect("encodes");
         let shared = chunks
             .iter()
-            .find(|c| **c == records)
+            .find_map(|c| match c {
+                Records::Bytes(b) if *b == records => Some(b),
+                _ => None,
+            })
             .expect("the records are one chunk");
         assert_eq!(shared.as_ptr(), records.as_ptr(), "not copied");
     }

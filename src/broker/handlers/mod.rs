@@ -55,7 +55,7 @@ pub(super) enum Response {
     Body(Bytes),
     /// An encoded response body in pieces, written one after another (record batches are
     /// pieces of their own, not copied).
-    Chunks(Vec<Bytes>),
+    Chunks(Vec<crate::storage::Records>),
     /// Nothing (produce with `acks=0`).
     None,
 }

@@ -69,6 +69,60 @@ fn leader_appends_assign_offsets_and_stamp_the_epoch() {
     assert_eq!(log.end_offset_for(6), (6, 5));
 }
 
+/// Reads find their end from batch headers, jumping to the last index entry inside the bound:
+/// against a walk over every batch, for every start, size and bound, the same batches.
+#[test]
+fn reads_end_where_a_walk_over_every_batch_ends() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        index_interval_bytes: 700,
+        ..LogConfig::default()
+    };
+    let (mut log, _) = open(dir.path(), config);
+    for i in 0..40 {
+        log.append_as_leader(plain(1 + i % 4), 0, NOW)
+            .expect("appends");
+    }
+    let batches = all_batches(&log);
+    let end = log.log_end_offset();
+    log.update_high_watermark(end);
+    let sizes: Vec<usize> = batches.iter().map(RecordBatch::size).collect();
+    for offset in (0..end).step_by(3) {
+        let first = batches
+            .iter()
+            .position(|b| b.next_offset() > offset)
+            .expect("a batch holds it");
+        for max in [0, 100, sizes[first], 1_000, 2_500, 7_000, 1 << 20] {
+            for upper in [offset, offset + 5, end - 7, end] {
+                for min_one in [false, true] {
+                    let mut taken = Vec::new();
+                    let mut room = max;
+                    for b in &batches[first..] {
+                        let forced = taken.is_empty() && min_one;
+                        if b.base_offset() >= upper || (b.size() > room && !forced) {
+                            break;
+                        }
+                        room = room.saturating_sub(b.size());
+                        taken.push(b.base_offset());
+                    }
+                    let r = log.read(offset, max, upper, min_one).expect("reads");
+                    let read: Vec<i64> = RecordBatches::new(r.records.to_bytes().expect("read"))
+                        .map(|b| b.expect("whole").base_offset())
+                        .collect();
+                    let case = (offset, max, upper, min_one);
+                    assert_eq!(read, taken, "{case:?}");
+                    let next = batches
+                        .iter()
+                        .find(|b| Some(&b.base_offset()) == taken.last())
+                        .map_or(offset, RecordBatch::next_offset);
+                    assert_eq!(r.next_offset, next, "{case:?}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn reads_return_whole_batches_up_to_the_bound() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -82,7 +136,7 @@ fn reads_return_whole_batches_up_to_the_bound() {
     let r = log
         .read(3, 10 * size, log.high_watermark(), false)
         .expect("reads");
-    let offsets: Vec<i64> = RecordBatches::new(r.records.clone())
+    let offsets: Vec<i64> = RecordBatches::new(r.records.to_bytes().expect("read"))
         .map(|b| b.expect("valid").base_offset())
         .collect();
     assert_eq!(offsets.first(), Some(&2));
@@ -588,7 +642,7 @@ fn recovery_rebuilds_a_missing_index_and_a_garbage_epoch_checkpoint() {
     assert_eq!(stored_bytes(&log), bytes);
     // Index lookups work again: offset 61 is in the batch starting at 60.
     let r = log.read(61, 1 << 20, end, false).expect("reads");
-    let first = RecordBatches::new(r.records)
+    let first = RecordBatches::new(r.records.to_bytes().expect("read"))
         .next()
         .expect("a batch")
         .expect("valid");
