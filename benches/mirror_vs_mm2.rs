@@ -624,8 +624,9 @@ fn lag_during_catch_up(
         .and_then(WanProxy::queue_waits)
         .map_or("no queue counted".to_string(), |q| {
             format!(
-                "bytes from the source waited for the link under {} ms (p50), {} ms (p99)",
-                q.p50_under_ms, q.p99_under_ms
+                "bytes from the source waited for the link under {} ms (p50), {} ms (p99), and \
+                 left the proxy late by under {} ms (p50), {} ms (p99)",
+                q.p50_under_ms, q.p99_under_ms, q.late_p50_under_ms, q.late_p99_under_ms
             )
         });
     let in_flight: String = support::scrape(&metrics)

@@ -12,9 +12,10 @@
 //! Lifecycle: measured in intervals (at least [`INTERVAL_MIN_MS`] and an answer per Fetch in
 //! flight, at most [`INTERVAL_MAX_MS`] once one answer came). Each interval ends with one
 //! decision of [`FetchPacing::answered`], by mode:
-//! - no answer in the interval showed a backlog (the partitions are caught up): halve, and grow
-//!   again from there when a backlog appears;
-//! - the throttle delayed Fetches: take a quarter off (more in flight cannot help);
+//! - no answer in the interval showed a backlog (the partitions are caught up): halve, but not
+//!   below [`MIN_IN_FLIGHT`], and grow again from there when a backlog appears;
+//! - the throttle delayed Fetches: take a quarter off (more in flight cannot help), down to
+//!   [`MIN_IN_FLIGHT`];
 //! - a Fetch failed as a whole ([`FetchPacing::failed`], at once): one in flight;
 //! - `Grow` (the start, and after a successful probe): double while the rate rises by a quarter
 //!   each time; when it does not, keep the count if it still helped a little, else go back, and
@@ -36,6 +37,11 @@ pub const HOLD_INTERVALS: u32 = 4;
 /// Fetches in flight at the start (TCP also starts with more than one segment): a distant
 /// source gets a first measurement within a few round trips, a near one loses nothing.
 pub const INITIAL_IN_FLIGHT: usize = 8;
+/// The fewest in flight once answers come (unless the ceiling is lower): the caught-up
+/// partitions wait at the source in one Fetch (up to `fetch.wait.max.ms` when idle), and a
+/// partition back from applying its answer takes the other lane at once instead of waiting for
+/// that Fetch to end.
+pub const MIN_IN_FLIGHT: usize = 2;
 /// Answers smaller than this estimate the round trip (their transfer time is negligible).
 const SMALL_ANSWER_BYTES: u64 = 64 * 1024;
 
@@ -206,11 +212,12 @@ impl FetchPacing {
         let max = self.limits.max_in_flight;
         let quarter = |n: usize| (n / 4).max(1);
         let hold = |up| Mode::Hold { intervals: 0, up };
+        let floor = MIN_IN_FLIGHT.min(max);
         (self.target, self.mode) = if !interval.backlog {
-            ((self.target / 2).max(1), Mode::Grow { before: None })
+            ((self.target / 2).max(floor), Mode::Grow { before: None })
         } else if interval.throttled {
             (
-                self.target.saturating_sub(quarter(self.target)).max(1),
+                self.target.saturating_sub(quarter(self.target)).max(floor),
                 hold(true),
             )
         } else {
@@ -383,8 +390,8 @@ mod tests {
         for _ in 0..6 {
             decide(false, false);
         }
-        assert_eq!(decide(false, false), Some(1), "never below one");
-        assert_eq!(decide(true, false), Some(2), "a backlog: grows again");
+        assert_eq!(decide(false, false), Some(2), "never below two");
+        assert_eq!(decide(true, false), Some(4), "a backlog: grows again");
         pacing.failed();
         assert_eq!(pacing.in_flight(100), 1, "a failed Fetch: one in flight");
     }

@@ -304,6 +304,16 @@ impl FetchState {
             .any(|(_, ahead)| matches!(ahead, Ahead::InFlight))
     }
 
+    /// Whether a partition answered from `from` up to `end` is behind a source at
+    /// `high_watermark`: more remains than the answer brought. A watermark a few records past
+    /// the answer is what arrived while the source built it (Kafka reads the watermark after
+    /// the records): that partition is caught up, and its next Fetch must not wait behind a
+    /// backlog's bytes. An empty answer with records waiting (the Fetch's bytes went to the
+    /// partitions before it) is behind.
+    pub fn behind(from: i64, end: i64, high_watermark: i64) -> bool {
+        high_watermark.saturating_sub(end) > end.saturating_sub(from).max(1)
+    }
+
     /// What an answer of `key` showed: its log end after it, how to read it ahead, and whether
     /// the source has more.
     pub fn noted(&mut self, key: &TopicPartition, log_end: i64, span: Option<Span>, backlog: bool) {
@@ -489,6 +499,28 @@ mod tests {
 
     fn names(round: &[TopicPartition]) -> Vec<&str> {
         round.iter().map(|k| k.topic.as_str()).collect()
+    }
+
+    /// Behind or caught up, from what an answer brought and the watermark it showed.
+    #[test]
+    fn a_partition_is_behind_when_more_remains_than_its_answer_brought() {
+        // (from, end, high watermark, behind)
+        let table = [
+            (100, 100, 100, false), // nothing new
+            (100, 100, 101, false), // one record arrived while the source answered
+            (100, 100, 102, true),  // an empty answer with records waiting
+            (100, 150, 153, false), // a few arrived while it answered 50
+            (100, 150, 200, false), // as much remains as it brought: nearly caught up
+            (100, 150, 201, true),  // more remains than it brought
+            (0, 1_000, 1_000_000, true),
+        ];
+        for (from, end, high_watermark, behind) in table {
+            assert_eq!(
+                FetchState::behind(from, end, high_watermark),
+                behind,
+                "{from}..{end} of {high_watermark}"
+            );
+        }
     }
 
     /// Rounds in turn: each row is the partitions being applied when the round is made, and

@@ -72,6 +72,38 @@ const WAIT_BOUNDS_MS: [u64; 12] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_
 struct Pacer {
     next_free: Mutex<Option<Instant>>,
     waited: [AtomicU64; WAIT_BOUNDS_MS.len()],
+    /// Bytes delivered later than the model says (the proxy short of CPU), by how late.
+    late: [AtomicU64; WAIT_BOUNDS_MS.len()],
+}
+
+/// Counts `bytes` in the bucket of `ms`.
+fn count(buckets: &[AtomicU64; WAIT_BOUNDS_MS.len()], ms: u64, bytes: u64) {
+    let bucket = WAIT_BOUNDS_MS
+        .iter()
+        .position(|b| ms < *b)
+        .unwrap_or(WAIT_BOUNDS_MS.len() - 1);
+    buckets[bucket].fetch_add(bytes, Ordering::Relaxed);
+}
+
+/// The bounds (ms) under which half and 99% of the counted bytes fall, and starts afresh.
+fn percentiles(buckets: &[AtomicU64; WAIT_BOUNDS_MS.len()]) -> Option<(u64, u64)> {
+    let counts: Vec<u64> = buckets
+        .iter()
+        .map(|c| c.swap(0, Ordering::Relaxed))
+        .collect();
+    let total: u64 = counts.iter().sum();
+    let under = |q: f64| {
+        let want = (total as f64 * q).ceil() as u64;
+        let mut seen = 0;
+        for (count, bound) in counts.iter().zip(WAIT_BOUNDS_MS) {
+            seen += count;
+            if seen >= want {
+                return bound;
+            }
+        }
+        u64::MAX
+    };
+    (total > 0).then(|| (under(0.5), under(0.99)))
 }
 
 impl Pacer {
@@ -85,22 +117,20 @@ impl Pacer {
         let start = next.map_or(now, |n| n.max(now));
         let end = start + Duration::from_secs_f64(bytes as f64 / rate as f64);
         *next = Some(end);
-        let waited = (start - now).as_millis() as u64;
-        let bucket = WAIT_BOUNDS_MS
-            .iter()
-            .position(|b| waited < *b)
-            .unwrap_or(WAIT_BOUNDS_MS.len() - 1);
-        self.waited[bucket].fetch_add(bytes as u64, Ordering::Relaxed);
+        count(&self.waited, (start - now).as_millis() as u64, bytes as u64);
         end
     }
 }
 
-/// How long the bytes from upstream waited for the shared link since the last look: the
-/// bounds (ms) under which half and 99% of them waited.
+/// How long the bytes from upstream waited for the shared link since the last look, and how
+/// much later than the model the proxy delivered them (not 0 when it is short of CPU, so the
+/// link it models is slower than asked): the bounds (ms) under which half and 99% fall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QueueWaits {
     pub(crate) p50_under_ms: u64,
     pub(crate) p99_under_ms: u64,
+    pub(crate) late_p50_under_ms: u64,
+    pub(crate) late_p99_under_ms: u64,
 }
 
 /// The running proxy; dropping it stops it.
@@ -149,27 +179,14 @@ impl WanProxy {
     /// The waits of the bytes from upstream since the last call (and starts counting afresh);
     /// `None` when none was counted (no cap, or nothing sent).
     pub(crate) fn queue_waits(&self) -> Option<QueueWaits> {
-        let counts: Vec<u64> = self
-            .from_upstream
-            .waited
-            .iter()
-            .map(|c| c.swap(0, Ordering::Relaxed))
-            .collect();
-        let total: u64 = counts.iter().sum();
-        let under = |q: f64| {
-            let want = (total as f64 * q).ceil() as u64;
-            let mut seen = 0;
-            for (count, bound) in counts.iter().zip(WAIT_BOUNDS_MS) {
-                seen += count;
-                if seen >= want {
-                    return bound;
-                }
-            }
-            u64::MAX
-        };
-        (total > 0).then(|| QueueWaits {
-            p50_under_ms: under(0.5),
-            p99_under_ms: under(0.99),
+        let (p50_under_ms, p99_under_ms) = percentiles(&self.from_upstream.waited)?;
+        let (late_p50_under_ms, late_p99_under_ms) =
+            percentiles(&self.from_upstream.late).unwrap_or((0, 0));
+        Some(QueueWaits {
+            p50_under_ms,
+            p99_under_ms,
+            late_p50_under_ms,
+            late_p99_under_ms,
         })
     }
 }
@@ -180,13 +197,15 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: WanLink, pa
     let window = link.window.unwrap_or(usize::MAX >> 4);
     let room = Arc::new(Semaphore::new(window));
     let (chunks, mut due) = mpsc::unbounded_channel::<(Instant, Bytes)>();
-    let (freed_room, one_way) = (room.clone(), link.one_way);
+    let (freed_room, one_way, meter) = (room.clone(), link.one_way, pacer.clone());
     let writer = tokio::spawn(async move {
         while let Some((at, chunk)) = due.recv().await {
             tokio::time::sleep_until(at).await;
             if to.write_all(&chunk).await.is_err() {
                 return;
             }
+            let late = Instant::now().saturating_duration_since(at).as_millis() as u64;
+            count(&meter.late, late, chunk.len() as u64);
             // The acknowledgement travels back: the room is free one delay later.
             let (room, bytes) = (freed_room.clone(), chunk.len());
             tokio::spawn(async move {

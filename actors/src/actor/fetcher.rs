@@ -564,7 +564,8 @@ impl<P: FetcherPorts> Fetcher<P> {
             }) = &answer
             {
                 let (span, end) = span_of(records, self.config.partition_max_bytes);
-                let backlog = *high_watermark > end.unwrap_or(request.offset);
+                let end = end.unwrap_or(request.offset);
+                let backlog = FetchState::behind(request.offset, end, *high_watermark);
                 self.state.noted(&key, request.offset, span, backlog);
             }
             let epochs = FetchEpochs { topic_id, ..epochs };

@@ -45,6 +45,13 @@ struct Source {
     destination_epochs: Vec<(TopicPartition, i32)>,
     /// Every apply holds its batches back (their epoch is above the destination's).
     hold_back: bool,
+    /// Log ends, moved by applies of real batches (absent: 0).
+    log_ends: HashMap<TopicPartition, i64>,
+    /// Every partition asked: from where, and whether ahead.
+    asked: Vec<(TopicPartition, i64, bool)>,
+    /// Fetches ahead are left out of the answers, as an incremental fetch session leaves out
+    /// partitions with nothing new.
+    omit_ahead: bool,
 }
 
 /// The epochs the tests attach partitions with.
@@ -70,9 +77,9 @@ fn records() -> FetchResponse {
 }
 
 impl FetcherPorts for ScriptedSource {
-    fn next_fetch(&self, _: &TopicPartition) -> Result<FetchRequest, Cause> {
+    fn next_fetch(&self, key: &TopicPartition) -> Result<FetchRequest, Cause> {
         Ok(FetchRequest {
-            offset: 0,
+            offset: self.0.borrow().log_ends.get(key).copied().unwrap_or(0),
             last_fetched_epoch: None,
             max_bytes: 0,
         })
@@ -95,6 +102,11 @@ impl FetcherPorts for ScriptedSource {
             }
             source.out.push(p.key.clone());
         }
+        source.asked.extend(
+            requests
+                .iter()
+                .map(|p| (p.key.clone(), p.request.offset, p.ahead)),
+        );
         source.out_fetches += 1;
         source.most_out = source.most_out.max(source.out_fetches);
         source.current_leader_epochs.extend(
@@ -105,8 +117,10 @@ impl FetcherPorts for ScriptedSource {
         if let Some(cause) = source.fail_next.take() {
             return Box::pin(std::future::ready(Err(cause)));
         }
+        let omit_ahead = source.omit_ahead;
         let answers: FetchAnswers = requests
             .into_iter()
+            .filter(|p| !(omit_ahead && p.ahead))
             .map(|PartitionFetch { key, .. }| {
                 let answer = source
                     .answers
@@ -157,9 +171,17 @@ impl FetcherPorts for ScriptedSource {
         &self,
         key: &TopicPartition,
         _: FetchRequest,
-        _: FetchResponse,
+        response: FetchResponse,
         epochs: FetchEpochs,
     ) -> PortFuture<Result<FetchProgress, Cause>> {
+        if let FetchResponse::Records { records, .. } = &response
+            && let Some(end) = kmirror_protocol::batch::RecordBatches::new(records.clone())
+                .map_while(Result::ok)
+                .map(|b| b.next_offset())
+                .last()
+        {
+            self.0.borrow_mut().log_ends.insert(key.clone(), end);
+        }
         self.0
             .borrow_mut()
             .destination_epochs
@@ -695,4 +717,49 @@ fn fetches_ahead_start_an_answers_whole_batches_apart() {
     assert_eq!(one, Some((10, 3 * batch)), "at least one, and two more");
     assert_eq!(span_of(&records, whole).1, Some(40));
     assert_eq!(span_of(&Bytes::new(), 1024), (None, None));
+}
+
+/// A Fetch ahead that an incremental fetch session leaves out of its answer (nothing new there)
+/// brought nothing: it is not waited for. Failed before the fix: the partition's own Fetch from
+/// its log end waited for ever on the Fetch ahead from inside its last batch.
+#[actix_rt::test]
+async fn a_fetch_ahead_left_out_of_its_answer_is_not_waited_for() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    source.0.borrow_mut().omit_ahead = true;
+    let behind = |from, to| {
+        Ok(FetchResponse::Records {
+            records: kmirror_protocol::testing::batch_run(from, to, 10),
+            high_watermark: 1_000_000,
+            source_leader_epoch: None,
+        })
+    };
+    source
+        .0
+        .borrow_mut()
+        .answers
+        .insert(key("a"), [behind(0, 40), behind(40, 80)].into());
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start_with(&source, 10, 4);
+    attach(&fetcher, "a", &reports).await;
+    pause(1_000).await;
+    let s = source.0.borrow();
+    let ahead: Vec<i64> = s
+        .asked
+        .iter()
+        .filter(|(_, _, ahead)| *ahead)
+        .map(|(_, from, _)| *from)
+        .collect();
+    assert!(!ahead.is_empty(), "read ahead of a backlog: {:?}", s.asked);
+    let own: Vec<i64> = s
+        .asked
+        .iter()
+        .filter(|(_, _, ahead)| !*ahead)
+        .map(|(_, from, _)| *from)
+        .collect();
+    assert!(
+        own.contains(&40) && own.contains(&80),
+        "fetched on from the log end: {:?}",
+        s.asked
+    );
 }
