@@ -42,7 +42,7 @@
 //!
 //! Cross-region: `MM2_BENCH_DELAY_MS` (default 0) puts the readers of the source (the
 //! reference, kmirror, MirrorMaker 2) in "another region": they connect through a proxy
-//! (`support::wan_proxy`) that holds every byte back half that many ms in each direction, so
+//! (`kmirror_testkit::wan_proxy`) that holds every byte back half that many ms in each direction, so
 //! each round trip to the source is that much longer. The proxy listens where the source
 //! advertises its REMOTE listener (`KMIRROR_KAFKA_REMOTE`) and forwards to that listener
 //! (`KMIRROR_KAFKA_REMOTE_LISTENER`), so clients stay on it after metadata. Producers stay on
@@ -59,11 +59,11 @@ use kmirror_protocol::client::{
     ClientConfig, FetchPartitionSpec, FetchSpec, Isolation, SourceClient,
 };
 use kmirror_protocol::kafka_tools::{self, kafka_env, kafka_tool};
+use kmirror_testkit::wan_proxy::{WanLink, WanProxy};
 use std::collections::BTreeMap;
 use std::process::{Child, Command};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::wan_proxy::{WanLink, WanProxy};
 use support::{
     consumer_performance_columns, cpu_seconds, kafka_pid, median, peak_rss_mib, spawn_kmirror,
     terminate,

@@ -1,4 +1,4 @@
-//! The WAN model itself (`support::wan_proxy`), measured: bytes pushed through the proxy to a
+//! The WAN model itself (`kmirror_testkit::wan_proxy`), measured: bytes pushed through the proxy to a
 //! sink on loopback over one or several connections, for links with a delay, a bandwidth cap
 //! and a per-connection window (the sending socket's buffer), each beside the rate the model
 //! should allow (`scripts/bench.sh wan_model`; no Kafka). A model that lets more through than
@@ -6,8 +6,8 @@
 
 mod support;
 
+use kmirror_testkit::wan_proxy::{WanLink, WanProxy};
 use std::time::{Duration, Instant};
-use support::wan_proxy::{WanLink, WanProxy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Sends `bytes` over each of `connections` connections through `link`; the rate achieved, in
@@ -124,15 +124,15 @@ fn main() {
         (
             "cap 20 MB/s, window 100 KiB, 50 ms, 16 connections",
             WanLink {
-                one_way: ms(25),
                 bandwidth: Some(20_000_000),
                 window: Some(100 * kib),
+                ..WanLink::delay(ms(25))
             },
             16,
             4 << 20,
         ),
     ];
-    println!("wan_model: bytes through support::wan_proxy to a loopback sink");
+    println!("wan_model: bytes through the WAN model to a loopback sink");
     println!(
         "{:<52} {:>12} {:>14} {:>7}",
         "link", "achieved", "model ceiling", "ratio"

@@ -1,11 +1,10 @@
 //! What the process-level benchmarks share: a process's CPU time and peak RSS from `/proc`, free
 //! ports, a `kmirror broker` process, stopping processes with SIGTERM, medians, mirror
-//! partition ports in memory, and a WAN model (a proxy with delay, bandwidth and window).
+//! partition ports in memory (the WAN model is `kmirror_testkit::wan_proxy`).
 
 #![allow(dead_code)] // Each benchmark binary uses a part.
 
 pub(crate) mod memory_ports;
-pub(crate) mod wan_proxy;
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};

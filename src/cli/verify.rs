@@ -4,20 +4,22 @@
 //! the source by their batches' offsets, sizes and CRCs, beside mirroring; an answer says how far
 //! it got within its time budget and the command asks again from there, the range's end fixed
 //! by the first answer (the destination's log end then), until every partition is done or
-//! differs. It prints per partition the range verified and the first differing offset, and
-//! exits 1 when a partition differs or could not be verified.
+//! differs. A retriable error (the broker's connection to the source broke, say across a lossy
+//! WAN) is asked again after a pause, up to [`MAX_RETRIES`] times per partition. It prints per
+//! partition the range verified and the first differing offset, and exits 1 when a partition
+//! differs or could not be verified.
 
 use super::failure::{Failure, refused};
 use super::topics::{TopicSelection, mirror_topics_matching};
 use kmirror_protocol::client::connection::Connection;
 use kmirror_protocol::client::source::LATEST;
 use kmirror_protocol::client::{ClientConfig, Isolation, SourceClient};
-use kmirror_protocol::errors::ErrorCode;
+use kmirror_protocol::errors::{ErrorClass, ErrorCode};
 use kmirror_protocol::messages::verify_mirror_topics_request as request;
 use kmirror_protocol::messages::{VerifyMirrorTopicsRequest, VerifyMirrorTopicsResponse};
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How long one broker may verify per request.
 const BUDGET_MS: i32 = 10_000;
@@ -60,8 +62,15 @@ struct Progress {
     error: Option<String>,
     /// Offsets of the range not compared: one side deleted them while it ran.
     not_compared: i64,
+    /// Retriable errors answered so far.
+    retries: u32,
     done: bool,
 }
+
+/// Retriable errors a partition may be answered before it is reported as not verified.
+const MAX_RETRIES: u32 = 5;
+/// The pause before asking again after a retriable error.
+const RETRY_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Answers in a row from a broker that compare nothing before its partitions are reported as
 /// stuck.
@@ -170,6 +179,12 @@ pub(crate) async fn run(
             }
             if take(&mut progress, answer) {
                 stalls.remove(&leader);
+                let retrying = progress
+                    .values()
+                    .any(|p| !p.done && p.leader == leader && p.error.is_some());
+                if retrying {
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
                 continue;
             }
             // Nothing compared in a whole budget: tried again a few times, then reported.
@@ -249,8 +264,7 @@ fn take(
             if a.end_offset < 0 {
                 // Failed before comparing anything, or not reached within this request's budget.
                 if a.error_code != 0 {
-                    p.error = Some(error_of(&a));
-                    p.done = true;
+                    failed(p, &a);
                     moved = true;
                 }
                 continue;
@@ -278,11 +292,11 @@ fn take(
             moved |= a.verified_to > p.at;
             p.at = a.verified_to.max(p.at).min(p.end);
             if a.error_code != 0 {
-                p.error = Some(error_of(&a));
-                p.done = true;
+                failed(p, &a);
                 moved = true;
                 continue;
             }
+            p.error = None;
             if a.difference_offset >= 0 {
                 p.difference = Some((a.difference_offset, a.difference.unwrap_or_default()));
                 p.done = true;
@@ -294,6 +308,18 @@ fn take(
         }
     }
     moved
+}
+
+/// A partition's answer failed: a retriable error is asked again (up to [`MAX_RETRIES`] in
+/// all), any other ends the partition.
+fn failed(
+    p: &mut Progress,
+    a: &kmirror_protocol::messages::verify_mirror_topics_response::Partition,
+) {
+    p.error = Some(error_of(a));
+    let retriable = ErrorCode(a.error_code).class() == Some(ErrorClass::Retriable);
+    p.retries += u32::from(retriable);
+    p.done = !retriable || p.retries > MAX_RETRIES;
 }
 
 /// A partition's error as the report shows it.
@@ -380,5 +406,64 @@ fn report(
         (n, _) => Err(Failure::Refused(format!(
             "{n} partition(s) differ from the source"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kmirror_protocol::messages::verify_mirror_topics_response::{Partition, Topic};
+
+    fn answer(error_code: i16, verified_to: i64) -> VerifyMirrorTopicsResponse {
+        VerifyMirrorTopicsResponse {
+            topics: vec![Topic {
+                name: "t".to_string(),
+                partitions: vec![Partition {
+                    partition_index: 0,
+                    error_code,
+                    verified_from: 0,
+                    verified_to,
+                    end_offset: 100,
+                    ..Partition::default()
+                }],
+                ..Topic::default()
+            }],
+            ..VerifyMirrorTopicsResponse::default()
+        }
+    }
+
+    /// A broken source connection is asked again, and forgotten once an answer comes; past
+    /// [`MAX_RETRIES`] in a row, or for an error retrying cannot cure, the partition is not
+    /// verified.
+    #[test]
+    fn retriable_errors_are_asked_again_a_few_times() {
+        let network = ErrorCode::NETWORK_EXCEPTION.0;
+        let key = ("t".to_string(), 0);
+        let fresh = || Progress {
+            end: -1,
+            ..Progress::default()
+        };
+        let mut progress = BTreeMap::from([(key.clone(), fresh())]);
+        assert!(take(&mut progress, answer(0, 40)));
+        assert!(take(&mut progress, answer(network, 40)));
+        assert!(!progress[&key].done && progress[&key].error.is_some());
+        assert!(take(&mut progress, answer(0, 70)));
+        assert_eq!(
+            (progress[&key].at, progress[&key].error.clone()),
+            (70, None)
+        );
+        for _ in 0..MAX_RETRIES - 1 {
+            take(&mut progress, answer(network, 70));
+        }
+        assert!(!progress[&key].done, "{:?}", progress[&key]);
+        take(&mut progress, answer(network, 70));
+        assert!(progress[&key].done, "given up: {:?}", progress[&key]);
+        let mut fatal = BTreeMap::from([(key.clone(), fresh())]);
+        take(&mut fatal, answer(0, 10));
+        take(
+            &mut fatal,
+            answer(ErrorCode::TOPIC_AUTHORIZATION_FAILED.0, 10),
+        );
+        assert!(fatal[&key].done && fatal[&key].error.is_some());
     }
 }

@@ -6,6 +6,8 @@
 //! - [`cli`]: `kmirror mirrors` as operators run it, and its `--describe --json`;
 //! - [`source`]: the Apache Kafka source of the tests (`scripts/kafka-local.sh`): a client, its
 //!   last stable offsets, its segment files;
+//! - [`wan_proxy`]: a WAN model on loopback (delay, a shared bandwidth cap, a window per
+//!   connection, connections cut mid-answer);
 //! - [`kmirror_bin`] and [`eventually`].
 
 use std::future::Future;
@@ -16,6 +18,7 @@ pub mod cli;
 pub mod client;
 pub mod local_cluster;
 pub mod source;
+pub mod wan_proxy;
 
 /// The `kmirror` binary cargo built for the test or benchmark that runs: `CARGO_BIN_EXE_kmirror`
 /// (which cargo sets when it runs an integration test or a benchmark of the root package), else

@@ -1,7 +1,8 @@
 //! Fetching from a distant source (docs/design.md §4, "Fetching across a WAN"), against Apache
 //! Kafka as the source and a `kmirror broker` process: with more Fetches allowed than a topic
 //! has partitions, a partition with a backlog is read ahead of its log end, and the copy stays
-//! byte for byte, every offset once, in order.
+//! byte for byte, every offset once, in order; through a link that cuts connections in the
+//! middle of answers (the WAN model, `kmirror_testkit::wan_proxy`), it still does.
 
 use super::assurance::{
     cli_ok, create, create_topic, destination, json_of, metric, produce, wait_until,
@@ -9,6 +10,8 @@ use super::assurance::{
 use kmirror_protocol::kafka_tools::kafka_env;
 use kmirror_testkit::local_cluster::scrape_text;
 use kmirror_testkit::source::{source_client, source_ends};
+use kmirror_testkit::wan_proxy::{WanLink, WanProxy};
+use std::time::Duration;
 
 /// Answers of 16 KiB make every answer of a one-partition backlog show more to come, so the
 /// fetcher reads ahead from its first answers on; `--verify` then compares every batch of the
@@ -53,4 +56,78 @@ async fn a_partition_read_ahead_is_copied_byte_for_byte() {
     let row = &json_of(&text)[0];
     assert_eq!(row["verifiedTo"], end, "{text}");
     assert_eq!(row["differenceOffset"], serde_json::Value::Null, "{text}");
+}
+
+/// A lossy link: the source's answers come through the WAN model (10 ms round trip, 100 KiB
+/// windows), which cuts every connection in the middle of an answer once it carried 256 KiB
+/// (answers of at most 64 KiB, so a fresh connection always gets some through), while the
+/// mirror copies an eight-partition backlog with many Fetches in flight and reads ahead. Each
+/// cut fails its Fetch as a whole (retried on a new connection, answers ahead dropped); the
+/// copy ends caught up, byte for byte, every offset once (verified once the link healed).
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn a_link_that_cuts_connections_mid_answer_loses_nothing() {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    // The source advertises its REMOTE listener at the proxy's address, so every connection the
+    // mirror makes after metadata goes through the link too.
+    let proxy = WanProxy::start(
+        &kafka_env("KMIRROR_KAFKA_REMOTE"),
+        &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"),
+        WanLink {
+            window: Some(100 * 1024),
+            cut_after: Some(256 << 10),
+            ..WanLink::delay(Duration::from_millis(5))
+        },
+    );
+    let topic = format!("wan-{}-cut", std::process::id());
+    create_topic(&bootstrap, &topic, 8).await;
+    produce(&bootstrap, &topic, 80_000).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_broker, address, metrics) = destination(dir.path());
+    create(
+        dir.path(),
+        &address,
+        "lossy",
+        &format!(
+            "bootstrap.servers={}\nfetch.max.bytes=16384\nfetch.response.max.bytes=65536\n",
+            kafka_env("KMIRROR_KAFKA_REMOTE")
+        ),
+    );
+    cli_ok(
+        &address,
+        &["--start", "--mirror", "lossy", "--topics", &topic],
+    );
+    let source = source_client(&bootstrap).await;
+    let ends = source_ends(&source, &topic, 8).await;
+    wait_until(&address, "lossy", &topic, "caught up", |p| {
+        p.len() == 8
+            && p.iter().all(|p| {
+                p.state == "MIRRORING" && p.destination_offset == ends[p.partition_index as usize]
+            })
+    })
+    .await;
+    assert!(proxy.cuts() > 0, "the link cut no connection");
+    // Healed for `--verify`, whose 1 MiB answers a fresh connection would never carry whole.
+    proxy.heal();
+    let scrape = scrape_text(&metrics);
+    assert!(
+        metric(
+            &scrape,
+            "kmirror_fetcher_fetches_in_flight",
+            &[("mirror", "lossy")]
+        )
+        .is_some_and(|n| n >= 1.0),
+        "{scrape}"
+    );
+    let text = cli_ok(
+        &address,
+        &[
+            "--verify", "--mirror", "lossy", "--topics", &topic, "--json",
+        ],
+    );
+    for row in json_of(&text).as_array().expect("rows") {
+        let partition = row["partition"].as_i64().expect("a partition") as usize;
+        assert_eq!(row["verifiedTo"], ends[partition], "{text}");
+        assert_eq!(row["differenceOffset"], serde_json::Value::Null, "{text}");
+    }
 }

@@ -1,9 +1,11 @@
 //! A WAN model on loopback: a TCP proxy that puts a link between two endpoints, for the
-//! cross-region runs (this machine's kernel has no `tc netem`).
+//! cross-region benchmarks and tests (this machine's kernel has no `tc netem`).
 //!
 //! The link has, in each direction:
 //! - a one-way delay: every chunk arrives `one_way` after it left, so a round trip takes
 //!   `2 * one_way` longer;
+//! - optionally, loss as a lossy link shows it to TCP's users: a connection is cut (the client
+//!   sees it end in the middle of an answer) once it carried `cut_after` bytes from upstream;
 //! - an optional bandwidth cap shared by every connection through the proxy (a token bucket:
 //!   chunks leave one after another at the cap's pace, as on one physical link);
 //! - an optional in-flight limit per connection, modelling the sending socket's buffer (Kafka's
@@ -18,7 +20,7 @@
 //! every connection's round trip longer than the link's.
 
 use bytes::Bytes;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -29,28 +31,31 @@ use tokio::time::Instant;
 
 /// The link's shape.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct WanLink {
+pub struct WanLink {
     /// Delay each way.
-    pub(crate) one_way: Duration,
+    pub one_way: Duration,
     /// Bytes per second each way, over all connections (`None`: unlimited).
-    pub(crate) bandwidth: Option<u64>,
+    pub bandwidth: Option<u64>,
     /// Bytes in flight per connection and direction (`None`: unlimited).
-    pub(crate) window: Option<usize>,
+    pub window: Option<usize>,
+    /// Bytes from upstream after which a connection is cut (`None`: never).
+    pub cut_after: Option<u64>,
 }
 
 impl WanLink {
     /// A link that only delays.
-    pub(crate) fn delay(one_way: Duration) -> WanLink {
+    pub fn delay(one_way: Duration) -> WanLink {
         WanLink {
             one_way,
             bandwidth: None,
             window: None,
+            cut_after: None,
         }
     }
 
     /// What one connection can carry per second at most: the window over the round trip, or
     /// the cap (bytes per second; `None`: unlimited).
-    pub(crate) fn per_connection_ceiling(&self) -> Option<f64> {
+    pub fn per_connection_ceiling(&self) -> Option<f64> {
         let round_trip = (2 * self.one_way).as_secs_f64();
         let by_window = self
             .window
@@ -126,37 +131,58 @@ impl Pacer {
 /// much later than the model the proxy delivered them (not 0 when it is short of CPU, so the
 /// link it models is slower than asked): the bounds (ms) under which half and 99% fall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct QueueWaits {
-    pub(crate) p50_under_ms: u64,
-    pub(crate) p99_under_ms: u64,
-    pub(crate) late_p50_under_ms: u64,
-    pub(crate) late_p99_under_ms: u64,
+pub struct QueueWaits {
+    pub p50_under_ms: u64,
+    pub p99_under_ms: u64,
+    pub late_p50_under_ms: u64,
+    pub late_p99_under_ms: u64,
 }
 
-/// The running proxy; dropping it stops it.
-pub(crate) struct WanProxy {
-    _runtime: tokio::runtime::Runtime,
+/// The running proxy, on a runtime of its own (so a test's runtime does not carry its timers);
+/// dropping it stops it, from any context.
+#[derive(Debug)]
+pub struct WanProxy {
+    runtime: Option<tokio::runtime::Runtime>,
     from_upstream: Arc<Pacer>,
+    cuts: Arc<AtomicU64>,
+    /// Whether `cut_after` still applies (see [`WanProxy::heal`]).
+    cutting: Arc<AtomicBool>,
+}
+
+impl Drop for WanProxy {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl WanProxy {
     /// Listens on `listen` and forwards each connection to `upstream` over `link`.
-    pub(crate) fn start(listen: &str, upstream: &str, link: WanLink) -> WanProxy {
+    pub fn start(listen: &str, upstream: &str, link: WanLink) -> WanProxy {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
             .build()
             .expect("runtime");
-        let listener = runtime
-            .block_on(TcpListener::bind(listen))
-            .expect("the proxy binds");
+        // Bound here, without entering the runtime: the caller may be async itself.
+        let listener = std::net::TcpListener::bind(listen).expect("the proxy binds");
+        listener
+            .set_nonblocking(true)
+            .expect("a non-blocking listener");
         let upstream = upstream.to_string();
         let (to_upstream, from_upstream) = (Arc::new(Pacer::default()), Arc::new(Pacer::default()));
         let downstream = from_upstream.clone();
+        let cuts = Arc::new(AtomicU64::new(0));
+        let counted = cuts.clone();
+        let cutting = Arc::new(AtomicBool::new(true));
+        let cutter = cutting.clone();
         runtime.spawn(async move {
+            let listener = TcpListener::from_std(listener).expect("the proxy listens");
             while let Ok((client, _)) = listener.accept().await {
                 let upstream = upstream.clone();
-                let (up, down) = (to_upstream.clone(), downstream.clone());
+                let (up, down, cuts) = (to_upstream.clone(), downstream.clone(), counted.clone());
+                let cutting = cutter.clone();
                 tokio::spawn(async move {
                     let Ok(server) = TcpStream::connect(&upstream).await else {
                         return;
@@ -165,20 +191,39 @@ impl WanProxy {
                     let _ = server.set_nodelay(true);
                     let (client_read, client_write) = client.into_split();
                     let (server_read, server_write) = server.into_split();
-                    tokio::spawn(pump(client_read, server_write, link, up));
-                    tokio::spawn(pump(server_read, client_write, link, down));
+                    let requests = WanLink {
+                        cut_after: None,
+                        ..link
+                    };
+                    let never = Arc::new(AtomicBool::new(false));
+                    tokio::spawn(pump(client_read, server_write, requests, up, never));
+                    if pump(server_read, client_write, link, down, cutting).await {
+                        cuts.fetch_add(1, Ordering::Relaxed);
+                    }
                 });
             }
         });
         WanProxy {
-            _runtime: runtime,
+            runtime: Some(runtime),
             from_upstream,
+            cuts,
+            cutting,
         }
+    }
+
+    /// How many connections the link cut (`WanLink::cut_after`).
+    pub fn cuts(&self) -> u64 {
+        self.cuts.load(Ordering::Relaxed)
+    }
+
+    /// The link stops cutting connections (delay, cap and window stay).
+    pub fn heal(&self) {
+        self.cutting.store(false, Ordering::Relaxed);
     }
 
     /// The waits of the bytes from upstream since the last call (and starts counting afresh);
     /// `None` when none was counted (no cap, or nothing sent).
-    pub(crate) fn queue_waits(&self) -> Option<QueueWaits> {
+    pub fn queue_waits(&self) -> Option<QueueWaits> {
         let (p50_under_ms, p99_under_ms) = percentiles(&self.from_upstream.waited)?;
         let (late_p50_under_ms, late_p99_under_ms) =
             percentiles(&self.from_upstream.late).unwrap_or((0, 0));
@@ -192,8 +237,16 @@ impl WanProxy {
 }
 
 /// Copies `from` to `to` over `link`: each chunk leaves when the shared `pacer` lets it, arrives
-/// one delay later, and frees its room in the window one more delay later.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: WanLink, pacer: Arc<Pacer>) {
+/// one delay later, and frees its room in the window one more delay later; past `cut_after`
+/// bytes, while `cutting`, the copy stops at once, what is still on the way included. Whether
+/// it cut.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    link: WanLink,
+    pacer: Arc<Pacer>,
+    cutting: Arc<AtomicBool>,
+) -> bool {
     let window = link.window.unwrap_or(usize::MAX >> 4);
     let room = Arc::new(Semaphore::new(window));
     let (chunks, mut due) = mpsc::unbounded_channel::<(Instant, Bytes)>();
@@ -216,6 +269,7 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: WanLink, pa
         let _ = to.shutdown().await;
     });
     let mut buf = vec![0u8; (256 * 1024).min(window)];
+    let mut carried = 0u64;
     loop {
         // Read no more than the window has room for.
         let Ok(permit) = room.clone().acquire_many_owned(1).await else {
@@ -231,6 +285,11 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: WanLink, pa
             break;
         };
         taken.forget();
+        carried += n as u64;
+        if link.cut_after.is_some_and(|cut| carried >= cut) && cutting.load(Ordering::Relaxed) {
+            writer.abort();
+            return true;
+        }
         let arrival = pacer.departure(n, link.bandwidth) + link.one_way;
         if chunks
             .send((arrival, Bytes::copy_from_slice(&buf[..n])))
@@ -241,4 +300,5 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, link: WanLink, pa
     }
     drop(chunks);
     let _ = writer.await;
+    false
 }
