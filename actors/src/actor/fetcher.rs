@@ -663,7 +663,8 @@ impl<P: FetcherPorts> Fetcher<P> {
         if let Some(progress) = progress {
             self.report(ctx, key, progress);
         }
-        if appended {
+        // Only a partition with Fetches ahead asks for its log end here (the host's log lock).
+        if appended && self.state.ahead_of(key) > 0 {
             self.apply_ahead(key, ctx);
         }
         self.pump(ctx);
