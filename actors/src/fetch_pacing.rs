@@ -37,7 +37,8 @@ pub const HOLD_INTERVALS: u32 = 4;
 /// Fetches in flight at the start (TCP also starts with more than one segment): a distant
 /// source gets a first measurement within a few round trips, a near one loses nothing.
 pub const INITIAL_IN_FLIGHT: usize = 8;
-/// The fewest in flight once answers come (unless the ceiling is lower): the caught-up
+/// The fewest in flight while answers come (unless the ceiling is lower; a whole Fetch that
+/// failed makes it one until answers come again): the caught-up
 /// partitions wait at the source in one Fetch (up to `fetch.wait.max.ms` when idle), and a
 /// partition back from applying its answer takes the other lane at once instead of waiting for
 /// that Fetch to end.
@@ -250,8 +251,8 @@ impl FetchPacing {
                         up: true,
                     },
                 ),
-                Mode::Hold { .. } if self.target > 1 => (
-                    self.target - quarter(self.target),
+                Mode::Hold { .. } if self.target > floor => (
+                    (self.target - quarter(self.target)).max(floor),
                     Mode::Probe {
                         base: now,
                         up: false,

@@ -21,8 +21,9 @@
 //! sent with `sendfile` from the page cache right after the fields before them, so the first
 //! bytes leave before the last partition's records are touched and no record is copied through
 //! the broker's memory (a Java consumer alternates fetching and processing per broker, so the
-//! time to a response's first byte is its throughput; docs/wire.md, Records). A range whose segment
-//! was cut meanwhile closes the connection: its length prefix has already gone out.
+//! time to a response's first byte is its throughput; docs/wire.md, Records). Segment files
+//! never change under a range (a cut makes a new file); one shorter than its range all the
+//! same closes the connection: its length prefix has already gone out.
 
 use super::Broker;
 use super::handlers::{self, Response};

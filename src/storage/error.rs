@@ -27,6 +27,13 @@ pub enum StorageError {
         damage: Damage,
         intact_after: Option<u64>,
     },
+    /// A batch header read to serve a request does not parse (the file was damaged on disk).
+    #[error("{path}: the batch at byte {position} is damaged ({reason})")]
+    DamagedBatch {
+        path: PathBuf,
+        position: u64,
+        reason: String,
+    },
     /// Another broker (process or thread) holds the log directory's `.lock`.
     #[error(
         "log directory {dir} is in use: another broker holds {lock}; two brokers on one directory would overwrite each other's logs"

@@ -181,6 +181,19 @@ impl SegmentFile {
         Ok(open)
     }
 
+    /// From now on the file is `file` (just put at its path in place of the old one); answers
+    /// still holding the old one keep reading it.
+    pub fn replace(&self, file: File) {
+        let mut open = lock(&self.slot.file);
+        let was_open = open.is_some();
+        *open = Some(Arc::new(file));
+        drop(open);
+        self.slot.referenced.store(true, Ordering::Relaxed);
+        if !was_open {
+            self.files.admit(&self.slot);
+        }
+    }
+
     /// Its path.
     pub fn path(&self) -> &Path {
         &self.slot.path

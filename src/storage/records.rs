@@ -3,13 +3,12 @@
 //! to the socket (`sendfile`) while the rest of the response is still to go; or bytes already in
 //! memory.
 //!
-//! Contract: a range covers whole batches that were appended before it was taken. The open file
-//! it holds keeps the bytes readable after retention deletes the segment. A truncation of the
-//! segment (a divergence cut) before the range is read or sent makes the file shorter, which
-//! the reader and the listener report as an error rather than send fewer bytes than the length
-//! they announced. Bytes already handed to a socket are page references, as with Kafka's
-//! `sendfile`: a cut while they wait in the socket's buffer changes what the client receives,
-//! and its CRC check refuses that batch (docs/wire.md, "Records").
+//! Contract: a range covers whole batches that were appended before it was taken, and the file
+//! it holds never changes under it: retention unlinks segments (the open file stays readable),
+//! and a cut replaces the segment's file rather than shortening it (`Segment::cut_at`), since
+//! bytes `sendfile` handed to a socket are still references to the file's pages
+//! (docs/wire.md, "Records"). A file shorter than the range all the same is an error for the
+//! reader and the listener, never fewer bytes than the length they announced.
 
 use bytes::Bytes;
 use std::fs::File;

@@ -111,6 +111,15 @@ pub struct Segment {
     created_ms: i64,
 }
 
+/// How a segment's log file is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// Shortened where it is (recovery, before anything reads it).
+    InPlace,
+    /// Replaced by a copy of the kept bytes (while the broker serves).
+    Replace,
+}
+
 /// `<dir>/<base offset, 20 digits>.<ext>`.
 pub fn file_path(dir: &Path, base_offset: i64, ext: &str) -> PathBuf {
     dir.join(format!("{base_offset:020}.{ext}"))
@@ -157,8 +166,10 @@ impl Segment {
     ) -> Result<Segment, StorageError> {
         let log_path = file_path(dir, base_offset, "log");
         let index_path = file_path(dir, base_offset, "index");
+        // A file of that name left over is unlinked, not emptied: an answer still being sent
+        // from it keeps its bytes (see `cut_at`).
+        remove_if_present(&log_path)?;
         let log = open_file(&log_path, true)?;
-        log.set_len(0).map_err(io("truncate", &log_path))?;
         // The index file is made when it first has entries to hold: a partition that never
         // gets data costs its directory and one file (at scale, starting 100,000 mirror
         // partitions is mostly the file system allocating inodes). One of that name left over
@@ -346,7 +357,7 @@ impl Segment {
         };
         let truncated_bytes = self.size - position;
         if truncated_bytes > 0 {
-            self.cut_at(position)?;
+            self.cut_at(position, Cut::InPlace)?;
         }
         self.rewrite_index()?;
         Ok(SegmentRecovery {
@@ -392,12 +403,21 @@ impl Segment {
     }
 
     /// Cuts the log file at `position` (a batch start), durably, and recomputes what depends on
-    /// its end.
-    fn cut_at(&mut self, position: u64) -> Result<(), StorageError> {
-        let log = self.log_file()?;
-        log.set_len(position)
-            .map_err(io("truncate", self.log.path()))?;
-        log.sync_all().map_err(io("fsync", self.log.path()))?;
+    /// its end. `Cut::InPlace` shortens the file (recovery: nobody reads it yet);
+    /// `Cut::Replace` copies the kept bytes to a new file renamed over the old one, whose bytes
+    /// then never change: an answer taken from it before the cut (a range being sent, or pages
+    /// `sendfile` already handed to a socket) still carries what its length announced
+    /// (docs/wire.md, "Records").
+    fn cut_at(&mut self, position: u64, cut: Cut) -> Result<(), StorageError> {
+        match cut {
+            Cut::InPlace => {
+                let log = self.log_file()?;
+                log.set_len(position)
+                    .map_err(io("truncate", self.log.path()))?;
+                log.sync_all().map_err(io("fsync", self.log.path()))?;
+            }
+            Cut::Replace => self.replace_file(position)?,
+        }
         self.size = position;
         self.entries.retain(|e| u64::from(e.position) < position);
         self.next_offset = self.base_offset;
@@ -413,6 +433,50 @@ impl Segment {
             });
         }
         Ok(())
+    }
+
+    /// The first `len` bytes copied (in the kernel) to `<log>.cut.tmp`, made durable and
+    /// renamed over the log file; the segment then uses the new file. A crash before the rename
+    /// leaves the `.tmp` file, which opening the log deletes.
+    fn replace_file(&mut self, len: u64) -> Result<(), StorageError> {
+        let path = self.log.path().to_path_buf();
+        let kept = PathBuf::from(format!("{}.cut.tmp", path.display()));
+        let old = self.log_file()?;
+        let new = open_file(&kept, true)?;
+        new.set_len(0).map_err(io("truncate", &kept))?;
+        let (mut from, mut to) = (0u64, 0u64);
+        while from < len {
+            let count = usize::try_from(len - from).unwrap_or(usize::MAX);
+            let copied =
+                rustix::fs::copy_file_range(&*old, Some(&mut from), &new, Some(&mut to), count)
+                    .map_err(|e| StorageError::Io {
+                        op: "copy",
+                        path: kept.clone(),
+                        source: e.into(),
+                    })?;
+            if copied == 0 {
+                return Err(StorageError::Io {
+                    op: "copy",
+                    path: path.clone(),
+                    source: super::records::cut_short(from, (len - from) as usize),
+                });
+            }
+        }
+        new.sync_all().map_err(io("fsync", &kept))?;
+        fs::rename(&kept, &path).map_err(io("rename", &kept))?;
+        if let Some(dir) = path.parent() {
+            super::checkpoint::sync_dir(dir)?;
+        }
+        self.log.replace(new);
+        Ok(())
+    }
+
+    fn damaged(&self, position: u64, reason: String) -> StorageError {
+        StorageError::DamagedBatch {
+            path: self.log.path().to_path_buf(),
+            position,
+            reason,
+        }
     }
 
     fn header_at(
@@ -534,7 +598,10 @@ impl Segment {
         min_one_batch: bool,
     ) -> Result<(u64, Option<i64>), StorageError> {
         let limit = self.size.min(position.saturating_add(max_bytes as u64));
-        let mut at = self
+        // The batches before an index entry inside the bound are all taken: they end at the
+        // entry, below the bound, and start below its offset. The next offset to read after
+        // them is the entry's (its batch's base offset).
+        let jump = self
             .entries
             .iter()
             .rev()
@@ -544,21 +611,20 @@ impl Segment {
                     self.base_offset + i64::from(e.relative_offset),
                 )
             })
-            .find(|&(p, base)| p > position && p < limit && base < upper_bound)
-            .map_or(position, |(p, _)| p);
-        let mut next = None;
+            .find(|&(p, base)| p > position && p < limit && base < upper_bound);
+        let (mut at, mut next) = jump.map_or((position, None), |(p, base)| (p, Some(base)));
         while at < self.size {
-            let Ok(Some(header)) = self.header_at(at)? else {
-                break;
+            let header = match self.header_at(at)? {
+                Ok(Some(header)) => header,
+                Ok(None) => break,
+                // The batches before it are answered; a read from it is refused.
+                Err(reason) if at == position => return Err(self.damaged(at, reason)),
+                Err(_) => break,
             };
             let end = at + header.size as u64;
             let first = at == position;
             let fits = end <= limit || (first && min_one_batch && end <= self.size);
             if header.base_offset >= upper_bound || !fits {
-                if !first {
-                    // Jumped to an index entry and took nothing after it.
-                    next = next.or(Some(header.base_offset));
-                }
                 break;
             }
             next = Some(header.next_offset());
@@ -579,9 +645,12 @@ impl Segment {
             .map_or(0, |e| u64::from(e.position));
         let mut position = from;
         while position < self.size {
+            // A damaged header is an error, not the end: else a read would go on in the next
+            // segment and skip the offsets from here silently.
             let header = match self.header_at(position)? {
                 Ok(Some(h)) => h,
-                _ => return Ok(None),
+                Ok(None) => return Ok(None),
+                Err(reason) => return Err(self.damaged(position, reason)),
             };
             if header.next_offset() > offset {
                 return Ok(Some(position));
@@ -622,7 +691,7 @@ impl Segment {
             return Ok(0);
         };
         let removed = self.size - position;
-        self.cut_at(position)?;
+        self.cut_at(position, Cut::Replace)?;
         self.rewrite_index()?;
         Ok(removed)
     }
