@@ -663,8 +663,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         if let Some(progress) = progress {
             self.report(ctx, key, progress);
         }
-        // Only a partition with Fetches ahead asks for its log end here (the host's log lock).
-        if appended && self.state.ahead_of(key) > 0 {
+        if appended {
             self.apply_ahead(key, ctx);
         }
         self.pump(ctx);
