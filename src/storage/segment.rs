@@ -449,17 +449,13 @@ impl Segment {
             let count = usize::try_from(len - from).unwrap_or(usize::MAX);
             let copied =
                 rustix::fs::copy_file_range(&*old, Some(&mut from), &new, Some(&mut to), count)
-                    .map_err(|e| StorageError::Io {
-                        op: "copy",
-                        path: kept.clone(),
-                        source: e.into(),
-                    })?;
+                    .map_err(std::io::Error::from)
+                    .map_err(io("copy", &kept))?;
             if copied == 0 {
-                return Err(StorageError::Io {
-                    op: "copy",
-                    path: path.clone(),
-                    source: super::records::cut_short(from, (len - from) as usize),
-                });
+                return Err(io("copy", &path)(super::records::cut_short(
+                    from,
+                    (len - from) as usize,
+                )));
             }
         }
         new.sync_all().map_err(io("fsync", &kept))?;
