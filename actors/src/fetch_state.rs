@@ -20,8 +20,8 @@
 //! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): when the fetcher may keep more
 //!   Fetches in flight than it has partitions, a partition with a backlog also gets Fetches
 //!   from offsets beyond its log end, at most `max_ahead` of them: the first inside the last
-//!   batch the partition's own answer should hold, each next one an answer further, each
-//!   asking for two batches more than an answer (the source answers a Fetch from the batch
+//!   batch the partition's own answer should hold, each next one a [`Span`] further, each
+//!   asking for two batches more than a span holds (the source answers a Fetch from the batch
 //!   holding its offset, so each overlaps the one before by a batch or more, whatever the
 //!   batches' sizes, and no offset falls between them). Their answers wait here until the log end reaches them; then the
 //!   batches from the log end on are applied as the answer to a fetch from there would be (the
@@ -81,13 +81,16 @@ pub struct PartitionFetchState {
 /// How a partition is read ahead, judged by an answer of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
+    /// Offsets the partition's own answer holds: the first Fetch ahead starts inside its last
+    /// batch.
+    pub own: i64,
     /// Offsets between the starts of two Fetches ahead.
     pub offsets: i64,
     /// Offsets of one batch: a Fetch ahead from less than this past the log end is answered
     /// from the batch at the log end.
     pub batch: i64,
-    /// Bytes a Fetch ahead asks for: two batches more than the partition's own, so each
-    /// reaches past where the next starts whatever the batches' sizes (no gap between them).
+    /// Bytes a Fetch ahead asks for: two batches more than its offsets hold, so each reaches
+    /// past where the next starts whatever the batches' sizes (no gap between them).
     pub bytes: usize,
 }
 
@@ -319,7 +322,9 @@ impl FetchState {
     pub fn noted(&mut self, key: &TopicPartition, log_end: i64, span: Option<Span>, backlog: bool) {
         if let Some(state) = self.partitions.get_mut(key) {
             state.log_end = Some(log_end);
-            state.span = span.filter(|s| s.offsets > 0 && s.batch > 0).or(state.span);
+            state.span = span
+                .filter(|s| s.own > 0 && s.offsets > 0 && s.batch > 0)
+                .or(state.span);
             state.backlog = backlog;
         }
     }
@@ -351,7 +356,7 @@ impl FetchState {
                 // batches more than that, so it reaches past where the next starts.
                 let start = match last {
                     Some(last) if last > end => last + span.offsets,
-                    _ => end + span.offsets - span.batch / 2,
+                    _ => end + span.own - span.batch / 2,
                 };
                 (count < max_ahead).then_some((count, key, start, span.bytes))
             })
@@ -717,6 +722,7 @@ mod tests {
         let mut state = attached(&["a", "b"]);
         let a = key("a");
         let span = Span {
+            own: 50,
             offsets: 50,
             batch: 10,
             bytes: 4096,
@@ -773,10 +779,29 @@ mod tests {
         assert!(state.next_ahead(4, 100, 50).is_some(), "hold over");
     }
 
+    /// A span longer than the partition's own answer: the first Fetch ahead still starts
+    /// inside the own answer's last batch, the next ones a span apart.
+    #[test]
+    fn fetches_ahead_past_the_first_are_a_span_apart() {
+        let mut state = attached(&["a"]);
+        let span = Span {
+            own: 30,
+            offsets: 80,
+            batch: 10,
+            bytes: 4096,
+        };
+        state.noted(&key("a"), 100, Some(span), true);
+        let starts: Vec<i64> = std::iter::from_fn(|| state.next_ahead(3, 100, 0))
+            .map(|(_, start, _)| start)
+            .collect();
+        assert_eq!(starts, [125, 205, 285]);
+    }
+
     #[test]
     fn fetches_ahead_go_to_the_partitions_with_the_fewest_and_stop_at_the_limit() {
         let mut state = attached(&["a", "b", "c"]);
         let span = Some(Span {
+            own: 10,
             offsets: 10,
             batch: 10,
             bytes: 4096,
@@ -802,6 +827,7 @@ mod tests {
         let mut state = attached(&["a", "b", "c", "d"]);
         for topic in ["a", "c"] {
             let span = Span {
+                own: 10,
                 offsets: 10,
                 batch: 10,
                 bytes: 4096,

@@ -8,8 +8,9 @@ use kmirror_testkit::cli::mirrors_cli;
 use kmirror_testkit::source::{segment, source_client, source_ends};
 use std::time::{Duration, Instant};
 
-/// A `kmirror broker` process over `dir` on `port`, killed when dropped.
-pub(crate) struct BrokerProcess(std::process::Child);
+/// A `kmirror broker` process over `dir` on `port`, killed when dropped; a test that fails
+/// while it runs prints the end of its log.
+pub(crate) struct BrokerProcess(std::process::Child, std::path::PathBuf);
 
 impl BrokerProcess {
     /// SIGTERM, as an operator stops a broker cleanly, and waits for it to exit.
@@ -30,6 +31,13 @@ impl Drop for BrokerProcess {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        if std::thread::panicking() {
+            // The folder goes with the failed test: what the broker said goes to its output.
+            let log = std::fs::read_to_string(&self.1).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(200)..].join("\n");
+            eprintln!("--- the last lines of {} ---\n{tail}", self.1.display());
+        }
     }
 }
 
@@ -88,10 +96,11 @@ pub(crate) fn spawn_broker_with(dir: &std::path::Path, port: u16, extra: &str) -
         ),
     )
     .expect("config written");
+    let log_path = dir.join("broker.log");
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.join("broker.log"))
+        .open(&log_path)
         .expect("log file");
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_kmirror"))
         .args(["broker", "--config"])
@@ -106,7 +115,7 @@ pub(crate) fn spawn_broker_with(dir: &std::path::Path, port: u16, extra: &str) -
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    BrokerProcess(child)
+    BrokerProcess(child, log_path)
 }
 
 /// Creates mirror `mirror` of the cluster at `bootstrap` on the broker at `address` with
@@ -196,7 +205,10 @@ pub(crate) async fn wait_described(
         if now == wanted {
             return;
         }
-        assert!(Instant::now() < deadline, "{now:?}, waiting for {wanted:?}");
+        if Instant::now() >= deadline {
+            let partitions = described_partitions(address, mirror, topic).await;
+            panic!("{now:?}, waiting for {wanted:?}; described: {partitions:#?}");
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

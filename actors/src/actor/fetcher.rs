@@ -48,6 +48,12 @@ use tokio::sync::oneshot;
 /// `fetch.max.bytes` each, what one partition may hold in memory beyond its own Fetch.
 pub const MAX_AHEAD: usize = 16;
 
+/// The fewest batches a Fetch ahead spans. Consecutive Fetches ahead overlap by up to two
+/// batches (the price of not knowing where the source's batches start), so with large batches
+/// a Fetch ahead asks for more than `fetch.max.bytes`, keeping what crosses the link twice
+/// under a ninth (with 256 KiB batches and answers of 1 MiB it was a third).
+pub const AHEAD_MIN_BATCHES: usize = 16;
+
 /// The source answers of one Fetch, per partition (a partition the source refused has its
 /// cause).
 pub type FetchAnswers = Vec<(TopicPartition, Result<FetchResponse, Cause>)>;
@@ -236,6 +242,8 @@ pub struct Fetcher<P: FetcherPorts> {
     started: tokio::time::Instant,
     /// A wake-up at the end of a partition's hold is scheduled for this time (ms).
     wake_at: Option<u64>,
+    /// The last Fetch of partitions sorted by kind took the caught-up ones.
+    caught_up_went_last: bool,
 }
 
 impl<P: FetcherPorts> std::fmt::Debug for Fetcher<P> {
@@ -267,6 +275,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             grace_scheduled: false,
             started: tokio::time::Instant::now(),
             wake_at: None,
+            caught_up_went_last: false,
         }
     }
 
@@ -352,10 +361,21 @@ impl<P: FetcherPorts> Fetcher<P> {
                     .div_ceil(free)
                     .min(self.config.max_partitions_per_fetch);
                 // With several in flight, caught-up partitions go in a Fetch of their own first:
-                // their new records never wait behind a backlog's bytes in the same answer.
+                // their new records never wait behind a backlog's bytes in the same answer. For
+                // the last free lane the two kinds take turns: caught-up partitions long-polling
+                // on every lane would otherwise keep a partition that is behind from being
+                // fetched at all.
                 let sent = if allowed > 1 {
-                    self.send(self.config.max_partitions_per_fetch, Some(false), ctx)
-                        || self.send(share, Some(true), ctx)
+                    let caught_up = (Some(false), self.config.max_partitions_per_fetch);
+                    let behind = (Some(true), share);
+                    let order = if free > 1 || !self.caught_up_went_last {
+                        [caught_up, behind]
+                    } else {
+                        [behind, caught_up]
+                    };
+                    order
+                        .into_iter()
+                        .any(|(kind, max_partitions)| self.send(max_partitions, kind, ctx))
                 } else {
                     self.send(share, None, ctx)
                 };
@@ -435,6 +455,9 @@ impl<P: FetcherPorts> Fetcher<P> {
         if requests.is_empty() {
             self.wake_for_holds(ctx);
             return false;
+        }
+        if backlogged.is_some() {
+            self.caught_up_went_last = backlogged == Some(false);
         }
         // The incarnation each partition was asked under goes with its answer: a partition
         // detached and attached again for a new topic of its name meanwhile is not it.
@@ -745,8 +768,8 @@ fn response_is_empty(response: &FetchResponse) -> bool {
 
 /// How a partition is read ahead, judged by an answer of it (batch headers only), and where
 /// its whole batches end. An answer of `max_bytes` holds as many whole batches as fit (at least
-/// one; the source cuts the rest inside a batch), so Fetches ahead start that many batches
-/// apart.
+/// one; the source cuts the rest inside a batch): the first Fetch ahead starts inside the last
+/// of them, the next ones that many batches apart, or [`AHEAD_MIN_BATCHES`] if more.
 fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<Span>, Option<i64>) {
     let mut batches = RecordBatches::new(records.clone());
     let mut first = None;
@@ -762,11 +785,13 @@ fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<Span>, Option<i6
     };
     let batch = ((end - first) as f64 / f64::from(count)).round().max(1.0) as i64;
     let batch_bytes = (whole_bytes / count as usize).max(1);
-    let per_answer = (max_bytes / batch_bytes).max(1) as i64;
+    let per_answer = (max_bytes / batch_bytes).max(1);
+    let per_ahead = per_answer.max(AHEAD_MIN_BATCHES);
     let span = Span {
-        offsets: per_answer * batch,
+        own: per_answer as i64 * batch,
+        offsets: per_ahead as i64 * batch,
         batch,
-        bytes: max_bytes.max(batch_bytes) + 2 * batch_bytes,
+        bytes: (per_ahead * batch_bytes).max(max_bytes) + 2 * batch_bytes,
     };
     (Some(span), Some(end))
 }

@@ -52,6 +52,9 @@ struct Source {
     /// Fetches ahead are left out of the answers, as an incremental fetch session leaves out
     /// partitions with nothing new.
     omit_ahead: bool,
+    /// A Fetch that brings no records is answered this long after it went out, as a source
+    /// answers one after `fetch.wait.max.ms`.
+    long_poll: Option<Duration>,
 }
 
 /// The epochs the tests attach partitions with.
@@ -148,11 +151,15 @@ impl FetcherPorts for ScriptedSource {
             throttled: false,
         };
         let gate = source.gate.clone();
+        let long_poll = source.long_poll.filter(|_| bytes == 0);
         let asked: Vec<TopicPartition> = fetched.answers.iter().map(|(k, _)| k.clone()).collect();
         let this = self.0.clone();
         Box::pin(async move {
             if let Some(gate) = gate {
                 gate.notified().await;
+            }
+            if let Some(wait) = long_poll {
+                tokio::time::sleep(wait).await;
             }
             let mut source = this.borrow_mut();
             source.out.retain(|k| !asked.contains(k));
@@ -696,8 +703,9 @@ async fn an_idle_sources_new_leader_epoch_is_told_to_the_partition_once() {
     );
 }
 
-/// Fetches ahead start as many batches apart as an answer of the partition's size holds whole
-/// (the source cuts answers inside a batch).
+/// The first Fetch ahead starts inside the last whole batch an answer of the partition's size
+/// holds (the source cuts answers inside a batch); the next ones are that many batches apart,
+/// or [`AHEAD_MIN_BATCHES`], and ask for two batches more.
 #[test]
 fn fetches_ahead_start_an_answers_whole_batches_apart() {
     let mut records = bytes::BytesMut::from(kmirror_protocol::testing::batch_run(0, 40, 10));
@@ -705,18 +713,75 @@ fn fetches_ahead_start_an_answers_whole_batches_apart() {
     // A cut fifth batch: not counted.
     records.extend_from_slice(&[0; 30]);
     let records = records.freeze();
+    let batch = whole / 4;
     let span = |max_bytes| {
         span_of(&records, max_bytes)
             .0
-            .map(|s| (s.offsets, s.batch, s.bytes - max_bytes))
+            .map(|s| (s.own, s.offsets, s.batch, s.bytes))
     };
-    let batch = whole / 4;
-    assert_eq!(span(whole), Some((40, 10, 2 * batch)), "four whole batches");
-    assert_eq!(span(whole - 1), Some((30, 10, 2 * batch)), "three fit");
-    let one = span_of(&records, 1).0.map(|s| (s.offsets, s.bytes));
-    assert_eq!(one, Some((10, 3 * batch)), "at least one, and two more");
+    let ahead = AHEAD_MIN_BATCHES as i64 * 10;
+    let ahead_bytes = (AHEAD_MIN_BATCHES + 2) * batch;
+    assert_eq!(
+        span(whole),
+        Some((40, ahead, 10, ahead_bytes)),
+        "four whole batches; Fetches ahead span more"
+    );
+    assert_eq!(
+        span(whole - 1),
+        Some((30, ahead, 10, ahead_bytes)),
+        "three fit"
+    );
+    assert_eq!(span(1), Some((10, ahead, 10, ahead_bytes)), "at least one");
+    let many = 20 * batch;
+    assert_eq!(
+        span(many),
+        Some((200, 200, 10, many + 2 * batch)),
+        "an answer of more batches sets the span"
+    );
     assert_eq!(span_of(&records, whole).1, Some(40));
     assert_eq!(span_of(&Bytes::new(), 1024), (None, None));
+}
+
+/// Caught-up partitions long-polling in two groups on both lanes the pacing allows while
+/// caught up do not keep a partition that is behind from being fetched: for the last free lane
+/// the two kinds take turns. Failed before the fix (caught-up first, always): the partition
+/// behind an open transaction was never asked again, and the records its commit released never
+/// came (a transactional topic's mirror stayed at offset 0).
+#[actix_rt::test]
+async fn caught_up_partitions_long_polling_on_every_lane_do_not_starve_one_behind() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let open_transaction = || {
+        Ok(FetchResponse::Records {
+            records: Bytes::new(),
+            high_watermark: 100,
+            source_leader_epoch: None,
+        })
+    };
+    {
+        let mut s = source.0.borrow_mut();
+        s.long_poll = Some(Duration::from_millis(500));
+        s.answers.insert(
+            key("x"),
+            VecDeque::from([open_transaction(), open_transaction(), Ok(records())]),
+        );
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start_with(&source, 10, 2);
+    // Two caught-up partitions on two lanes, a quarter of a long poll apart.
+    attach(&fetcher, "a", &reports).await;
+    pause(250).await;
+    attach(&fetcher, "b", &reports).await;
+    pause(50).await;
+    attach(&fetcher, "x", &reports).await;
+    pause(10_000).await;
+    let s = source.0.borrow();
+    assert!(
+        s.applied.contains(&key("x")),
+        "the records after the transaction were applied; x was asked {} times in {} Fetches",
+        s.asked.iter().filter(|(k, _, _)| *k == key("x")).count(),
+        s.fetches.len()
+    );
 }
 
 /// A Fetch ahead that an incremental fetch session leaves out of its answer (nothing new there)
