@@ -640,6 +640,12 @@ fn lag_during_catch_up(
         2 * round_trip_ms + 100
     );
     terminate(&mut broker);
+    if let Ok(keep) = std::env::var("MM2_BENCH_KEEP_LOGS") {
+        let _ = std::fs::copy(
+            dir.path().join("broker.log"),
+            std::path::Path::new(&keep).join(format!("{steady}.log")),
+        );
+    }
     delete_topic(&clusters.source, &steady);
 }
 

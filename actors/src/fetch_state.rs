@@ -20,11 +20,13 @@
 //! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): when the fetcher may keep more
 //!   Fetches in flight than it has partitions, a partition with a backlog also gets Fetches
 //!   from offsets beyond its log end, at most `max_ahead` of them: the first inside the last
-//!   batch the partition's own answer should hold, each next one a [`Span`] further, each
-//!   asking for two batches more than a span holds (the source answers a Fetch from the batch
+//!   batch the partition's own answer should hold, each next one an answer further, each
+//!   asking for two batches more than an answer (the source answers a Fetch from the batch
 //!   holding its offset, so each overlaps the one before by a batch or more, whatever the
-//!   batches' sizes, and no offset falls between them). Their answers wait here until the log end reaches them; then the
-//!   batches from the log end on are applied as the answer to a fetch from there would be (the
+//!   batches' sizes, and no offset falls between them), and none from the high watermark
+//!   the partition's answers showed or past it (the source has nothing there). Their answers
+//!   wait here until the log end reaches them; then the batches from the log end on are
+//!   applied as the answer to a fetch from there would be (the
 //!   source returns the same batches from the one holding the offset asked), so the log still
 //!   grows in order, without holes: an answer that starts above the log end waits for the
 //!   partition's own Fetch to fill the space, one that would start inside a batch is dropped.
@@ -76,21 +78,21 @@ pub struct PartitionFetchState {
     /// showed, and whether the source had more.
     span: Option<Span>,
     backlog: bool,
+    /// The source's high watermark, as its last answer showed (-1: none yet): a Fetch ahead
+    /// from there or past it would bring nothing.
+    high_watermark: i64,
 }
 
 /// How a partition is read ahead, judged by an answer of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
-    /// Offsets the partition's own answer holds: the first Fetch ahead starts inside its last
-    /// batch.
-    pub own: i64,
     /// Offsets between the starts of two Fetches ahead.
     pub offsets: i64,
     /// Offsets of one batch: a Fetch ahead from less than this past the log end is answered
     /// from the batch at the log end.
     pub batch: i64,
-    /// Bytes a Fetch ahead asks for: two batches more than its offsets hold, so each reaches
-    /// past where the next starts whatever the batches' sizes (no gap between them).
+    /// Bytes a Fetch ahead asks for: two batches more than the partition's own, so each
+    /// reaches past where the next starts whatever the batches' sizes (no gap between them).
     pub bytes: usize,
 }
 
@@ -184,6 +186,7 @@ impl FetchState {
             log_end: None,
             span: None,
             backlog: false,
+            high_watermark: -1,
         });
         state.epochs = epochs;
         state.held_until_ms = None;
@@ -317,22 +320,30 @@ impl FetchState {
         high_watermark.saturating_sub(end) > end.saturating_sub(from).max(1)
     }
 
-    /// What an answer of `key` showed: its log end after it, how to read it ahead, and whether
-    /// the source has more.
-    pub fn noted(&mut self, key: &TopicPartition, log_end: i64, span: Option<Span>, backlog: bool) {
+    /// What an answer of `key` showed: its log end after it, how to read it ahead, whether the
+    /// source has more, and the source's high watermark.
+    pub fn noted(
+        &mut self,
+        key: &TopicPartition,
+        log_end: i64,
+        span: Option<Span>,
+        backlog: bool,
+        high_watermark: i64,
+    ) {
         if let Some(state) = self.partitions.get_mut(key) {
             state.log_end = Some(log_end);
-            state.span = span
-                .filter(|s| s.own > 0 && s.offsets > 0 && s.batch > 0)
-                .or(state.span);
+            state.span = span.filter(|s| s.offsets > 0 && s.batch > 0).or(state.span);
             state.backlog = backlog;
+            state.high_watermark = high_watermark;
         }
     }
 
     /// The next Fetch ahead at `now_ms`: the partition with the fewest ahead (at most
     /// `max_ahead` each, `max_total` in all, in flight or waiting) among those with a backlog,
     /// not held, whose log end and span are known, the offset to ask from (a span past the
-    /// last one asked, or near the log end) and the bytes to ask. It counts as in flight.
+    /// last one asked, or near the log end; below the high watermark its last answer showed,
+    /// since the source has nothing from there on) and the bytes to ask. It counts as in
+    /// flight.
     pub fn next_ahead(
         &mut self,
         max_ahead: usize,
@@ -356,9 +367,10 @@ impl FetchState {
                 // batches more than that, so it reaches past where the next starts.
                 let start = match last {
                     Some(last) if last > end => last + span.offsets,
-                    _ => end + span.own - span.batch / 2,
+                    _ => end + span.offsets - span.batch / 2,
                 };
-                (count < max_ahead).then_some((count, key, start, span.bytes))
+                (count < max_ahead && start < state.high_watermark)
+                    .then_some((count, key, start, span.bytes))
             })
             .min_by_key(|(count, _, _, _)| *count)
             .map(|(_, key, start, bytes)| (key.clone(), start, bytes))?;
@@ -377,6 +389,12 @@ impl FetchState {
         start: i64,
         answer: Option<FetchResponse>,
     ) {
+        // An answer ahead shows the source's high watermark too: the next ones may reach it.
+        if let (Some(FetchResponse::Records { high_watermark, .. }), Some(state)) =
+            (&answer, self.partitions.get_mut(key))
+        {
+            state.high_watermark = state.high_watermark.max(*high_watermark);
+        }
         let Some(ahead) = self.ahead.get_mut(key) else {
             return;
         };
@@ -722,7 +740,6 @@ mod tests {
         let mut state = attached(&["a", "b"]);
         let a = key("a");
         let span = Span {
-            own: 50,
             offsets: 50,
             batch: 10,
             bytes: 4096,
@@ -732,7 +749,7 @@ mod tests {
             None,
             "nothing known of a backlog"
         );
-        state.noted(&a, 100, Some(span), true);
+        state.noted(&a, 100, Some(span), true, 1_000);
         let first = state.next_ahead(4, 100, 0);
         assert_eq!(
             first,
@@ -762,7 +779,7 @@ mod tests {
         let at = state.ahead_at(&a, 200);
         assert_eq!(first_and_end(&at), Some((200, 260)), "{at:?}");
         // An answer that would start inside a batch at the log end cannot line up: dropped.
-        state.noted(&a, 260, Some(span), true);
+        state.noted(&a, 260, Some(span), true, 1_000);
         let (_, start, _) = state.next_ahead(4, 100, 0).expect("ahead");
         assert_eq!(start, 305);
         state.ahead_answered(&a, start, Some(batches(300, 400)));
@@ -779,36 +796,55 @@ mod tests {
         assert!(state.next_ahead(4, 100, 50).is_some(), "hold over");
     }
 
-    /// A span longer than the partition's own answer: the first Fetch ahead still starts
-    /// inside the own answer's last batch, the next ones a span apart.
+    /// Fetches ahead stop below the high watermark the partition's last answer showed: the
+    /// source answers one from past its log end with an error, and one from the high watermark
+    /// with nothing. Failed before the fix: a steady partition a little behind had 16 Fetches
+    /// ahead in flight, up to 46,000 offsets past a source log end of 7,500, each holding a
+    /// connection the catch-up beside it could use.
     #[test]
-    fn fetches_ahead_past_the_first_are_a_span_apart() {
+    fn fetches_ahead_stop_below_the_high_watermark() {
         let mut state = attached(&["a"]);
+        let a = key("a");
         let span = Span {
-            own: 30,
-            offsets: 80,
+            offsets: 50,
             batch: 10,
             bytes: 4096,
         };
-        state.noted(&key("a"), 100, Some(span), true);
-        let starts: Vec<i64> = std::iter::from_fn(|| state.next_ahead(3, 100, 0))
-            .map(|(_, start, _)| start)
-            .collect();
-        assert_eq!(starts, [125, 205, 285]);
+        let starts = |state: &mut FetchState| -> Vec<i64> {
+            std::iter::from_fn(|| state.next_ahead(16, 100, 0))
+                .map(|(_, start, _)| start)
+                .collect()
+        };
+        state.noted(&a, 100, Some(span), true, 200);
+        assert_eq!(starts(&mut state), [145, 195]);
+        state.drop_ahead(&a);
+        state.noted(&a, 100, Some(span), true, 140);
+        assert!(starts(&mut state).is_empty(), "the own Fetch reaches it");
+        state.noted(&a, 100, Some(span), true, 400);
+        assert_eq!(starts(&mut state), [145, 195, 245, 295, 345, 395]);
+        // An answer ahead showing a higher watermark lets the next ones go further.
+        let answer = |from, high_watermark| FetchResponse::Records {
+            records: kmirror_protocol::testing::batch_run(from, from + 60, 10),
+            high_watermark,
+            source_leader_epoch: None,
+        };
+        state.ahead_answered(&a, 395, Some(answer(390, 400)));
+        assert!(starts(&mut state).is_empty());
+        state.ahead_answered(&a, 345, Some(answer(340, 500)));
+        assert_eq!(starts(&mut state), [445, 495]);
     }
 
     #[test]
     fn fetches_ahead_go_to_the_partitions_with_the_fewest_and_stop_at_the_limit() {
         let mut state = attached(&["a", "b", "c"]);
         let span = Some(Span {
-            own: 10,
             offsets: 10,
             batch: 10,
             bytes: 4096,
         });
-        state.noted(&key("a"), 0, span, true);
-        state.noted(&key("b"), 0, span, true);
-        state.noted(&key("c"), 0, span, false);
+        state.noted(&key("a"), 0, span, true, 1_000);
+        state.noted(&key("b"), 0, span, true, 1_000);
+        state.noted(&key("c"), 0, span, false, 1_000);
         let picked: Vec<String> = std::iter::from_fn(|| state.next_ahead(2, 100, 0))
             .map(|(k, start, _)| format!("{}@{start}", k.topic))
             .collect();
@@ -827,12 +863,11 @@ mod tests {
         let mut state = attached(&["a", "b", "c", "d"]);
         for topic in ["a", "c"] {
             let span = Span {
-                own: 10,
                 offsets: 10,
                 batch: 10,
                 bytes: 4096,
             };
-            state.noted(&key(topic), 0, Some(span), true);
+            state.noted(&key(topic), 0, Some(span), true, 1_000);
         }
         let mut round = |max_backlogged, kind| -> Vec<String> {
             names(&state.next_round(10, max_backlogged, kind, 0))

@@ -48,12 +48,6 @@ use tokio::sync::oneshot;
 /// `fetch.max.bytes` each, what one partition may hold in memory beyond its own Fetch.
 pub const MAX_AHEAD: usize = 16;
 
-/// The fewest batches a Fetch ahead spans. Consecutive Fetches ahead overlap by up to two
-/// batches (the price of not knowing where the source's batches start), so with large batches
-/// a Fetch ahead asks for more than `fetch.max.bytes`, keeping what crosses the link twice
-/// under a ninth (with 256 KiB batches and answers of 1 MiB it was a third).
-pub const AHEAD_MIN_BATCHES: usize = 16;
-
 /// The source answers of one Fetch, per partition (a partition the source refused has its
 /// cause).
 pub type FetchAnswers = Vec<(TopicPartition, Result<FetchResponse, Cause>)>;
@@ -589,7 +583,8 @@ impl<P: FetcherPorts> Fetcher<P> {
                 let (span, end) = span_of(records, self.config.partition_max_bytes);
                 let end = end.unwrap_or(request.offset);
                 let backlog = FetchState::behind(request.offset, end, *high_watermark);
-                self.state.noted(&key, request.offset, span, backlog);
+                self.state
+                    .noted(&key, request.offset, span, backlog, *high_watermark);
             }
             let epochs = FetchEpochs { topic_id, ..epochs };
             match answer {
@@ -768,8 +763,8 @@ fn response_is_empty(response: &FetchResponse) -> bool {
 
 /// How a partition is read ahead, judged by an answer of it (batch headers only), and where
 /// its whole batches end. An answer of `max_bytes` holds as many whole batches as fit (at least
-/// one; the source cuts the rest inside a batch): the first Fetch ahead starts inside the last
-/// of them, the next ones that many batches apart, or [`AHEAD_MIN_BATCHES`] if more.
+/// one; the source cuts the rest inside a batch), so Fetches ahead start that many batches
+/// apart.
 fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<Span>, Option<i64>) {
     let mut batches = RecordBatches::new(records.clone());
     let mut first = None;
@@ -785,13 +780,11 @@ fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<Span>, Option<i6
     };
     let batch = ((end - first) as f64 / f64::from(count)).round().max(1.0) as i64;
     let batch_bytes = (whole_bytes / count as usize).max(1);
-    let per_answer = (max_bytes / batch_bytes).max(1);
-    let per_ahead = per_answer.max(AHEAD_MIN_BATCHES);
+    let per_answer = (max_bytes / batch_bytes).max(1) as i64;
     let span = Span {
-        own: per_answer as i64 * batch,
-        offsets: per_ahead as i64 * batch,
+        offsets: per_answer * batch,
         batch,
-        bytes: (per_ahead * batch_bytes).max(max_bytes) + 2 * batch_bytes,
+        bytes: max_bytes.max(batch_bytes) + 2 * batch_bytes,
     };
     (Some(span), Some(end))
 }

@@ -703,9 +703,8 @@ async fn an_idle_sources_new_leader_epoch_is_told_to_the_partition_once() {
     );
 }
 
-/// The first Fetch ahead starts inside the last whole batch an answer of the partition's size
-/// holds (the source cuts answers inside a batch); the next ones are that many batches apart,
-/// or [`AHEAD_MIN_BATCHES`], and ask for two batches more.
+/// Fetches ahead start as many batches apart as an answer of the partition's size holds whole
+/// (the source cuts answers inside a batch).
 #[test]
 fn fetches_ahead_start_an_answers_whole_batches_apart() {
     let mut records = bytes::BytesMut::from(kmirror_protocol::testing::batch_run(0, 40, 10));
@@ -713,31 +712,16 @@ fn fetches_ahead_start_an_answers_whole_batches_apart() {
     // A cut fifth batch: not counted.
     records.extend_from_slice(&[0; 30]);
     let records = records.freeze();
-    let batch = whole / 4;
     let span = |max_bytes| {
         span_of(&records, max_bytes)
             .0
-            .map(|s| (s.own, s.offsets, s.batch, s.bytes))
+            .map(|s| (s.offsets, s.batch, s.bytes - max_bytes))
     };
-    let ahead = AHEAD_MIN_BATCHES as i64 * 10;
-    let ahead_bytes = (AHEAD_MIN_BATCHES + 2) * batch;
-    assert_eq!(
-        span(whole),
-        Some((40, ahead, 10, ahead_bytes)),
-        "four whole batches; Fetches ahead span more"
-    );
-    assert_eq!(
-        span(whole - 1),
-        Some((30, ahead, 10, ahead_bytes)),
-        "three fit"
-    );
-    assert_eq!(span(1), Some((10, ahead, 10, ahead_bytes)), "at least one");
-    let many = 20 * batch;
-    assert_eq!(
-        span(many),
-        Some((200, 200, 10, many + 2 * batch)),
-        "an answer of more batches sets the span"
-    );
+    let batch = whole / 4;
+    assert_eq!(span(whole), Some((40, 10, 2 * batch)), "four whole batches");
+    assert_eq!(span(whole - 1), Some((30, 10, 2 * batch)), "three fit");
+    let one = span_of(&records, 1).0.map(|s| (s.offsets, s.bytes));
+    assert_eq!(one, Some((10, 3 * batch)), "at least one, and two more");
     assert_eq!(span_of(&records, whole).1, Some(40));
     assert_eq!(span_of(&Bytes::new(), 1024), (None, None));
 }
