@@ -91,6 +91,8 @@ pub struct Span {
     /// Offsets of one batch: a Fetch ahead from less than this past the log end is answered
     /// from the batch at the log end.
     pub batch: i64,
+    /// Bytes of one batch.
+    pub batch_bytes: usize,
     /// Bytes a Fetch ahead asks for: two batches more than the partition's own, so each
     /// reaches past where the next starts whatever the batches' sizes (no gap between them).
     pub bytes: usize,
@@ -116,7 +118,35 @@ pub enum AheadAtLogEnd {
     Fetch,
 }
 
+/// The fewest bytes a piece of a small backlog is fetched in (see [`PartitionFetchState`]'s
+/// pieces): within one window of a distant source's connection (Kafka's default 100 KiB), so
+/// each comes over in about one round trip.
+pub const MIN_PIECE_BYTES: usize = 64 * 1024;
+
 impl PartitionFetchState {
+    /// How the partition is fetched now: its span, or, when what remains at the source (its
+    /// high watermark past its log end) is less than `fetches` spans, `fetches` pieces of at
+    /// least [`MIN_PIECE_BYTES`] and a batch each, so a small backlog comes over several
+    /// connections at once instead of one window per round trip on one (a steady partition a
+    /// little behind, or the last of a catch-up).
+    fn piece(&self, fetches: usize) -> Option<Span> {
+        let (span, end) = (self.span?, self.log_end?);
+        let per_offset = span.batch_bytes.max(1) as f64 / span.batch.max(1) as f64;
+        let floor = ((MIN_PIECE_BYTES as f64 / per_offset).ceil() as i64).max(span.batch);
+        let remaining = self.high_watermark.saturating_sub(end).max(0);
+        let fetches = i64::try_from(fetches.max(1)).unwrap_or(i64::MAX);
+        let offsets = ((remaining + fetches - 1) / fetches).max(floor);
+        if offsets >= span.offsets {
+            return Some(span);
+        }
+        let bytes = (offsets as f64 * per_offset).ceil() as usize;
+        Some(Span {
+            offsets,
+            bytes: bytes + 2 * span.batch_bytes,
+            ..span
+        })
+    }
+
     /// Whether a round at `now_ms` may ask for it: no Fetch of it in flight, no answer being
     /// applied, no hold.
     fn ready(&self, now_ms: u64) -> bool {
@@ -338,9 +368,35 @@ impl FetchState {
         }
     }
 
+    /// The bytes `key`'s own Fetch asks for, `max_bytes` at most: while it is read ahead (it
+    /// is behind, and `reading_ahead`), its first piece of `fetches`, so the Fetches ahead
+    /// take the rest at once.
+    pub fn own_bytes(
+        &self,
+        key: &TopicPartition,
+        max_bytes: usize,
+        fetches: usize,
+        reading_ahead: bool,
+    ) -> usize {
+        let Some(state) = self
+            .partitions
+            .get(key)
+            .filter(|s| s.backlog && reading_ahead)
+        else {
+            return max_bytes;
+        };
+        match (state.piece(fetches), state.span) {
+            (Some(piece), Some(span)) if piece != span => piece
+                .bytes
+                .saturating_sub(2 * piece.batch_bytes)
+                .clamp(piece.batch_bytes, max_bytes),
+            _ => max_bytes,
+        }
+    }
+
     /// The next Fetch ahead at `now_ms`: the partition with the fewest ahead (at most
     /// `max_ahead` each, `max_total` in all, in flight or waiting) among those with a backlog,
-    /// not held, whose log end and span are known, the offset to ask from (a span past the
+    /// not held, whose log end and span are known, the offset to ask from (a piece past the
     /// last one asked, or near the log end; below the high watermark its last answer showed,
     /// since the source has nothing from there on) and the bytes to ask. It counts as in
     /// flight.
@@ -358,7 +414,7 @@ impl FetchState {
             .iter()
             .filter(|(_, state)| state.backlog && !state.held(now_ms))
             .filter_map(|(key, state)| {
-                let (end, span) = (state.log_end?, state.span?);
+                let (end, span) = (state.log_end?, state.piece(max_ahead + 1)?);
                 let ahead = self.ahead.get(key);
                 let count = ahead.map_or(0, BTreeMap::len);
                 let last = ahead.and_then(|a| a.keys().next_back().copied());
@@ -742,6 +798,7 @@ mod tests {
         let span = Span {
             offsets: 50,
             batch: 10,
+            batch_bytes: 1,
             bytes: 4096,
         };
         assert_eq!(
@@ -808,6 +865,7 @@ mod tests {
         let span = Span {
             offsets: 50,
             batch: 10,
+            batch_bytes: 1,
             bytes: 4096,
         };
         let starts = |state: &mut FetchState| -> Vec<i64> {
@@ -834,12 +892,59 @@ mod tests {
         assert_eq!(starts(&mut state), [445, 495]);
     }
 
+    /// A backlog of fewer than 17 spans is fetched in 17 pieces (the partition's own Fetch and
+    /// 16 ahead) of at least 64 KiB and a batch, so it crosses a distant link over as many
+    /// connections at once; a partition caught up, or not read ahead, asks for its whole span.
+    #[test]
+    fn a_small_backlog_is_fetched_in_pieces_over_several_connections() {
+        let mut state = attached(&["a"]);
+        let a = key("a");
+        // Batches of 10 records of 1 KiB; answers of 1 MiB hold 100 batches.
+        let span = Span {
+            offsets: 1_000,
+            batch: 10,
+            batch_bytes: 10 * 1024,
+            bytes: (1 << 20) + 2 * 10 * 1024,
+        };
+        let starts = |state: &mut FetchState| -> Vec<(i64, usize)> {
+            std::iter::from_fn(|| state.next_ahead(16, 100, 0))
+                .map(|(_, start, bytes)| (start, bytes / 1024))
+                .collect()
+        };
+        // 1,700 offsets behind: pieces of 100 offsets (100 KiB), each asking two batches more.
+        state.noted(&a, 0, Some(span), true, 1_700);
+        assert_eq!(state.own_bytes(&a, 1 << 20, 17, true), 100 * 1024);
+        assert_eq!(
+            state.own_bytes(&a, 1 << 20, 17, false),
+            1 << 20,
+            "no Fetches ahead"
+        );
+        let pieces = starts(&mut state);
+        assert_eq!(pieces.len(), 16);
+        assert_eq!(pieces[0], (95, 120), "inside the own answer's last batch");
+        assert_eq!(pieces[15], (1_595, 120));
+        // 200 behind: pieces of 64 KiB at least (64 offsets), none from the high watermark on.
+        state.drop_ahead(&a);
+        state.noted(&a, 0, Some(span), true, 200);
+        assert_eq!(state.own_bytes(&a, 1 << 20, 17, true), 64 * 1024);
+        assert_eq!(starts(&mut state), [(59, 84), (123, 84), (187, 84)]);
+        // Far behind: whole spans, as before.
+        state.drop_ahead(&a);
+        state.noted(&a, 0, Some(span), true, 1_000_000);
+        assert_eq!(state.own_bytes(&a, 1 << 20, 17, true), 1 << 20);
+        assert_eq!(starts(&mut state)[..2], [(995, 1044), (1_995, 1044)]);
+        // Caught up: its whole span.
+        state.noted(&a, 0, Some(span), false, 5);
+        assert_eq!(state.own_bytes(&a, 1 << 20, 17, true), 1 << 20);
+    }
+
     #[test]
     fn fetches_ahead_go_to_the_partitions_with_the_fewest_and_stop_at_the_limit() {
         let mut state = attached(&["a", "b", "c"]);
         let span = Some(Span {
             offsets: 10,
             batch: 10,
+            batch_bytes: 1,
             bytes: 4096,
         });
         state.noted(&key("a"), 0, span, true, 1_000);
@@ -865,6 +970,7 @@ mod tests {
             let span = Span {
                 offsets: 10,
                 batch: 10,
+                batch_bytes: 1,
                 bytes: 4096,
             };
             state.noted(&key(topic), 0, Some(span), true, 1_000);
