@@ -853,6 +853,14 @@ mod tests {
         assert!(state.next_ahead(4, 100, 50).is_some(), "hold over");
     }
 
+    /// Every Fetch ahead the state gives now (16 per partition at most): where each starts and
+    /// the bytes it asks for.
+    fn aheads(state: &mut FetchState) -> Vec<(i64, usize)> {
+        std::iter::from_fn(|| state.next_ahead(16, 100, 0))
+            .map(|(_, start, bytes)| (start, bytes))
+            .collect()
+    }
+
     /// Fetches ahead stop below the high watermark the partition's last answer showed: the
     /// source answers one from past its log end with an error, and one from the high watermark
     /// with nothing. Failed before the fix: a steady partition a little behind had 16 Fetches
@@ -869,9 +877,7 @@ mod tests {
             bytes: 4096,
         };
         let starts = |state: &mut FetchState| -> Vec<i64> {
-            std::iter::from_fn(|| state.next_ahead(16, 100, 0))
-                .map(|(_, start, _)| start)
-                .collect()
+            aheads(state).into_iter().map(|(start, _)| start).collect()
         };
         state.noted(&a, 100, Some(span), true, 200);
         assert_eq!(starts(&mut state), [145, 195]);
@@ -907,8 +913,9 @@ mod tests {
             bytes: (1 << 20) + 2 * 10 * 1024,
         };
         let starts = |state: &mut FetchState| -> Vec<(i64, usize)> {
-            std::iter::from_fn(|| state.next_ahead(16, 100, 0))
-                .map(|(_, start, bytes)| (start, bytes / 1024))
+            aheads(state)
+                .into_iter()
+                .map(|(start, bytes)| (start, bytes / 1024))
                 .collect()
         };
         // 1,700 offsets behind: pieces of 100 offsets (100 KiB), each asking two batches more.
