@@ -123,19 +123,28 @@ pub enum AheadAtLogEnd {
 /// each comes over in about one round trip.
 pub const MIN_PIECE_BYTES: usize = 64 * 1024;
 
+/// The fewest batches a piece holds: a Fetch ahead asks for two batches more than its piece
+/// (so consecutive ones overlap whatever the batches' sizes), which would otherwise fetch a
+/// small backlog of large batches up to three times.
+pub const MIN_PIECE_BATCHES: i64 = 4;
+
 impl PartitionFetchState {
     /// How the partition is fetched now: its span, or, when what remains at the source (its
-    /// high watermark past its log end) is less than `fetches` spans, `fetches` pieces of at
-    /// least [`MIN_PIECE_BYTES`] and a batch each, so a small backlog comes over several
-    /// connections at once instead of one window per round trip on one (a steady partition a
-    /// little behind, or the last of a catch-up).
+    /// high watermark past its log end) is less than `fetches` spans (more than one), `fetches`
+    /// pieces of at least [`MIN_PIECE_BYTES`] and [`MIN_PIECE_BATCHES`] each, so a small
+    /// backlog comes over several connections at once instead of one window per round trip on
+    /// one (a steady partition a little behind, or the last of a catch-up).
     fn piece(&self, fetches: usize) -> Option<Span> {
         let (span, end) = (self.span?, self.log_end?);
+        if fetches <= 1 {
+            return Some(span);
+        }
         let per_offset = span.batch_bytes.max(1) as f64 / span.batch.max(1) as f64;
-        let floor = ((MIN_PIECE_BYTES as f64 / per_offset).ceil() as i64).max(span.batch);
+        let floor = ((MIN_PIECE_BYTES as f64 / per_offset).ceil() as i64)
+            .max(span.batch.saturating_mul(MIN_PIECE_BATCHES));
         let remaining = self.high_watermark.saturating_sub(end).max(0);
-        let fetches = i64::try_from(fetches.max(1)).unwrap_or(i64::MAX);
-        let offsets = ((remaining + fetches - 1) / fetches).max(floor);
+        let fetches = i64::try_from(fetches).unwrap_or(i64::MAX);
+        let offsets = (remaining.saturating_add(fetches - 1) / fetches).max(floor);
         if offsets >= span.offsets {
             return Some(span);
         }
@@ -368,24 +377,22 @@ impl FetchState {
         }
     }
 
-    /// The bytes `key`'s own Fetch asks for, `max_bytes` at most: while it is read ahead (it
-    /// is behind, and `reading_ahead`), its first piece of `fetches`, so the Fetches ahead
-    /// take the rest at once.
-    pub fn own_bytes(
-        &self,
-        key: &TopicPartition,
-        max_bytes: usize,
-        fetches: usize,
-        reading_ahead: bool,
-    ) -> usize {
-        let Some(state) = self
-            .partitions
-            .get(key)
-            .filter(|s| s.backlog && reading_ahead)
-        else {
+    /// Into how many pieces a partition that is behind is cut: its own Fetch, and as many
+    /// Fetches ahead as each partition behind can get (at most `max_ahead`) from the lanes to
+    /// spare: the `max_total` Fetches allowed beyond one per partition.
+    pub fn pieces(&self, max_ahead: usize, max_total: usize) -> usize {
+        let spare = max_total.saturating_sub(self.partitions.len());
+        let behind = self.partitions.values().filter(|s| s.backlog).count();
+        1 + max_ahead.min(spare / behind.max(1))
+    }
+
+    /// The bytes `key`'s own Fetch asks for, `max_bytes` at most: when it is behind, its first
+    /// of `pieces` pieces ([`Self::pieces`]), so the Fetches ahead take the rest at once.
+    pub fn own_bytes(&self, key: &TopicPartition, max_bytes: usize, pieces: usize) -> usize {
+        let Some(state) = self.partitions.get(key).filter(|s| s.backlog) else {
             return max_bytes;
         };
-        match (state.piece(fetches), state.span) {
+        match (state.piece(pieces), state.span) {
             (Some(piece), Some(span)) if piece != span => piece
                 .bytes
                 .saturating_sub(2 * piece.batch_bytes)
@@ -409,12 +416,13 @@ impl FetchState {
         if self.ahead.values().map(BTreeMap::len).sum::<usize>() >= max_total {
             return None;
         }
+        let pieces = self.pieces(max_ahead, max_total);
         let (key, start, bytes) = self
             .partitions
             .iter()
             .filter(|(_, state)| state.backlog && !state.held(now_ms))
             .filter_map(|(key, state)| {
-                let (end, span) = (state.log_end?, state.piece(max_ahead + 1)?);
+                let (end, span) = (state.log_end?, state.piece(pieces)?);
                 let ahead = self.ahead.get(key);
                 let count = ahead.map_or(0, BTreeMap::len);
                 let last = ahead.and_then(|a| a.keys().next_back().copied());
@@ -422,8 +430,8 @@ impl FetchState {
                 // is answered from that batch), each next one an answer on; each asks for two
                 // batches more than that, so it reaches past where the next starts.
                 let start = match last {
-                    Some(last) if last > end => last + span.offsets,
-                    _ => end + span.offsets - span.batch / 2,
+                    Some(last) if last > end => last.saturating_add(span.offsets),
+                    _ => end.saturating_add(span.offsets - span.batch / 2),
                 };
                 (count < max_ahead && start < state.high_watermark)
                     .then_some((count, key, start, span.bytes))
@@ -920,12 +928,9 @@ mod tests {
         };
         // 1,700 offsets behind: pieces of 100 offsets (100 KiB), each asking two batches more.
         state.noted(&a, 0, Some(span), true, 1_700);
-        assert_eq!(state.own_bytes(&a, 1 << 20, 17, true), 100 * 1024);
-        assert_eq!(
-            state.own_bytes(&a, 1 << 20, 17, false),
-            1 << 20,
-            "no Fetches ahead"
-        );
+        assert_eq!(state.pieces(16, 100), 17);
+        assert_eq!(state.own_bytes(&a, 1 << 20, 17), 100 * 1024);
+        assert_eq!(state.own_bytes(&a, 1 << 20, 1), 1 << 20, "no Fetches ahead");
         let pieces = starts(&mut state);
         assert_eq!(pieces.len(), 16);
         assert_eq!(pieces[0], (95, 120), "inside the own answer's last batch");
@@ -933,16 +938,53 @@ mod tests {
         // 200 behind: pieces of 64 KiB at least (64 offsets), none from the high watermark on.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 200);
-        assert_eq!(state.own_bytes(&a, 1 << 20, 17, true), 64 * 1024);
+        assert_eq!(state.own_bytes(&a, 1 << 20, 17), 64 * 1024);
         assert_eq!(starts(&mut state), [(59, 84), (123, 84), (187, 84)]);
         // Far behind: whole spans, as before.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 1_000_000);
-        assert_eq!(state.own_bytes(&a, 1 << 20, 17, true), 1 << 20);
+        assert_eq!(state.own_bytes(&a, 1 << 20, 17), 1 << 20);
         assert_eq!(starts(&mut state)[..2], [(995, 1044), (1_995, 1044)]);
         // Caught up: its whole span.
         state.noted(&a, 0, Some(span), false, 5);
-        assert_eq!(state.own_bytes(&a, 1 << 20, 17, true), 1 << 20);
+        assert_eq!(state.own_bytes(&a, 1 << 20, 17), 1 << 20);
+        // Batches of 100 KiB: pieces of four batches at least (what two more batches per Fetch
+        // ahead fetch twice stays under a third).
+        let large = Span {
+            offsets: 1_000,
+            batch: 100,
+            batch_bytes: 100 * 1024,
+            bytes: (1 << 20) + 2 * 100 * 1024,
+        };
+        state.drop_ahead(&a);
+        state.noted(&a, 0, Some(large), true, 1_700);
+        assert_eq!(state.own_bytes(&a, 1 << 20, 17), 400 * 1024);
+        assert_eq!(
+            starts(&mut state),
+            [(350, 600), (750, 600), (1_150, 600), (1_550, 600)]
+        );
+    }
+
+    /// A partition behind gets as many pieces as the lanes to spare (beyond one per partition)
+    /// give each partition behind, and one (its whole span) when there are none.
+    #[test]
+    fn pieces_follow_the_lanes_to_spare() {
+        let mut state = attached(&["a", "b", "c", "d"]);
+        let span = Span {
+            offsets: 1_000,
+            batch: 10,
+            batch_bytes: 10 * 1024,
+            bytes: (1 << 20) + 2 * 10 * 1024,
+        };
+        for topic in ["a", "b"] {
+            state.noted(&key(topic), 0, Some(span), true, 1_000);
+        }
+        assert_eq!(state.pieces(16, 10), 4, "six to spare, for two behind");
+        assert_eq!(state.pieces(2, 100), 3, "at most two ahead each");
+        assert_eq!(state.pieces(16, 4), 1, "none to spare");
+        assert_eq!(state.own_bytes(&key("a"), 1 << 20, 4), 250 * 1024);
+        assert_eq!(state.own_bytes(&key("a"), 1 << 20, 1), 1 << 20);
+        assert_eq!(state.own_bytes(&key("c"), 1 << 20, 4), 1 << 20, "caught up");
     }
 
     #[test]

@@ -421,7 +421,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         // The partitions with a backlog one Fetch's bytes cover.
         let fetch_bytes = self.pacing.fetch_bytes(self.pacing.target());
         let per_fetch = (fetch_bytes as usize / self.config.partition_max_bytes.max(1)).max(1);
-        let reading_ahead = self.members.len() < self.allowed();
+        let pieces = self.state.pieces(MAX_AHEAD, self.allowed());
         for key in self
             .state
             .next_round(max_partitions, per_fetch, backlogged, now)
@@ -432,12 +432,9 @@ impl<P: FetcherPorts> Fetcher<P> {
             let current_leader_epoch = partition.epochs.source;
             match self.ports.next_fetch(&key) {
                 Ok(mut request) => {
-                    request.max_bytes = self.state.own_bytes(
-                        &key,
-                        self.config.partition_max_bytes,
-                        MAX_AHEAD + 1,
-                        reading_ahead,
-                    );
+                    request.max_bytes =
+                        self.state
+                            .own_bytes(&key, self.config.partition_max_bytes, pieces);
                     requests.push(PartitionFetch {
                         key,
                         request,
