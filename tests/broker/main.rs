@@ -82,7 +82,7 @@ async fn start_broker(dir: &Path, extra: &str, mirroring: bool) -> Running {
     ))
     .expect("parses");
     let (config, _) = BrokerConfig::from_properties(&props).expect("valid");
-    let broker = Arc::new(Broker::open(config).expect("opens"));
+    let broker = Arc::new(open_again(config).await);
     let engine =
         mirroring.then(|| EngineRuntime::start(BrokerHost(broker.clone())).expect("engine"));
     let (stop, stopped) = watch::channel(false);
@@ -98,6 +98,24 @@ async fn start_broker(dir: &Path, extra: &str, mirroring: bool) -> Running {
         stop,
         server,
         engine,
+    }
+}
+
+/// Opens a broker on `config`, over a folder a broker of this test may have just closed: a
+/// child process another test forks in that moment holds a copy of the lock's descriptor until
+/// it executes its program (the descriptor closes on exec), so a refused lock is tried again
+/// for a few seconds.
+async fn open_again(config: BrokerConfig) -> Broker {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match Broker::open(config.clone()) {
+            Err(kmirror::storage::StorageError::LogDirLocked { .. })
+                if std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            opened => return opened.expect("opens"),
+        }
     }
 }
 
