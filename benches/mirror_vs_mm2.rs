@@ -392,13 +392,19 @@ fn kmirror(
         eprintln!("{topic} kmirror{extra}: {line}");
     }
     terminate(&mut child);
+    keep_broker_log(dir.path(), &format!("{topic}{extra}"));
+    figures
+}
+
+/// With `MM2_BENCH_KEEP_LOGS` set, copies the `broker.log` of the kmirror broker in `dir` there
+/// as `<name>.log` (the broker's folder goes with the run).
+fn keep_broker_log(dir: &std::path::Path, name: &str) {
     if let Ok(keep) = std::env::var("MM2_BENCH_KEEP_LOGS") {
         let _ = std::fs::copy(
-            dir.path().join("broker.log"),
-            std::path::Path::new(&keep).join(format!("{topic}{extra}.log")),
+            dir.join("broker.log"),
+            std::path::Path::new(&keep).join(format!("{name}.log")),
         );
     }
-    figures
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -640,12 +646,7 @@ fn lag_during_catch_up(
         2 * round_trip_ms + 100
     );
     terminate(&mut broker);
-    if let Ok(keep) = std::env::var("MM2_BENCH_KEEP_LOGS") {
-        let _ = std::fs::copy(
-            dir.path().join("broker.log"),
-            std::path::Path::new(&keep).join(format!("{steady}.log")),
-        );
-    }
+    keep_broker_log(dir.path(), &steady);
     delete_topic(&clusters.source, &steady);
 }
 
