@@ -20,10 +20,11 @@
 //! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): when the fetcher may keep more
 //!   Fetches in flight than it has partitions, a partition with a backlog also gets Fetches
 //!   from offsets beyond its log end, at most `max_ahead` of them: the first inside the last
-//!   batch the partition's own answer should hold, each next one an answer further, each
-//!   asking for two batches more than an answer (the source answers a Fetch from the batch
-//!   holding its offset, so each overlaps the one before by a batch or more, whatever the
-//!   batches' sizes, and no offset falls between them), and none from the high watermark
+//!   batch the partition's own answer should hold, each next one an answer further (a piece,
+//!   when the backlog is small: [`FetchState::pieces`]), each asking for two batches more
+//!   than that (the source answers a Fetch from the batch holding its offset, so each
+//!   overlaps the one before by a batch or more, whatever the batches' sizes, and no offset
+//!   falls between them), and none from the high watermark
 //!   the partition's answers showed or past it (the source has nothing there). Their answers
 //!   wait here until the log end reaches them; then the batches from the log end on are
 //!   applied as the answer to a fetch from there would be (the
@@ -427,8 +428,8 @@ impl FetchState {
                 let count = ahead.map_or(0, BTreeMap::len);
                 let last = ahead.and_then(|a| a.keys().next_back().copied());
                 // The first inside the last batch the partition's own answer should hold (so it
-                // is answered from that batch), each next one an answer on; each asks for two
-                // batches more than that, so it reaches past where the next starts.
+                // is answered from that batch), each next one an answer (or a piece) on; each
+                // asks for two batches more than that, so it reaches past where the next starts.
                 let start = match last {
                     Some(last) if last > end => last.saturating_add(span.offsets),
                     _ => end.saturating_add(span.offsets - span.batch / 2),
@@ -906,9 +907,10 @@ mod tests {
         assert_eq!(starts(&mut state), [445, 495]);
     }
 
-    /// A backlog of fewer than 17 spans is fetched in 17 pieces (the partition's own Fetch and
-    /// 16 ahead) of at least 64 KiB and a batch, so it crosses a distant link over as many
-    /// connections at once; a partition caught up, or not read ahead, asks for its whole span.
+    /// A backlog of fewer spans than the partition's pieces (here 17: its own Fetch and 16
+    /// ahead) is fetched in that many pieces of at least 64 KiB and four batches, so it crosses
+    /// a distant link over as many connections at once; a partition caught up, or with no
+    /// piece to spare, asks for its whole span.
     #[test]
     fn a_small_backlog_is_fetched_in_pieces_over_several_connections() {
         let mut state = attached(&["a"]);
