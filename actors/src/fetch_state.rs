@@ -119,6 +119,44 @@ pub enum AheadAtLogEnd {
     Fetch,
 }
 
+/// Which partitions a round takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Any.
+    All,
+    /// Those whose last answer showed no backlog.
+    CaughtUp,
+    /// Those whose last answer showed a backlog.
+    Behind,
+    /// The one behind with the least left at the source, if near its end: a round of one,
+    /// outside the turns (the reserve serves the nearest first).
+    Nearest,
+}
+
+impl Kind {
+    fn admits(self, state: &PartitionFetchState) -> bool {
+        match self {
+            Kind::All => true,
+            Kind::CaughtUp => !state.backlog,
+            Kind::Behind => state.backlog,
+            Kind::Nearest => state.backlog && state.near(),
+        }
+    }
+}
+
+/// The Fetches a fetcher's lanes allow for reading ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AheadLanes {
+    /// Fetches ahead of one partition, at most.
+    pub per_partition: usize,
+    /// Fetches the pacing allows in flight, each partition's own among them.
+    pub total: usize,
+    /// Fetches beyond `total` kept for partitions near the source's end (0: none kept): their
+    /// own Fetches ask for one piece, and the rest of a small backlog is fetched ahead in
+    /// pieces, on these lanes first.
+    pub reserve: usize,
+}
+
 /// The fewest bytes a piece of a small backlog is fetched in (see [`PartitionFetchState`]'s
 /// pieces): within one window of a distant source's connection (Kafka's default 100 KiB), so
 /// each comes over in about one round trip.
@@ -155,6 +193,22 @@ impl PartitionFetchState {
             bytes: bytes + 2 * span.batch_bytes,
             ..span
         })
+    }
+
+    /// Whether it is near the source's end: caught up, or behind by less than one answer of
+    /// `fetch.max.bytes` (a steady partition a little behind, or the last of a catch-up). Its
+    /// records are the ones whose lag readers watch, and it takes little of the link.
+    fn near(&self) -> bool {
+        !self.backlog
+            || self
+                .remaining()
+                .is_some_and(|(left, span)| left < span.offsets)
+    }
+
+    /// What remains at the source past its log end, and its span, when both are known.
+    fn remaining(&self) -> Option<(i64, Span)> {
+        let (span, end) = (self.span?, self.log_end?);
+        Some((self.high_watermark.saturating_sub(end).max(0), span))
     }
 
     /// Whether a round at `now_ms` may ask for it: no Fetch of it in flight, no answer being
@@ -279,7 +333,7 @@ impl FetchState {
 
     /// The partitions the next Fetch asks for at `now_ms` (at most `max_partitions`, of them at
     /// most `max_backlogged` whose last answer showed a backlog, none being fetched, applied or
-    /// held; with `backlogged` given, only those whose backlog is that), in turn; the cursor
+    /// held; only those of `kind`), in turn; the cursor
     /// moves past them. A Fetch whose bytes cover a few backlogged partitions leaves the others
     /// to Fetches in flight beside it, instead of holding them with nothing to bring; and a
     /// caught-up partition asked apart from backlogged ones gets its new records without
@@ -288,10 +342,20 @@ impl FetchState {
         &mut self,
         max_partitions: usize,
         max_backlogged: usize,
-        backlogged: Option<bool>,
+        kind: Kind,
         now_ms: u64,
     ) -> Vec<TopicPartition> {
-        let kind = backlogged;
+        if kind == Kind::Nearest {
+            return self
+                .partitions
+                .iter()
+                .filter(|(key, state)| {
+                    kind.admits(state) && state.ready(now_ms) && !self.waits_ahead(key, state)
+                })
+                .min_by_key(|(_, state)| state.remaining().map(|(left, _)| left))
+                .map(|(key, _)| vec![key.clone()])
+                .unwrap_or_default();
+        }
         let cursor = self.cursor.as_ref();
         let after = cursor.map_or(Bound::Unbounded, Bound::Excluded);
         let before = cursor.map_or(Bound::Unbounded, Bound::Included);
@@ -307,9 +371,7 @@ impl FetchState {
         let mut round = Vec::new();
         let (mut first, mut reached, mut full, mut backlogged) = (None, None, false, 0);
         for (key, state) in in_turn {
-            let ready = state.ready(now_ms)
-                && !self.waits_ahead(key, state)
-                && kind.is_none_or(|k| state.backlog == k);
+            let ready = state.ready(now_ms) && !self.waits_ahead(key, state) && kind.admits(state);
             if round.len() == max_partitions
                 || (ready && state.backlog && backlogged == max_backlogged)
             {
@@ -387,13 +449,34 @@ impl FetchState {
         1 + max_ahead.min(spare / behind.max(1))
     }
 
+    /// Into how many pieces `state` is cut when behind: the share of the lanes to spare
+    /// ([`Self::pieces`]); near the source's end with a reserve kept, as many as it may have
+    /// ahead (pieces of a window, [`MIN_PIECE_BYTES`], each crossing a distant link in one
+    /// round trip: the reserve's lanes carry them first, lanes that free up the rest).
+    fn pieces_of(&self, state: &PartitionFetchState, lanes: AheadLanes) -> usize {
+        if lanes.reserve > 0 && state.near() {
+            1 + lanes.per_partition
+        } else {
+            self.pieces(lanes.per_partition, lanes.total)
+        }
+    }
+
     /// The bytes `key`'s own Fetch asks for, `max_bytes` at most: when it is behind, its first
-    /// of `pieces` pieces ([`Self::pieces`]), so the Fetches ahead take the rest at once.
-    pub fn own_bytes(&self, key: &TopicPartition, max_bytes: usize, pieces: usize) -> usize {
-        let Some(state) = self.partitions.get(key).filter(|s| s.backlog) else {
+    /// piece ([`Self::pieces_of`]), so the Fetches ahead take the rest at once; when it is
+    /// caught up and lanes are kept for it, one piece of [`MIN_PIECE_BYTES`] (a batch at
+    /// least), so what a round trip gathers crosses a distant link within one window and the
+    /// rest comes in pieces beside it.
+    pub fn own_bytes(&self, key: &TopicPartition, max_bytes: usize, lanes: AheadLanes) -> usize {
+        let Some(state) = self.partitions.get(key) else {
             return max_bytes;
         };
-        match (state.piece(pieces), state.span) {
+        if !state.backlog {
+            return match state.span.filter(|_| lanes.reserve > 0) {
+                Some(span) => MIN_PIECE_BYTES.max(span.batch_bytes).min(max_bytes),
+                None => max_bytes,
+            };
+        }
+        match (state.piece(self.pieces_of(state, lanes)), state.span) {
             (Some(piece), Some(span)) if piece != span => piece
                 .bytes
                 .saturating_sub(2 * piece.batch_bytes)
@@ -403,26 +486,29 @@ impl FetchState {
     }
 
     /// The next Fetch ahead at `now_ms`: the partition with the fewest ahead (at most
-    /// `max_ahead` each, `max_total` in all, in flight or waiting) among those with a backlog,
-    /// not held, whose log end and span are known, the offset to ask from (a piece past the
-    /// last one asked, or near the log end; below the high watermark its last answer showed,
-    /// since the source has nothing from there on) and the bytes to ask. It counts as in
-    /// flight.
+    /// `lanes.per_partition` each, `lanes.total` in all, in flight or waiting; with `near`,
+    /// only partitions near the source's end, within the reserve beyond that) among those with
+    /// a backlog, not held, whose log end and span are known, the offset to ask from (a piece
+    /// past the last one asked, or near the log end; below the high watermark its last answer
+    /// showed, since the source has nothing from there on) and the bytes to ask. It counts as
+    /// in flight.
     pub fn next_ahead(
         &mut self,
-        max_ahead: usize,
-        max_total: usize,
+        lanes: AheadLanes,
+        near: bool,
         now_ms: u64,
     ) -> Option<(TopicPartition, i64, usize)> {
-        if self.ahead.values().map(BTreeMap::len).sum::<usize>() >= max_total {
+        let most = lanes.total + if near { lanes.reserve } else { 0 };
+        if self.ahead.values().map(BTreeMap::len).sum::<usize>() >= most {
             return None;
         }
-        let pieces = self.pieces(max_ahead, max_total);
+        let max_ahead = lanes.per_partition;
         let (key, start, bytes) = self
             .partitions
             .iter()
-            .filter(|(_, state)| state.backlog && !state.held(now_ms))
+            .filter(|(_, state)| state.backlog && !state.held(now_ms) && (!near || state.near()))
             .filter_map(|(key, state)| {
+                let pieces = self.pieces_of(state, lanes);
                 let (end, span) = (state.log_end?, state.piece(pieces)?);
                 let ahead = self.ahead.get(key);
                 let count = ahead.map_or(0, BTreeMap::len);
@@ -434,10 +520,16 @@ impl FetchState {
                     Some(last) if last > end => last.saturating_add(span.offsets),
                     _ => end.saturating_add(span.offsets - span.batch / 2),
                 };
+                // On the reserve the nearest goes first; elsewhere the fewest ahead.
+                let order = if near {
+                    state.remaining().map_or(i64::MAX, |(left, _)| left)
+                } else {
+                    i64::try_from(count).unwrap_or(i64::MAX)
+                };
                 (count < max_ahead && start < state.high_watermark)
-                    .then_some((count, key, start, span.bytes))
+                    .then_some((order, key, start, span.bytes))
             })
-            .min_by_key(|(count, _, _, _)| *count)
+            .min_by_key(|(order, _, _, _)| *order)
             .map(|(_, key, start, bytes)| (key.clone(), start, bytes))?;
         self.ahead
             .entry(key.clone())
@@ -573,6 +665,14 @@ mod tests {
         destination: 7,
     };
 
+    fn lanes(per_partition: usize, total: usize) -> AheadLanes {
+        AheadLanes {
+            per_partition,
+            total,
+            reserve: 0,
+        }
+    }
+
     fn key(topic: &str) -> TopicPartition {
         TopicPartition::new(topic, 0)
     }
@@ -655,7 +755,7 @@ mod tests {
                 for topic in *applying {
                     state.applying(&key(topic));
                 }
-                let round = state.next_round(*max, usize::MAX, None, 0);
+                let round = state.next_round(*max, usize::MAX, Kind::All, 0);
                 assert_eq!(names(&round), *expected, "{case}");
             }
         }
@@ -681,7 +781,7 @@ mod tests {
         let a = state.get(&key("a")).copied();
         assert_eq!(a.map(|s| (s.applying, s.epochs.source)), Some((true, 5)));
         assert!(
-            state.next_round(10, usize::MAX, None, 0).is_empty(),
+            state.next_round(10, usize::MAX, Kind::All, 0).is_empty(),
             "still applying"
         );
     }
@@ -753,7 +853,7 @@ mod tests {
                 }
                 Step::Nothing => {}
             }
-            let mut round = names(&state.next_round(10, usize::MAX, None, now))
+            let mut round = names(&state.next_round(10, usize::MAX, Kind::All, now))
                 .into_iter()
                 .map(str::to_owned)
                 .collect::<Vec<_>>();
@@ -811,18 +911,18 @@ mod tests {
             bytes: 4096,
         };
         assert_eq!(
-            state.next_ahead(4, 100, 0),
+            state.next_ahead(lanes(4, 100), false, 0),
             None,
             "nothing known of a backlog"
         );
         state.noted(&a, 100, Some(span), true, 1_000);
-        let first = state.next_ahead(4, 100, 0);
+        let first = state.next_ahead(lanes(4, 100), false, 0);
         assert_eq!(
             first,
             Some((a.clone(), 145, 4096)),
             "inside the last batch of the partition's own answer"
         );
-        let second = state.next_ahead(4, 100, 0);
+        let second = state.next_ahead(lanes(4, 100), false, 0);
         assert_eq!(second, Some((a.clone(), 195, 4096)), "an answer on");
         assert_eq!(state.ready(0), 2, "nothing ahead starts at the log end yet");
         // The one from 145 is answered from the batch holding it, at 140, two batches long.
@@ -840,32 +940,38 @@ mod tests {
         // At 200 the one from 195 (in flight) reaches it: the partition waits for it.
         assert_eq!(state.ahead_at(&a, 200), AheadAtLogEnd::Wait);
         assert_eq!(state.ready(0), 1, "a waits for its Fetch ahead; b does not");
-        assert_eq!(names(&state.next_round(10, usize::MAX, None, 0)), ["b"]);
+        assert_eq!(
+            names(&state.next_round(10, usize::MAX, Kind::All, 0)),
+            ["b"]
+        );
         state.ahead_answered(&a, 195, Some(batches(190, 260)));
         let at = state.ahead_at(&a, 200);
         assert_eq!(first_and_end(&at), Some((200, 260)), "{at:?}");
         // An answer that would start inside a batch at the log end cannot line up: dropped.
         state.noted(&a, 260, Some(span), true, 1_000);
-        let (_, start, _) = state.next_ahead(4, 100, 0).expect("ahead");
+        let (_, start, _) = state.next_ahead(lanes(4, 100), false, 0).expect("ahead");
         assert_eq!(start, 305);
         state.ahead_answered(&a, start, Some(batches(300, 400)));
         assert_eq!(state.ahead_at(&a, 305), AheadAtLogEnd::Fetch);
         assert_eq!(state.ahead_of(&a), 0);
         // Failed or empty answers ahead are dropped; a hold drops everything ahead.
-        let (_, start, _) = state.next_ahead(4, 100, 0).expect("ahead");
+        let (_, start, _) = state.next_ahead(lanes(4, 100), false, 0).expect("ahead");
         state.ahead_answered(&a, start, None);
         assert_eq!(state.ahead_of(&a), 0);
-        state.next_ahead(4, 100, 0);
+        state.next_ahead(lanes(4, 100), false, 0);
         state.hold(&a, 50);
         assert_eq!(state.ahead_of(&a), 0);
-        assert_eq!(state.next_ahead(4, 100, 10), None, "held");
-        assert!(state.next_ahead(4, 100, 50).is_some(), "hold over");
+        assert_eq!(state.next_ahead(lanes(4, 100), false, 10), None, "held");
+        assert!(
+            state.next_ahead(lanes(4, 100), false, 50).is_some(),
+            "hold over"
+        );
     }
 
     /// Every Fetch ahead the state gives now (16 per partition at most): where each starts and
     /// the bytes it asks for.
     fn aheads(state: &mut FetchState) -> Vec<(i64, usize)> {
-        std::iter::from_fn(|| state.next_ahead(16, 100, 0))
+        std::iter::from_fn(|| state.next_ahead(lanes(16, 100), false, 0))
             .map(|(_, start, bytes)| (start, bytes))
             .collect()
     }
@@ -931,8 +1037,12 @@ mod tests {
         // 1,700 offsets behind: pieces of 100 offsets (100 KiB), each asking two batches more.
         state.noted(&a, 0, Some(span), true, 1_700);
         assert_eq!(state.pieces(16, 100), 17);
-        assert_eq!(state.own_bytes(&a, 1 << 20, 17), 100 * 1024);
-        assert_eq!(state.own_bytes(&a, 1 << 20, 1), 1 << 20, "no Fetches ahead");
+        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 100 * 1024);
+        assert_eq!(
+            state.own_bytes(&a, 1 << 20, lanes(16, 1)),
+            1 << 20,
+            "no Fetches ahead"
+        );
         let pieces = starts(&mut state);
         assert_eq!(pieces.len(), 16);
         assert_eq!(pieces[0], (95, 120), "inside the own answer's last batch");
@@ -940,16 +1050,16 @@ mod tests {
         // 200 behind: pieces of 64 KiB at least (64 offsets), none from the high watermark on.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 200);
-        assert_eq!(state.own_bytes(&a, 1 << 20, 17), 64 * 1024);
+        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 64 * 1024);
         assert_eq!(starts(&mut state), [(59, 84), (123, 84), (187, 84)]);
         // Far behind: whole spans, as before.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 1_000_000);
-        assert_eq!(state.own_bytes(&a, 1 << 20, 17), 1 << 20);
+        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 1 << 20);
         assert_eq!(starts(&mut state)[..2], [(995, 1044), (1_995, 1044)]);
         // Caught up: its whole span.
         state.noted(&a, 0, Some(span), false, 5);
-        assert_eq!(state.own_bytes(&a, 1 << 20, 17), 1 << 20);
+        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 1 << 20);
         // Batches of 100 KiB: pieces of four batches at least (what two more batches per Fetch
         // ahead fetch twice stays under a third).
         let large = Span {
@@ -960,7 +1070,7 @@ mod tests {
         };
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(large), true, 1_700);
-        assert_eq!(state.own_bytes(&a, 1 << 20, 17), 400 * 1024);
+        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 400 * 1024);
         assert_eq!(
             starts(&mut state),
             [(350, 600), (750, 600), (1_150, 600), (1_550, 600)]
@@ -984,9 +1094,63 @@ mod tests {
         assert_eq!(state.pieces(16, 10), 4, "six to spare, for two behind");
         assert_eq!(state.pieces(2, 100), 3, "at most two ahead each");
         assert_eq!(state.pieces(16, 4), 1, "none to spare");
-        assert_eq!(state.own_bytes(&key("a"), 1 << 20, 4), 250 * 1024);
-        assert_eq!(state.own_bytes(&key("a"), 1 << 20, 1), 1 << 20);
-        assert_eq!(state.own_bytes(&key("c"), 1 << 20, 4), 1 << 20, "caught up");
+        assert_eq!(
+            state.own_bytes(&key("a"), 1 << 20, lanes(16, 10)),
+            250 * 1024
+        );
+        assert_eq!(state.own_bytes(&key("a"), 1 << 20, lanes(16, 4)), 1 << 20);
+        assert_eq!(
+            state.own_bytes(&key("c"), 1 << 20, lanes(16, 10)),
+            1 << 20,
+            "caught up"
+        );
+    }
+
+    /// Lanes kept for partitions near the source's end: with none to spare, a steady partition
+    /// a little behind is still cut into pieces of a window, and its Fetches ahead may use the
+    /// reserve while a catch-up beside it may not; caught up, its own Fetch asks for one piece.
+    #[test]
+    fn partitions_near_the_end_are_fetched_in_pieces_on_the_lanes_kept_for_them() {
+        let mut state = attached(&["catch-up", "steady"]);
+        let span = Span {
+            offsets: 1_000,
+            batch: 10,
+            batch_bytes: 10 * 1024,
+            bytes: (1 << 20) + 2 * 10 * 1024,
+        };
+        let (far, near) = (key("catch-up"), key("steady"));
+        state.noted(&far, 0, Some(span), true, 1_000_000);
+        state.noted(&near, 0, Some(span), true, 500);
+        let kept = AheadLanes {
+            reserve: 4,
+            ..lanes(16, 2)
+        };
+        assert_eq!(state.pieces(16, 2), 1, "no lane to spare");
+        assert_eq!(state.own_bytes(&near, 1 << 20, kept), 64 * 1024);
+        assert_eq!(state.own_bytes(&far, 1 << 20, kept), 1 << 20, "far behind");
+        assert_eq!(
+            state.own_bytes(&near, 1 << 20, lanes(16, 2)),
+            1 << 20,
+            "none kept"
+        );
+        let picked: Vec<(String, i64)> = std::iter::from_fn(|| state.next_ahead(kept, true, 0))
+            .map(|(k, start, _)| (k.topic, start))
+            .collect();
+        assert_eq!(
+            picked,
+            [59, 123, 187, 251, 315, 379].map(|start| ("steady".to_string(), start)),
+            "the steady partition's pieces of 64 KiB, six: two lanes and the reserve's four"
+        );
+        assert_eq!(
+            names(&state.next_round(10, usize::MAX, Kind::Nearest, 0)),
+            ["steady"]
+        );
+        state.noted(&near, 500, Some(span), false, 505);
+        assert_eq!(
+            state.own_bytes(&near, 1 << 20, kept),
+            64 * 1024,
+            "caught up: one piece"
+        );
     }
 
     #[test]
@@ -1001,13 +1165,20 @@ mod tests {
         state.noted(&key("a"), 0, span, true, 1_000);
         state.noted(&key("b"), 0, span, true, 1_000);
         state.noted(&key("c"), 0, span, false, 1_000);
-        let picked: Vec<String> = std::iter::from_fn(|| state.next_ahead(2, 100, 0))
+        let picked: Vec<String> = std::iter::from_fn(|| state.next_ahead(lanes(2, 100), false, 0))
             .map(|(k, start, _)| format!("{}@{start}", k.topic))
             .collect();
         assert_eq!(picked, ["a@5", "b@5", "a@15", "b@15"], "c has no backlog");
         state.drop_ahead(&key("a"));
-        assert_eq!(state.next_ahead(2, 3, 0), Some((key("a"), 5, 4096)));
-        assert_eq!(state.next_ahead(2, 3, 0), None, "three ahead in all");
+        assert_eq!(
+            state.next_ahead(lanes(2, 3), false, 0),
+            Some((key("a"), 5, 4096))
+        );
+        assert_eq!(
+            state.next_ahead(lanes(2, 3), false, 0),
+            None,
+            "three ahead in all"
+        );
         state.attach(key("a"), EPOCHS);
         assert_eq!(state.ahead_of(&key("a")), 0, "an attach starts afresh");
         state.detach(&key("b"));
@@ -1032,10 +1203,10 @@ mod tests {
                 .map(str::to_owned)
                 .collect()
         };
-        assert_eq!(round(1, None), ["a", "b"], "stops before c");
-        assert_eq!(round(1, None), ["c", "d"]);
-        assert_eq!(round(2, None), ["a", "b", "c", "d"]);
-        assert_eq!(round(2, Some(false)), ["b", "d"], "caught up apart");
-        assert_eq!(round(2, Some(true)), ["c", "a"], "in turn");
+        assert_eq!(round(1, Kind::All), ["a", "b"], "stops before c");
+        assert_eq!(round(1, Kind::All), ["c", "d"]);
+        assert_eq!(round(2, Kind::All), ["a", "b", "c", "d"]);
+        assert_eq!(round(2, Kind::CaughtUp), ["b", "d"], "caught up apart");
+        assert_eq!(round(2, Kind::Behind), ["c", "a"], "in turn");
     }
 }

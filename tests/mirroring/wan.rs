@@ -2,7 +2,8 @@
 //! Kafka as the source and a `kmirror broker` process: with more Fetches allowed than a topic
 //! has partitions, a partition with a backlog is read ahead of its log end, and the copy stays
 //! byte for byte, every offset once, in order; through a link that cuts connections in the
-//! middle of answers (the WAN model, `kmirror_testkit::wan_proxy`), it still does.
+//! middle of answers (the WAN model, `kmirror_testkit::wan_proxy`), it still does; and
+//! DescribeMirrors through a distant link shows the source's offsets of every topic.
 
 use super::assurance::{
     cli_ok, create, create_topic, destination, json_of, metric, produce, wait_until,
@@ -12,6 +13,10 @@ use kmirror_testkit::local_cluster::scrape_text;
 use kmirror_testkit::source::{source_client, source_ends};
 use kmirror_testkit::wan_proxy::{WanLink, WanProxy};
 use std::time::Duration;
+
+/// The source's REMOTE listener has one address, where one proxy at a time can listen: the
+/// tests that put a link there take turns.
+static REMOTE_LINK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Answers of 16 KiB make every answer of a one-partition backlog show more to come, so the
 /// fetcher reads ahead from its first answers on; `--verify` then compares every batch of the
@@ -70,6 +75,7 @@ async fn a_link_that_cuts_connections_mid_answer_loses_nothing() {
     let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     // The source advertises its REMOTE listener at the proxy's address, so every connection the
     // mirror makes after metadata goes through the link too.
+    let _link = REMOTE_LINK.lock().await;
     let proxy = WanProxy::start(
         &kafka_env("KMIRROR_KAFKA_REMOTE"),
         &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"),
@@ -130,4 +136,100 @@ async fn a_link_that_cuts_connections_mid_answer_loses_nothing() {
         assert_eq!(row["verifiedTo"], ends[partition], "{text}");
         assert_eq!(row["differenceOffset"], serde_json::Value::Null, "{text}");
     }
+}
+
+/// DescribeMirrors across a distant link (150 ms round trips, the WAN model): the source's
+/// offsets of every topic are asked at once, so every partition of every topic shows them
+/// within the describe's budget. Asked one after another (a metadata call and two ListOffsets
+/// per partition, each a round trip), only the first topic or two fitted it; the others showed
+/// no source offset and no lag.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn a_describe_across_a_distant_link_shows_every_topics_source_offsets() {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let _link = REMOTE_LINK.lock().await;
+    let _proxy = WanProxy::start(
+        &kafka_env("KMIRROR_KAFKA_REMOTE"),
+        &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"),
+        WanLink::delay(Duration::from_millis(75)),
+    );
+    let topics: Vec<String> = (0..5)
+        .map(|i| format!("wan-{}-describe-{i}", std::process::id()))
+        .collect();
+    for topic in &topics {
+        create_topic(&bootstrap, topic, 4).await;
+        produce(&bootstrap, topic, 200).await;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_broker, address, _metrics) = destination(dir.path());
+    create(
+        dir.path(),
+        &address,
+        "distant",
+        &format!("bootstrap.servers={}\n", kafka_env("KMIRROR_KAFKA_REMOTE")),
+    );
+    cli_ok(
+        &address,
+        &[
+            "--start",
+            "--mirror",
+            "distant",
+            "--topics",
+            &topics.join(","),
+        ],
+    );
+    let source = source_client(&bootstrap).await;
+    let mut ends = Vec::new();
+    for topic in &topics {
+        let topic_ends = source_ends(&source, topic, 4).await;
+        wait_until(&address, "distant", topic, "caught up", |p| {
+            p.len() == 4
+                && p.iter().all(|p| {
+                    p.state == "MIRRORING"
+                        && p.destination_offset == topic_ends[p.partition_index as usize]
+                })
+        })
+        .await;
+        ends.push(topic_ends);
+    }
+    let described = describe_all(&address, "distant").await;
+    for (topic, topic_ends) in topics.iter().zip(&ends) {
+        let partitions = &described
+            .iter()
+            .find(|t| t.topic_name == *topic)
+            .unwrap_or_else(|| panic!("{topic} not described: {described:?}"))
+            .partitions;
+        assert_eq!(partitions.len(), 4, "{topic}: {partitions:?}");
+        for p in partitions {
+            let end = topic_ends[p.partition_index as usize];
+            assert_eq!(
+                (p.source_offset, p.source_high_watermark, p.lag),
+                (end, end, 0),
+                "{topic}-{}: {described:?}",
+                p.partition_index
+            );
+        }
+    }
+}
+
+/// One DescribeMirrors of `mirror`: every topic it shows.
+async fn describe_all(
+    address: &str,
+    mirror: &str,
+) -> Vec<kmirror_protocol::messages::describe_mirrors_response::DescribedTopic> {
+    use kmirror_protocol::client::ClientConfig;
+    use kmirror_protocol::client::connection::Connection;
+    use kmirror_protocol::messages::DescribeMirrorsRequest;
+    let connection = Connection::connect(address, &ClientConfig::plaintext(address), None)
+        .await
+        .expect("connected");
+    let request = DescribeMirrorsRequest {
+        mirror_names: vec![mirror.into()],
+        ..Default::default()
+    };
+    let (_, answer) = connection
+        .send("DescribeMirrors", &request, 0)
+        .await
+        .expect("described");
+    answer.mirrors.into_iter().flat_map(|m| m.topics).collect()
 }

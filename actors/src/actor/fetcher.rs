@@ -32,7 +32,7 @@ use super::ports::FetcherProgress;
 use super::ports::PortFuture;
 use crate::fetch_pacing::{AnswerSample, FetchPacing, PacingLimits, PacingReport};
 pub use crate::fetch_state::FetchEpochs;
-use crate::fetch_state::{AheadAtLogEnd, FetchState, Span};
+use crate::fetch_state::{AheadAtLogEnd, AheadLanes, FetchState, Kind, Span};
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
 use actix::{
@@ -47,6 +47,13 @@ use tokio::sync::oneshot;
 /// The most Fetches ahead of one partition's log end, in flight or waiting: with
 /// `fetch.max.bytes` each, what one partition may hold in memory beyond its own Fetch.
 pub const MAX_AHEAD: usize = 16;
+
+/// Fetches kept beyond the pacing's count for partitions near the source's end (caught up, or
+/// less than one answer behind), out of `mirror.num.replica.fetchers` when it exceeds twice
+/// this: however many lanes a catch-up beside them holds, each waiting out answers of
+/// `fetch.max.bytes` many round trips long, a steady partition's records go out at once, in
+/// pieces of a window each when a round trip gathers more (docs/design.md §4).
+pub const NEAR_RESERVE: usize = 4;
 
 /// The source answers of one Fetch, per partition (a partition the source refused has its
 /// cause).
@@ -226,6 +233,10 @@ pub struct Fetcher<P: FetcherPorts> {
     pacing: FetchPacing,
     /// Lanes with a Fetch in flight, or resting after one that brought nothing.
     busy: BTreeSet<usize>,
+    /// The busy lanes that carry a Fetch on the reserve ([`NEAR_RESERVE`]).
+    reserved: BTreeSet<usize>,
+    /// The reserve's size: [`NEAR_RESERVE`], or 0 when the ceiling is too low to keep one.
+    reserve: usize,
     fetches: u64,
     /// Applies of the last answers still running, and since when.
     applying: usize,
@@ -252,17 +263,24 @@ impl<P: FetcherPorts> std::fmt::Debug for Fetcher<P> {
 impl<P: FetcherPorts> Fetcher<P> {
     /// A fetcher with no partitions.
     pub fn new(ports: P, config: FetcherConfig) -> Self {
+        let reserve = if config.max_in_flight > 2 * NEAR_RESERVE {
+            NEAR_RESERVE
+        } else {
+            0
+        };
         Fetcher {
             ports: Rc::new(ports),
             config,
             state: FetchState::default(),
             members: HashMap::new(),
             pacing: FetchPacing::new(PacingLimits {
-                max_in_flight: config.max_in_flight,
+                max_in_flight: config.max_in_flight - reserve,
                 response_max_bytes: i32::try_from(config.response_max_bytes).unwrap_or(i32::MAX),
                 partition_max_bytes: i32::try_from(config.partition_max_bytes).unwrap_or(i32::MAX),
             }),
             busy: BTreeSet::new(),
+            reserved: BTreeSet::new(),
+            reserve,
             fetches: 0,
             applying: 0,
             applying_since: None,
@@ -339,15 +357,34 @@ impl<P: FetcherPorts> Fetcher<P> {
             .in_flight(self.members.len().saturating_mul(1 + MAX_AHEAD))
     }
 
+    /// What reading ahead may use now: the Fetches allowed, and the reserve while more than one
+    /// is (a fetcher down to one after a failure keeps none).
+    fn lanes(&self) -> AheadLanes {
+        let total = self.allowed();
+        AheadLanes {
+            per_partition: MAX_AHEAD,
+            total,
+            reserve: if total > 1 { self.reserve } else { 0 },
+        }
+    }
+
     /// Sends Fetches on free lanes while the pacing allows more in flight and some partition
-    /// is ready, each for its share of the ready partitions; lanes to spare read ahead.
+    /// is ready, each for its share of the ready partitions; lanes to spare read ahead. With
+    /// every lane the pacing allows busy, partitions near the source's end go on the reserve.
     fn pump(&mut self, ctx: &mut Context<Self>) {
         loop {
             let allowed = self.allowed();
-            if self.busy.len() >= allowed || self.hold_for_applies(ctx) {
+            let in_use = self.busy.len() - self.reserved.len();
+            if in_use >= allowed {
+                if self.reserved.len() < self.lanes().reserve && self.send_near(ctx) {
+                    continue;
+                }
                 return;
             }
-            let free = allowed - self.busy.len();
+            if self.hold_for_applies(ctx) {
+                return;
+            }
+            let free = allowed - in_use;
             let now = self.now_ms();
             let ready = self.state.ready(now);
             if ready > 0 {
@@ -360,8 +397,8 @@ impl<P: FetcherPorts> Fetcher<P> {
                 // on every lane would otherwise keep a partition that is behind from being
                 // fetched at all.
                 let sent = if allowed > 1 {
-                    let caught_up = (Some(false), self.config.max_partitions_per_fetch);
-                    let behind = (Some(true), share);
+                    let caught_up = (Kind::CaughtUp, self.config.max_partitions_per_fetch);
+                    let behind = (Kind::Behind, share);
                     let order = if free > 1 || !self.caught_up_went_last {
                         [caught_up, behind]
                     } else {
@@ -369,9 +406,9 @@ impl<P: FetcherPorts> Fetcher<P> {
                     };
                     order
                         .into_iter()
-                        .any(|(kind, max_partitions)| self.send(max_partitions, kind, ctx))
+                        .any(|(kind, max_partitions)| self.send(max_partitions, kind, false, ctx))
                 } else {
-                    self.send(share, None, ctx)
+                    self.send(share, Kind::All, false, ctx)
                 };
                 if !sent {
                     return;
@@ -379,40 +416,59 @@ impl<P: FetcherPorts> Fetcher<P> {
                 continue;
             }
             // Lanes to spare: read ahead of partitions with a backlog (fewer partitions than
-            // Fetches allowed only, so many partitions never pay for the search).
-            let ahead = if self.members.len() < allowed {
-                self.state.next_ahead(MAX_AHEAD, allowed, now)
-            } else {
-                None
-            };
-            let Some((key, start, bytes)) = ahead else {
+            // Fetches allowed only, so many partitions never pay for the search); else the
+            // reserve's pieces of a partition near the source's end.
+            let sent = (self.members.len() < allowed && self.send_ahead(false, ctx))
+                || (self.reserved.len() < self.lanes().reserve && self.send_ahead(true, ctx));
+            if !sent {
                 self.wake_for_holds(ctx);
                 return;
-            };
-            let Some(epochs) = self.state.get(&key).map(|p| p.epochs) else {
-                return;
-            };
-            let request = FetchRequest {
-                offset: start,
-                last_fetched_epoch: None,
-                max_bytes: bytes,
-            };
-            let fetch = PartitionFetch {
-                key,
-                request,
-                current_leader_epoch: epochs.source,
-                ahead: true,
-            };
-            self.dispatch(vec![(fetch, epochs.topic_id)], now, ctx);
+            }
         }
     }
 
-    /// Sends one Fetch for at most `max_partitions` ready partitions on the lowest free lane;
-    /// whether one went out.
+    /// On the reserve: one Fetch for the caught-up partitions that are ready, or else for the
+    /// nearest behind (the least left at the source), or else one ahead of the nearest that
+    /// may have one; whether one went out.
+    fn send_near(&mut self, ctx: &mut Context<Self>) -> bool {
+        let max_partitions = self.config.max_partitions_per_fetch;
+        self.send(max_partitions, Kind::CaughtUp, true, ctx)
+            || self.send(1, Kind::Nearest, true, ctx)
+            || self.send_ahead(true, ctx)
+    }
+
+    /// Sends the next Fetch ahead ([`FetchState::next_ahead`]; with `near`, of a partition
+    /// near the source's end, on the reserve); whether one went out.
+    fn send_ahead(&mut self, near: bool, ctx: &mut Context<Self>) -> bool {
+        let now = self.now_ms();
+        let Some((key, start, bytes)) = self.state.next_ahead(self.lanes(), near, now) else {
+            return false;
+        };
+        let Some(epochs) = self.state.get(&key).map(|p| p.epochs) else {
+            return false;
+        };
+        let request = FetchRequest {
+            offset: start,
+            last_fetched_epoch: None,
+            max_bytes: bytes,
+        };
+        let fetch = PartitionFetch {
+            key,
+            request,
+            current_leader_epoch: epochs.source,
+            ahead: true,
+        };
+        self.dispatch(vec![(fetch, epochs.topic_id)], now, near, ctx);
+        true
+    }
+
+    /// Sends one Fetch for at most `max_partitions` ready partitions of `kind` on the lowest
+    /// free lane (on the reserve when `reserved`); whether one went out.
     fn send(
         &mut self,
         max_partitions: usize,
-        backlogged: Option<bool>,
+        kind: Kind,
+        reserved: bool,
         ctx: &mut Context<Self>,
     ) -> bool {
         let mut requests = Vec::new();
@@ -421,11 +477,8 @@ impl<P: FetcherPorts> Fetcher<P> {
         // The partitions with a backlog one Fetch's bytes cover.
         let fetch_bytes = self.pacing.fetch_bytes(self.pacing.target());
         let per_fetch = (fetch_bytes as usize / self.config.partition_max_bytes.max(1)).max(1);
-        let pieces = self.state.pieces(MAX_AHEAD, self.allowed());
-        for key in self
-            .state
-            .next_round(max_partitions, per_fetch, backlogged, now)
-        {
+        let lanes = self.lanes();
+        for key in self.state.next_round(max_partitions, per_fetch, kind, now) {
             let Some(partition) = self.state.get(&key) else {
                 continue;
             };
@@ -434,7 +487,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                 Ok(mut request) => {
                     request.max_bytes =
                         self.state
-                            .own_bytes(&key, self.config.partition_max_bytes, pieces);
+                            .own_bytes(&key, self.config.partition_max_bytes, lanes);
                     requests.push(PartitionFetch {
                         key,
                         request,
@@ -453,8 +506,11 @@ impl<P: FetcherPorts> Fetcher<P> {
             self.wake_for_holds(ctx);
             return false;
         }
-        if backlogged.is_some() {
-            self.caught_up_went_last = backlogged == Some(false);
+        // The turns of the lanes the pacing allows; the reserve keeps none.
+        match kind {
+            Kind::CaughtUp if !reserved => self.caught_up_went_last = true,
+            Kind::Behind => self.caught_up_went_last = false,
+            _ => {}
         }
         // The incarnation each partition was asked under goes with its answer: a partition
         // detached and attached again for a new topic of its name meanwhile is not it.
@@ -466,19 +522,24 @@ impl<P: FetcherPorts> Fetcher<P> {
                 (p, topic_id.unwrap_or_default())
             })
             .collect();
-        self.dispatch(sent, now, ctx);
+        self.dispatch(sent, now, reserved, ctx);
         true
     }
 
-    /// Sends `sent` as one Fetch on the lowest free lane.
+    /// Sends `sent` as one Fetch on the lowest free lane (counted on the reserve when
+    /// `reserved`).
     fn dispatch(
         &mut self,
         sent: Vec<(PartitionFetch, uuid::Uuid)>,
         now: u64,
+        reserved: bool,
         ctx: &mut Context<Self>,
     ) {
         let lane = (0..).find(|l| !self.busy.contains(l)).unwrap_or_default();
         self.busy.insert(lane);
+        if reserved {
+            self.reserved.insert(lane);
+        }
         self.fetches += 1;
         let requests: Vec<PartitionFetch> = sent.iter().map(|(p, _)| p.clone()).collect();
         // A Fetch ahead (one partition) may ask for a little more than the pacing's share.
@@ -548,6 +609,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             sent_ms,
             answered_ms,
             bytes: own_bytes,
+            size: fetched.bytes,
             backlog: fetched.backlog,
             throttled: fetched.throttled,
         }) {
@@ -561,7 +623,10 @@ impl<P: FetcherPorts> Fetcher<P> {
                     .ahead_answered(&asked.key, asked.request.offset, None);
             }
         }
-        let mut applying = false;
+        // Whether an apply started, and whether the Fetch brought batches at all (one ahead
+        // waiting for the log end did: its lane carries the next Fetch at once, it does not
+        // rest as after an empty answer).
+        let (mut applying, mut brought) = (false, false);
         for (key, answer) in fetched.answers {
             let Some((request, topic_id, ahead)) = sent
                 .iter()
@@ -574,6 +639,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                 continue;
             };
             if ahead {
+                brought |= matches!(&answer, Ok(r) if !response_is_empty(r));
                 applying |= self.arrived_ahead(&key, request.offset, answer, ctx);
                 continue;
             }
@@ -626,8 +692,10 @@ impl<P: FetcherPorts> Fetcher<P> {
             }
         }
         if applying {
-            self.busy.remove(&lane);
             self.applying_since = Some(tokio::time::Instant::now());
+        }
+        if applying || brought {
+            self.free(lane);
             self.pump(ctx);
         } else {
             self.rest(lane, ctx);
@@ -748,9 +816,15 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// before it carries the next one (the other lanes go on).
     fn rest(&mut self, lane: usize, ctx: &mut Context<Self>) {
         ctx.run_later(self.config.idle_backoff, move |fetcher, ctx| {
-            fetcher.busy.remove(&lane);
+            fetcher.free(lane);
             fetcher.pump(ctx);
         });
+    }
+
+    /// `lane` carries no Fetch any more.
+    fn free(&mut self, lane: usize) {
+        self.busy.remove(&lane);
+        self.reserved.remove(&lane);
     }
 
     fn remove(&mut self, key: &TopicPartition) {

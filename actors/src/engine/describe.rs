@@ -138,7 +138,7 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
             .collect();
         Box::pin(async move {
             let deadline = tokio::time::Instant::now() + DESCRIBE_SOURCE_BUDGET;
-            let mut out = Vec::new();
+            let mut out: Vec<(TopicSnapshot, Vec<i32>)> = Vec::new();
             for (topic, topic_id, actors) in topics {
                 let configs = host.topic(&topic).map(|t| t.configs).unwrap_or_default();
                 let stopped = configs
@@ -200,28 +200,39 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
                     })
                     .map(|p| p.partition)
                     .collect();
-                if let Some(source) = source.as_ref().filter(|_| !asked.is_empty()) {
-                    let offsets = tokio::time::timeout_at(
-                        deadline,
-                        source_offsets(&**source, &topic, topic_id, &asked),
-                    )
-                    .await
-                    .unwrap_or_default();
+                out.push((
+                    TopicSnapshot {
+                        topic,
+                        topic_id,
+                        partitions,
+                        stop_cut_timestamp_ms,
+                    },
+                    asked,
+                ));
+            }
+            // Every topic's lookups at once: across a WAN each costs round trips, and one
+            // after another they would not fit the budget past the first few topics.
+            if let Some(source) = source.as_ref() {
+                let lookups = out.iter().map(|(t, asked)| async move {
+                    if asked.is_empty() {
+                        return Vec::new();
+                    }
+                    let offsets = source_offsets(&**source, &t.topic, t.topic_id, asked);
+                    tokio::time::timeout_at(deadline, offsets)
+                        .await
+                        .unwrap_or_default()
+                });
+                let found = futures_util::future::join_all(lookups).await;
+                for ((t, asked), offsets) in out.iter_mut().zip(found) {
                     for (index, (lso, hw)) in asked.iter().zip(offsets) {
-                        if let Some(p) = partitions.iter_mut().find(|p| p.partition == *index) {
+                        if let Some(p) = t.partitions.iter_mut().find(|p| p.partition == *index) {
                             p.source_offset = lso;
                             p.source_high_watermark = hw;
                         }
                     }
                 }
-                out.push(TopicSnapshot {
-                    topic,
-                    topic_id,
-                    partitions,
-                    stop_cut_timestamp_ms,
-                });
             }
-            Ok(out)
+            Ok(out.into_iter().map(|(t, _)| t).collect())
         })
     }
 }
@@ -297,7 +308,8 @@ fn waits_for_source(state: MirrorState) -> bool {
 
 /// The source's last stable offsets and high watermarks of `topic`'s partitions `indexes`
 /// (`None` where unknown). A source topic of that name with another id than `topic_id` (deleted
-/// and created again) has no offsets of the topic mirrored: all are unknown.
+/// and created again) has no offsets of the topic mirrored: all are unknown. The partitions are
+/// asked all at once (the client pipelines requests on its connection to each leader).
 async fn source_offsets(
     source: &impl Source,
     topic: &str,
@@ -313,11 +325,10 @@ async fn source_offsets(
             .unwrap_or_default(),
         Err(_) => Vec::new(),
     };
-    let mut offsets = Vec::with_capacity(indexes.len());
-    for &partition in indexes {
+    let leaders = &leaders;
+    let lookups = indexes.iter().map(|&partition| async move {
         let Some(&leader) = leaders.get(partition as usize) else {
-            offsets.push((None, None));
-            continue;
+            return (None, None);
         };
         let latest = |isolation| {
             source.list_offsets(
@@ -328,14 +339,13 @@ async fn source_offsets(
                 isolation,
             )
         };
-        let lso = latest(Isolation::ReadCommitted).await.ok().map(|(o, _)| o);
-        let hw = latest(Isolation::ReadUncommitted)
-            .await
-            .ok()
-            .map(|(o, _)| o);
-        offsets.push((lso, hw));
-    }
-    offsets
+        let (lso, hw) = tokio::join!(
+            latest(Isolation::ReadCommitted),
+            latest(Isolation::ReadUncommitted)
+        );
+        (lso.ok().map(|(o, _)| o), hw.ok().map(|(o, _)| o))
+    });
+    futures_util::future::join_all(lookups).await
 }
 
 /// One mirror of [`DescribeMirrors`]: its name, and its topics or why they are not shown.

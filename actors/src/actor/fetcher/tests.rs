@@ -49,12 +49,20 @@ struct Source {
     log_ends: HashMap<TopicPartition, i64>,
     /// Every partition asked: from where, and whether ahead.
     asked: Vec<(TopicPartition, i64, bool)>,
+    /// When each of `asked` was.
+    asked_at: Vec<tokio::time::Instant>,
     /// Fetches ahead are left out of the answers, as an incremental fetch session leaves out
     /// partitions with nothing new.
     omit_ahead: bool,
     /// A Fetch that brings no records is answered this long after it went out, as a source
     /// answers one after `fetch.wait.max.ms`.
     long_poll: Option<Duration>,
+    /// A Fetch asking for one of these partitions from its log end is answered this long after
+    /// it went out (the longest of its partitions'), as a large answer through a narrow window
+    /// is.
+    delays: HashMap<TopicPartition, Duration>,
+    /// Fetches ahead are answered with ten batches of one record from the offset asked.
+    answer_ahead: bool,
 }
 
 /// The epochs the tests attach partitions with.
@@ -110,6 +118,8 @@ impl FetcherPorts for ScriptedSource {
                 .iter()
                 .map(|p| (p.key.clone(), p.request.offset, p.ahead)),
         );
+        let now = tokio::time::Instant::now();
+        source.asked_at.extend(requests.iter().map(|_| now));
         source.out_fetches += 1;
         source.most_out = source.most_out.max(source.out_fetches);
         source.current_leader_epochs.extend(
@@ -121,21 +131,44 @@ impl FetcherPorts for ScriptedSource {
             return Box::pin(std::future::ready(Err(cause)));
         }
         let omit_ahead = source.omit_ahead;
+        let asked_delay = requests
+            .iter()
+            .filter(|p| !p.ahead)
+            .filter_map(|p| source.delays.get(&p.key))
+            .max()
+            .copied();
+        let answer_ahead = source.answer_ahead;
         let answers: FetchAnswers = requests
             .into_iter()
             .filter(|p| !(omit_ahead && p.ahead))
-            .map(|PartitionFetch { key, .. }| {
-                let answer = source
-                    .answers
-                    .get_mut(&key)
-                    .and_then(VecDeque::pop_front)
-                    .unwrap_or(Ok(FetchResponse::Records {
-                        records: Bytes::new(),
-                        high_watermark: 0,
-                        source_leader_epoch: None,
-                    }));
-                (key, answer)
-            })
+            .map(
+                |PartitionFetch {
+                     key,
+                     request,
+                     ahead,
+                     ..
+                 }| {
+                    if answer_ahead && ahead {
+                        let from = request.offset;
+                        let answer = FetchResponse::Records {
+                            records: kmirror_protocol::testing::batch_run(from, from + 10, 10),
+                            high_watermark: 1_000_000,
+                            source_leader_epoch: None,
+                        };
+                        return (key, Ok(answer));
+                    }
+                    let answer = source
+                        .answers
+                        .get_mut(&key)
+                        .and_then(VecDeque::pop_front)
+                        .unwrap_or(Ok(FetchResponse::Records {
+                            records: Bytes::new(),
+                            high_watermark: 0,
+                            source_leader_epoch: None,
+                        }));
+                    (key, answer)
+                },
+            )
             .collect();
         let bytes = answers
             .iter()
@@ -152,13 +185,14 @@ impl FetcherPorts for ScriptedSource {
         };
         let gate = source.gate.clone();
         let long_poll = source.long_poll.filter(|_| bytes == 0);
+        let delay = asked_delay;
         let asked: Vec<TopicPartition> = fetched.answers.iter().map(|(k, _)| k.clone()).collect();
         let this = self.0.clone();
         Box::pin(async move {
             if let Some(gate) = gate {
                 gate.notified().await;
             }
-            if let Some(wait) = long_poll {
+            if let Some(wait) = long_poll.max(delay) {
                 tokio::time::sleep(wait).await;
             }
             let mut source = this.borrow_mut();
@@ -811,4 +845,98 @@ async fn a_fetch_ahead_left_out_of_its_answer_is_not_waited_for() {
         "fetched on from the log end: {:?}",
         s.asked
     );
+}
+
+/// Lanes kept for partitions near the source's end: with every Fetch the pacing allows held by
+/// a catch-up whose answers take 10 s each, a caught-up partition's new records still go out
+/// at once, on the reserve beyond them, and no more than the reserve. Failed before the
+/// reserve: the partition waited 10 s for a lane.
+#[actix_rt::test]
+async fn a_partition_near_the_end_does_not_wait_for_the_lanes_a_catch_up_holds() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let catch_ups: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
+    {
+        let mut s = source.0.borrow_mut();
+        for topic in &catch_ups {
+            let behind = FetchResponse::Records {
+                records: kmirror_protocol::testing::batch_run(0, 40, 10),
+                high_watermark: 1_000_000,
+                source_leader_epoch: None,
+            };
+            s.answers.insert(key(topic), [Ok(behind)].into());
+            s.delays.insert(key(topic), Duration::from_secs(10));
+        }
+        let steady = (0..5).map(|i| {
+            Ok(FetchResponse::Records {
+                records: kmirror_protocol::testing::batch_run(i * 10, i * 10 + 10, 10),
+                high_watermark: i * 10 + 10,
+                source_leader_epoch: None,
+            })
+        });
+        s.answers.insert(key("steady"), steady.collect());
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    // A ceiling of 12: the pacing's 8 (its start) and the reserve's 4.
+    let fetcher = start_with(&source, 1, 12);
+    for topic in &catch_ups {
+        attach(&fetcher, topic, &reports).await;
+    }
+    pause(1).await;
+    attach(&fetcher, "steady", &reports).await;
+    pause(1_000).await;
+    let s = source.0.borrow();
+    let applied = s.applied.iter().filter(|k| **k == key("steady")).count();
+    assert_eq!(
+        applied, 5,
+        "every answer of the steady partition: {:?}",
+        s.fetches
+    );
+    assert!(
+        s.lanes.iter().skip(8).all(|(lane, _)| *lane >= 8),
+        "on the reserve: {:?}",
+        s.lanes
+    );
+    assert!(s.most_out <= 12, "{} Fetches out at once", s.most_out);
+}
+
+/// A Fetch ahead whose answer waits for the log end brought batches: its lane carries the next
+/// Fetch at once. Failed before the fix: the lane rested for the idle backoff (100 ms) as
+/// after an empty answer, so while two partitions' own Fetches took a second, the Fetches
+/// ahead still allowed waited for the lanes beside them to rest.
+#[actix_rt::test]
+async fn a_lane_whose_answer_ahead_waits_for_the_log_end_does_not_rest() {
+    tokio::time::pause();
+    let start = tokio::time::Instant::now();
+    let source = ScriptedSource::default();
+    {
+        let mut s = source.0.borrow_mut();
+        s.answer_ahead = true;
+        for topic in ["a", "b"] {
+            let behind = FetchResponse::Records {
+                records: kmirror_protocol::testing::batch_run(0, 40, 10),
+                high_watermark: 1_000_000,
+                source_leader_epoch: None,
+            };
+            s.answers.insert(key(topic), [Ok(behind)].into());
+            s.delays.insert(key(topic), Duration::from_secs(1));
+        }
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start_with(&source, 10, 8);
+    attach(&fetcher, "a", &reports).await;
+    attach(&fetcher, "b", &reports).await;
+    // The first answers at 1 s show the backlogs; the own Fetches from 40 then take a second,
+    // and the Fetches ahead allowed beside them go out at once.
+    pause(1_500).await;
+    let s = source.0.borrow();
+    let ahead: Vec<u128> = s
+        .asked
+        .iter()
+        .zip(&s.asked_at)
+        .filter(|((_, _, ahead), _)| *ahead)
+        .map(|(_, at)| (*at - start).as_millis())
+        .collect();
+    assert!(ahead.len() >= 8, "{ahead:?}");
+    assert!(ahead.iter().all(|ms| *ms < 1_010), "{ahead:?}");
 }
