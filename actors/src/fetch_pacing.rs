@@ -17,12 +17,6 @@
 //! - the throttle delayed Fetches: take a quarter off (more in flight cannot help), down to
 //!   [`MIN_IN_FLIGHT`];
 //! - a Fetch failed as a whole ([`FetchPacing::failed`], at once): one in flight;
-//! - a queue on the link (answers of at most a window, from a source that had more, took a
-//!   quarter longer than the quickest of the last [`QUEUE_WINDOW`] intervals, and
-//!   [`QUEUE_MIN_MS`] at least): take a quarter off, down to [`MIN_IN_FLIGHT`], as the throttle
-//!   does: more in flight than the link's bandwidth-delay product only lengthens every round
-//!   trip (a steady partition beside a catch-up pays it in lag), and a little more delivered
-//!   must not make such a count look worth keeping;
 //! - `Grow` (the start, and after a successful probe): double while the rate rises by a quarter
 //!   each time; when it does not, keep the count if it still helped a little, else go back, and
 //!   probe upwards first;
@@ -49,13 +43,10 @@ pub const INITIAL_IN_FLIGHT: usize = 8;
 /// partition back from applying its answer takes the other lane at once instead of waiting for
 /// that Fetch to end.
 pub const MIN_IN_FLIGHT: usize = 2;
-/// Answers smaller than this estimate the round trip (their transfer time is negligible): less
-/// than one window of a distant source's connection (Kafka's default 100 KiB).
+/// Answers smaller than this, from a source that had more (answered at once, not after a long
+/// poll), estimate the round trip: less than one window of a distant source's connection
+/// (Kafka's default 100 KiB), so their transfer time is negligible.
 const SMALL_ANSWER_BYTES: u64 = 96 * 1024;
-/// Intervals whose quickest small answer sets the round trip without a queue.
-pub const QUEUE_WINDOW: usize = 10;
-/// The least lengthening of that round trip taken for a queue.
-pub const QUEUE_MIN_MS: u64 = 10;
 
 /// The ceilings a mirror's configs set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,9 +114,6 @@ struct Interval {
     answers: u32,
     backlog: bool,
     throttled: bool,
-    /// The quickest small answer from a source that had more (answered at once: a round trip
-    /// and the link's queue).
-    probe_ms: Option<u64>,
 }
 
 /// One fetcher's pacing.
@@ -136,8 +124,6 @@ pub struct FetchPacing {
     mode: Mode,
     interval: Interval,
     round_trip_ms: Option<u64>,
-    /// The `probe_ms` of the last [`QUEUE_WINDOW`] intervals that had one.
-    probes: std::collections::VecDeque<u64>,
 }
 
 impl FetchPacing {
@@ -154,7 +140,6 @@ impl FetchPacing {
             mode: Mode::Grow { before: None },
             interval: Interval::default(),
             round_trip_ms: None,
-            probes: std::collections::VecDeque::new(),
         }
     }
 
@@ -182,12 +167,8 @@ impl FetchPacing {
     /// A Fetch was answered; at the end of an interval, the decision and what it measured.
     pub fn answered(&mut self, answer: AnswerSample) -> Option<PacingReport> {
         let latency = answer.answered_ms.saturating_sub(answer.sent_ms);
-        if answer.size < SMALL_ANSWER_BYTES {
+        if answer.size < SMALL_ANSWER_BYTES && answer.backlog {
             self.round_trip_ms = Some(self.round_trip_ms.map_or(latency, |r| r.min(latency)));
-            if answer.backlog {
-                self.interval.probe_ms =
-                    Some(self.interval.probe_ms.map_or(latency, |p| p.min(latency)));
-            }
         }
         let start = *self.interval.start_ms.get_or_insert(answer.sent_ms);
         self.interval.bytes += answer.bytes;
@@ -204,8 +185,7 @@ impl FetchPacing {
         let interval = std::mem::take(&mut self.interval);
         self.interval.start_ms = Some(answer.answered_ms);
         let rate = interval.bytes as f64 * 1000.0 / elapsed.max(1) as f64;
-        let queued = self.queued(interval.probe_ms);
-        self.decide(interval, rate, queued);
+        self.decide(interval, rate);
         Some(PacingReport {
             in_flight: self.target,
             round_trip_ms: self.round_trip_ms,
@@ -228,29 +208,8 @@ impl FetchPacing {
         self.interval = Interval::default();
     }
 
-    /// Whether an interval whose quickest small answer from a source with more took `probe_ms`
-    /// found a queue on the link: a quarter ([`QUEUE_MIN_MS`] at least) above the quickest of
-    /// the intervals before (a round trip that grew for good, as on a new route, is the norm
-    /// again after [`QUEUE_WINDOW`] of them). The probe joins them.
-    fn queued(&mut self, probe_ms: Option<u64>) -> bool {
-        let Some(probe) = probe_ms else {
-            return false;
-        };
-        let queued = self
-            .probes
-            .iter()
-            .min()
-            .is_some_and(|base| probe > base + (base / 4).max(QUEUE_MIN_MS));
-        if self.probes.len() == QUEUE_WINDOW {
-            self.probes.pop_front();
-        }
-        self.probes.push_back(probe);
-        queued
-    }
-
-    /// The one transition: the next target and mode after an interval that delivered `rate`
-    /// (and found a queue on the link, if `queued`).
-    fn decide(&mut self, interval: Interval, rate: f64, queued: bool) {
+    /// The one transition: the next target and mode after an interval that delivered `rate`.
+    fn decide(&mut self, interval: Interval, rate: f64) {
         let now = Sample {
             in_flight: self.target,
             rate,
@@ -261,7 +220,7 @@ impl FetchPacing {
         let floor = MIN_IN_FLIGHT.min(max);
         (self.target, self.mode) = if !interval.backlog {
             ((self.target / 2).max(floor), Mode::Grow { before: None })
-        } else if interval.throttled || queued {
+        } else if interval.throttled {
             (
                 self.target.saturating_sub(quarter(self.target)).max(floor),
                 hold(true),
@@ -442,65 +401,6 @@ mod tests {
         assert_eq!(decide(true, false), Some(4), "a backlog: grows again");
         pacing.failed();
         assert_eq!(pacing.in_flight(100), 1, "a failed Fetch: one in flight");
-    }
-
-    /// A link whose bandwidth-delay product is 64 Fetches: doubling to 128 still delivers a
-    /// little more (gaps between Fetches fill), which kept it before, but its small answers
-    /// come a round trip later (a queue): a quarter comes off until they are quick again. A
-    /// round trip that grew for good is the norm once the window of intervals passed it.
-    #[test]
-    fn a_queue_on_the_link_takes_back_what_made_it() {
-        let mut pacing = FetchPacing::new(PacingLimits {
-            max_in_flight: 128,
-            ..LIMITS
-        });
-        let mut now = 0;
-        let mut interval = |pacing: &mut FetchPacing, latency: u64, rate: f64| {
-            let n = pacing.target;
-            let mut report = None;
-            for i in 0..n {
-                // One small answer per interval from a partition with more at the source;
-                // the others carry the rate.
-                let small = i == 0;
-                report = pacing.answered(AnswerSample {
-                    sent_ms: now,
-                    answered_ms: now + if small { latency } else { 1000 },
-                    bytes: if small {
-                        0
-                    } else {
-                        (rate / (n - 1).max(1) as f64) as u64
-                    },
-                    size: if small { 50_000 } else { 1 << 20 },
-                    backlog: true,
-                    throttled: false,
-                });
-            }
-            now += 1000;
-            report.map(|r| r.in_flight)
-        };
-        // 8, 16, 32, 64: the rate doubles with them, no queue.
-        for n in [8.0, 16.0, 32.0] {
-            interval(&mut pacing, 50, n * 2e6);
-        }
-        assert_eq!(pacing.target, 64);
-        // 64 -> 128 delivers 10% more, with a queue of a round trip.
-        assert_eq!(interval(&mut pacing, 50, 125e6), Some(128));
-        assert_eq!(
-            interval(&mut pacing, 100, 137e6),
-            Some(96),
-            "a queue: a quarter off"
-        );
-        assert_eq!(interval(&mut pacing, 100, 137e6), Some(72));
-        assert_eq!(interval(&mut pacing, 55, 130e6), Some(72), "no queue: held");
-        // A round trip that grew for good (to 100 ms) is the norm after the window.
-        let mut queue = FetchPacing::new(LIMITS);
-        assert!(!queue.queued(Some(50)), "the first");
-        assert!(queue.queued(Some(100)), "twice the round trip");
-        assert!(!queue.queued(Some(59)), "within a quarter (10 ms at least)");
-        let queued: Vec<bool> = (0..QUEUE_WINDOW).map(|_| queue.queued(Some(100))).collect();
-        assert!(queued[..QUEUE_WINDOW - 2].iter().all(|q| *q), "{queued:?}");
-        assert!(!queue.queued(Some(100)), "the norm after the window");
-        assert!(!queue.queued(None), "nothing measured");
     }
 
     #[test]

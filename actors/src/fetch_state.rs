@@ -17,9 +17,9 @@
 //!   batches are applied up to the destination leader epoch its owner told last; a raise never
 //!   lowers it.
 //! - A source leader epoch is news to the partition once per new value.
-//! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): when the fetcher may keep more
-//!   Fetches in flight than it has partitions, a partition with a backlog also gets Fetches
-//!   from offsets beyond its log end, at most `max_ahead` of them: the first inside the last
+//! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): on lanes the fetcher's own
+//!   Fetches leave free, a partition with a backlog also gets Fetches from offsets beyond its
+//!   log end, at most `max_ahead` of them: the first inside the last
 //!   batch the partition's own answer should hold, each next one an answer further (a piece,
 //!   when the backlog is small: [`FetchState::pieces`]), each asking for two batches more
 //!   than that (the source answers a Fetch from the batch holding its offset, so each
@@ -263,6 +263,9 @@ pub struct FetchState {
     cursor: Option<TopicPartition>,
     /// Fetches ahead of each partition's log end, by the offset asked from.
     ahead: BTreeMap<TopicPartition, BTreeMap<i64, Ahead>>,
+    /// The partitions whose last answer showed a backlog: what reading ahead searches, so a
+    /// fetcher of many partitions, few behind, does not walk them all for each Fetch ahead.
+    behind: std::collections::BTreeSet<TopicPartition>,
 }
 
 impl FetchState {
@@ -291,6 +294,7 @@ impl FetchState {
     pub fn detach(&mut self, key: &TopicPartition) {
         self.partitions.remove(key);
         self.ahead.remove(key);
+        self.behind.remove(key);
     }
 
     /// The partition, if attached.
@@ -437,6 +441,11 @@ impl FetchState {
             state.span = span.filter(|s| s.offsets > 0 && s.batch > 0).or(state.span);
             state.backlog = backlog;
             state.high_watermark = high_watermark;
+            if backlog {
+                self.behind.insert(key.clone());
+            } else {
+                self.behind.remove(key);
+            }
         }
     }
 
@@ -445,7 +454,7 @@ impl FetchState {
     /// spare: the `max_total` Fetches allowed beyond one per partition.
     pub fn pieces(&self, max_ahead: usize, max_total: usize) -> usize {
         let spare = max_total.saturating_sub(self.partitions.len());
-        let behind = self.partitions.values().filter(|s| s.backlog).count();
+        let behind = self.behind.len();
         1 + max_ahead.min(spare / behind.max(1))
     }
 
@@ -504,8 +513,9 @@ impl FetchState {
         }
         let max_ahead = lanes.per_partition;
         let (key, start, bytes) = self
-            .partitions
+            .behind
             .iter()
+            .filter_map(|key| self.partitions.get(key).map(|state| (key, state)))
             .filter(|(_, state)| state.backlog && !state.held(now_ms) && (!near || state.near()))
             .filter_map(|(key, state)| {
                 let pieces = self.pieces_of(state, lanes);

@@ -8,7 +8,7 @@
 //! [`FetchPacing`] from what the answers deliver (docs/design.md §9): one on a near source,
 //! up to `mirror.num.replica.fetchers` on a distant one, each on a connection of its own (its
 //! lane: the lowest free one, so a single Fetch always uses lane 0 and its fetch session) and
-//! for its share of the partitions ready to fetch; with more allowed than partitions, a
+//! for its share of the partitions ready to fetch; on a lane left free when none is ready, a
 //! partition with a backlog is also fetched ahead of its log end ([`FetchState`], "Reading
 //! ahead"), at most [`MAX_AHEAD`] Fetches ahead each. Which partitions go into a Fetch, in turn,
 //! and what each is fetched under is decided by the pure [`FetchState`] (round robin, at most
@@ -49,8 +49,8 @@ use tokio::sync::oneshot;
 pub const MAX_AHEAD: usize = 16;
 
 /// Fetches kept beyond the pacing's count for partitions near the source's end (caught up, or
-/// less than one answer behind), out of `mirror.num.replica.fetchers` when it exceeds twice
-/// this: however many lanes a catch-up beside them holds, each waiting out answers of
+/// less than one answer behind), out of `mirror.num.replica.fetchers` beyond the 8 the pacing
+/// keeps at least (a ceiling of 9 keeps one, of 12 or more all four): however many lanes a catch-up beside them holds, each waiting out answers of
 /// `fetch.max.bytes` many round trips long, a steady partition's records go out at once, in
 /// pieces of a window each when a round trip gathers more (docs/design.md §4).
 pub const NEAR_RESERVE: usize = 4;
@@ -235,7 +235,8 @@ pub struct Fetcher<P: FetcherPorts> {
     busy: BTreeSet<usize>,
     /// The busy lanes that carry a Fetch on the reserve ([`NEAR_RESERVE`]).
     reserved: BTreeSet<usize>,
-    /// The reserve's size: [`NEAR_RESERVE`], or 0 when the ceiling is too low to keep one.
+    /// The reserve's size: [`NEAR_RESERVE`], less when the ceiling is under 12, none at 8 or
+    /// less.
     reserve: usize,
     fetches: u64,
     /// Applies of the last answers still running, and since when.
@@ -263,18 +264,21 @@ impl<P: FetcherPorts> std::fmt::Debug for Fetcher<P> {
 impl<P: FetcherPorts> Fetcher<P> {
     /// A fetcher with no partitions.
     pub fn new(ports: P, config: FetcherConfig) -> Self {
-        let reserve = if config.max_in_flight > 2 * NEAR_RESERVE {
-            NEAR_RESERVE
-        } else {
-            0
-        };
+        // The pacing keeps at least 8 (or the ceiling, if lower); the reserve what is left, up
+        // to its 4: a ceiling of 9 is 8 and 1, one of 12 or more gives the reserve its 4.
+        let paced = config
+            .max_in_flight
+            .saturating_sub(NEAR_RESERVE)
+            .max(2 * NEAR_RESERVE)
+            .min(config.max_in_flight);
+        let reserve = config.max_in_flight - paced;
         Fetcher {
             ports: Rc::new(ports),
             config,
             state: FetchState::default(),
             members: HashMap::new(),
             pacing: FetchPacing::new(PacingLimits {
-                max_in_flight: config.max_in_flight - reserve,
+                max_in_flight: paced,
                 response_max_bytes: i32::try_from(config.response_max_bytes).unwrap_or(i32::MAX),
                 partition_max_bytes: i32::try_from(config.partition_max_bytes).unwrap_or(i32::MAX),
             }),
@@ -415,10 +419,11 @@ impl<P: FetcherPorts> Fetcher<P> {
                 }
                 continue;
             }
-            // Lanes to spare: read ahead of partitions with a backlog (fewer partitions than
-            // Fetches allowed only, so many partitions never pay for the search); else the
-            // reserve's pieces of a partition near the source's end.
-            let sent = (self.members.len() < allowed && self.send_ahead(false, ctx))
+            // A lane free and no partition ready: read ahead of partitions with a backlog
+            // (however many partitions there are: one far behind beside many idle ones must not
+            // be held to one window per round trip); else the reserve's pieces of a partition
+            // near the source's end.
+            let sent = self.send_ahead(false, ctx)
                 || (self.reserved.len() < self.lanes().reserve && self.send_ahead(true, ctx));
             if !sent {
                 self.wake_for_holds(ctx);

@@ -14,6 +14,7 @@ use crate::metadata::{MIRROR_NAME, STOP_CUT_TIMESTAMP, mirror_of};
 use crate::partition::Desired;
 use crate::policy::MirrorError;
 use actix::{Addr, Context, Handler, Message, ResponseFuture};
+use futures_util::StreamExt;
 use kmirror_protocol::client::Isolation;
 use kmirror_protocol::errors::ErrorCode;
 use kmirror_protocol::state::MirrorState;
@@ -210,7 +211,7 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
                     asked,
                 ));
             }
-            // Every topic's lookups at once: across a WAN each costs round trips, and one
+            // The topics' lookups side by side: across a WAN each costs round trips, and one
             // after another they would not fit the budget past the first few topics.
             if let Some(source) = source.as_ref() {
                 let lookups = out.iter().map(|(t, asked)| async move {
@@ -222,7 +223,10 @@ impl<H: Host> Handler<DescribeMirror> for Mirror<H> {
                         .await
                         .unwrap_or_default()
                 });
-                let found = futures_util::future::join_all(lookups).await;
+                let found: Vec<_> = futures_util::stream::iter(lookups)
+                    .buffered(DESCRIBE_TOPICS_AT_ONCE)
+                    .collect()
+                    .await;
                 for ((t, asked), offsets) in out.iter_mut().zip(found) {
                     for (index, (lso, hw)) in asked.iter().zip(offsets) {
                         if let Some(p) = t.partitions.iter_mut().find(|p| p.partition == *index) {
@@ -294,6 +298,12 @@ async fn log_figures(
 /// How long one DescribeMirror waits for the source's offsets in all (past it, they show -1).
 const DESCRIBE_SOURCE_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// Topics whose source offsets one describe asks at a time, and partitions per topic (each two
+/// ListOffsets): at most 512 requests out, so a mirror of thousands of partitions does not
+/// queue the partitions' own lookups on the source's connection behind a describe.
+const DESCRIBE_TOPICS_AT_ONCE: usize = 8;
+const DESCRIBE_PARTITIONS_AT_ONCE: usize = 32;
+
 /// Whether a partition in `state` needs the source to make progress.
 fn waits_for_source(state: MirrorState) -> bool {
     match state {
@@ -309,7 +319,8 @@ fn waits_for_source(state: MirrorState) -> bool {
 /// The source's last stable offsets and high watermarks of `topic`'s partitions `indexes`
 /// (`None` where unknown). A source topic of that name with another id than `topic_id` (deleted
 /// and created again) has no offsets of the topic mirrored: all are unknown. The partitions are
-/// asked all at once (the client pipelines requests on its connection to each leader).
+/// asked side by side, [`DESCRIBE_PARTITIONS_AT_ONCE`] at a time (the client pipelines requests
+/// on its connection to each leader).
 async fn source_offsets(
     source: &impl Source,
     topic: &str,
@@ -345,7 +356,10 @@ async fn source_offsets(
         );
         (lso.ok().map(|(o, _)| o), hw.ok().map(|(o, _)| o))
     });
-    futures_util::future::join_all(lookups).await
+    futures_util::stream::iter(lookups)
+        .buffered(DESCRIBE_PARTITIONS_AT_ONCE)
+        .collect()
+        .await
 }
 
 /// One mirror of [`DescribeMirrors`]: its name, and its topics or why they are not shown.

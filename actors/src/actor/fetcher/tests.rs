@@ -940,3 +940,39 @@ async fn a_lane_whose_answer_ahead_waits_for_the_log_end_does_not_rest() {
     assert!(ahead.len() >= 8, "{ahead:?}");
     assert!(ahead.iter().all(|ms| *ms < 1_010), "{ahead:?}");
 }
+
+/// A partition far behind beside more idle partitions than Fetches allowed is still read
+/// ahead on the lanes they leave free. Failed before the fix (reading ahead only with fewer
+/// partitions than Fetches allowed): one window per round trip for good, however wide the
+/// link, a partition produced to faster than that never caught up.
+#[actix_rt::test]
+async fn a_partition_behind_among_many_idle_ones_is_read_ahead() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    {
+        let mut s = source.0.borrow_mut();
+        s.answer_ahead = true;
+        s.long_poll = Some(Duration::from_millis(500));
+        let behind = FetchResponse::Records {
+            records: kmirror_protocol::testing::batch_run(0, 40, 10),
+            high_watermark: 1_000_000,
+            source_leader_epoch: None,
+        };
+        s.answers.insert(key("far"), [Ok(behind)].into());
+        s.delays.insert(key("far"), Duration::from_secs(1));
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start_with(&source, 10, 4);
+    attach(&fetcher, "far", &reports).await;
+    for i in 0..6 {
+        attach(&fetcher, &format!("idle{i}"), &reports).await;
+    }
+    pause(1_500).await;
+    let s = source.0.borrow();
+    let ahead = s.asked.iter().filter(|(_, _, ahead)| *ahead).count();
+    assert!(
+        ahead >= 2,
+        "read ahead beside 6 idle partitions: {:?}",
+        s.asked
+    );
+}
