@@ -43,9 +43,10 @@ pub const INITIAL_IN_FLIGHT: usize = 8;
 /// partition back from applying its answer takes the other lane at once instead of waiting for
 /// that Fetch to end.
 pub const MIN_IN_FLIGHT: usize = 2;
-/// Answers smaller than this, from a source that had more (answered at once, not after a long
-/// poll), estimate the round trip: less than one window of a distant source's connection
-/// (Kafka's default 100 KiB), so their transfer time is negligible.
+/// Answers smaller than this (in all, Fetches ahead included) estimate the round trip: less
+/// than one window of a distant source's connection (Kafka's default 100 KiB), so their
+/// transfer time is negligible. Long polls count too (the quickest answer wins): the metric
+/// must show from a mirror's first answers on, caught up or not.
 const SMALL_ANSWER_BYTES: u64 = 96 * 1024;
 
 /// The ceilings a mirror's configs set.
@@ -167,7 +168,7 @@ impl FetchPacing {
     /// A Fetch was answered; at the end of an interval, the decision and what it measured.
     pub fn answered(&mut self, answer: AnswerSample) -> Option<PacingReport> {
         let latency = answer.answered_ms.saturating_sub(answer.sent_ms);
-        if answer.size < SMALL_ANSWER_BYTES && answer.backlog {
+        if answer.size < SMALL_ANSWER_BYTES {
             self.round_trip_ms = Some(self.round_trip_ms.map_or(latency, |r| r.min(latency)));
         }
         let start = *self.interval.start_ms.get_or_insert(answer.sent_ms);
