@@ -18,6 +18,20 @@ use std::time::Duration;
 /// tests that put a link there take turns.
 static REMOTE_LINK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// A proxy over `link` on the REMOTE listener's address, once the last test's proxy let it go
+/// (a dropped proxy's runtime shuts down in the background: its listener may outlive it a
+/// little).
+async fn remote_link(link: WanLink) -> WanProxy {
+    let listen = kafka_env("KMIRROR_KAFKA_REMOTE");
+    for _ in 0..100 {
+        if std::net::TcpListener::bind(&listen).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    WanProxy::start(&listen, &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"), link)
+}
+
 /// Answers of 16 KiB make every answer of a one-partition backlog show more to come, so the
 /// fetcher reads ahead from its first answers on; `--verify` then compares every batch of the
 /// copy with the source's, and the read-ahead counter shows the copy went through that path.
@@ -76,15 +90,12 @@ async fn a_link_that_cuts_connections_mid_answer_loses_nothing() {
     // The source advertises its REMOTE listener at the proxy's address, so every connection the
     // mirror makes after metadata goes through the link too.
     let _link = REMOTE_LINK.lock().await;
-    let proxy = WanProxy::start(
-        &kafka_env("KMIRROR_KAFKA_REMOTE"),
-        &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"),
-        WanLink {
-            window: Some(100 * 1024),
-            cut_after: Some(256 << 10),
-            ..WanLink::delay(Duration::from_millis(5))
-        },
-    );
+    let proxy = remote_link(WanLink {
+        window: Some(100 * 1024),
+        cut_after: Some(256 << 10),
+        ..WanLink::delay(Duration::from_millis(5))
+    })
+    .await;
     let topic = format!("wan-{}-cut", std::process::id());
     create_topic(&bootstrap, &topic, 8).await;
     produce(&bootstrap, &topic, 80_000).await;
@@ -148,11 +159,7 @@ async fn a_link_that_cuts_connections_mid_answer_loses_nothing() {
 async fn a_describe_across_a_distant_link_shows_every_topics_source_offsets() {
     let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
     let _link = REMOTE_LINK.lock().await;
-    let _proxy = WanProxy::start(
-        &kafka_env("KMIRROR_KAFKA_REMOTE"),
-        &kafka_env("KMIRROR_KAFKA_REMOTE_LISTENER"),
-        WanLink::delay(Duration::from_millis(75)),
-    );
+    let _proxy = remote_link(WanLink::delay(Duration::from_millis(75))).await;
     let topics: Vec<String> = (0..5)
         .map(|i| format!("wan-{}-describe-{i}", std::process::id()))
         .collect();
