@@ -351,8 +351,9 @@ impl FetchState {
     ) -> Vec<TopicPartition> {
         if kind == Kind::Nearest {
             return self
-                .partitions
+                .behind
                 .iter()
+                .filter_map(|key| self.partitions.get(key).map(|state| (key, state)))
                 .filter(|(key, state)| {
                     kind.admits(state) && state.ready(now_ms) && !self.waits_ahead(key, state)
                 })

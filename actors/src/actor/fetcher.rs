@@ -380,7 +380,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             let allowed = self.allowed();
             let in_use = self.busy.len() - self.reserved.len();
             if in_use >= allowed {
-                if self.reserved.len() < self.lanes().reserve && self.send_near(ctx) {
+                if self.reserve_free() && self.send_near(ctx) {
                     continue;
                 }
                 return;
@@ -423,13 +423,18 @@ impl<P: FetcherPorts> Fetcher<P> {
             // (however many partitions there are: one far behind beside many idle ones must not
             // be held to one window per round trip); else the reserve's pieces of a partition
             // near the source's end.
-            let sent = self.send_ahead(false, ctx)
-                || (self.reserved.len() < self.lanes().reserve && self.send_ahead(true, ctx));
+            let sent =
+                self.send_ahead(false, ctx) || (self.reserve_free() && self.send_ahead(true, ctx));
             if !sent {
                 self.wake_for_holds(ctx);
                 return;
             }
         }
+    }
+
+    /// Whether the reserve has a lane free.
+    fn reserve_free(&self) -> bool {
+        self.reserved.len() < self.lanes().reserve
     }
 
     /// On the reserve: one Fetch for the caught-up partitions that are ready, or else for the
