@@ -48,12 +48,40 @@ kmirror_bin() {
   echo "${CARGO_TARGET_DIR:-$ROOT/target}/release/kmirror"
 }
 
-# The first base port from $1 with 3*$2 free ports after it.
+# Ports a started cluster holds, node down or not: a file per cluster, named by its base port,
+# holding its node count and data directory (a killed node's ports look free, and a cluster
+# started beside it in another test took them before it restarted).
+CLAIMS="${TMPDIR:-/tmp}/kmirror-cluster-ports"
+
+# The first base port from $1 with 3*$2 free ports after it, none claimed by a cluster that
+# still has a node running or started in the last 10 minutes.
 free_base() {
-  python3 - "$1" "$2" <<'PY'
-import socket, sys
-start, count = int(sys.argv[1]), int(sys.argv[2])
+  mkdir -p "$CLAIMS"
+  python3 - "$1" "$2" "$CLAIMS" <<'PY'
+import glob, os, socket, sys, time
+start, count, claims = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+def alive(data):
+    for pid_file in glob.glob(os.path.join(data, "node-*", "pid")):
+        try:
+            os.kill(int(open(pid_file).read().strip()), 0)
+            return True
+        except (OSError, ValueError):
+            pass
+    return False
+claimed = []
+for path in glob.glob(os.path.join(claims, "*")):
+    try:
+        nodes, data = open(path).read().split(maxsplit=1)
+        base, data = int(os.path.basename(path)), data.strip()
+        if os.path.isdir(data) and (alive(data) or time.time() - os.path.getmtime(path) < 600):
+            claimed.append(range(base, base + 3 * int(nodes)))
+        else:
+            os.remove(path)
+    except (OSError, ValueError):
+        pass
 for base in range(start, 60000, 3 * count):
+    if any(p in r for r in claimed for p in range(base, base + 3 * count)):
+        continue
     held = []
     try:
         for p in range(base, base + 3 * count):
@@ -110,6 +138,7 @@ start() {
   [[ -z "$base" ]] && base="$(free_base 29100 "$count")"
   mkdir -p "$data"
   data="$(cd "$data" && pwd)"
+  mkdir -p "$CLAIMS" && echo "$count $data" >"$CLAIMS/$base"
   local bin; bin="$(kmirror_bin)"
   echo "$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")" >"$data/bin"
   local roles=()
@@ -193,6 +222,8 @@ stop() {
   for dir in "$data"/node-*; do
     [[ -d "$dir" ]] && stop_node "${dir##*/node-}" "$data"
   done
+  data="$(cd "$data" 2>/dev/null && pwd)" || return 0
+  grep -lxF -- "$(cat "$data/nodes" 2>/dev/null) $data" "$CLAIMS"/* 2>/dev/null | xargs -r rm -f
 }
 
 case "${1:-}" in
