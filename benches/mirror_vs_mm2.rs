@@ -512,7 +512,8 @@ fn mm2(clusters: &Clusters, topic: &str, partitions: u32, records: u64) -> Figur
 }
 
 /// Per-record visibility lags (ms) of `records` records produced to `topic` on the source while
-/// `destination` (holding them as `destination_topic`) is read as they appear.
+/// `destination` (holding them as `destination_topic`) is read as they appear; the worst of
+/// each second is printed.
 fn lags(
     clusters: &Clusters,
     destination: &SourceClient,
@@ -536,6 +537,8 @@ fn lags(
         let leader = t.partitions[0].leader;
         let mut offsets = start_offsets;
         let mut samples: Vec<(i64, u64)> = Vec::new();
+        let began = Instant::now();
+        let mut worst: Vec<i64> = Vec::new();
         let mut seen = 0u64;
         let deadline = Instant::now() + Duration::from_secs(600);
         while seen < records && Instant::now() < deadline {
@@ -567,12 +570,20 @@ fn lags(
                         continue;
                     }
                     let count = batch.records_count().max(0) as u64;
-                    samples.push((now - batch.max_timestamp(), count));
+                    let lag = now - batch.max_timestamp();
+                    samples.push((lag, count));
+                    let second = began.elapsed().as_secs() as usize;
+                    if worst.len() <= second {
+                        worst.resize(second + 1, 0);
+                    }
+                    worst[second] = worst[second].max(lag);
                     seen += count;
                     offsets[part.partition as usize] = batch.next_offset();
                 }
             }
         }
+        // Where in the run the tail of the lag falls (a start, a stall, all along).
+        eprintln!("{destination_topic}: the worst lag (ms) in each second: {worst:?}");
         samples
     });
     producer.join().expect("producer");

@@ -9,17 +9,21 @@
 //! and shrinks it when they stop growing, when the partitions are caught up, or when the
 //! mirror's throttle is what limits them.
 //!
-//! Lifecycle: measured in intervals (at least [`INTERVAL_MIN_MS`] and an answer per Fetch in
-//! flight, at most [`INTERVAL_MAX_MS`] once one answer came). Each interval ends with one
-//! decision of [`FetchPacing::answered`], by mode:
+//! Lifecycle: measured in intervals (at least [`INTERVAL_MIN_MS`] and an answer of
+//! [`SMALL_ANSWER_BYTES`] or more per Fetch in flight, at most [`INTERVAL_MAX_MS`] once one
+//! answer came), by the record bytes that crossed the link (answers ahead of the log end
+//! included as they come: counted only once applied, they reached the pacing in bursts as each
+//! partition's log end caught up with them, and across 150 ms the measured rate swung tenfold
+//! from one interval to the next). Each interval ends with one decision of
+//! [`FetchPacing::answered`], by mode:
 //! - no answer in the interval showed a backlog (the partitions are caught up): halve, but not
 //!   below [`MIN_IN_FLIGHT`], and grow again from there when a backlog appears;
 //! - the throttle delayed Fetches: take a quarter off (more in flight cannot help), down to
 //!   [`MIN_IN_FLIGHT`];
 //! - a Fetch failed as a whole ([`FetchPacing::failed`], at once): one in flight;
 //! - `Grow` (the start, and after a successful probe): double while the rate rises by a quarter
-//!   each time; when it does not, keep the count if it still helped a little, else go back, and
-//!   probe upwards first;
+//!   each time; when it does not, keep the count if it still helped a little, else go back,
+//!   and probe upwards first;
 //! - `Hold`: keep the count; every [`HOLD_INTERVALS`] intervals probe a quarter up or down in
 //!   turn, keeping the change when it pays (up: 10% more; down: no more than 5% less).
 //!
@@ -67,9 +71,8 @@ pub struct AnswerSample {
     pub sent_ms: u64,
     /// When its answer came.
     pub answered_ms: u64,
-    /// Record bytes it brought that the log takes (from the log end).
-    pub bytes: u64,
-    /// Record bytes it brought in all (its Fetches ahead included): how long its transfer took.
+    /// Record bytes it brought, its Fetches ahead included: what crossed the link, and how
+    /// long its transfer took.
     pub size: u64,
     /// Some partition in it has more to fetch than the answer brought.
     pub backlog: bool,
@@ -113,6 +116,10 @@ struct Interval {
     start_ms: Option<u64>,
     bytes: u64,
     answers: u32,
+    /// Answers of [`SMALL_ANSWER_BYTES`] or more: an interval lasts until as many came as
+    /// Fetches in flight, so a long poll's or a small piece's quick answers do not end it
+    /// before the large ones, which bring the bytes, are in.
+    large: u32,
     backlog: bool,
     throttled: bool,
 }
@@ -172,14 +179,16 @@ impl FetchPacing {
             self.round_trip_ms = Some(self.round_trip_ms.map_or(latency, |r| r.min(latency)));
         }
         let start = *self.interval.start_ms.get_or_insert(answer.sent_ms);
-        self.interval.bytes += answer.bytes;
+        self.interval.bytes += answer.size;
         self.interval.answers += 1;
+        if answer.size >= SMALL_ANSWER_BYTES {
+            self.interval.large += 1;
+        }
         self.interval.backlog |= answer.backlog;
         self.interval.throttled |= answer.throttled;
         let elapsed = answer.answered_ms.saturating_sub(start);
         let enough = u32::try_from(self.target).unwrap_or(u32::MAX);
-        if elapsed < INTERVAL_MIN_MS
-            || (self.interval.answers < enough && elapsed < INTERVAL_MAX_MS)
+        if elapsed < INTERVAL_MIN_MS || (self.interval.large < enough && elapsed < INTERVAL_MAX_MS)
         {
             return None;
         }
@@ -193,12 +202,6 @@ impl FetchPacing {
             bytes_per_answer: interval.bytes / u64::from(interval.answers.max(1)),
             rate,
         })
-    }
-
-    /// `bytes` fetched earlier were applied now (an answer ahead of the log end, counted only
-    /// once the log reaches it): part of the interval's delivery.
-    pub fn delivered(&mut self, bytes: u64) {
-        self.interval.bytes += bytes;
     }
 
     /// A Fetch failed as a whole (the source is down or unreachable): one Fetch in flight
@@ -300,8 +303,7 @@ mod tests {
                 let answer = AnswerSample {
                     sent_ms: now,
                     answered_ms: now + 1000,
-                    bytes: (rate / n as f64) as u64 + u64::from(i == 0),
-                    size: (rate / n as f64) as u64,
+                    size: (rate / n as f64) as u64 + u64::from(i == 0),
                     backlog: true,
                     throttled: false,
                 };
@@ -383,7 +385,6 @@ mod tests {
                 report = pacing.answered(AnswerSample {
                     sent_ms: now,
                     answered_ms: now + 600,
-                    bytes: 1000,
                     size: 1000,
                     backlog,
                     throttled,
@@ -427,13 +428,17 @@ mod tests {
             max_in_flight: 1,
             ..LIMITS
         });
-        let answers = [(0, 900, 5 << 20), (900, 960, 100), (1_460, 1_500, 10)];
+        let answers = [
+            (0, 900, 5 << 20),
+            (900, 960, 100),
+            (1_460, 1_500, 10),
+            (1_500, 2_400, 5 << 20),
+        ];
         let mut reports = Vec::new();
         for (sent_ms, answered_ms, bytes) in answers {
             reports.extend(pacing.answered(AnswerSample {
                 sent_ms,
                 answered_ms,
-                bytes,
                 size: bytes,
                 backlog: true,
                 throttled: false,
@@ -441,23 +446,5 @@ mod tests {
         }
         let rtts: Vec<_> = reports.iter().map(|r| r.round_trip_ms).collect();
         assert_eq!(rtts, [None, Some(40)]);
-    }
-
-    #[test]
-    fn bytes_applied_later_count_in_the_interval_they_land_in() {
-        let mut pacing = FetchPacing::new(PacingLimits {
-            max_in_flight: 1,
-            ..LIMITS
-        });
-        pacing.delivered(3_000_000);
-        let report = pacing.answered(AnswerSample {
-            sent_ms: 0,
-            answered_ms: 1_000,
-            bytes: 0,
-            size: 0,
-            backlog: true,
-            throttled: false,
-        });
-        assert_eq!(report.map(|r| r.rate), Some(3e6));
     }
 }

@@ -94,9 +94,28 @@ pub struct Span {
     pub batch: i64,
     /// Bytes of one batch.
     pub batch_bytes: usize,
-    /// Bytes a Fetch ahead asks for: two batches more than the partition's own, so each
-    /// reaches past where the next starts whatever the batches' sizes (no gap between them).
+    /// Bytes a Fetch ahead asks for: the batches between two starts and half a batch more
+    /// ([`slack`]), so each usually ends where the next begins; a gap left between two
+    /// answers is fetched on its own ([`FetchState::next_ahead`]).
     pub bytes: usize,
+}
+
+impl Span {
+    /// The bytes a Fetch asks for to bring `offsets` offsets from a batch's start: their
+    /// batches' bytes and [`slack`], a batch at least.
+    fn ask(&self, offsets: i64) -> usize {
+        let per_offset = self.batch_bytes.max(1) as f64 / self.batch.max(1) as f64;
+        let bytes = (offsets.max(0) as f64 * per_offset).ceil() as usize;
+        (bytes + slack(self.batch_bytes)).max(self.batch_bytes)
+    }
+}
+
+/// What a Fetch ahead asks beyond the bytes of the batches it should bring: half a batch. The
+/// source sends the bytes asked for, cutting the last batch, so every byte of slack crosses
+/// the link for nothing; none at all would leave a gap whenever the batches come out a
+/// little larger than measured.
+pub fn slack(batch_bytes: usize) -> usize {
+    batch_bytes / 2
 }
 
 /// A Fetch from offsets ahead of a partition's log end.
@@ -104,8 +123,16 @@ pub struct Span {
 pub enum Ahead {
     /// In flight.
     InFlight,
-    /// Answered: batches from the offset asked (or the batch holding it) on.
-    Arrived(FetchResponse),
+    /// Answered: batches from the offset asked (or the batch holding it) on, `first` the
+    /// first one's base offset and `end` past the last whole one.
+    Arrived {
+        /// The answer.
+        response: FetchResponse,
+        /// Where its first batch starts.
+        first: i64,
+        /// Where its last whole batch ends.
+        end: i64,
+    },
 }
 
 /// What the log end reaching the Fetches ahead gives.
@@ -126,6 +153,11 @@ pub enum Kind {
     All,
     /// Those whose last answer showed no backlog.
     CaughtUp,
+    /// Those caught up that have been answered at least once: the reserve's. A partition not
+    /// yet answered may be far behind, and its first answer fill `fetch.max.bytes` (at the
+    /// start of a catch-up across 150 ms, 64 such partitions held the reserve for two seconds
+    /// with answers of ten round trips, while a steady partition beside them waited).
+    Settled,
     /// Those whose last answer showed a backlog.
     Behind,
     /// The one behind with the least left at the source, if near its end: a round of one,
@@ -138,6 +170,7 @@ impl Kind {
         match self {
             Kind::All => true,
             Kind::CaughtUp => !state.backlog,
+            Kind::Settled => !state.backlog && state.log_end.is_some(),
             Kind::Behind => state.backlog,
             Kind::Nearest => state.backlog && state.near(),
         }
@@ -162,9 +195,9 @@ pub struct AheadLanes {
 /// each comes over in about one round trip.
 pub const MIN_PIECE_BYTES: usize = 64 * 1024;
 
-/// The fewest batches a piece holds: a Fetch ahead asks for two batches more than its piece
-/// (so consecutive ones overlap whatever the batches' sizes), which would otherwise fetch a
-/// small backlog of large batches up to three times.
+/// The fewest batches a piece holds: a Fetch ahead is answered from the batch holding its
+/// start and asks half a batch more than its piece ([`slack`]), which would otherwise fetch a
+/// small backlog of large batches up to twice.
 pub const MIN_PIECE_BATCHES: i64 = 4;
 
 impl PartitionFetchState {
@@ -187,10 +220,9 @@ impl PartitionFetchState {
         if offsets >= span.offsets {
             return Some(span);
         }
-        let bytes = (offsets as f64 * per_offset).ceil() as usize;
         Some(Span {
             offsets,
-            bytes: bytes + 2 * span.batch_bytes,
+            bytes: span.ask(offsets),
             ..span
         })
     }
@@ -255,6 +287,20 @@ fn from_offset(response: &FetchResponse, offset: i64, gap: bool) -> Option<Fetch
     }
 }
 
+/// Where the first batch of `response` starts and its last whole one ends; `None` when it
+/// holds no whole batch.
+fn edges(response: &FetchResponse) -> Option<(i64, i64)> {
+    let FetchResponse::Records { records, .. } = response else {
+        return None;
+    };
+    let mut batches = RecordBatches::new(records.clone()).map_while(Result::ok);
+    let first = batches.next()?;
+    let end = batches
+        .last()
+        .map_or(first.next_offset(), |b| b.next_offset());
+    Some((first.base_offset(), end))
+}
+
 /// A fetcher's partitions and the round-robin cursor.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FetchState {
@@ -266,6 +312,8 @@ pub struct FetchState {
     /// The partitions whose last answer showed a backlog: what reading ahead searches, so a
     /// fetcher of many partitions, few behind, does not walk them all for each Fetch ahead.
     behind: std::collections::BTreeSet<TopicPartition>,
+    /// Bytes fetched ahead that the log end had passed when it reached them, so far.
+    fetched_twice: u64,
 }
 
 impl FetchState {
@@ -450,6 +498,17 @@ impl FetchState {
         }
     }
 
+    /// Bytes fetched ahead so far that the log already held when it reached them (what
+    /// consecutive answers overlapped by, and answers no longer needed).
+    pub fn fetched_twice(&self) -> u64 {
+        self.fetched_twice
+    }
+
+    /// How many partitions are behind (their last answer showed a backlog).
+    pub fn behind_count(&self) -> usize {
+        self.behind.len()
+    }
+
     /// Into how many pieces a partition that is behind is cut: its own Fetch, and as many
     /// Fetches ahead as each partition behind can get (at most `max_ahead`) from the lanes to
     /// spare: the `max_total` Fetches allowed beyond one per partition.
@@ -481,18 +540,64 @@ impl FetchState {
             return max_bytes;
         };
         if !state.backlog {
-            return match state.span.filter(|_| lanes.reserve > 0) {
-                Some(span) => MIN_PIECE_BYTES.max(span.batch_bytes).min(max_bytes),
-                None => max_bytes,
+            return match (lanes.reserve, state.span) {
+                (0, _) => max_bytes,
+                (_, Some(span)) => MIN_PIECE_BYTES.max(span.batch_bytes).min(max_bytes),
+                // Never answered: one piece finds out whether it is behind in one round trip,
+                // instead of holding its lane for an answer of `fetch.max.bytes`.
+                (_, None) => MIN_PIECE_BYTES.min(max_bytes),
             };
         }
         match (state.piece(self.pieces_of(state, lanes)), state.span) {
             (Some(piece), Some(span)) if piece != span => piece
                 .bytes
-                .saturating_sub(2 * piece.batch_bytes)
+                .saturating_sub(slack(piece.batch_bytes))
                 .clamp(piece.batch_bytes, max_bytes),
             _ => max_bytes,
         }
+        .min(self.to_next_ahead(key, state).unwrap_or(usize::MAX))
+    }
+
+    /// The bytes from `key`'s log end up to its first Fetch ahead, and [`slack`], when one lies
+    /// past it: the partition's own Fetch stops there instead of fetching twice what that one
+    /// brings (filling a gap an answer ahead left at the log end takes a batch or two).
+    fn to_next_ahead(&self, key: &TopicPartition, state: &PartitionFetchState) -> Option<usize> {
+        let (end, span) = (state.log_end?, state.span?);
+        let next = self
+            .ahead
+            .get(key)?
+            .iter()
+            .map(|(start, ahead)| match ahead {
+                Ahead::InFlight => *start,
+                Ahead::Arrived { first, .. } => (*first).min(*start),
+            })
+            .find(|next| *next > end)?;
+        Some(span.ask(next - end))
+    }
+
+    /// A gap between two answers ahead of `key` that nothing asks for yet: where it starts and
+    /// the bytes to ask (up to the next answer's first batch, and [`slack`]). Filled before
+    /// anything further ahead, as the log end cannot pass it.
+    fn gap(&self, key: &TopicPartition, state: &PartitionFetchState) -> Option<(i64, usize)> {
+        let span = state.span?;
+        let ahead = self.ahead.get(key)?;
+        // How far the answers so far reach, while every one before is known (one in flight, a
+        // gap's own included, covers what follows it). An answer whose first batch starts past
+        // the offset asked covers from there: the source has nothing in between (compacted).
+        let mut covered: Option<i64> = None;
+        for (start, entry) in ahead {
+            covered = match entry {
+                Ahead::Arrived { first, end, .. } => {
+                    let from = (*first).min(*start);
+                    if let Some(to) = covered.filter(|to| *to < from) {
+                        return Some((to, span.ask(from - to)));
+                    }
+                    Some(covered.map_or(*end, |to| to.max(*end)))
+                }
+                Ahead::InFlight => None,
+            };
+        }
+        None
     }
 
     /// The next Fetch ahead at `now_ms`: the partition with the fewest ahead (at most
@@ -523,12 +628,21 @@ impl FetchState {
                 let (end, span) = (state.log_end?, state.piece(pieces)?);
                 let ahead = self.ahead.get(key);
                 let count = ahead.map_or(0, BTreeMap::len);
-                let last = ahead.and_then(|a| a.keys().next_back().copied());
-                // The first inside the last batch the partition's own answer should hold (so it
-                // is answered from that batch), each next one an answer (or a piece) on; each
-                // asks for two batches more than that, so it reaches past where the next starts.
-                let start = match last {
-                    Some(last) if last > end => last.saturating_add(span.offsets),
+                // A gap between two answers ahead goes first, whatever the count: the log end
+                // cannot pass it.
+                if let Some((start, bytes)) = self.gap(key, state) {
+                    return Some((i64::MIN, key, start, bytes));
+                }
+                // Each starts half a batch past where the one before it should end, so it is
+                // answered from the batch that follows that one: the first inside the last batch
+                // the partition's own answer should hold (an answer or a piece on from the log
+                // end), the next an answer (or a piece) on, or, after one that came, half a
+                // batch past its end.
+                let start = match ahead.and_then(|a| a.iter().next_back()) {
+                    Some((_, Ahead::Arrived { end: to, .. })) if *to > end => {
+                        to.saturating_add(span.batch / 2)
+                    }
+                    Some((last, _)) if *last > end => last.saturating_add(span.offsets),
                     _ => end.saturating_add(span.offsets - span.batch / 2),
                 };
                 // On the reserve the nearest goes first; elsewhere the fewest ahead.
@@ -567,9 +681,21 @@ impl FetchState {
             return;
         };
         match answer {
-            Some(response) if ahead.contains_key(&start) => {
-                ahead.insert(start, Ahead::Arrived(response));
-            }
+            Some(response) if ahead.contains_key(&start) => match edges(&response) {
+                Some((first, end)) => {
+                    ahead.insert(
+                        start,
+                        Ahead::Arrived {
+                            response,
+                            first,
+                            end,
+                        },
+                    );
+                }
+                None => {
+                    ahead.remove(&start);
+                }
+            },
             _ => {
                 ahead.remove(&start);
             }
@@ -598,8 +724,16 @@ impl FetchState {
         for start in near {
             match ahead.get(&start) {
                 Some(Ahead::InFlight) => return AheadAtLogEnd::Wait,
-                Some(Ahead::Arrived(response)) => {
+                Some(Ahead::Arrived { response, .. }) => {
                     let rest = from_offset(response, log_end, start <= log_end);
+                    let size = |r: &FetchResponse| match r {
+                        FetchResponse::Records { records, .. } => records.len() as u64,
+                        _ => 0,
+                    };
+                    if rest.is_some() || start <= log_end {
+                        let used = rest.as_ref().map_or(0, size);
+                        self.fetched_twice += size(response).saturating_sub(used);
+                    }
                     // One asked from past the log end that does not start there yet may once
                     // the log end reaches it; one asked from below is done with.
                     if rest.is_some() || start <= log_end {
@@ -1021,7 +1155,90 @@ mod tests {
         state.ahead_answered(&a, 395, Some(answer(390, 400)));
         assert!(starts(&mut state).is_empty());
         state.ahead_answered(&a, 345, Some(answer(340, 500)));
-        assert_eq!(starts(&mut state), [445, 495]);
+        assert_eq!(
+            starts(&mut state),
+            [455],
+            "half a batch past where the last answer ended"
+        );
+    }
+
+    /// Answers ahead that leave a gap between them (batches larger than measured) get a Fetch
+    /// for the gap before anything further; the next one after an answer starts half a batch
+    /// past its end; the partition's own Fetch stops at its first answer ahead. Before: each
+    /// Fetch ahead asked two batches more than its span so none left a gap, and with batches of
+    /// 256 KiB a third of what crossed the link was fetched twice.
+    #[test]
+    fn a_gap_between_answers_ahead_is_fetched_before_anything_further() {
+        let mut state = attached(&["a"]);
+        let a = key("a");
+        // Batches of 10 offsets and 1 KiB, answers of five.
+        let span = Span {
+            offsets: 50,
+            batch: 10,
+            batch_bytes: 1024,
+            bytes: 5 * 1024 + 512,
+        };
+        let lanes = lanes(4, 4);
+        state.noted(&a, 100, Some(span), true, 1_000);
+        assert_eq!(
+            state.next_ahead(lanes, false, 0),
+            Some((a.clone(), 145, 5_632))
+        );
+        assert_eq!(
+            state.next_ahead(lanes, false, 0),
+            Some((a.clone(), 195, 5_632))
+        );
+        // The second answered first; with one in flight before it, no gap can be told yet.
+        state.ahead_answered(&a, 195, Some(batches(190, 240)));
+        assert_eq!(
+            state.next_ahead(lanes, false, 0),
+            Some((a.clone(), 245, 5_632)),
+            "half a batch past the end of the last answer"
+        );
+        // The first ends short of the second, at 180: the gap, and a batch's half more.
+        state.ahead_answered(&a, 145, Some(batches(140, 180)));
+        assert_eq!(
+            state.next_ahead(lanes, false, 0),
+            Some((a.clone(), 180, 1_536)),
+            "the gap first"
+        );
+        assert_eq!(
+            state.next_ahead(lanes, false, 0),
+            None,
+            "asked for once; four ahead"
+        );
+        // The own Fetch from the log end stops at the first answer ahead.
+        assert_eq!(state.own_bytes(&a, 1 << 20, lanes), 4 * 1024 + 512);
+        state.ahead_answered(&a, 180, Some(batches(180, 190)));
+        for (log_end, until) in [(140, 180), (180, 190), (190, 240)] {
+            let at = state.ahead_at(&a, log_end);
+            assert_eq!(first_and_end(&at), Some((log_end, until)), "{at:?}");
+        }
+        assert_eq!(state.ahead_at(&a, 240), AheadAtLogEnd::Wait);
+
+        // Offsets the source no longer has (compacted away) are no gap: the Fetch for a gap
+        // answered from past where it asked covers the space, and is not asked again.
+        let mut state = attached(&["a"]);
+        state.noted(&a, 100, Some(span), true, 1_000);
+        for start in [145, 195] {
+            let (_, asked, _) = state.next_ahead(lanes, false, 0).expect("ahead");
+            assert_eq!(asked, start);
+        }
+        state.ahead_answered(&a, 145, Some(batches(140, 180)));
+        state.ahead_answered(&a, 195, Some(batches(190, 240)));
+        assert_eq!(
+            state.next_ahead(lanes, false, 0),
+            Some((a.clone(), 180, 1_536))
+        );
+        state.ahead_answered(&a, 180, Some(batches(190, 200)));
+        assert_eq!(
+            state.next_ahead(lanes, false, 0),
+            Some((a.clone(), 245, 5_632)),
+            "the space from 180 to 190 is not asked for again"
+        );
+        state.ahead_at(&a, 140);
+        let at = state.ahead_at(&a, 180);
+        assert_eq!(first_and_end(&at), Some((190, 200)), "{at:?}");
     }
 
     /// A backlog of fewer spans than the partition's pieces (here 17: its own Fetch and 16
@@ -1037,7 +1254,7 @@ mod tests {
             offsets: 1_000,
             batch: 10,
             batch_bytes: 10 * 1024,
-            bytes: (1 << 20) + 2 * 10 * 1024,
+            bytes: 100 * 10 * 1024 + 5 * 1024,
         };
         let starts = |state: &mut FetchState| -> Vec<(i64, usize)> {
             aheads(state)
@@ -1045,7 +1262,7 @@ mod tests {
                 .map(|(start, bytes)| (start, bytes / 1024))
                 .collect()
         };
-        // 1,700 offsets behind: pieces of 100 offsets (100 KiB), each asking two batches more.
+        // 1,700 offsets behind: pieces of 100 offsets (100 KiB), each asking half a batch more.
         state.noted(&a, 0, Some(span), true, 1_700);
         assert_eq!(state.pieces(16, 100), 17);
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 100 * 1024);
@@ -1056,35 +1273,35 @@ mod tests {
         );
         let pieces = starts(&mut state);
         assert_eq!(pieces.len(), 16);
-        assert_eq!(pieces[0], (95, 120), "inside the own answer's last batch");
-        assert_eq!(pieces[15], (1_595, 120));
+        assert_eq!(pieces[0], (95, 105), "inside the own answer's last batch");
+        assert_eq!(pieces[15], (1_595, 105));
         // 200 behind: pieces of 64 KiB at least (64 offsets), none from the high watermark on.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 200);
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 64 * 1024);
-        assert_eq!(starts(&mut state), [(59, 84), (123, 84), (187, 84)]);
+        assert_eq!(starts(&mut state), [(59, 69), (123, 69), (187, 69)]);
         // Far behind: whole spans, as before.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 1_000_000);
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 1 << 20);
-        assert_eq!(starts(&mut state)[..2], [(995, 1044), (1_995, 1044)]);
+        assert_eq!(starts(&mut state)[..2], [(995, 1005), (1_995, 1005)]);
         // Caught up: its whole span.
         state.noted(&a, 0, Some(span), false, 5);
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 1 << 20);
-        // Batches of 100 KiB: pieces of four batches at least (what two more batches per Fetch
-        // ahead fetch twice stays under a third).
+        // Batches of 100 KiB: pieces of four batches at least (the half batch more each Fetch
+        // ahead asks for stays under an eighth).
         let large = Span {
             offsets: 1_000,
             batch: 100,
             batch_bytes: 100 * 1024,
-            bytes: (1 << 20) + 2 * 100 * 1024,
+            bytes: 10 * 100 * 1024 + 50 * 1024,
         };
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(large), true, 1_700);
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 400 * 1024);
         assert_eq!(
             starts(&mut state),
-            [(350, 600), (750, 600), (1_150, 600), (1_550, 600)]
+            [(350, 450), (750, 450), (1_150, 450), (1_550, 450)]
         );
     }
 
@@ -1219,5 +1436,15 @@ mod tests {
         assert_eq!(round(2, Kind::All), ["a", "b", "c", "d"]);
         assert_eq!(round(2, Kind::CaughtUp), ["b", "d"], "caught up apart");
         assert_eq!(round(2, Kind::Behind), ["c", "a"], "in turn");
+        assert!(
+            round(2, Kind::Settled).is_empty(),
+            "b and d were never answered: they may be far behind"
+        );
+        state.noted(&key("d"), 0, None, false, 0);
+        assert_eq!(
+            names(&state.next_round(10, 2, Kind::Settled, 0)),
+            ["d"],
+            "answered, caught up"
+        );
     }
 }

@@ -667,7 +667,7 @@ mod tests {
             ("mirror.supervision.restart.window.ms", "0"),
             ("mirror.metadata.refresh.interval.ms", "0"),
             ("mirror.num.replica.fetchers", "0"),
-            ("mirror.num.replica.fetchers", "257"),
+            ("mirror.num.replica.fetchers", "1025"),
             ("metrics.listener", "http://127.0.0.1:65536"),
             ("kmirror.log.format", "xml"),
         ] {
@@ -679,7 +679,7 @@ mod tests {
         }
         let (c, unknown) = config(
             "node.id=0\nlog.segment.bytes=1048576\nlog.index.interval.bytes=0\nlog.retention.hours=-1\n\
-             log.retention.bytes=-1\nmirror.supervision.max.restarts=0\nmirror.num.replica.fetchers=256\n\
+             log.retention.bytes=-1\nmirror.supervision.max.restarts=0\nmirror.num.replica.fetchers=1024\n\
              mirror.supervision.max.restart=5\nmessage.max.bytes=0\n",
         )
         .expect("the ends of the ranges are valid");

@@ -32,7 +32,7 @@ use super::ports::FetcherProgress;
 use super::ports::PortFuture;
 use crate::fetch_pacing::{AnswerSample, FetchPacing, PacingLimits, PacingReport};
 pub use crate::fetch_state::FetchEpochs;
-use crate::fetch_state::{AheadAtLogEnd, AheadLanes, FetchState, Kind, Span};
+use crate::fetch_state::{AheadAtLogEnd, AheadLanes, FetchState, Kind, Span, slack};
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
 use actix::{
@@ -46,7 +46,7 @@ use tokio::sync::oneshot;
 
 /// The most Fetches ahead of one partition's log end, in flight or waiting: with
 /// `fetch.max.bytes` each, what one partition may hold in memory beyond its own Fetch.
-pub const MAX_AHEAD: usize = 16;
+pub const MAX_AHEAD: usize = 32;
 
 /// Fetches kept beyond the pacing's count for partitions near the source's end (caught up, or
 /// less than one answer behind), out of `mirror.num.replica.fetchers` beyond the 8 the pacing
@@ -354,19 +354,21 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
     }
 
-    /// Fetches the pacing allows in flight now (each partition in one from its log end and at
-    /// most [`MAX_AHEAD`] ahead of it).
+    /// Fetches the pacing allows in flight now (no more than every partition's own and
+    /// [`MAX_AHEAD`] ahead of each would take).
     fn allowed(&self) -> usize {
         self.pacing
             .in_flight(self.members.len().saturating_mul(1 + MAX_AHEAD))
     }
 
-    /// What reading ahead may use now: the Fetches allowed, and the reserve while more than one
-    /// is (a fetcher down to one after a failure keeps none).
+    /// What reading ahead may use now: the Fetches allowed, [`MAX_AHEAD`] per partition or
+    /// their share among the partitions behind if larger (the last of a catch-up is not held to
+    /// a few connections while the others stand idle), and the reserve while more than one is
+    /// allowed (a fetcher down to one after a failure keeps none).
     fn lanes(&self) -> AheadLanes {
         let total = self.allowed();
         AheadLanes {
-            per_partition: MAX_AHEAD,
+            per_partition: MAX_AHEAD.max(total / self.state.behind_count().max(1)),
             total,
             reserve: if total > 1 { self.reserve } else { 0 },
         }
@@ -437,12 +439,14 @@ impl<P: FetcherPorts> Fetcher<P> {
         self.reserved.len() < self.lanes().reserve
     }
 
-    /// On the reserve: one Fetch for the caught-up partitions that are ready, or else for the
-    /// nearest behind (the least left at the source), or else one ahead of the nearest that
-    /// may have one; whether one went out.
+    /// On the reserve: one Fetch for the caught-up partitions that are ready (answered before),
+    /// or else for one never answered (asking one piece: it may be far behind), or else for
+    /// the nearest behind (the least left at the source), or else one ahead of the nearest
+    /// that may have one; whether one went out.
     fn send_near(&mut self, ctx: &mut Context<Self>) -> bool {
         let max_partitions = self.config.max_partitions_per_fetch;
-        self.send(max_partitions, Kind::CaughtUp, true, ctx)
+        self.send(max_partitions, Kind::Settled, true, ctx)
+            || self.send(1, Kind::CaughtUp, true, ctx)
             || self.send(1, Kind::Nearest, true, ctx)
             || self.send_ahead(true, ctx)
     }
@@ -603,26 +607,21 @@ impl<P: FetcherPorts> Fetcher<P> {
                 return;
             }
         };
-        // What the link delivered is what the log gains: an answer from the log end counts
-        // whole, one ahead only as its batches are applied (`apply_ahead`), so bytes fetched
-        // twice never make more in flight look worth it.
-        let own_bytes = fetched
-            .answers
-            .iter()
-            .filter(|(key, _)| sent.iter().any(|(p, _)| p.key == *key && !p.ahead))
-            .map(|(_, answer)| match answer {
-                Ok(FetchResponse::Records { records, .. }) => records.len() as u64,
-                _ => 0,
-            })
-            .sum();
         if let Some(report) = self.pacing.answered(AnswerSample {
             sent_ms,
             answered_ms,
-            bytes: own_bytes,
             size: fetched.bytes,
             backlog: fetched.backlog,
             throttled: fetched.throttled,
         }) {
+            tracing::debug!(
+                in_flight = report.in_flight,
+                rate = report.rate as u64,
+                round_trip_ms = ?report.round_trip_ms,
+                bytes_per_answer = report.bytes_per_answer,
+                fetched_twice = self.state.fetched_twice(),
+                "the pacing's interval"
+            );
             self.ports.paced(&report);
         }
         // An incremental fetch session leaves out partitions with nothing new: a Fetch ahead
@@ -809,7 +808,6 @@ impl<P: FetcherPorts> Fetcher<P> {
         };
         if let FetchResponse::Records { records, .. } = &response {
             self.ports.applied_ahead(records.len() as u64);
-            self.pacing.delivered(records.len() as u64);
         }
         self.state.applying(key);
         self.applying += 1;
@@ -872,7 +870,7 @@ fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<Span>, Option<i6
         offsets: per_answer * batch,
         batch,
         batch_bytes,
-        bytes: max_bytes.max(batch_bytes) + 2 * batch_bytes,
+        bytes: per_answer as usize * batch_bytes + slack(batch_bytes),
     };
     (Some(span), Some(end))
 }

@@ -749,13 +749,25 @@ fn fetches_ahead_start_an_answers_whole_batches_apart() {
     let span = |max_bytes| {
         span_of(&records, max_bytes)
             .0
-            .map(|s| (s.offsets, s.batch, s.bytes - max_bytes))
+            .map(|s| (s.offsets, s.batch, s.bytes))
     };
     let batch = whole / 4;
-    assert_eq!(span(whole), Some((40, 10, 2 * batch)), "four whole batches");
-    assert_eq!(span(whole - 1), Some((30, 10, 2 * batch)), "three fit");
-    let one = span_of(&records, 1).0.map(|s| (s.offsets, s.bytes));
-    assert_eq!(one, Some((10, 3 * batch)), "at least one, and two more");
+    // Fetches ahead ask for the whole batches between two starts and half a batch more.
+    assert_eq!(
+        span(whole),
+        Some((40, 10, 4 * batch + batch / 2)),
+        "four whole batches"
+    );
+    assert_eq!(
+        span(whole - 1),
+        Some((30, 10, 3 * batch + batch / 2)),
+        "three fit"
+    );
+    assert_eq!(
+        span(1),
+        Some((10, 10, batch + batch / 2)),
+        "at least one, and half a batch more"
+    );
     assert_eq!(span_of(&records, whole).1, Some(40));
     assert_eq!(span_of(&Bytes::new(), 1024), (None, None));
 }
