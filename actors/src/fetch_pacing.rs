@@ -1,5 +1,5 @@
 //! How many Fetches one fetcher keeps in flight, and how large each may be, in pure code
-//! (docs/design.md §9, "Fetching across a WAN").
+//! (docs/design.md §4, "Fetching across a WAN").
 //!
 //! One connection to a distant source moves at most its window per round trip: the source's
 //! `socket.send.buffer.bytes` (Kafka's default 100 KiB) caps it at about 2 MB/s at 50 ms, far

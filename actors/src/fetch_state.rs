@@ -21,16 +21,17 @@
 //!   Fetches leave free, a partition with a backlog also gets Fetches from offsets beyond its
 //!   log end, at most `max_ahead` of them: the first inside the last
 //!   batch the partition's own answer should hold, each next one an answer further (a piece,
-//!   when the backlog is small: [`FetchState::pieces`]), each asking for two batches more
-//!   than that (the source answers a Fetch from the batch holding its offset, so each
-//!   overlaps the one before by a batch or more, whatever the batches' sizes, and no offset
-//!   falls between them), and none from the high watermark
-//!   the partition's answers showed or past it (the source has nothing there). Their answers
-//!   wait here until the log end reaches them; then the batches from the log end on are
-//!   applied as the answer to a fetch from there would be (the
-//!   source returns the same batches from the one holding the offset asked), so the log still
-//!   grows in order, without holes: an answer that starts above the log end waits for the
-//!   partition's own Fetch to fill the space, one that would start inside a batch is dropped.
+//!   when the backlog is small: [`FetchState::pieces`]) or half a batch past where the one
+//!   before it ended once that one came, each asking for its batches and half a batch more
+//!   ([`slack`]; the source answers a Fetch from the batch holding its offset), and none from
+//!   the high watermark the partition's answers showed or past it (the source has nothing
+//!   there). A gap two answers leave between them is asked for before anything further
+//!   ([`FetchState::next_ahead`]). Their answers wait here until the log end reaches them;
+//!   then the batches from the log end on are applied as the answer to a fetch from there
+//!   would be (the source returns the same batches from the one holding the offset asked), so
+//!   the log still grows in order, without holes: an answer that starts above the log end
+//!   waits for the gap's Fetch (or the partition's own, which stops at the first answer ahead)
+//!   to fill the space, one that would start inside a batch is dropped.
 //!   A partition is not fetched from its log end while a Fetch ahead from there is in flight.
 //!   Anything but an append (a truncation, a hold, an attach, a detach) drops what is ahead.
 //! - Holds: a partition whose answer failed, or whose batches were held back above the
@@ -106,7 +107,9 @@ impl Span {
     fn ask(&self, offsets: i64) -> usize {
         let per_offset = self.batch_bytes.max(1) as f64 / self.batch.max(1) as f64;
         let bytes = (offsets.max(0) as f64 * per_offset).ceil() as usize;
-        (bytes + slack(self.batch_bytes)).max(self.batch_bytes)
+        bytes
+            .saturating_add(slack(self.batch_bytes))
+            .max(self.batch_bytes)
     }
 }
 
@@ -590,7 +593,9 @@ impl FetchState {
                 Ahead::Arrived { first, end, .. } => {
                     let from = (*first).min(*start);
                     if let Some(to) = covered.filter(|to| *to < from) {
-                        return Some((to, span.ask(from - to)));
+                        // One answer's bytes at most (a longer gap takes several in turn): the
+                        // span may have been measured on smaller records than the gap holds.
+                        return Some((to, span.ask(from - to).min(span.bytes)));
                     }
                     Some(covered.map_or(*end, |to| to.max(*end)))
                 }
@@ -717,8 +722,15 @@ impl FetchState {
         let Some(ahead) = self.ahead.get_mut(key) else {
             return AheadAtLogEnd::Fetch;
         };
+        // Those asked from up to a batch past the log end, and any answered whose first batch
+        // starts at or below it (one asked from further on whose first batch came out longer
+        // than the average).
         let near: Vec<i64> = ahead
-            .range(..log_end.saturating_add(reach))
+            .iter()
+            .filter(|(start, entry)| {
+                **start < log_end.saturating_add(reach)
+                    || matches!(entry, Ahead::Arrived { first, .. } if *first <= log_end)
+            })
             .map(|(start, _)| *start)
             .collect();
         for start in near {
@@ -730,13 +742,11 @@ impl FetchState {
                         FetchResponse::Records { records, .. } => records.len() as u64,
                         _ => 0,
                     };
-                    if rest.is_some() || start <= log_end {
-                        let used = rest.as_ref().map_or(0, size);
-                        self.fetched_twice += size(response).saturating_sub(used);
-                    }
                     // One asked from past the log end that does not start there yet may once
                     // the log end reaches it; one asked from below is done with.
                     if rest.is_some() || start <= log_end {
+                        let used = rest.as_ref().map_or(0, size);
+                        self.fetched_twice += size(response).saturating_sub(used);
                         ahead.remove(&start);
                     }
                     if let Some(rest) = rest {
@@ -1215,6 +1225,25 @@ mod tests {
             assert_eq!(first_and_end(&at), Some((log_end, until)), "{at:?}");
         }
         assert_eq!(state.ahead_at(&a, 240), AheadAtLogEnd::Wait);
+
+        // An answer whose first batch starts more than a batch before where it was asked from
+        // (a long batch) serves once the log end reaches that batch, found by review: it was
+        // skipped, and the own Fetch fetched it again.
+        let mut state = attached(&["a"]);
+        state.noted(&a, 100, Some(span), true, 1_000);
+        let (_, start, _) = state.next_ahead(lanes, false, 0).expect("ahead");
+        assert_eq!(start, 145);
+        state.ahead_answered(
+            &a,
+            145,
+            Some(FetchResponse::Records {
+                records: kmirror_protocol::testing::batch_run(125, 175, 25),
+                high_watermark: 1_000,
+                source_leader_epoch: None,
+            }),
+        );
+        let at = state.ahead_at(&a, 125);
+        assert_eq!(first_and_end(&at), Some((125, 175)), "{at:?}");
 
         // Offsets the source no longer has (compacted away) are no gap: the Fetch for a gap
         // answered from past where it asked covers the space, and is not asked again.

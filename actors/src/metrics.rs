@@ -88,7 +88,7 @@ pub const MAX_LAG_SECONDS: &str = "kmirror_mirror_max_lag_seconds";
 /// Milliseconds the mirror's fetchers waited for `mirror.replication.throttled.rate`.
 pub const THROTTLE_WAIT: &str = "kmirror_fetcher_throttle_wait_ms_total";
 /// Fetches a mirror's fetcher may keep in flight to one source broker, as its pacing decided
-/// (docs/design.md §9).
+/// (docs/design.md §4, "Fetching across a WAN").
 pub const FETCHES_IN_FLIGHT: &str = "kmirror_fetcher_fetches_in_flight";
 /// The round trip to a source broker, as a fetcher estimates it: its quickest small answer.
 pub const FETCH_ROUND_TRIP: &str = "kmirror_fetcher_round_trip_seconds";

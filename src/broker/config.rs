@@ -78,7 +78,7 @@ pub struct BrokerConfig {
     /// `mirror.metadata.refresh.interval.ms` (30000): how often each mirror's metadata sync runs
     /// (source cluster id, partition counts, topic configs, group offsets, ACLs).
     pub mirror_metadata_refresh_interval_ms: u64,
-    /// `mirror.num.replica.fetchers` (128): the most Fetches in flight per source broker per
+    /// `mirror.num.replica.fetchers` (256): the most Fetches in flight per source broker per
     /// mirror (each fetcher's pacing finds how many the link wants), unless the mirror's own
     /// configs say otherwise.
     pub mirror_num_replica_fetchers: usize,

@@ -5,18 +5,19 @@
 //! applied, so batches land in order and exactly once.
 //!
 //! How many Fetches are in flight, and how large each is, is decided by the pure
-//! [`FetchPacing`] from what the answers deliver (docs/design.md §9): one on a near source,
-//! up to `mirror.num.replica.fetchers` on a distant one, each on a connection of its own (its
-//! lane: the lowest free one, so a single Fetch always uses lane 0 and its fetch session) and
-//! for its share of the partitions ready to fetch; on a lane left free when none is ready, a
-//! partition with a backlog is also fetched ahead of its log end ([`FetchState`], "Reading
-//! ahead"), at most [`MAX_AHEAD`] Fetches ahead each. Which partitions go into a Fetch, in turn,
-//! and what each is fetched under is decided by the pure [`FetchState`] (round robin, at most
-//! `max_partitions_per_fetch`, none in flight or whose answer is still being applied). A Fetch
-//! that brought nothing new keeps its lane busy for `idle_backoff` (the source's own long
+//! [`FetchPacing`] from what the answers deliver (docs/design.md §4, "Fetching across a WAN"):
+//! one on a near source, up to `mirror.num.replica.fetchers` on a distant one, each on a
+//! connection of its own (its lane: the lowest free one, so a single Fetch always uses lane 0
+//! and its fetch session) and for its share of the partitions ready to fetch; on a lane left
+//! free when none is ready, a partition with a backlog is also fetched ahead of its log end
+//! ([`FetchState`], "Reading ahead"), [`MAX_AHEAD`] Fetches ahead each at most, or the Fetches
+//! allowed shared among the partitions behind if more. Which partitions go into a Fetch, in
+//! turn, and what each is fetched under is decided by the pure [`FetchState`] (round robin, at
+//! most `max_partitions_per_fetch`, none in flight or whose answer is still being applied). A
+//! Fetch that brought nothing new keeps its lane busy for `idle_backoff` (the source's own long
 //! polling usually makes that rare); a partition whose answer failed, or whose batches were
-//! held back above its destination epoch, waits the same backoff alone
-//! ([`FetchState::hold`]), or until its epoch is raised.
+//! held back above its destination epoch, waits the same backoff alone ([`FetchState::hold`]),
+//! or until its epoch is raised.
 //!
 //! Batching: with one Fetch in flight, while the answers of the last Fetch are being applied,
 //! the next Fetch waits for them (at most `apply_grace`), so it asks again for every partition
@@ -44,8 +45,9 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// The most Fetches ahead of one partition's log end, in flight or waiting: with
-/// `fetch.max.bytes` each, what one partition may hold in memory beyond its own Fetch.
+/// Fetches ahead of one partition's log end, in flight or waiting, that it may have at least
+/// (more when few partitions are behind: the Fetches allowed shared among them, see
+/// `Fetcher::lanes`); what they hold in memory is bounded by the Fetches allowed in all.
 pub const MAX_AHEAD: usize = 32;
 
 /// Fetches kept beyond the pacing's count for partitions near the source's end (caught up, or

@@ -1,4 +1,4 @@
-//! The connections a mirror's Fetches travel on (docs/design.md §9, "Fetching across a WAN").
+//! The connections a mirror's Fetches travel on (docs/design.md §4, "Fetching across a WAN").
 //!
 //! A connection to a distant source carries at most its window per round trip, so Fetches in
 //! flight together each need a connection of their own: a lane is one source client (one

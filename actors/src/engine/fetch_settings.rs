@@ -1,8 +1,9 @@
-//! A mirror's fetch settings, from its configs (docs/design.md §9): how much one Fetch to the
-//! source asks for and how long it may wait, and how many Fetches to each source broker may be
-//! in flight at most. A distant source needs many in flight (one connection moves at most its
-//! window per round trip); the fetcher's pacing finds how many within that ceiling.
-//! `mirror.replication.throttled.rate` caps what they fetch ([`super::throttle`]).
+//! A mirror's fetch settings, from its configs (docs/design.md §4, "Fetching across a WAN"):
+//! how much one Fetch to the source asks for and how long it may wait, and how many Fetches to
+//! each source broker may be in flight at most. A distant source needs many in flight (one
+//! connection moves at most its window per round trip); the fetcher's pacing finds how many
+//! within that ceiling. `mirror.replication.throttled.rate` caps what they fetch
+//! ([`super::throttle`]).
 
 use super::gap_policy::{GAP_POLICY, GapPolicy};
 use std::collections::BTreeMap;
@@ -23,7 +24,7 @@ pub struct FetchSettings {
     /// `mirror.replication.throttled.rate` (none: unlimited): bytes per second the mirror's
     /// fetchers on one broker may fetch together.
     pub throttled_rate: Option<u64>,
-    /// `mirror.num.replica.fetchers` (the broker's, 128 by default): the most Fetches in flight
+    /// `mirror.num.replica.fetchers` (the broker's, 256 by default): the most Fetches in flight
     /// to one source broker, each on a connection of its own.
     pub max_in_flight: usize,
 }
