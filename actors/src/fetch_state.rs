@@ -650,25 +650,13 @@ impl FetchState {
                     Some((last, _)) if *last > end => last.saturating_add(span.offsets),
                     _ => end.saturating_add(span.offsets - span.batch / 2),
                 };
-                // On the reserve, once the pieces reach the source's end, one more waits there
-                // (a long poll from the high watermark): what is produced next comes back half
-                // a round trip later, not once a piece's answer has shown it and another went
-                // to ask.
-                let waits_at_end = near
-                    && start >= state.high_watermark
-                    && ahead.is_none_or(|a| a.range(state.high_watermark..).next().is_none());
-                let start = if waits_at_end {
-                    state.high_watermark
-                } else {
-                    start
-                };
                 // On the reserve the nearest goes first; elsewhere the fewest ahead.
                 let order = if near {
                     state.remaining().map_or(i64::MAX, |(left, _)| left)
                 } else {
                     i64::try_from(count).unwrap_or(i64::MAX)
                 };
-                (count < max_ahead && (start < state.high_watermark || waits_at_end))
+                (count < max_ahead && start < state.high_watermark)
                     .then_some((order, key, start, span.bytes))
             })
             .min_by_key(|(order, _, _, _)| *order)
@@ -1413,28 +1401,6 @@ mod tests {
         assert_eq!(
             names(&state.next_round(10, usize::MAX, Kind::Nearest, 0)),
             ["steady"]
-        );
-        // With room for more, once the pieces reach the source's end one more waits there (a
-        // long poll from the high watermark), and only one.
-        state.drop_ahead(&near);
-        let roomy = AheadLanes {
-            reserve: 4,
-            ..lanes(16, 8)
-        };
-        let starts: Vec<i64> = std::iter::from_fn(|| state.next_ahead(roomy, true, 0))
-            .map(|(_, start, _)| start)
-            .collect();
-        assert_eq!(starts, [59, 123, 187, 251, 315, 379, 443, 500]);
-        let arrived = FetchResponse::Records {
-            records: kmirror_protocol::testing::batch_run(500, 520, 10),
-            high_watermark: 520,
-            source_leader_epoch: None,
-        };
-        state.ahead_answered(&near, 500, Some(arrived));
-        assert_eq!(
-            state.next_ahead(roomy, true, 0).map(|(_, start, _)| start),
-            Some(520),
-            "its answer showed a new end: the next waits there"
         );
         state.noted(&near, 500, Some(span), false, 505);
         assert_eq!(
