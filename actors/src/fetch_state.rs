@@ -102,11 +102,15 @@ pub struct Span {
 }
 
 impl Span {
+    /// Bytes per offset, as its batches showed.
+    fn per_offset(&self) -> f64 {
+        self.batch_bytes.max(1) as f64 / self.batch.max(1) as f64
+    }
+
     /// The bytes a Fetch asks for to bring `offsets` offsets from a batch's start: their
     /// batches' bytes and [`slack`], a batch at least.
     fn ask(&self, offsets: i64) -> usize {
-        let per_offset = self.batch_bytes.max(1) as f64 / self.batch.max(1) as f64;
-        let bytes = (offsets.max(0) as f64 * per_offset).ceil() as usize;
+        let bytes = (offsets.max(0) as f64 * self.per_offset()).ceil() as usize;
         bytes
             .saturating_add(slack(self.batch_bytes))
             .max(self.batch_bytes)
@@ -136,6 +140,18 @@ pub enum Ahead {
         /// Where its last whole batch ends.
         end: i64,
     },
+}
+
+impl Ahead {
+    /// Where the offsets this Fetch ahead, asked from `start`, accounts for begin: its first
+    /// batch, or `start` when that batch begins past it (the source has nothing in between:
+    /// compacted); `start` while in flight.
+    fn covers_from(&self, start: i64) -> i64 {
+        match self {
+            Ahead::InFlight => start,
+            Ahead::Arrived { first, .. } => (*first).min(start),
+        }
+    }
 }
 
 /// What the log end reaching the Fetches ahead gives.
@@ -214,8 +230,7 @@ impl PartitionFetchState {
         if fetches <= 1 {
             return Some(span);
         }
-        let per_offset = span.batch_bytes.max(1) as f64 / span.batch.max(1) as f64;
-        let floor = ((MIN_PIECE_BYTES as f64 / per_offset).ceil() as i64)
+        let floor = ((MIN_PIECE_BYTES as f64 / span.per_offset()).ceil() as i64)
             .max(span.batch.saturating_mul(MIN_PIECE_BATCHES));
         let remaining = self.high_watermark.saturating_sub(end).max(0);
         let fetches = i64::try_from(fetches).unwrap_or(i64::MAX);
@@ -570,10 +585,7 @@ impl FetchState {
             .ahead
             .get(key)?
             .iter()
-            .map(|(start, ahead)| match ahead {
-                Ahead::InFlight => *start,
-                Ahead::Arrived { first, .. } => (*first).min(*start),
-            })
+            .map(|(start, ahead)| ahead.covers_from(*start))
             .find(|next| *next > end)?;
         Some(span.ask(next - end))
     }
@@ -590,8 +602,8 @@ impl FetchState {
         let mut covered: Option<i64> = None;
         for (start, entry) in ahead {
             covered = match entry {
-                Ahead::Arrived { first, end, .. } => {
-                    let from = (*first).min(*start);
+                Ahead::Arrived { end, .. } => {
+                    let from = entry.covers_from(*start);
                     if let Some(to) = covered.filter(|to| *to < from) {
                         // One answer's bytes at most (a longer gap takes several in turn): the
                         // span may have been measured on smaller records than the gap holds.
