@@ -214,24 +214,29 @@ pub struct AheadLanes {
 /// each comes over in about one round trip.
 pub const MIN_PIECE_BYTES: usize = 64 * 1024;
 
-/// The fewest batches a piece holds: a Fetch ahead is answered from the batch holding its
-/// start and asks half a batch more than its piece ([`slack`]), which would otherwise fetch a
-/// small backlog of large batches up to twice.
+/// The fewest batches a piece of a partition not near the source's end holds: a Fetch ahead
+/// is answered from the batch holding its start and asks half a batch more than its piece
+/// ([`slack`]), which would otherwise fetch the last of a catch-up of large batches up to
+/// twice. A partition near the end takes one batch at least instead: it is small beside the
+/// link, and its pieces must each cross a distant link in one round trip (four batches of a
+/// steady producer's 64 KiB took three to five).
 pub const MIN_PIECE_BATCHES: i64 = 4;
 
 impl PartitionFetchState {
     /// How the partition is fetched now: its span, or, when what remains at the source (its
     /// high watermark past its log end) is less than `fetches` spans (more than one), `fetches`
-    /// pieces of at least [`MIN_PIECE_BYTES`] and [`MIN_PIECE_BATCHES`] each, so a small
-    /// backlog comes over several connections at once instead of one window per round trip on
-    /// one (a steady partition a little behind, or the last of a catch-up).
+    /// pieces of at least [`MIN_PIECE_BYTES`] and [`MIN_PIECE_BATCHES`] each (one batch near
+    /// the source's end), so a small backlog comes over several connections at once instead
+    /// of one window per round trip on one (a steady partition a little behind, or the last of
+    /// a catch-up).
     fn piece(&self, fetches: usize) -> Option<Span> {
         let (span, end) = (self.span?, self.log_end?);
         if fetches <= 1 {
             return Some(span);
         }
+        let batches = if self.near() { 1 } else { MIN_PIECE_BATCHES };
         let floor = ((MIN_PIECE_BYTES as f64 / span.per_offset()).ceil() as i64)
-            .max(span.batch.saturating_mul(MIN_PIECE_BATCHES));
+            .max(span.batch.saturating_mul(batches));
         let remaining = self.high_watermark.saturating_sub(end).max(0);
         let fetches = i64::try_from(fetches).unwrap_or(i64::MAX);
         let offsets = (remaining.saturating_add(fetches - 1) / fetches).max(floor);
@@ -591,9 +596,14 @@ impl FetchState {
     }
 
     /// A gap between two answers ahead of `key` that nothing asks for yet: where it starts and
-    /// the bytes to ask (up to the next answer's first batch, and [`slack`]). Filled before
-    /// anything further ahead, as the log end cannot pass it.
-    fn gap(&self, key: &TopicPartition, state: &PartitionFetchState) -> Option<(i64, usize)> {
+    /// the bytes to ask (up to the next answer's first batch, and [`slack`]; `most` at most).
+    /// Filled before anything further ahead, as the log end cannot pass it.
+    fn gap(
+        &self,
+        key: &TopicPartition,
+        state: &PartitionFetchState,
+        most: usize,
+    ) -> Option<(i64, usize)> {
         let span = state.span?;
         let ahead = self.ahead.get(key)?;
         // How far the answers so far reach, while every one before is known (one in flight, a
@@ -605,9 +615,11 @@ impl FetchState {
                 Ahead::Arrived { end, .. } => {
                     let from = entry.covers_from(*start);
                     if let Some(to) = covered.filter(|to| *to < from) {
-                        // One answer's bytes at most (a longer gap takes several in turn): the
-                        // span may have been measured on smaller records than the gap holds.
-                        return Some((to, span.ask(from - to).min(span.bytes)));
+                        // One answer's bytes at most, or one piece's (a longer gap takes
+                        // several in turn): the span may have been measured on smaller records
+                        // than the gap holds, and near the source's end each Fetch must cross
+                        // in a round trip.
+                        return Some((to, span.ask(from - to).min(span.bytes).min(most)));
                     }
                     Some(covered.map_or(*end, |to| to.max(*end)))
                 }
@@ -647,7 +659,7 @@ impl FetchState {
                 let count = ahead.map_or(0, BTreeMap::len);
                 // A gap between two answers ahead goes first, whatever the count: the log end
                 // cannot pass it.
-                if let Some((start, bytes)) = self.gap(key, state) {
+                if let Some((start, bytes)) = self.gap(key, state, span.bytes) {
                     return Some((i64::MIN, key, start, bytes));
                 }
                 // Each starts half a batch past where the one before it should end, so it is
@@ -1343,6 +1355,16 @@ mod tests {
         assert_eq!(
             starts(&mut state),
             [(350, 450), (750, 450), (1_150, 450), (1_550, 450)]
+        );
+        // Near the source's end (less left than a span): pieces of one batch, each crossing a
+        // distant link in about a round trip (before: one of four batches, 450 KiB, five round
+        // trips through a 100 KiB window).
+        state.drop_ahead(&a);
+        state.noted(&a, 0, Some(large), true, 700);
+        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 100 * 1024);
+        assert_eq!(
+            starts(&mut state),
+            [50, 150, 250, 350, 450, 550, 650].map(|start| (start, 150))
         );
     }
 

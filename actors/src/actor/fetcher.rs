@@ -551,7 +551,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         reserved: bool,
         ctx: &mut Context<Self>,
     ) {
-        let lane = (0..).find(|l| !self.busy.contains(l)).unwrap_or_default();
+        let lane = self.free_lane(reserved);
         self.busy.insert(lane);
         if reserved {
             self.reserved.insert(lane);
@@ -568,6 +568,15 @@ impl<P: FetcherPorts> Fetcher<P> {
             .pacing
             .fetch_bytes(self.pacing.target())
             .max(i32::try_from(asked).unwrap_or(i32::MAX));
+        tracing::trace!(
+            lane,
+            reserved,
+            partitions = ?requests
+                .iter()
+                .map(|p| (p.key.to_string(), p.request.offset, p.request.max_bytes, p.ahead))
+                .collect::<Vec<_>>(),
+            "a Fetch went out"
+        );
         let fetch = self.ports.fetch(lane, requests, max_bytes);
         ctx.spawn(fetch.into_actor(self).map(move |answers, fetcher, ctx| {
             let answered_ms = fetcher.now_ms();
@@ -626,6 +635,24 @@ impl<P: FetcherPorts> Fetcher<P> {
             );
             self.ports.paced(&report);
         }
+        tracing::trace!(
+            lane,
+            took_ms = answered_ms.saturating_sub(sent_ms),
+            answers = ?fetched
+                .answers
+                .iter()
+                .map(|(key, answer)| match answer {
+                    Ok(FetchResponse::Records {
+                        records,
+                        high_watermark,
+                        ..
+                    }) => format!("{key} {} bytes, high watermark {high_watermark}", records.len()),
+                    Ok(other) => format!("{key} {other:?}"),
+                    Err(cause) => format!("{key} failed: {}", cause.message),
+                })
+                .collect::<Vec<_>>(),
+            "a Fetch was answered"
+        );
         // An incremental fetch session leaves out partitions with nothing new: a Fetch ahead
         // left out brought nothing, and must not be waited for.
         for (asked, _) in sent.iter().filter(|(p, _)| p.ahead) {
@@ -820,6 +847,21 @@ impl<P: FetcherPorts> Fetcher<P> {
             fetcher.applied(&key, result, ctx);
         }));
         true
+    }
+
+    /// The lane the next Fetch goes on (on the reserve when `reserved`): the reserve's are
+    /// lanes 1 to its size, the others lane 0 (which also carries the source's other requests)
+    /// and those above the reserve's, the lowest free first. A partition near the source's end
+    /// then always finds its connection made: the catch-up beside it takes the lanes the
+    /// pacing adds, and a Fetch on a lane never used before waits two or three round trips
+    /// more for its connection (lag spikes of 500-650 ms at 150 ms, every time the pacing
+    /// grew).
+    fn free_lane(&self, reserved: bool) -> usize {
+        let free = |lane: &usize| !self.busy.contains(lane);
+        let mut own = if reserved { 1..self.reserve + 1 } else { 0..1 };
+        own.find(free)
+            .or_else(|| (self.reserve + 1..).find(free))
+            .unwrap_or_default()
     }
 
     /// After a Fetch with nothing to apply, or one that failed: its lane rests a little
