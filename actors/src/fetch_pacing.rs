@@ -21,16 +21,35 @@
 //! - the throttle delayed Fetches: take a quarter off (more in flight cannot help), down to
 //!   [`MIN_IN_FLIGHT`];
 //! - a Fetch failed as a whole ([`FetchPacing::failed`], at once): one in flight;
-//! - `Grow` (the start, and after a successful probe): double while the rate rises by a quarter
-//!   each time; when it does not, keep the count if it still helped a little, else go back,
-//!   and probe upwards first;
+//! - `Grow` (the start, and after a successful probe): double while each Fetch keeps its pace
+//!   (the bytes per second one moves, over its answers of a window or more that show a
+//!   backlog, against the best of the last [`PACE_MEMORY`] intervals; unmeasured, while the
+//!   rate rises by a quarter), four times while every one keeps it all, so a distant link
+//!   that takes a hundred or more is reached in a few intervals of seconds each. When the
+//!   Fetches lose their pace the link is full: back to the count at which each would keep
+//!   it, a tenth more, and probe downwards first. When more brought nothing, go back, and
+//!   probe upwards first;
 //! - `Hold`: keep the count; every [`HOLD_INTERVALS`] intervals probe a quarter up or down in
-//!   turn, keeping the change when it pays (up: 10% more; down: no more than 5% less).
+//!   turn, keeping the change when it pays (up: the Fetches lose less than half the pace a
+//!   full link would cost them, or unmeasured the rate rises by 10%; down: no more than 5%
+//!   less). A pace below [`CROWDED`] of the best (another flow, a narrower route, a ceiling
+//!   reached past what fills the link) takes the count back to what fills it, a tenth more,
+//!   at once: more Fetches would only queue at the link, and every answer waits in the queue,
+//!   a steady partition's too.
+//!
+//! The pace, not the rate, judges growth: an interval's rate counts the Fetches just added
+//! for the whole interval though their first answers come late in it (across 150 ms, answers
+//! of 1 MiB take ten round trips), so after a doubling it rose by a quarter or not depending
+//! on timing, and the growth stopped at 64 Fetches (35% of the link) in one run of three. A
+//! pace counts only answers that came, and a link that is full shows in it at once: every
+//! Fetch waits behind the others' bytes.
 //!
 //! Invariants: the target stays in `1..=max_in_flight`; Fetch sizes stay within the configured
 //! `fetch.response.max.bytes` and at least one partition's `fetch.max.bytes`, so the bytes in
 //! flight are at most `max(fetch.response.max.bytes, in flight x fetch.max.bytes)`. Time is an
 //! input (milliseconds on the caller's clock).
+
+use std::collections::VecDeque;
 
 /// The shortest measuring interval.
 pub const INTERVAL_MIN_MS: u64 = 500;
@@ -47,6 +66,14 @@ pub const INITIAL_IN_FLIGHT: usize = 8;
 /// partition back from applying its answer takes the other lane at once instead of waiting for
 /// that Fetch to end.
 pub const MIN_IN_FLIGHT: usize = 2;
+/// Intervals whose pace (bytes per second one Fetch moved) the best pace is taken from.
+const PACE_MEMORY: usize = 8;
+/// Below this share of their best pace the Fetches crowd the link (each waits behind the
+/// others' bytes: a queue that delays every partition's answers): growing stops, and a count
+/// held goes back to what fills the link.
+const CROWDED: f64 = 0.8;
+/// At this share of their best pace or more, the link is far from full: growing quickens.
+const UNCROWDED: f64 = 0.95;
 /// Answers smaller than this (in all, Fetches ahead included) estimate the round trip: less
 /// than one window of a distant source's connection (Kafka's default 100 KiB), so their
 /// transfer time is negligible. Long polls count too (the quickest answer wins): the metric
@@ -78,6 +105,9 @@ pub struct AnswerSample {
     pub backlog: bool,
     /// The mirror's throttle delayed it.
     pub throttled: bool,
+    /// It went on a connection never used before: its time includes the connection's set-up,
+    /// so it says nothing of how fast the link moves a Fetch.
+    pub new_lane: bool,
 }
 
 /// What an interval measured and decided (for the metrics).
@@ -93,11 +123,13 @@ pub struct PacingReport {
     pub rate: f64,
 }
 
-/// A measured interval: how many were in flight and what they delivered.
+/// A measured interval: how many were in flight, what they delivered, and how fast the link
+/// moved one Fetch ([`Interval::per_fetch`]; 0 when nothing measured it).
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Sample {
     in_flight: usize,
     rate: f64,
+    per_fetch: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -120,6 +152,28 @@ struct Interval {
     longest_ms: u64,
     backlog: bool,
     throttled: bool,
+    /// The bytes and the time (ms) of its answers that measure the link's pace: large (at
+    /// least [`SMALL_ANSWER_BYTES`], so a window or more), showing a backlog (the Fetch took
+    /// all it could, no long poll), on a connection used before, sent since the count last
+    /// changed (one sent before moved at the old count's pace).
+    paced_bytes: u64,
+    paced_ms: u64,
+    /// Answers that would have measured the pace but were sent before the count changed.
+    before_change: bool,
+}
+
+impl Interval {
+    /// Bytes per second one Fetch moved (0 when no answer measured it). Answers complete in
+    /// the interval only, so Fetches added by the last decision weigh in as they are answered:
+    /// the interval's rate still counts the time they were in flight with nothing yet (after
+    /// a doubling across 150 ms, the rate rose by 24% and the growth stopped at 64 Fetches,
+    /// 35% of the link), this does not.
+    fn per_fetch(&self) -> f64 {
+        if self.paced_ms == 0 {
+            return 0.0;
+        }
+        self.paced_bytes as f64 * 1000.0 / self.paced_ms as f64
+    }
 }
 
 /// One fetcher's pacing.
@@ -134,6 +188,14 @@ pub struct FetchPacing {
     /// long as its own slowest), so a long poll's or a small piece's quick answers do not end
     /// it before the large ones, which bring the bytes, are in.
     slowest_ms: u64,
+    /// How fast the link moved one Fetch in the last [`PACE_MEMORY`] intervals that measured
+    /// it, the latest last.
+    paces: VecDeque<f64>,
+    /// When the count last changed (ms).
+    changed_ms: u64,
+    /// The count changed other than by growing: the next interval, whose answers were mostly
+    /// sent at the old count and wait in the queue it left, decides nothing.
+    settling: bool,
 }
 
 impl FetchPacing {
@@ -151,7 +213,15 @@ impl FetchPacing {
             interval: Interval::default(),
             round_trip_ms: None,
             slowest_ms: 0,
+            paces: VecDeque::new(),
+            changed_ms: 0,
+            settling: false,
         }
+    }
+
+    /// The fastest one Fetch moved lately: what each gets while the link has room.
+    fn best_pace(&self) -> f64 {
+        self.paces.iter().copied().fold(0.0, f64::max)
     }
 
     /// How many Fetches may be in flight for `partitions` attached partitions (each Fetch has
@@ -187,6 +257,14 @@ impl FetchPacing {
         self.interval.longest_ms = self.interval.longest_ms.max(latency);
         self.interval.backlog |= answer.backlog;
         self.interval.throttled |= answer.throttled;
+        if answer.size >= SMALL_ANSWER_BYTES && answer.backlog && !answer.new_lane {
+            if answer.sent_ms >= self.changed_ms {
+                self.interval.paced_bytes += answer.size;
+                self.interval.paced_ms += latency.max(1);
+            } else {
+                self.interval.before_change = true;
+            }
+        }
         let elapsed = answer.answered_ms.saturating_sub(start);
         let enough = u32::try_from(self.target).unwrap_or(u32::MAX);
         let shortest = INTERVAL_MIN_MS
@@ -200,7 +278,12 @@ impl FetchPacing {
         self.interval.start_ms = Some(answer.answered_ms);
         self.slowest_ms = interval.longest_ms;
         let rate = interval.bytes as f64 * 1000.0 / elapsed.max(1) as f64;
+        let target = self.target;
         self.decide(interval, rate);
+        if self.target != target {
+            self.changed_ms = answer.answered_ms;
+            self.settling = !matches!(self.mode, Mode::Grow { .. });
+        }
         Some(PacingReport {
             in_flight: self.target,
             round_trip_ms: self.round_trip_ms,
@@ -219,14 +302,43 @@ impl FetchPacing {
 
     /// The one transition: the next target and mode after an interval that delivered `rate`.
     fn decide(&mut self, interval: Interval, rate: f64) {
+        let pace = interval.per_fetch();
+        // Every answer that would say how the new count does was sent before it: wait for one
+        // that was (judged on the old count's answers, a doubling looked like no gain and a
+        // cut like too little, and the count was cut four times in a row).
+        let judged = interval.backlog && !interval.throttled;
+        if pace == 0.0 && interval.before_change && judged {
+            return;
+        }
+        // After a probe or a cut, the answers of the old count (and the queue they left) fill
+        // the next interval: a probe down judged on them looked free and was kept (a quarter
+        // of the link lost), a cut looked too small and was cut again.
+        if std::mem::take(&mut self.settling) && judged {
+            return;
+        }
+        // How much of its best pace each Fetch got (none measured: as if all of it): with the
+        // link full, each waits behind the others' bytes and more in flight only queue.
+        let best = self.best_pace();
+        let share = (pace > 0.0 && best > 0.0).then(|| (pace / best).min(1.0));
+        if pace > 0.0 {
+            self.paces.push_back(pace);
+            if self.paces.len() > PACE_MEMORY {
+                self.paces.pop_front();
+            }
+        }
         let now = Sample {
             in_flight: self.target,
             rate,
+            per_fetch: pace,
         };
         let max = self.limits.max_in_flight;
         let quarter = |n: usize| (n / 4).max(1);
         let hold = |up| Mode::Hold { intervals: 0, up };
         let floor = MIN_IN_FLIGHT.min(max);
+        // The count that fills the link with each Fetch at its best pace, and a tenth more.
+        let fill = |target: usize, share: f64| {
+            ((target as f64 * share * 1.1).ceil() as usize).clamp(floor, target)
+        };
         (self.target, self.mode) = if !interval.backlog {
             ((self.target / 2).max(floor), Mode::Grow { before: None })
         } else if interval.throttled {
@@ -236,20 +348,40 @@ impl FetchPacing {
             )
         } else {
             match self.mode {
-                Mode::Grow { before } => match before {
-                    Some(before) if rate < before.rate * 1.25 => {
-                        let keep = if rate >= before.rate * 1.05 {
-                            self.target
-                        } else {
-                            before.in_flight
-                        };
-                        // Up first: a start whose partitions were still starting up measures
-                        // low, and a link that is full fails the probe at no cost.
-                        (keep, hold(true))
+                Mode::Grow { before } => {
+                    // Growing pays while each Fetch keeps its pace (or, unmeasured, while the
+                    // rate rises by a quarter) and the rate rises at all.
+                    let gained = before.is_none_or(|b| rate >= b.rate * 1.05);
+                    let kept_pace = match (share, before) {
+                        (Some(share), _) => share >= CROWDED,
+                        (None, Some(b)) => rate >= b.rate * 1.25,
+                        (None, None) => true,
+                    };
+                    match (share, before) {
+                        // The link is full: back to the count that fills it; probe down first.
+                        (Some(share), _) if !kept_pace => (fill(self.target, share), hold(false)),
+                        // More in flight brought nothing (or, unmeasured, little): go back if
+                        // nothing, keep it if a little; up first (a start whose partitions
+                        // were still starting up measures low, and a link that is full fails
+                        // the probe at no cost).
+                        (_, Some(b)) if !gained || !kept_pace => {
+                            let keep = if gained { self.target } else { b.in_flight };
+                            (keep, hold(true))
+                        }
+                        _ if self.target >= max => (max, hold(false)),
+                        // Far from full (every Fetch at its best pace): four times as many, as
+                        // a distant link takes a hundred or more and each step lasts seconds.
+                        (Some(share), _) if share >= UNCROWDED => {
+                            ((self.target * 4).min(max), Mode::Grow { before: Some(now) })
+                        }
+                        _ => ((self.target * 2).min(max), Mode::Grow { before: Some(now) }),
                     }
-                    _ if self.target >= max => (max, hold(false)),
-                    _ => ((self.target * 2).min(max), Mode::Grow { before: Some(now) }),
-                },
+                }
+                // The link got busier (another flow, a narrower route), or the count reached
+                // the ceiling past what fills it: back to what fills it.
+                Mode::Hold { up, .. } if share.is_some_and(|s| s < CROWDED) => {
+                    (fill(self.target, share.unwrap_or(1.0)), hold(up))
+                }
                 Mode::Hold { intervals, up } if intervals + 1 < HOLD_INTERVALS => (
                     self.target,
                     Mode::Hold {
@@ -272,8 +404,18 @@ impl FetchPacing {
                     },
                 ),
                 Mode::Hold { up, .. } => (self.target, hold(!up)),
-                // The link took more: grow from here.
-                Mode::Probe { base, up: true } if rate >= base.rate * 1.1 => {
+                // The link took more: grow from here. The Fetches kept more than half the pace
+                // they would lose if the link were full (or, unmeasured, the rate rose by a
+                // tenth).
+                Mode::Probe { base, up: true }
+                    if rate >= base.rate
+                        && if base.per_fetch > 0.0 && pace > 0.0 {
+                            let full = base.in_flight as f64 / self.target.max(1) as f64;
+                            pace >= base.per_fetch * (1.0 + full) / 2.0
+                        } else {
+                            rate >= base.rate * 1.1
+                        } =>
+                {
                     ((self.target * 2).min(max), Mode::Grow { before: Some(now) })
                 }
                 Mode::Probe { base, up: false } if rate >= base.rate * 0.95 => {
@@ -311,6 +453,7 @@ mod tests {
                     size: (rate / n as f64) as u64 + u64::from(i == 0),
                     backlog: true,
                     throttled: false,
+                    new_lane: false,
                 };
                 if let Some(report) = pacing.answered(answer) {
                     targets.push(report.in_flight);
@@ -366,6 +509,78 @@ mod tests {
         }
     }
 
+    /// A distant link, Fetch by Fetch: `cap` bytes per second in all, at most `per_fetch` on
+    /// one connection (its window per round trip), answers of `answer` bytes. A Fetch takes
+    /// its bytes at its share of the link when sent, and `setup_ms` more on a new lane; a
+    /// lane carries the next Fetch as its answer comes, while the target allows. Returns the
+    /// bytes delivered in each second and the targets decided.
+    fn simulate(
+        pacing: &mut FetchPacing,
+        (per_fetch, cap, answer, setup_ms): (f64, f64, u64, u64),
+        seconds: usize,
+    ) -> (Vec<f64>, Vec<usize>) {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let took = |in_flight: usize| {
+            (answer as f64 * 1000.0 / per_fetch.min(cap / in_flight as f64)).ceil() as u64
+        };
+        let mut flights = BinaryHeap::new();
+        let (mut used, mut delivered, mut targets) = (0, vec![0.0; seconds], Vec::new());
+        let mut now = 0;
+        while now < seconds as u64 * 1000 {
+            // Lanes go out as the target allows: the lowest free first, new ones last.
+            let mut free: Vec<usize> = (0..pacing.target())
+                .filter(|lane| !flights.iter().any(|Reverse((_, _, l, _))| l == lane))
+                .collect();
+            free.sort_unstable();
+            for lane in free {
+                let new_lane = lane >= used;
+                used = used.max(lane + 1);
+                let wait = took(flights.len() + 1) + if new_lane { setup_ms } else { 0 };
+                flights.push(Reverse((now + wait, now, lane, new_lane)));
+            }
+            let Some(Reverse((answered_ms, sent_ms, _, new_lane))) = flights.pop() else {
+                break;
+            };
+            now = answered_ms;
+            if let Some(second) = delivered.get_mut((now / 1000) as usize) {
+                *second += answer as f64;
+            }
+            if let Some(report) = pacing.answered(AnswerSample {
+                sent_ms,
+                answered_ms,
+                size: answer,
+                backlog: true,
+                throttled: false,
+                new_lane,
+            }) {
+                targets.push(report.in_flight);
+            }
+        }
+        (delivered, targets)
+    }
+
+    /// Across 150 ms and 1 Gbit/s, 100 KiB windows (183 Fetches fill the link) and answers of
+    /// 1 MiB (ten round trips each), new lanes 300 ms slower: the pacing reaches the link
+    /// within 12 s and holds it, without queueing much past it.
+    #[test]
+    fn reaches_a_distant_link_though_each_answer_takes_ten_round_trips() {
+        let mut pacing = FetchPacing::new(PacingLimits {
+            max_in_flight: 252,
+            ..LIMITS
+        });
+        let link = (102_400.0 / 0.15, 125e6, 1 << 20, 300);
+        let (delivered, targets) = simulate(&mut pacing, link, 40);
+        let full = |from: usize, to: usize| {
+            delivered[from..to].iter().sum::<f64>() / (to - from) as f64 / link.1
+        };
+        assert!(full(12, 40) >= 0.85, "{:?} {targets:?}", &delivered);
+        assert!(
+            targets[targets.len() - 4..].iter().all(|n| *n <= 230),
+            "a queue past the link: {targets:?}"
+        );
+    }
+
     #[test]
     fn probes_find_a_link_that_got_wider_and_give_back_what_does_not_pay() {
         let mut pacing = FetchPacing::new(LIMITS);
@@ -393,6 +608,7 @@ mod tests {
                     size: 1000,
                     backlog,
                     throttled,
+                    new_lane: false,
                 });
                 now += 600;
             }
@@ -440,6 +656,7 @@ mod tests {
             size,
             backlog: true,
             throttled: false,
+            new_lane: false,
         };
         let first: Vec<_> = (0..8)
             .filter_map(|_| pacing.answered(answer(0, 2_000, 1 << 20)))
@@ -470,6 +687,7 @@ mod tests {
                 size: bytes,
                 backlog: true,
                 throttled: false,
+                new_lane: false,
             }));
         }
         let rtts: Vec<_> = reports.iter().map(|r| r.round_trip_ms).collect();

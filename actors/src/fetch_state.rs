@@ -125,6 +125,30 @@ pub fn slack(batch_bytes: usize) -> usize {
     batch_bytes / 2
 }
 
+/// Which partitions a Fetch ahead may be for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Any partition behind.
+    Any,
+    /// Only those near the source's end (on the reserve).
+    Near,
+    /// Only those not near it (on a lane never used before: its connection takes two or
+    /// three round trips more to make, which a catch-up's answer of many round trips hardly
+    /// feels, and a near partition's piece of one round trip, which every later piece waits
+    /// for, would triple).
+    Far,
+}
+
+impl Reach {
+    fn admits(self, state: &PartitionFetchState) -> bool {
+        match self {
+            Reach::Any => true,
+            Reach::Near => state.near(),
+            Reach::Far => !state.near(),
+        }
+    }
+}
+
 /// A Fetch from offsets ahead of a partition's log end.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ahead {
@@ -630,18 +654,19 @@ impl FetchState {
     }
 
     /// The next Fetch ahead at `now_ms`: the partition with the fewest ahead (at most
-    /// `lanes.per_partition` each, `lanes.total` in all, in flight or waiting; with `near`,
-    /// only partitions near the source's end, within the reserve beyond that) among those with
-    /// a backlog, not held, whose log end and span are known, the offset to ask from (a piece
-    /// past the last one asked, or near the log end; below the high watermark its last answer
-    /// showed, since the source has nothing from there on) and the bytes to ask. It counts as
-    /// in flight.
+    /// `lanes.per_partition` each, `lanes.total` in all, in flight or waiting; with
+    /// [`Reach::Near`], only partitions near the source's end, within the reserve beyond that;
+    /// with [`Reach::Far`], only the others) among those with a backlog, not held, whose log
+    /// end and span are known, the offset to ask from (a piece past the last one asked, or
+    /// near the log end; below the high watermark its last answer showed, since the source has
+    /// nothing from there on) and the bytes to ask. It counts as in flight.
     pub fn next_ahead(
         &mut self,
         lanes: AheadLanes,
-        near: bool,
+        reach: Reach,
         now_ms: u64,
     ) -> Option<(TopicPartition, i64, usize)> {
+        let near = reach == Reach::Near;
         let most = lanes.total + if near { lanes.reserve } else { 0 };
         if self.ahead.values().map(BTreeMap::len).sum::<usize>() >= most {
             return None;
@@ -651,7 +676,7 @@ impl FetchState {
             .behind
             .iter()
             .filter_map(|key| self.partitions.get(key).map(|state| (key, state)))
-            .filter(|(_, state)| state.backlog && !state.held(now_ms) && (!near || state.near()))
+            .filter(|(_, state)| state.backlog && !state.held(now_ms) && reach.admits(state))
             .filter_map(|(key, state)| {
                 let pieces = self.pieces_of(state, lanes);
                 let (end, span) = (state.log_end?, state.piece(pieces)?);
@@ -1090,18 +1115,18 @@ mod tests {
             bytes: 4096,
         };
         assert_eq!(
-            state.next_ahead(lanes(4, 100), false, 0),
+            state.next_ahead(lanes(4, 100), Reach::Any, 0),
             None,
             "nothing known of a backlog"
         );
         state.noted(&a, 100, Some(span), true, 1_000);
-        let first = state.next_ahead(lanes(4, 100), false, 0);
+        let first = state.next_ahead(lanes(4, 100), Reach::Any, 0);
         assert_eq!(
             first,
             Some((a.clone(), 145, 4096)),
             "inside the last batch of the partition's own answer"
         );
-        let second = state.next_ahead(lanes(4, 100), false, 0);
+        let second = state.next_ahead(lanes(4, 100), Reach::Any, 0);
         assert_eq!(second, Some((a.clone(), 195, 4096)), "an answer on");
         assert_eq!(state.ready(0), 2, "nothing ahead starts at the log end yet");
         // The one from 145 is answered from the batch holding it, at 140, two batches long.
@@ -1128,21 +1153,29 @@ mod tests {
         assert_eq!(first_and_end(&at), Some((200, 260)), "{at:?}");
         // An answer that would start inside a batch at the log end cannot line up: dropped.
         state.noted(&a, 260, Some(span), true, 1_000);
-        let (_, start, _) = state.next_ahead(lanes(4, 100), false, 0).expect("ahead");
+        let (_, start, _) = state
+            .next_ahead(lanes(4, 100), Reach::Any, 0)
+            .expect("ahead");
         assert_eq!(start, 305);
         state.ahead_answered(&a, start, Some(batches(300, 400)));
         assert_eq!(state.ahead_at(&a, 305), AheadAtLogEnd::Fetch);
         assert_eq!(state.ahead_of(&a), 0);
         // Failed or empty answers ahead are dropped; a hold drops everything ahead.
-        let (_, start, _) = state.next_ahead(lanes(4, 100), false, 0).expect("ahead");
+        let (_, start, _) = state
+            .next_ahead(lanes(4, 100), Reach::Any, 0)
+            .expect("ahead");
         state.ahead_answered(&a, start, None);
         assert_eq!(state.ahead_of(&a), 0);
-        state.next_ahead(lanes(4, 100), false, 0);
+        state.next_ahead(lanes(4, 100), Reach::Any, 0);
         state.hold(&a, 50);
         assert_eq!(state.ahead_of(&a), 0);
-        assert_eq!(state.next_ahead(lanes(4, 100), false, 10), None, "held");
+        assert_eq!(
+            state.next_ahead(lanes(4, 100), Reach::Any, 10),
+            None,
+            "held"
+        );
         assert!(
-            state.next_ahead(lanes(4, 100), false, 50).is_some(),
+            state.next_ahead(lanes(4, 100), Reach::Any, 50).is_some(),
             "hold over"
         );
     }
@@ -1150,7 +1183,7 @@ mod tests {
     /// Every Fetch ahead the state gives now (16 per partition at most): where each starts and
     /// the bytes it asks for.
     fn aheads(state: &mut FetchState) -> Vec<(i64, usize)> {
-        std::iter::from_fn(|| state.next_ahead(lanes(16, 100), false, 0))
+        std::iter::from_fn(|| state.next_ahead(lanes(16, 100), Reach::Any, 0))
             .map(|(_, start, bytes)| (start, bytes))
             .collect()
     }
@@ -1215,29 +1248,29 @@ mod tests {
         let lanes = lanes(4, 4);
         state.noted(&a, 100, Some(span), true, 1_000);
         assert_eq!(
-            state.next_ahead(lanes, false, 0),
+            state.next_ahead(lanes, Reach::Any, 0),
             Some((a.clone(), 145, 5_632))
         );
         assert_eq!(
-            state.next_ahead(lanes, false, 0),
+            state.next_ahead(lanes, Reach::Any, 0),
             Some((a.clone(), 195, 5_632))
         );
         // The second answered first; with one in flight before it, no gap can be told yet.
         state.ahead_answered(&a, 195, Some(batches(190, 240)));
         assert_eq!(
-            state.next_ahead(lanes, false, 0),
+            state.next_ahead(lanes, Reach::Any, 0),
             Some((a.clone(), 245, 5_632)),
             "half a batch past the end of the last answer"
         );
         // The first ends short of the second, at 180: the gap, and a batch's half more.
         state.ahead_answered(&a, 145, Some(batches(140, 180)));
         assert_eq!(
-            state.next_ahead(lanes, false, 0),
+            state.next_ahead(lanes, Reach::Any, 0),
             Some((a.clone(), 180, 1_536)),
             "the gap first"
         );
         assert_eq!(
-            state.next_ahead(lanes, false, 0),
+            state.next_ahead(lanes, Reach::Any, 0),
             None,
             "asked for once; four ahead"
         );
@@ -1255,7 +1288,7 @@ mod tests {
         // skipped, and the own Fetch fetched it again.
         let mut state = attached(&["a"]);
         state.noted(&a, 100, Some(span), true, 1_000);
-        let (_, start, _) = state.next_ahead(lanes, false, 0).expect("ahead");
+        let (_, start, _) = state.next_ahead(lanes, Reach::Any, 0).expect("ahead");
         assert_eq!(start, 145);
         state.ahead_answered(
             &a,
@@ -1274,18 +1307,18 @@ mod tests {
         let mut state = attached(&["a"]);
         state.noted(&a, 100, Some(span), true, 1_000);
         for start in [145, 195] {
-            let (_, asked, _) = state.next_ahead(lanes, false, 0).expect("ahead");
+            let (_, asked, _) = state.next_ahead(lanes, Reach::Any, 0).expect("ahead");
             assert_eq!(asked, start);
         }
         state.ahead_answered(&a, 145, Some(batches(140, 180)));
         state.ahead_answered(&a, 195, Some(batches(190, 240)));
         assert_eq!(
-            state.next_ahead(lanes, false, 0),
+            state.next_ahead(lanes, Reach::Any, 0),
             Some((a.clone(), 180, 1_536))
         );
         state.ahead_answered(&a, 180, Some(batches(190, 200)));
         assert_eq!(
-            state.next_ahead(lanes, false, 0),
+            state.next_ahead(lanes, Reach::Any, 0),
             Some((a.clone(), 245, 5_632)),
             "the space from 180 to 190 is not asked for again"
         );
@@ -1424,9 +1457,21 @@ mod tests {
             1 << 20,
             "none kept"
         );
-        let picked: Vec<(String, i64)> = std::iter::from_fn(|| state.next_ahead(kept, true, 0))
-            .map(|(k, start, _)| (k.topic, start))
+        // On a lane never used before, only the catch-up's: a piece of the steady partition
+        // there would wait two or three round trips for the connection.
+        let far_only: Vec<String> = std::iter::from_fn(|| state.next_ahead(kept, Reach::Far, 0))
+            .map(|(k, _, _)| k.topic)
             .collect();
+        assert_eq!(
+            far_only,
+            ["catch-up", "catch-up"],
+            "two lanes, none to spare"
+        );
+        state.drop_ahead(&far);
+        let picked: Vec<(String, i64)> =
+            std::iter::from_fn(|| state.next_ahead(kept, Reach::Near, 0))
+                .map(|(k, start, _)| (k.topic, start))
+                .collect();
         assert_eq!(
             picked,
             [59, 123, 187, 251, 315, 379].map(|start| ("steady".to_string(), start)),
@@ -1456,17 +1501,18 @@ mod tests {
         state.noted(&key("a"), 0, span, true, 1_000);
         state.noted(&key("b"), 0, span, true, 1_000);
         state.noted(&key("c"), 0, span, false, 1_000);
-        let picked: Vec<String> = std::iter::from_fn(|| state.next_ahead(lanes(2, 100), false, 0))
-            .map(|(k, start, _)| format!("{}@{start}", k.topic))
-            .collect();
+        let picked: Vec<String> =
+            std::iter::from_fn(|| state.next_ahead(lanes(2, 100), Reach::Any, 0))
+                .map(|(k, start, _)| format!("{}@{start}", k.topic))
+                .collect();
         assert_eq!(picked, ["a@5", "b@5", "a@15", "b@15"], "c has no backlog");
         state.drop_ahead(&key("a"));
         assert_eq!(
-            state.next_ahead(lanes(2, 3), false, 0),
+            state.next_ahead(lanes(2, 3), Reach::Any, 0),
             Some((key("a"), 5, 4096))
         );
         assert_eq!(
-            state.next_ahead(lanes(2, 3), false, 0),
+            state.next_ahead(lanes(2, 3), Reach::Any, 0),
             None,
             "three ahead in all"
         );

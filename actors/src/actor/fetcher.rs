@@ -33,7 +33,7 @@ use super::ports::FetcherProgress;
 use super::ports::PortFuture;
 use crate::fetch_pacing::{AnswerSample, FetchPacing, PacingLimits, PacingReport};
 pub use crate::fetch_state::FetchEpochs;
-use crate::fetch_state::{AheadAtLogEnd, AheadLanes, FetchState, Kind, Span, slack};
+use crate::fetch_state::{AheadAtLogEnd, AheadLanes, FetchState, Kind, Reach, Span, slack};
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
 use crate::partition::Cause;
 use actix::{
@@ -237,6 +237,8 @@ pub struct Fetcher<P: FetcherPorts> {
     busy: BTreeSet<usize>,
     /// The busy lanes that carry a Fetch on the reserve ([`NEAR_RESERVE`]).
     reserved: BTreeSet<usize>,
+    /// Lanes that carried a Fetch before: the first on any other waits for its connection.
+    used: BTreeSet<usize>,
     /// The reserve's size: [`NEAR_RESERVE`], less when the ceiling is under 12, none at 8 or
     /// less.
     reserve: usize,
@@ -286,6 +288,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             }),
             busy: BTreeSet::new(),
             reserved: BTreeSet::new(),
+            used: BTreeSet::new(),
             reserve,
             fetches: 0,
             applying: 0,
@@ -454,10 +457,18 @@ impl<P: FetcherPorts> Fetcher<P> {
     }
 
     /// Sends the next Fetch ahead ([`FetchState::next_ahead`]; with `near`, of a partition
-    /// near the source's end, on the reserve); whether one went out.
+    /// near the source's end, on the reserve; on a lane never used before, of a partition far
+    /// from it, [`Reach::Far`]); whether one went out.
     fn send_ahead(&mut self, near: bool, ctx: &mut Context<Self>) -> bool {
         let now = self.now_ms();
-        let Some((key, start, bytes)) = self.state.next_ahead(self.lanes(), near, now) else {
+        let reach = if near {
+            Reach::Near
+        } else if self.used.contains(&self.free_lane(false)) {
+            Reach::Any
+        } else {
+            Reach::Far
+        };
+        let Some((key, start, bytes)) = self.state.next_ahead(self.lanes(), reach, now) else {
             return false;
         };
         let Some(epochs) = self.state.get(&key).map(|p| p.epochs) else {
@@ -553,6 +564,7 @@ impl<P: FetcherPorts> Fetcher<P> {
     ) {
         let lane = self.free_lane(reserved);
         self.busy.insert(lane);
+        let new_lane = self.used.insert(lane);
         if reserved {
             self.reserved.insert(lane);
         }
@@ -580,15 +592,19 @@ impl<P: FetcherPorts> Fetcher<P> {
         let fetch = self.ports.fetch(lane, requests, max_bytes);
         ctx.spawn(fetch.into_actor(self).map(move |answers, fetcher, ctx| {
             let answered_ms = fetcher.now_ms();
-            fetcher.answered(lane, now, answered_ms, sent, answers, ctx);
+            let times = AnswerTimes {
+                sent_ms: now,
+                answered_ms,
+                new_lane,
+            };
+            fetcher.answered(lane, times, sent, answers, ctx);
         }));
     }
 
     fn answered(
         &mut self,
         lane: usize,
-        sent_ms: u64,
-        answered_ms: u64,
+        times: AnswerTimes,
         sent: Vec<(PartitionFetch, uuid::Uuid)>,
         answers: Result<Fetched, Cause>,
         ctx: &mut Context<Self>,
@@ -618,12 +634,18 @@ impl<P: FetcherPorts> Fetcher<P> {
                 return;
             }
         };
+        let AnswerTimes {
+            sent_ms,
+            answered_ms,
+            new_lane,
+        } = times;
         if let Some(report) = self.pacing.answered(AnswerSample {
             sent_ms,
             answered_ms,
             size: fetched.bytes,
             backlog: fetched.backlog,
             throttled: fetched.throttled,
+            new_lane,
         }) {
             tracing::debug!(
                 in_flight = report.in_flight,
@@ -883,6 +905,15 @@ impl<P: FetcherPorts> Fetcher<P> {
         self.state.detach(key);
         self.members.remove(key);
     }
+}
+
+/// When a Fetch went out and came back (ms on the fetcher's clock), and whether its lane was
+/// new (the answer waited for the connection too).
+#[derive(Debug, Clone, Copy)]
+struct AnswerTimes {
+    sent_ms: u64,
+    answered_ms: u64,
+    new_lane: bool,
 }
 
 /// Whether an answer carries no batches.
