@@ -24,8 +24,9 @@
 //! - `Grow` (the start, and after a successful probe): double while each Fetch keeps its pace
 //!   (the bytes per second one moves, over its answers of a window or more that show a
 //!   backlog, against the best of the last [`PACE_MEMORY`] intervals; unmeasured, while the
-//!   rate rises by a quarter), four times while every one keeps it all, so a distant link
-//!   that takes a hundred or more is reached in a few intervals of seconds each. When the
+//!   rate rises by a quarter), four times while every one keeps it all after an interval of
+//!   a second or more, so a distant link that takes a hundred or more is reached in a few
+//!   intervals of seconds each. When the
 //!   Fetches lose their pace the link is full: back to the count at which each would keep
 //!   it, a tenth more, and probe downwards first. When more brought nothing, go back, and
 //!   probe upwards first;
@@ -68,11 +69,14 @@ pub const INITIAL_IN_FLIGHT: usize = 8;
 pub const MIN_IN_FLIGHT: usize = 2;
 /// Intervals whose pace (bytes per second one Fetch moved) the best pace is taken from.
 const PACE_MEMORY: usize = 8;
+/// The shortest interval after which growing quickens.
+const QUICKEN_MS: u64 = 1_000;
 /// Below this share of their best pace the Fetches crowd the link (each waits behind the
 /// others' bytes: a queue that delays every partition's answers): growing stops, and a count
 /// held goes back to what fills the link.
 const CROWDED: f64 = 0.8;
-/// At this share of their best pace or more, the link is far from full: growing quickens.
+/// At this share of their best pace or more, the link is far from full: growing quickens,
+/// after an interval of at least [`QUICKEN_MS`].
 const UNCROWDED: f64 = 0.95;
 /// Answers smaller than this (in all, Fetches ahead included) estimate the round trip: less
 /// than one window of a distant source's connection (Kafka's default 100 KiB), so their
@@ -279,7 +283,7 @@ impl FetchPacing {
         self.slowest_ms = interval.longest_ms;
         let rate = interval.bytes as f64 * 1000.0 / elapsed.max(1) as f64;
         let target = self.target;
-        self.decide(interval, rate);
+        self.decide(interval, rate, elapsed);
         if self.target != target {
             self.changed_ms = answer.answered_ms;
             self.settling = !matches!(self.mode, Mode::Grow { .. });
@@ -301,7 +305,7 @@ impl FetchPacing {
     }
 
     /// The one transition: the next target and mode after an interval that delivered `rate`.
-    fn decide(&mut self, interval: Interval, rate: f64) {
+    fn decide(&mut self, interval: Interval, rate: f64, elapsed_ms: u64) {
         let pace = interval.per_fetch();
         // Every answer that would say how the new count does was sent before it: wait for one
         // that was (judged on the old count's answers, a doubling looked like no gain and a
@@ -369,9 +373,13 @@ impl FetchPacing {
                             (keep, hold(true))
                         }
                         _ if self.target >= max => (max, hold(false)),
-                        // Far from full (every Fetch at its best pace): four times as many, as
-                        // a distant link takes a hundred or more and each step lasts seconds.
-                        (Some(share), _) if share >= UNCROWDED => {
+                        // Far from full (every Fetch at its best pace) after an interval of a
+                        // second or more: four times as many, as a distant link takes a
+                        // hundred or more and each step lasts seconds. Quicker intervals
+                        // double, and still grow as fast in time; four times as many at once
+                        // there overshot a 50 ms link twofold, and its queue (200 ms) was in
+                        // every answer until the next decisions took it back.
+                        (Some(share), _) if share >= UNCROWDED && elapsed_ms >= QUICKEN_MS => {
                             ((self.target * 4).min(max), Mode::Grow { before: Some(now) })
                         }
                         _ => ((self.target * 2).min(max), Mode::Grow { before: Some(now) }),
