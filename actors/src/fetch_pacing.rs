@@ -15,7 +15,9 @@
 //! included as they come: counted only once applied, they reached the pacing in bursts as each
 //! partition's log end caught up with them, and across 150 ms the measured rate swung tenfold
 //! from one interval to the next). Each interval ends with one decision of
-//! [`FetchPacing::answered`], by mode:
+//! [`FetchPacing::answered`], except two that decide nothing (while the answers show a
+//! backlog and no throttle): one whose answers that would measure the pace were all sent
+//! before the count last changed, and the one after a probe or a cut. By mode:
 //! - no answer in the interval showed a backlog (the partitions are caught up): halve, but not
 //!   below [`MIN_IN_FLIGHT`], and grow again from there when a backlog appears;
 //! - the throttle delayed Fetches: take a quarter off (more in flight cannot help), down to
@@ -24,16 +26,19 @@
 //! - `Grow` (the start, and after a successful probe): double while each Fetch keeps its pace
 //!   (the bytes per second one moves, over its answers of a window or more that show a
 //!   backlog, against the best of the last [`PACE_MEMORY`] intervals; unmeasured, while the
-//!   rate rises by a quarter), four times while every one keeps it all after an interval of
-//!   a second or more, so a distant link that takes a hundred or more is reached in a few
+//!   rate rises by a quarter), four times while every one keeps [`UNCROWDED`] of it after an
+//!   interval of a second or more, so a distant link that takes a hundred or more is reached in a few
 //!   intervals of seconds each. When the
 //!   Fetches lose their pace the link is full: back to the count at which each would keep
-//!   it, a tenth more, and probe downwards first. When more brought nothing, go back, and
-//!   probe upwards first;
+//!   it (the fewer of the count by the share of the pace and the rate by the best pace), a
+//!   tenth more, and probe downwards first; a pace still low after that cut, or one no cut can
+//!   follow, is the link's own and becomes the best (a longer route, a busier source). When
+//!   more brought nothing, go back, and probe upwards first;
 //! - `Hold`: keep the count; every [`HOLD_INTERVALS`] intervals probe a quarter up or down in
-//!   turn, keeping the change when it pays (up: the Fetches lose less than half the pace a
-//!   full link would cost them, or unmeasured the rate rises by 10%; down: no more than 5%
-//!   less). A pace below [`CROWDED`] of the best (another flow, a narrower route, a ceiling
+//!   turn, keeping the change when it pays (up: the rate does not fall and the Fetches lose
+//!   less than half the pace a full link would cost them, or unmeasured the rate rises by
+//!   10%; down: no more than 5% less). The best pace is forgotten when the partitions are
+//!   caught up and when a whole Fetch fails. A pace below [`CROWDED`] of the best (another flow, a narrower route, a ceiling
 //!   reached past what fills the link) takes the count back to what fills it, a tenth more,
 //!   at once: more Fetches would only queue at the link, and every answer waits in the queue,
 //!   a steady partition's too.
@@ -138,7 +143,7 @@ struct Sample {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
-    /// Doubling; `before` is the interval before the last doubling.
+    /// Growing (twofold or fourfold); `before` is the interval before the last growth.
     Grow { before: Option<Sample> },
     /// Keeping the count; a probe after `intervals` reaches [`HOLD_INTERVALS`], upwards next if
     /// `up`.
@@ -200,6 +205,10 @@ pub struct FetchPacing {
     /// The count changed other than by growing: the next interval, whose answers were mostly
     /// sent at the old count and wait in the queue it left, decides nothing.
     settling: bool,
+    /// The last decision cut the count because the Fetches crowded the link.
+    cut_last: bool,
+    /// The latest answer came at this time (ms).
+    latest_ms: u64,
 }
 
 impl FetchPacing {
@@ -220,6 +229,8 @@ impl FetchPacing {
             paces: VecDeque::new(),
             changed_ms: 0,
             settling: false,
+            cut_last: false,
+            latest_ms: 0,
         }
     }
 
@@ -255,6 +266,7 @@ impl FetchPacing {
         if answer.size < SMALL_ANSWER_BYTES {
             self.round_trip_ms = Some(self.round_trip_ms.map_or(latency, |r| r.min(latency)));
         }
+        self.latest_ms = self.latest_ms.max(answer.answered_ms);
         let start = *self.interval.start_ms.get_or_insert(answer.sent_ms);
         self.interval.bytes += answer.size;
         self.interval.answers += 1;
@@ -302,6 +314,12 @@ impl FetchPacing {
         self.target = 1;
         self.mode = Mode::Grow { before: None };
         self.interval = Interval::default();
+        // The answers still coming were sent at the old count, on a link that may have
+        // changed: none measures the pace from here.
+        self.changed_ms = self.latest_ms;
+        self.paces.clear();
+        self.settling = false;
+        self.cut_last = false;
     }
 
     /// The one transition: the next target and mode after an interval that delivered `rate`.
@@ -320,30 +338,46 @@ impl FetchPacing {
         if std::mem::take(&mut self.settling) && judged {
             return;
         }
+        let max = self.limits.max_in_flight;
+        let floor = MIN_IN_FLIGHT.min(max);
         // How much of its best pace each Fetch got (none measured: as if all of it): with the
         // link full, each waits behind the others' bytes and more in flight only queue.
         let best = self.best_pace();
-        let share = (pace > 0.0 && best > 0.0).then(|| (pace / best).min(1.0));
+        let mut share = (pace > 0.0 && best > 0.0).then(|| (pace / best).min(1.0));
         if pace > 0.0 {
             self.paces.push_back(pace);
             if self.paces.len() > PACE_MEMORY {
                 self.paces.pop_front();
             }
         }
+        // Crowded: back to the count that fills the link with each Fetch at its best pace (of
+        // the count now and of the rate now, the fewer), a tenth more. A pace still low after
+        // a cut, or one no cut can follow (the count at its floor), is the link's own (a
+        // longer route, a busier source): it becomes the best, else the count was cut again
+        // and again, or held at its floor for good.
+        let mut cut = None;
+        if let Some(low) = share.filter(|s| *s < CROWDED && judged) {
+            let fill = ((self.target as f64 * low).min(rate / best) * 1.1).ceil() as usize;
+            let fill = fill.min(self.target).max(floor.min(self.target));
+            if fill < self.target && !self.cut_last {
+                cut = Some(fill);
+            } else {
+                self.paces.clear();
+                self.paces.push_back(pace);
+                share = Some(1.0);
+            }
+        }
+        self.cut_last = cut.is_some();
         let now = Sample {
             in_flight: self.target,
             rate,
             per_fetch: pace,
         };
-        let max = self.limits.max_in_flight;
         let quarter = |n: usize| (n / 4).max(1);
         let hold = |up| Mode::Hold { intervals: 0, up };
-        let floor = MIN_IN_FLIGHT.min(max);
-        // The count that fills the link with each Fetch at its best pace, and a tenth more.
-        let fill = |target: usize, share: f64| {
-            ((target as f64 * share * 1.1).ceil() as usize).clamp(floor, target)
-        };
         (self.target, self.mode) = if !interval.backlog {
+            // Caught up: the next catch-up may take another route, at another pace.
+            self.paces.clear();
             ((self.target / 2).max(floor), Mode::Grow { before: None })
         } else if interval.throttled {
             (
@@ -363,7 +397,7 @@ impl FetchPacing {
                     };
                     match (share, before) {
                         // The link is full: back to the count that fills it; probe down first.
-                        (Some(share), _) if !kept_pace => (fill(self.target, share), hold(false)),
+                        _ if cut.is_some() => (cut.unwrap_or(self.target), hold(false)),
                         // More in flight brought nothing (or, unmeasured, little): go back if
                         // nothing, keep it if a little; up first (a start whose partitions
                         // were still starting up measures low, and a link that is full fails
@@ -387,9 +421,7 @@ impl FetchPacing {
                 }
                 // The link got busier (another flow, a narrower route), or the count reached
                 // the ceiling past what fills it: back to what fills it.
-                Mode::Hold { up, .. } if share.is_some_and(|s| s < CROWDED) => {
-                    (fill(self.target, share.unwrap_or(1.0)), hold(up))
-                }
+                Mode::Hold { up, .. } if cut.is_some() => (cut.unwrap_or(self.target), hold(up)),
                 Mode::Hold { intervals, up } if intervals + 1 < HOLD_INTERVALS => (
                     self.target,
                     Mode::Hold {
@@ -587,6 +619,59 @@ mod tests {
             targets[targets.len() - 4..].iter().all(|n| *n <= 230),
             "a queue past the link: {targets:?}"
         );
+    }
+
+    /// Across 150 ms and 100 Mbit/s (18 Fetches fill it), the fourfold growth overshoots
+    /// (to 128) for one interval: the first cut goes back near the link. Failed before the cut
+    /// took the fewer of the count's and the rate's fill: 128 went to 81, a queue of half a
+    /// second in every answer for 15 s.
+    #[test]
+    fn a_narrow_distant_link_is_not_overshot_for_long() {
+        let mut pacing = FetchPacing::new(PacingLimits {
+            max_in_flight: 252,
+            ..LIMITS
+        });
+        let link = (102_400.0 / 0.15, 12.5e6, 1 << 20, 300);
+        let (delivered, targets) = simulate(&mut pacing, link, 60);
+        assert!(targets[3..].iter().all(|n| *n <= 40), "{targets:?}");
+        let full = delivered[20..].iter().sum::<f64>() / 40.0 / link.1;
+        assert!(full >= 0.85, "{full} {targets:?}");
+    }
+
+    /// A whole Fetch failed while many were in flight: the answers still coming, sent at the
+    /// old count on a slow link, do not measure the new count of one (they made the count
+    /// one Fetch "crowded", and its cut panicked: a floor of two above a target of one).
+    #[test]
+    fn answers_after_a_failure_do_not_judge_the_count_of_one() {
+        let mut pacing = FetchPacing::new(LIMITS);
+        let fast = |sent_ms| AnswerSample {
+            sent_ms,
+            answered_ms: sent_ms + 100,
+            size: 1 << 20,
+            backlog: true,
+            throttled: false,
+            new_lane: false,
+        };
+        for i in 0..40 {
+            pacing.answered(fast(i * 100));
+        }
+        pacing.failed();
+        let mut reports = Vec::new();
+        for i in 0..20 {
+            reports.extend(pacing.answered(AnswerSample {
+                answered_ms: 10_000 + i * 10,
+                ..fast(3_900)
+            }));
+        }
+        assert_eq!(pacing.in_flight(100), 1, "{reports:?}");
+        for i in 0..20 {
+            reports.extend(pacing.answered(AnswerSample {
+                sent_ms: 11_000 + i * 2_000,
+                answered_ms: 13_000 + i * 2_000,
+                ..fast(0)
+            }));
+        }
+        assert!(pacing.in_flight(100) > 1, "grows again: {reports:?}");
     }
 
     #[test]

@@ -7,8 +7,9 @@
 //! How many Fetches are in flight, and how large each is, is decided by the pure
 //! [`FetchPacing`] from what the answers deliver (docs/design.md §4, "Fetching across a WAN"):
 //! one on a near source, up to `mirror.num.replica.fetchers` on a distant one, each on a
-//! connection of its own (its lane: the lowest free one, so a single Fetch always uses lane 0
-//! and its fetch session) and for its share of the partitions ready to fetch; on a lane left
+//! connection of its own (its lane: the lowest free one of its kind, lane 0 and those above
+//! the reserve's or the reserve's own, so a single Fetch always uses lane 0 and its fetch
+//! session) and for its share of the partitions ready to fetch; on a lane left
 //! free when none is ready, a partition with a backlog is also fetched ahead of its log end
 //! ([`FetchState`], "Reading ahead"), [`MAX_AHEAD`] Fetches ahead each at most, or the Fetches
 //! allowed shared among the partitions behind if more. Which partitions go into a Fetch, in
@@ -461,9 +462,11 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// from it, [`Reach::Far`]); whether one went out.
     fn send_ahead(&mut self, near: bool, ctx: &mut Context<Self>) -> bool {
         let now = self.now_ms();
+        // Without a reserve every lane is the pacing's: near partitions' pieces open new ones
+        // too, else they would never come but one per round trip.
         let reach = if near {
             Reach::Near
-        } else if self.used.contains(&self.free_lane(false)) {
+        } else if self.reserve == 0 || self.used.contains(&self.free_lane(false)) {
             Reach::Any
         } else {
             Reach::Far
@@ -553,7 +556,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         true
     }
 
-    /// Sends `sent` as one Fetch on the lowest free lane (counted on the reserve when
+    /// Sends `sent` as one Fetch on a free lane ([`Self::free_lane`]; counted on the reserve when
     /// `reserved`).
     fn dispatch(
         &mut self,
@@ -874,10 +877,10 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// The lane the next Fetch goes on (on the reserve when `reserved`): the reserve's are
     /// lanes 1 to its size, the others lane 0 (which also carries the source's other requests)
     /// and those above the reserve's, the lowest free first. A partition near the source's end
-    /// then always finds its connection made: the catch-up beside it takes the lanes the
-    /// pacing adds, and a Fetch on a lane never used before waits two or three round trips
-    /// more for its connection (lag spikes of 500-650 ms at 150 ms, every time the pacing
-    /// grew).
+    /// then finds its connection made (unless the source closed it when idle): the catch-up
+    /// beside it takes the lanes the pacing adds, and a Fetch on a lane never used before
+    /// waits two or three round trips more for its connection (lag spikes of 500-650 ms at
+    /// 150 ms, every time the pacing grew).
     fn free_lane(&self, reserved: bool) -> usize {
         let free = |lane: &usize| !self.busy.contains(lane);
         let mut own = if reserved { 1..self.reserve + 1 } else { 0..1 };
