@@ -25,8 +25,9 @@
 //! - a Fetch failed as a whole ([`FetchPacing::failed`], at once): one in flight;
 //! - `Grow` (the start, and after a successful probe): double while each Fetch keeps its pace
 //!   (the bytes per second one moves, over its answers of a window or more that show a
-//!   backlog, against the best of the last [`PACE_MEMORY`] intervals; unmeasured, as a start's
-//!   rate says nothing), four times while every one keeps [`UNCROWDED`] of it after an
+//!   backlog, against the best of the last [`PACE_MEMORY`] intervals; unmeasured, for
+//!   [`UNMEASURED_GROWTHS`] intervals, as a start's rate says nothing, then while the rate
+//!   rises by a quarter), four times while every one keeps [`UNCROWDED`] of it after an
 //!   interval of a second or more, so a distant link that takes a hundred or more is reached
 //!   in a few intervals of seconds each. When the Fetches lose their pace the link is full:
 //!   back to the count at which each would keep it (the fewer of the count by the share of
@@ -80,10 +81,12 @@ const PACE_MEMORY: usize = 8;
 const FILL_MARGIN: f64 = 1.25;
 /// The shortest interval after which growing quickens.
 const QUICKEN_MS: u64 = 1_000;
+/// Intervals in a row the count may grow with no answer measuring the pace.
+const UNMEASURED_GROWTHS: u32 = 2;
 /// Below this share of their best pace the Fetches crowd the link (each waits behind the
 /// others' bytes: a queue that delays every partition's answers): growing stops, and a count
 /// held goes back to what fills the link.
-const CROWDED: f64 = 0.8;
+const CROWDED: f64 = 0.75;
 /// At this share of their best pace or more, the link is far from full: growing quickens,
 /// after an interval of at least [`QUICKEN_MS`].
 const UNCROWDED: f64 = 0.95;
@@ -211,6 +214,8 @@ pub struct FetchPacing {
     settling: bool,
     /// The last decision cut the count because the Fetches crowded the link.
     cut_last: bool,
+    /// Intervals in a row that grew with no answer measuring the pace.
+    unmeasured: u32,
     /// The latest answer came at this time (ms).
     latest_ms: u64,
 }
@@ -234,6 +239,7 @@ impl FetchPacing {
             changed_ms: 0,
             settling: false,
             cut_last: false,
+            unmeasured: 0,
             latest_ms: 0,
         }
     }
@@ -324,6 +330,7 @@ impl FetchPacing {
         self.paces.clear();
         self.settling = false;
         self.cut_last = false;
+        self.unmeasured = 0;
     }
 
     /// The one transition: the next target and mode after an interval that delivered `rate`.
@@ -371,7 +378,8 @@ impl FetchPacing {
                 share = Some(1.0);
             }
         }
-        self.cut_last = cut.is_some();
+        // A probe ignores a cut (it goes back to its base anyway).
+        self.cut_last = cut.is_some() && !matches!(self.mode, Mode::Probe { .. });
         let now = Sample {
             in_flight: self.target,
             rate,
@@ -380,8 +388,10 @@ impl FetchPacing {
         let quarter = |n: usize| (n / 4).max(1);
         let hold = |up| Mode::Hold { intervals: 0, up };
         (self.target, self.mode) = if !interval.backlog {
-            // Caught up: the next catch-up may take another route, at another pace.
+            // Caught up: the next catch-up may take another route, at another pace, and
+            // starts unmeasured.
             self.paces.clear();
+            self.unmeasured = 0;
             ((self.target / 2).max(floor), Mode::Grow { before: None })
         } else if interval.throttled {
             (
@@ -392,18 +402,36 @@ impl FetchPacing {
             match self.mode {
                 Mode::Grow { before } => {
                     // Growing pays while each Fetch keeps its pace and the rate rises at all.
-                    // Unmeasured (no answer of a window or more yet: a catch-up's partitions
-                    // first ask for one piece each), it doubles: the rate of a start says
-                    // nothing (judged on it, the count went back from 16 to 8 and held there
-                    // for 8 s at 150 ms, the catch-up at 7 MB/s).
-                    let gained = share.is_none() || before.is_none_or(|b| rate >= b.rate * 1.05);
-                    let kept_pace = share.is_none_or(|share| share >= CROWDED);
+                    // Unmeasured (no answer of a window or more: a catch-up's partitions first
+                    // ask for one piece each), it doubles up to [`UNMEASURED_GROWTHS`] times
+                    // in a row, as the rate of a start says nothing (judged on it, the count
+                    // went back from 16 to 8 and held there for 8 s at 150 ms, the catch-up at
+                    // 7 MB/s); after that, while the rate rises by a quarter (small answers
+                    // that show a backlog, a steady partition's pieces, would otherwise grow
+                    // it to the ceiling).
+                    let blind = share.is_none() && self.unmeasured < UNMEASURED_GROWTHS;
+                    let gained = blind || before.is_none_or(|b| rate >= b.rate * 1.05);
+                    let kept_pace = match (share, before) {
+                        (Some(share), _) => share >= CROWDED,
+                        (None, Some(b)) if !blind => rate >= b.rate * 1.25,
+                        (None, _) => true,
+                    };
+                    self.unmeasured = if share.is_none() {
+                        self.unmeasured + 1
+                    } else {
+                        0
+                    };
                     match (share, before) {
                         // The link is full: back to the count that fills it; probe down first.
                         _ if cut.is_some() => (cut.unwrap_or(self.target), hold(false)),
-                        // More in flight brought nothing: go back; up first (a link that is
-                        // full fails the probe at no cost).
-                        (_, Some(b)) if !gained || !kept_pace => (b.in_flight, hold(true)),
+                        // More in flight brought nothing (or, unmeasured, little): go back if
+                        // nothing, keep it if a little; up first (a link that is full fails
+                        // the probe at no cost). Never below the floor: after a failure at
+                        // one, one Fetch that fills a near link would hold it at one.
+                        (_, Some(b)) if !gained || !kept_pace => {
+                            let keep = if gained { self.target } else { b.in_flight };
+                            (keep.max(floor.min(self.target)), hold(true))
+                        }
                         _ if self.target >= max => (max, hold(false)),
                         // Far from full (every Fetch at its best pace) after an interval of a
                         // second or more: four times as many, as a distant link takes a
@@ -635,6 +663,38 @@ mod tests {
         assert!(targets[3..].iter().all(|n| *n <= 40), "{targets:?}");
         let full = delivered[20..].iter().sum::<f64>() / 40.0 / link.1;
         assert!(full >= 0.85, "{full} {targets:?}");
+    }
+
+    /// A steady 500 KB/s in answers under a window that show a backlog (a steady partition's
+    /// pieces) never measures the pace: the count grows blind twice, then only while the rate
+    /// follows. Failed before the bound: it doubled to the ceiling.
+    #[test]
+    fn small_answers_with_a_backlog_do_not_grow_it_to_the_ceiling() {
+        let mut pacing = FetchPacing::new(PacingLimits {
+            max_in_flight: 248,
+            ..LIMITS
+        });
+        let (mut now, mut targets) = (0, Vec::new());
+        while targets.len() < 30 {
+            let n = pacing.target() as u64;
+            for _ in 0..n {
+                targets.extend(pacing.answered(AnswerSample {
+                    sent_ms: now,
+                    answered_ms: now + 1000,
+                    size: 500_000 / n,
+                    backlog: true,
+                    throttled: false,
+                    new_lane: false,
+                }));
+            }
+            now += 1000;
+        }
+        let most = targets.iter().map(|r| r.in_flight).max().unwrap_or(0);
+        assert!(
+            most <= 32,
+            "{:?}",
+            targets.iter().map(|r| r.in_flight).collect::<Vec<_>>()
+        );
     }
 
     /// A whole Fetch failed while many were in flight: the answers still coming, sent at the
