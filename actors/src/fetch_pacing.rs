@@ -398,6 +398,12 @@ impl FetchPacing {
                 self.target.saturating_sub(quarter(self.target)).max(floor),
                 hold(true),
             )
+        } else if let (Some(fill), Mode::Grow { .. } | Mode::Hold { .. }) = (cut, self.mode) {
+            // The link is full (growing: it got there; holding: another flow, a narrower
+            // route, or the ceiling reached past what fills it): back to what fills it,
+            // probing down first after growing.
+            self.unmeasured = 0;
+            (fill, hold(matches!(self.mode, Mode::Hold { up: true, .. })))
         } else {
             match self.mode {
                 Mode::Grow { before } => {
@@ -422,8 +428,6 @@ impl FetchPacing {
                         0
                     };
                     match (share, before) {
-                        // The link is full: back to the count that fills it; probe down first.
-                        _ if cut.is_some() => (cut.unwrap_or(self.target), hold(false)),
                         // More in flight brought nothing (or, unmeasured, little): go back if
                         // nothing, keep it if a little; up first (a link that is full fails
                         // the probe at no cost). Never below the floor: after a failure at
@@ -445,9 +449,6 @@ impl FetchPacing {
                         _ => ((self.target * 2).min(max), Mode::Grow { before: Some(now) }),
                     }
                 }
-                // The link got busier (another flow, a narrower route), or the count reached
-                // the ceiling past what fills it: back to what fills it.
-                Mode::Hold { up, .. } if cut.is_some() => (cut.unwrap_or(self.target), hold(up)),
                 Mode::Hold { intervals, up } if intervals + 1 < HOLD_INTERVALS => (
                     self.target,
                     Mode::Hold {
@@ -503,6 +504,18 @@ mod tests {
         partition_max_bytes: 1 << 20,
     };
 
+    /// An answer that shows a backlog, on a lane used before, not throttled.
+    fn sample(sent_ms: u64, answered_ms: u64, size: u64) -> AnswerSample {
+        AnswerSample {
+            sent_ms,
+            answered_ms,
+            size,
+            backlog: true,
+            throttled: false,
+            new_lane: false,
+        }
+    }
+
     /// A link whose Fetches each move at most `per_fetch` bytes per second, `cap` bytes per
     /// second in all: runs `intervals` intervals of `in_flight` answers lasting one second
     /// each and returns the targets after each.
@@ -513,14 +526,11 @@ mod tests {
             let n = pacing.target;
             let rate = (per_fetch * n as f64).min(cap);
             for i in 0..n {
-                let answer = AnswerSample {
-                    sent_ms: now,
-                    answered_ms: now + 1000,
-                    size: (rate / n as f64) as u64 + u64::from(i == 0),
-                    backlog: true,
-                    throttled: false,
-                    new_lane: false,
-                };
+                let answer = sample(
+                    now,
+                    now + 1000,
+                    (rate / n as f64) as u64 + u64::from(i == 0),
+                );
                 if let Some(report) = pacing.answered(answer) {
                     targets.push(report.in_flight);
                 }
@@ -613,12 +623,8 @@ mod tests {
                 *second += answer as f64;
             }
             if let Some(report) = pacing.answered(AnswerSample {
-                sent_ms,
-                answered_ms,
-                size: answer,
-                backlog: true,
-                throttled: false,
                 new_lane,
+                ..sample(sent_ms, answered_ms, answer)
             }) {
                 targets.push(report.in_flight);
             }
@@ -626,19 +632,26 @@ mod tests {
         (delivered, targets)
     }
 
+    /// [`simulate`] across 150 ms through 100 KiB windows (a Kafka source's default socket
+    /// buffers), `cap` bytes per second in all, answers of 1 MiB, new lanes 300 ms slower, the
+    /// default ceiling's 252 paced.
+    fn distant(cap: f64, seconds: usize) -> (Vec<f64>, Vec<usize>) {
+        let mut pacing = FetchPacing::new(PacingLimits {
+            max_in_flight: 252,
+            ..LIMITS
+        });
+        simulate(&mut pacing, (102_400.0 / 0.15, cap, 1 << 20, 300), seconds)
+    }
+
     /// Across 150 ms and 1 Gbit/s, 100 KiB windows (183 Fetches fill the link) and answers of
     /// 1 MiB (ten round trips each), new lanes 300 ms slower: the pacing reaches the link
     /// within 12 s and holds it, without queueing much past it.
     #[test]
     fn reaches_a_distant_link_though_each_answer_takes_ten_round_trips() {
-        let mut pacing = FetchPacing::new(PacingLimits {
-            max_in_flight: 252,
-            ..LIMITS
-        });
-        let link = (102_400.0 / 0.15, 125e6, 1 << 20, 300);
-        let (delivered, targets) = simulate(&mut pacing, link, 40);
+        let cap = 125e6;
+        let (delivered, targets) = distant(cap, 40);
         let full = |from: usize, to: usize| {
-            delivered[from..to].iter().sum::<f64>() / (to - from) as f64 / link.1
+            delivered[from..to].iter().sum::<f64>() / (to - from) as f64 / cap
         };
         assert!(full(12, 40) >= 0.85, "{:?} {targets:?}", &delivered);
         let last = &targets[targets.len() - 8..];
@@ -654,14 +667,10 @@ mod tests {
     /// second in every answer for 15 s.
     #[test]
     fn a_narrow_distant_link_is_not_overshot_for_long() {
-        let mut pacing = FetchPacing::new(PacingLimits {
-            max_in_flight: 252,
-            ..LIMITS
-        });
-        let link = (102_400.0 / 0.15, 12.5e6, 1 << 20, 300);
-        let (delivered, targets) = simulate(&mut pacing, link, 60);
+        let cap = 12.5e6;
+        let (delivered, targets) = distant(cap, 60);
         assert!(targets[3..].iter().all(|n| *n <= 40), "{targets:?}");
-        let full = delivered[20..].iter().sum::<f64>() / 40.0 / link.1;
+        let full = delivered[20..].iter().sum::<f64>() / 40.0 / cap;
         assert!(full >= 0.85, "{full} {targets:?}");
     }
 
@@ -678,14 +687,7 @@ mod tests {
         while targets.len() < 30 {
             let n = pacing.target() as u64;
             for _ in 0..n {
-                targets.extend(pacing.answered(AnswerSample {
-                    sent_ms: now,
-                    answered_ms: now + 1000,
-                    size: 500_000 / n,
-                    backlog: true,
-                    throttled: false,
-                    new_lane: false,
-                }));
+                targets.extend(pacing.answered(sample(now, now + 1000, 500_000 / n)));
             }
             now += 1000;
         }
@@ -703,14 +705,7 @@ mod tests {
     #[test]
     fn answers_after_a_failure_do_not_judge_the_count_of_one() {
         let mut pacing = FetchPacing::new(LIMITS);
-        let fast = |sent_ms| AnswerSample {
-            sent_ms,
-            answered_ms: sent_ms + 100,
-            size: 1 << 20,
-            backlog: true,
-            throttled: false,
-            new_lane: false,
-        };
+        let fast = |sent_ms| sample(sent_ms, sent_ms + 100, 1 << 20);
         for i in 0..40 {
             pacing.answered(fast(i * 100));
         }
@@ -755,12 +750,9 @@ mod tests {
             let mut report = None;
             while report.is_none() {
                 report = pacing.answered(AnswerSample {
-                    sent_ms: now,
-                    answered_ms: now + 600,
-                    size: 1000,
                     backlog,
                     throttled,
-                    new_lane: false,
+                    ..sample(now, now + 600, 1000)
                 });
                 now += 600;
             }
@@ -802,24 +794,16 @@ mod tests {
     #[test]
     fn an_interval_lasts_as_long_as_the_slowest_answers_take() {
         let mut pacing = FetchPacing::new(LIMITS);
-        let answer = |sent_ms, answered_ms, size| AnswerSample {
-            sent_ms,
-            answered_ms,
-            size,
-            backlog: true,
-            throttled: false,
-            new_lane: false,
-        };
         let first: Vec<_> = (0..8)
-            .filter_map(|_| pacing.answered(answer(0, 2_000, 1 << 20)))
+            .filter_map(|_| pacing.answered(sample(0, 2_000, 1 << 20)))
             .collect();
         assert_eq!(first.len(), 1, "eight answers of two seconds: one interval");
         let quick: Vec<_> = (0..32)
-            .filter_map(|i| pacing.answered(answer(2_000 + 50 * i, 2_100 + 50 * i, 1024)))
+            .filter_map(|i| pacing.answered(sample(2_000 + 50 * i, 2_100 + 50 * i, 1024)))
             .collect();
         assert!(quick.is_empty(), "ended early: {quick:?}");
         assert!(
-            pacing.answered(answer(2_000, 4_000, 1 << 20)).is_some(),
+            pacing.answered(sample(2_000, 4_000, 1 << 20)).is_some(),
             "two seconds on, the interval ends"
         );
     }
@@ -833,14 +817,7 @@ mod tests {
         let answers = [(0, 900, 5 << 20), (900, 960, 100), (1_860, 1_900, 10)];
         let mut reports = Vec::new();
         for (sent_ms, answered_ms, bytes) in answers {
-            reports.extend(pacing.answered(AnswerSample {
-                sent_ms,
-                answered_ms,
-                size: bytes,
-                backlog: true,
-                throttled: false,
-                new_lane: false,
-            }));
+            reports.extend(pacing.answered(sample(sent_ms, answered_ms, bytes)));
         }
         let rtts: Vec<_> = reports.iter().map(|r| r.round_trip_ms).collect();
         assert_eq!(rtts, [None, Some(40)]);
