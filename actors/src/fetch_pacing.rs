@@ -255,6 +255,12 @@ impl FetchPacing {
         self.target.min(partitions).max(1)
     }
 
+    /// The round trip to the source: the quickest answer under [`SMALL_ANSWER_BYTES`] so far
+    /// (ms), once there was one.
+    pub fn round_trip_ms(&self) -> Option<u64> {
+        self.round_trip_ms
+    }
+
     /// The Fetches in flight the pacing allows, partitions aside.
     pub fn target(&self) -> usize {
         self.target
@@ -634,10 +640,10 @@ mod tests {
 
     /// [`simulate`] across 150 ms through 100 KiB windows (a Kafka source's default socket
     /// buffers), `cap` bytes per second in all, answers of 1 MiB, new lanes 300 ms slower, the
-    /// default ceiling's 252 paced.
+    /// default ceiling's 248 paced.
     fn distant(cap: f64, seconds: usize) -> (Vec<f64>, Vec<usize>) {
         let mut pacing = FetchPacing::new(PacingLimits {
-            max_in_flight: 252,
+            max_in_flight: 248,
             ..LIMITS
         });
         simulate(&mut pacing, (102_400.0 / 0.15, cap, 1 << 20, 300), seconds)

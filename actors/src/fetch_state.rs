@@ -40,6 +40,7 @@
 //!   epoch, or an attach, ends a hold at once. Time is an input: milliseconds on the caller's
 //!   clock.
 
+use crate::fetch_poll::{Growth, poll_offsets, poll_step, spacing_ms, worth_polling};
 use crate::host::{FetchResponse, TopicPartition};
 use bytes::Bytes;
 use kmirror_protocol::batch::RecordBatches;
@@ -61,8 +62,23 @@ pub struct FetchEpochs {
     pub destination: i32,
 }
 
+/// How far behind a fast partition may be, in round trips of its growth, to be polled at the
+/// source's end (`PartitionFetchState::pollable`).
+pub const POLL_BEHIND_ROUND_TRIPS: f64 = 1.5;
+
+/// The polls of one partition that may be in flight beside a reserve of `reserve` lanes: all
+/// but one, or half while it is `behind`, the rest being its backlog's.
+fn most_polls(behind: bool, reserve: usize) -> usize {
+    if behind {
+        reserve / 2
+    } else {
+        reserve.saturating_sub(1)
+    }
+    .max(1)
+}
+
 /// One partition of a fetcher.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PartitionFetchState {
     /// The epochs it is fetched under.
     pub epochs: FetchEpochs,
@@ -83,6 +99,13 @@ pub struct PartitionFetchState {
     /// The source's high watermark, as its last answer showed (-1: none yet): a Fetch ahead
     /// from there or past it would bring nothing.
     high_watermark: i64,
+    /// How fast the source's log grows, once an answer showed its high watermark.
+    growth: Option<Growth>,
+    /// The latest poll at the source's end: where it started and when it left (ms).
+    polled: Option<(i64, u64)>,
+    /// Where the first poll of those sent since none was ahead started: every Fetch ahead
+    /// from there on is a poll ([`FetchState::first_poll`]).
+    polls_from: Option<i64>,
 }
 
 /// How a partition is read ahead, judged by an answer of it.
@@ -264,6 +287,12 @@ impl PartitionFetchState {
         let remaining = self.high_watermark.saturating_sub(end).max(0);
         let fetches = i64::try_from(fetches).unwrap_or(i64::MAX);
         let offsets = (remaining.saturating_add(fetches - 1) / fetches).max(floor);
+        // Whole batches (the nearest count, one at least): the source answers whole batches,
+        // so a piece of a batch and a bit ends a bit short, and the next, placed after that bit,
+        // starts inside a batch it then fetches from the start, short at its end too; each
+        // left a gap of a batch, fetched on its own a round trip later.
+        let batch = span.batch.max(1);
+        let offsets = ((offsets + batch / 2) / batch).max(1).saturating_mul(batch);
         if offsets >= span.offsets {
             return Some(span);
         }
@@ -298,6 +327,24 @@ impl PartitionFetchState {
 
     fn held(&self, now_ms: u64) -> bool {
         self.held_until_ms.is_some_and(|until| until > now_ms)
+    }
+
+    /// Whether it is polled at the source's end across a link of `round_trip_ms`: its log end
+    /// and batches known, growing by [`crate::fetch_poll::MIN_POLL_BATCHES`] batches per round
+    /// trip or more, and caught up or behind by [`POLL_BEHIND_ROUND_TRIPS`] round trips' growth
+    /// at most (a fast partition read in pieces is always a little behind: what a round trip
+    /// gathers). One further behind has its backlog read in pieces first, on every lane of the
+    /// reserve.
+    fn pollable(&self, round_trip_ms: u64) -> bool {
+        let (Some(growth), Some(span), Some(end)) = (self.growth, self.span, self.log_end) else {
+            return false;
+        };
+        let Some(per_ms) = growth.per_ms() else {
+            return false;
+        };
+        let left = self.high_watermark.saturating_sub(end) as f64;
+        worth_polling(per_ms, span.batch, round_trip_ms)
+            && (!self.backlog || left <= per_ms * round_trip_ms as f64 * POLL_BEHIND_ROUND_TRIPS)
     }
 }
 
@@ -349,7 +396,7 @@ fn edges(response: &FetchResponse) -> Option<(i64, i64)> {
 }
 
 /// A fetcher's partitions and the round-robin cursor.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FetchState {
     partitions: BTreeMap<TopicPartition, PartitionFetchState>,
     /// The key the last Fetch reached: the next one starts after it.
@@ -379,10 +426,14 @@ impl FetchState {
             span: None,
             backlog: false,
             high_watermark: -1,
+            growth: None,
+            polled: None,
+            polls_from: None,
         });
         state.epochs = epochs;
         state.held_until_ms = None;
         state.told_source_epoch = -1;
+        state.polled = None;
     }
 
     /// Stops fetching `key`.
@@ -421,13 +472,138 @@ impl FetchState {
         self.drop_ahead(key);
     }
 
-    /// When the earliest hold ends, if a partition is held at `now_ms`.
-    pub fn next_wake(&self, now_ms: u64) -> Option<u64> {
+    /// When the earliest hold ends, or the next poll is due across a link of `round_trip_ms`
+    /// (when measured), after `now_ms`.
+    pub fn next_wake(&self, now_ms: u64, round_trip_ms: Option<u64>) -> Option<u64> {
+        let polls = self.partitions.values().filter_map(|state| {
+            let ((_, sent_ms), round_trip_ms) = (state.polled?, round_trip_ms?);
+            state
+                .pollable(round_trip_ms)
+                .then(|| sent_ms.saturating_add(spacing_ms(round_trip_ms)))
+        });
         self.partitions
             .values()
             .filter_map(|state| state.held_until_ms)
+            .chain(polls)
             .filter(|until| *until > now_ms)
             .min()
+    }
+
+    /// An answer of `key` (its own or one ahead) showed the source's `high_watermark`, read
+    /// at `read_ms`: what its growth is measured from.
+    pub fn saw_high_watermark(&mut self, key: &TopicPartition, high_watermark: i64, read_ms: u64) {
+        if high_watermark < 0 {
+            return;
+        }
+        if let Some(state) = self.partitions.get_mut(key) {
+            match &mut state.growth {
+                Some(growth) => growth.saw(high_watermark, read_ms),
+                None => state.growth = Some(Growth::new(high_watermark, read_ms)),
+            }
+        }
+    }
+
+    /// A Fetch ahead of `key` asked past the source's log end: its growth is measured afresh
+    /// before the next poll.
+    pub fn overshot(&mut self, key: &TopicPartition) {
+        if let Some(growth) = self.partitions.get_mut(key).and_then(|s| s.growth.as_mut()) {
+            growth.forget();
+        }
+    }
+
+    /// Where what `key`'s own Fetches and pieces must bring ends, at a source whose high
+    /// watermark is `high_watermark`: there, or at the first poll in flight or waiting below
+    /// it (what lies past is the polls' to bring, not a backlog).
+    pub fn unpolled_to(&self, key: &TopicPartition, high_watermark: i64) -> i64 {
+        self.first_poll(key)
+            .map_or(high_watermark, |poll| poll.min(high_watermark))
+    }
+
+    /// Where the first poll ahead of `key` still in flight or waiting starts: the pieces of a
+    /// backlog go below it (the log end may be far behind the polls, after a producer's start
+    /// or a stall: its own Fetch alone, one piece per round trip, took seconds to reach them).
+    fn first_poll(&self, key: &TopicPartition) -> Option<i64> {
+        let from = self.partitions.get(key)?.polls_from?;
+        self.ahead
+            .get(key)?
+            .range(from..)
+            .next()
+            .map(|(start, _)| *start)
+    }
+
+    /// The polls of `key` in flight.
+    fn polls_in_flight(&self, key: &TopicPartition) -> usize {
+        let (Some(first), Some(ahead)) = (self.first_poll(key), self.ahead.get(key)) else {
+            return 0;
+        };
+        ahead
+            .range(first..)
+            .filter(|(_, entry)| matches!(entry, Ahead::InFlight))
+            .count()
+    }
+
+    /// The next poll at the source's end at `now_ms`, across a link of `round_trip_ms`
+    /// ([`crate::fetch_poll`]): of the partition whose poll is the longest due among those
+    /// that may be polled, not held, with fewer Fetches ahead in flight than the reserve less
+    /// one (left for its own Fetch and a gap's), or half the reserve while it is behind (the
+    /// other half for the pieces of its backlog), and fewer in all than `lanes.per_partition`, whose predicted start lies
+    /// past everything asked of it; the offset and bytes to ask. It counts as a Fetch ahead in
+    /// flight.
+    pub fn next_poll(
+        &mut self,
+        round_trip_ms: u64,
+        lanes: AheadLanes,
+        now_ms: u64,
+    ) -> Option<(TopicPartition, i64, usize)> {
+        let spacing = spacing_ms(round_trip_ms);
+        let (key, start, bytes) = self
+            .partitions
+            .iter()
+            .filter(|(_, state)| state.pollable(round_trip_ms) && !state.held(now_ms))
+            .filter_map(|(key, state)| {
+                let due = state.polled.map_or(0, |(_, at)| at.saturating_add(spacing));
+                let ahead = self.ahead.get(key);
+                let in_flight = self.polls_in_flight(key);
+                if due > now_ms
+                    || in_flight >= most_polls(state.backlog, lanes.reserve)
+                    || ahead.map_or(0, BTreeMap::len) >= lanes.per_partition
+                {
+                    return None;
+                }
+                let (growth, span, end) = (state.growth?, state.span?, state.log_end?);
+                let per_ms = growth.per_ms()?;
+                // No further than a poll's step past the poll before it while that one is
+                // ahead, or past the log end: a poll held back (by the lanes, or while the
+                // partition was behind) would leave a gap from where the one before it ended.
+                let anchor = state
+                    .polled
+                    .map(|(start, _)| start)
+                    .filter(|start| ahead.is_some_and(|a| a.contains_key(start)))
+                    .unwrap_or(end);
+                let start = growth
+                    .poll_start(now_ms, round_trip_ms)?
+                    .min(anchor.saturating_add(poll_step(per_ms, round_trip_ms)));
+                let asked = ahead
+                    .and_then(|a| a.keys().next_back().copied())
+                    .unwrap_or(end)
+                    .max(end);
+                let offsets = poll_offsets(per_ms, round_trip_ms, span.batch);
+                (start > asked).then_some((due, key, start, span.ask(offsets)))
+            })
+            .min_by_key(|(due, _, _, _)| *due)
+            .map(|(_, key, start, bytes)| (key.clone(), start, bytes))?;
+        let first = self.first_poll(&key).is_none();
+        if let Some(state) = self.partitions.get_mut(&key) {
+            state.polled = Some((start, now_ms));
+            if first {
+                state.polls_from = Some(start);
+            }
+        }
+        self.ahead
+            .entry(key.clone())
+            .or_default()
+            .insert(start, Ahead::InFlight);
+        Some((key, start, bytes))
     }
 
     /// The partitions the next Fetch asks for at `now_ms` (at most `max_partitions`, of them at
@@ -542,6 +718,19 @@ impl FetchState {
             } else {
                 self.behind.remove(key);
             }
+        }
+    }
+
+    /// An answer ahead of `key` showed its batches as `span`: the pieces follow the batches
+    /// the producer writes now (a partition read only ahead has no answer of its own to show
+    /// them; one whose first answer held a producer's start-up batch of 140 records was read
+    /// in pieces of three windows for good).
+    pub fn saw_span(&mut self, key: &TopicPartition, span: Option<Span>) {
+        if let (Some(state), Some(span)) = (
+            self.partitions.get_mut(key),
+            span.filter(|s| s.offsets > 0 && s.batch > 0),
+        ) {
+            state.span = Some(span);
         }
     }
 
@@ -668,7 +857,16 @@ impl FetchState {
     ) -> Option<(TopicPartition, i64, usize)> {
         let near = reach == Reach::Near;
         let most = lanes.total + if near { lanes.reserve } else { 0 };
-        if self.ahead.values().map(BTreeMap::len).sum::<usize>() >= most {
+        // Polls are bounded apart (`Self::next_poll`).
+        let pieces: usize = self
+            .ahead
+            .iter()
+            .map(|(key, ahead)| match self.first_poll(key) {
+                Some(poll) => ahead.range(..poll).count(),
+                None => ahead.len(),
+            })
+            .sum();
+        if pieces >= most {
             return None;
         }
         let max_ahead = lanes.per_partition;
@@ -692,7 +890,11 @@ impl FetchState {
                 // the partition's own answer should hold (an answer or a piece on from the log
                 // end), the next an answer (or a piece) on, or, after one that came, half a
                 // batch past its end.
-                let start = match ahead.and_then(|a| a.iter().next_back()) {
+                // Polls at the source's end are not pieces: the pieces go on below them, up
+                // to the high watermark.
+                let bound = self.unpolled_to(key, state.high_watermark);
+                let last = ahead.and_then(|a| a.range(..bound).next_back());
+                let start = match last {
                     Some((_, Ahead::Arrived { end: to, .. })) if *to > end => {
                         to.saturating_add(span.batch / 2)
                     }
@@ -705,8 +907,7 @@ impl FetchState {
                 } else {
                     i64::try_from(count).unwrap_or(i64::MAX)
                 };
-                (count < max_ahead && start < state.high_watermark)
-                    .then_some((order, key, start, span.bytes))
+                (count < max_ahead && start < bound).then_some((order, key, start, span.bytes))
             })
             .min_by_key(|(order, _, _, _)| *order)
             .map(|(_, key, start, bytes)| (key.clone(), start, bytes))?;
@@ -799,6 +1000,7 @@ impl FetchState {
                         ahead.remove(&start);
                     }
                     if let Some(rest) = rest {
+                        self.caught_up_by(key, log_end, &rest);
                         return AheadAtLogEnd::Apply(rest);
                     }
                 }
@@ -806,6 +1008,23 @@ impl FetchState {
             }
         }
         AheadAtLogEnd::Fetch
+    }
+
+    /// `rest`, applied at `key`'s log end `log_end`, shows whether it is still behind: a
+    /// partition read only ahead (its own Fetch waits for them) has no answer of its own to
+    /// say it caught up.
+    fn caught_up_by(&mut self, key: &TopicPartition, log_end: i64, rest: &FetchResponse) {
+        let (Some((_, end)), FetchResponse::Records { high_watermark, .. }) = (edges(rest), rest)
+        else {
+            return;
+        };
+        let to = self.unpolled_to(key, *high_watermark);
+        if let Some(state) = self.partitions.get_mut(key)
+            && !FetchState::behind(log_end, end, to)
+        {
+            state.backlog = false;
+            self.behind.remove(key);
+        }
     }
 
     /// Drops what was fetched ahead of `key` (its log changed other than by an append).
@@ -1063,7 +1282,7 @@ mod tests {
                 .collect::<Vec<_>>();
             round.sort();
             assert_eq!(round, *expected, "{case}");
-            assert_eq!(state.next_wake(now), wake, "{case}");
+            assert_eq!(state.next_wake(now, None), wake, "{case}");
         }
     }
 
@@ -1361,11 +1580,12 @@ mod tests {
         assert_eq!(pieces.len(), 16);
         assert_eq!(pieces[0], (95, 105), "inside the own answer's last batch");
         assert_eq!(pieces[15], (1_595, 105));
-        // 200 behind: pieces of 64 KiB at least (64 offsets), none from the high watermark on.
+        // 200 behind: pieces of about 64 KiB at least, in whole batches (60 offsets), none from
+        // the high watermark on.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 200);
-        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 64 * 1024);
-        assert_eq!(starts(&mut state), [(59, 69), (123, 69), (187, 69)]);
+        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 60 * 1024);
+        assert_eq!(starts(&mut state), [(55, 65), (115, 65), (175, 65)]);
         // Far behind: whole spans, as before.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 1_000_000);
@@ -1450,7 +1670,7 @@ mod tests {
             ..lanes(16, 2)
         };
         assert_eq!(state.pieces(16, 2), 1, "no lane to spare");
-        assert_eq!(state.own_bytes(&near, 1 << 20, kept), 64 * 1024);
+        assert_eq!(state.own_bytes(&near, 1 << 20, kept), 60 * 1024);
         assert_eq!(state.own_bytes(&far, 1 << 20, kept), 1 << 20, "far behind");
         assert_eq!(
             state.own_bytes(&near, 1 << 20, lanes(16, 2)),
@@ -1474,8 +1694,8 @@ mod tests {
                 .collect();
         assert_eq!(
             picked,
-            [59, 123, 187, 251, 315, 379].map(|start| ("steady".to_string(), start)),
-            "the steady partition's pieces of 64 KiB, six: two lanes and the reserve's four"
+            [55, 115, 175, 235, 295, 355].map(|start| ("steady".to_string(), start)),
+            "the steady partition's pieces of six batches, six: two lanes and the reserve's four"
         );
         assert_eq!(
             names(&state.next_round(10, usize::MAX, Kind::Nearest, 0)),
@@ -1487,6 +1707,116 @@ mod tests {
             64 * 1024,
             "caught up: one piece"
         );
+    }
+
+    #[test]
+    fn a_fast_partition_at_the_end_is_polled_every_third_of_a_round_trip() {
+        let mut state = attached(&["steady", "trickle", "behind"]);
+        let span = Some(Span {
+            offsets: 100,
+            batch: 10,
+            batch_bytes: 10 * 1024,
+            bytes: 100 * 1024 + 5 * 1024,
+        });
+        let (steady, trickle, behind) = (key("steady"), key("trickle"), key("behind"));
+        state.noted(&trickle, 1_000, span, false, 1_000);
+        state.noted(&behind, 1_000, span, true, 9_000);
+        let lanes = AheadLanes {
+            reserve: 4,
+            ..lanes(32, 8)
+        };
+        let growing = [(&steady, 200), (&trickle, 10), (&behind, 200)];
+        for (key, _) in growing {
+            state.saw_high_watermark(key, 1_000, 0);
+        }
+        assert_eq!(
+            state.next_poll(150, lanes, 0),
+            None,
+            "growth not measured yet"
+        );
+        for (key, grown) in growing {
+            state.saw_high_watermark(key, 1_000 + grown, 200);
+        }
+        state.noted(&steady, 1_150, span, false, 1_200);
+        // One offset per ms, read at 200 ms: the poll before (none yet, else at 150 ms)
+        // reaches the source at 225 ms, 1,225, less 25; asking for a step (a spacing and a
+        // half's growth, 75 offsets) and the batch its start falls in, and half a batch.
+        let first = state.next_poll(150, lanes, 200);
+        assert_eq!(first, Some((steady.clone(), 1_200, 85 * 1024 + 5 * 1024)));
+        assert_eq!(state.unpolled_to(&steady, 1_300), 1_200);
+        assert_eq!(
+            state.next_poll(150, lanes, 220),
+            None,
+            "the next is due at 250 ms"
+        );
+        assert_eq!(state.next_wake(220, Some(150)), Some(250));
+        let start = |state: &mut FetchState, now| state.next_poll(150, lanes, now).map(|p| p.1);
+        assert_eq!(start(&mut state, 250), Some(1_250));
+        state.saw_high_watermark(&steady, 1_400, 400);
+        assert_eq!(
+            start(&mut state, 400),
+            Some(1_325),
+            "held back: a step past the poll before it, not 1,400"
+        );
+        // A poll past the log end: measured afresh before the next.
+        state.overshot(&steady);
+        assert_eq!(start(&mut state, 450), None);
+        state.saw_high_watermark(&steady, 1_600, 600);
+        assert_eq!(
+            start(&mut state, 600),
+            None,
+            "three in flight: the reserve less one, left for pieces"
+        );
+        state.ahead_answered(&steady, 1_200, None);
+        assert_eq!(start(&mut state, 600), Some(1_400));
+        state.drop_ahead(&steady);
+        assert_eq!(state.unpolled_to(&steady, 1_300), 1_300);
+        // Across 15 ms a round trip gathers under two batches: its own long poll serves.
+        assert_eq!(state.next_poll(15, lanes, 700), None);
+    }
+
+    /// A partition polled at the source's end whose log end falls behind (a poll overshot, a
+    /// stall): its backlog is read in pieces below the polls, and it is not polled meanwhile. Failed
+    /// with the pieces going on past the last poll below the high watermark: none went into
+    /// the hole, and its own Fetch filled it one piece per round trip for seconds.
+    #[test]
+    fn the_pieces_of_a_backlog_go_below_the_polls() {
+        let mut state = attached(&["steady"]);
+        let steady = key("steady");
+        let span = Span {
+            offsets: 1_000,
+            batch: 10,
+            batch_bytes: 10 * 1024,
+            bytes: 1_000 * 1024 + 5 * 1024,
+        };
+        state.noted(&steady, 1_000, Some(span), false, 1_000);
+        state.saw_high_watermark(&steady, 1_500, 0);
+        state.saw_high_watermark(&steady, 1_700, 200);
+        let lanes = AheadLanes {
+            reserve: 4,
+            ..lanes(32, 8)
+        };
+        let polls: Vec<i64> = [200, 250, 300]
+            .into_iter()
+            .filter_map(|now| state.next_poll(150, lanes, now).map(|p| p.1))
+            .collect();
+        assert_eq!(
+            polls,
+            [1_075, 1_150, 1_225],
+            "a step apart from the log end on"
+        );
+        // Its own answer shows a backlog below the first poll, and the source's end past it.
+        state.noted(&steady, 1_000, Some(span), true, 1_900);
+        assert_eq!(
+            state.next_poll(150, lanes, 350),
+            None,
+            "no poll while behind"
+        );
+        let pieces: Vec<i64> = std::iter::from_fn(|| state.next_ahead(lanes, Reach::Near, 350))
+            .map(|(_, start, _)| start)
+            .collect();
+        assert_eq!(pieces, [1_055], "below the first poll");
+        assert_eq!(state.unpolled_to(&steady, 1_900), 1_075);
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //! - [`partition`]: each mirror partition's state machine (one exhaustive transition function);
 //! - [`epoch`]: leader-epoch arithmetic (LME alignment, divergence, DLE >= SLE);
 //! - [`fetch_state`]: a fetcher's partitions, their epochs and whose turn the next Fetch is;
+//! - [`fetch_pacing`] and [`fetch_poll`]: how many Fetches a fetcher keeps in flight, and when
+//!   a fast partition near the source's end is polled;
 //! - [`liveness`]: when a supervisor restarts a partition actor, and when it gives up;
 //! - [`metadata`]: how the engine reacts to metadata changes (`mirror.name`, leader epochs,
 //!   deletions) of the topics it mirrors;
@@ -34,6 +36,7 @@ pub mod coordinator;
 pub mod engine;
 pub mod epoch;
 pub mod fetch_pacing;
+pub mod fetch_poll;
 pub mod fetch_state;
 pub mod host;
 pub mod invariant;

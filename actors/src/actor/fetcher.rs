@@ -32,7 +32,9 @@
 
 use super::ports::FetcherProgress;
 use super::ports::PortFuture;
-use crate::fetch_pacing::{AnswerSample, FetchPacing, PacingLimits, PacingReport};
+use crate::fetch_pacing::{
+    AnswerSample, FetchPacing, INITIAL_IN_FLIGHT, PacingLimits, PacingReport,
+};
 pub use crate::fetch_state::FetchEpochs;
 use crate::fetch_state::{AheadAtLogEnd, AheadLanes, FetchState, Kind, Reach, Span, slack};
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
@@ -53,10 +55,13 @@ pub const MAX_AHEAD: usize = 32;
 
 /// Fetches kept beyond the pacing's count for partitions near the source's end (caught up, or
 /// less than one answer behind), out of `mirror.num.replica.fetchers` beyond the 8 the pacing
-/// keeps at least (a ceiling of 9 keeps one, of 12 or more all four): however many lanes a catch-up beside them holds, each waiting out answers of
-/// `fetch.max.bytes` many round trips long, a steady partition's records go out at once, in
-/// pieces of a window each when a round trip gathers more (docs/design.md §4).
-pub const NEAR_RESERVE: usize = 4;
+/// keeps at least (a ceiling of 9 keeps one, of 16 or more all eight): however many lanes a
+/// catch-up beside them holds, each waiting out answers of `fetch.max.bytes` many round trips
+/// long, a steady partition's records go out at once, in pieces of a window each when a round
+/// trip gathers more, or polled at the source's end (docs/design.md §4). Each lane moves a
+/// window per round trip: with four, a 1 MB/s partition half a megabyte behind across 150 ms
+/// (a producer's start) gained 0.6 MB/s on its source, and lagged 330-490 ms for seconds.
+pub const NEAR_RESERVE: usize = 8;
 
 /// The source answers of one Fetch, per partition (a partition the source refused has its
 /// cause).
@@ -240,7 +245,7 @@ pub struct Fetcher<P: FetcherPorts> {
     reserved: BTreeSet<usize>,
     /// Lanes that carried a Fetch before: the first on any other waits for its connection.
     used: BTreeSet<usize>,
-    /// The reserve's size: [`NEAR_RESERVE`], less when the ceiling is under 12, none at 8 or
+    /// The reserve's size: [`NEAR_RESERVE`], less when the ceiling is under 16, none at 8 or
     /// less.
     reserve: usize,
     fetches: u64,
@@ -269,12 +274,13 @@ impl<P: FetcherPorts> std::fmt::Debug for Fetcher<P> {
 impl<P: FetcherPorts> Fetcher<P> {
     /// A fetcher with no partitions.
     pub fn new(ports: P, config: FetcherConfig) -> Self {
-        // The pacing keeps at least 8 (or the ceiling, if lower); the reserve what is left, up
-        // to its 4: a ceiling of 9 is 8 and 1, one of 12 or more gives the reserve its 4.
+        // The pacing keeps at least its initial 8 (or the ceiling, if lower); the reserve what
+        // is left, up to its 8: a ceiling of 9 is 8 and 1, one of 16 or more gives the reserve
+        // its 8.
         let paced = config
             .max_in_flight
             .saturating_sub(NEAR_RESERVE)
-            .max(2 * NEAR_RESERVE)
+            .max(INITIAL_IN_FLIGHT)
             .min(config.max_in_flight);
         let reserve = config.max_in_flight - paced;
         Fetcher {
@@ -311,10 +317,11 @@ impl<P: FetcherPorts> Fetcher<P> {
         self.state.hold(key, self.now_ms().saturating_add(backoff));
     }
 
-    /// Schedules a wake-up at the end of the earliest hold, unless one comes sooner.
+    /// Schedules a wake-up at the end of the earliest hold, or when the next poll is due,
+    /// unless one comes sooner.
     fn wake_for_holds(&mut self, ctx: &mut Context<Self>) {
         let now = self.now_ms();
-        let Some(until) = self.state.next_wake(now) else {
+        let Some(until) = self.state.next_wake(now, self.pacing.round_trip_ms()) else {
             return;
         };
         if self.wake_at.is_some_and(|at| at <= until && at > now) {
@@ -384,6 +391,13 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// is ready, each for its share of the ready partitions; lanes to spare read ahead. With
     /// every lane the pacing allows busy, partitions near the source's end go on the reserve.
     fn pump(&mut self, ctx: &mut Context<Self>) {
+        while self.reserve_free() && self.send_poll(ctx) {}
+        self.fill(ctx);
+        self.wake_for_holds(ctx);
+    }
+
+    /// [`Self::pump`]'s Fetches but the polls.
+    fn fill(&mut self, ctx: &mut Context<Self>) {
         loop {
             let allowed = self.allowed();
             let in_use = self.busy.len() - self.reserved.len();
@@ -457,6 +471,20 @@ impl<P: FetcherPorts> Fetcher<P> {
             || self.send_ahead(true, ctx)
     }
 
+    /// On the reserve, the next poll at the source's end that is due ([`FetchState::next_poll`],
+    /// once the round trip is measured); whether one went out.
+    fn send_poll(&mut self, ctx: &mut Context<Self>) -> bool {
+        let Some(round_trip_ms) = self.pacing.round_trip_ms() else {
+            return false;
+        };
+        let now = self.now_ms();
+        let lanes = self.lanes();
+        let Some((key, start, bytes)) = self.state.next_poll(round_trip_ms, lanes, now) else {
+            return false;
+        };
+        self.dispatch_ahead(key, start, bytes, now, true, ctx)
+    }
+
     /// Sends the next Fetch ahead ([`FetchState::next_ahead`]; with `near`, of a partition
     /// near the source's end, on the reserve; on a lane never used before, of a partition far
     /// from it, [`Reach::Far`]); whether one went out.
@@ -474,6 +502,20 @@ impl<P: FetcherPorts> Fetcher<P> {
         let Some((key, start, bytes)) = self.state.next_ahead(self.lanes(), reach, now) else {
             return false;
         };
+        self.dispatch_ahead(key, start, bytes, now, near, ctx)
+    }
+
+    /// Sends one Fetch ahead of `key` from `start` for `bytes` (on the reserve when
+    /// `reserved`); whether it went out.
+    fn dispatch_ahead(
+        &mut self,
+        key: TopicPartition,
+        start: i64,
+        bytes: usize,
+        now: u64,
+        reserved: bool,
+        ctx: &mut Context<Self>,
+    ) -> bool {
         let Some(epochs) = self.state.get(&key).map(|p| p.epochs) else {
             return false;
         };
@@ -488,7 +530,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             current_leader_epoch: epochs.source,
             ahead: true,
         };
-        self.dispatch(vec![(fetch, epochs.topic_id)], now, near, ctx);
+        self.dispatch(vec![(fetch, epochs.topic_id)], now, reserved, ctx);
         true
     }
 
@@ -642,6 +684,8 @@ impl<P: FetcherPorts> Fetcher<P> {
             answered_ms,
             new_lane,
         } = times;
+        // When the source read the high watermarks the answers show: as it took the Fetch.
+        let read_ms = sent_ms + self.pacing.round_trip_ms().unwrap_or_default() / 2;
         if let Some(report) = self.pacing.answered(AnswerSample {
             sent_ms,
             answered_ms,
@@ -703,7 +747,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             };
             if ahead {
                 brought |= matches!(&answer, Ok(r) if !response_is_empty(r));
-                applying |= self.arrived_ahead(&key, request.offset, answer, ctx);
+                applying |= self.arrived_ahead(&key, request.offset, answer, read_ms, ctx);
                 continue;
             }
             if let Ok(FetchResponse::Records {
@@ -714,9 +758,13 @@ impl<P: FetcherPorts> Fetcher<P> {
             {
                 let (span, end) = span_of(records, self.config.partition_max_bytes);
                 let end = end.unwrap_or(request.offset);
-                let backlog = FetchState::behind(request.offset, end, *high_watermark);
+                // What lies past a poll in flight is the poll's to bring.
+                let to = self.state.unpolled_to(&key, *high_watermark);
+                let backlog = FetchState::behind(request.offset, end, to);
                 self.state
                     .noted(&key, request.offset, span, backlog, *high_watermark);
+                self.state
+                    .saw_high_watermark(&key, *high_watermark, read_ms);
             }
             let epochs = FetchEpochs { topic_id, ..epochs };
             match answer {
@@ -821,18 +869,31 @@ impl<P: FetcherPorts> Fetcher<P> {
         self.pump(ctx);
     }
 
-    /// A Fetch ahead of `key` from `start` was answered: its batches wait for the log end, or
-    /// are applied at once if it is there already. Whether an apply started.
+    /// A Fetch ahead of `key` from `start` was answered (the source read its high watermark at
+    /// `read_ms`): its batches wait for the log end, or are applied at once if it is there
+    /// already. Whether an apply started.
     fn arrived_ahead(
         &mut self,
         key: &TopicPartition,
         start: i64,
         answer: Result<FetchResponse, Cause>,
+        read_ms: u64,
         ctx: &mut Context<Self>,
     ) -> bool {
         let keep = match answer {
-            Ok(response @ FetchResponse::Records { .. }) if !response_is_empty(&response) => {
-                Some(response)
+            Ok(FetchResponse::Records {
+                ref records,
+                high_watermark,
+                ..
+            }) if high_watermark >= 0 => {
+                self.state.saw_high_watermark(key, high_watermark, read_ms);
+                let (span, _) = span_of(records, self.config.partition_max_bytes);
+                self.state.saw_span(key, span);
+                answer.ok().filter(|response| !response_is_empty(response))
+            }
+            Ok(FetchResponse::OffsetOutOfRange { .. }) => {
+                self.state.overshot(key);
+                None
             }
             _ => None,
         };
@@ -1019,5 +1080,7 @@ impl<P: FetcherPorts> Handler<DescribeFetcher> for Fetcher<P> {
     }
 }
 
+#[cfg(test)]
+mod distant_source;
 #[cfg(test)]
 mod tests;

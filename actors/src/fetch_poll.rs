@@ -1,0 +1,195 @@
+//! Polling a fast partition at the source's end, in pure code (docs/design.md §4, "Polling
+//! the source's end").
+//!
+//! A partition that is caught up is fetched from its log end: the source holds that Fetch
+//! until records come (Kafka's long poll) and answers with them. Across a distant link the
+//! next Fetch reaches the source a round trip later, and what the producer wrote meanwhile
+//! waits for it; when that is more than one window of the source's connection, it is read in
+//! pieces, whose answers come back together and whose next round goes out together again, so
+//! a record waited one to two round trips more (a 1 MB/s topic at 150 ms: lag p50 330-370 ms,
+//! each second's worst 400-600 ms).
+//!
+//! Polls spread those Fetches in time instead: while a partition near the source's end grows
+//! by [`MIN_POLL_BATCHES`] batches or more per round trip, a Fetch ahead of it leaves every
+//! third of a round trip ([`spacing_ms`]), from where the log is expected to end when the poll
+//! before it reaches the source, less half a spacing's growth, so the two overlap rather than
+//! leave a gap ([`Growth::poll_start`]), and no further than a [`poll_step`] past the poll
+//! before it (or the log end), so one held back leaves no gap either. The source answers it at
+//! once with what it has from there; a record waits a third of a round trip at most for the
+//! next poll to arrive, not a round trip and the pieces' turn.
+//!
+//! Where the log ends is predicted from [`Growth`]: the high watermarks the answers showed and
+//! when the source read them. A poll that overshoots the log end is answered
+//! OFFSET_OUT_OF_RANGE and dropped, and the growth is measured afresh before the next
+//! ([`Growth::forget`]); one that undershoots brings records twice (counted as fetched twice).
+//! A gap between two polls is filled by the partition's own Fetch, as any gap before a Fetch
+//! ahead is.
+
+/// The fewest batches a partition must grow by per round trip to be polled: a slower one is
+/// answered by its own long poll as each batch comes, and a poll would bring little more.
+pub const MIN_POLL_BATCHES: f64 = 2.0;
+
+/// Two sightings of a high watermark read less than this far apart at the source (ms) do
+/// not measure the growth: a producer writes in batches, and the figure would jump.
+pub const GROWTH_SAMPLE_MS: u64 = 200;
+
+/// How fast a source partition's log grows, from the high watermarks its answers showed and
+/// when the source read them: half a round trip after each Fetch left (a Fetch answered at
+/// once; one that waited for records, a long poll, is the rare case here: such a partition
+/// is not fast). The answer's own arrival would not do: one of several windows comes round
+/// trips after the source read its high watermark, and polls from that growth overshot.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Growth {
+    /// The greatest high watermark seen and when it was read (ms): where predictions start.
+    latest: (i64, u64),
+    /// The sighting the next measurement is taken from.
+    base: (i64, u64),
+    /// Offsets per ms, once measured.
+    per_ms: Option<f64>,
+}
+
+impl Growth {
+    /// The first sighting: `high_watermark`, read at `read_ms`.
+    pub fn new(high_watermark: i64, read_ms: u64) -> Growth {
+        Growth {
+            latest: (high_watermark, read_ms),
+            base: (high_watermark, read_ms),
+            per_ms: None,
+        }
+    }
+
+    /// An answer showed `high_watermark`, read at `read_ms`. One below the greatest seen was
+    /// read before it (answers of Fetches in flight together come in any order; a source whose
+    /// log was truncated answers polls OFFSET_OUT_OF_RANGE, [`Self::forget`]); the greatest
+    /// seen, read at least [`GROWTH_SAMPLE_MS`] after the last measurement's base, measures
+    /// the growth since (halfway between the last figure and the new one).
+    pub fn saw(&mut self, high_watermark: i64, read_ms: u64) {
+        if high_watermark < self.latest.0 {
+            return;
+        }
+        self.latest = (high_watermark, read_ms.max(self.latest.1));
+        let elapsed = self.latest.1.saturating_sub(self.base.1);
+        if elapsed >= GROWTH_SAMPLE_MS {
+            let sample = (self.latest.0 - self.base.0) as f64 / elapsed as f64;
+            self.per_ms = Some(self.per_ms.map_or(sample, |r| (r + sample) / 2.0));
+            self.base = self.latest;
+        }
+    }
+
+    /// A poll overshot the log end: the growth is measured afresh.
+    pub fn forget(&mut self) {
+        self.per_ms = None;
+        self.base = self.latest;
+    }
+
+    /// Offsets per ms, once measured.
+    pub fn per_ms(&self) -> Option<f64> {
+        self.per_ms
+    }
+
+    /// Where a poll sent at `now_ms` starts, across a link of `round_trip_ms`: where the log is
+    /// expected to end when the poll before it (a [`spacing_ms`] earlier) reaches the source,
+    /// less half a spacing's growth, so the two overlap; `None` while the growth is unmeasured
+    /// or nil.
+    pub fn poll_start(&self, now_ms: u64, round_trip_ms: u64) -> Option<i64> {
+        let per_ms = self.per_ms.filter(|r| *r > 0.0)?;
+        let spacing = spacing_ms(round_trip_ms) as f64;
+        let before = (now_ms + round_trip_ms / 2) as f64 - spacing * 1.5 - self.latest.1 as f64;
+        Some(
+            self.latest
+                .0
+                .saturating_add((per_ms * before).max(0.0).floor() as i64),
+        )
+    }
+}
+
+/// How long after one poll of a partition the next may leave (ms): a third of a round trip, so
+/// a record waits that long at most for a poll to reach the source.
+pub fn spacing_ms(round_trip_ms: u64) -> u64 {
+    (round_trip_ms / 3).max(1)
+}
+
+/// Whether a partition growing `per_ms` offsets per ms, in batches of `batch` offsets, is
+/// polled across a link of `round_trip_ms` ([`MIN_POLL_BATCHES`]).
+pub fn worth_polling(per_ms: f64, batch: i64, round_trip_ms: u64) -> bool {
+    per_ms * round_trip_ms as f64 >= MIN_POLL_BATCHES * batch.max(1) as f64
+}
+
+/// The offsets a poll asks for, in batches of `batch` offsets: a step ([`poll_step`]), so a
+/// poll held back brings as much as the next may skip, and the batch its start falls in (the
+/// source answers from that batch's start). About a window at 1 MB/s across 150 ms: each
+/// crosses in one round trip (asking two spacings' growth and more, each took two).
+pub fn poll_offsets(per_ms: f64, round_trip_ms: u64, batch: i64) -> i64 {
+    poll_step(per_ms, round_trip_ms).saturating_add(batch.max(1))
+}
+
+/// How far past the poll before it a poll starts at most: what the log grows by in a spacing
+/// and a half, where the poll before it ends when sent a spacing earlier (its answer runs from
+/// half a spacing's growth before the log end then to the log end at its arrival).
+pub fn poll_step(per_ms: f64, round_trip_ms: u64) -> i64 {
+    (per_ms * 1.5 * spacing_ms(round_trip_ms) as f64).floor() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn growth_is_measured_over_reads_a_fifth_of_a_second_apart() {
+        let mut growth = Growth::new(1_000, 0);
+        growth.saw(1_100, 100);
+        assert_eq!(growth.per_ms(), None, "100 ms measure nothing");
+        // Answers arrive out of order: the greatest high watermark and its read count.
+        growth.saw(1_200, 200);
+        growth.saw(1_150, 150);
+        assert_eq!(growth.per_ms(), Some(1.0));
+        growth.saw(1_800, 400);
+        assert_eq!(growth.per_ms(), Some(2.0), "halfway between 1 and 3");
+        growth.saw(1_800, 600);
+        assert_eq!(growth.per_ms(), Some(1.0), "a still log halves it");
+    }
+
+    #[test]
+    fn an_overshoot_measures_afresh() {
+        let mut growth = Growth::new(1_000, 0);
+        growth.saw(1_200, 200);
+        growth.forget();
+        assert_eq!(growth.per_ms(), None);
+        assert_eq!(growth.poll_start(300, 150), None);
+        growth.saw(1_300, 300);
+        assert_eq!(growth.per_ms(), None, "100 ms measure nothing");
+        growth.saw(1_600, 400);
+        assert_eq!(growth.per_ms(), Some(2.0), "the figure before is forgotten");
+    }
+
+    #[test]
+    fn a_poll_starts_where_the_one_before_it_is_expected_to_end() {
+        let mut growth = Growth::new(0, 0);
+        growth.saw(200, 200);
+        // One offset per ms, read at 200 ms; sent at 230 ms across 150 ms, the poll before it
+        // (at 180 ms) reaches the source at 255 ms: 200 + 55, less 25.
+        assert_eq!(growth.poll_start(230, 150), Some(230));
+        growth.forget();
+        assert_eq!(growth.poll_start(230, 150), None);
+    }
+
+    #[test]
+    fn a_still_partition_is_not_polled() {
+        let mut growth = Growth::new(100, 0);
+        growth.saw(100, 200);
+        assert_eq!(growth.per_ms(), Some(0.0));
+        assert_eq!(growth.poll_start(300, 150), None);
+        assert!(!worth_polling(0.0, 10, 150));
+        // One batch of 63 per 63 ms: about two per round trip of 150 ms.
+        assert!(worth_polling(1.0, 63, 150));
+        assert!(!worth_polling(1.0, 63, 100));
+    }
+
+    #[test]
+    fn polls_leave_every_third_of_a_round_trip() {
+        assert_eq!(spacing_ms(150), 50);
+        assert_eq!(spacing_ms(1), 1);
+        assert_eq!(poll_step(1.0, 150), 75);
+        assert_eq!(poll_offsets(1.0, 150, 10), 85);
+    }
+}
