@@ -20,8 +20,9 @@
 //!
 //! Where the log ends is predicted from [`Growth`]: the high watermarks the answers showed and
 //! when the source read them. A poll that overshoots the log end is answered
-//! OFFSET_OUT_OF_RANGE and dropped, and the growth is measured afresh before the next
-//! ([`Growth::forget`]); one that undershoots brings records twice (counted as fetched twice).
+//! OFFSET_OUT_OF_RANGE (or, past the last stable offset, with nothing) and dropped, and the
+//! growth is measured afresh before the next; one that undershoots brings records twice
+//! (counted as fetched twice).
 //! A gap between two polls is filled by the partition's own Fetch, as any gap before a Fetch
 //! ahead is.
 
@@ -60,9 +61,9 @@ impl Growth {
 
     /// An answer showed `high_watermark`, read at `read_ms`. One below the greatest seen was
     /// read before it (answers of Fetches in flight together come in any order; a source whose
-    /// log was truncated answers polls OFFSET_OUT_OF_RANGE, [`Self::forget`]); the greatest
-    /// seen, read at least [`GROWTH_SAMPLE_MS`] after the last measurement's base, measures
-    /// the growth since (halfway between the last figure and the new one).
+    /// log was truncated answers polls OFFSET_OUT_OF_RANGE, and the growth is dropped); the
+    /// greatest seen, read at least [`GROWTH_SAMPLE_MS`] after the last measurement's base,
+    /// measures the growth since (halfway between the last figure and the new one).
     pub fn saw(&mut self, high_watermark: i64, read_ms: u64) {
         if high_watermark < self.latest.0 {
             return;
@@ -74,12 +75,6 @@ impl Growth {
             self.per_ms = Some(self.per_ms.map_or(sample, |r| (r + sample) / 2.0));
             self.base = self.latest;
         }
-    }
-
-    /// A poll overshot the log end: the growth is measured afresh.
-    pub fn forget(&mut self) {
-        self.per_ms = None;
-        self.base = self.latest;
     }
 
     /// Offsets per ms, once measured.
@@ -94,13 +89,29 @@ impl Growth {
     pub fn poll_start(&self, now_ms: u64, round_trip_ms: u64) -> Option<i64> {
         let per_ms = self.per_ms.filter(|r| *r > 0.0)?;
         let spacing = spacing_ms(round_trip_ms) as f64;
-        let before = (now_ms + round_trip_ms / 2) as f64 - spacing * 1.5 - self.latest.1 as f64;
+        let before =
+            now_ms.saturating_add(round_trip_ms / 2) as f64 - spacing * 1.5 - self.latest.1 as f64;
         Some(
             self.latest
                 .0
                 .saturating_add((per_ms * before).max(0.0).floor() as i64),
         )
     }
+}
+
+/// When the source read the high watermarks in the answers to a Fetch sent at `sent_ms`,
+/// across a link of `round_trip_ms`: half a round trip after it left, when it went straight
+/// there; `None` when it waited on the way (a new connection's set-up, the mirror's throttle)
+/// or the round trip is not known yet. An answer with no records may have waited at the source
+/// too (a long poll): its caller leaves it out.
+pub fn read_at(
+    sent_ms: u64,
+    round_trip_ms: Option<u64>,
+    new_lane: bool,
+    throttled: bool,
+) -> Option<u64> {
+    let round_trip_ms = round_trip_ms.filter(|_| !new_lane && !throttled)?;
+    Some(sent_ms.saturating_add(round_trip_ms / 2))
 }
 
 /// How long after one poll of a partition the next may leave (ms): a third of a round trip, so
@@ -110,9 +121,33 @@ pub fn spacing_ms(round_trip_ms: u64) -> u64 {
 }
 
 /// Whether a partition growing `per_ms` offsets per ms, in batches of `batch` offsets, is
-/// polled across a link of `round_trip_ms` ([`MIN_POLL_BATCHES`]).
+/// polled across a link of `round_trip_ms`: [`MIN_POLL_BATCHES`] per round trip, across
+/// [`MIN_POLL_ROUND_TRIP_MS`] or more.
 pub fn worth_polling(per_ms: f64, batch: i64, round_trip_ms: u64) -> bool {
-    per_ms * round_trip_ms as f64 >= MIN_POLL_BATCHES * batch.max(1) as f64
+    round_trip_ms >= MIN_POLL_ROUND_TRIP_MS
+        && per_ms * round_trip_ms as f64 >= MIN_POLL_BATCHES * batch.max(1) as f64
+}
+
+/// The shortest round trip (ms) across which a partition is polled: a source this near
+/// answers a long poll's records within a few ms anyway, and polls every third of it would
+/// load the source for next to no lag.
+pub const MIN_POLL_ROUND_TRIP_MS: u64 = 20;
+
+/// How far behind a fast partition may be, in round trips of its growth, to be polled: one
+/// read in pieces is always a little behind (what a round trip gathers); one further behind,
+/// after a burst or a stall, has its backlog read in pieces first.
+pub const POLL_BEHIND_ROUND_TRIPS: f64 = 1.5;
+
+/// The polls that may be in flight on a reserve of `reserve` lanes, of all partitions, or of
+/// one `behind` (its backlog's pieces below the polls take the other half): all but two
+/// lanes, left for the caught-up partitions' own Fetch and a polled partition's own Fetch
+/// filling a gap below its polls; none on a reserve under three.
+pub fn most_polls(reserve: usize, behind: bool) -> usize {
+    if behind {
+        (reserve / 2).min(reserve.saturating_sub(2))
+    } else {
+        reserve.saturating_sub(2)
+    }
 }
 
 /// The offsets a poll asks for, in batches of `batch` offsets: a step ([`poll_step`]), so a
@@ -150,16 +185,13 @@ mod tests {
     }
 
     #[test]
-    fn an_overshoot_measures_afresh() {
-        let mut growth = Growth::new(1_000, 0);
-        growth.saw(1_200, 200);
-        growth.forget();
-        assert_eq!(growth.per_ms(), None);
-        assert_eq!(growth.poll_start(300, 150), None);
-        growth.saw(1_300, 300);
-        assert_eq!(growth.per_ms(), None, "100 ms measure nothing");
-        growth.saw(1_600, 400);
-        assert_eq!(growth.per_ms(), Some(2.0), "the figure before is forgotten");
+    fn polls_keep_two_lanes_of_the_reserve() {
+        assert_eq!(most_polls(8, false), 6);
+        assert_eq!(most_polls(8, true), 4, "half while behind");
+        assert_eq!(most_polls(3, false), 1);
+        assert_eq!(most_polls(3, true), 1);
+        assert_eq!(most_polls(2, false), 0, "none on a reserve under three");
+        assert_eq!(most_polls(0, true), 0);
     }
 
     #[test]
@@ -169,8 +201,6 @@ mod tests {
         // One offset per ms, read at 200 ms; sent at 230 ms across 150 ms, the poll before it
         // (at 180 ms) reaches the source at 255 ms: 200 + 55, less 25.
         assert_eq!(growth.poll_start(230, 150), Some(230));
-        growth.forget();
-        assert_eq!(growth.poll_start(230, 150), None);
     }
 
     #[test]
@@ -183,6 +213,7 @@ mod tests {
         // One batch of 63 per 63 ms: about two per round trip of 150 ms.
         assert!(worth_polling(1.0, 63, 150));
         assert!(!worth_polling(1.0, 63, 100));
+        assert!(!worth_polling(100.0, 10, 10), "a near source");
     }
 
     #[test]
@@ -190,6 +221,14 @@ mod tests {
         assert_eq!(spacing_ms(150), 50);
         assert_eq!(spacing_ms(1), 1);
         assert_eq!(poll_step(1.0, 150), 75);
+        assert_eq!(read_at(1_000, Some(150), false, false), Some(1_075));
+        assert_eq!(
+            read_at(1_000, Some(150), true, false),
+            None,
+            "a new connection"
+        );
+        assert_eq!(read_at(1_000, Some(150), false, true), None, "throttled");
+        assert_eq!(read_at(1_000, None, false, false), None);
         assert_eq!(poll_offsets(1.0, 150, 10), 85);
     }
 }

@@ -25,13 +25,14 @@
 //!   before it ended once that one came, each asking for its batches and half a batch more
 //!   ([`slack`]; the source answers a Fetch from the batch holding its offset), and none from
 //!   the high watermark the partition's answers showed or past it (the source has nothing
-//!   there). A gap two answers leave between them is asked for before anything further
-//!   ([`FetchState::next_ahead`]). Their answers wait here until the log end reaches them;
-//!   then the batches from the log end on are applied as the answer to a fetch from there
-//!   would be (the source returns the same batches from the one holding the offset asked), so
-//!   the log still grows in order, without holes: an answer that starts above the log end
-//!   waits for the gap's Fetch (or the partition's own, which stops at the first answer ahead)
-//!   to fill the space, one that would start inside a batch is dropped.
+//!   there) but polls at the source's end ([`FetchState::next_poll`],
+//!   [`crate::fetch_poll`]). A gap two answers leave between them is asked for before
+//!   anything further ([`FetchState::next_ahead`]). Their answers wait here until the log
+//!   end reaches them; then the batches from the log end on are applied as the answer to a
+//!   fetch from there would be (the source returns the same batches from the one holding the
+//!   offset asked), so the log still grows in order, without holes: an answer that starts
+//!   above the log end waits for the gap's Fetch (or the partition's own, which stops at the
+//!   first answer ahead) to fill the space, one that would start inside a batch is dropped.
 //!   A partition is not fetched from its log end while a Fetch ahead from there is in flight.
 //!   Anything but an append (a truncation, a hold, an attach, a detach) drops what is ahead.
 //! - Holds: a partition whose answer failed, or whose batches were held back above the
@@ -40,7 +41,9 @@
 //!   epoch, or an attach, ends a hold at once. Time is an input: milliseconds on the caller's
 //!   clock.
 
-use crate::fetch_poll::{Growth, poll_offsets, poll_step, spacing_ms, worth_polling};
+use crate::fetch_poll::{
+    Growth, POLL_BEHIND_ROUND_TRIPS, most_polls, poll_offsets, poll_step, spacing_ms, worth_polling,
+};
 use crate::host::{FetchResponse, TopicPartition};
 use bytes::Bytes;
 use kmirror_protocol::batch::RecordBatches;
@@ -60,21 +63,6 @@ pub struct FetchEpochs {
     pub source: i32,
     /// The destination leader epoch: batches of a higher epoch are held back (DLE >= SLE).
     pub destination: i32,
-}
-
-/// How far behind a fast partition may be, in round trips of its growth, to be polled at the
-/// source's end (`PartitionFetchState::pollable`).
-pub const POLL_BEHIND_ROUND_TRIPS: f64 = 1.5;
-
-/// The polls of one partition that may be in flight beside a reserve of `reserve` lanes: all
-/// but one, or half while it is `behind`, the rest being its backlog's.
-fn most_polls(behind: bool, reserve: usize) -> usize {
-    if behind {
-        reserve / 2
-    } else {
-        reserve.saturating_sub(1)
-    }
-    .max(1)
 }
 
 /// One partition of a fetcher.
@@ -103,9 +91,6 @@ pub struct PartitionFetchState {
     growth: Option<Growth>,
     /// The latest poll at the source's end: where it started and when it left (ms).
     polled: Option<(i64, u64)>,
-    /// Where the first poll of those sent since none was ahead started: every Fetch ahead
-    /// from there on is a poll ([`FetchState::first_poll`]).
-    polls_from: Option<i64>,
 }
 
 /// How a partition is read ahead, judged by an answer of it.
@@ -329,22 +314,20 @@ impl PartitionFetchState {
         self.held_until_ms.is_some_and(|until| until > now_ms)
     }
 
-    /// Whether it is polled at the source's end across a link of `round_trip_ms`: its log end
-    /// and batches known, growing by [`crate::fetch_poll::MIN_POLL_BATCHES`] batches per round
-    /// trip or more, and caught up or behind by [`POLL_BEHIND_ROUND_TRIPS`] round trips' growth
-    /// at most (a fast partition read in pieces is always a little behind: what a round trip
-    /// gathers). One further behind has its backlog read in pieces first, on every lane of the
-    /// reserve.
+    /// Whether it is polled at the source's end across a link of `round_trip_ms`
+    /// ([`worth_polling`]: fast, across a distant link, and its log end less than
+    /// [`POLL_BEHIND_ROUND_TRIPS`] round trips' growth below the high watermark seen, whatever
+    /// its last answer said: one further behind, after a burst or a stall, has its backlog
+    /// read in pieces first, on every lane of the reserve).
     fn pollable(&self, round_trip_ms: u64) -> bool {
         let (Some(growth), Some(span), Some(end)) = (self.growth, self.span, self.log_end) else {
             return false;
         };
-        let Some(per_ms) = growth.per_ms() else {
-            return false;
-        };
-        let left = self.high_watermark.saturating_sub(end) as f64;
-        worth_polling(per_ms, span.batch, round_trip_ms)
-            && (!self.backlog || left <= per_ms * round_trip_ms as f64 * POLL_BEHIND_ROUND_TRIPS)
+        growth.per_ms().is_some_and(|per_ms| {
+            worth_polling(per_ms, span.batch, round_trip_ms)
+                && self.high_watermark.saturating_sub(end) as f64
+                    <= per_ms * round_trip_ms as f64 * POLL_BEHIND_ROUND_TRIPS
+        })
     }
 }
 
@@ -406,6 +389,10 @@ pub struct FetchState {
     /// The partitions whose last answer showed a backlog: what reading ahead searches, so a
     /// fetcher of many partitions, few behind, does not walk them all for each Fetch ahead.
     behind: std::collections::BTreeSet<TopicPartition>,
+    /// Where the polls at the source's end of each partition started (those whose Fetch ahead
+    /// is gone yet are dropped as new ones come: [`Self::polls_of`] reads them through the
+    /// Fetches ahead).
+    polls: BTreeMap<TopicPartition, std::collections::BTreeSet<i64>>,
     /// Bytes fetched ahead that the log end had passed when it reached them, so far.
     fetched_twice: u64,
 }
@@ -416,6 +403,7 @@ impl FetchState {
     /// and is told its source epoch afresh.
     pub fn attach(&mut self, key: TopicPartition, epochs: FetchEpochs) {
         self.ahead.remove(&key);
+        self.polls.remove(&key);
         let state = self.partitions.entry(key).or_insert(PartitionFetchState {
             epochs,
             applying: false,
@@ -428,18 +416,20 @@ impl FetchState {
             high_watermark: -1,
             growth: None,
             polled: None,
-            polls_from: None,
         });
         state.epochs = epochs;
         state.held_until_ms = None;
         state.told_source_epoch = -1;
+        // A new incarnation (a topic of the same name created again) grows from its own log.
         state.polled = None;
+        state.growth = None;
     }
 
     /// Stops fetching `key`.
     pub fn detach(&mut self, key: &TopicPartition) {
         self.partitions.remove(key);
         self.ahead.remove(key);
+        self.polls.remove(key);
         self.behind.remove(key);
     }
 
@@ -503,58 +493,74 @@ impl FetchState {
         }
     }
 
-    /// A Fetch ahead of `key` asked past the source's log end: its growth is measured afresh
-    /// before the next poll.
+    /// A poll of `key` overshot the source's log end (answered OFFSET_OUT_OF_RANGE, or
+    /// nothing: it waited above the high watermark or the last stable offset): its growth is
+    /// measured afresh, from the next answers, before the next poll.
     pub fn overshot(&mut self, key: &TopicPartition) {
-        if let Some(growth) = self.partitions.get_mut(key).and_then(|s| s.growth.as_mut()) {
-            growth.forget();
+        if let Some(state) = self.partitions.get_mut(key) {
+            state.growth = None;
         }
     }
 
-    /// Where what `key`'s own Fetches and pieces must bring ends, at a source whose high
-    /// watermark is `high_watermark`: there, or at the first poll in flight or waiting below
-    /// it (what lies past is the polls' to bring, not a backlog).
-    pub fn unpolled_to(&self, key: &TopicPartition, high_watermark: i64) -> i64 {
-        self.first_poll(key)
+    /// Where what `key`'s own Fetches and pieces must bring, from `end` on, ends at a source
+    /// whose high watermark is `high_watermark`: there, or at the first poll in flight or
+    /// waiting that starts past `end`, if lower (what lies past it is the polls' to bring, not
+    /// a backlog).
+    pub fn unpolled_to(&self, key: &TopicPartition, end: i64, high_watermark: i64) -> i64 {
+        self.polls_of(key)
+            .map(|(start, _)| start)
+            .find(|start| *start > end)
             .map_or(high_watermark, |poll| poll.min(high_watermark))
     }
 
-    /// Where the first poll ahead of `key` still in flight or waiting starts: the pieces of a
-    /// backlog go below it (the log end may be far behind the polls, after a producer's start
-    /// or a stall: its own Fetch alone, one piece per round trip, took seconds to reach them).
-    fn first_poll(&self, key: &TopicPartition) -> Option<i64> {
-        let from = self.partitions.get(key)?.polls_from?;
+    /// The polls of `key` still in flight or waiting for the log end, in offset order: the
+    /// Fetches ahead asked from a start [`Self::next_poll`] noted, unless a piece asked from
+    /// there since.
+    fn polls_of(&self, key: &TopicPartition) -> impl Iterator<Item = (i64, &Ahead)> {
+        let starts = self.polls.get(key);
         self.ahead
-            .get(key)?
-            .range(from..)
-            .next()
-            .map(|(start, _)| *start)
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter(move |(start, _)| starts.is_some_and(|s| s.contains(start)))
+            .map(|(start, ahead)| (*start, ahead))
     }
 
-    /// The polls of `key` in flight.
-    fn polls_in_flight(&self, key: &TopicPartition) -> usize {
-        let (Some(first), Some(ahead)) = (self.first_poll(key), self.ahead.get(key)) else {
-            return 0;
+    /// Whether the Fetch ahead of `key` from `start` is a poll.
+    pub fn is_poll(&self, key: &TopicPartition, start: i64) -> bool {
+        self.polls_of(key).any(|(poll, _)| poll == start)
+    }
+
+    /// The polls in flight: of `key`, or of every partition.
+    fn polls_in_flight(&self, key: Option<&TopicPartition>) -> usize {
+        let in_flight = |key: &TopicPartition| {
+            self.polls_of(key)
+                .filter(|(_, ahead)| matches!(ahead, Ahead::InFlight))
+                .count()
         };
-        ahead
-            .range(first..)
-            .filter(|(_, entry)| matches!(entry, Ahead::InFlight))
-            .count()
+        match key {
+            Some(key) => in_flight(key),
+            None => self.polls.keys().map(in_flight).sum(),
+        }
     }
 
     /// The next poll at the source's end at `now_ms`, across a link of `round_trip_ms`
-    /// ([`crate::fetch_poll`]): of the partition whose poll is the longest due among those
-    /// that may be polled, not held, with fewer Fetches ahead in flight than the reserve less
-    /// one (left for its own Fetch and a gap's), or half the reserve while it is behind (the
-    /// other half for the pieces of its backlog), and fewer in all than `lanes.per_partition`, whose predicted start lies
-    /// past everything asked of it; the offset and bytes to ask. It counts as a Fetch ahead in
-    /// flight.
+    /// ([`crate::fetch_poll`]), asking `max_bytes` at most: of the partition whose poll is the
+    /// longest due among those that may be polled and are not held, within the polls the
+    /// reserve allows ([`most_polls`], in all and of the partition; and twice the reserve in
+    /// flight or waiting, of the partition: a slow apply does not pile answers up), whose
+    /// predicted start lies past everything asked of it; the offset and bytes to ask. It
+    /// counts as a Fetch ahead in flight.
     pub fn next_poll(
         &mut self,
         round_trip_ms: u64,
         lanes: AheadLanes,
+        max_bytes: usize,
         now_ms: u64,
     ) -> Option<(TopicPartition, i64, usize)> {
+        if self.polls_in_flight(None) >= most_polls(lanes.reserve, false) {
+            return None;
+        }
         let spacing = spacing_ms(round_trip_ms);
         let (key, start, bytes) = self
             .partitions
@@ -563,9 +569,9 @@ impl FetchState {
             .filter_map(|(key, state)| {
                 let due = state.polled.map_or(0, |(_, at)| at.saturating_add(spacing));
                 let ahead = self.ahead.get(key);
-                let in_flight = self.polls_in_flight(key);
                 if due > now_ms
-                    || in_flight >= most_polls(state.backlog, lanes.reserve)
+                    || self.polls_in_flight(Some(key)) >= most_polls(lanes.reserve, state.backlog)
+                    || self.polls_of(key).count() >= 2 * lanes.reserve
                     || ahead.map_or(0, BTreeMap::len) >= lanes.per_partition
                 {
                     return None;
@@ -588,21 +594,23 @@ impl FetchState {
                     .unwrap_or(end)
                     .max(end);
                 let offsets = poll_offsets(per_ms, round_trip_ms, span.batch);
-                (start > asked).then_some((due, key, start, span.ask(offsets)))
+                let bytes = span.ask(offsets).min(max_bytes);
+                (start > asked).then_some((due, key, start, bytes))
             })
             .min_by_key(|(due, _, _, _)| *due)
             .map(|(_, key, start, bytes)| (key.clone(), start, bytes))?;
-        let first = self.first_poll(&key).is_none();
         if let Some(state) = self.partitions.get_mut(&key) {
             state.polled = Some((start, now_ms));
-            if first {
-                state.polls_from = Some(start);
-            }
         }
         self.ahead
             .entry(key.clone())
             .or_default()
             .insert(start, Ahead::InFlight);
+        // What the poll set holds of answers gone since is dropped as it grows.
+        let ahead = &self.ahead;
+        let polls = self.polls.entry(key.clone()).or_default();
+        polls.retain(|start| ahead.get(&key).is_some_and(|a| a.contains_key(start)));
+        polls.insert(start);
         Some((key, start, bytes))
     }
 
@@ -858,14 +866,17 @@ impl FetchState {
         let near = reach == Reach::Near;
         let most = lanes.total + if near { lanes.reserve } else { 0 };
         // Polls are bounded apart (`Self::next_poll`).
-        let pieces: usize = self
-            .ahead
-            .iter()
-            .map(|(key, ahead)| match self.first_poll(key) {
-                Some(poll) => ahead.range(..poll).count(),
-                None => ahead.len(),
-            })
+        let polls: usize = self
+            .polls
+            .keys()
+            .map(|key| self.polls_of(key).count())
             .sum();
+        let pieces = self
+            .ahead
+            .values()
+            .map(BTreeMap::len)
+            .sum::<usize>()
+            .saturating_sub(polls);
         if pieces >= most {
             return None;
         }
@@ -892,7 +903,7 @@ impl FetchState {
                 // batch past its end.
                 // Polls at the source's end are not pieces: the pieces go on below them, up
                 // to the high watermark.
-                let bound = self.unpolled_to(key, state.high_watermark);
+                let bound = self.unpolled_to(key, end, state.high_watermark);
                 let last = ahead.and_then(|a| a.range(..bound).next_back());
                 let start = match last {
                     Some((_, Ahead::Arrived { end: to, .. })) if *to > end => {
@@ -915,6 +926,9 @@ impl FetchState {
             .entry(key.clone())
             .or_default()
             .insert(start, Ahead::InFlight);
+        if let Some(polls) = self.polls.get_mut(&key) {
+            polls.remove(&start);
+        }
         Some((key, start, bytes))
     }
 
@@ -1018,7 +1032,11 @@ impl FetchState {
         else {
             return;
         };
-        let to = self.unpolled_to(key, *high_watermark);
+        let seen = self
+            .partitions
+            .get(key)
+            .map_or(*high_watermark, |s| s.high_watermark.max(*high_watermark));
+        let to = self.unpolled_to(key, end, seen);
         if let Some(state) = self.partitions.get_mut(key)
             && !FetchState::behind(log_end, end, to)
         {
@@ -1030,6 +1048,7 @@ impl FetchState {
     /// Drops what was fetched ahead of `key` (its log changed other than by an append).
     pub fn drop_ahead(&mut self, key: &TopicPartition) {
         self.ahead.remove(key);
+        self.polls.remove(key);
     }
 
     /// Fetches ahead of `key`, in flight or waiting.
@@ -1722,7 +1741,7 @@ mod tests {
         state.noted(&trickle, 1_000, span, false, 1_000);
         state.noted(&behind, 1_000, span, true, 9_000);
         let lanes = AheadLanes {
-            reserve: 4,
+            reserve: 5,
             ..lanes(32, 8)
         };
         let growing = [(&steady, 200), (&trickle, 10), (&behind, 200)];
@@ -1730,7 +1749,7 @@ mod tests {
             state.saw_high_watermark(key, 1_000, 0);
         }
         assert_eq!(
-            state.next_poll(150, lanes, 0),
+            state.next_poll(150, lanes, usize::MAX, 0),
             None,
             "growth not measured yet"
         );
@@ -1741,16 +1760,17 @@ mod tests {
         // One offset per ms, read at 200 ms: the poll before (none yet, else at 150 ms)
         // reaches the source at 225 ms, 1,225, less 25; asking for a step (a spacing and a
         // half's growth, 75 offsets) and the batch its start falls in, and half a batch.
-        let first = state.next_poll(150, lanes, 200);
+        let first = state.next_poll(150, lanes, usize::MAX, 200);
         assert_eq!(first, Some((steady.clone(), 1_200, 85 * 1024 + 5 * 1024)));
-        assert_eq!(state.unpolled_to(&steady, 1_300), 1_200);
+        assert_eq!(state.unpolled_to(&steady, 1_150, 1_300), 1_200);
         assert_eq!(
-            state.next_poll(150, lanes, 220),
+            state.next_poll(150, lanes, usize::MAX, 220),
             None,
             "the next is due at 250 ms"
         );
         assert_eq!(state.next_wake(220, Some(150)), Some(250));
-        let start = |state: &mut FetchState, now| state.next_poll(150, lanes, now).map(|p| p.1);
+        let start =
+            |state: &mut FetchState, now| state.next_poll(150, lanes, usize::MAX, now).map(|p| p.1);
         assert_eq!(start(&mut state, 250), Some(1_250));
         state.saw_high_watermark(&steady, 1_400, 400);
         assert_eq!(
@@ -1765,20 +1785,26 @@ mod tests {
         assert_eq!(
             start(&mut state, 600),
             None,
-            "three in flight: the reserve less one, left for pieces"
+            "one sighting measures nothing"
+        );
+        state.saw_high_watermark(&steady, 1_800, 800);
+        assert_eq!(
+            start(&mut state, 800),
+            None,
+            "three in flight: the reserve's lanes but two"
         );
         state.ahead_answered(&steady, 1_200, None);
-        assert_eq!(start(&mut state, 600), Some(1_400));
+        assert_eq!(start(&mut state, 800), Some(1_400));
         state.drop_ahead(&steady);
-        assert_eq!(state.unpolled_to(&steady, 1_300), 1_300);
+        assert_eq!(state.unpolled_to(&steady, 1_150, 1_300), 1_300);
         // Across 15 ms a round trip gathers under two batches: its own long poll serves.
-        assert_eq!(state.next_poll(15, lanes, 700), None);
+        assert_eq!(state.next_poll(15, lanes, usize::MAX, 700), None);
     }
 
     /// A partition polled at the source's end whose log end falls behind (a poll overshot, a
-    /// stall): its backlog is read in pieces below the polls, and it is not polled meanwhile. Failed
-    /// with the pieces going on past the last poll below the high watermark: none went into
-    /// the hole, and its own Fetch filled it one piece per round trip for seconds.
+    /// stall): its backlog is read in pieces below the polls, and it is not polled meanwhile.
+    /// Failed with the pieces going on past the last poll below the high watermark: none went
+    /// into the hole, and its own Fetch filled it one piece per round trip for seconds.
     #[test]
     fn the_pieces_of_a_backlog_go_below_the_polls() {
         let mut state = attached(&["steady"]);
@@ -1793,12 +1819,12 @@ mod tests {
         state.saw_high_watermark(&steady, 1_500, 0);
         state.saw_high_watermark(&steady, 1_700, 200);
         let lanes = AheadLanes {
-            reserve: 4,
+            reserve: 5,
             ..lanes(32, 8)
         };
         let polls: Vec<i64> = [200, 250, 300]
             .into_iter()
-            .filter_map(|now| state.next_poll(150, lanes, now).map(|p| p.1))
+            .filter_map(|now| state.next_poll(150, lanes, usize::MAX, now).map(|p| p.1))
             .collect();
         assert_eq!(
             polls,
@@ -1808,7 +1834,7 @@ mod tests {
         // Its own answer shows a backlog below the first poll, and the source's end past it.
         state.noted(&steady, 1_000, Some(span), true, 1_900);
         assert_eq!(
-            state.next_poll(150, lanes, 350),
+            state.next_poll(150, lanes, usize::MAX, 350),
             None,
             "no poll while behind"
         );
@@ -1816,7 +1842,58 @@ mod tests {
             .map(|(_, start, _)| start)
             .collect();
         assert_eq!(pieces, [1_055], "below the first poll");
-        assert_eq!(state.unpolled_to(&steady, 1_900), 1_075);
+        assert_eq!(state.unpolled_to(&steady, 1_000, 1_900), 1_075);
+    }
+
+    /// Polls share the reserve's lanes but two across partitions; a partition whose polls are
+    /// gone has its Fetches ahead counted as pieces again (failed with the polls inferred from
+    /// where the first one started: every later piece counted as a poll, one went out at a
+    /// time); one far below the high watermark seen is not polled, whatever its last answer
+    /// said.
+    #[test]
+    fn polls_share_the_reserve_and_end_with_their_answers() {
+        let mut state = attached(&["a", "b"]);
+        let span = Some(Span {
+            offsets: 1_000,
+            batch: 10,
+            batch_bytes: 10 * 1024,
+            bytes: 1_000 * 1024 + 5 * 1024,
+        });
+        let (a, b) = (key("a"), key("b"));
+        for key in [&a, &b] {
+            state.noted(key, 1_150, span, false, 1_200);
+            state.saw_high_watermark(key, 1_000, 0);
+            state.saw_high_watermark(key, 1_200, 200);
+        }
+        let lanes = AheadLanes {
+            reserve: 8,
+            ..lanes(32, 8)
+        };
+        let mut sent = Vec::new();
+        for now in (200..=600).step_by(50) {
+            while let Some((key, start, _)) = state.next_poll(150, lanes, usize::MAX, now) {
+                sent.push((key.topic, start));
+            }
+        }
+        assert_eq!(sent.len(), 6, "all the reserve's lanes but two: {sent:?}");
+        assert!(sent.iter().any(|(t, _)| t == "a") && sent.iter().any(|(t, _)| t == "b"));
+        // The polls of a are answered with nothing new to keep and dropped; its own answer then
+        // shows a backlog: its pieces go out, many, none counted as a poll.
+        for (_, start) in sent.iter().filter(|(t, _)| t == "a") {
+            state.ahead_answered(&a, *start, None);
+        }
+        state.noted(&a, 1_150, span, true, 1_900);
+        assert_eq!(state.unpolled_to(&a, 1_150, 1_900), 1_900);
+        let pieces: Vec<i64> = std::iter::from_fn(|| state.next_ahead(lanes, Reach::Near, 700))
+            .filter(|(key, _, _)| *key == a)
+            .map(|(_, start, _)| start)
+            .collect();
+        assert!(pieces.len() > 4, "{pieces:?}");
+        assert!(pieces.iter().all(|start| !state.is_poll(&a, *start)));
+        // Far below the high watermark seen, though its last answer said caught up.
+        state.drop_ahead(&b);
+        state.noted(&b, 1_150, span, false, 2_000);
+        assert_eq!(state.next_poll(150, lanes, usize::MAX, 2_000), None);
     }
 
     #[test]

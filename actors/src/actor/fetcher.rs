@@ -35,6 +35,7 @@ use super::ports::PortFuture;
 use crate::fetch_pacing::{
     AnswerSample, FetchPacing, INITIAL_IN_FLIGHT, PacingLimits, PacingReport,
 };
+use crate::fetch_poll::read_at;
 pub use crate::fetch_state::FetchEpochs;
 use crate::fetch_state::{AheadAtLogEnd, AheadLanes, FetchState, Kind, Reach, Span, slack};
 use crate::host::{FetchProgress, FetchRequest, FetchResponse, TopicPartition};
@@ -387,9 +388,11 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
     }
 
-    /// Sends Fetches on free lanes while the pacing allows more in flight and some partition
-    /// is ready, each for its share of the ready partitions; lanes to spare read ahead. With
-    /// every lane the pacing allows busy, partitions near the source's end go on the reserve.
+    /// Sends the polls that are due on the reserve's free lanes, then Fetches on free lanes
+    /// while the pacing allows more in flight and some partition is ready, each for its share
+    /// of the ready partitions; lanes to spare read ahead. With every lane the pacing allows
+    /// busy, partitions near the source's end go on the reserve. Then sets the wake-up for the
+    /// next hold's end or poll.
     fn pump(&mut self, ctx: &mut Context<Self>) {
         while self.reserve_free() && self.send_poll(ctx) {}
         self.fill(ctx);
@@ -478,8 +481,9 @@ impl<P: FetcherPorts> Fetcher<P> {
             return false;
         };
         let now = self.now_ms();
-        let lanes = self.lanes();
-        let Some((key, start, bytes)) = self.state.next_poll(round_trip_ms, lanes, now) else {
+        let (lanes, max_bytes) = (self.lanes(), self.config.partition_max_bytes);
+        let Some((key, start, bytes)) = self.state.next_poll(round_trip_ms, lanes, max_bytes, now)
+        else {
             return false;
         };
         self.dispatch_ahead(key, start, bytes, now, true, ctx)
@@ -684,8 +688,12 @@ impl<P: FetcherPorts> Fetcher<P> {
             answered_ms,
             new_lane,
         } = times;
-        // When the source read the high watermarks the answers show: as it took the Fetch.
-        let read_ms = sent_ms + self.pacing.round_trip_ms().unwrap_or_default() / 2;
+        let read_ms = read_at(
+            sent_ms,
+            self.pacing.round_trip_ms(),
+            new_lane,
+            fetched.throttled,
+        );
         if let Some(report) = self.pacing.answered(AnswerSample {
             sent_ms,
             answered_ms,
@@ -759,12 +767,14 @@ impl<P: FetcherPorts> Fetcher<P> {
                 let (span, end) = span_of(records, self.config.partition_max_bytes);
                 let end = end.unwrap_or(request.offset);
                 // What lies past a poll in flight is the poll's to bring.
-                let to = self.state.unpolled_to(&key, *high_watermark);
+                let to = self.state.unpolled_to(&key, end, *high_watermark);
                 let backlog = FetchState::behind(request.offset, end, to);
                 self.state
                     .noted(&key, request.offset, span, backlog, *high_watermark);
-                self.state
-                    .saw_high_watermark(&key, *high_watermark, read_ms);
+                if let Some(read_ms) = read_ms.filter(|_| !records.is_empty()) {
+                    self.state
+                        .saw_high_watermark(&key, *high_watermark, read_ms);
+                }
             }
             let epochs = FetchEpochs { topic_id, ..epochs };
             match answer {
@@ -870,30 +880,38 @@ impl<P: FetcherPorts> Fetcher<P> {
     }
 
     /// A Fetch ahead of `key` from `start` was answered (the source read its high watermark at
-    /// `read_ms`): its batches wait for the log end, or are applied at once if it is there
-    /// already. Whether an apply started.
+    /// `read_ms`, when known): its batches wait for the log end, or are applied at once if it
+    /// is there already. Whether an apply started.
     fn arrived_ahead(
         &mut self,
         key: &TopicPartition,
         start: i64,
         answer: Result<FetchResponse, Cause>,
-        read_ms: u64,
+        read_ms: Option<u64>,
         ctx: &mut Context<Self>,
     ) -> bool {
+        // A poll answered with nothing waited above the source's end (its high watermark, or
+        // its last stable offset): it overshot as one answered OFFSET_OUT_OF_RANGE did.
+        let overshot = match &answer {
+            Ok(FetchResponse::OffsetOutOfRange { .. }) => true,
+            Ok(response) => response_is_empty(response),
+            Err(_) => false,
+        };
+        if overshot && self.state.is_poll(key, start) {
+            self.state.overshot(key);
+        }
         let keep = match answer {
             Ok(FetchResponse::Records {
                 ref records,
                 high_watermark,
                 ..
-            }) if high_watermark >= 0 => {
-                self.state.saw_high_watermark(key, high_watermark, read_ms);
+            }) if high_watermark >= 0 && !records.is_empty() => {
+                if let Some(read_ms) = read_ms {
+                    self.state.saw_high_watermark(key, high_watermark, read_ms);
+                }
                 let (span, _) = span_of(records, self.config.partition_max_bytes);
                 self.state.saw_span(key, span);
-                answer.ok().filter(|response| !response_is_empty(response))
-            }
-            Ok(FetchResponse::OffsetOutOfRange { .. }) => {
-                self.state.overshot(key);
-                None
+                answer.ok()
             }
             _ => None,
         };
