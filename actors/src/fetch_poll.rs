@@ -20,7 +20,8 @@
 //!
 //! Where the log ends is predicted from [`Growth`]: the high watermarks the answers showed and
 //! when the source read them. A poll that overshoots the log end is answered
-//! OFFSET_OUT_OF_RANGE (or, past the last stable offset, with nothing) and dropped, and the
+//! OFFSET_OUT_OF_RANGE (or, past the last stable offset, waits and, unless the transaction ends
+//! meanwhile, is answered with nothing) and dropped, and the
 //! growth is measured afresh before the next; one that undershoots brings records twice
 //! (counted as fetched twice).
 //! A gap between two polls is filled by the partition's own Fetch, as any gap before a Fetch
@@ -99,19 +100,24 @@ impl Growth {
     }
 }
 
-/// When the source read the high watermarks in the answers to a Fetch sent at `sent_ms`,
-/// across a link of `round_trip_ms`: half a round trip after it left, when it went straight
-/// there; `None` when it waited on the way (a new connection's set-up, the mirror's throttle)
-/// or the round trip is not known yet. An answer with no records may have waited at the source
-/// too (a long poll): its caller leaves it out.
+/// When the source read the high watermarks in the answers to a Fetch sent at `sent_ms` and
+/// answered at `answered_ms`, across a link of `round_trip_ms`: half a round trip after it
+/// left, when it went straight there and was answered at once; `None` when it waited on the
+/// way (a new connection's set-up, the mirror's throttle), when its answer took more than a
+/// round trip and a half (it may have waited at the source for records, a long poll, or for a
+/// transaction to end, and been read later), or when the round trip is not known yet. An
+/// answer with no records may have waited too: its caller leaves it out.
 pub fn read_at(
     sent_ms: u64,
+    answered_ms: u64,
     round_trip_ms: Option<u64>,
     new_lane: bool,
     throttled: bool,
 ) -> Option<u64> {
     let round_trip_ms = round_trip_ms.filter(|_| !new_lane && !throttled)?;
-    Some(sent_ms.saturating_add(round_trip_ms / 2))
+    let took = answered_ms.saturating_sub(sent_ms);
+    (took.saturating_mul(2) <= round_trip_ms.saturating_mul(3))
+        .then(|| sent_ms.saturating_add(round_trip_ms / 2))
 }
 
 /// How long after one poll of a partition the next may leave (ms): a third of a round trip, so
@@ -221,14 +227,23 @@ mod tests {
         assert_eq!(spacing_ms(150), 50);
         assert_eq!(spacing_ms(1), 1);
         assert_eq!(poll_step(1.0, 150), 75);
-        assert_eq!(read_at(1_000, Some(150), false, false), Some(1_075));
+        assert_eq!(read_at(1_000, 1_180, Some(150), false, false), Some(1_075));
         assert_eq!(
-            read_at(1_000, Some(150), true, false),
+            read_at(1_000, 1_180, Some(150), true, false),
             None,
             "a new connection"
         );
-        assert_eq!(read_at(1_000, Some(150), false, true), None, "throttled");
-        assert_eq!(read_at(1_000, None, false, false), None);
+        assert_eq!(
+            read_at(1_000, 1_180, Some(150), false, true),
+            None,
+            "throttled"
+        );
+        assert_eq!(read_at(1_000, 1_180, None, false, false), None);
+        assert_eq!(
+            read_at(1_000, 1_226, Some(150), false, false),
+            None,
+            "it may have waited"
+        );
         assert_eq!(poll_offsets(1.0, 150, 10), 85);
     }
 }

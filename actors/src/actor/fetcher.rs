@@ -690,6 +690,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         } = times;
         let read_ms = read_at(
             sent_ms,
+            answered_ms,
             self.pacing.round_trip_ms(),
             new_lane,
             fetched.throttled,
@@ -734,6 +735,10 @@ impl<P: FetcherPorts> Fetcher<P> {
         // left out brought nothing, and must not be waited for.
         for (asked, _) in sent.iter().filter(|(p, _)| p.ahead) {
             if !fetched.answers.iter().any(|(key, _)| *key == asked.key) {
+                // A poll with nothing new waited above the source's end: it overshot.
+                if self.state.is_poll(&asked.key, asked.request.offset) {
+                    self.state.overshot(&asked.key);
+                }
                 self.state
                     .ahead_answered(&asked.key, asked.request.offset, None);
             }
