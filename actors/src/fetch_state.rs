@@ -498,10 +498,14 @@ impl FetchState {
         }
     }
 
-    /// A poll of `key` overshot the source's log end (answered OFFSET_OUT_OF_RANGE, or
-    /// nothing: it waited above the high watermark or the last stable offset): its growth is
-    /// measured afresh, from the next answers, before the next poll.
-    pub fn overshot(&mut self, key: &TopicPartition) {
+    /// The Fetch ahead of `key` from `start` was answered OFFSET_OUT_OF_RANGE, or with nothing
+    /// (it waited above the high watermark or the last stable offset): if it is a poll, it
+    /// overshot the source's log end, and the growth is measured afresh, from the next
+    /// answers, before the next poll.
+    pub fn overshot(&mut self, key: &TopicPartition, start: i64) {
+        if !self.is_poll(key, start) {
+            return;
+        }
         if let Some(state) = self.partitions.get_mut(key) {
             state.growth = None;
         }
@@ -1784,7 +1788,7 @@ mod tests {
             "held back: a step past the poll before it, not 1,400"
         );
         // A poll past the log end: measured afresh before the next.
-        state.overshot(&steady);
+        state.overshot(&steady, 1_325);
         assert_eq!(start(&mut state, 450), None);
         state.saw_high_watermark(&steady, 1_600, 600);
         assert_eq!(

@@ -736,9 +736,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         for (asked, _) in sent.iter().filter(|(p, _)| p.ahead) {
             if !fetched.answers.iter().any(|(key, _)| *key == asked.key) {
                 // A poll with nothing new waited above the source's end: it overshot.
-                if self.state.is_poll(&asked.key, asked.request.offset) {
-                    self.state.overshot(&asked.key);
-                }
+                self.state.overshot(&asked.key, asked.request.offset);
                 self.state
                     .ahead_answered(&asked.key, asked.request.offset, None);
             }
@@ -902,8 +900,8 @@ impl<P: FetcherPorts> Fetcher<P> {
             Ok(response) => response_is_empty(response),
             Err(_) => false,
         };
-        if overshot && self.state.is_poll(key, start) {
-            self.state.overshot(key);
+        if overshot {
+            self.state.overshot(key, start);
         }
         let keep = match answer {
             Ok(FetchResponse::Records {
