@@ -236,8 +236,15 @@ fn wait_copied(
     }
 }
 
+/// ProducerPerformance writing `records` records to `topic`, at `throughput` records per
+/// second (-1: as fast as it can). A backlog is written in batches of 256 KiB; a topic written
+/// at a set rate, whose lag is timed, in Kafka's default batches (16 KiB): at its rate a
+/// batch holds what 5 ms gather either way, but its first ones hold what the producer queued
+/// while it connected, and batches of 256 KiB made those 200-260 KB each, two or three
+/// windows of a distant link that no fetcher brings over in less than three round trips.
 fn produce(bootstrap: &str, topic: &str, records: u64, throughput: i64) {
     let props = format!("bootstrap.servers={bootstrap}");
+    let batch = if throughput < 0 { 262_144 } else { 16_384 };
     kafka_tool(
         "org.apache.kafka.tools.ProducerPerformance",
         &[
@@ -253,7 +260,7 @@ fn produce(bootstrap: &str, topic: &str, records: u64, throughput: i64) {
             &props,
             "acks=1",
             "linger.ms=5",
-            "batch.size=262144",
+            &format!("batch.size={batch}"),
             "compression.type=lz4",
         ],
     );
@@ -586,8 +593,8 @@ fn lags(
         }
         // Where in the run the tail of the lag falls (a start, a stall, all along).
         eprintln!("{destination_topic}: the worst lag (ms) in each second: {worst:?}");
-        // The producer's start apart: ProducerPerformance's first batch holds what it queued
-        // while it connected (250 KB, three windows of a distant link at once).
+        // The producer's start apart: ProducerPerformance's first batches hold what it queued
+        // while it connected, at once (`produce`).
         let first = created.iter().copied().min().unwrap_or_default();
         let settled: Vec<(i64, u64)> = samples
             .iter()

@@ -16,7 +16,8 @@
 //! turn, and what each is fetched under is decided by the pure [`FetchState`] (round robin, at
 //! most `max_partitions_per_fetch`, none in flight or whose answer is still being applied). A
 //! Fetch that brought nothing new keeps its lane busy for `idle_backoff` (the source's own long
-//! polling usually makes that rare); a partition whose answer failed, or whose batches were
+//! polling usually makes that rare; the partitions of a long poll held that long may go on
+//! another free lane at once); a partition whose answer failed, or whose batches were
 //! held back above its destination epoch, waits the same backoff alone ([`FetchState::hold`]),
 //! or until its epoch is raised.
 //!
@@ -33,7 +34,7 @@
 use super::ports::FetcherProgress;
 use super::ports::PortFuture;
 use crate::fetch_pacing::{
-    AnswerSample, FetchPacing, INITIAL_IN_FLIGHT, PacingLimits, PacingReport,
+    AnswerSample, FetchPacing, INITIAL_IN_FLIGHT, PacingLimits, PacingReport, lanes_to_open,
 };
 use crate::fetch_poll::read_at;
 pub use crate::fetch_state::FetchEpochs;
@@ -86,6 +87,9 @@ pub struct Fetched {
 pub trait FetcherPorts: 'static {
     /// Where to fetch the partition from next ([`crate::host::next_fetch`] on its log).
     fn next_fetch(&self, key: &TopicPartition) -> Result<FetchRequest, Cause>;
+    /// Opens connection `lane` to the source broker (made if it is not yet) without a Fetch, so
+    /// the first Fetch on it does not wait for the handshake.
+    fn connect(&self, lane: usize) -> PortFuture<Result<(), Cause>>;
     /// One Fetch to the source broker covering every partition asked, on connection `lane`
     /// (Fetches in flight together use different lanes), asking for at most `max_bytes`.
     fn fetch(
@@ -244,8 +248,11 @@ pub struct Fetcher<P: FetcherPorts> {
     busy: BTreeSet<usize>,
     /// The busy lanes that carry a Fetch on the reserve ([`NEAR_RESERVE`]).
     reserved: BTreeSet<usize>,
-    /// Lanes that carried a Fetch before: the first on any other waits for its connection.
+    /// Lanes that carried a Fetch before, or whose connection was opened ahead: the first on
+    /// any other waits for its connection.
     used: BTreeSet<usize>,
+    /// The lanes below this were each asked to open ahead once ([`lanes_to_open`]), or used.
+    opened_to: usize,
     /// The reserve's size: [`NEAR_RESERVE`], less when the ceiling is under 16, none at 8 or
     /// less.
     reserve: usize,
@@ -297,6 +304,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             busy: BTreeSet::new(),
             reserved: BTreeSet::new(),
             used: BTreeSet::new(),
+            opened_to: 1,
             reserve,
             fetches: 0,
             applying: 0,
@@ -312,9 +320,13 @@ impl<P: FetcherPorts> Fetcher<P> {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
+    fn idle_backoff_ms(&self) -> u64 {
+        u64::try_from(self.config.idle_backoff.as_millis()).unwrap_or(u64::MAX)
+    }
+
     /// Holds `key` for the idle backoff: its answer failed or was held back.
     fn hold(&mut self, key: &TopicPartition) {
-        let backoff = u64::try_from(self.config.idle_backoff.as_millis()).unwrap_or(u64::MAX);
+        let backoff = self.idle_backoff_ms();
         self.state.hold(key, self.now_ms().saturating_add(backoff));
     }
 
@@ -394,6 +406,7 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// busy, partitions near the source's end go on the reserve. Then sets the wake-up for the
     /// next hold's end or poll.
     fn pump(&mut self, ctx: &mut Context<Self>) {
+        self.open_lanes(ctx);
         while self.reserve_free() && self.send_poll(ctx) {}
         self.fill(ctx);
         self.wake_for_holds(ctx);
@@ -454,6 +467,36 @@ impl<P: FetcherPorts> Fetcher<P> {
                 self.wake_for_holds(ctx);
                 return;
             }
+        }
+    }
+
+    /// Across a distant link, opens the connections of the lanes Fetches take next
+    /// ([`lanes_to_open`]) that no Fetch used yet, each once: a lane whose connection opened
+    /// counts as used. One that failed to open is left to its first Fetch, which reports why.
+    fn open_lanes(&mut self, ctx: &mut Context<Self>) {
+        let lanes = lanes_to_open(
+            self.pacing.round_trip_ms(),
+            self.reserve,
+            self.allowed(),
+            self.config.max_in_flight,
+        );
+        let from = self.opened_to.max(lanes.start);
+        self.opened_to = self.opened_to.max(lanes.end);
+        for lane in from..lanes.end {
+            if self.used.contains(&lane) {
+                continue;
+            }
+            let connect = self.ports.connect(lane);
+            ctx.spawn(connect.into_actor(self).map(move |opened, fetcher, _| {
+                match opened {
+                    Ok(()) => {
+                        fetcher.used.insert(lane);
+                    }
+                    Err(cause) => {
+                        tracing::debug!(lane, reason = %cause.message, "a lane's connection did not open ahead");
+                    }
+                }
+            }));
         }
     }
 
@@ -823,6 +866,13 @@ impl<P: FetcherPorts> Fetcher<P> {
             self.pump(ctx);
         } else {
             self.rest(lane, ctx);
+            // A Fetch the source held for the idle backoff or longer (a long poll) waited
+            // already: its partitions may go on another free lane at once. Left for the rest's
+            // end, a steady partition whose long poll ended just before its producer's first
+            // records waited 100 ms more for them.
+            if answered_ms.saturating_sub(sent_ms) >= self.idle_backoff_ms() {
+                self.pump(ctx);
+            }
         }
     }
 

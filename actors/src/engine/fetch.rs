@@ -246,6 +246,14 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         })
     }
 
+    fn connect(&self, lane: usize) -> PortFuture<Result<(), Cause>> {
+        let (lanes, leader) = (self.lanes.clone(), self.leader);
+        Box::pin(async move {
+            let source = lanes.lane(lane).map_err(|e| cause(&e))?;
+            source.connect(leader).await.map_err(|e| cause(&e))
+        })
+    }
+
     fn fetch(
         &self,
         lane: usize,

@@ -34,6 +34,10 @@ impl Source for SourceClient {
         SourceClient::list_offsets(self, leader, topic, partition, timestamp, isolation)
     }
 
+    async fn connect(&self, broker: i32) -> Result<(), ClientError> {
+        SourceClient::broker(self, broker).await.map(|_| ())
+    }
+
     fn fetch(
         &self,
         leader: i32,

@@ -119,6 +119,10 @@ pub trait Source: Send + Sync + 'static {
         timestamp: i64,
         isolation: Isolation,
     ) -> impl Future<Output = Result<(i64, i32), ClientError>>;
+    /// Opens the connection to broker `broker` (with its handshake) if it is not open yet, so
+    /// the next request there does not wait for it: a fetcher opens the lanes it will soon use
+    /// across a distant link ahead of time (docs/design.md §4, "Lanes opened ahead").
+    fn connect(&self, broker: i32) -> impl Future<Output = Result<(), ClientError>>;
     /// One consumer Fetch at broker `leader`.
     fn fetch(
         &self,

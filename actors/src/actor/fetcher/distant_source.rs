@@ -21,6 +21,9 @@ const WINDOW: u64 = 100 * 1024;
 const ROUND_TRIP: Duration = Duration::from_millis(150);
 /// How long the source holds a Fetch with nothing new (`fetch.wait.max.ms`).
 const MAX_WAIT: Duration = Duration::from_millis(500);
+/// What a new connection costs before its first request: the handshake and a new client's
+/// metadata, two round trips.
+const HANDSHAKE: Duration = Duration::from_millis(2 * 150);
 
 /// The batches of records of 1 KiB from `first` to `last`.
 fn batches(first: i64, last: i64) -> bytes::Bytes {
@@ -53,6 +56,9 @@ struct Distant {
     settled: Duration,
     /// Fetches answered OFFSET_OUT_OF_RANGE.
     overshot: usize,
+    /// The lanes whose connection is open (lane 0's from the start: the mirror's first requests
+    /// made it).
+    connected: std::collections::BTreeSet<usize>,
 }
 
 impl Distant {
@@ -127,14 +133,29 @@ impl FetcherPorts for DistantSource {
         })
     }
 
+    fn connect(&self, lane: usize) -> PortFuture<Result<(), Cause>> {
+        let this = self.clone();
+        Box::pin(async move {
+            if !this.0.borrow().connected.contains(&lane) {
+                tokio::time::sleep(HANDSHAKE).await;
+                this.0.borrow_mut().connected.insert(lane);
+            }
+            Ok(())
+        })
+    }
+
     fn fetch(
         &self,
-        _lane: usize,
+        lane: usize,
         requests: Vec<PartitionFetch>,
         _max_bytes: i32,
     ) -> PortFuture<Result<Fetched, Cause>> {
         let this = self.clone();
         Box::pin(async move {
+            // A lane's first request waits for its connection.
+            if this.0.borrow_mut().connected.insert(lane) {
+                tokio::time::sleep(HANDSHAKE).await;
+            }
             tokio::time::sleep(ROUND_TRIP / 2).await;
             let mut answers = Vec::new();
             let mut bytes = 0;
@@ -229,6 +250,7 @@ async fn mirror(initial: i64, burst: Option<(u64, i64)>, settled: Duration) -> (
         lags: Vec::new(),
         settled,
         overshot: 0,
+        connected: std::collections::BTreeSet::from([0]),
     })));
     let fetcher = Fetcher::new(
         source.clone(),

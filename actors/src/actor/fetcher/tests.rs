@@ -27,6 +27,8 @@ struct Source {
     fetches: Vec<Vec<TopicPartition>>,
     /// Every Fetch: its lane and the bytes it asked for.
     lanes: Vec<(usize, i32)>,
+    /// Every lane whose connection was opened ahead, in order.
+    opened: Vec<usize>,
     /// Fetches not answered until the test releases them.
     gate: Option<Rc<tokio::sync::Notify>>,
     /// Every pacing report.
@@ -94,6 +96,11 @@ impl FetcherPorts for ScriptedSource {
             last_fetched_epoch: None,
             max_bytes: 0,
         })
+    }
+
+    fn connect(&self, lane: usize) -> PortFuture<Result<(), Cause>> {
+        self.0.borrow_mut().opened.push(lane);
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn fetch(
@@ -992,4 +999,47 @@ async fn a_partition_behind_among_many_idle_ones_is_read_ahead() {
         "read ahead beside 6 idle partitions: {:?}",
         s.asked
     );
+}
+
+/// Across a distant link the fetcher opens ahead the connections of the lanes it takes next
+/// (the reserve's, and the pacing's next doubling, within the ceiling), each once, and none
+/// that a Fetch used (lane 0); a near source's lanes open only with their first Fetch.
+#[actix_rt::test]
+async fn lanes_open_ahead_only_across_a_distant_link() {
+    tokio::time::pause();
+    for (wait_ms, opened) in [(100, (1..16).collect::<Vec<usize>>()), (0, Vec::new())] {
+        let source = ScriptedSource::default();
+        source.0.borrow_mut().long_poll =
+            Some(Duration::from_millis(wait_ms)).filter(|_| wait_ms > 0);
+        let reports = Rc::new(RefCell::new(Vec::new()));
+        let fetcher = start_with(&source, 10, 16);
+        attach(&fetcher, "a", &reports).await;
+        pause(2_000).await;
+        let s = source.0.borrow();
+        assert_eq!(s.opened, opened, "a round trip of {wait_ms} ms");
+    }
+}
+
+/// A caught-up partition whose long poll the source held past the idle backoff is asked again
+/// at once, on another lane while its own rests: the source waited already. Failed while
+/// every empty answer rested its partitions with its lane (one Fetch every 600 ms): a steady
+/// partition whose long poll ended just before its producer's first records waited 100 ms
+/// more for them.
+#[actix_rt::test]
+async fn a_long_poll_that_ended_empty_is_asked_again_at_once() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    source.0.borrow_mut().long_poll = Some(Duration::from_millis(500));
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start_with(&source, 10, 4);
+    attach(&fetcher, "a", &reports).await;
+    pause(2_050).await;
+    let s = source.0.borrow();
+    let gaps: Vec<u128> = s
+        .asked_at
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect();
+    assert!(gaps.len() >= 4, "{gaps:?}");
+    assert!(gaps.iter().all(|ms| *ms <= 510), "{gaps:?}");
 }

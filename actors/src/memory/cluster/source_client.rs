@@ -186,6 +186,11 @@ impl Source for MemorySourceClient {
         std::future::ready(answer)
     }
 
+    fn connect(&self, _broker: i32) -> impl Future<Output = Result<(), ClientError>> {
+        // An in-memory cluster has no connection to open: reachable or not.
+        std::future::ready(self.cluster().map(|_| ()))
+    }
+
     fn fetch(
         &self,
         leader: i32,
