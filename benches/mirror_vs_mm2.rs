@@ -38,7 +38,8 @@
 //! `MM2_BENCH_CATCHUP_LAG_SECONDS` (default 0: skipped) adds, after the systems of each run, a
 //! fresh kmirror copying the run's backlog again while a one-partition topic written at 1 MB/s
 //! is mirrored beside it; the steady topic's lag p50/p99 is printed with how much of the
-//! backlog was copied meanwhile.
+//! backlog was copied meanwhile. Topics written at a set rate use Kafka's default 16 KiB
+//! batches; `MM2_BENCH_STEADY_BATCH_BYTES` (e.g. 262144, the backlog's) sets another size.
 //!
 //! Cross-region: `MM2_BENCH_DELAY_MS` (default 0) puts the readers of the source (the
 //! reference, kmirror, MirrorMaker 2) in "another region": they connect through a proxy
@@ -238,13 +239,18 @@ fn wait_copied(
 
 /// ProducerPerformance writing `records` records to `topic`, at `throughput` records per
 /// second (-1: as fast as it can). A backlog is written in batches of 256 KiB; a topic written
-/// at a set rate, whose lag is timed, in Kafka's default batches (16 KiB): at its rate a
-/// batch holds what 5 ms gather either way, but its first ones hold what the producer queued
-/// while it connected, and batches of 256 KiB made those 200-260 KB each, two or three
-/// windows of a distant link that no fetcher brings over in less than three round trips.
+/// at a set rate, whose lag is timed, in Kafka's default batches (16 KiB, unless
+/// `MM2_BENCH_STEADY_BATCH_BYTES` says otherwise): at its rate a batch holds what 5 ms gather
+/// either way, but its first ones hold what the producer queued while it connected, and
+/// batches of 256 KiB made those 200-260 KB each, two or three windows of a distant link that
+/// no fetcher brings over in less than three round trips.
 fn produce(bootstrap: &str, topic: &str, records: u64, throughput: i64) {
     let props = format!("bootstrap.servers={bootstrap}");
-    let batch = if throughput < 0 { 262_144 } else { 16_384 };
+    let batch = if throughput < 0 {
+        262_144
+    } else {
+        env_or("MM2_BENCH_STEADY_BATCH_BYTES", 16_384)
+    };
     kafka_tool(
         "org.apache.kafka.tools.ProducerPerformance",
         &[

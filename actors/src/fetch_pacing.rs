@@ -96,33 +96,6 @@ const UNCROWDED: f64 = 0.95;
 /// must show from a mirror's first answers on, caught up or not.
 const SMALL_ANSWER_BYTES: u64 = 96 * 1024;
 
-/// The shortest round trip across which a fetcher opens its lanes' connections ahead
-/// ([`lanes_to_open`]): a new connection's handshake (and a new client's metadata) takes two
-/// or three round trips before its first Fetch goes out, under 60 ms below this.
-pub const OPEN_AHEAD_ROUND_TRIP_MS: u64 = 20;
-
-/// The lanes whose connections a fetcher opens before a Fetch needs them, across a link of
-/// `round_trip_ms` (none until measured, or under [`OPEN_AHEAD_ROUND_TRIP_MS`]): the
-/// reserve's (lanes 1 to `reserve`), and the pacing's beyond them up to twice the `allowed` in
-/// flight now (lane 0 and those above the reserve's: the count a doubling reaches next), no
-/// lane past the ceiling's `max_in_flight`. Opened as a Fetch needs it, a lane of the reserve
-/// held a steady partition's first pieces two round trips longer (475 ms for 68 KB at
-/// 150 ms), every lane the pacing added its first answer.
-pub fn lanes_to_open(
-    round_trip_ms: Option<u64>,
-    reserve: usize,
-    allowed: usize,
-    max_in_flight: usize,
-) -> std::ops::Range<usize> {
-    if round_trip_ms.is_none_or(|ms| ms < OPEN_AHEAD_ROUND_TRIP_MS) {
-        return 1..1;
-    }
-    let end = reserve
-        .saturating_add(allowed.saturating_mul(2))
-        .min(max_in_flight);
-    1..end.max(1)
-}
-
 /// The ceilings a mirror's configs set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacingLimits {
@@ -530,22 +503,6 @@ impl FetchPacing {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Only across a distant link, the reserve's lanes and the pacing's next doubling, within
-    /// the ceiling.
-    #[test]
-    fn lanes_opened_ahead() {
-        assert_eq!(lanes_to_open(None, 8, 8, 256), 1..1, "not measured yet");
-        assert_eq!(lanes_to_open(Some(5), 8, 8, 256), 1..1, "a near source");
-        assert_eq!(lanes_to_open(Some(19), 8, 8, 256), 1..1);
-        // Reserve 1-8, the pacing's 0 and 9-15 in use, 16-23 next.
-        assert_eq!(lanes_to_open(Some(20), 8, 8, 256), 1..24);
-        assert_eq!(lanes_to_open(Some(150), 8, 100, 256), 1..208);
-        assert_eq!(lanes_to_open(Some(150), 8, 200, 256), 1..256, "the ceiling");
-        // A ceiling of 8 keeps no reserve: the pacing's lanes only.
-        assert_eq!(lanes_to_open(Some(150), 0, 8, 8), 1..8);
-        assert_eq!(lanes_to_open(Some(150), 0, 1, 1), 1..1, "one lane, lane 0");
-    }
 
     const LIMITS: PacingLimits = PacingLimits {
         max_in_flight: 64,

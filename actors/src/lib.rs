@@ -18,8 +18,9 @@
 //! - [`partition`]: each mirror partition's state machine (one exhaustive transition function);
 //! - [`epoch`]: leader-epoch arithmetic (LME alignment, divergence, DLE >= SLE);
 //! - [`fetch_state`]: a fetcher's partitions, their epochs and whose turn the next Fetch is;
-//! - [`fetch_pacing`] and [`fetch_poll`]: how many Fetches a fetcher keeps in flight, and when
-//!   a fast partition near the source's end is polled;
+//! - [`fetch_pacing`], [`fetch_poll`] and [`fetch_lanes`]: how many Fetches a fetcher keeps in
+//!   flight, when a fast partition near the source's end is polled, and when lanes open ahead
+//!   and rest;
 //! - [`liveness`]: when a supervisor restarts a partition actor, and when it gives up;
 //! - [`metadata`]: how the engine reacts to metadata changes (`mirror.name`, leader epochs,
 //!   deletions) of the topics it mirrors;
@@ -35,6 +36,7 @@ pub mod actor;
 pub mod coordinator;
 pub mod engine;
 pub mod epoch;
+pub mod fetch_lanes;
 pub mod fetch_pacing;
 pub mod fetch_poll;
 pub mod fetch_state;

@@ -16,8 +16,8 @@
 //! turn, and what each is fetched under is decided by the pure [`FetchState`] (round robin, at
 //! most `max_partitions_per_fetch`, none in flight or whose answer is still being applied). A
 //! Fetch that brought nothing new keeps its lane busy for `idle_backoff` (the source's own long
-//! polling usually makes that rare; the partitions of a long poll held that long may go on
-//! another free lane at once); a partition whose answer failed, or whose batches were
+//! polling usually makes that rare; the partitions of a long poll held that long beyond the
+//! round trip may go on another free lane at once, [`crate::fetch_lanes`]); a partition whose answer failed, or whose batches were
 //! held back above its destination epoch, waits the same backoff alone ([`FetchState::hold`]),
 //! or until its epoch is raised.
 //!
@@ -33,8 +33,9 @@
 
 use super::ports::FetcherProgress;
 use super::ports::PortFuture;
+use crate::fetch_lanes::{held_past_backoff, lanes_to_open};
 use crate::fetch_pacing::{
-    AnswerSample, FetchPacing, INITIAL_IN_FLIGHT, PacingLimits, PacingReport, lanes_to_open,
+    AnswerSample, FetchPacing, INITIAL_IN_FLIGHT, PacingLimits, PacingReport,
 };
 use crate::fetch_poll::read_at;
 pub use crate::fetch_state::FetchEpochs;
@@ -253,6 +254,9 @@ pub struct Fetcher<P: FetcherPorts> {
     used: BTreeSet<usize>,
     /// The lanes below this were each asked to open ahead once ([`lanes_to_open`]), or used.
     opened_to: usize,
+    /// The quickest answer that showed a backlog (ms), not throttled, on a lane used before:
+    /// the link's round trip with no wait at the source (crate::fetch_lanes).
+    quickest_backlog_ms: Option<u64>,
     /// The reserve's size: [`NEAR_RESERVE`], less when the ceiling is under 16, none at 8 or
     /// less.
     reserve: usize,
@@ -305,6 +309,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             reserved: BTreeSet::new(),
             used: BTreeSet::new(),
             opened_to: 1,
+            quickest_backlog_ms: None,
             reserve,
             fetches: 0,
             applying: 0,
@@ -470,16 +475,11 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
     }
 
-    /// Across a distant link, opens the connections of the lanes Fetches take next
+    /// Across a distant link, opens the connections of the reserve's lanes
     /// ([`lanes_to_open`]) that no Fetch used yet, each once: a lane whose connection opened
     /// counts as used. One that failed to open is left to its first Fetch, which reports why.
     fn open_lanes(&mut self, ctx: &mut Context<Self>) {
-        let lanes = lanes_to_open(
-            self.pacing.round_trip_ms(),
-            self.reserve,
-            self.allowed(),
-            self.config.max_in_flight,
-        );
+        let lanes = lanes_to_open(self.quickest_backlog_ms, self.reserve);
         let from = self.opened_to.max(lanes.start);
         self.opened_to = self.opened_to.max(lanes.end);
         for lane in from..lanes.end {
@@ -731,6 +731,11 @@ impl<P: FetcherPorts> Fetcher<P> {
             answered_ms,
             new_lane,
         } = times;
+        if fetched.backlog && !fetched.throttled && !new_lane {
+            let took_ms = answered_ms.saturating_sub(sent_ms);
+            self.quickest_backlog_ms =
+                Some(self.quickest_backlog_ms.map_or(took_ms, |q| q.min(took_ms)));
+        }
         let read_ms = read_at(
             sent_ms,
             answered_ms,
@@ -866,11 +871,12 @@ impl<P: FetcherPorts> Fetcher<P> {
             self.pump(ctx);
         } else {
             self.rest(lane, ctx);
-            // A Fetch the source held for the idle backoff or longer (a long poll) waited
-            // already: its partitions may go on another free lane at once. Left for the rest's
-            // end, a steady partition whose long poll ended just before its producer's first
-            // records waited 100 ms more for them.
-            if answered_ms.saturating_sub(sent_ms) >= self.idle_backoff_ms() {
+            // A Fetch the source held for the idle backoff beyond the round trip (a long poll)
+            // waited already: its partitions may go on another free lane at once. Left for the
+            // rest's end, a steady partition whose long poll ended just before its producer's
+            // first records waited 100 ms more for them.
+            let took_ms = answered_ms.saturating_sub(sent_ms);
+            if held_past_backoff(took_ms, self.quickest_backlog_ms, self.idle_backoff_ms()) {
                 self.pump(ctx);
             }
         }

@@ -22,8 +22,8 @@ const ROUND_TRIP: Duration = Duration::from_millis(150);
 /// How long the source holds a Fetch with nothing new (`fetch.wait.max.ms`).
 const MAX_WAIT: Duration = Duration::from_millis(500);
 /// What a new connection costs before its first request: the handshake and a new client's
-/// metadata, two round trips.
-const HANDSHAKE: Duration = Duration::from_millis(2 * 150);
+/// metadata, two round trips (three with TLS or SASL).
+const HANDSHAKE: Duration = Duration::from_millis(300);
 
 /// The batches of records of 1 KiB from `first` to `last`.
 fn batches(first: i64, last: i64) -> bytes::Bytes {
@@ -56,9 +56,9 @@ struct Distant {
     settled: Duration,
     /// Fetches answered OFFSET_OUT_OF_RANGE.
     overshot: usize,
-    /// The lanes whose connection is open (lane 0's from the start: the mirror's first requests
-    /// made it).
-    connected: std::collections::BTreeSet<usize>,
+    /// When each lane's connection opened or opens (lane 0's at the start: the mirror's first
+    /// requests made it); a lane not here is not asked to open yet.
+    open_at: std::collections::BTreeMap<usize, Instant>,
 }
 
 impl Distant {
@@ -95,6 +95,16 @@ impl DistantSource {
             .filter(|(at, _)| elapsed >= *at)
             .map_or(0, |(_, offsets)| offsets);
         source.initial + (elapsed / BATCH_MS) as i64 * PER_BATCH + burst
+    }
+
+    /// When `lane`'s connection is open: a handshake from now if nothing opened it yet.
+    fn open_at(&self, lane: usize) -> Instant {
+        *self
+            .0
+            .borrow_mut()
+            .open_at
+            .entry(lane)
+            .or_insert_with(|| Instant::now() + HANDSHAKE)
     }
 
     fn batch_bytes() -> usize {
@@ -134,12 +144,9 @@ impl FetcherPorts for DistantSource {
     }
 
     fn connect(&self, lane: usize) -> PortFuture<Result<(), Cause>> {
-        let this = self.clone();
+        let open_at = self.open_at(lane);
         Box::pin(async move {
-            if !this.0.borrow().connected.contains(&lane) {
-                tokio::time::sleep(HANDSHAKE).await;
-                this.0.borrow_mut().connected.insert(lane);
-            }
+            tokio::time::sleep_until(open_at).await;
             Ok(())
         })
     }
@@ -151,14 +158,13 @@ impl FetcherPorts for DistantSource {
         _max_bytes: i32,
     ) -> PortFuture<Result<Fetched, Cause>> {
         let this = self.clone();
+        // A lane's first request waits for its connection.
+        let open_at = self.open_at(lane);
         Box::pin(async move {
-            // A lane's first request waits for its connection.
-            if this.0.borrow_mut().connected.insert(lane) {
-                tokio::time::sleep(HANDSHAKE).await;
-            }
+            tokio::time::sleep_until(open_at).await;
             tokio::time::sleep(ROUND_TRIP / 2).await;
             let mut answers = Vec::new();
-            let mut bytes = 0;
+            let (mut bytes, mut backlog) = (0, false);
             for p in requests {
                 let asked = |at| this.read(p.request.offset, p.request.max_bytes, at);
                 // Nothing there yet: a long poll until the next batch, or the wait's end.
@@ -174,8 +180,18 @@ impl FetcherPorts for DistantSource {
                         log_start_offset: 0,
                     }
                 });
-                if let FetchResponse::Records { records, .. } = &answer {
+                if let FetchResponse::Records {
+                    records,
+                    high_watermark,
+                    ..
+                } = &answer
+                {
                     bytes += records.len() as u64;
+                    let end = kmirror_protocol::batch::RecordBatches::new(records.clone())
+                        .flatten()
+                        .last()
+                        .map(|batch| batch.next_offset());
+                    backlog |= end.is_some_and(|end| end < *high_watermark);
                 }
                 answers.push((p.key, Ok(answer)));
             }
@@ -186,7 +202,7 @@ impl FetcherPorts for DistantSource {
             Ok(Fetched {
                 answers,
                 bytes,
-                backlog: false,
+                backlog,
                 throttled: false,
             })
         })
@@ -250,7 +266,7 @@ async fn mirror(initial: i64, burst: Option<(u64, i64)>, settled: Duration) -> (
         lags: Vec::new(),
         settled,
         overshot: 0,
-        connected: std::collections::BTreeSet::from([0]),
+        open_at: std::collections::BTreeMap::from([(0, Instant::now())]),
     })));
     let fetcher = Fetcher::new(
         source.clone(),

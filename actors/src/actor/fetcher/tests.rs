@@ -1001,22 +1001,57 @@ async fn a_partition_behind_among_many_idle_ones_is_read_ahead() {
     );
 }
 
-/// Across a distant link the fetcher opens ahead the connections of the lanes it takes next
-/// (the reserve's, and the pacing's next doubling, within the ceiling), each once, and none
-/// that a Fetch used (lane 0); a near source's lanes open only with their first Fetch.
+/// Across a distant link (an answer with a backlog took 100 ms) the fetcher opens ahead the
+/// connections of the reserve's lanes (1 to 8 under a ceiling of 16) that no Fetch used,
+/// each once. A near source opens none: one answering at once, nor an idle one whose long
+/// polls the source held 500 ms (first form: taken for a round trip, it opened 23 lanes).
 #[actix_rt::test]
-async fn lanes_open_ahead_only_across_a_distant_link() {
+async fn the_reserve_opens_ahead_only_across_a_distant_link() {
     tokio::time::pause();
-    for (wait_ms, opened) in [(100, (1..16).collect::<Vec<usize>>()), (0, Vec::new())] {
+    for (case, delay, long_poll) in [
+        ("distant", Some(100), None),
+        ("near", None, None),
+        ("near and idle", None, Some(500)),
+    ] {
         let source = ScriptedSource::default();
-        source.0.borrow_mut().long_poll =
-            Some(Duration::from_millis(wait_ms)).filter(|_| wait_ms > 0);
+        {
+            let mut s = source.0.borrow_mut();
+            s.answers
+                .insert(key("a"), (0..5).map(|_| Ok(records())).collect());
+            if let Some(ms) = delay {
+                s.delays.insert(key("a"), Duration::from_millis(ms));
+            }
+            s.long_poll = long_poll.map(Duration::from_millis);
+        }
         let reports = Rc::new(RefCell::new(Vec::new()));
         let fetcher = start_with(&source, 10, 16);
-        attach(&fetcher, "a", &reports).await;
+        attach(
+            &fetcher,
+            if case == "near and idle" { "idle" } else { "a" },
+            &reports,
+        )
+        .await;
         pause(2_000).await;
         let s = source.0.borrow();
-        assert_eq!(s.opened, opened, "a round trip of {wait_ms} ms");
+        let mut once = s.opened.clone();
+        once.dedup();
+        assert_eq!(once, s.opened, "{case}: each once");
+        if case == "distant" {
+            let used: Vec<usize> = s.lanes.iter().map(|(lane, _)| *lane).collect();
+            assert!(!s.opened.is_empty(), "{case}");
+            assert!(
+                (1..=8).all(|lane| s.opened.contains(&lane) || used.contains(&lane)),
+                "{case}: the reserve's lanes, opened {:?}, used {used:?}",
+                s.opened
+            );
+            assert!(
+                s.opened.iter().all(|lane| (1..=8).contains(lane)),
+                "{case}: {:?}",
+                s.opened
+            );
+        } else {
+            assert!(s.opened.is_empty(), "{case}: {:?}", s.opened);
+        }
     }
 }
 
@@ -1042,4 +1077,25 @@ async fn a_long_poll_that_ended_empty_is_asked_again_at_once() {
         .collect();
     assert!(gaps.len() >= 4, "{gaps:?}");
     assert!(gaps.iter().all(|ms| *ms <= 510), "{gaps:?}");
+}
+
+/// An empty answer that came within the idle backoff still rests its partition with its
+/// lane: a source that answers at once is not asked in a loop on every free lane.
+#[actix_rt::test]
+async fn a_quick_empty_answer_still_rests() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    source.0.borrow_mut().long_poll = Some(Duration::from_millis(50));
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start_with(&source, 10, 4);
+    attach(&fetcher, "a", &reports).await;
+    pause(1_000).await;
+    let s = source.0.borrow();
+    let gaps: Vec<u128> = s
+        .asked_at
+        .windows(2)
+        .map(|w| (w[1] - w[0]).as_millis())
+        .collect();
+    assert!(gaps.len() >= 4, "{gaps:?}");
+    assert!(gaps.iter().all(|ms| *ms >= 150), "{gaps:?}");
 }
