@@ -8,9 +8,11 @@
 //! as soon as the distance is known ([`lanes_to_open`]).
 //!
 //! The distance is the quickest answer that showed a backlog: the source answers such a Fetch
-//! at once, so it took the round trip and the transfer of what it brought. Any other answer
-//! may have been held by the source for up to `fetch.wait.max.ms` (a long poll), and an idle
-//! mirror on a near source would look 500 ms away.
+//! at once, so it took the round trip and the transfer of what it brought (and, on a new
+//! lane, the handshake that opening ahead saves: the first answers decide, before a lane is
+//! used twice). Any other answer may have been held by the source for up to
+//! `fetch.wait.max.ms` (a long poll), and an idle mirror on a near source would look 500 ms
+//! away.
 //!
 //! A Fetch that brought nothing rests its lane for the idle backoff, so a source that answers
 //! at once is not asked in a loop; one the source held for the backoff beyond the round trip

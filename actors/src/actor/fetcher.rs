@@ -254,8 +254,8 @@ pub struct Fetcher<P: FetcherPorts> {
     used: BTreeSet<usize>,
     /// The lanes below this were each asked to open ahead once ([`lanes_to_open`]), or used.
     opened_to: usize,
-    /// The quickest answer that showed a backlog (ms), not throttled, on a lane used before:
-    /// the link's round trip with no wait at the source (crate::fetch_lanes).
+    /// The quickest answer that showed a backlog (ms), not throttled: the link's round trip
+    /// with no wait at the source (crate::fetch_lanes).
     quickest_backlog_ms: Option<u64>,
     /// The reserve's size: [`NEAR_RESERVE`], less when the ceiling is under 16, none at 8 or
     /// less.
@@ -731,7 +731,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             answered_ms,
             new_lane,
         } = times;
-        if fetched.backlog && !fetched.throttled && !new_lane {
+        if fetched.backlog && !fetched.throttled {
             let took_ms = answered_ms.saturating_sub(sent_ms);
             self.quickest_backlog_ms =
                 Some(self.quickest_backlog_ms.map_or(took_ms, |q| q.min(took_ms)));
