@@ -438,6 +438,15 @@ impl FetchState {
         self.behind.remove(key);
     }
 
+    /// Whether the source had records at `offset` of `key` when its last answer was read (below
+    /// the high watermark it showed): a Fetch from there is answered at once, not held as a
+    /// long poll.
+    pub fn has_records_at(&self, key: &TopicPartition, offset: i64) -> bool {
+        self.partitions
+            .get(key)
+            .is_some_and(|state| offset < state.high_watermark)
+    }
+
     /// The partition, if attached.
     pub fn get(&self, key: &TopicPartition) -> Option<&PartitionFetchState> {
         self.partitions.get(key)

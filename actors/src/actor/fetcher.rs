@@ -16,8 +16,7 @@
 //! turn, and what each is fetched under is decided by the pure [`FetchState`] (round robin, at
 //! most `max_partitions_per_fetch`, none in flight or whose answer is still being applied). A
 //! Fetch that brought nothing new keeps its lane busy for `idle_backoff` (the source's own long
-//! polling usually makes that rare; the partitions of a long poll held that long beyond the
-//! round trip may go on another free lane at once, [`crate::fetch_lanes`]); a partition whose answer failed, or whose batches were
+//! polling usually makes that rare); a partition whose answer failed, or whose batches were
 //! held back above its destination epoch, waits the same backoff alone ([`FetchState::hold`]),
 //! or until its epoch is raised.
 //!
@@ -33,7 +32,7 @@
 
 use super::ports::FetcherProgress;
 use super::ports::PortFuture;
-use crate::fetch_lanes::{held_past_backoff, lanes_to_open};
+use crate::fetch_lanes::lanes_to_open;
 use crate::fetch_pacing::{
     AnswerSample, FetchPacing, INITIAL_IN_FLIGHT, PacingLimits, PacingReport,
 };
@@ -254,8 +253,8 @@ pub struct Fetcher<P: FetcherPorts> {
     used: BTreeSet<usize>,
     /// The lanes below this were each asked to open ahead once ([`lanes_to_open`]), or used.
     opened_to: usize,
-    /// The quickest answer that showed a backlog (ms), not throttled: the link's round trip
-    /// with no wait at the source (crate::fetch_lanes).
+    /// The quickest answer that showed a backlog (ms), not throttled, to a Fetch the source
+    /// answered at once: the link's round trip with no wait at the source (crate::fetch_lanes).
     quickest_backlog_ms: Option<u64>,
     /// The reserve's size: [`NEAR_RESERVE`], less when the ceiling is under 16, none at 8 or
     /// less.
@@ -325,13 +324,9 @@ impl<P: FetcherPorts> Fetcher<P> {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn idle_backoff_ms(&self) -> u64 {
-        u64::try_from(self.config.idle_backoff.as_millis()).unwrap_or(u64::MAX)
-    }
-
     /// Holds `key` for the idle backoff: its answer failed or was held back.
     fn hold(&mut self, key: &TopicPartition) {
-        let backoff = self.idle_backoff_ms();
+        let backoff = u64::try_from(self.config.idle_backoff.as_millis()).unwrap_or(u64::MAX);
         self.state.hold(key, self.now_ms().saturating_add(backoff));
     }
 
@@ -662,6 +657,9 @@ impl<P: FetcherPorts> Fetcher<P> {
         }
         self.fetches += 1;
         let requests: Vec<PartitionFetch> = sent.iter().map(|(p, _)| p.clone()).collect();
+        let at_once = requests
+            .iter()
+            .all(|p| self.state.has_records_at(&p.key, p.request.offset));
         // A Fetch ahead (one partition) may ask for a little more than the pacing's share.
         let asked = requests
             .iter()
@@ -688,6 +686,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                 sent_ms: now,
                 answered_ms,
                 new_lane,
+                at_once,
             };
             fetcher.answered(lane, times, sent, answers, ctx);
         }));
@@ -730,8 +729,9 @@ impl<P: FetcherPorts> Fetcher<P> {
             sent_ms,
             answered_ms,
             new_lane,
+            at_once,
         } = times;
-        if fetched.backlog && !fetched.throttled {
+        if at_once && fetched.backlog && !fetched.throttled {
             let took_ms = answered_ms.saturating_sub(sent_ms);
             self.quickest_backlog_ms =
                 Some(self.quickest_backlog_ms.map_or(took_ms, |q| q.min(took_ms)));
@@ -871,14 +871,6 @@ impl<P: FetcherPorts> Fetcher<P> {
             self.pump(ctx);
         } else {
             self.rest(lane, ctx);
-            // A Fetch the source held for the idle backoff beyond the round trip (a long poll)
-            // waited already: its partitions may go on another free lane at once. Left for the
-            // rest's end, a steady partition whose long poll ended just before its producer's
-            // first records waited 100 ms more for them.
-            let took_ms = answered_ms.saturating_sub(sent_ms);
-            if held_past_backoff(took_ms, self.quickest_backlog_ms, self.idle_backoff_ms()) {
-                self.pump(ctx);
-            }
         }
     }
 
@@ -1055,6 +1047,9 @@ struct AnswerTimes {
     sent_ms: u64,
     answered_ms: u64,
     new_lane: bool,
+    /// Every partition was asked from below the high watermark its last answer showed: the
+    /// source answered at once, it did not hold the Fetch (crate::fetch_lanes).
+    at_once: bool,
 }
 
 /// Whether an answer carries no batches.

@@ -1003,8 +1003,9 @@ async fn a_partition_behind_among_many_idle_ones_is_read_ahead() {
 
 /// Across a distant link (an answer with a backlog took 100 ms) the fetcher opens ahead the
 /// connections of the reserve's lanes (1 to 8 under a ceiling of 16) that no Fetch used,
-/// each once. A near source opens none: one answering at once, nor an idle one whose long
-/// polls the source held 500 ms (first form: taken for a round trip, it opened 23 lanes).
+/// each once. A near source opens none: one answering at once, an idle one whose long polls
+/// the source held 500 ms (first form: taken for a round trip, it opened 23 lanes), nor one
+/// whose long poll ended with records after 300 ms (a producer's burst).
 #[actix_rt::test]
 async fn the_reserve_opens_ahead_only_across_a_distant_link() {
     tokio::time::pause();
@@ -1012,12 +1013,14 @@ async fn the_reserve_opens_ahead_only_across_a_distant_link() {
         ("distant", Some(100), None),
         ("near", None, None),
         ("near and idle", None, Some(500)),
+        ("near, a long poll ended by a burst", Some(300), None),
     ] {
         let source = ScriptedSource::default();
         {
             let mut s = source.0.borrow_mut();
+            let answers = if case == "distant" { 5 } else { 1 };
             s.answers
-                .insert(key("a"), (0..5).map(|_| Ok(records())).collect());
+                .insert(key("a"), (0..answers).map(|_| Ok(records())).collect());
             if let Some(ms) = delay {
                 s.delays.insert(key("a"), Duration::from_millis(ms));
             }
@@ -1053,49 +1056,4 @@ async fn the_reserve_opens_ahead_only_across_a_distant_link() {
             assert!(s.opened.is_empty(), "{case}: {:?}", s.opened);
         }
     }
-}
-
-/// A caught-up partition whose long poll the source held past the idle backoff is asked again
-/// at once, on another lane while its own rests: the source waited already. Failed while
-/// every empty answer rested its partitions with its lane (one Fetch every 600 ms): a steady
-/// partition whose long poll ended just before its producer's first records waited 100 ms
-/// more for them.
-#[actix_rt::test]
-async fn a_long_poll_that_ended_empty_is_asked_again_at_once() {
-    tokio::time::pause();
-    let source = ScriptedSource::default();
-    source.0.borrow_mut().long_poll = Some(Duration::from_millis(500));
-    let reports = Rc::new(RefCell::new(Vec::new()));
-    let fetcher = start_with(&source, 10, 4);
-    attach(&fetcher, "a", &reports).await;
-    pause(2_050).await;
-    let s = source.0.borrow();
-    let gaps: Vec<u128> = s
-        .asked_at
-        .windows(2)
-        .map(|w| (w[1] - w[0]).as_millis())
-        .collect();
-    assert!(gaps.len() >= 4, "{gaps:?}");
-    assert!(gaps.iter().all(|ms| *ms <= 510), "{gaps:?}");
-}
-
-/// An empty answer that came within the idle backoff still rests its partition with its
-/// lane: a source that answers at once is not asked in a loop on every free lane.
-#[actix_rt::test]
-async fn a_quick_empty_answer_still_rests() {
-    tokio::time::pause();
-    let source = ScriptedSource::default();
-    source.0.borrow_mut().long_poll = Some(Duration::from_millis(50));
-    let reports = Rc::new(RefCell::new(Vec::new()));
-    let fetcher = start_with(&source, 10, 4);
-    attach(&fetcher, "a", &reports).await;
-    pause(1_000).await;
-    let s = source.0.borrow();
-    let gaps: Vec<u128> = s
-        .asked_at
-        .windows(2)
-        .map(|w| (w[1] - w[0]).as_millis())
-        .collect();
-    assert!(gaps.len() >= 4, "{gaps:?}");
-    assert!(gaps.iter().all(|ms| *ms >= 150), "{gaps:?}");
 }
