@@ -19,8 +19,7 @@
 //! - [`epoch`]: leader-epoch arithmetic (LME alignment, divergence, DLE >= SLE);
 //! - [`fetch_state`]: a fetcher's partitions, their epochs and whose turn the next Fetch is;
 //! - [`fetch_pacing`], [`fetch_poll`] and [`fetch_lanes`]: how many Fetches a fetcher keeps in
-//!   flight, when a fast partition near the source's end is polled, and when lanes open ahead
-//!   and rest;
+//!   flight, when a fast partition near the source's end is polled, and when lanes open ahead;
 //! - [`liveness`]: when a supervisor restarts a partition actor, and when it gives up;
 //! - [`metadata`]: how the engine reacts to metadata changes (`mirror.name`, leader epochs,
 //!   deletions) of the topics it mirrors;

@@ -251,8 +251,8 @@ pub struct Fetcher<P: FetcherPorts> {
     /// Lanes that carried a Fetch before, or whose connection was opened ahead: the first on
     /// any other waits for its connection.
     used: BTreeSet<usize>,
-    /// The lanes below this were each asked to open ahead once ([`lanes_to_open`]), or used.
-    opened_to: usize,
+    /// The reserve's lanes were asked to open ahead ([`lanes_to_open`]): it happens once.
+    reserve_opened: bool,
     /// The quickest answer that showed a backlog (ms), not throttled, to a Fetch the source
     /// answered at once: the link's round trip with no wait at the source (crate::fetch_lanes).
     quickest_backlog_ms: Option<u64>,
@@ -307,7 +307,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             busy: BTreeSet::new(),
             reserved: BTreeSet::new(),
             used: BTreeSet::new(),
-            opened_to: 1,
+            reserve_opened: false,
             quickest_backlog_ms: None,
             reserve,
             fetches: 0,
@@ -474,10 +474,12 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// ([`lanes_to_open`]) that no Fetch used yet, each once: a lane whose connection opened
     /// counts as used. One that failed to open is left to its first Fetch, which reports why.
     fn open_lanes(&mut self, ctx: &mut Context<Self>) {
+        if self.reserve_opened {
+            return;
+        }
         let lanes = lanes_to_open(self.quickest_backlog_ms, self.reserve);
-        let from = self.opened_to.max(lanes.start);
-        self.opened_to = self.opened_to.max(lanes.end);
-        for lane in from..lanes.end {
+        self.reserve_opened = !lanes.is_empty();
+        for lane in lanes {
             if self.used.contains(&lane) {
                 continue;
             }

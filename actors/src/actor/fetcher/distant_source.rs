@@ -187,10 +187,7 @@ impl FetcherPorts for DistantSource {
                 } = &answer
                 {
                     bytes += records.len() as u64;
-                    let end = kmirror_protocol::batch::RecordBatches::new(records.clone())
-                        .flatten()
-                        .last()
-                        .map(|batch| batch.next_offset());
+                    let (_, end) = span_of(records, WINDOW as usize);
                     backlog |= end.is_some_and(|end| end < *high_watermark);
                 }
                 answers.push((p.key, Ok(answer)));
