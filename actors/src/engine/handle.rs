@@ -107,6 +107,19 @@ impl Engine {
     }
 }
 
+/// The engine's actix system, to run on the calling thread. Its actors run there; what they
+/// `tokio::spawn` (the source connections' readers and writers above all) runs on worker
+/// threads of its own, one per core, so a catch-up's answers are read off the thread where
+/// fetchers decide (docs/design.md §11, "Placement").
+fn engine_system() -> std::io::Result<actix::SystemRunner> {
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(std::thread::available_parallelism().map_or(1, usize::from))
+        .thread_name("kmirror-io")
+        .enable_all()
+        .build()?;
+    Ok(actix::System::with_tokio_rt(move || io))
+}
+
 /// The engine running on its own actix system thread, for a host whose listener runs on tokio.
 #[derive(Debug)]
 pub struct EngineRuntime {
@@ -123,18 +136,24 @@ impl EngineRuntime {
         let thread = std::thread::Builder::new()
             .name("kmirror-engine".into())
             .spawn(move || {
-                let runner = actix::System::new();
+                let runner = match engine_system() {
+                    Ok(runner) => runner,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
                 let started = runner.block_on(async move {
                     let addr = MirrorSystem::new(host, RetryPolicy::default()).start();
                     (Engine::of(&addr), actix::System::current())
                 });
-                if tx.send(started).is_ok() {
+                if tx.send(Ok(started)).is_ok() {
                     let _ = runner.run();
                 }
             })?;
         let (engine, system) = rx
             .recv()
-            .map_err(|_| std::io::Error::other("the mirroring engine did not start"))?;
+            .map_err(|_| std::io::Error::other("the mirroring engine did not start"))??;
         Ok(EngineRuntime {
             engine,
             system,
@@ -153,5 +172,26 @@ impl EngineRuntime {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source connection's reader, spawned by a fetcher on the engine's thread, runs on a
+    /// worker: on the engine's thread its reads held every actor there.
+    #[test]
+    fn what_the_engine_spawns_runs_off_its_thread() {
+        let runner = engine_system().expect("the engine's system");
+        let (engine_thread, spawned) = runner.block_on(async {
+            let spawned = tokio::spawn(async {
+                let here = std::thread::current();
+                (here.id(), here.name().map(str::to_string))
+            });
+            (std::thread::current().id(), spawned.await.expect("ran"))
+        });
+        assert_ne!(spawned.0, engine_thread);
+        assert_eq!(spawned.1.as_deref(), Some("kmirror-io"));
     }
 }
