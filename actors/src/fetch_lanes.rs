@@ -7,18 +7,22 @@
 //! one round trip was enough. Across a distant link the reserve's lanes are therefore opened
 //! as soon as the distance is known ([`lanes_to_open`]).
 //!
-//! The distance is the quickest answer, with a backlog, to a Fetch that asked every partition
-//! from below the high watermark its last answer showed: the source had records there and
-//! answered at once, so it took the round trip and the transfer of what it brought (and, on a
-//! new lane, the handshake that opening ahead saves: the first answers decide, before a lane
-//! is used twice). Any other Fetch may have been held by the source for up to
-//! `fetch.wait.max.ms` (a long poll): an idle mirror on a near source looked 500 ms away, and
-//! one whose long poll ended with a producer's burst 68 ms.
+//! The distance is the quicker of two measures, whichever comes first:
+//! - the round trip of lane 0's handshake: its ApiVersions, which a source answers at once.
+//!   A fetcher asks for it as it starts (lane 0 carries its first Fetch anyway), so its
+//!   reserve opens about two round trips after the start; judged on answers alone, it opened
+//!   two seconds after a catch-up's start across 150 ms, after a steady producer's first
+//!   records, whose pieces then waited for their connections (70 KB in 465 ms, not 155);
+//! - the quickest answer, with a backlog, to a Fetch that asked every partition from below
+//!   the high watermark its last answer showed: the source had records there and answered at
+//!   once (for a fetcher whose lane 0 did not open). Any other Fetch may have been held by
+//!   the source for up to `fetch.wait.max.ms` (a long poll): an idle mirror on a near source
+//!   looked 500 ms away, and one whose long poll ended with a producer's burst 68 ms.
 
 use std::ops::Range;
 
-/// The quickest answer with a backlog (ms) from which a link counts as distant and the
-/// reserve's lanes are opened ahead: below it a handshake of two or three round trips costs
+/// The distance (ms, the module's doc) from which a link counts as distant and the reserve's
+/// lanes are opened ahead: below it a handshake of two or three round trips costs
 /// a Fetch under 60 ms, and the source keeps no connection that nothing uses.
 pub const OPEN_AHEAD_MS: u64 = 20;
 
@@ -30,6 +34,12 @@ pub fn lanes_to_open(quickest_ms: Option<u64>, reserve: usize) -> Range<usize> {
         Some(ms) if ms >= OPEN_AHEAD_MS => 1..reserve.saturating_add(1),
         _ => 1..1,
     }
+}
+
+/// The link's distance (ms) from the handshake's round trip and the quickest answer with a
+/// backlog to a Fetch answered at once: the quicker of those measured.
+pub fn distance_ms(handshake_ms: Option<u64>, quickest_ms: Option<u64>) -> Option<u64> {
+    handshake_ms.into_iter().chain(quickest_ms).min()
 }
 
 #[cfg(test)]
@@ -45,5 +55,18 @@ mod tests {
         assert_eq!(lanes_to_open(Some(20), 8), 1..9);
         assert_eq!(lanes_to_open(Some(150), 4), 1..5);
         assert_eq!(lanes_to_open(Some(150), 0), 1..1, "no reserve");
+    }
+
+    /// Whichever measure came, the quicker of both once both did.
+    #[test]
+    fn the_distance_is_the_quicker_measure() {
+        assert_eq!(distance_ms(None, None), None);
+        assert_eq!(distance_ms(Some(151), None), Some(151));
+        assert_eq!(distance_ms(None, Some(300)), Some(300));
+        assert_eq!(
+            distance_ms(Some(2), Some(500)),
+            Some(2),
+            "a near source's long poll"
+        );
     }
 }

@@ -32,7 +32,7 @@
 
 use super::ports::FetcherProgress;
 use super::ports::PortFuture;
-use crate::fetch_lanes::lanes_to_open;
+use crate::fetch_lanes::{distance_ms, lanes_to_open};
 use crate::fetch_pacing::{
     AnswerSample, FetchPacing, INITIAL_IN_FLIGHT, PacingLimits, PacingReport,
 };
@@ -88,8 +88,9 @@ pub trait FetcherPorts: 'static {
     /// Where to fetch the partition from next ([`crate::host::next_fetch`] on its log).
     fn next_fetch(&self, key: &TopicPartition) -> Result<FetchRequest, Cause>;
     /// Opens connection `lane` to the source broker (made if it is not yet) without a Fetch, so
-    /// the first Fetch on it does not wait for the handshake.
-    fn connect(&self, lane: usize) -> PortFuture<Result<(), Cause>>;
+    /// the first Fetch on it does not wait for the handshake; how long the handshake's
+    /// ApiVersions took to be answered (a round trip with no wait at the source).
+    fn connect(&self, lane: usize) -> PortFuture<Result<Duration, Cause>>;
     /// One Fetch to the source broker covering every partition asked, on connection `lane`
     /// (Fetches in flight together use different lanes), asking for at most `max_bytes`.
     fn fetch(
@@ -253,6 +254,10 @@ pub struct Fetcher<P: FetcherPorts> {
     used: BTreeSet<usize>,
     /// The reserve's lanes were asked to open ahead ([`lanes_to_open`]): it happens once.
     reserve_opened: bool,
+    /// Lane 0's connection was asked for its handshake's round trip: it happens once.
+    handshake_asked: bool,
+    /// The round trip lane 0's handshake measured (ms; crate::fetch_lanes).
+    handshake_ms: Option<u64>,
     /// The quickest answer that showed a backlog (ms), not throttled, to a Fetch the source
     /// answered at once: the link's round trip with no wait at the source (crate::fetch_lanes).
     quickest_backlog_ms: Option<u64>,
@@ -308,6 +313,8 @@ impl<P: FetcherPorts> Fetcher<P> {
             reserved: BTreeSet::new(),
             used: BTreeSet::new(),
             reserve_opened: false,
+            handshake_asked: false,
+            handshake_ms: None,
             quickest_backlog_ms: None,
             reserve,
             fetches: 0,
@@ -474,10 +481,28 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// ([`lanes_to_open`]) that no Fetch used yet, each once: a lane whose connection opened
     /// counts as used. One that failed to open is left to its first Fetch, which reports why.
     fn open_lanes(&mut self, ctx: &mut Context<Self>) {
-        if self.reserve_opened {
+        if self.reserve_opened || self.reserve == 0 {
             return;
         }
-        let lanes = lanes_to_open(self.quickest_backlog_ms, self.reserve);
+        if !self.handshake_asked {
+            // Lane 0 carries the first Fetch anyway: asking it opens no connection of its own.
+            self.handshake_asked = true;
+            let connect = self.ports.connect(0);
+            ctx.spawn(connect.into_actor(self).map(|opened, fetcher, ctx| match opened {
+                Ok(took) => {
+                    fetcher.used.insert(0);
+                    fetcher.handshake_ms = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+                    fetcher.open_lanes(ctx);
+                }
+                Err(cause) => {
+                    tracing::debug!(reason = %cause.message, "lane 0's connection did not open");
+                }
+            }));
+        }
+        let lanes = lanes_to_open(
+            distance_ms(self.handshake_ms, self.quickest_backlog_ms),
+            self.reserve,
+        );
         self.reserve_opened = !lanes.is_empty();
         for lane in lanes {
             if self.used.contains(&lane) {
@@ -486,7 +511,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             let connect = self.ports.connect(lane);
             ctx.spawn(connect.into_actor(self).map(move |opened, fetcher, _| {
                 match opened {
-                    Ok(()) => {
+                    Ok(_) => {
                         fetcher.used.insert(lane);
                     }
                     Err(cause) => {

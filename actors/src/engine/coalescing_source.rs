@@ -235,7 +235,10 @@ impl<S: Source> Source for CoalescingSource<S> {
             .list_offsets(leader, topic, partition, timestamp, isolation)
     }
 
-    fn connect(&self, broker: i32) -> impl Future<Output = Result<(), ClientError>> {
+    fn connect(
+        &self,
+        broker: i32,
+    ) -> impl Future<Output = Result<std::time::Duration, ClientError>> {
         self.inner.connect(broker)
     }
 

@@ -120,9 +120,15 @@ pub trait Source: Send + Sync + 'static {
         isolation: Isolation,
     ) -> impl Future<Output = Result<(i64, i32), ClientError>>;
     /// Opens the connection to broker `broker` (with its handshake) if it is not open yet, so
-    /// the next request there does not wait for it: a fetcher opens the lanes it will soon use
-    /// across a distant link ahead of time (docs/design.md §4, "Lanes opened ahead").
-    fn connect(&self, broker: i32) -> impl Future<Output = Result<(), ClientError>>;
+    /// the next request there does not wait for it, and tells how long the handshake's
+    /// ApiVersions took to be answered (when the connection was made): a round trip with no
+    /// wait at the broker. A fetcher judges the link's distance by it, and opens the lanes it
+    /// will soon use across a distant link ahead of time (docs/design.md §4, "Lanes opened
+    /// ahead").
+    fn connect(
+        &self,
+        broker: i32,
+    ) -> impl Future<Output = Result<std::time::Duration, ClientError>>;
     /// One consumer Fetch at broker `leader`.
     fn fetch(
         &self,

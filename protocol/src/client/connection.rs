@@ -51,6 +51,8 @@ pub struct Connection {
     next_correlation: AtomicI32,
     client_id: StrBytes,
     request_timeout: Duration,
+    /// How long the handshake's ApiVersions took to be answered.
+    handshake_round_trip: Duration,
     reader: JoinHandle<()>,
 }
 
@@ -226,6 +228,7 @@ impl Connection {
         let client_id = StrBytes::from_string(config.client_id.clone());
         // With TLS 1.3 the source judges the client certificate after the handshake: its
         // refusal arrives as an alert on the first read.
+        let asked = std::time::Instant::now();
         let versions = Connection::api_versions(&mut stream, broker, &client_id)
             .await
             .map_err(|e| match e {
@@ -239,6 +242,7 @@ impl Connection {
                 }
                 other => other,
             })?;
+        let handshake_round_trip = asked.elapsed();
         if let Some(sasl) = &config.sasl {
             Connection::authenticate(
                 &mut stream,
@@ -321,6 +325,7 @@ impl Connection {
             next_correlation: AtomicI32::new(1),
             client_id,
             request_timeout: config.request_timeout,
+            handshake_round_trip,
             reader,
         })
     }
@@ -453,6 +458,12 @@ impl Connection {
     /// The broker's address.
     pub fn broker(&self) -> &str {
         &self.broker
+    }
+
+    /// How long the handshake's ApiVersions took to be answered: a round trip to the broker
+    /// with no wait there (a broker answers it at once, unlike a Fetch it may hold).
+    pub fn handshake_round_trip(&self) -> Duration {
+        self.handshake_round_trip
     }
 
     /// Whether the socket still works.

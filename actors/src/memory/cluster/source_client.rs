@@ -186,9 +186,12 @@ impl Source for MemorySourceClient {
         std::future::ready(answer)
     }
 
-    fn connect(&self, _broker: i32) -> impl Future<Output = Result<(), ClientError>> {
-        // An in-memory cluster has no connection to open: reachable or not.
-        std::future::ready(self.cluster().map(|_| ()))
+    fn connect(
+        &self,
+        _broker: i32,
+    ) -> impl Future<Output = Result<std::time::Duration, ClientError>> {
+        // An in-memory cluster has no connection to open: reachable or not, and no distance.
+        std::future::ready(self.cluster().map(|_| std::time::Duration::ZERO))
     }
 
     fn fetch(
