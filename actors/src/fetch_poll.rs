@@ -11,7 +11,8 @@
 //!
 //! Polls spread those Fetches in time instead: while a partition near the source's end grows
 //! by [`MIN_POLL_BATCHES`] batches or more per round trip, a Fetch ahead of it leaves every
-//! third of a round trip ([`spacing_ms`]), from where the log is expected to end when the poll
+//! third of a round trip, or sooner for a partition whose polls would otherwise ask more than
+//! [`POLL_MAX_BYTES`] ([`spacing_ms`]), from where the log is expected to end when the poll
 //! before it reaches the source, less half a spacing's growth, so the two overlap rather than
 //! leave a gap ([`Growth::poll_start`]), and no further than a [`poll_step`] past the poll
 //! before it (or the log end), so one held back leaves no gap either. The source answers it at
@@ -83,13 +84,13 @@ impl Growth {
         self.per_ms
     }
 
-    /// Where a poll sent at `now_ms` starts, across a link of `round_trip_ms`: where the log is
-    /// expected to end when the poll before it (a [`spacing_ms`] earlier) reaches the source,
-    /// less half a spacing's growth, so the two overlap; `None` while the growth is unmeasured
-    /// or nil.
-    pub fn poll_start(&self, now_ms: u64, round_trip_ms: u64) -> Option<i64> {
+    /// Where a poll sent at `now_ms` starts, across a link of `round_trip_ms`, polls leaving
+    /// `spacing_ms` apart ([`spacing_ms`]): where the log is expected to end when the poll
+    /// before it (a spacing earlier) reaches the source, less half a spacing's growth, so the
+    /// two overlap; `None` while the growth is unmeasured or nil.
+    pub fn poll_start(&self, now_ms: u64, round_trip_ms: u64, spacing_ms: u64) -> Option<i64> {
         let per_ms = self.per_ms.filter(|r| *r > 0.0)?;
-        let spacing = spacing_ms(round_trip_ms) as f64;
+        let spacing = spacing_ms as f64;
         let before =
             now_ms.saturating_add(round_trip_ms / 2) as f64 - spacing * 1.5 - self.latest.1 as f64;
         Some(
@@ -120,10 +121,25 @@ pub fn read_at(
         .then(|| sent_ms.saturating_add(round_trip_ms / 2))
 }
 
+/// The most bytes a poll asks for (its batches and slack): one window of a distant source's
+/// connection (Kafka's default `socket.send.buffer.bytes`, 100 KiB) less room for the answer's
+/// framing, so its answer crosses in one round trip. Polls of 126 KB, after a producer's
+/// start-up burst made its growth look a quarter faster than it was, took two round trips
+/// (305 ms at 150 ms), and their records waited that long.
+pub const POLL_MAX_BYTES: usize = 96 * 1024;
+
 /// How long after one poll of a partition the next may leave (ms): a third of a round trip, so
-/// a record waits that long at most for a poll to reach the source.
-pub fn spacing_ms(round_trip_ms: u64) -> u64 {
-    (round_trip_ms / 3).max(1)
+/// a record waits that long at most for a poll to reach the source; sooner when the partition,
+/// growing `per_ms` offsets per ms, grows by more than `most_step` offsets in a spacing and a
+/// half (a poll's step, [`poll_step`]): a faster partition is polled more often, not in larger
+/// polls, so each poll's answer crosses in one round trip.
+pub fn spacing_ms(round_trip_ms: u64, per_ms: f64, most_step: i64) -> u64 {
+    let third = (round_trip_ms / 3).max(1);
+    if per_ms <= 0.0 {
+        return third;
+    }
+    let fits = (most_step.max(1) as f64 / (1.5 * per_ms)).floor() as u64;
+    third.min(fits).max(1)
 }
 
 /// Whether a partition growing `per_ms` offsets per ms, in batches of `batch` offsets, is
@@ -156,19 +172,21 @@ pub fn most_polls(reserve: usize, behind: bool) -> usize {
     }
 }
 
-/// The offsets a poll asks for, in batches of `batch` offsets: a step ([`poll_step`]), so a
-/// poll held back brings as much as the next may skip, and the batch its start falls in (the
-/// source answers from that batch's start). About a window at 1 MB/s across 150 ms: each
-/// crosses in one round trip (asking two spacings' growth and more, each took two).
-pub fn poll_offsets(per_ms: f64, round_trip_ms: u64, batch: i64) -> i64 {
-    poll_step(per_ms, round_trip_ms).saturating_add(batch.max(1))
+/// The offsets a poll asks for, in batches of `batch` offsets, polls leaving `spacing_ms`
+/// apart: a step ([`poll_step`]), so a poll held back brings as much as the next may skip, and
+/// the batch its start falls in (the source answers from that batch's start). Within
+/// [`POLL_MAX_BYTES`] by its spacing, so each crosses in one round trip (asking two spacings'
+/// growth and more, each took two).
+pub fn poll_offsets(per_ms: f64, spacing_ms: u64, batch: i64) -> i64 {
+    poll_step(per_ms, spacing_ms).saturating_add(batch.max(1))
 }
 
-/// How far past the poll before it a poll starts at most: what the log grows by in a spacing
-/// and a half, where the poll before it ends when sent a spacing earlier (its answer runs from
-/// half a spacing's growth before the log end then to the log end at its arrival).
-pub fn poll_step(per_ms: f64, round_trip_ms: u64) -> i64 {
-    (per_ms * 1.5 * spacing_ms(round_trip_ms) as f64).floor() as i64
+/// How far past the poll before it a poll starts at most, polls leaving `spacing_ms` apart:
+/// what the log grows by in a spacing and a half, where the poll before it ends when sent a
+/// spacing earlier (its answer runs from half a spacing's growth before the log end then to
+/// the log end at its arrival).
+pub fn poll_step(per_ms: f64, spacing_ms: u64) -> i64 {
+    (per_ms * 1.5 * spacing_ms as f64).floor() as i64
 }
 
 #[cfg(test)]
@@ -206,7 +224,7 @@ mod tests {
         growth.saw(200, 200);
         // One offset per ms, read at 200 ms; sent at 230 ms across 150 ms, the poll before it
         // (at 180 ms) reaches the source at 255 ms: 200 + 55, less 25.
-        assert_eq!(growth.poll_start(230, 150), Some(230));
+        assert_eq!(growth.poll_start(230, 150, 50), Some(230));
     }
 
     #[test]
@@ -214,7 +232,7 @@ mod tests {
         let mut growth = Growth::new(100, 0);
         growth.saw(100, 200);
         assert_eq!(growth.per_ms(), Some(0.0));
-        assert_eq!(growth.poll_start(300, 150), None);
+        assert_eq!(growth.poll_start(300, 150, 50), None);
         assert!(!worth_polling(0.0, 10, 150));
         // One batch of 63 per 63 ms: about two per round trip of 150 ms.
         assert!(worth_polling(1.0, 63, 150));
@@ -224,9 +242,10 @@ mod tests {
 
     #[test]
     fn polls_leave_every_third_of_a_round_trip() {
-        assert_eq!(spacing_ms(150), 50);
-        assert_eq!(spacing_ms(1), 1);
-        assert_eq!(poll_step(1.0, 150), 75);
+        assert_eq!(spacing_ms(150, 1.0, 75), 50);
+        assert_eq!(spacing_ms(1, 1.0, 75), 1);
+        assert_eq!(spacing_ms(150, 0.0, 75), 50, "not growing");
+        assert_eq!(poll_step(1.0, 50), 75);
         assert_eq!(read_at(1_000, 1_180, Some(150), false, false), Some(1_075));
         assert_eq!(
             read_at(1_000, 1_180, Some(150), true, false),
@@ -244,6 +263,21 @@ mod tests {
             None,
             "it may have waited"
         );
-        assert_eq!(poll_offsets(1.0, 150, 10), 85);
+        assert_eq!(poll_offsets(1.0, 50, 10), 85);
+    }
+
+    /// A partition whose polls every third of a round trip would ask more than a window is
+    /// polled more often: each poll's step stays within what it may hold.
+    #[test]
+    fn a_faster_partition_is_polled_more_often_not_in_larger_polls() {
+        // 1.28 offsets per ms, 40 offsets a step at most: 20 ms apart, not 50.
+        assert_eq!(spacing_ms(150, 1.28, 40), 20);
+        assert!(poll_step(1.28, 20) <= 40);
+        assert_eq!(
+            spacing_ms(150, 1.0, 75),
+            50,
+            "a third of a round trip holds it"
+        );
+        assert_eq!(spacing_ms(150, 1_000.0, 1), 1, "a millisecond at least");
     }
 }

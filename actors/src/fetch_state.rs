@@ -42,7 +42,8 @@
 //!   clock.
 
 use crate::fetch_poll::{
-    Growth, POLL_BEHIND_ROUND_TRIPS, most_polls, poll_offsets, poll_step, spacing_ms, worth_polling,
+    Growth, POLL_BEHIND_ROUND_TRIPS, POLL_MAX_BYTES, most_polls, poll_offsets, poll_step,
+    spacing_ms, worth_polling,
 };
 use crate::host::{FetchResponse, TopicPartition};
 use bytes::Bytes;
@@ -122,6 +123,15 @@ impl Span {
         bytes
             .saturating_add(slack(self.batch_bytes))
             .max(self.batch_bytes)
+    }
+
+    /// The most offsets a poll's step may hold ([`crate::fetch_poll::poll_step`]): what a poll
+    /// of [`POLL_MAX_BYTES`] brings besides the batch its start falls in ([`Span::ask`] the
+    /// other way round), a batch at least (larger batches cross in more round trips whatever
+    /// is asked).
+    fn most_poll_step(&self) -> i64 {
+        let room = POLL_MAX_BYTES.saturating_sub(slack(self.batch_bytes)) as f64;
+        ((room / self.per_offset()).floor() as i64 - self.batch).max(self.batch.max(1))
     }
 }
 
@@ -323,6 +333,15 @@ impl PartitionFetchState {
     /// watermark seen, a partition after its producer's start-up batches and the mirror's
     /// first epoch bump was read in pieces of a whole answer for 6-8 s at 150 ms, lagging
     /// 1-2 s, where polls beside the pieces caught it up in 2.
+    /// How long after one poll the next leaves (ms), across a link of `round_trip_ms`
+    /// ([`spacing_ms`]): a third of it, sooner when the partition's growth would make its polls
+    /// ask more than [`POLL_MAX_BYTES`].
+    fn poll_spacing(&self, round_trip_ms: u64) -> u64 {
+        let per_ms = self.growth.and_then(|g| g.per_ms()).unwrap_or(0.0);
+        let most_step = self.span.map_or(i64::MAX, |span| span.most_poll_step());
+        spacing_ms(round_trip_ms, per_ms, most_step)
+    }
+
     fn pollable(&self, round_trip_ms: u64) -> bool {
         let (Some(growth), Some(span), Some(end)) = (self.growth, self.span, self.log_end) else {
             return false;
@@ -483,7 +502,7 @@ impl FetchState {
             let ((_, sent_ms), round_trip_ms) = (state.polled?, round_trip_ms?);
             state
                 .pollable(round_trip_ms)
-                .then(|| sent_ms.saturating_add(spacing_ms(round_trip_ms)))
+                .then(|| sent_ms.saturating_add(state.poll_spacing(round_trip_ms)))
         });
         self.partitions
             .values()
@@ -579,12 +598,12 @@ impl FetchState {
         if self.polls_in_flight(None) >= most_polls(lanes.reserve, false) {
             return None;
         }
-        let spacing = spacing_ms(round_trip_ms);
         let (key, start, bytes) = self
             .partitions
             .iter()
             .filter(|(_, state)| state.pollable(round_trip_ms) && !state.held(now_ms))
             .filter_map(|(key, state)| {
+                let spacing = state.poll_spacing(round_trip_ms);
                 let due = state.polled.map_or(0, |(_, at)| at.saturating_add(spacing));
                 let ahead = self.ahead.get(key);
                 if due > now_ms
@@ -605,13 +624,13 @@ impl FetchState {
                     .filter(|start| ahead.is_some_and(|a| a.contains_key(start)))
                     .unwrap_or(end);
                 let start = growth
-                    .poll_start(now_ms, round_trip_ms)?
-                    .min(anchor.saturating_add(poll_step(per_ms, round_trip_ms)));
+                    .poll_start(now_ms, round_trip_ms, spacing)?
+                    .min(anchor.saturating_add(poll_step(per_ms, spacing)));
                 let asked = ahead
                     .and_then(|a| a.keys().next_back().copied())
                     .unwrap_or(end)
                     .max(end);
-                let offsets = poll_offsets(per_ms, round_trip_ms, span.batch);
+                let offsets = poll_offsets(per_ms, spacing, span.batch);
                 let bytes = span.ask(offsets).min(max_bytes);
                 (start > asked).then_some((due, key, start, bytes))
             })
@@ -1861,6 +1880,43 @@ mod tests {
             .collect();
         assert_eq!(pieces, [1_055], "below the first poll");
         assert_eq!(state.unpolled_to(&steady, 1_000, 1_900), 1_075);
+    }
+
+    /// A partition that grows faster than polls a third of a round trip apart can bring within
+    /// a window is polled more often, each poll asking [`POLL_MAX_BYTES`] at most, and each
+    /// starting no further than its step past the one before (no gap): polls of 126 KB took
+    /// two round trips across 150 ms.
+    #[test]
+    fn a_faster_partition_is_polled_more_often_within_a_window() {
+        let mut state = attached(&["fast"]);
+        let fast = key("fast");
+        let span = Some(Span {
+            offsets: 100,
+            batch: 16,
+            batch_bytes: 16 * 1024,
+            bytes: 100 * 1024 + 8 * 1024,
+        });
+        let lanes = AheadLanes {
+            reserve: 8,
+            ..lanes(32, 8)
+        };
+        // 1.28 offsets (1.3 KB) per ms: a step of 72 offsets at most, polls 37 ms apart.
+        state.saw_high_watermark(&fast, 1_000, 0);
+        state.saw_high_watermark(&fast, 1_256, 200);
+        state.noted(&fast, 1_250, span, false, 1_256);
+        let mut sent: Vec<(u64, i64)> = Vec::new();
+        for now in 200..=400 {
+            if let Some((_, start, bytes)) = state.next_poll(150, lanes, usize::MAX, now) {
+                assert!(bytes <= POLL_MAX_BYTES, "{bytes} bytes at {now} ms");
+                sent.push((now, start));
+            }
+        }
+        let times: Vec<u64> = sent.iter().map(|(at, _)| *at).collect();
+        assert_eq!(times, [200, 237, 274, 311, 348, 385], "{sent:?}");
+        assert!(
+            sent.windows(2).all(|w| w[1].1 - w[0].1 <= 72),
+            "each within its step of the one before: {sent:?}"
+        );
     }
 
     /// Polls share the reserve's lanes but two across partitions; a partition whose polls are

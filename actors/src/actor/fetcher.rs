@@ -88,9 +88,10 @@ pub trait FetcherPorts: 'static {
     /// Where to fetch the partition from next ([`crate::host::next_fetch`] on its log).
     fn next_fetch(&self, key: &TopicPartition) -> Result<FetchRequest, Cause>;
     /// Opens connection `lane` to the source broker (made if it is not yet) without a Fetch, so
-    /// the first Fetch on it does not wait for the handshake; how long the handshake's
-    /// ApiVersions took to be answered (a round trip with no wait at the source).
-    fn connect(&self, lane: usize) -> PortFuture<Result<Duration, Cause>>;
+    /// the first Fetch on it does not wait for the handshake; the quickest round trip of a
+    /// request the source answered at once on it ([`crate::host::Source::connect`]), `None`
+    /// when the host cannot tell.
+    fn connect(&self, lane: usize) -> PortFuture<Result<Option<Duration>, Cause>>;
     /// One Fetch to the source broker covering every partition asked, on connection `lane`
     /// (Fetches in flight together use different lanes), asking for at most `max_bytes`.
     fn fetch(
@@ -254,10 +255,10 @@ pub struct Fetcher<P: FetcherPorts> {
     used: BTreeSet<usize>,
     /// The reserve's lanes were asked to open ahead ([`lanes_to_open`]): it happens once.
     reserve_opened: bool,
-    /// Lane 0's connection was asked for its handshake's round trip: it happens once.
-    handshake_asked: bool,
-    /// The round trip lane 0's handshake measured (ms; crate::fetch_lanes).
-    handshake_ms: Option<u64>,
+    /// Lane 0's connection was asked for its quickest round trip: it happens once.
+    connection_asked: bool,
+    /// The quickest round trip lane 0's connection measured (ms; crate::fetch_lanes).
+    connection_ms: Option<u64>,
     /// The quickest answer that showed a backlog (ms), not throttled, to a Fetch the source
     /// answered at once: the link's round trip with no wait at the source (crate::fetch_lanes).
     quickest_backlog_ms: Option<u64>,
@@ -313,8 +314,8 @@ impl<P: FetcherPorts> Fetcher<P> {
             reserved: BTreeSet::new(),
             used: BTreeSet::new(),
             reserve_opened: false,
-            handshake_asked: false,
-            handshake_ms: None,
+            connection_asked: false,
+            connection_ms: None,
             quickest_backlog_ms: None,
             reserve,
             fetches: 0,
@@ -484,14 +485,15 @@ impl<P: FetcherPorts> Fetcher<P> {
         if self.reserve_opened || self.reserve == 0 {
             return;
         }
-        if !self.handshake_asked {
+        if !self.connection_asked {
             // Lane 0 carries the first Fetch anyway: asking it opens no connection of its own.
-            self.handshake_asked = true;
+            self.connection_asked = true;
             let connect = self.ports.connect(0);
             ctx.spawn(connect.into_actor(self).map(|opened, fetcher, ctx| match opened {
                 Ok(took) => {
                     fetcher.used.insert(0);
-                    fetcher.handshake_ms = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
+                    fetcher.connection_ms =
+                        took.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX));
                     fetcher.open_lanes(ctx);
                 }
                 Err(cause) => {
@@ -500,7 +502,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             }));
         }
         let lanes = lanes_to_open(
-            distance_ms(self.handshake_ms, self.quickest_backlog_ms),
+            distance_ms(self.connection_ms, self.quickest_backlog_ms),
             self.reserve,
         );
         self.reserve_opened = !lanes.is_empty();

@@ -238,7 +238,7 @@ impl<S: Source> Source for CoalescingSource<S> {
     fn connect(
         &self,
         broker: i32,
-    ) -> impl Future<Output = Result<std::time::Duration, ClientError>> {
+    ) -> impl Future<Output = Result<Option<std::time::Duration>, ClientError>> {
         self.inner.connect(broker)
     }
 

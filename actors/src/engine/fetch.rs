@@ -246,7 +246,7 @@ impl<H: Host> FetcherPorts for EngineFetcherPorts<H> {
         })
     }
 
-    fn connect(&self, lane: usize) -> PortFuture<Result<std::time::Duration, Cause>> {
+    fn connect(&self, lane: usize) -> PortFuture<Result<Option<std::time::Duration>, Cause>> {
         let (lanes, leader) = (self.lanes.clone(), self.leader);
         Box::pin(async move {
             let source = lanes.lane(lane).map_err(|e| cause(&e))?;

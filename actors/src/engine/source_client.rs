@@ -34,9 +34,9 @@ impl Source for SourceClient {
         SourceClient::list_offsets(self, leader, topic, partition, timestamp, isolation)
     }
 
-    async fn connect(&self, broker: i32) -> Result<std::time::Duration, ClientError> {
+    async fn connect(&self, broker: i32) -> Result<Option<std::time::Duration>, ClientError> {
         let connection = SourceClient::broker(self, broker).await?;
-        Ok(connection.handshake_round_trip())
+        Ok(Some(connection.quickest_round_trip()))
     }
 
     fn fetch(

@@ -120,15 +120,15 @@ pub trait Source: Send + Sync + 'static {
         isolation: Isolation,
     ) -> impl Future<Output = Result<(i64, i32), ClientError>>;
     /// Opens the connection to broker `broker` (with its handshake) if it is not open yet, so
-    /// the next request there does not wait for it, and tells how long the handshake's
-    /// ApiVersions took to be answered (when the connection was made): a round trip with no
-    /// wait at the broker. A fetcher judges the link's distance by it, and opens the lanes it
-    /// will soon use across a distant link ahead of time (docs/design.md §4, "Lanes opened
-    /// ahead").
+    /// the next request there does not wait for it, and tells the quickest round trip of the
+    /// requests the broker answered at once on it (the handshake's ApiVersions, Metadata; not a
+    /// Fetch, which it may hold), or `None` if the host cannot tell. A fetcher judges the
+    /// link's distance by it, and opens the lanes it will soon use across a distant link ahead
+    /// of time (docs/design.md §4, "Lanes opened ahead"); with `None` it judges by its answers.
     fn connect(
         &self,
         broker: i32,
-    ) -> impl Future<Output = Result<std::time::Duration, ClientError>>;
+    ) -> impl Future<Output = Result<Option<std::time::Duration>, ClientError>>;
     /// One consumer Fetch at broker `leader`.
     fn fetch(
         &self,

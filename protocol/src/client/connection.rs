@@ -19,7 +19,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Message, Request, StrBytes};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -51,8 +51,9 @@ pub struct Connection {
     next_correlation: AtomicI32,
     client_id: StrBytes,
     request_timeout: Duration,
-    /// How long the handshake's ApiVersions took to be answered.
-    handshake_round_trip: Duration,
+    /// The quickest round trip (µs) of the requests answered: the handshake's ApiVersions,
+    /// then every request since.
+    quickest_round_trip_us: AtomicU64,
     reader: JoinHandle<()>,
 }
 
@@ -325,7 +326,7 @@ impl Connection {
             next_correlation: AtomicI32::new(1),
             client_id,
             request_timeout: config.request_timeout,
-            handshake_round_trip,
+            quickest_round_trip_us: AtomicU64::new(micros(handshake_round_trip)),
             reader,
         })
     }
@@ -460,10 +461,12 @@ impl Connection {
         &self.broker
     }
 
-    /// How long the handshake's ApiVersions took to be answered: a round trip to the broker
-    /// with no wait there (a broker answers it at once, unlike a Fetch it may hold).
-    pub fn handshake_round_trip(&self) -> Duration {
-        self.handshake_round_trip
+    /// The quickest round trip of the requests answered on this connection (its handshake's
+    /// ApiVersions, then every request since): the distance to the broker. No answer comes
+    /// quicker; one can come late (a Fetch the broker held, a busy broker), which overstates
+    /// it only while it is the one sample.
+    pub fn quickest_round_trip(&self) -> Duration {
+        Duration::from_micros(self.quickest_round_trip_us.load(Ordering::Relaxed))
     }
 
     /// Whether the socket still works.
@@ -504,6 +507,7 @@ impl Connection {
         if !self.is_alive() {
             return Err(closed());
         }
+        let asked = std::time::Instant::now();
         self.sender
             .send(Outgoing {
                 correlation_id,
@@ -523,9 +527,17 @@ impl Connection {
                 });
             }
         };
+        // No answer comes quicker than the distance: a late one (a Fetch held at the broker, a
+        // busy broker) only leaves the quickest as it was.
+        self.quickest_round_trip_us
+            .fetch_min(micros(asked.elapsed()), Ordering::Relaxed);
         let response = decode::<R::Response>(&self.broker, api, version, correlation_id, payload)?;
         Ok((version, response))
     }
+}
+
+fn micros(took: Duration) -> u64 {
+    u64::try_from(took.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// One SaslAuthenticate round trip.
@@ -568,7 +580,7 @@ fn pick_version(versions: &HashMap<i16, (i16, i16)>, key: i16, ours: (i16, i16))
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Buf;
+    use bytes::{Buf, BufMut};
 
     #[test]
     fn versions_are_the_newest_common_one() {
@@ -577,6 +589,55 @@ mod tests {
         assert_eq!(pick_version(&versions, 1, (0, 3)), None);
         assert_eq!(pick_version(&versions, 3, (10, 13)), Some(12));
         assert_eq!(pick_version(&versions, 97, (0, 0)), None);
+    }
+
+    /// A late first answer (a broker busy as the connection opened) does not stay the
+    /// connection's distance: the next answer, at once, is.
+    #[tokio::test]
+    async fn the_quickest_round_trip_is_kept() {
+        use kafka_protocol::messages::api_versions_response::ApiVersion;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bound");
+        let address = listener.local_addr().expect("address").to_string();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.expect("accepted");
+            let mut late = Duration::from_millis(150);
+            while let Ok(mut request) = read_frame(&mut stream).await {
+                request.advance(4);
+                let correlation_id = request.get_i32();
+                tokio::time::sleep(std::mem::take(&mut late)).await;
+                let answer = ApiVersionsResponse::default().with_api_keys(vec![
+                    ApiVersion::default()
+                        .with_api_key(API_VERSIONS_KEY)
+                        .with_max_version(3),
+                ]);
+                let mut body = BytesMut::new();
+                body.put_i32(correlation_id);
+                answer.encode(&mut body, 3).expect("encodes");
+                let mut framed = BytesMut::new();
+                framed.put_i32(i32::try_from(body.len()).expect("small"));
+                framed.extend_from_slice(&body);
+                stream.write_all(&framed).await.expect("written");
+            }
+        });
+        let connection = Connection::connect(&address, &ClientConfig::plaintext(&address), None)
+            .await
+            .expect("connected");
+        assert!(
+            connection.quickest_round_trip() >= Duration::from_millis(150),
+            "one sample, late: {:?}",
+            connection.quickest_round_trip()
+        );
+        connection
+            .send("ApiVersions", &ApiVersionsRequest::default(), 3)
+            .await
+            .expect("answered");
+        assert!(
+            connection.quickest_round_trip() < Duration::from_millis(100),
+            "the quicker answer: {:?}",
+            connection.quickest_round_trip()
+        );
     }
 
     #[test]

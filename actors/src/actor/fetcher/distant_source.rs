@@ -143,11 +143,11 @@ impl FetcherPorts for DistantSource {
         })
     }
 
-    fn connect(&self, lane: usize) -> PortFuture<Result<Duration, Cause>> {
+    fn connect(&self, lane: usize) -> PortFuture<Result<Option<Duration>, Cause>> {
         let open_at = self.open_at(lane);
         Box::pin(async move {
             tokio::time::sleep_until(open_at).await;
-            Ok(ROUND_TRIP)
+            Ok(Some(ROUND_TRIP))
         })
     }
 

@@ -189,9 +189,9 @@ impl Source for MemorySourceClient {
     fn connect(
         &self,
         _broker: i32,
-    ) -> impl Future<Output = Result<std::time::Duration, ClientError>> {
-        // An in-memory cluster has no connection to open: reachable or not, and no distance.
-        std::future::ready(self.cluster().map(|_| std::time::Duration::ZERO))
+    ) -> impl Future<Output = Result<Option<std::time::Duration>, ClientError>> {
+        // An in-memory cluster has no connection to open, nor a round trip to tell.
+        std::future::ready(self.cluster().map(|_| None))
     }
 
     fn fetch(
