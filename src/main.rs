@@ -371,6 +371,18 @@ fn init_logs(json: bool) {
     }
 }
 
+/// Transparent huge pages off for this process. The allocator advises them for its segments,
+/// and the first touch of each fresh 2 MiB page zeroes all of it at once: a catch-up whose
+/// Fetches in flight grow allocates hundreds of megabytes of answer buffers, and on a virtual
+/// machine that backs memory on first touch that zeroing ran at 185 MB/s, held both cores for
+/// up to a second and doubled the mirror's CPU per GB (docs/design.md §11, "Memory").
+fn disable_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
+        tracing::warn!(error = %e, "transparent huge pages could not be turned off for this process");
+    }
+}
+
 fn run_broker(path: &Path) -> ExitCode {
     let config = std::fs::read_to_string(path)
         .map_err(|e| format!("{}: {e}", path.display()))
@@ -386,6 +398,7 @@ fn run_broker(path: &Path) -> ExitCode {
         }
     };
     init_logs(config.log_json);
+    disable_huge_pages();
     for key in unknown {
         tracing::warn!(key, "unknown configuration key ignored");
     }

@@ -1011,6 +1011,44 @@ async fn a_partition_behind_among_many_idle_ones_is_read_ahead() {
     );
 }
 
+/// A caught-up partition's Fetch does not wait for a new connection while the reserve has an
+/// open lane free: beside a partition far behind on lane 0, across a distant link whose reserve
+/// opened ahead, it goes on the reserve, not on lane 9, the pacing's next lane, never opened
+/// (failed before: right after the pacing grew, a steady partition's Fetch took 623 ms at
+/// 150 ms, four round trips, waiting for its connection).
+#[actix_rt::test]
+async fn a_caught_up_partition_takes_an_open_lane_of_the_reserve_over_a_new_one() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    {
+        let mut s = source.0.borrow_mut();
+        s.answers.insert(key("far"), [Ok(records())].into());
+        s.delays.insert(key("far"), Duration::from_secs(2));
+        s.long_poll = Some(Duration::from_millis(500));
+        s.handshake = Some(Duration::from_millis(150));
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    let fetcher = start_with(&source, 10, 16);
+    attach(&fetcher, "far", &reports).await;
+    // Lane 0's round trip, then the reserve's connections: open 300 ms in.
+    pause(400).await;
+    attach(&fetcher, "idle", &reports).await;
+    pause(100).await;
+    let s = source.0.borrow();
+    let idle: Vec<usize> = s
+        .fetches
+        .iter()
+        .zip(&s.lanes)
+        .filter(|(partitions, _)| partitions.contains(&key("idle")))
+        .map(|(_, (lane, _))| *lane)
+        .collect();
+    assert!(
+        !idle.is_empty() && idle.iter().all(|lane| (1..=8).contains(lane)),
+        "the idle partition's Fetches on the reserve's open lanes: {idle:?} (lanes {:?})",
+        s.lanes
+    );
+}
+
 /// Across a distant link the fetcher opens ahead the connections of the reserve's lanes (1
 /// to 8 under a ceiling of 16) that no Fetch used, each once: judged by an answer with a
 /// backlog that took 100 ms (lane 0's round trip not measured: its connection did not open
