@@ -40,6 +40,23 @@ pub fn lanes_to_open(quickest_ms: Option<u64>, reserve: usize) -> Range<usize> {
     }
 }
 
+/// Whether caught-up partitions' own Fetch goes on the reserve instead of the pacing's free
+/// lane (docs/design.md §4, "Near the source's end: the reserve"): that lane's connection is
+/// not open (`pacing_lane_open` false: a handshake of two or three round trips first) while a
+/// free lane of the reserve's is (`reserve_lane_open`), and of the reserve's `reserve_busy`
+/// lanes, those not carrying one of its `polls` stay under the two the polls leave
+/// (`crate::fetch_poll::most_polls`): found by review, caught-up partitions' Fetches, each
+/// possibly held at the source for `fetch.wait.max.ms`, took four lanes of the reserve, and
+/// polls that were due waited.
+pub fn warm_reserve(
+    pacing_lane_open: bool,
+    reserve_lane_open: bool,
+    reserve_busy: usize,
+    polls: usize,
+) -> bool {
+    !pacing_lane_open && reserve_lane_open && reserve_busy.saturating_sub(polls) < 2
+}
+
 /// The link's distance (ms) from lane 0's connection's quickest round trip and the quickest
 /// answer with a backlog to a Fetch answered at once: the quicker of those measured.
 pub fn distance_ms(connection_ms: Option<u64>, quickest_ms: Option<u64>) -> Option<u64> {
@@ -59,6 +76,23 @@ mod tests {
         assert_eq!(lanes_to_open(Some(20), 8), 1..9);
         assert_eq!(lanes_to_open(Some(150), 4), 1..5);
         assert_eq!(lanes_to_open(Some(150), 0), 1..1, "no reserve");
+    }
+
+    /// A new lane's handshake is spared only on an open lane of the reserve, and only while
+    /// the reserve keeps its polls' lanes.
+    #[test]
+    fn caught_up_fetches_take_the_reserve_over_a_new_lane_within_two() {
+        assert!(warm_reserve(false, true, 0, 0));
+        assert!(warm_reserve(false, true, 5, 4), "one besides the polls");
+        assert!(
+            !warm_reserve(false, true, 2, 0),
+            "two besides the polls already"
+        );
+        assert!(!warm_reserve(true, true, 0, 0), "the pacing's lane is open");
+        assert!(
+            !warm_reserve(false, false, 0, 0),
+            "no open lane of the reserve free"
+        );
     }
 
     /// Whichever measure came, the quicker of both once both did.

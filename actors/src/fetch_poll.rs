@@ -125,21 +125,39 @@ pub fn read_at(
 /// connection (Kafka's default `socket.send.buffer.bytes`, 100 KiB) less room for the answer's
 /// framing, so its answer crosses in one round trip. Polls of 126 KB, after a producer's
 /// start-up burst made its growth look a quarter faster than it was, took two round trips
-/// (305 ms at 150 ms), and their records waited that long.
+/// (305 ms at 150 ms), and their records waited that long. Polls grow past it only where the
+/// polls allowed in flight could not follow the partition otherwise ([`least_spacing_ms`]),
+/// or its batches are larger than a step of this holds.
 pub const POLL_MAX_BYTES: usize = 96 * 1024;
 
 /// How long after one poll of a partition the next may leave (ms): a third of a round trip, so
 /// a record waits that long at most for a poll to reach the source; sooner when the partition,
 /// growing `per_ms` offsets per ms, grows by more than `most_step` offsets in a spacing and a
 /// half (a poll's step, [`poll_step`]): a faster partition is polled more often, not in larger
-/// polls, so each poll's answer crosses in one round trip.
-pub fn spacing_ms(round_trip_ms: u64, per_ms: f64, most_step: i64) -> u64 {
+/// polls, so each poll's answer crosses in one round trip. Never sooner than `least_ms`
+/// ([`least_spacing_ms`]): past what the polls allowed in flight can carry, the polls grow
+/// instead, as a poll's step is what keeps them up with the partition.
+pub fn spacing_ms(round_trip_ms: u64, per_ms: f64, most_step: i64, least_ms: u64) -> u64 {
     let third = (round_trip_ms / 3).max(1);
-    if per_ms <= 0.0 {
-        return third;
+    let fits = if per_ms > 0.0 {
+        (most_step.max(1) as f64 / (1.5 * per_ms)).floor() as u64
+    } else {
+        third
+    };
+    third.min(fits).max(least_ms).max(1)
+}
+
+/// The shortest spacing (ms) of a partition's polls across a link of `round_trip_ms` when
+/// `polled` partitions share `most_polls` polls in flight: each partition's polls in a round
+/// trip stay within its share. Spaced closer, a partition's polls wait for slots and, each
+/// stepping from the one before, fall behind it for good (found by review: a 3 MB/s
+/// partition at 150 ms, polled in 96 KiB every 16 ms with six slots, fell further behind
+/// every second).
+pub fn least_spacing_ms(round_trip_ms: u64, polled: usize, most_polls: usize) -> u64 {
+    if most_polls == 0 {
+        return round_trip_ms;
     }
-    let fits = (most_step.max(1) as f64 / (1.5 * per_ms)).floor() as u64;
-    third.min(fits).max(1)
+    round_trip_ms.saturating_mul(polled.max(1) as u64) / most_polls as u64
 }
 
 /// Whether a partition growing `per_ms` offsets per ms, in batches of `batch` offsets, is
@@ -242,9 +260,9 @@ mod tests {
 
     #[test]
     fn polls_leave_every_third_of_a_round_trip() {
-        assert_eq!(spacing_ms(150, 1.0, 75), 50);
-        assert_eq!(spacing_ms(1, 1.0, 75), 1);
-        assert_eq!(spacing_ms(150, 0.0, 75), 50, "not growing");
+        assert_eq!(spacing_ms(150, 1.0, 75, 0), 50);
+        assert_eq!(spacing_ms(1, 1.0, 75, 0), 1);
+        assert_eq!(spacing_ms(150, 0.0, 75, 0), 50, "not growing");
         assert_eq!(poll_step(1.0, 50), 75);
         assert_eq!(read_at(1_000, 1_180, Some(150), false, false), Some(1_075));
         assert_eq!(
@@ -271,13 +289,36 @@ mod tests {
     #[test]
     fn a_faster_partition_is_polled_more_often_not_in_larger_polls() {
         // 1.28 offsets per ms, 40 offsets a step at most: 20 ms apart, not 50.
-        assert_eq!(spacing_ms(150, 1.28, 40), 20);
+        assert_eq!(spacing_ms(150, 1.28, 40, 0), 20);
         assert!(poll_step(1.28, 20) <= 40);
         assert_eq!(
-            spacing_ms(150, 1.0, 75),
+            spacing_ms(150, 1.0, 75, 0),
             50,
             "a third of a round trip holds it"
         );
-        assert_eq!(spacing_ms(150, 1_000.0, 1), 1, "a millisecond at least");
+        assert_eq!(spacing_ms(150, 1_000.0, 1, 0), 1, "a millisecond at least");
+    }
+
+    /// Past what the polls in flight can carry, polls grow rather than come sooner: a 3 MB/s
+    /// partition alone at 150 ms with six slots is polled every 25 ms, each step of 112
+    /// offsets, six a round trip: 672 offsets where it grows by 450 (16 ms apart, six steps
+    /// of 72 brought 432, and it fell behind for good).
+    #[test]
+    fn polls_keep_up_within_the_slots_they_have() {
+        assert_eq!(least_spacing_ms(150, 1, 6), 25);
+        assert_eq!(
+            least_spacing_ms(150, 4, 6),
+            100,
+            "four partitions share six"
+        );
+        assert_eq!(least_spacing_ms(150, 1, 0), 150);
+        let spacing = spacing_ms(150, 3.0, 72, least_spacing_ms(150, 1, 6));
+        assert_eq!(spacing, 25);
+        assert!(6 * poll_step(3.0, spacing) >= 450);
+        assert_eq!(
+            spacing_ms(150, 1.28, 72, least_spacing_ms(150, 1, 6)),
+            37,
+            "a window each while six slots keep up"
+        );
     }
 }

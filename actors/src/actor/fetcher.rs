@@ -32,7 +32,7 @@
 
 use super::ports::FetcherProgress;
 use super::ports::PortFuture;
-use crate::fetch_lanes::{distance_ms, lanes_to_open};
+use crate::fetch_lanes::{distance_ms, lanes_to_open, warm_reserve};
 use crate::fetch_pacing::{
     AnswerSample, FetchPacing, INITIAL_IN_FLIGHT, PacingLimits, PacingReport,
 };
@@ -342,7 +342,10 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// unless one comes sooner.
     fn wake_for_holds(&mut self, ctx: &mut Context<Self>) {
         let now = self.now_ms();
-        let Some(until) = self.state.next_wake(now, self.pacing.round_trip_ms()) else {
+        let Some(until) =
+            self.state
+                .next_wake(now, self.pacing.round_trip_ms(), self.lanes().reserve)
+        else {
             return;
         };
         if self.wake_at.is_some_and(|at| at <= until && at > now) {
@@ -525,15 +528,17 @@ impl<P: FetcherPorts> Fetcher<P> {
     }
 
     /// Whether caught-up partitions, whose records a producer waits on, go on the reserve
-    /// rather than the pacing's free lane: that lane's connection is not open (no Fetch used it:
-    /// a handshake of two or three round trips first) while a lane of the reserve is free and
-    /// open. Right after the pacing grew to 248 across 150 ms, a steady partition's Fetch went
-    /// on a new lane and took 623 ms, where its others took 155. A new lane is the catch-up's
-    /// to open, whose answers of many round trips hardly feel it.
+    /// rather than the pacing's free lane ([`warm_reserve`]). Right after the pacing grew to
+    /// 248 across 150 ms, a steady partition's Fetch went on a new lane and took 623 ms, where
+    /// its others took 155. A new lane is the catch-up's to open, whose answers of many round
+    /// trips hardly feel it.
     fn warm_reserve_instead(&self) -> bool {
-        !self.used.contains(&self.free_lane(false))
-            && self.reserve_free()
-            && self.used.contains(&self.free_lane(true))
+        warm_reserve(
+            self.used.contains(&self.free_lane(false)),
+            self.reserve_free() && self.used.contains(&self.free_lane(true)),
+            self.reserved.len(),
+            self.state.polls_in_flight(None),
+        )
     }
 
     /// Whether the reserve has a lane free.

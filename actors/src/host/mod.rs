@@ -121,10 +121,13 @@ pub trait Source: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(i64, i32), ClientError>>;
     /// Opens the connection to broker `broker` (with its handshake) if it is not open yet, so
     /// the next request there does not wait for it, and tells the quickest round trip of the
-    /// requests the broker answered at once on it (the handshake's ApiVersions, Metadata; not a
-    /// Fetch, which it may hold), or `None` if the host cannot tell. A fetcher judges the
-    /// link's distance by it, and opens the lanes it will soon use across a distant link ahead
-    /// of time (docs/design.md §4, "Lanes opened ahead"); with `None` it judges by its answers.
+    /// requests answered on it (the handshake's ApiVersions, then every request: none is
+    /// answered quicker than the distance, one the broker held only overstates it), or `None`
+    /// if the host cannot tell. `Some` only for a measured round trip: the quicker of this and
+    /// the answers' measure is taken, so `Some(ZERO)` says the broker is near and keeps the
+    /// lanes from opening ahead across any link. A fetcher judges the link's distance by it,
+    /// and opens the lanes it will soon use across a distant link ahead of time
+    /// (docs/design.md §4, "Lanes opened ahead"); with `None` it judges by its answers.
     fn connect(
         &self,
         broker: i32,
