@@ -88,9 +88,9 @@ pub trait FetcherPorts: 'static {
     /// Where to fetch the partition from next ([`crate::host::next_fetch`] on its log).
     fn next_fetch(&self, key: &TopicPartition) -> Result<FetchRequest, Cause>;
     /// Opens connection `lane` to the source broker (made if it is not yet) without a Fetch, so
-    /// the first Fetch on it does not wait for the handshake; the quickest round trip of a
-    /// request the source answered at once on it ([`crate::host::Source::connect`]), `None`
-    /// when the host cannot tell.
+    /// the first Fetch on it does not wait for the handshake; the quickest round trip of the
+    /// requests answered on it ([`crate::host::Source::connect`]), `None` when the host cannot
+    /// tell.
     fn connect(&self, lane: usize) -> PortFuture<Result<Option<Duration>, Cause>>;
     /// One Fetch to the source broker covering every partition asked, on connection `lane`
     /// (Fetches in flight together use different lanes), asking for at most `max_bytes`.
