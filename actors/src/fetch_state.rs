@@ -1895,12 +1895,9 @@ mod tests {
         assert_eq!(state.unpolled_to(&steady, 1_000, 1_900), 1_075);
     }
 
-    /// A partition that grows faster than polls a third of a round trip apart can bring within
-    /// a window is polled more often, each poll asking [`POLL_MAX_BYTES`] at most, and each
-    /// starting no further than its step past the one before (no gap): polls of 126 KB took
-    /// two round trips across 150 ms.
-    #[test]
-    fn a_faster_partition_is_polled_more_often_within_a_window() {
+    /// One partition in batches of 16 KiB (16 offsets), grown by `grown` offsets in its first
+    /// 200 ms and caught up at 200 ms, 10 below its high watermark, on a reserve of 8.
+    fn polled_at(grown: i64) -> (FetchState, AheadLanes) {
         let mut state = attached(&["fast"]);
         let fast = key("fast");
         let span = Some(Span {
@@ -1909,14 +1906,24 @@ mod tests {
             batch_bytes: 16 * 1024,
             bytes: 100 * 1024 + 8 * 1024,
         });
+        state.saw_high_watermark(&fast, 1_000, 0);
+        state.saw_high_watermark(&fast, 1_000 + grown, 200);
+        state.noted(&fast, 990 + grown, span, false, 1_000 + grown);
         let lanes = AheadLanes {
             reserve: 8,
             ..lanes(32, 8)
         };
+        (state, lanes)
+    }
+
+    /// A partition that grows faster than polls a third of a round trip apart can bring within
+    /// a window is polled more often, each poll asking [`POLL_MAX_BYTES`] at most, and each
+    /// starting no further than its step past the one before (no gap): polls of 126 KB took
+    /// two round trips across 150 ms.
+    #[test]
+    fn a_faster_partition_is_polled_more_often_within_a_window() {
         // 1.28 offsets (1.3 KB) per ms: a step of 72 offsets at most, polls 37 ms apart.
-        state.saw_high_watermark(&fast, 1_000, 0);
-        state.saw_high_watermark(&fast, 1_256, 200);
-        state.noted(&fast, 1_250, span, false, 1_256);
+        let (mut state, lanes) = polled_at(256);
         let mut sent: Vec<(u64, i64)> = Vec::new();
         for now in 200..=400 {
             if let Some((_, start, bytes)) = state.next_poll(150, lanes, usize::MAX, now) {
@@ -1938,22 +1945,8 @@ mod tests {
     /// further behind every second, and was never judged behind).
     #[test]
     fn a_partition_too_fast_for_polls_of_a_window_gets_larger_ones() {
-        let mut state = attached(&["fast"]);
-        let fast = key("fast");
-        let span = Some(Span {
-            offsets: 100,
-            batch: 16,
-            batch_bytes: 16 * 1024,
-            bytes: 100 * 1024 + 8 * 1024,
-        });
-        let lanes = AheadLanes {
-            reserve: 8,
-            ..lanes(32, 8)
-        };
         // 3 offsets (3 KB) per ms: 72 offsets a window, 16 ms apart; six slots keep up at 25.
-        state.saw_high_watermark(&fast, 1_000, 0);
-        state.saw_high_watermark(&fast, 1_600, 200);
-        state.noted(&fast, 1_590, span, false, 1_600);
+        let (mut state, lanes) = polled_at(600);
         let times: Vec<u64> = (200..=400)
             .filter(|now| state.next_poll(150, lanes, usize::MAX, *now).is_some())
             .collect();
