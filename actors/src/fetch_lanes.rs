@@ -23,6 +23,7 @@
 //!   the source for up to `fetch.wait.max.ms` (a long poll): an idle mirror on a near source
 //!   looked 500 ms away, and one whose long poll ended with a producer's burst 68 ms.
 
+use crate::fetch_poll::RESERVE_BESIDE_POLLS;
 use std::ops::Range;
 
 /// The distance (ms, the module's doc) from which a link counts as distant and the reserve's
@@ -54,7 +55,9 @@ pub fn warm_reserve(
     reserve_busy: usize,
     polls: usize,
 ) -> bool {
-    !pacing_lane_open && reserve_lane_open && reserve_busy.saturating_sub(polls) < 2
+    !pacing_lane_open
+        && reserve_lane_open
+        && reserve_busy.saturating_sub(polls) < RESERVE_BESIDE_POLLS
 }
 
 /// The link's distance (ms) from lane 0's connection's quickest round trip and the quickest

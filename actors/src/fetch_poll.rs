@@ -184,11 +184,14 @@ pub const POLL_BEHIND_ROUND_TRIPS: f64 = 1.5;
 /// filling a gap below its polls; none on a reserve under three.
 pub fn most_polls(reserve: usize, behind: bool) -> usize {
     if behind {
-        (reserve / 2).min(reserve.saturating_sub(2))
+        (reserve / 2).min(reserve.saturating_sub(RESERVE_BESIDE_POLLS))
     } else {
-        reserve.saturating_sub(2)
+        reserve.saturating_sub(RESERVE_BESIDE_POLLS)
     }
 }
+
+/// The reserve's lanes polls leave to other Fetches ([`most_polls`]).
+pub const RESERVE_BESIDE_POLLS: usize = 2;
 
 /// The offsets a poll asks for, in batches of `batch` offsets, polls leaving `spacing_ms`
 /// apart: a step ([`poll_step`]), so a poll held back brings as much as the next may skip, and

@@ -324,6 +324,16 @@ impl PartitionFetchState {
         self.held_until_ms.is_some_and(|until| until > now_ms)
     }
 
+    /// How long after one poll the next leaves (ms), across a link of `round_trip_ms`
+    /// ([`spacing_ms`]): a third of it, sooner when the partition's growth would make its polls
+    /// ask more than [`POLL_MAX_BYTES`], never sooner than `least_ms`
+    /// ([`FetchState::least_poll_spacing`]).
+    fn poll_spacing(&self, round_trip_ms: u64, least_ms: u64) -> u64 {
+        let per_ms = self.growth.and_then(|g| g.per_ms()).unwrap_or(0.0);
+        let most_step = self.span.map_or(i64::MAX, |span| span.most_poll_step());
+        spacing_ms(round_trip_ms, per_ms, most_step, least_ms)
+    }
+
     /// Whether it is polled at the source's end across a link of `round_trip_ms`
     /// ([`worth_polling`]: fast, across a distant link), caught up, or behind by less than
     /// [`POLL_BEHIND_ROUND_TRIPS`] round trips' growth below the high watermark seen: one
@@ -486,21 +496,16 @@ impl FetchState {
         self.drop_ahead(key);
     }
 
-    /// How long after one poll of `state` the next leaves (ms), across a link of
-    /// `round_trip_ms` with a reserve of `reserve` lanes ([`spacing_ms`]): a third of it, sooner
-    /// when the partition's growth would make its polls ask more than [`POLL_MAX_BYTES`], but
-    /// not so soon that the partitions polled together need more polls in flight than the
-    /// reserve allows ([`least_spacing_ms`]).
-    fn poll_spacing(&self, state: &PartitionFetchState, round_trip_ms: u64, reserve: usize) -> u64 {
-        let per_ms = state.growth.and_then(|g| g.per_ms()).unwrap_or(0.0);
-        let most_step = state.span.map_or(i64::MAX, |span| span.most_poll_step());
+    /// The shortest spacing of any partition's polls across a link of `round_trip_ms` with a
+    /// reserve of `reserve` lanes ([`least_spacing_ms`]: the partitions polled together share
+    /// the polls the reserve allows in flight). Counted once per decision, not per partition.
+    fn least_poll_spacing(&self, round_trip_ms: u64, reserve: usize) -> u64 {
         let polled = self
             .partitions
             .values()
             .filter(|s| s.pollable(round_trip_ms))
             .count();
-        let least = least_spacing_ms(round_trip_ms, polled, most_polls(reserve, false));
-        spacing_ms(round_trip_ms, per_ms, most_step, least)
+        least_spacing_ms(round_trip_ms, polled, most_polls(reserve, false))
     }
 
     /// When the earliest hold ends, or the next poll is due across a link of `round_trip_ms`
@@ -511,11 +516,12 @@ impl FetchState {
         round_trip_ms: Option<u64>,
         reserve: usize,
     ) -> Option<u64> {
+        let least = round_trip_ms.map(|rt| self.least_poll_spacing(rt, reserve));
         let polls = self.partitions.values().filter_map(|state| {
-            let ((_, sent_ms), round_trip_ms) = (state.polled?, round_trip_ms?);
+            let ((_, sent_ms), round_trip_ms, least) = (state.polled?, round_trip_ms?, least?);
             state
                 .pollable(round_trip_ms)
-                .then(|| sent_ms.saturating_add(self.poll_spacing(state, round_trip_ms, reserve)))
+                .then(|| sent_ms.saturating_add(state.poll_spacing(round_trip_ms, least)))
         });
         self.partitions
             .values()
@@ -611,12 +617,13 @@ impl FetchState {
         if self.polls_in_flight(None) >= most_polls(lanes.reserve, false) {
             return None;
         }
+        let least = self.least_poll_spacing(round_trip_ms, lanes.reserve);
         let (key, start, bytes) = self
             .partitions
             .iter()
             .filter(|(_, state)| state.pollable(round_trip_ms) && !state.held(now_ms))
             .filter_map(|(key, state)| {
-                let spacing = self.poll_spacing(state, round_trip_ms, lanes.reserve);
+                let spacing = state.poll_spacing(round_trip_ms, least);
                 let due = state.polled.map_or(0, |(_, at)| at.saturating_add(spacing));
                 let ahead = self.ahead.get(key);
                 if due > now_ms
