@@ -66,6 +66,17 @@ pub fn distance_ms(connection_ms: Option<u64>, quickest_ms: Option<u64>) -> Opti
     connection_ms.into_iter().chain(quickest_ms).min()
 }
 
+/// The round trip polls are timed by (ms): the quicker of the pacing's (its quickest small
+/// answer on an open lane) and the link's distance ([`distance_ms`]), whichever are measured.
+/// The pacing's alone was wrong for a distant mirror's first second and a half: its first
+/// small answer had waited on a new lane's handshake and a long poll (458 ms across 150), so a
+/// steady partition's polls left one per round trip and its growth was read 150 ms late (half
+/// again too fast: its polls overshot). Every measure here is a quickest, so none is shorter
+/// than the link.
+pub fn link_round_trip_ms(pacing_ms: Option<u64>, distance_ms: Option<u64>) -> Option<u64> {
+    pacing_ms.into_iter().chain(distance_ms).min()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +120,15 @@ mod tests {
             Some(2),
             "a near source's long poll"
         );
+    }
+
+    /// A late first answer does not time the polls once the link's distance is known.
+    #[test]
+    fn polls_are_timed_by_the_quicker_round_trip() {
+        assert_eq!(link_round_trip_ms(None, None), None);
+        assert_eq!(link_round_trip_ms(Some(458), None), Some(458));
+        assert_eq!(link_round_trip_ms(Some(458), Some(151)), Some(151));
+        assert_eq!(link_round_trip_ms(None, Some(151)), Some(151));
+        assert_eq!(link_round_trip_ms(Some(150), Some(151)), Some(150));
     }
 }

@@ -255,8 +255,8 @@ impl FetchPacing {
         self.target.min(partitions).max(1)
     }
 
-    /// The round trip to the source: the quickest answer under [`SMALL_ANSWER_BYTES`] so far
-    /// (ms), once there was one.
+    /// The round trip to the source: the quickest answer under [`SMALL_ANSWER_BYTES`] on a lane
+    /// already open so far (ms), once there was one.
     pub fn round_trip_ms(&self) -> Option<u64> {
         self.round_trip_ms
     }
@@ -279,7 +279,8 @@ impl FetchPacing {
     /// A Fetch was answered; at the end of an interval, the decision and what it measured.
     pub fn answered(&mut self, answer: AnswerSample) -> Option<PacingReport> {
         let latency = answer.answered_ms.saturating_sub(answer.sent_ms);
-        if answer.size < SMALL_ANSWER_BYTES {
+        // A new lane's first answer waited on its handshake too.
+        if answer.size < SMALL_ANSWER_BYTES && !answer.new_lane {
             self.round_trip_ms = Some(self.round_trip_ms.map_or(latency, |r| r.min(latency)));
         }
         self.latest_ms = self.latest_ms.max(answer.answered_ms);
@@ -827,5 +828,19 @@ mod tests {
         }
         let rtts: Vec<_> = reports.iter().map(|r| r.round_trip_ms).collect();
         assert_eq!(rtts, [None, Some(40)]);
+    }
+
+    /// A new lane's first answer, which waited on the handshake, is no round trip.
+    #[test]
+    fn a_new_lanes_answer_is_no_round_trip() {
+        let mut pacing = FetchPacing::new(LIMITS);
+        let handshake = AnswerSample {
+            new_lane: true,
+            ..sample(0, 450, 10)
+        };
+        assert!(pacing.answered(handshake).is_none());
+        assert_eq!(pacing.round_trip_ms(), None);
+        assert!(pacing.answered(sample(450, 600, 10)).is_none());
+        assert_eq!(pacing.round_trip_ms(), Some(150));
     }
 }

@@ -47,7 +47,9 @@ pub struct Growth {
     latest: (i64, u64),
     /// The sighting the next measurement is taken from.
     base: (i64, u64),
-    /// Offsets per ms, once measured.
+    /// The last measurement (offsets per ms).
+    sample: Option<f64>,
+    /// Offsets per ms, once measured: the lesser of the last two measurements.
     per_ms: Option<f64>,
 }
 
@@ -57,6 +59,7 @@ impl Growth {
         Growth {
             latest: (high_watermark, read_ms),
             base: (high_watermark, read_ms),
+            sample: None,
             per_ms: None,
         }
     }
@@ -65,7 +68,13 @@ impl Growth {
     /// read before it (answers of Fetches in flight together come in any order; a source whose
     /// log was truncated answers polls OFFSET_OUT_OF_RANGE, and the growth is dropped); the
     /// greatest seen, read at least [`GROWTH_SAMPLE_MS`] after the last measurement's base,
-    /// measures the growth since (halfway between the last figure and the new one).
+    /// measures the growth since. The figure is the lesser of the last two measurements: a
+    /// fall shows at once, a rise once two measurements in a row show it, so a burst (half a
+    /// megabyte written at once, which one measurement took for a rate half again or twice
+    /// the producer's) leaves the polls where they were. From a burst's figure they overshot
+    /// the log end, the growth was measured afresh, and for most of a second the partition
+    /// was fetched a round trip at a time (lag up to 518 ms at 150 ms). A figure too low
+    /// costs less: the polls start below the log end and bring some records twice.
     pub fn saw(&mut self, high_watermark: i64, read_ms: u64) {
         if high_watermark < self.latest.0 {
             return;
@@ -74,8 +83,21 @@ impl Growth {
         let elapsed = self.latest.1.saturating_sub(self.base.1);
         if elapsed >= GROWTH_SAMPLE_MS {
             let sample = (self.latest.0 - self.base.0) as f64 / elapsed as f64;
-            self.per_ms = Some(self.per_ms.map_or(sample, |r| (r + sample) / 2.0));
+            self.per_ms = self.sample.map(|last| last.min(sample));
+            self.sample = Some(sample);
             self.base = self.latest;
+        }
+    }
+
+    /// A growth of `per_ms` offsets per ms, the greatest high watermark seen `high_watermark`,
+    /// read at `read_ms`: as two measurements would leave it.
+    #[cfg(test)]
+    pub fn measured(high_watermark: i64, read_ms: u64, per_ms: f64) -> Growth {
+        Growth {
+            latest: (high_watermark, read_ms),
+            base: (high_watermark, read_ms),
+            sample: Some(per_ms),
+            per_ms: Some(per_ms),
         }
     }
 
@@ -222,11 +244,16 @@ mod tests {
         // Answers arrive out of order: the greatest high watermark and its read count.
         growth.saw(1_200, 200);
         growth.saw(1_150, 150);
+        assert_eq!(growth.per_ms(), None, "one measurement is not enough");
+        growth.saw(1_400, 400);
         assert_eq!(growth.per_ms(), Some(1.0));
-        growth.saw(1_800, 400);
-        assert_eq!(growth.per_ms(), Some(2.0), "halfway between 1 and 3");
+        growth.saw(2_000, 600);
+        assert_eq!(growth.per_ms(), Some(1.0), "one burst does not show");
         growth.saw(1_800, 600);
-        assert_eq!(growth.per_ms(), Some(1.0), "a still log halves it");
+        growth.saw(2_600, 800);
+        assert_eq!(growth.per_ms(), Some(3.0), "a rise two measurements show");
+        growth.saw(2_600, 1_000);
+        assert_eq!(growth.per_ms(), Some(0.0), "a still log shows at once");
     }
 
     #[test]
@@ -241,8 +268,7 @@ mod tests {
 
     #[test]
     fn a_poll_starts_where_the_one_before_it_is_expected_to_end() {
-        let mut growth = Growth::new(0, 0);
-        growth.saw(200, 200);
+        let growth = Growth::measured(200, 200, 1.0);
         // One offset per ms, read at 200 ms; sent at 230 ms across 150 ms, the poll before it
         // (at 180 ms) reaches the source at 255 ms: 200 + 55, less 25.
         assert_eq!(growth.poll_start(230, 150, 50), Some(230));
@@ -252,8 +278,9 @@ mod tests {
     fn a_still_partition_is_not_polled() {
         let mut growth = Growth::new(100, 0);
         growth.saw(100, 200);
+        growth.saw(100, 400);
         assert_eq!(growth.per_ms(), Some(0.0));
-        assert_eq!(growth.poll_start(300, 150, 50), None);
+        assert_eq!(growth.poll_start(500, 150, 50), None);
         assert!(!worth_polling(0.0, 10, 150));
         // One batch of 63 per 63 ms: about two per round trip of 150 ms.
         assert!(worth_polling(1.0, 63, 150));

@@ -26,7 +26,8 @@
 //!   ([`slack`]; the source answers a Fetch from the batch holding its offset), and none from
 //!   the high watermark the partition's answers showed or past it (the source has nothing
 //!   there) but polls at the source's end ([`FetchState::next_poll`],
-//!   [`crate::fetch_poll`]). A gap two answers leave between them is asked for before
+//!   [`crate::fetch_poll`]) and, for a partition near the end whose growth is not measured
+//!   yet, one tail from that high watermark. A gap two answers leave between them is asked for before
 //!   anything further ([`FetchState::next_ahead`]). Their answers wait here until the log
 //!   end reaches them; then the batches from the log end on are applied as the answer to a
 //!   fetch from there would be (the source returns the same batches from the one holding the
@@ -403,6 +404,22 @@ fn edges(response: &FetchResponse) -> Option<(i64, i64)> {
     Some((first.base_offset(), end))
 }
 
+/// Whether a poll that would start at `stepped` (a poll's step past the one before it) starts
+/// at the source's predicted end instead, the partition growing `per_ms` across a link of
+/// `round_trip_ms` and its source's high watermark seen at `high_watermark`: when the source
+/// already holds more than [`JUMP_ROUND_TRIPS`] round trips' growth past it (a burst). Polls stepping there, each
+/// a step and a half's growth past the one before, would gain on the log end by half the
+/// growth: after half a megabyte written at once at 1 MB/s, polls stepped through it for 870
+/// ms, lag up to 441 ms at 150 ms. Pieces bring the space between in a round trip.
+fn jumps(high_watermark: i64, stepped: i64, per_ms: f64, round_trip_ms: u64) -> bool {
+    high_watermark.saturating_sub(stepped) as f64 > per_ms * round_trip_ms as f64 * JUMP_ROUND_TRIPS
+}
+
+/// How many round trips' growth past a poll's step the source must hold for the poll to jump
+/// ([`jumps`]): a partition whose polls just started is a round trip's growth behind or so,
+/// and polls that jumped there left gaps of a few batches, each fetched a round trip later.
+const JUMP_ROUND_TRIPS: f64 = 2.0;
+
 /// A fetcher's partitions and the round-robin cursor.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FetchState {
@@ -418,6 +435,10 @@ pub struct FetchState {
     /// is gone yet are dropped as new ones come: [`Self::polls_of`] reads them through the
     /// Fetches ahead).
     polls: BTreeMap<TopicPartition, std::collections::BTreeSet<i64>>,
+    /// The latest poll of each partition that started at the source's predicted end rather
+    /// than a step past the poll before it ([`jumps`]): what lies below it, past the polls
+    /// before it, is a backlog.
+    jumps: BTreeMap<TopicPartition, i64>,
     /// Bytes fetched ahead that the log end had passed when it reached them, so far.
     fetched_twice: u64,
 }
@@ -455,6 +476,7 @@ impl FetchState {
         self.partitions.remove(key);
         self.ahead.remove(key);
         self.polls.remove(key);
+        self.jumps.remove(key);
         self.behind.remove(key);
     }
 
@@ -559,14 +581,22 @@ impl FetchState {
     }
 
     /// Where what `key`'s own Fetches and pieces must bring, from `end` on, ends at a source
-    /// whose high watermark is `high_watermark`: there, or at the first poll in flight or
-    /// waiting that starts past `end`, if lower (what lies past it is the polls' to bring, not
-    /// a backlog).
+    /// whose high watermark is `high_watermark`: there, or, if lower, at the poll that jumped
+    /// to the source's end past a burst, while it is in flight or waiting past `end`, or else
+    /// at the first poll in flight or waiting that starts past `end` (what lies past it is the
+    /// polls' to bring, not a backlog).
     pub fn unpolled_to(&self, key: &TopicPartition, end: i64, high_watermark: i64) -> i64 {
-        self.polls_of(key)
-            .map(|(start, _)| start)
-            .find(|start| *start > end)
-            .map_or(high_watermark, |poll| poll.min(high_watermark))
+        let jump = self
+            .jumps
+            .get(key)
+            .copied()
+            .filter(|jump| *jump > end && self.is_poll(key, *jump));
+        jump.or_else(|| {
+            self.polls_of(key)
+                .map(|(start, _)| start)
+                .find(|start| *start > end)
+        })
+        .map_or(high_watermark, |poll| poll.min(high_watermark))
     }
 
     /// The polls of `key` still in flight or waiting for the log end, in offset order: the
@@ -618,7 +648,7 @@ impl FetchState {
             return None;
         }
         let least = self.least_poll_spacing(round_trip_ms, lanes.reserve);
-        let (key, start, bytes) = self
+        let (key, start, bytes, jumped) = self
             .partitions
             .iter()
             .filter(|(_, state)| state.pollable(round_trip_ms) && !state.held(now_ms))
@@ -643,21 +673,32 @@ impl FetchState {
                     .map(|(start, _)| start)
                     .filter(|start| ahead.is_some_and(|a| a.contains_key(start)))
                     .unwrap_or(end);
-                let start = growth
-                    .poll_start(now_ms, round_trip_ms, spacing)?
-                    .min(anchor.saturating_add(poll_step(per_ms, spacing)));
+                let stepped = anchor.saturating_add(poll_step(per_ms, spacing));
+                let predicted = growth.poll_start(now_ms, round_trip_ms, spacing)?;
+                let start = if jumps(state.high_watermark, stepped, per_ms, round_trip_ms) {
+                    predicted
+                } else {
+                    predicted.min(stepped)
+                };
                 let asked = ahead
                     .and_then(|a| a.keys().next_back().copied())
                     .unwrap_or(end)
                     .max(end);
                 let offsets = poll_offsets(per_ms, spacing, span.batch);
                 let bytes = span.ask(offsets).min(max_bytes);
-                (start > asked).then_some((due, key, start, bytes))
+                let jumped = start > stepped;
+                (start > asked).then_some((due, key, start, bytes, jumped))
             })
-            .min_by_key(|(due, _, _, _)| *due)
-            .map(|(_, key, start, bytes)| (key.clone(), start, bytes))?;
+            .min_by_key(|(due, _, _, _, _)| *due)
+            .map(|(_, key, start, bytes, jumped)| (key.clone(), start, bytes, jumped))?;
         if let Some(state) = self.partitions.get_mut(&key) {
             state.polled = Some((start, now_ms));
+            // What lies between the polls before it and this one is a backlog, read in pieces.
+            if jumped {
+                state.backlog = true;
+                self.behind.insert(key.clone());
+                self.jumps.insert(key.clone(), start);
+            }
         }
         self.ahead
             .entry(key.clone())
@@ -841,13 +882,19 @@ impl FetchState {
             return max_bytes;
         };
         if !state.backlog {
-            return match (lanes.reserve, state.span) {
+            let piece = match (lanes.reserve, state.span) {
                 (0, _) => max_bytes,
                 (_, Some(span)) => MIN_PIECE_BYTES.max(span.batch_bytes).min(max_bytes),
                 // Never answered: one piece finds out whether it is behind in one round trip,
                 // instead of holding its lane for an answer of `fetch.max.bytes`.
                 (_, None) => MIN_PIECE_BYTES.min(max_bytes),
             };
+            // Up to the first Fetch ahead (a poll), however far: a piece ending short of it
+            // left a gap of a batch or two, fetched a round trip later while the polls'
+            // answers waited on it.
+            return self
+                .to_next_ahead(key, state)
+                .map_or(piece, |to| to.min(max_bytes));
         }
         match (state.piece(self.pieces_of(state, lanes)), state.span) {
             (Some(piece), Some(span)) if piece != span => piece
@@ -975,6 +1022,10 @@ impl FetchState {
                 } else {
                     i64::try_from(count).unwrap_or(i64::MAX)
                 };
+                if start >= bound && self.tails(key, state, bound) {
+                    let bytes = POLL_MAX_BYTES.max(span.ask(span.batch));
+                    return (count < max_ahead).then_some((order, key, bound, bytes));
+                }
                 (count < max_ahead && start < bound).then_some((order, key, start, span.bytes))
             })
             .min_by_key(|(order, _, _, _)| *order)
@@ -987,6 +1038,22 @@ impl FetchState {
             polls.remove(&start);
         }
         Some((key, start, bytes))
+    }
+
+    /// Whether `key`, its pieces reaching `bound` (the high watermark seen), is also fetched
+    /// from there (a tail): near the source's end, its growth not measured yet (so not
+    /// polled), read in pieces (a backlog its own Fetch alone brings is no burst), nothing
+    /// asked from `bound` on. A producer's first burst is otherwise read in
+    /// rounds: each round's pieces end at the high watermark the round before showed, and
+    /// what came meanwhile waits for the next (a round trip and a half to two, 300-450 ms at
+    /// 150 ms, for the second or so the growth takes to measure). The source answers the tail
+    /// with what came since it read that watermark, or holds it until something comes.
+    fn tails(&self, key: &TopicPartition, state: &PartitionFetchState, bound: i64) -> bool {
+        state.near()
+            && state.growth.and_then(|g| g.per_ms()).is_none()
+            && self.ahead.get(key).is_some_and(|ahead| {
+                ahead.range(..bound).next().is_some() && ahead.range(bound..).next().is_none()
+            })
     }
 
     /// The Fetch ahead of `key` from `start` was answered: with batches to keep, or not
@@ -1106,6 +1173,7 @@ impl FetchState {
     pub fn drop_ahead(&mut self, key: &TopicPartition) {
         self.ahead.remove(key);
         self.polls.remove(key);
+        self.jumps.remove(key);
     }
 
     /// Fetches ahead of `key`, in flight or waiting.
@@ -1170,6 +1238,19 @@ mod tests {
             total,
             reserve: 0,
         }
+    }
+
+    /// `key`'s growth measured at `per_ms`, the latest high watermark seen `high_watermark`,
+    /// read at `read_ms`.
+    fn measured(
+        state: &mut FetchState,
+        key: &TopicPartition,
+        high_watermark: i64,
+        read_ms: u64,
+        per_ms: f64,
+    ) {
+        state.partitions.get_mut(key).expect("attached").growth =
+            Some(Growth::measured(high_watermark, read_ms, per_ms));
     }
 
     fn key(topic: &str) -> TopicPartition {
@@ -1656,18 +1737,26 @@ mod tests {
         assert_eq!(pieces.len(), 16);
         assert_eq!(pieces[0], (95, 105), "inside the own answer's last batch");
         assert_eq!(pieces[15], (1_595, 105));
-        // 200 behind: pieces of about 64 KiB at least, in whole batches (60 offsets), none from
-        // the high watermark on.
+        // 200 behind: pieces of about 64 KiB at least, in whole batches (60 offsets), and, its
+        // growth not measured yet, a tail from the high watermark, of a poll's bytes at most.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 200);
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 60 * 1024);
+        assert_eq!(
+            starts(&mut state),
+            [(55, 65), (115, 65), (175, 65), (200, 96)]
+        );
+        // Its growth measured: none from the high watermark on (polls go there, if any).
+        state.drop_ahead(&a);
+        measured(&mut state, &a, 200, 0, 0.1);
         assert_eq!(starts(&mut state), [(55, 65), (115, 65), (175, 65)]);
         // Far behind: whole spans, as before.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 1_000_000);
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 1 << 20);
         assert_eq!(starts(&mut state)[..2], [(995, 1005), (1_995, 1005)]);
-        // Caught up: its whole span.
+        // Caught up: its whole span (up to a Fetch ahead, were one past its log end).
+        state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), false, 5);
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 1 << 20);
         // Batches of 100 KiB: pieces of four batches at least (the half batch more each Fetch
@@ -1811,7 +1900,7 @@ mod tests {
             "growth not measured yet"
         );
         for (key, grown) in growing {
-            state.saw_high_watermark(key, 1_000 + grown, 200);
+            measured(&mut state, key, 1_000 + grown, 200, grown as f64 / 200.0);
         }
         state.noted(&steady, 1_150, span, false, 1_200);
         // One offset per ms, read at 200 ms: the poll before (none yet, else at 150 ms)
@@ -1848,10 +1937,16 @@ mod tests {
         assert_eq!(
             start(&mut state, 800),
             None,
+            "one measurement is not enough"
+        );
+        state.saw_high_watermark(&steady, 2_000, 1_000);
+        assert_eq!(
+            start(&mut state, 1_000),
+            None,
             "three in flight: the reserve's lanes but two"
         );
         state.ahead_answered(&steady, 1_200, None);
-        assert_eq!(start(&mut state, 800), Some(1_400));
+        assert_eq!(start(&mut state, 1_000), Some(1_400));
         state.drop_ahead(&steady);
         assert_eq!(state.unpolled_to(&steady, 1_150, 1_300), 1_300);
         // Across 15 ms a round trip gathers under two batches: its own long poll serves.
@@ -1873,8 +1968,7 @@ mod tests {
             bytes: 1_000 * 1024 + 5 * 1024,
         };
         state.noted(&steady, 1_000, Some(span), false, 1_000);
-        state.saw_high_watermark(&steady, 1_500, 0);
-        state.saw_high_watermark(&steady, 1_700, 200);
+        measured(&mut state, &steady, 1_700, 200, 1.0);
         let lanes = AheadLanes {
             reserve: 5,
             ..lanes(32, 8)
@@ -1913,14 +2007,63 @@ mod tests {
             batch_bytes: 16 * 1024,
             bytes: 100 * 1024 + 8 * 1024,
         });
-        state.saw_high_watermark(&fast, 1_000, 0);
-        state.saw_high_watermark(&fast, 1_000 + grown, 200);
+        measured(&mut state, &fast, 1_000 + grown, 200, grown as f64 / 200.0);
         state.noted(&fast, 990 + grown, span, false, 1_000 + grown);
         let lanes = AheadLanes {
             reserve: 8,
             ..lanes(32, 8)
         };
         (state, lanes)
+    }
+
+    /// A polled partition whose source shows a burst (more than [`JUMP_ROUND_TRIPS`] round
+    /// trips' growth past the next poll's step) is polled at the source's predicted end: what
+    /// lies between is a backlog, fetched in pieces below that poll at once. Stepping there, a
+    /// step and a half's growth at a time, polls gained on the log end half its growth per
+    /// poll: half a megabyte at 1 MB/s took 870 ms across 150 ms.
+    #[test]
+    fn a_poll_jumps_past_a_burst_and_pieces_fill_below_it() {
+        // One offset per ms, high watermark 1,200 read at 200 ms, log end 1,190.
+        let (mut state, lanes) = polled_at(200);
+        let fast = key("fast");
+        let poll = |state: &mut FetchState, now| {
+            state
+                .next_poll(150, lanes, usize::MAX, now)
+                .map(|(_, start, _)| start)
+        };
+        let first = poll(&mut state, 200).expect("polled");
+        // Its answer: 96 offsets, and 700 written at once behind them.
+        let answer = |high_watermark| FetchResponse::Records {
+            records: kmirror_protocol::testing::batch_run(first, first + 96, 16),
+            high_watermark,
+            source_leader_epoch: None,
+        };
+        state.ahead_answered(&fast, first, Some(answer(1_900)));
+        state.saw_high_watermark(&fast, 1_900, 275);
+        assert_eq!(
+            poll(&mut state, 250),
+            Some(1_900),
+            "not a step past {first}"
+        );
+        assert!(state.get(&fast).is_some_and(|s| s.backlog), "behind");
+        assert_eq!(state.unpolled_to(&fast, first + 96, 1_950), 1_900);
+        let pieces: Vec<i64> =
+            std::iter::from_fn(|| state.next_ahead(lanes, Reach::Any, 250).map(|p| p.1)).collect();
+        assert!(
+            !pieces.is_empty()
+                && pieces
+                    .iter()
+                    .all(|start| (first + 96..1_900).contains(start)),
+            "pieces between the polls: {pieces:?}"
+        );
+        // A burst smaller than that is stepped through, no gap left.
+        let (mut state, _) = polled_at(200);
+        assert_eq!(poll(&mut state, 200), Some(first));
+        state.ahead_answered(&fast, first, Some(answer(1_500)));
+        state.saw_high_watermark(&fast, 1_500, 275);
+        let next = poll(&mut state, 250).expect("polled");
+        assert!(next - first <= 75, "a step past {first}: {next}");
+        assert!(!state.get(&fast).is_some_and(|s| s.backlog), "not behind");
     }
 
     /// A partition that grows faster than polls a third of a round trip apart can bring within
@@ -1977,8 +2120,7 @@ mod tests {
         let (a, b) = (key("a"), key("b"));
         for key in [&a, &b] {
             state.noted(key, 1_150, span, false, 1_200);
-            state.saw_high_watermark(key, 1_000, 0);
-            state.saw_high_watermark(key, 1_200, 200);
+            measured(&mut state, key, 1_200, 200, 1.0);
         }
         let lanes = AheadLanes {
             reserve: 8,

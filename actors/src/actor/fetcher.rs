@@ -32,7 +32,7 @@
 
 use super::ports::FetcherProgress;
 use super::ports::PortFuture;
-use crate::fetch_lanes::{distance_ms, lanes_to_open, warm_reserve};
+use crate::fetch_lanes::{distance_ms, lanes_to_open, link_round_trip_ms, warm_reserve};
 use crate::fetch_pacing::{
     AnswerSample, FetchPacing, INITIAL_IN_FLIGHT, PacingLimits, PacingReport,
 };
@@ -332,6 +332,14 @@ impl<P: FetcherPorts> Fetcher<P> {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
+    /// The round trip to the source that polls are timed by ([`link_round_trip_ms`]).
+    fn round_trip_ms(&self) -> Option<u64> {
+        link_round_trip_ms(
+            self.pacing.round_trip_ms(),
+            distance_ms(self.connection_ms, self.quickest_backlog_ms),
+        )
+    }
+
     /// Holds `key` for the idle backoff: its answer failed or was held back.
     fn hold(&mut self, key: &TopicPartition) {
         let backoff = u64::try_from(self.config.idle_backoff.as_millis()).unwrap_or(u64::MAX);
@@ -342,9 +350,9 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// unless one comes sooner.
     fn wake_for_holds(&mut self, ctx: &mut Context<Self>) {
         let now = self.now_ms();
-        let Some(until) =
-            self.state
-                .next_wake(now, self.pacing.round_trip_ms(), self.lanes().reserve)
+        let Some(until) = self
+            .state
+            .next_wake(now, self.round_trip_ms(), self.lanes().reserve)
         else {
             return;
         };
@@ -561,7 +569,7 @@ impl<P: FetcherPorts> Fetcher<P> {
     /// On the reserve, the next poll at the source's end that is due ([`FetchState::next_poll`],
     /// once the round trip is measured); whether one went out.
     fn send_poll(&mut self, ctx: &mut Context<Self>) -> bool {
-        let Some(round_trip_ms) = self.pacing.round_trip_ms() else {
+        let Some(round_trip_ms) = self.round_trip_ms() else {
             return false;
         };
         let now = self.now_ms();
@@ -786,7 +794,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         let read_ms = read_at(
             sent_ms,
             answered_ms,
-            self.pacing.round_trip_ms(),
+            self.round_trip_ms(),
             new_lane,
             fetched.throttled,
         );
