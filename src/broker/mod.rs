@@ -671,11 +671,53 @@ impl Broker {
         Ok(before)
     }
 
-    /// A new producer id for an idempotent or transactional producer, from this node's block.
-    /// A single node takes a new block of [`PRODUCER_ID_BLOCK`] from its controller when it runs
-    /// out; a node of a quorum takes it ahead, in [`Broker::ensure_producer_ids`], and answers
-    /// [`ControllerError::Unavailable`] while it has none.
+    /// A new producer id for an idempotent or transactional producer, from this node's block,
+    /// never one a log here already knows. After a failover, a source producer that moved to
+    /// this cluster keeps the id its source gave it (the MIRROR_PID_RESET barrier dropped the
+    /// mirrored state, so its next batch starts a producer afresh): handing the same id to
+    /// another producer refused that one's first batch with OUT_OF_ORDER_SEQUENCE_NUMBER
+    /// (found by the nemesis, whose source and destination allocate ids from the same blocks;
+    /// docs/failover.md, "Producer ids").
     pub fn allocate_producer_id(&self) -> Result<i64, ControllerError> {
+        let id = self.next_producer_id()?;
+        if !self.knows_producer(id) {
+            return Ok(id);
+        }
+        tracing::info!(
+            producer_id = id,
+            "a producer id a log here knows (a producer that moved from a failed-over source) is not handed out"
+        );
+        // Rare: the logs' ids are read once, then the block is walked past them.
+        let known = self.known_producers();
+        loop {
+            let next = self.next_producer_id()?;
+            if !known.contains(&next) {
+                return Ok(next);
+            }
+        }
+    }
+
+    /// Whether a log here holds producer state for `producer_id`.
+    fn knows_producer(&self, producer_id: i64) -> bool {
+        self.open_partitions_now().iter().any(|(_, partition)| {
+            let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+            log.producer_state().producer(producer_id).is_some()
+        })
+    }
+
+    /// Every producer id the logs here hold state for.
+    fn known_producers(&self) -> std::collections::HashSet<i64> {
+        self.open_partitions_now()
+            .iter()
+            .flat_map(|(_, partition)| {
+                let log = partition.log.lock().unwrap_or_else(|e| e.into_inner());
+                log.producer_state().producer_ids().collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The next id of this node's block (taking a new block on a single node when it ran out).
+    fn next_producer_id(&self) -> Result<i64, ControllerError> {
         let mut ids = self.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
         if ids.is_empty() && self.quorum.is_none() {
             let first = self.with_controller(|c| c.allocate_producer_ids(PRODUCER_ID_BLOCK))?;

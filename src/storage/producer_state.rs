@@ -108,6 +108,11 @@ impl ProducerStateManager {
         self.producers.get(&producer_id)
     }
 
+    /// The producer ids tracked.
+    pub fn producer_ids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.producers.keys().copied()
+    }
+
     /// How many producers are tracked.
     pub fn producer_count(&self) -> usize {
         self.producers.len()

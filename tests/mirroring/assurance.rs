@@ -925,6 +925,102 @@ async fn a_destination_producer_id_equal_to_a_mirrored_one_loses_nothing_after_t
     }
 }
 
+/// A source producer that moves to the failed-over destination keeps its producer id, and the
+/// destination hands that id to none of its own producers. Found by the nemesis (seed
+/// 1796576582810520787), whose two clusters allocate ids from the same blocks: the moved
+/// producer's batch started its id afresh past the barrier, the destination then gave the same
+/// id to a new transactional producer, and that one's first batch (sequence 0) was refused
+/// with OUT_OF_ORDER_SEQUENCE_NUMBER. Here the source's producer is given the id the
+/// destination allocates next, on purpose. Failed before the fix: the new producer was
+/// refused (error 45).
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn a_producer_that_moved_from_the_source_keeps_its_id_to_itself() {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let run = std::process::id();
+    let (topic, local) = (format!("moved-{run}"), format!("moved-{run}-local"));
+    create_topic(&bootstrap, &topic, 1).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_broker, address, _metrics) = destination(dir.path());
+    assert_eq!(
+        kmirror_testkit::client::create_topic(&address, &local, 1).await,
+        Ok(0)
+    );
+    let values =
+        |from: usize| -> Vec<String> { (from..from + 10).map(|i| format!("v{i}")).collect() };
+    // The destination's ids go up one by one: the next is this one's and one.
+    let mut first = Producer::idempotent(&address);
+    let outcome = first
+        .produce(&local, 0, &values(0), Compression::None)
+        .await;
+    assert!(matches!(outcome, Outcome::Acked(_)), "{outcome:?}");
+    let next = first.last.as_ref().expect("sent").producer.0 + 1;
+    let mut moving = RetryingProducer::with_id(next, 0);
+    for b in 0..5 {
+        let sent = moving.batch(&topic, 0, &values(b * 10), Compression::None);
+        let outcome = resend(&bootstrap, &sent).await;
+        assert!(matches!(outcome, Outcome::Acked(_)), "{outcome:?}");
+    }
+    create(
+        dir.path(),
+        &address,
+        "dr",
+        &format!("bootstrap.servers={bootstrap}\n"),
+    );
+    cli_ok(&address, &["--start", "--mirror", "dr", "--topics", &topic]);
+    wait_until(&address, "dr", &topic, "caught up", |p| {
+        p[0].state == "MIRRORING" && p[0].destination_offset == 50
+    })
+    .await;
+    cli_ok(&address, &["--stop", "--mirror", "dr", "--topics", &topic]);
+    wait_until(&address, "dr", &topic, "STOPPED", |p| {
+        p[0].state == "STOPPED"
+    })
+    .await;
+    // The source's producer moves: its next batch (sequence 50) lands past the barrier.
+    let sent = moving.batch(&topic, 0, &values(50), Compression::None);
+    let outcome = resend(&address, &sent).await;
+    assert!(matches!(outcome, Outcome::Acked(_)), "moved: {outcome:?}");
+    // New producers of the destination, idempotent and transactional, get other ids and write.
+    let mut fresh = Producer::idempotent(&address);
+    let outcome = fresh
+        .produce(&topic, 0, &values(100), Compression::None)
+        .await;
+    assert!(
+        matches!(outcome, Outcome::Acked(_)),
+        "idempotent: {outcome:?}"
+    );
+    assert_ne!(fresh.last.as_ref().expect("sent").producer.0, next);
+    let mut transactional = Producer::transactional(&address, &format!("moved-{run}"));
+    transactional
+        .add_partitions(&topic, &[0])
+        .await
+        .expect("added");
+    let outcome = transactional
+        .produce(&topic, 0, &values(200), Compression::Lz4)
+        .await;
+    assert!(
+        matches!(outcome, Outcome::Acked(_)),
+        "transactional: {outcome:?}"
+    );
+    transactional.end(true).await.expect("committed");
+    // The moved producer goes on (sequence 60).
+    let sent = moving.batch(&topic, 0, &values(60), Compression::None);
+    let outcome = resend(&address, &sent).await;
+    assert!(
+        matches!(outcome, Outcome::Acked(_)),
+        "moved, again: {outcome:?}"
+    );
+    let records = read_back(&address, &topic, 0).await.expect("read");
+    let held: Vec<&String> = records.values().collect();
+    for i in (50..70).chain(100..110).chain(200..210) {
+        assert!(
+            held.contains(&&format!("v{i}")),
+            "v{i} was written after the failover and is there: {held:?}"
+        );
+    }
+}
+
 /// The data records of `topic`-`partition` at `address`.
 async fn data_records(address: &str, topic: &str, partition: i32) -> usize {
     read_back(address, topic, partition)
