@@ -257,6 +257,11 @@ pub struct AheadLanes {
 /// each comes over in about one round trip.
 pub const MIN_PIECE_BYTES: usize = 64 * 1024;
 
+/// A piece of a partition near the source's end asks for one part in this many more than its
+/// batches' measured bytes ([`PartitionFetchState`]'s pieces): fetched twice where
+/// the records are as measured, a gap of a round trip where they are larger.
+pub const NEAR_PIECE_MARGIN: f64 = 8.0;
+
 /// The fewest batches a piece of a partition not near the source's end holds: a Fetch ahead
 /// is answered from the batch holding its start and asks half a batch more than its piece
 /// ([`slack`]), which would otherwise fetch the last of a catch-up of large batches up to
@@ -292,9 +297,18 @@ impl PartitionFetchState {
         if offsets >= span.offsets {
             return Some(span);
         }
+        // Near the end, an eighth more: records come out larger than measured whenever the
+        // producer's batches grow smaller (each carries its own framing), and a piece ending
+        // short left a gap whose Fetch, a round trip later, held every answer after it (a
+        // steady partition at 150 ms filled six such gaps in its first two seconds).
+        let margin = if self.near() {
+            (offsets as f64 * span.per_offset() / NEAR_PIECE_MARGIN).ceil() as usize
+        } else {
+            0
+        };
         Some(Span {
             offsets,
-            bytes: span.ask(offsets),
+            bytes: span.ask(offsets).saturating_add(margin),
             ..span
         })
     }
@@ -1741,15 +1755,19 @@ mod tests {
         // growth not measured yet, a tail from the high watermark, of a poll's bytes at most.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 200);
-        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 60 * 1024);
+        // Near the end: an eighth more than its batches.
+        assert_eq!(
+            state.own_bytes(&a, 1 << 20, lanes(16, 100)),
+            60 * 1024 + 60 * 1024 / 8
+        );
         assert_eq!(
             starts(&mut state),
-            [(55, 65), (115, 65), (175, 65), (200, 96)]
+            [(55, 72), (115, 72), (175, 72), (200, 96)]
         );
         // Its growth measured: none from the high watermark on (polls go there, if any).
         state.drop_ahead(&a);
         measured(&mut state, &a, 200, 0, 0.1);
-        assert_eq!(starts(&mut state), [(55, 65), (115, 65), (175, 65)]);
+        assert_eq!(starts(&mut state), [(55, 72), (115, 72), (175, 72)]);
         // Far behind: whole spans, as before.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 1_000_000);
@@ -1779,10 +1797,13 @@ mod tests {
         // trips through a 100 KiB window).
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(large), true, 700);
-        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 100 * 1024);
+        assert_eq!(
+            state.own_bytes(&a, 1 << 20, lanes(16, 100)),
+            100 * 1024 + 100 * 1024 / 8
+        );
         assert_eq!(
             starts(&mut state),
-            [50, 150, 250, 350, 450, 550, 650].map(|start| (start, 150))
+            [50, 150, 250, 350, 450, 550, 650].map(|start| (start, 162))
         );
     }
 
@@ -1835,7 +1856,10 @@ mod tests {
             ..lanes(16, 2)
         };
         assert_eq!(state.pieces(16, 2), 1, "no lane to spare");
-        assert_eq!(state.own_bytes(&near, 1 << 20, kept), 60 * 1024);
+        assert_eq!(
+            state.own_bytes(&near, 1 << 20, kept),
+            60 * 1024 + 60 * 1024 / 8
+        );
         assert_eq!(state.own_bytes(&far, 1 << 20, kept), 1 << 20, "far behind");
         assert_eq!(
             state.own_bytes(&near, 1 << 20, lanes(16, 2)),
