@@ -855,16 +855,14 @@ async fn a_consistent_cut_leaves_no_record_newer_than_its_point_in_any_topic() {
 #[actix_rt::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn a_destination_producer_id_equal_to_a_mirrored_one_loses_nothing_after_the_failover() {
-    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
-    let run = std::process::id();
-    let (topic, local) = (format!("pids-{run}"), format!("pids-{run}-local"));
-    create_topic(&bootstrap, &topic, 1).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (_broker, address, _metrics) = destination(dir.path());
-    assert_eq!(
-        kmirror_testkit::client::create_topic(&address, &local, 1).await,
-        Ok(0)
-    );
+    let PidsSetup {
+        bootstrap,
+        topic,
+        local,
+        dir,
+        broker: _broker,
+        address,
+    } = pids_setup("pids").await;
     // An idempotent producer of the destination, writing before the failover.
     let mut producer = Producer::idempotent(&address);
     let values =
@@ -876,26 +874,13 @@ async fn a_destination_producer_id_equal_to_a_mirrored_one_loses_nothing_after_t
     let pid = producer.last.as_ref().expect("sent").producer.0;
     // The source's own producer writes the topic under the same producer id.
     let mut source_producer = RetryingProducer::with_id(pid, 0);
-    for b in 0..5 {
-        let sent = source_producer.batch(&topic, 0, &values(b * 10), Compression::None);
-        let outcome = resend(&bootstrap, &sent).await;
-        assert!(matches!(outcome, Outcome::Acked(_)), "{outcome:?}");
-    }
-    create(
+    mirrored_then_stopped(
         dir.path(),
         &address,
-        "dr",
-        &format!("bootstrap.servers={bootstrap}\n"),
-    );
-    cli_ok(&address, &["--start", "--mirror", "dr", "--topics", &topic]);
-    wait_until(&address, "dr", &topic, "caught up", |p| {
-        p[0].state == "MIRRORING" && p[0].destination_offset == 50
-    })
-    .await;
-    cli_ok(&address, &["--stop", "--mirror", "dr", "--topics", &topic]);
-    wait_until(&address, "dr", &topic, "STOPPED", |p| {
-        p[0].state == "STOPPED"
-    })
+        &bootstrap,
+        &topic,
+        &mut source_producer,
+    )
     .await;
 
     // The same producer, and a new one, write the failed-over topic: sequences from 0, as the
@@ -925,6 +910,69 @@ async fn a_destination_producer_id_equal_to_a_mirrored_one_loses_nothing_after_t
     }
 }
 
+/// A one-partition topic on the source (Apache Kafka) and a destination broker with a
+/// one-partition topic of its own (`local`), for the producer id tests.
+struct PidsSetup {
+    bootstrap: String,
+    topic: String,
+    local: String,
+    dir: tempfile::TempDir,
+    broker: BrokerProcess,
+    address: String,
+}
+
+async fn pids_setup(prefix: &str) -> PidsSetup {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let run = std::process::id();
+    let (topic, local) = (format!("{prefix}-{run}"), format!("{prefix}-{run}-local"));
+    create_topic(&bootstrap, &topic, 1).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (broker, address, _metrics) = destination(dir.path());
+    assert_eq!(
+        kmirror_testkit::client::create_topic(&address, &local, 1).await,
+        Ok(0)
+    );
+    PidsSetup {
+        bootstrap,
+        topic,
+        local,
+        dir,
+        broker,
+        address,
+    }
+}
+
+/// Writes `v0`-`v49` to the source's `topic`-0 at `bootstrap` as `producer`, in five batches,
+/// mirrors the topic into the destination at `address` (mirror `dr`, state in `dir`) until it
+/// holds them, and stops the mirror: the topic is writable past its MIRROR_PID_RESET barrier.
+async fn mirrored_then_stopped(
+    dir: &std::path::Path,
+    address: &str,
+    bootstrap: &str,
+    topic: &str,
+    producer: &mut RetryingProducer,
+) {
+    for b in 0..5 {
+        let values: Vec<String> = (b * 10..b * 10 + 10).map(|i| format!("v{i}")).collect();
+        let sent = producer.batch(topic, 0, &values, Compression::None);
+        let outcome = resend(bootstrap, &sent).await;
+        assert!(matches!(outcome, Outcome::Acked(_)), "{outcome:?}");
+    }
+    create(
+        dir,
+        address,
+        "dr",
+        &format!("bootstrap.servers={bootstrap}\n"),
+    );
+    cli_ok(address, &["--start", "--mirror", "dr", "--topics", topic]);
+    wait_until(address, "dr", topic, "caught up", |p| {
+        p[0].state == "MIRRORING" && p[0].destination_offset == 50
+    })
+    .await;
+    cli_ok(address, &["--stop", "--mirror", "dr", "--topics", topic]);
+    wait_until(address, "dr", topic, "STOPPED", |p| p[0].state == "STOPPED").await;
+}
+
 /// A source producer that moves to the failed-over destination keeps its producer id, and the
 /// destination hands that id to none of its own producers. Found by the nemesis (seed
 /// 1796576582810520787), whose two clusters allocate ids from the same blocks: the moved
@@ -936,16 +984,14 @@ async fn a_destination_producer_id_equal_to_a_mirrored_one_loses_nothing_after_t
 #[actix_rt::test]
 #[ignore = "needs Apache Kafka: run scripts/test.sh"]
 async fn a_producer_that_moved_from_the_source_keeps_its_id_to_itself() {
-    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
-    let run = std::process::id();
-    let (topic, local) = (format!("moved-{run}"), format!("moved-{run}-local"));
-    create_topic(&bootstrap, &topic, 1).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (_broker, address, _metrics) = destination(dir.path());
-    assert_eq!(
-        kmirror_testkit::client::create_topic(&address, &local, 1).await,
-        Ok(0)
-    );
+    let PidsSetup {
+        bootstrap,
+        topic,
+        local,
+        dir,
+        broker: _broker,
+        address,
+    } = pids_setup("moved").await;
     let values =
         |from: usize| -> Vec<String> { (from..from + 10).map(|i| format!("v{i}")).collect() };
     // The destination's ids go up one by one: the next is this one's and one.
@@ -956,27 +1002,7 @@ async fn a_producer_that_moved_from_the_source_keeps_its_id_to_itself() {
     assert!(matches!(outcome, Outcome::Acked(_)), "{outcome:?}");
     let next = first.last.as_ref().expect("sent").producer.0 + 1;
     let mut moving = RetryingProducer::with_id(next, 0);
-    for b in 0..5 {
-        let sent = moving.batch(&topic, 0, &values(b * 10), Compression::None);
-        let outcome = resend(&bootstrap, &sent).await;
-        assert!(matches!(outcome, Outcome::Acked(_)), "{outcome:?}");
-    }
-    create(
-        dir.path(),
-        &address,
-        "dr",
-        &format!("bootstrap.servers={bootstrap}\n"),
-    );
-    cli_ok(&address, &["--start", "--mirror", "dr", "--topics", &topic]);
-    wait_until(&address, "dr", &topic, "caught up", |p| {
-        p[0].state == "MIRRORING" && p[0].destination_offset == 50
-    })
-    .await;
-    cli_ok(&address, &["--stop", "--mirror", "dr", "--topics", &topic]);
-    wait_until(&address, "dr", &topic, "STOPPED", |p| {
-        p[0].state == "STOPPED"
-    })
-    .await;
+    mirrored_then_stopped(dir.path(), &address, &bootstrap, &topic, &mut moving).await;
     // The source's producer moves: its next batch (sequence 50) lands past the barrier.
     let sent = moving.batch(&topic, 0, &values(50), Compression::None);
     let outcome = resend(&address, &sent).await;
@@ -991,7 +1017,7 @@ async fn a_producer_that_moved_from_the_source_keeps_its_id_to_itself() {
         "idempotent: {outcome:?}"
     );
     assert_ne!(fresh.last.as_ref().expect("sent").producer.0, next);
-    let mut transactional = Producer::transactional(&address, &format!("moved-{run}"));
+    let mut transactional = Producer::transactional(&address, &topic);
     transactional
         .add_partitions(&topic, &[0])
         .await
