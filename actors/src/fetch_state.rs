@@ -903,12 +903,13 @@ impl FetchState {
                 // instead of holding its lane for an answer of `fetch.max.bytes`.
                 (_, None) => MIN_PIECE_BYTES.min(max_bytes),
             };
-            // Up to the first Fetch ahead (a poll), however far: a piece ending short of it
-            // left a gap of a batch or two, fetched a round trip later while the polls'
-            // answers waited on it.
-            return self
-                .to_next_ahead(key, state)
-                .map_or(piece, |to| to.min(max_bytes));
+            // Up to the first Fetch ahead (a poll), however far, and the margin of a piece near
+            // the end: a piece ending short of it left a gap of a batch or two, fetched a round
+            // trip later while the polls' answers waited on it.
+            return self.to_next_ahead(key, state).map_or(piece, |to| {
+                let margin = (to as f64 / NEAR_PIECE_MARGIN).ceil() as usize;
+                to.saturating_add(margin).min(max_bytes)
+            });
         }
         match (state.piece(self.pieces_of(state, lanes)), state.span) {
             (Some(piece), Some(span)) if piece != span => piece

@@ -676,8 +676,9 @@ impl Broker {
     /// this cluster keeps the id its source gave it (the MIRROR_PID_RESET barrier dropped the
     /// mirrored state, so its next batch starts a producer afresh): handing the same id to
     /// another producer refused that one's first batch with OUT_OF_ORDER_SEQUENCE_NUMBER
-    /// (found by the nemesis, whose source and destination allocate ids from the same blocks;
-    /// docs/failover.md, "Producer ids").
+    /// (found by the nemesis, whose source and destination allocated ids from the same blocks
+    /// before each cluster had a base of its own, `crate::controller::producer_id_base`;
+    /// docs/failover.md, "Producer ids after a failover").
     pub fn allocate_producer_id(&self) -> Result<i64, ControllerError> {
         let id = self.next_producer_id()?;
         if !self.knows_producer(id) {

@@ -379,7 +379,11 @@ impl Controller {
 
     fn apply(&mut self, record: &MetadataRecord) {
         match record {
-            MetadataRecord::ClusterId { id } => self.cluster_id = id.clone(),
+            MetadataRecord::ClusterId { id } => {
+                self.cluster_id = id.clone();
+                // Before any block was handed out (a block's record follows and overrides).
+                self.next_producer_id = producer_id_base(id);
+            }
             MetadataRecord::BrokerRegistered {
                 node_id,
                 host,
@@ -1310,6 +1314,23 @@ impl Controller {
     }
 }
 
+/// Where a cluster's producer ids start: 2^24 or more, at a point its id decides (FNV-1a, so
+/// every node and every version computes the same). Mirrored batches keep the source's
+/// producer ids, and a source producer that moves to the destination after a failover keeps
+/// its id: a destination producer given the same id is refused on any partition both write
+/// (OUT_OF_ORDER_SEQUENCE_NUMBER), whichever came first (found by review). Apache Kafka hands
+/// ids out from 0 up, and two kmirror clusters start 2^24 apart at least but for one chance
+/// in 2^30 (docs/failover.md, "Producer ids after a failover").
+pub fn producer_id_base(cluster_id: &str) -> i64 {
+    let hash = cluster_id
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let slot = i64::try_from(hash % ((1 << 30) - 1)).unwrap_or(0) + 1;
+    slot << 24
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1610,7 +1631,9 @@ mod tests {
                 c.bump_leader_epoch("orders", 1, 3).expect("no-op"),
                 Some(10)
             );
-            assert_eq!(c.allocate_producer_ids(1).expect("id"), 1000);
+            let base = producer_id_base(c.cluster_id());
+            assert!(base >= 1 << 24, "apart from Apache Kafka's ids");
+            assert_eq!(c.allocate_producer_ids(1).expect("id"), base);
             (c.cluster_id().to_string(), t.topic_id)
         };
         assert_eq!(id, given, "a given topic id is kept");
@@ -1629,9 +1652,22 @@ mod tests {
         assert_eq!(c.topics()["orders"].topic_id, given);
         assert_eq!(
             c.allocate_producer_ids(1).expect("id"),
-            1001,
+            producer_id_base(&cluster) + 1,
             "ids are not reused"
         );
+    }
+
+    /// Two clusters' producer ids start apart, each at a base its cluster id decides.
+    #[test]
+    fn each_cluster_hands_out_producer_ids_from_a_base_of_its_own() {
+        let (a, b) = (
+            producer_id_base("ORHe0z8zSuyxwgbDsm5_Fg"),
+            producer_id_base("sv2aojvIQtWlT634_rgJFA"),
+        );
+        assert!(a >= 1 << 24 && b >= 1 << 24, "{a} {b}");
+        assert_eq!((a % (1 << 24), b % (1 << 24)), (0, 0));
+        assert!((a - b).abs() >= 1 << 24, "{a} {b}");
+        assert_eq!(a, producer_id_base("ORHe0z8zSuyxwgbDsm5_Fg"), "stable");
     }
 
     #[test]

@@ -145,7 +145,10 @@ mod tests {
         assert_eq!(replica.acls(), c.acls());
         assert_eq!(replica.mirrors(), c.mirrors());
         assert_eq!(replica.cluster_id(), c.cluster_id());
-        assert_eq!(replica.allocate_producer_ids(1).expect("id"), 2000);
+        assert_eq!(
+            replica.allocate_producer_ids(1).expect("id"),
+            crate::controller::producer_id_base(c.cluster_id()) + 1000
+        );
         assert!(
             replica.changes_since(Some(version)).1.everything,
             "readers look at everything after a restore"

@@ -1001,6 +1001,7 @@ async fn a_producer_that_moved_from_the_source_keeps_its_id_to_itself() {
         .await;
     assert!(matches!(outcome, Outcome::Acked(_)), "{outcome:?}");
     let next = first.last.as_ref().expect("sent").producer.0 + 1;
+    assert!(next > 1 << 24, "apart from Apache Kafka's ids: {next}");
     let mut moving = RetryingProducer::with_id(next, 0);
     mirrored_then_stopped(dir.path(), &address, &bootstrap, &topic, &mut moving).await;
     // The source's producer moves: its next batch (sequence 50) lands past the barrier.
