@@ -379,11 +379,7 @@ impl Controller {
 
     fn apply(&mut self, record: &MetadataRecord) {
         match record {
-            MetadataRecord::ClusterId { id } => {
-                self.cluster_id = id.clone();
-                // Before any block was handed out (a block's record follows and overrides).
-                self.next_producer_id = producer_id_base(id);
-            }
+            MetadataRecord::ClusterId { id } => self.cluster_id = id.clone(),
             MetadataRecord::BrokerRegistered {
                 node_id,
                 host,
@@ -582,7 +578,12 @@ impl Controller {
         if !self.cluster_id.is_empty() {
             return Ok(());
         }
-        self.append(MetadataRecord::ClusterId { id: id.to_string() })
+        self.append(MetadataRecord::ClusterId { id: id.to_string() })?;
+        // A new cluster's producer ids start at a base of its own, written as a block of its
+        // own: a cluster created before keeps counting from 1000, replayed or restored alike.
+        self.append(MetadataRecord::ProducerIdBlock {
+            next: producer_id_base(id),
+        })
     }
 
     /// The brokers of the cluster, by node id.
@@ -1668,6 +1669,16 @@ mod tests {
         assert_eq!((a % (1 << 24), b % (1 << 24)), (0, 0));
         assert!((a - b).abs() >= 1 << 24, "{a} {b}");
         assert_eq!(a, producer_id_base("ORHe0z8zSuyxwgbDsm5_Fg"), "stable");
+        // A cluster created before the base was written keeps counting from 1000.
+        let mut old = Controller::replica();
+        old.restore(&[MetadataRecord::ClusterId {
+            id: "ORHe0z8zSuyxwgbDsm5_Fg".into(),
+        }]);
+        assert_eq!(old.allocate_producer_ids(1).expect("id"), 1000);
+        // A new one starts at its base, a replica of it alike.
+        let mut new = Controller::replica();
+        new.init_cluster("ORHe0z8zSuyxwgbDsm5_Fg").expect("init");
+        assert_eq!(new.allocate_producer_ids(1).expect("id"), a);
     }
 
     #[test]
