@@ -84,6 +84,9 @@ impl Controller {
         self.mirrors = fresh.mirrors;
         self.brokers = fresh.brokers;
         self.fenced = fresh.fenced;
+        // Else a broker shut down before the image and registered again since stayed
+        // ineligible (found by review).
+        self.shutting_down = fresh.shutting_down;
         for record in records {
             self.apply(record);
         }
@@ -153,5 +156,13 @@ mod tests {
             replica.changes_since(Some(version)).1.everything,
             "readers look at everything after a restore"
         );
+        // A broker this node saw shut down, back in the image restored: eligible again.
+        let mut stale = Controller::replica();
+        stale.restore(&c.image_records());
+        stale.controlled_shutdown(3).expect("shuts down");
+        assert!(stale.ineligible().contains(&3));
+        stale.restore(&c.image_records());
+        assert_eq!(stale.ineligible(), c.ineligible());
+        assert_eq!(stale.image_records(), c.image_records());
     }
 }
