@@ -18,24 +18,24 @@
 //!   lowers it.
 //! - A source leader epoch is news to the partition once per new value.
 //! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): on lanes the fetcher's own
-//!   Fetches leave free, a partition with a backlog also gets Fetches from offsets beyond its
-//!   log end, at most `max_ahead` of them: the first inside the last
-//!   batch the partition's own answer should hold, each next one an answer further (a piece,
-//!   when the backlog is small: [`FetchState::pieces`]) or half a batch past where the one
-//!   before it ended once that one came, each asking for its batches and half a batch more
-//!   ([`slack`]; the source answers a Fetch from the batch holding its offset), and none from
-//!   the high watermark the partition's answers showed or past it (the source has nothing
-//!   there) but polls at the source's end ([`FetchState::next_poll`],
-//!   [`crate::fetch_poll`]) and, for a partition near the end whose growth is not measured
-//!   yet, one tail from that high watermark. A gap two answers leave between them is asked for before
-//!   anything further ([`FetchState::next_ahead`]). Their answers wait here until the log
-//!   end reaches them; then the batches from the log end on are applied as the answer to a
-//!   fetch from there would be (the source returns the same batches from the one holding the
-//!   offset asked), so the log still grows in order, without holes: an answer that starts
-//!   above the log end waits for the gap's Fetch (or the partition's own, which stops at the
-//!   first answer ahead) to fill the space, one that would start inside a batch is dropped.
-//!   A partition is not fetched from its log end while a Fetch ahead from there is in flight.
-//!   Anything but an append (a truncation, a hold, an attach, a detach) drops what is ahead.
+//!   Fetches leave free, a partition with a backlog also gets Fetches from offsets beyond its log
+//!   end, at most `max_ahead` of them: the first inside the last batch the partition's own answer
+//!   should hold, each next one an answer further (a piece, when the backlog is small:
+//!   [`FetchState::pieces`]) or half a batch past where the one before it ended once that one
+//!   came, each asking for its batches and half a batch more ([`slack`]; the source answers a
+//!   Fetch from the batch holding its offset), and none from the high watermark the partition's
+//!   answers showed or past it (the source has nothing there) but polls at the source's end
+//!   ([`FetchState::next_poll`], [`crate::fetch_poll`]) and, for a partition near the end whose
+//!   growth is not measured yet, one tail from that high watermark. A gap two answers leave
+//!   between them is asked for before anything further ([`FetchState::next_ahead`]). Their
+//!   answers wait here until the log end reaches them; then the batches from the log end on are
+//!   applied as the answer to a fetch from there would be (the source returns the same batches
+//!   from the one holding the offset asked), so the log still grows in order, without holes: an
+//!   answer that starts above the log end waits for the gap's Fetch (or the partition's own,
+//!   which stops at the first answer ahead) to fill the space, one that would start inside a
+//!   batch is dropped. A partition is not fetched from its log end while a Fetch ahead from there
+//!   is in flight. Anything but an append (a truncation, a hold, an attach, a detach) drops what
+//!   is ahead.
 //! - Holds: a partition whose answer failed, or whose batches were held back above the
 //!   destination epoch, is not fetched until its hold ends (Kafka's follower delays a
 //!   partition in error the same way), while the others go on; a raise of its destination
@@ -262,6 +262,11 @@ pub const MIN_PIECE_BYTES: usize = 64 * 1024;
 /// the records are as measured, a gap of a round trip where they are larger.
 pub const NEAR_PIECE_MARGIN: f64 = 8.0;
 
+/// The margin ([`NEAR_PIECE_MARGIN`]) a Fetch near the source's end asks beyond `bytes`.
+fn near_margin(bytes: f64) -> usize {
+    (bytes / NEAR_PIECE_MARGIN).ceil() as usize
+}
+
 /// The fewest batches a piece of a partition not near the source's end holds: a Fetch ahead
 /// is answered from the batch holding its start and asks half a batch more than its piece
 /// ([`slack`]), which would otherwise fetch the last of a catch-up of large batches up to
@@ -302,7 +307,7 @@ impl PartitionFetchState {
         // short left a gap whose Fetch, a round trip later, held every answer after it (a
         // steady partition at 150 ms filled six such gaps in its first two seconds).
         let margin = if self.near() {
-            (offsets as f64 * span.per_offset() / NEAR_PIECE_MARGIN).ceil() as usize
+            near_margin(offsets as f64 * span.per_offset())
         } else {
             0
         };
@@ -907,8 +912,7 @@ impl FetchState {
             // the end: a piece ending short of it left a gap of a batch or two, fetched a round
             // trip later while the polls' answers waited on it.
             return self.to_next_ahead(key, state).map_or(piece, |to| {
-                let margin = (to as f64 / NEAR_PIECE_MARGIN).ceil() as usize;
-                to.saturating_add(margin).min(max_bytes)
+                to.saturating_add(near_margin(to as f64)).min(max_bytes)
             });
         }
         match (state.piece(self.pieces_of(state, lanes)), state.span) {
