@@ -85,6 +85,11 @@ fn create_topic_of(
     kafka_tool("org.apache.kafka.tools.TopicCommand", &args);
 }
 
+/// The producer property that spreads records over every partition in turn (Kafka's default
+/// sticky partitioner fills a few batches at a time: a small run can leave a partition empty).
+pub const ROUND_ROBIN: &str =
+    "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner";
+
 /// ProducerPerformance: `records` records of 200 bytes with `compression`, `acks=all`,
 /// `linger.ms=5`, and `extra` producer properties.
 pub fn produce(bootstrap: &str, topic: &str, records: u32, compression: &str, extra: &[&str]) {

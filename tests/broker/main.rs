@@ -1670,7 +1670,7 @@ async fn a_kafka_consumer_group_commits_offsets_that_survive_a_restart() {
             "--producer-props",
             &props,
             "acks=all",
-            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
+            kafka_tools::ROUND_ROBIN,
         ],
     );
     assert!(out.contains("30000 records sent"), "{out}");

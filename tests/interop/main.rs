@@ -594,10 +594,7 @@ async fn incremental_fetch_sessions_return_the_same_bytes() {
         &topic,
         6000,
         "lz4",
-        &[
-            "batch.size=4096",
-            "partitioner.class=org.apache.kafka.clients.producer.RoundRobinPartitioner",
-        ],
+        &["batch.size=4096", kafka_tools::ROUND_ROBIN],
     );
     let client = SourceClient::connect(plaintext()).await.expect("connects");
     let meta = client.metadata(Some(&[&topic])).await.expect("metadata");

@@ -311,7 +311,13 @@ async fn the_sync_brings_group_offsets_configs_and_acls_for_a_clean_failover() {
     let run = std::process::id();
     let (topic, group) = (format!("sync-orders-{run}"), format!("sync-readers-{run}"));
     kafka_tools::create_topic(&bootstrap, &topic, 2, &["retention.ms=3600000"]);
-    kafka_tools::produce(&bootstrap, &topic, 2_000, "lz4", &[]);
+    kafka_tools::produce(
+        &bootstrap,
+        &topic,
+        2_000,
+        "lz4",
+        &[kafka_tools::ROUND_ROBIN],
+    );
     let source = source_client(&bootstrap).await;
     // The group has read 42 records of each partition on Kafka.
     {
