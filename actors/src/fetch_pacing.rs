@@ -589,6 +589,13 @@ mod tests {
         targets
     }
 
+    /// The bytes per second a link of `per_fetch` a Fetch and `cap` in all delivers on
+    /// average at the counts `targets`.
+    fn delivered(targets: &[usize], per_fetch: f64, cap: f64) -> f64 {
+        let rates = targets.iter().map(|n| (per_fetch * *n as f64).min(cap));
+        rates.sum::<f64>() / targets.len() as f64
+    }
+
     #[test]
     fn grows_while_the_rate_follows_and_settles_at_the_link() {
         type Row = (&'static str, f64, f64, usize, usize);
@@ -621,12 +628,7 @@ mod tests {
                 "{case}: settled at {last} ({targets:?})"
             );
             // Probes included, what the link delivered once the start was over.
-            let settled = &targets[3..];
-            let delivered = settled
-                .iter()
-                .map(|n| (per_fetch * *n as f64).min(cap))
-                .sum::<f64>()
-                / settled.len() as f64;
+            let delivered = delivered(&targets[3..], per_fetch, cap);
             assert!(
                 delivered >= 0.9 * cap.min(per_fetch * 64.0),
                 "{case}: {targets:?}"
@@ -722,11 +724,7 @@ mod tests {
         // Two stalls in a row are a crowded link to it (it cannot tell them apart), and a
         // stall right after a growth too: the probes take the count back up from there.
         let settled = &targets[20..];
-        let delivered = settled
-            .iter()
-            .map(|n| (per_fetch * *n as f64).min(cap))
-            .sum::<f64>()
-            / settled.len() as f64;
+        let delivered = delivered(settled, per_fetch, cap);
         assert!(delivered >= 0.85 * cap, "{depth}: {delivered} {targets:?}");
         assert!(settled.iter().all(|n| *n >= 32), "{depth}: {targets:?}");
     }
