@@ -15,9 +15,10 @@
 //! included as they come: counted only once applied, they reached the pacing in bursts as each
 //! partition's log end caught up with them, and across 150 ms the measured rate swung tenfold
 //! from one interval to the next). Each interval ends with one decision of
-//! [`FetchPacing::answered`], except two that decide nothing (while the answers show a
+//! [`FetchPacing::answered`], except three that decide nothing (while the answers show a
 //! backlog and no throttle): one whose answers that would measure the pace were all sent
-//! before the count last changed, and the one after a probe or a cut. By mode:
+//! before the count last changed, the one after a probe or a cut, and a stall's (below). By
+//! mode:
 //! - no answer in the interval showed a backlog (the partitions are caught up): halve, but not
 //!   below [`MIN_IN_FLIGHT`], and grow again from there when a backlog appears;
 //! - the throttle delayed Fetches: take a quarter off (more in flight cannot help), down to
@@ -45,13 +46,16 @@
 //!   quarter more, in the second such interval in a row: more Fetches would only queue at the
 //!   link, and every answer waits in the queue, a steady partition's too.
 //!
-//! Stalls: the source, the link or this machine busy for a moment slow every Fetch and the
-//! rate together for an interval. Read as a crowded link, or as the base a probe down is
-//! judged against, each took a quarter off the count, which wore down to a few Fetches (a
-//! catch-up at 50 ms beside 64 partitions went 128, 71, 54, 41 and reached 69% of the cap). So
-//! a crowded reading where the count had not just grown into it (held, probed, or grown while
-//! the rate fell) decides nothing the first time, and a probe down must show the queue it
-//! removed in each Fetch's pace, not only a rate that held.
+//! Stalls: the source, the link or this machine busy for a moment slow every Fetch and the rate
+//! together for an interval. Read as a crowded link, or as the base a probe down is judged against,
+//! each took a quarter off the count, which wore down to a few Fetches (a catch-up at 50 ms beside
+//! 64 partitions went 128, 71, 54, 41 and reached 69% of the cap). So a crowded reading where the
+//! count had not just grown into it (held, probed down, or grown while the rate fell by more than
+//! 5%) is a stall: it decides nothing and is no probe's base, and the next judged interval decides,
+//! crowded or not. A probe down must also show the queue it removed in each Fetch's pace, not only
+//! a rate that held. And a cut after which every Fetch keeps its best pace went below what fills
+//! the link (a stall in the interval after a growth reads as crowding: nothing tells them apart
+//! there): it is undone, at most doubling, and the count grows from there.
 //!
 //! The pace, not the rate, judges growth: an interval's rate counts the Fetches just added
 //! for the whole interval though their first answers come late in it (across 150 ms, answers
@@ -221,10 +225,11 @@ pub struct FetchPacing {
     /// The count changed other than by growing: the next interval, whose answers were mostly
     /// sent at the old count and wait in the queue it left, decides nothing.
     settling: bool,
-    /// The last decision cut the count because the Fetches crowded the link.
-    cut_last: bool,
-    /// The last interval read crowded where the count had not just grown into it, and decided
-    /// nothing: a second such reading in a row is a crowded link, one alone a stall.
+    /// The last decision cut the count because the Fetches crowded the link: the count
+    /// before the cut.
+    cut_from: Option<usize>,
+    /// The last judged interval was a stall (crowded where the count had not just grown into
+    /// it) and decided nothing: the next judged one decides.
     stalled: bool,
     /// Intervals in a row that grew with no answer measuring the pace.
     unmeasured: u32,
@@ -250,7 +255,7 @@ impl FetchPacing {
             paces: VecDeque::new(),
             changed_ms: 0,
             settling: false,
-            cut_last: false,
+            cut_from: None,
             stalled: false,
             unmeasured: 0,
             latest_ms: 0,
@@ -327,6 +332,7 @@ impl FetchPacing {
         let target = self.target;
         self.decide(interval, rate, elapsed);
         if self.target != target {
+            self.stalled = false;
             self.changed_ms = answer.answered_ms;
             self.settling = !matches!(self.mode, Mode::Grow { .. });
         }
@@ -349,7 +355,7 @@ impl FetchPacing {
         self.changed_ms = self.latest_ms;
         self.paces.clear();
         self.settling = false;
-        self.cut_last = false;
+        self.cut_from = None;
         self.stalled = false;
         self.unmeasured = 0;
     }
@@ -362,12 +368,14 @@ impl FetchPacing {
         // cut like too little, and the count was cut four times in a row).
         let judged = interval.backlog && !interval.throttled;
         if pace == 0.0 && interval.before_change && judged {
+            self.stalled = false;
             return;
         }
         // After a probe or a cut, the answers of the old count (and the queue they left) fill
         // the next interval: a probe down judged on them looked free and was kept (a quarter
         // of the link lost), a cut looked too small and was cut again.
         if std::mem::take(&mut self.settling) && judged {
+            self.stalled = false;
             return;
         }
         let max = self.limits.max_in_flight;
@@ -377,18 +385,21 @@ impl FetchPacing {
         let best = self.best_pace();
         let mut share = (pace > 0.0 && best > 0.0).then(|| (pace / best).min(1.0));
         // Fetches that lose their pace for one interval, the count not having grown into it
-        // (held, probed, or grown while the rate fell), met a stall: the source, the link or
-        // this machine busy for a moment. That interval decides nothing and is no probe's
-        // base; a second one in a row is a crowded link. Cut on each, the count lost a
-        // quarter at every stall and wore down to a few Fetches.
+        // (held, probed down, or grown while the rate fell by more than 5%), met a stall: the
+        // source, the link or this machine busy for a moment. That interval decides nothing
+        // and is no probe's base; the next judged one decides, crowded or not. Cut on each,
+        // the count lost a quarter at every stall and wore down to a few Fetches. A probe up
+        // that crowds the link grew into it: back to its base at once.
         let stalled = share.is_some_and(|s| s < CROWDED)
             && judged
             && match self.mode {
-                Mode::Grow { before } => before.is_some_and(|b| rate < b.rate),
-                Mode::Hold { .. } | Mode::Probe { .. } => true,
+                Mode::Grow { before } => before.is_some_and(|b| rate < b.rate * 0.95),
+                Mode::Hold { .. } | Mode::Probe { up: false, .. } => true,
+                Mode::Probe { up: true, .. } => false,
             };
-        let stalled_before = std::mem::replace(&mut self.stalled, stalled);
-        if stalled && !stalled_before {
+        let first_stall = stalled && !self.stalled;
+        self.stalled = first_stall;
+        if first_stall {
             return;
         }
         if pace > 0.0 {
@@ -406,7 +417,7 @@ impl FetchPacing {
         if let Some(low) = share.filter(|s| *s < CROWDED && judged) {
             let fill = ((self.target as f64 * low).min(rate / best) * FILL_MARGIN).ceil() as usize;
             let fill = fill.min(self.target).max(floor.min(self.target));
-            if fill < self.target && !self.cut_last {
+            if fill < self.target && self.cut_from.is_none() {
                 cut = Some(fill);
             } else {
                 self.paces.clear();
@@ -415,7 +426,10 @@ impl FetchPacing {
             }
         }
         // A probe ignores a cut (it goes back to its base anyway).
-        self.cut_last = cut.is_some() && !matches!(self.mode, Mode::Probe { .. });
+        let after_cut = self.cut_from;
+        self.cut_from = cut
+            .filter(|_| !matches!(self.mode, Mode::Probe { .. }))
+            .map(|_| self.target);
         let now = Sample {
             in_flight: self.target,
             rate,
@@ -442,6 +456,19 @@ impl FetchPacing {
             (fill, hold(matches!(self.mode, Mode::Hold { up: true, .. })))
         } else {
             match self.mode {
+                // Every Fetch at its best pace right after a cut: the cut went below what
+                // fills the link (it read a stall as crowding, as a growth's interval can).
+                // Undo it, at most doubling, rather than a quarter per probe; probe down
+                // first.
+                Mode::Hold { .. }
+                    if let Some(from) = after_cut
+                        && share.is_some_and(|s| s >= UNCROWDED) =>
+                {
+                    (
+                        from.min(self.target * 2).min(max),
+                        Mode::Grow { before: Some(now) },
+                    )
+                }
                 Mode::Grow { before } => {
                     // Growing pays while each Fetch keeps its pace and the rate rises at all.
                     // Unmeasured (no answer of a window or more: a catch-up's partitions first
@@ -683,50 +710,66 @@ mod tests {
         (delivered, targets)
     }
 
-    /// A window-limited link (2 MB/s a Fetch, 125 MB/s in all: 63 fill it) on a machine that
-    /// stalls in a third of the intervals at random, every Fetch and the rate 40% or 20% down
-    /// in them (the source, the proxy and the mirror share two cores in the benchmarks): the
-    /// count stays near what fills the link. Failed before: each stall read as a crowded link
-    /// or made a probe down look free, and the count wore down a quarter at a time to 27
-    /// (82 MB/s; in the benchmark 128, 71, 54, 41 Fetches at 50 ms beside 64 partitions, 69%
-    /// of the cap); now 110-112 MB/s.
+    /// A window-limited link (2 MB/s a Fetch, 125 MB/s in all: 62.5 fill it) on a machine
+    /// that stalls in a third of the intervals at random, every Fetch and the rate 40% or 20%
+    /// down in them (the source, the proxy and the mirror share two cores in the benchmarks),
+    /// over 200 seeds: from the 20th interval on, every run delivers 85% of the link or more,
+    /// and the count stays near what fills it (the median run within 1.3 times, none past 3
+    /// times: a queue at the link delays every answer). Failed before: each stall read as a
+    /// crowded link, or made a probe down look free, took a quarter off the count (in the
+    /// benchmark 128, 71, 54, 41 Fetches at 50 ms beside 64 partitions, 69% of the cap); at
+    /// 40% the worst run delivered 6% of the link.
     #[test]
     fn stalls_of_the_machine_do_not_wear_the_count_down() {
         for depth in [0.6, 0.8] {
-            stalls_in_a_third_of_the_intervals(depth);
+            let mut runs: Vec<(f64, f64)> = (1..=200u64)
+                .map(|seed| stalls_in_a_third_of_the_intervals(depth, seed))
+                .collect();
+            let worst = runs.iter().map(|r| r.0).fold(f64::MAX, f64::min);
+            assert!(
+                worst >= 0.85,
+                "{depth}: a run delivered {worst:.2} of the link"
+            );
+            runs.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let (median, most) = (runs[100].1, runs[199].1);
+            assert!(
+                median <= 1.3 && most <= 3.0,
+                "{depth}: counts of {median:.2} (median) and {most:.2} times the fill"
+            );
         }
     }
 
-    fn stalls_in_a_third_of_the_intervals(depth: f64) {
+    /// One run of [`stalls_of_the_machine_do_not_wear_the_count_down`]: the share of the link
+    /// delivered from the 20th interval on, and the mean count then over the count that fills
+    /// the link.
+    fn stalls_in_a_third_of_the_intervals(depth: f64, seed: u64) -> (f64, f64) {
         let (per_fetch, cap) = (2e6, 125e6);
         let mut pacing = FetchPacing::new(PacingLimits {
             max_in_flight: 248,
             ..LIMITS
         });
-        let (mut now, mut targets, mut seed) = (0, Vec::new(), 0x9e37_79b9_7f4a_7c15_u64);
+        let (mut now, mut targets) = (0, Vec::new());
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
         while targets.len() < 60 {
             let n = pacing.target();
-            // A third of the intervals, at random (a fixed seed).
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let stall = if seed % 3 == 0 { depth } else { 1.0 };
+            // xorshift: which intervals stall, the same for every run of the test.
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let stall = if state.is_multiple_of(3) { depth } else { 1.0 };
             let rate = (per_fetch * n as f64).min(cap) * stall;
             for _ in 0..n {
-                if let Some(report) =
-                    pacing.answered(sample(now, now + 1000, (rate / n as f64) as u64))
-                {
-                    targets.push(report.in_flight);
-                }
+                let answer = sample(now, now + 1000, (rate / n as f64) as u64);
+                targets.extend(pacing.answered(answer).map(|r| r.in_flight));
             }
             now += 1000;
         }
-        // Two stalls in a row are a crowded link to it (it cannot tell them apart), and a
-        // stall right after a growth too: the probes take the count back up from there.
         let settled = &targets[20..];
-        let delivered = delivered(settled, per_fetch, cap);
-        assert!(delivered >= 0.85 * cap, "{depth}: {delivered} {targets:?}");
-        assert!(settled.iter().all(|n| *n >= 32), "{depth}: {targets:?}");
+        let mean = settled.iter().sum::<usize>() as f64 / settled.len() as f64;
+        (
+            delivered(settled, per_fetch, cap) / cap,
+            mean / (cap / per_fetch),
+        )
     }
 
     /// [`simulate`] across 150 ms through 100 KiB windows (a Kafka source's default socket
