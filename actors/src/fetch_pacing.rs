@@ -161,6 +161,19 @@ struct Sample {
     per_fetch: f64,
 }
 
+impl Sample {
+    /// Whether Fetches moving `pace` each at `in_flight` kept (a probe up) or gained (a probe
+    /// down) more than half of what a full link would change their pace by from this base:
+    /// on a full link the pace goes as the inverse of the count. `None` when either pace is
+    /// unmeasured.
+    fn paced_past_half_full(&self, in_flight: usize, pace: f64) -> Option<bool> {
+        (self.per_fetch > 0.0 && pace > 0.0).then(|| {
+            let full = self.in_flight as f64 / in_flight.max(1) as f64;
+            pace >= self.per_fetch * (1.0 + full) / 2.0
+        })
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Mode {
     /// Growing (twofold or fourfold); `before` is the interval before the last growth.
@@ -539,12 +552,9 @@ impl FetchPacing {
                 // tenth).
                 Mode::Probe { base, up: true }
                     if rate >= base.rate
-                        && if base.per_fetch > 0.0 && pace > 0.0 {
-                            let full = base.in_flight as f64 / self.target.max(1) as f64;
-                            pace >= base.per_fetch * (1.0 + full) / 2.0
-                        } else {
-                            rate >= base.rate * 1.1
-                        } =>
+                        && base
+                            .paced_past_half_full(self.target, pace)
+                            .unwrap_or(rate >= base.rate * 1.1) =>
                 {
                     ((self.target * 2).min(max), Mode::Grow { before: Some(now) })
                 }
@@ -554,13 +564,7 @@ impl FetchPacing {
                 // made the cut look free, and the count wore down a quarter at a time.
                 Mode::Probe { base, up: false }
                     if rate >= base.rate * 0.95
-                        && (base.per_fetch == 0.0
-                            || pace == 0.0
-                            || pace
-                                >= base.per_fetch
-                                    * (1.0
-                                        + base.in_flight as f64 / self.target.max(1) as f64)
-                                    / 2.0) =>
+                        && base.paced_past_half_full(self.target, pace).unwrap_or(true) =>
                 {
                     (self.target, hold(true))
                 }
