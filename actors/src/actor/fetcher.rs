@@ -50,9 +50,10 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// Fetches ahead of one partition's log end, in flight or waiting, that it may have at least
-/// (more when few partitions are behind: the Fetches allowed shared among them, see
-/// `Fetcher::lanes`); what they hold in memory is bounded by the Fetches allowed in all.
+/// Fetches ahead of one partition's log end in flight that it may have at least (more when few
+/// partitions are behind: the Fetches allowed shared among them, see `Fetcher::lanes`), and
+/// half as many again of answers waiting; what they hold in memory is bounded by the Fetches
+/// allowed in all, and half as many again.
 pub const MAX_AHEAD: usize = 32;
 
 /// Fetches kept beyond the pacing's count for partitions near the source's end (caught up, or
@@ -812,6 +813,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                 round_trip_ms = ?report.round_trip_ms,
                 bytes_per_answer = report.bytes_per_answer,
                 fetched_twice = self.state.fetched_twice(),
+                waiting = self.state.waiting(),
                 "the pacing's interval"
             );
             self.ports.paced(&report);
