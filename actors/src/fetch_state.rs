@@ -19,7 +19,8 @@
 //! - A source leader epoch is news to the partition once per new value.
 //! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): on lanes the fetcher's own
 //!   Fetches leave free, a partition with a backlog also gets Fetches from offsets beyond its log
-//!   end, at most `max_ahead` of them: the first inside the last batch the partition's own answer
+//!   end, at most `max_ahead` of them in flight and half as many again with their answers
+//!   waiting (a gap's Fetch aside, below): the first inside the last batch the partition's own answer
 //!   should hold, each next one an answer further (a piece, when the backlog is small:
 //!   [`FetchState::pieces`]) or half a batch past where the one before it ended once that one
 //!   came, each asking for its batches and half a batch more ([`slack`]; the source answers a
@@ -136,11 +137,10 @@ impl Span {
     }
 }
 
-/// The Fetches ahead in flight and answers ahead waiting, in all, that `in_flight` Fetches ahead
-/// allowed may hold: half as many again. An answer that came before the ones below it waits
-/// for them without holding a connection; counted as one in flight, the answers waiting
-/// behind slower ones (40-76 of 248 at 150 ms beside 8 partitions, each read 32 Fetches deep)
-/// kept that many connections idle, and the catch-up reached 79% of a link it could fill.
+/// The Fetches ahead in flight and answers ahead waiting that `in_flight` Fetches ahead allowed
+/// may hold: half as many again. An answer that came before the ones below it waits without
+/// holding a connection; counted as one in flight, it kept a connection idle
+/// (docs/design.md §4, "Reading ahead").
 fn with_waiting(in_flight: usize) -> usize {
     in_flight.saturating_add(in_flight / 2)
 }
@@ -251,7 +251,8 @@ impl Kind {
 /// The Fetches a fetcher's lanes allow for reading ahead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AheadLanes {
-    /// Fetches ahead of one partition, at most.
+    /// Fetches ahead of one partition in flight, at most; with its answers waiting, half as
+    /// many again ([`with_waiting`]).
     pub per_partition: usize,
     /// Fetches the pacing allows in flight, each partition's own among them.
     pub total: usize,
@@ -687,7 +688,7 @@ impl FetchState {
                 if due > now_ms
                     || self.polls_in_flight(Some(key)) >= most_polls(lanes.reserve, state.backlog)
                     || self.polls_of(key).count() >= 2 * lanes.reserve
-                    || ahead.map_or(0, BTreeMap::len) >= lanes.per_partition
+                    || !self.has_room(key, lanes.per_partition)
                 {
                     return None;
                 }
@@ -874,24 +875,36 @@ impl FetchState {
         self.fetched_twice
     }
 
-    /// Fetches ahead of `key` in flight, its polls included: each holds a connection, where an
-    /// answer waiting holds only memory.
-    fn in_flight_ahead(&self, key: &TopicPartition) -> usize {
-        self.ahead.get(key).map_or(0, |ahead| {
+    /// Whether `key` may have one more Fetch ahead (a piece or a poll) with `per_partition`
+    /// allowed: fewer in flight, polls included (each holds a connection), and fewer than half
+    /// as many again with its answers waiting (each holds only memory).
+    fn has_room(&self, key: &TopicPartition, per_partition: usize) -> bool {
+        let ahead = self.ahead.get(key);
+        let in_flight = ahead.map_or(0, |ahead| {
             ahead
                 .values()
                 .filter(|ahead| matches!(ahead, Ahead::InFlight))
                 .count()
-        })
+        });
+        in_flight < per_partition && ahead.map_or(0, BTreeMap::len) < with_waiting(per_partition)
     }
 
-    /// Answers ahead that came and wait for the log end to reach them (for the debug log).
-    pub fn waiting(&self) -> usize {
-        self.ahead
-            .values()
-            .flat_map(BTreeMap::values)
-            .filter(|ahead| matches!(ahead, Ahead::Arrived { .. }))
-            .count()
+    /// Fetches ahead in flight and answers ahead waiting, in all, polls aside.
+    pub fn pieces_ahead(&self) -> (usize, usize) {
+        let mut counts = (0, 0);
+        for (key, ahead) in &self.ahead {
+            let polls = self.polls.get(key);
+            for (start, ahead) in ahead {
+                if polls.is_some_and(|polls| polls.contains(start)) {
+                    continue;
+                }
+                match ahead {
+                    Ahead::InFlight => counts.0 += 1,
+                    Ahead::Arrived { .. } => counts.1 += 1,
+                }
+            }
+        }
+        counts
     }
 
     /// How many partitions are behind (their last answer showed a backlog).
@@ -1019,26 +1032,12 @@ impl FetchState {
         let near = reach == Reach::Near;
         let most = lanes.total + if near { lanes.reserve } else { 0 };
         // Polls are bounded apart (`Self::next_poll`).
-        let polls: usize = self
-            .polls
-            .keys()
-            .map(|key| self.polls_of(key).count())
-            .sum();
-        let pieces = self
-            .ahead
-            .values()
-            .map(BTreeMap::len)
-            .sum::<usize>()
-            .saturating_sub(polls);
-        let in_flight = self
-            .ahead
-            .keys()
-            .map(|key| self.in_flight_ahead(key))
-            .sum::<usize>()
-            .saturating_sub(self.polls_in_flight(None));
-        if in_flight >= most || pieces >= with_waiting(most) {
+        let (in_flight, waiting) = self.pieces_ahead();
+        if in_flight >= most {
             return None;
         }
+        // A gap's Fetch may exceed what answers waiting may hold: those answers wait for it.
+        let full = in_flight + waiting >= with_waiting(most);
         let max_ahead = lanes.per_partition;
         let (key, start, bytes) = self
             .behind
@@ -1054,6 +1053,9 @@ impl FetchState {
                 // cannot pass it.
                 if let Some((start, bytes)) = self.gap(key, state, span.bytes) {
                     return Some((i64::MIN, key, start, bytes));
+                }
+                if full || !self.has_room(key, max_ahead) {
+                    return None;
                 }
                 // Each starts half a batch past where the one before it should end, so it is
                 // answered from the batch that follows that one: the first inside the last batch
@@ -1077,12 +1079,11 @@ impl FetchState {
                 } else {
                     i64::try_from(count).unwrap_or(i64::MAX)
                 };
-                let room = self.in_flight_ahead(key) < max_ahead && count < with_waiting(max_ahead);
                 if start >= bound && self.tails(key, state, bound) {
                     let bytes = POLL_MAX_BYTES.max(span.ask(span.batch));
-                    return room.then_some((order, key, bound, bytes));
+                    return Some((order, key, bound, bytes));
                 }
-                (room && start < bound).then_some((order, key, start, span.bytes))
+                (start < bound).then_some((order, key, start, span.bytes))
             })
             .min_by_key(|(order, _, _, _)| *order)
             .map(|(_, key, start, bytes)| (key.clone(), start, bytes))?;
@@ -1763,6 +1764,53 @@ mod tests {
     /// ahead) is fetched in that many pieces of at least 64 KiB and four batches, so it crosses
     /// a distant link over as many connections at once; a partition caught up, or with no
     /// piece to spare, asks for its whole span.
+    /// An answer ahead that came before the ones below it waits for them holding memory, not a
+    /// connection: the Fetches ahead in flight are bounded by the limits, and with the answers
+    /// waiting by half as many again, but a gap's Fetch, which the answers wait for, still goes.
+    /// Before, an answer waiting counted as a Fetch in flight: 40-114 of 248 connections stood
+    /// idle at 150 ms beside 8 partitions.
+    #[test]
+    fn answers_waiting_hold_no_connection_and_half_as_many_again_at_most() {
+        let span = Span {
+            offsets: 50,
+            batch: 10,
+            batch_bytes: 1024,
+            bytes: 5 * 1024 + 512,
+        };
+        let a = key("a");
+        // Two per partition, then two in all.
+        for lanes in [lanes(2, 100), lanes(100, 2)] {
+            let mut state = attached(&["a"]);
+            state.noted(&a, 100, Some(span), true, 100_000);
+            let mut next = || {
+                state
+                    .next_ahead(lanes, Reach::Any, 0)
+                    .map(|(_, start, _)| start)
+            };
+            assert_eq!((next(), next(), next()), (Some(145), Some(195), None));
+            state.ahead_answered(&a, 195, Some(batches(190, 240)));
+            assert_eq!(
+                state.next_ahead(lanes, Reach::Any, 0).map(|(_, s, _)| s),
+                Some(245),
+                "{lanes:?}: the answer waiting freed its connection"
+            );
+            state.ahead_answered(&a, 245, Some(batches(240, 290)));
+            assert_eq!(
+                state.next_ahead(lanes, Reach::Any, 0),
+                None,
+                "{lanes:?}: one in flight, three in all"
+            );
+            // The first ends short of the second, at 180: the gap goes, three waiting for it.
+            state.ahead_answered(&a, 145, Some(batches(140, 180)));
+            assert_eq!(
+                state.next_ahead(lanes, Reach::Any, 0).map(|(_, s, _)| s),
+                Some(180),
+                "{lanes:?}: the gap"
+            );
+            assert_eq!(state.pieces_ahead(), (1, 3));
+        }
+    }
+
     #[test]
     fn a_small_backlog_is_fetched_in_pieces_over_several_connections() {
         let mut state = attached(&["a"]);

@@ -11,8 +11,9 @@
 //! the reserve's or the reserve's own, so a single Fetch always uses lane 0 and its fetch
 //! session) and for its share of the partitions ready to fetch; on a lane left
 //! free when none is ready, a partition with a backlog is also fetched ahead of its log end
-//! ([`FetchState`], "Reading ahead"), [`MAX_AHEAD`] Fetches ahead each at most, or the Fetches
-//! allowed shared among the partitions behind if more. Which partitions go into a Fetch, in
+//! ([`FetchState`], "Reading ahead"), [`MAX_AHEAD`] Fetches ahead each in flight at most, or
+//! the Fetches allowed shared among the partitions behind if more, and half as many again with
+//! their answers waiting. Which partitions go into a Fetch, in
 //! turn, and what each is fetched under is decided by the pure [`FetchState`] (round robin, at
 //! most `max_partitions_per_fetch`, none in flight or whose answer is still being applied). A
 //! Fetch that brought nothing new keeps its lane busy for `idle_backoff` (the source's own long
@@ -813,7 +814,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                 round_trip_ms = ?report.round_trip_ms,
                 bytes_per_answer = report.bytes_per_answer,
                 fetched_twice = self.state.fetched_twice(),
-                waiting = self.state.waiting(),
+                pieces_ahead = ?self.state.pieces_ahead(),
                 "the pacing's interval"
             );
             self.ports.paced(&report);
