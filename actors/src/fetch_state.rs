@@ -1017,7 +1017,8 @@ impl FetchState {
 
     /// The next Fetch ahead at `now_ms`: the partition with the fewest ahead (at most
     /// `lanes.per_partition` each and `lanes.total` in all in flight, and half as many again
-    /// in flight or waiting, [`with_waiting`]; with
+    /// in flight or waiting, [`with_waiting`], but a gap's Fetch within the first limit alone;
+    /// with
     /// [`Reach::Near`], only partitions near the source's end, within the reserve beyond that;
     /// with [`Reach::Far`], only the others) among those with a backlog, not held, whose log
     /// end and span are known, the offset to ask from (a piece past the last one asked, or
@@ -1760,13 +1761,10 @@ mod tests {
         assert_eq!(first_and_end(&at), Some((190, 200)), "{at:?}");
     }
 
-    /// A backlog of fewer spans than the partition's pieces (here 17: its own Fetch and 16
-    /// ahead) is fetched in that many pieces of at least 64 KiB and four batches, so it crosses
-    /// a distant link over as many connections at once; a partition caught up, or with no
-    /// piece to spare, asks for its whole span.
     /// An answer ahead that came before the ones below it waits for them holding memory, not a
     /// connection: the Fetches ahead in flight are bounded by the limits, and with the answers
-    /// waiting by half as many again, but a gap's Fetch, which the answers wait for, still goes.
+    /// waiting by half as many again, but a gap's Fetch, which the answers wait for, still goes
+    /// (within the Fetches allowed in flight).
     /// Before, an answer waiting counted as a Fetch in flight: 40-114 of 248 connections stood
     /// idle at 150 ms beside 8 partitions.
     #[test]
@@ -1808,9 +1806,18 @@ mod tests {
                 "{lanes:?}: the gap"
             );
             assert_eq!(state.pieces_ahead(), (1, 3));
+            assert_eq!(
+                state.next_ahead(lanes, Reach::Any, 0),
+                None,
+                "{lanes:?}: nothing further"
+            );
         }
     }
 
+    /// A backlog of fewer spans than the partition's pieces (here 17: its own Fetch and 16
+    /// ahead) is fetched in that many pieces of at least 64 KiB and four batches, so it crosses
+    /// a distant link over as many connections at once; a partition caught up, or with no
+    /// piece to spare, asks for its whole span.
     #[test]
     fn a_small_backlog_is_fetched_in_pieces_over_several_connections() {
         let mut state = attached(&["a"]);
