@@ -20,8 +20,8 @@
 //! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): on lanes the fetcher's own
 //!   Fetches leave free, a partition with a backlog also gets Fetches from offsets beyond its log
 //!   end, at most `max_ahead` of them in flight and half as many again with their answers
-//!   waiting (a gap's Fetch aside, below): the first inside the last batch the partition's own answer
-//!   should hold, each next one an answer further (a piece, when the backlog is small:
+//!   waiting (a gap's Fetch aside, below): the first inside the last batch the partition's own
+//!   answer should hold, each next one an answer further (a piece, when the backlog is small:
 //!   [`FetchState::pieces`]) or half a batch past where the one before it ended once that one
 //!   came, each asking for its batches and half a batch more ([`slack`]; the source answers a
 //!   Fetch from the batch holding its offset), and none from the high watermark the partition's
@@ -1018,9 +1018,8 @@ impl FetchState {
     /// The next Fetch ahead at `now_ms`: the partition with the fewest ahead (at most
     /// `lanes.per_partition` each and `lanes.total` in all in flight, and half as many again
     /// in flight or waiting, [`with_waiting`], but a gap's Fetch within the first limit alone;
-    /// with
-    /// [`Reach::Near`], only partitions near the source's end, within the reserve beyond that;
-    /// with [`Reach::Far`], only the others) among those with a backlog, not held, whose log
+    /// with [`Reach::Near`], only partitions near the source's end, within the reserve beyond
+    /// that; with [`Reach::Far`], only the others) among those with a backlog, not held, whose log
     /// end and span are known, the offset to ask from (a piece past the last one asked, or
     /// near the log end; below the high watermark its last answer showed, since the source has
     /// nothing from there on) and the bytes to ask. It counts as in flight.
