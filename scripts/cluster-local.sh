@@ -14,7 +14,8 @@
 #                                                          each node's client address or -,
 #                                                          and KMIRROR_CLUSTER_METRICS)
 #   scripts/cluster-local.sh stop DATA_DIR                 stop every node (SIGTERM, then SIGKILL)
-#   scripts/cluster-local.sh kill I DATA_DIR               SIGKILL node I (a crash)
+#   scripts/cluster-local.sh kill I DATA_DIR               SIGKILL node I (a crash), then wait
+#                                                          until it is gone
 #   scripts/cluster-local.sh restart I DATA_DIR            start node I again on its data
 #   scripts/cluster-local.sh status DATA_DIR               each node's roles, pid, whether it runs
 #
@@ -206,6 +207,27 @@ EOF
   echo "$data/env"
 }
 
+# Waits until process $1 is gone: SIGKILL only queues the death, and a node that still holds its
+# listeners (a big process takes a while to exit on a loaded machine) makes its restart fail
+# with "Address already in use". A zombie (state Z) has released them.
+wait_gone() {
+  local pid="$1"
+  for _ in $(seq 1 200); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    [[ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" == Z ]] && return 0
+    sleep 0.05
+  done
+  echo "process $pid still runs 10 s after SIGKILL" >&2
+  return 1
+}
+
+kill_node() {
+  local node="$1" data="$2" pid
+  pid="$(cat "$data/node-$node/pid")"
+  kill -KILL "$pid" 2>/dev/null || return 0
+  wait_gone "$pid"
+}
+
 stop_node() {
   local node="$1" data="$2" pid
   pid="$(cat "$data/node-$node/pid" 2>/dev/null)" || return 0
@@ -214,7 +236,8 @@ stop_node() {
     kill -0 "$pid" 2>/dev/null || return 0
     sleep 0.1
   done
-  kill -KILL "$pid" 2>/dev/null || true
+  kill -KILL "$pid" 2>/dev/null || return 0
+  wait_gone "$pid"
 }
 
 stop() {
@@ -229,7 +252,7 @@ stop() {
 case "${1:-}" in
   start) [[ $# -ge 3 ]] || usage; start "$2" "$3" "${4:-}" ;;
   stop) [[ $# -eq 2 ]] || usage; stop "$2" ;;
-  kill) [[ $# -eq 3 ]] || usage; kill -KILL "$(cat "$3/node-$2/pid")" ;;
+  kill) [[ $# -eq 3 ]] || usage; kill_node "$2" "$3" ;;
   restart)
     [[ $# -eq 3 ]] || usage
     stop_node "$2" "$3"
