@@ -106,9 +106,9 @@ pub struct Span {
     pub batch: i64,
     /// Bytes of one batch.
     pub batch_bytes: usize,
-    /// Bytes a Fetch ahead asks for: the batches between two starts and half a batch more
-    /// ([`slack`]), so each usually ends where the next begins; a gap left between two
-    /// answers is fetched on its own ([`FetchState::next_ahead`]).
+    /// Bytes a Fetch ahead (or the partition's own) asks for: the batches between two starts
+    /// and half a batch more ([`slack`]), so each usually ends where the next begins; a gap
+    /// left between two answers is fetched on its own ([`FetchState::next_ahead`]).
     pub bytes: usize,
 }
 
@@ -933,8 +933,9 @@ impl FetchState {
         }
     }
 
-    /// The bytes `key`'s own Fetch asks for, `max_bytes` at most: when it is behind, its first
-    /// piece ([`Self::pieces_of`]), so the Fetches ahead take the rest at once; when it is
+    /// The bytes `key`'s own Fetch asks for, `max_bytes` at most (with a span's half batch of
+    /// [`slack`] beyond it): when it is behind, its span's, or its first piece
+    /// ([`Self::pieces_of`]), so the Fetches ahead take the rest at once; when it is
     /// caught up and lanes are kept for it, one piece of [`MIN_PIECE_BYTES`] (a batch at
     /// least), so what a round trip gathers crosses a distant link within one window and the
     /// rest comes in pieces beside it.
@@ -962,6 +963,14 @@ impl FetchState {
                 .bytes
                 .saturating_sub(slack(piece.batch_bytes))
                 .clamp(piece.batch_bytes, max_bytes),
+            // A span's batches and half a batch, as a Fetch ahead asks: its first Fetch ahead
+            // starts inside the batch after them. Asked for `max_bytes`, it held as many whole
+            // batches as the span when they fit, and the first Fetch ahead, which had to start
+            // inside the last of them lest a larger batch leave a gap, fetched that batch twice
+            // (a batch of 256 KiB per own answer, 7.5% of what crossed at 50 ms beside 64).
+            (Some(_), Some(span)) => span
+                .bytes
+                .min(max_bytes.saturating_add(slack(span.batch_bytes))),
             _ => max_bytes,
         }
         .min(self.to_next_ahead(key, state).unwrap_or(usize::MAX))
@@ -1058,10 +1067,11 @@ impl FetchState {
                     return None;
                 }
                 // Each starts half a batch past where the one before it should end, so it is
-                // answered from the batch that follows that one: the first inside the last batch
-                // the partition's own answer should hold (an answer or a piece on from the log
-                // end), the next an answer (or a piece) on, or, after one that came, half a
-                // batch past its end.
+                // answered from the batch that follows that one: the first inside the first batch
+                // the partition's own answer (a span's batches and half a batch, `own_bytes`)
+                // should not hold whole, or, for a piece (whose own answer asks no slack), inside
+                // the last batch it should hold; the next an answer (or a piece) on, or, after
+                // one that came, half a batch past its end.
                 // Polls at the source's end are not pieces: the pieces go on below them, up
                 // to the high watermark.
                 let bound = self.unpolled_to(key, end, state.high_watermark);
@@ -1071,6 +1081,9 @@ impl FetchState {
                         to.saturating_add(span.batch / 2)
                     }
                     Some((last, _)) if *last > end => last.saturating_add(span.offsets),
+                    _ if state.span == Some(span) => {
+                        end.saturating_add(span.offsets + span.batch / 2)
+                    }
                     _ => end.saturating_add(span.offsets - span.batch / 2),
                 };
                 // On the reserve the nearest goes first; elsewhere the fewest ahead.
@@ -1282,6 +1295,8 @@ impl FetchState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::BytesMut;
+    use kmirror_protocol::testing::BatchSpec;
 
     const EPOCHS: FetchEpochs = FetchEpochs {
         topic_id: Uuid::nil(),
@@ -1552,12 +1567,12 @@ mod tests {
             None,
             "nothing known of a backlog"
         );
-        state.noted(&a, 100, Some(span), true, 1_000);
+        state.noted(&a, 90, Some(span), true, 1_000);
         let first = state.next_ahead(lanes(4, 100), Reach::Any, 0);
         assert_eq!(
             first,
             Some((a.clone(), 145, 4096)),
-            "inside the last batch of the partition's own answer"
+            "inside the first batch the partition's own answer (90 to 140) does not hold whole"
         );
         let second = state.next_ahead(lanes(4, 100), Reach::Any, 0);
         assert_eq!(second, Some((a.clone(), 195, 4096)), "an answer on");
@@ -1585,7 +1600,7 @@ mod tests {
         let at = state.ahead_at(&a, 200);
         assert_eq!(first_and_end(&at), Some((200, 260)), "{at:?}");
         // An answer that would start inside a batch at the log end cannot line up: dropped.
-        state.noted(&a, 260, Some(span), true, 1_000);
+        state.noted(&a, 250, Some(span), true, 1_000);
         let (_, start, _) = state
             .next_ahead(lanes(4, 100), Reach::Any, 0)
             .expect("ahead");
@@ -1611,6 +1626,92 @@ mod tests {
             state.next_ahead(lanes(4, 100), Reach::Any, 50).is_some(),
             "hold over"
         );
+    }
+
+    /// A source's log of batches of 10 records each, from offset 0, each record's value of
+    /// `value_size` bytes.
+    fn source_log(batches: i64, value_size: usize) -> Vec<Bytes> {
+        (0..batches)
+            .map(|i| {
+                BatchSpec {
+                    base_offset: i * 10,
+                    records: 10,
+                    value_size,
+                    ..BatchSpec::default()
+                }
+                .build()
+            })
+            .collect()
+    }
+
+    /// What the source answers a Fetch from `offset` for `max_bytes`, as Kafka does: from the
+    /// batch holding `offset`, every byte asked for, the last batch cut where the bytes end
+    /// (the first one whole, however large).
+    fn source_answer(log: &[Bytes], offset: i64, max_bytes: usize) -> FetchResponse {
+        let from = usize::try_from(offset / 10).expect("an offset in the log");
+        let mut records = BytesMut::new();
+        for batch in &log[from..] {
+            records.extend_from_slice(batch);
+        }
+        let first = log[from].len();
+        records.truncate(max_bytes.max(first));
+        FetchResponse::Records {
+            records: records.freeze(),
+            high_watermark: i64::try_from(log.len()).expect("a length") * 10,
+            source_leader_epoch: None,
+        }
+    }
+
+    /// The partition's own answer and its first Fetch ahead share no batch. Before, the own
+    /// Fetch asked for `fetch.max.bytes` and the first Fetch ahead started inside the last
+    /// batch that answer held, so each own answer's last batch crossed the link twice (a batch
+    /// of 256 KiB per own answer, 7.5% of the bytes at 50 ms beside 64 partitions). Batches a
+    /// fifth larger than measured leave a gap the own Fetch fills, not a batch fetched twice.
+    #[test]
+    fn a_partitions_own_answer_and_its_first_fetch_ahead_share_no_batch() {
+        for (value_size, log_end_after_own) in [(100, 40), (125, 30)] {
+            let log = source_log(100, value_size);
+            let measured = source_log(1, 100)[0].len();
+            let mut state = attached(&["a"]);
+            let a = key("a");
+            // As `span_of` judges an answer of `fetch.max.bytes` (four batches and a bit).
+            let max_bytes = 4 * measured + measured / 3;
+            let span = Span {
+                offsets: 40,
+                batch: 10,
+                batch_bytes: measured,
+                bytes: 4 * measured + slack(measured),
+            };
+            state.noted(&a, 0, Some(span), true, 1_000);
+            let own = state.own_bytes(&a, max_bytes, lanes(4, 100));
+            assert_eq!(own, span.bytes, "four batches and half a batch");
+            let (_, start, bytes) = state
+                .next_ahead(lanes(4, 100), Reach::Any, 0)
+                .expect("a Fetch ahead");
+            assert_eq!(
+                start, 45,
+                "inside the first batch the own answer does not hold"
+            );
+            let own_answer = source_answer(&log, 0, own);
+            let (_, end) = edges(&own_answer).expect("whole batches");
+            assert_eq!(end, log_end_after_own, "value size {value_size}");
+            state.ahead_answered(&a, start, Some(source_answer(&log, start, bytes)));
+            if end < 40 {
+                // The own Fetch from the log end stops at the answer ahead, batch and all.
+                assert_eq!(state.ahead_at(&a, end), AheadAtLogEnd::Fetch);
+                state.noted(&a, end, Some(span), true, 1_000);
+                let own = state.own_bytes(&a, max_bytes, lanes(4, 100));
+                let (_, to) = edges(&source_answer(&log, end, own)).expect("whole batches");
+                assert_eq!(to, 40, "the gap's batch, whole");
+            }
+            let at = state.ahead_at(&a, 40);
+            assert_eq!(
+                first_and_end(&at).map(|(first, _)| first),
+                Some(40),
+                "{at:?}"
+            );
+            assert_eq!(state.fetched_twice(), 0, "value size {value_size}");
+        }
     }
 
     /// Every Fetch ahead the state gives now (16 per partition at most): where each starts and
@@ -1639,12 +1740,12 @@ mod tests {
         let starts = |state: &mut FetchState| -> Vec<i64> {
             aheads(state).into_iter().map(|(start, _)| start).collect()
         };
-        state.noted(&a, 100, Some(span), true, 200);
+        state.noted(&a, 90, Some(span), true, 200);
         assert_eq!(starts(&mut state), [145, 195]);
         state.drop_ahead(&a);
-        state.noted(&a, 100, Some(span), true, 140);
+        state.noted(&a, 90, Some(span), true, 140);
         assert!(starts(&mut state).is_empty(), "the own Fetch reaches it");
-        state.noted(&a, 100, Some(span), true, 400);
+        state.noted(&a, 90, Some(span), true, 400);
         assert_eq!(starts(&mut state), [145, 195, 245, 295, 345, 395]);
         // An answer ahead showing a higher watermark lets the next ones go further.
         let answer = |from, high_watermark| FetchResponse::Records {
@@ -1679,7 +1780,7 @@ mod tests {
             bytes: 5 * 1024 + 512,
         };
         let lanes = lanes(4, 4);
-        state.noted(&a, 100, Some(span), true, 1_000);
+        state.noted(&a, 90, Some(span), true, 1_000);
         assert_eq!(
             state.next_ahead(lanes, Reach::Any, 0),
             Some((a.clone(), 145, 5_632))
@@ -1707,7 +1808,8 @@ mod tests {
             .map(|(_, start, _)| start)
             .collect();
         assert_eq!(more, [295, 345], "the gap asked for once");
-        // The own Fetch from the log end stops at the first answer ahead.
+        // An own Fetch from 100 stops at the first answer ahead (from 140), not a span on.
+        state.noted(&a, 100, Some(span), true, 1_000);
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes), 4 * 1024 + 512);
         state.ahead_answered(&a, 180, Some(batches(180, 190)));
         for (log_end, until) in [(140, 180), (180, 190), (190, 240)] {
@@ -1720,7 +1822,7 @@ mod tests {
         // (a long batch) serves once the log end reaches that batch, found by review: it was
         // skipped, and the own Fetch fetched it again.
         let mut state = attached(&["a"]);
-        state.noted(&a, 100, Some(span), true, 1_000);
+        state.noted(&a, 90, Some(span), true, 1_000);
         let (_, start, _) = state.next_ahead(lanes, Reach::Any, 0).expect("ahead");
         assert_eq!(start, 145);
         state.ahead_answered(
@@ -1738,7 +1840,7 @@ mod tests {
         // Offsets the source no longer has (compacted away) are no gap: the Fetch for a gap
         // answered from past where it asked covers the space, and is not asked again.
         let mut state = attached(&["a"]);
-        state.noted(&a, 100, Some(span), true, 1_000);
+        state.noted(&a, 90, Some(span), true, 1_000);
         for start in [145, 195] {
             let (_, asked, _) = state.next_ahead(lanes, Reach::Any, 0).expect("ahead");
             assert_eq!(asked, start);
@@ -1778,7 +1880,7 @@ mod tests {
         // Two per partition, then two in all.
         for lanes in [lanes(2, 100), lanes(100, 2)] {
             let mut state = attached(&["a"]);
-            state.noted(&a, 100, Some(span), true, 100_000);
+            state.noted(&a, 90, Some(span), true, 100_000);
             let mut next = || {
                 state
                     .next_ahead(lanes, Reach::Any, 0)
@@ -1840,8 +1942,8 @@ mod tests {
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 100 * 1024);
         assert_eq!(
             state.own_bytes(&a, 1 << 20, lanes(16, 1)),
-            1 << 20,
-            "no Fetches ahead"
+            span.bytes,
+            "no Fetches ahead: its whole span"
         );
         let pieces = starts(&mut state);
         assert_eq!(pieces.len(), 16);
@@ -1867,8 +1969,8 @@ mod tests {
         // Far behind: whole spans, as before.
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), true, 1_000_000);
-        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 1 << 20);
-        assert_eq!(starts(&mut state)[..2], [(995, 1005), (1_995, 1005)]);
+        assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), span.bytes);
+        assert_eq!(starts(&mut state)[..2], [(1_005, 1005), (2_005, 1005)]);
         // Caught up: its whole span (up to a Fetch ahead, were one past its log end).
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(span), false, 5);
@@ -1912,7 +2014,7 @@ mod tests {
             offsets: 1_000,
             batch: 10,
             batch_bytes: 10 * 1024,
-            bytes: (1 << 20) + 2 * 10 * 1024,
+            bytes: 100 * 10 * 1024 + 5 * 1024,
         };
         for topic in ["a", "b"] {
             state.noted(&key(topic), 0, Some(span), true, 1_000);
@@ -1924,7 +2026,11 @@ mod tests {
             state.own_bytes(&key("a"), 1 << 20, lanes(16, 10)),
             250 * 1024
         );
-        assert_eq!(state.own_bytes(&key("a"), 1 << 20, lanes(16, 4)), 1 << 20);
+        assert_eq!(
+            state.own_bytes(&key("a"), 1 << 20, lanes(16, 4)),
+            span.bytes,
+            "its whole span"
+        );
         assert_eq!(
             state.own_bytes(&key("c"), 1 << 20, lanes(16, 10)),
             1 << 20,
@@ -1942,7 +2048,7 @@ mod tests {
             offsets: 1_000,
             batch: 10,
             batch_bytes: 10 * 1024,
-            bytes: (1 << 20) + 2 * 10 * 1024,
+            bytes: 100 * 10 * 1024 + 5 * 1024,
         };
         let (far, near) = (key("catch-up"), key("steady"));
         state.noted(&far, 0, Some(span), true, 1_000_000);
@@ -1956,10 +2062,14 @@ mod tests {
             state.own_bytes(&near, 1 << 20, kept),
             60 * 1024 + 60 * 1024 / 8
         );
-        assert_eq!(state.own_bytes(&far, 1 << 20, kept), 1 << 20, "far behind");
+        assert_eq!(
+            state.own_bytes(&far, 1 << 20, kept),
+            span.bytes,
+            "far behind"
+        );
         assert_eq!(
             state.own_bytes(&near, 1 << 20, lanes(16, 2)),
-            1 << 20,
+            span.bytes,
             "none kept"
         );
         // On a lane never used before, only the catch-up's: a piece of the steady partition
@@ -2289,11 +2399,11 @@ mod tests {
             std::iter::from_fn(|| state.next_ahead(lanes(2, 100), Reach::Any, 0))
                 .map(|(k, start, _)| format!("{}@{start}", k.topic))
                 .collect();
-        assert_eq!(picked, ["a@5", "b@5", "a@15", "b@15"], "c has no backlog");
+        assert_eq!(picked, ["a@15", "b@15", "a@25", "b@25"], "c has no backlog");
         state.drop_ahead(&key("a"));
         assert_eq!(
             state.next_ahead(lanes(2, 3), Reach::Any, 0),
-            Some((key("a"), 5, 4096))
+            Some((key("a"), 15, 4096))
         );
         assert_eq!(
             state.next_ahead(lanes(2, 3), Reach::Any, 0),
