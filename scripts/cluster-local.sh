@@ -207,14 +207,23 @@ EOF
   echo "$data/env"
 }
 
+# Whether process $1 is gone: exited, or a zombie (state Z) with no thread left but its main
+# one (another still exiting may hold the listeners).
+gone() {
+  local pid="$1" stat
+  kill -0 "$pid" 2>/dev/null || return 0
+  stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || return 0
+  stat="${stat##*) }"
+  [[ "${stat%% *}" == Z && "$(ls "/proc/$pid/task" 2>/dev/null | wc -l)" -le 1 ]]
+}
+
 # Waits until process $1 is gone: SIGKILL only queues the death, and a node that still holds its
 # listeners (a big process takes a while to exit on a loaded machine) makes its restart fail
-# with "Address already in use". A zombie (state Z) has released them.
+# with "Address already in use".
 wait_gone() {
   local pid="$1"
   for _ in $(seq 1 200); do
-    kill -0 "$pid" 2>/dev/null || return 0
-    [[ "$(cut -d' ' -f3 "/proc/$pid/stat" 2>/dev/null)" == Z ]] && return 0
+    gone "$pid" && return 0
     sleep 0.05
   done
   echo "process $pid still runs 10 s after SIGKILL" >&2
@@ -233,20 +242,23 @@ stop_node() {
   pid="$(cat "$data/node-$node/pid" 2>/dev/null)" || return 0
   kill -TERM "$pid" 2>/dev/null || return 0
   for _ in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || return 0
+    gone "$pid" && return 0
     sleep 0.1
   done
   kill -KILL "$pid" 2>/dev/null || return 0
   wait_gone "$pid"
 }
 
+# Stops every node, each in turn even if one will not die (it says which), then frees the
+# cluster's ports.
 stop() {
-  local data="$1"
+  local data="$1" rc=0
   for dir in "$data"/node-*; do
-    [[ -d "$dir" ]] && stop_node "${dir##*/node-}" "$data"
+    if [[ -d "$dir" ]]; then stop_node "${dir##*/node-}" "$data" || rc=1; fi
   done
-  data="$(cd "$data" 2>/dev/null && pwd)" || return 0
+  data="$(cd "$data" 2>/dev/null && pwd)" || return "$rc"
   grep -lxF -- "$(cat "$data/nodes" 2>/dev/null) $data" "$CLAIMS"/* 2>/dev/null | xargs -r rm -f
+  return "$rc"
 }
 
 case "${1:-}" in

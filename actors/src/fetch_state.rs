@@ -20,8 +20,10 @@
 //! - Reading ahead (docs/design.md §4, "Fetching across a WAN"): on lanes the fetcher's own
 //!   Fetches leave free, a partition with a backlog also gets Fetches from offsets beyond its log
 //!   end, at most `max_ahead` of them in flight and half as many again with their answers
-//!   waiting (a gap's Fetch aside, below): the first inside the last batch the partition's own
-//!   answer should hold, each next one an answer further (a piece, when the backlog is small:
+//!   waiting (a gap's Fetch aside, below): the first inside the first batch the partition's own
+//!   answer (its span's batches and half a batch, [`FetchState::own_bytes`]) should not hold
+//!   whole, or inside the last one it should hold for a piece, each next one an answer further
+//!   (a piece, when the backlog is small:
 //!   [`FetchState::pieces`]) or half a batch past where the one before it ended once that one
 //!   came, each asking for its batches and half a batch more ([`slack`]; the source answers a
 //!   Fetch from the batch holding its offset), and none from the high watermark the partition's
@@ -933,8 +935,8 @@ impl FetchState {
         }
     }
 
-    /// The bytes `key`'s own Fetch asks for, `max_bytes` at most (with a span's half batch of
-    /// [`slack`] beyond it): when it is behind, its span's, or its first piece
+    /// The bytes `key`'s own Fetch asks for, `max_bytes` at most (or one batch, if larger, and
+    /// a span's half batch of [`slack`] beyond that): when it is behind, its span's, or its first piece
     /// ([`Self::pieces_of`]), so the Fetches ahead take the rest at once; when it is
     /// caught up and lanes are kept for it, one piece of [`MIN_PIECE_BYTES`] (a batch at
     /// least), so what a round trip gathers crosses a distant link within one window and the
@@ -968,9 +970,11 @@ impl FetchState {
             // batches as the span when they fit, and the first Fetch ahead, which had to start
             // inside the last of them lest a larger batch leave a gap, fetched that batch twice
             // (a batch of 256 KiB per own answer, 7.5% of what crossed at 50 ms beside 64).
-            (Some(_), Some(span)) => span
-                .bytes
-                .min(max_bytes.saturating_add(slack(span.batch_bytes))),
+            (Some(_), Some(span)) => span.bytes.min(
+                max_bytes
+                    .max(span.batch_bytes)
+                    .saturating_add(slack(span.batch_bytes)),
+            ),
             _ => max_bytes,
         }
         .min(self.to_next_ahead(key, state).unwrap_or(usize::MAX))
@@ -1712,6 +1716,22 @@ mod tests {
             );
             assert_eq!(state.fetched_twice(), 0, "value size {value_size}");
         }
+        // Batches larger than `fetch.max.bytes`: one whole and half a batch, as a Fetch ahead
+        // asks (half a batch beyond `fetch.max.bytes` would cut the only batch).
+        let mut state = attached(&["a"]);
+        let a = key("a");
+        let span = Span {
+            offsets: 10,
+            batch: 10,
+            batch_bytes: 3_000,
+            bytes: 3_000 + slack(3_000),
+        };
+        state.noted(&a, 0, Some(span), true, 1_000);
+        assert_eq!(state.own_bytes(&a, 1_000, lanes(4, 100)), 4_500);
+        let (_, start, bytes) = state
+            .next_ahead(lanes(4, 100), Reach::Any, 0)
+            .expect("a Fetch ahead");
+        assert_eq!((start, bytes), (15, 4_500), "from the second batch");
     }
 
     /// Every Fetch ahead the state gives now (16 per partition at most): where each starts and

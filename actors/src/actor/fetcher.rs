@@ -717,15 +717,27 @@ impl<P: FetcherPorts> Fetcher<P> {
         let at_once = requests
             .iter()
             .all(|p| self.state.has_records_at(&p.key, p.request.offset));
-        // A Fetch ahead (one partition) may ask for a little more than the pacing's share.
+        // A Fetch ahead (one partition) may ask for a little more than the pacing's share, and
+        // a partition behind for half a batch beyond `fetch.max.bytes`
+        // (`FetchState::own_bytes`): the Fetch's bytes hold all of it, else the source cuts the
+        // last partition short of where its first Fetch ahead starts, leaving a gap.
         let asked = requests
             .iter()
             .map(|p| p.request.max_bytes)
             .max()
             .unwrap_or(0);
+        let beyond: usize = requests
+            .iter()
+            .map(|p| {
+                p.request
+                    .max_bytes
+                    .saturating_sub(self.config.partition_max_bytes)
+            })
+            .sum();
         let max_bytes = self
             .pacing
             .fetch_bytes(self.pacing.target())
+            .saturating_add(i32::try_from(beyond).unwrap_or(i32::MAX))
             .max(i32::try_from(asked).unwrap_or(i32::MAX));
         tracing::trace!(
             lane,
