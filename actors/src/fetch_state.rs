@@ -229,8 +229,18 @@ pub enum Kind {
     /// Those caught up that have been answered at least once: the reserve's. A partition not
     /// yet answered may be far behind, and its first answer fill `fetch.max.bytes` (at the
     /// start of a catch-up across 150 ms, 64 such partitions held the reserve for two seconds
-    /// with answers of ten round trips, while a steady partition beside them waited).
+    /// with answers of ten round trips, while a steady partition beside them waited). Quiet
+    /// ones aside.
     Settled,
+    /// Those caught up and answered whose source's log does not grow (nothing written over the
+    /// last two measurements of its growth): their Fetch waits at the source for
+    /// `fetch.wait.max.ms` and brings nothing. On the reserve they go one Fetch at a time: at the end of a catch-up across 50 ms beside 64
+    /// partitions, the finished ones long-polled there one lane each, five of eight lanes at
+    /// once for 570 ms, and a steady partition's polls, down to two lanes, fell behind (lag
+    /// up to 308 ms).
+    Quiet,
+    /// Those caught up never answered (they may be far behind).
+    Unanswered,
     /// Those whose last answer showed a backlog.
     Behind,
     /// The one behind with the least left at the source, if near its end: a round of one,
@@ -243,7 +253,9 @@ impl Kind {
         match self {
             Kind::All => true,
             Kind::CaughtUp => !state.backlog,
-            Kind::Settled => !state.backlog && state.log_end.is_some(),
+            Kind::Settled => !state.backlog && state.log_end.is_some() && !state.quiet(),
+            Kind::Quiet => !state.backlog && state.log_end.is_some() && state.quiet(),
+            Kind::Unanswered => !state.backlog && state.log_end.is_none(),
             Kind::Behind => state.backlog,
             Kind::Nearest => state.backlog && state.near(),
         }
@@ -344,6 +356,12 @@ impl PartitionFetchState {
     fn remaining(&self) -> Option<(i64, Span)> {
         let (span, end) = (self.span?, self.log_end?);
         Some((self.high_watermark.saturating_sub(end).max(0), span))
+    }
+
+    /// Whether its source's log was measured not to grow: nothing written over the last two
+    /// measurements ([`crate::fetch_poll::Growth`]).
+    fn quiet(&self) -> bool {
+        self.growth.and_then(|g| g.per_ms()) == Some(0.0)
     }
 
     /// Whether a round at `now_ms` may ask for it: no Fetch of it in flight, no answer being
@@ -869,6 +887,13 @@ impl FetchState {
         ) {
             state.span = Some(span);
         }
+    }
+
+    /// Whether `key` is caught up and its source's log does not grow ([`Kind::Quiet`]).
+    pub fn is_quiet(&self, key: &TopicPartition) -> bool {
+        self.partitions
+            .get(key)
+            .is_some_and(|state| Kind::Quiet.admits(state))
     }
 
     /// Bytes fetched ahead so far that the log already held when it reached them (what
@@ -2468,6 +2493,32 @@ mod tests {
             names(&state.next_round(10, 2, Kind::Settled, 0)),
             ["d"],
             "answered, caught up"
+        );
+    }
+
+    /// Caught-up partitions whose source's log stopped growing (a catch-up's finished ones) are
+    /// quiet: the reserve's rounds of settled partitions leave them to a round of their own,
+    /// which the fetcher sends one at a time; one growing again is settled again.
+    #[test]
+    fn partitions_whose_log_stopped_growing_are_quiet_apart_from_the_settled() {
+        let mut state = attached(&["done", "steady", "new"]);
+        for topic in ["done", "steady"] {
+            state.noted(&key(topic), 100, None, false, 100);
+        }
+        measured(&mut state, &key("done"), 100, 0, 0.0);
+        measured(&mut state, &key("steady"), 100, 0, 1.0);
+        let mut round = |kind| names(&state.next_round(10, 10, kind, 0)).join(",");
+        assert_eq!(round(Kind::Settled), "steady");
+        assert_eq!(round(Kind::Quiet), "done");
+        assert_eq!(round(Kind::Unanswered), "new", "never answered");
+        assert!(state.is_quiet(&key("done")) && !state.is_quiet(&key("steady")));
+        // Written to again: two measurements show it, and it is settled again.
+        let growth = state.partitions.get_mut(&key("done")).expect("attached");
+        growth.growth = Some(Growth::measured(100, 0, 0.5));
+        assert!(!state.is_quiet(&key("done")));
+        assert_eq!(
+            names(&state.next_round(10, 10, Kind::Settled, 0)),
+            ["done", "steady"]
         );
     }
 }

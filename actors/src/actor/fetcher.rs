@@ -252,6 +252,9 @@ pub struct Fetcher<P: FetcherPorts> {
     busy: BTreeSet<usize>,
     /// The busy lanes that carry a Fetch on the reserve ([`NEAR_RESERVE`]).
     reserved: BTreeSet<usize>,
+    /// The reserved lanes whose Fetch asks only for quiet partitions ([`Kind::Quiet`]): one at
+    /// a time.
+    quiet: BTreeSet<usize>,
     /// Lanes that carried a Fetch before, or whose connection was opened ahead: the first on
     /// any other waits for its connection.
     used: BTreeSet<usize>,
@@ -314,6 +317,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             }),
             busy: BTreeSet::new(),
             reserved: BTreeSet::new(),
+            quiet: BTreeSet::new(),
             used: BTreeSet::new(),
             reserve_opened: false,
             connection_asked: false,
@@ -556,14 +560,17 @@ impl<P: FetcherPorts> Fetcher<P> {
         self.reserved.len() < self.lanes().reserve
     }
 
-    /// On the reserve: one Fetch for the caught-up partitions that are ready (answered before),
-    /// or else for one never answered (asking one piece: it may be far behind), or else for
+    /// On the reserve: one Fetch for the caught-up partitions that are ready (answered before)
+    /// and growing, or else for the quiet ones while none of theirs is on the reserve (each
+    /// would hold a lane for `fetch.wait.max.ms`), or else for one never answered (asking one
+    /// piece: it may be far behind), or else for
     /// the nearest behind (the least left at the source), or else one ahead of the nearest
     /// that may have one; whether one went out.
     fn send_near(&mut self, ctx: &mut Context<Self>) -> bool {
         let max_partitions = self.config.max_partitions_per_fetch;
         self.send(max_partitions, Kind::Settled, true, ctx)
-            || self.send(1, Kind::CaughtUp, true, ctx)
+            || (self.quiet.is_empty() && self.send(max_partitions, Kind::Quiet, true, ctx))
+            || self.send(1, Kind::Unanswered, true, ctx)
             || self.send(1, Kind::Nearest, true, ctx)
             || self.send_ahead(true, ctx)
     }
@@ -711,6 +718,12 @@ impl<P: FetcherPorts> Fetcher<P> {
         let new_lane = self.used.insert(lane);
         if reserved {
             self.reserved.insert(lane);
+            if sent
+                .iter()
+                .all(|(p, _)| !p.ahead && self.state.is_quiet(&p.key))
+            {
+                self.quiet.insert(lane);
+            }
         }
         self.fetches += 1;
         let requests: Vec<PartitionFetch> = sent.iter().map(|(p, _)| p.clone()).collect();
@@ -1102,6 +1115,7 @@ impl<P: FetcherPorts> Fetcher<P> {
     fn free(&mut self, lane: usize) {
         self.busy.remove(&lane);
         self.reserved.remove(&lane);
+        self.quiet.remove(&lane);
     }
 
     fn remove(&mut self, key: &TopicPartition) {
