@@ -96,6 +96,8 @@ pub struct PartitionFetchState {
     growth: Option<Growth>,
     /// The latest poll at the source's end: where it started and when it left (ms).
     polled: Option<(i64, u64)>,
+    /// Its last own answer brought records ([`FetchState::own_answer`]).
+    brought: bool,
 }
 
 /// How a partition is read ahead, judged by an answer of it.
@@ -232,9 +234,9 @@ pub enum Kind {
     /// with answers of ten round trips, while a steady partition beside them waited). Quiet
     /// ones aside.
     Settled,
-    /// Those caught up and answered whose source's log does not grow (nothing written over the
-    /// last two measurements of its growth): their Fetch waits at the source for
-    /// `fetch.wait.max.ms` and brings nothing. On the reserve they go one Fetch at a time: at the end of a catch-up across 50 ms beside 64
+    /// Those caught up and answered whose source's log does not grow (its growth measured nil,
+    /// its last own answer empty): their Fetch waits at the source for `fetch.wait.max.ms`
+    /// and brings nothing. On the reserve they go one Fetch at a time: at the end of a catch-up across 50 ms beside 64
     /// partitions, the finished ones long-polled there one lane each, five of eight lanes at
     /// once for 570 ms, and a steady partition's polls, down to two lanes, fell behind (lag
     /// up to 308 ms).
@@ -358,10 +360,11 @@ impl PartitionFetchState {
         Some((self.high_watermark.saturating_sub(end).max(0), span))
     }
 
-    /// Whether its source's log was measured not to grow: nothing written over the last two
-    /// measurements ([`crate::fetch_poll::Growth`]).
+    /// Whether its source's log was measured not to grow (the lesser of the last two
+    /// measurements, [`crate::fetch_poll::Growth`], is nil) and its last own answer brought
+    /// nothing: written to again, it is settled at once, not after two measurements.
     fn quiet(&self) -> bool {
-        self.growth.and_then(|g| g.per_ms()) == Some(0.0)
+        !self.brought && self.growth.and_then(|g| g.per_ms()) == Some(0.0)
     }
 
     /// Whether a round at `now_ms` may ask for it: no Fetch of it in flight, no answer being
@@ -511,6 +514,7 @@ impl FetchState {
             high_watermark: -1,
             growth: None,
             polled: None,
+            brought: false,
         });
         state.epochs = epochs;
         state.held_until_ms = None;
@@ -886,6 +890,13 @@ impl FetchState {
             span.filter(|s| s.offsets > 0 && s.batch > 0),
         ) {
             state.span = Some(span);
+        }
+    }
+
+    /// `key`'s own answer brought records (`brought`) or nothing.
+    pub fn own_answer(&mut self, key: &TopicPartition, brought: bool) {
+        if let Some(state) = self.partitions.get_mut(key) {
+            state.brought = brought;
         }
     }
 
@@ -2512,13 +2523,19 @@ mod tests {
         assert_eq!(round(Kind::Quiet), "done");
         assert_eq!(round(Kind::Unanswered), "new", "never answered");
         assert!(state.is_quiet(&key("done")) && !state.is_quiet(&key("steady")));
-        // Written to again: two measurements show it, and it is settled again.
-        let growth = state.partitions.get_mut(&key("done")).expect("attached");
-        growth.growth = Some(Growth::measured(100, 0, 0.5));
+        // Written to again: its own answer brings records, and it is settled at once (its
+        // growth reads nil until two measurements show the rise: a Fetch of the quiet ones
+        // waiting at the source would hold it back that long).
+        state.own_answer(&key("done"), true);
         assert!(!state.is_quiet(&key("done")));
         assert_eq!(
             names(&state.next_round(10, 10, Kind::Settled, 0)),
             ["done", "steady"]
         );
+        state.own_answer(&key("done"), false);
+        assert!(state.is_quiet(&key("done")), "an empty answer, growth nil");
+        let growth = state.partitions.get_mut(&key("done")).expect("attached");
+        growth.growth = Some(Growth::measured(100, 0, 0.5));
+        assert!(!state.is_quiet(&key("done")), "growing");
     }
 }

@@ -561,11 +561,11 @@ impl<P: FetcherPorts> Fetcher<P> {
     }
 
     /// On the reserve: one Fetch for the caught-up partitions that are ready (answered before)
-    /// and growing, or else for the quiet ones while none of theirs is on the reserve (each
-    /// would hold a lane for `fetch.wait.max.ms`), or else for one never answered (asking one
-    /// piece: it may be far behind), or else for
-    /// the nearest behind (the least left at the source), or else one ahead of the nearest
-    /// that may have one; whether one went out.
+    /// and not quiet, or else for the quiet ones while no Fetch of theirs holds a reserve lane
+    /// (each would hold one for `fetch.wait.max.ms`; a lane resting after one counts), or else
+    /// for one never answered (asking one piece: it may be far behind), or else for the
+    /// nearest behind (the least left at the source), or else one ahead of the nearest that
+    /// may have one; whether one went out.
     fn send_near(&mut self, ctx: &mut Context<Self>) -> bool {
         let max_partitions = self.config.max_partitions_per_fetch;
         self.send(max_partitions, Kind::Settled, true, ctx)
@@ -649,6 +649,12 @@ impl<P: FetcherPorts> Fetcher<P> {
         ctx: &mut Context<Self>,
     ) -> bool {
         let reserved = reserved || (kind == Kind::CaughtUp && self.warm_reserve_instead());
+        // Quiet partitions go on the reserve one Fetch at a time (`Self::send_near`).
+        let kind = if reserved && kind == Kind::CaughtUp && !self.quiet.is_empty() {
+            Kind::Settled
+        } else {
+            kind
+        };
         let mut requests = Vec::new();
         let mut failed = Vec::new();
         let now = self.now_ms();
@@ -755,6 +761,7 @@ impl<P: FetcherPorts> Fetcher<P> {
         tracing::trace!(
             lane,
             reserved,
+            quiet = self.quiet.contains(&lane),
             partitions = ?requests
                 .iter()
                 .map(|p| (p.key.to_string(), p.request.offset, p.request.max_bytes, p.ahead))
@@ -898,6 +905,7 @@ impl<P: FetcherPorts> Fetcher<P> {
                 ..
             }) = &answer
             {
+                self.state.own_answer(&key, !records.is_empty());
                 let (span, end) = span_of(records, self.config.partition_max_bytes);
                 let end = end.unwrap_or(request.offset);
                 // What lies past a poll in flight is the poll's to bring.
