@@ -245,8 +245,7 @@ stop_node() {
     gone "$pid" && return 0
     sleep 0.1
   done
-  kill -KILL "$pid" 2>/dev/null || return 0
-  wait_gone "$pid"
+  kill_node "$node" "$data"
 }
 
 # Stops every node, each in turn even if one will not die (it says which), then frees the
@@ -275,7 +274,7 @@ case "${1:-}" in
     [[ $# -eq 2 ]] || usage
     for dir in "$2"/node-*; do
       pid="$(cat "$dir/pid" 2>/dev/null || echo -)"
-      if kill -0 "$pid" 2>/dev/null; then state=running; else state=stopped; fi
+      if gone "$pid"; then state=stopped; else state=running; fi
       echo "${dir##*/} $(cat "$dir/roles" 2>/dev/null || echo broker,controller) pid $pid $state port $(cat "$dir/port")"
     done
     ;;

@@ -236,10 +236,10 @@ pub enum Kind {
     Settled,
     /// Those caught up and answered whose source's log does not grow (its growth measured nil,
     /// its last own answer empty): their Fetch waits at the source for `fetch.wait.max.ms`
-    /// and brings nothing. On the reserve they go one Fetch at a time: at the end of a catch-up across 50 ms beside 64
-    /// partitions, the finished ones long-polled there one lane each, five of eight lanes at
-    /// once for 570 ms, and a steady partition's polls, down to two lanes, fell behind (lag
-    /// up to 308 ms).
+    /// and brings nothing. On the reserve they go one Fetch at a time: at the end of a
+    /// catch-up across 50 ms beside 64 partitions, the finished ones long-polled there one
+    /// lane each, five of eight lanes at once for 570 ms, and a steady partition's polls, down
+    /// to two lanes, fell behind (lag up to 308 ms).
     Quiet,
     /// Those caught up never answered (they may be far behind).
     Unanswered,
@@ -972,9 +972,9 @@ impl FetchState {
     }
 
     /// The bytes `key`'s own Fetch asks for, `max_bytes` at most (or one batch, if larger, and
-    /// a span's half batch of [`slack`] beyond that): when it is behind, its span's, or its first piece
-    /// ([`Self::pieces_of`]), so the Fetches ahead take the rest at once; when it is
-    /// caught up and lanes are kept for it, one piece of [`MIN_PIECE_BYTES`] (a batch at
+    /// a span's half batch of [`slack`] beyond that): when it is behind, its span's, or its
+    /// first piece ([`Self::pieces_of`]), so the Fetches ahead take the rest at once; when it
+    /// is caught up and lanes are kept for it, one piece of [`MIN_PIECE_BYTES`] (a batch at
     /// least), so what a round trip gathers crosses a distant link within one window and the
     /// rest comes in pieces beside it.
     pub fn own_bytes(&self, key: &TopicPartition, max_bytes: usize, lanes: AheadLanes) -> usize {
