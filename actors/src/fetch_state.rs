@@ -222,7 +222,7 @@ pub enum AheadAtLogEnd {
 }
 
 /// Which partitions a round takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Kind {
     /// Any.
     All,
@@ -472,12 +472,16 @@ fn jumps(high_watermark: i64, stepped: i64, per_ms: f64, round_trip_ms: u64) -> 
 /// and polls that jumped there left gaps of a few batches, each fetched a round trip later.
 const JUMP_ROUND_TRIPS: f64 = 2.0;
 
-/// A fetcher's partitions and the round-robin cursor.
+/// A fetcher's partitions and the round-robin cursors.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FetchState {
     partitions: BTreeMap<TopicPartition, PartitionFetchState>,
-    /// The key the last Fetch reached: the next one starts after it.
-    cursor: Option<TopicPartition>,
+    /// The key the last Fetch of each kind reached: the next one of that kind starts after
+    /// it. One cursor for all kinds was moved by the rounds of the others in between (a round
+    /// that fits moves it one key on, so the order rotates), and under a small
+    /// `max_partitions` the same quiet partition came first in every round of the quiet ones,
+    /// the others never asked.
+    cursors: BTreeMap<Kind, TopicPartition>,
     /// Fetches ahead of each partition's log end, by the offset asked from.
     ahead: BTreeMap<TopicPartition, BTreeMap<i64, Ahead>>,
     /// The partitions whose last answer showed a backlog: what reading ahead searches, so a
@@ -767,7 +771,7 @@ impl FetchState {
 
     /// The partitions the next Fetch asks for at `now_ms` (at most `max_partitions`, of them at
     /// most `max_backlogged` whose last answer showed a backlog, none being fetched, applied or
-    /// held; only those of `kind`), in turn; the cursor
+    /// held; only those of `kind`), in turn; the cursor of `kind`
     /// moves past them. A Fetch whose bytes cover a few backlogged partitions leaves the others
     /// to Fetches in flight beside it, instead of holding them with nothing to bring; and a
     /// caught-up partition asked apart from backlogged ones gets its new records without
@@ -791,7 +795,7 @@ impl FetchState {
                 .map(|(key, _)| vec![key.clone()])
                 .unwrap_or_default();
         }
-        let cursor = self.cursor.as_ref();
+        let cursor = self.cursors.get(&kind);
         let after = cursor.map_or(Bound::Unbounded, Bound::Excluded);
         let before = cursor.map_or(Bound::Unbounded, Bound::Included);
         let wrapped = if cursor.is_some() { usize::MAX } else { 0 };
@@ -822,7 +826,7 @@ impl FetchState {
         }
         let next = if full { reached } else { first };
         if let Some(next) = next.cloned() {
-            self.cursor = Some(next);
+            self.cursors.insert(kind, next);
         }
         round
     }
@@ -2494,6 +2498,7 @@ mod tests {
         assert_eq!(round(1, Kind::All), ["c", "d"]);
         assert_eq!(round(2, Kind::All), ["a", "b", "c", "d"]);
         assert_eq!(round(2, Kind::CaughtUp), ["b", "d"], "caught up apart");
+        assert_eq!(round(2, Kind::Behind), ["a", "c"], "a cursor of its own");
         assert_eq!(round(2, Kind::Behind), ["c", "a"], "in turn");
         assert!(
             round(2, Kind::Settled).is_empty(),
@@ -2530,7 +2535,7 @@ mod tests {
         assert!(!state.is_quiet(&key("done")));
         assert_eq!(
             names(&state.next_round(10, 10, Kind::Settled, 0)),
-            ["done", "steady"]
+            ["steady", "done"]
         );
         state.own_answer(&key("done"), false);
         assert!(state.is_quiet(&key("done")), "an empty answer, growth nil");

@@ -1131,3 +1131,94 @@ async fn the_reserve_opens_ahead_only_across_a_distant_link() {
         }
     }
 }
+
+/// Quiet partitions (caught up, their source's log not growing) go on the reserve one Fetch at
+/// a time while a catch-up holds every lane the pacing allows: each of theirs waits at the
+/// source for `fetch.wait.max.ms` and brings nothing, so one lane each would leave the
+/// partitions that do grow fewer reserve lanes. Without the gate (`Fetcher::send_near`) the
+/// three here were out at once, one reserve lane each, for most of every long poll; with it
+/// they take turns, each asked in its turn though a Fetch holds one of them.
+#[actix_rt::test]
+async fn quiet_partitions_take_one_reserve_lane_in_turn() {
+    tokio::time::pause();
+    let source = ScriptedSource::default();
+    let catch_ups: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
+    let quiet = ["q0", "q1", "q2"].map(key);
+    {
+        let mut s = source.0.borrow_mut();
+        // A distant source (100 ms): the round trip is known, so the high watermarks the
+        // answers show measure each partition's growth.
+        s.handshake = Some(Duration::from_millis(100));
+        s.long_poll = Some(Duration::from_millis(500));
+        s.omit_ahead = true;
+        for topic in &catch_ups {
+            let behind = FetchResponse::Records {
+                records: kmirror_protocol::testing::batch_run(0, 40, 10),
+                high_watermark: 1_000_000,
+                source_leader_epoch: None,
+            };
+            s.answers.insert(key(topic), [Ok(behind)].into());
+            s.delays.insert(key(topic), Duration::from_secs(20));
+        }
+        // The end of each one's catch-up, the producer done (the high watermark stays at 50):
+        // its last records, near the source's end, in answers 100 ms apart, then nothing.
+        let answer = |from: i64, to: i64, per_batch| {
+            Ok(FetchResponse::Records {
+                records: kmirror_protocol::testing::batch_run(from, to, per_batch),
+                high_watermark: 50,
+                source_leader_epoch: None,
+            })
+        };
+        for q in &quiet {
+            let tail = (0..5).map(|i| answer(40 + i * 2, 42 + i * 2, 2));
+            let nothing = (0..100).map(|_| answer(50, 50, 1));
+            s.answers.insert(
+                q.clone(),
+                std::iter::once(answer(0, 40, 10))
+                    .chain(tail)
+                    .chain(nothing)
+                    .collect(),
+            );
+            s.delays.insert(q.clone(), Duration::from_millis(100));
+        }
+    }
+    let reports = Rc::new(RefCell::new(Vec::new()));
+    // A ceiling of 16: the pacing's 8 (its start, all held by the catch-up) and the reserve's 8.
+    let fetcher = start_with(&source, 1, 16);
+    for topic in &catch_ups {
+        attach(&fetcher, topic, &reports).await;
+    }
+    pause(1).await;
+    for q in &quiet {
+        attach(&fetcher, &q.topic, &reports).await;
+    }
+    // Their last records and two measurements of a log that does not grow make them quiet.
+    pause(3_000).await;
+    let asked_before = source.0.borrow().asked.len();
+    let mut most_out = 0;
+    for _ in 0..120 {
+        pause(50).await;
+        let s = source.0.borrow();
+        let out = s.out.iter().filter(|k| quiet.contains(k)).count();
+        most_out = most_out.max(out);
+    }
+    let s = source.0.borrow();
+    assert!(
+        s.applied.iter().all(|k| !catch_ups.contains(&k.topic)),
+        "the catch-up held its lanes throughout"
+    );
+    let asked: Vec<&TopicPartition> = s.asked[asked_before..]
+        .iter()
+        .map(|(k, _, _)| k)
+        .filter(|k| quiet.contains(k))
+        .collect();
+    assert_eq!(most_out, 1, "quiet partitions out at once: {asked:?}");
+    // Each long poll of 500 ms followed by the next, the three in turn (failed before each
+    // kind had a cursor of its own: q0 in every Fetch, q1 and q2 never asked).
+    assert!(
+        quiet
+            .iter()
+            .all(|q| asked.iter().filter(|k| **k == q).count() >= 3),
+        "every quiet partition asked in turn: {asked:?}"
+    );
+}
