@@ -21,11 +21,11 @@
 //!   Fetches leave free, a partition with a backlog also gets Fetches from offsets beyond its log
 //!   end, at most `max_ahead` of them in flight and half as many again with their answers
 //!   waiting (a gap's Fetch aside, below): the first inside the first batch the partition's own
-//!   answer (its span's batches and half a batch, [`FetchState::own_bytes`]) should not hold
+//!   answer (its span's batches and their slack, [`FetchState::own_bytes`]) should not hold
 //!   whole, or inside the last one it should hold for a piece, each next one an answer further
 //!   (a piece, when the backlog is small:
 //!   [`FetchState::pieces`]) or half a batch past where the one before it ended once that one
-//!   came, each asking for its batches and half a batch more ([`slack`]; the source answers a
+//!   came, each asking for its batches and a slack ([`slack`]; the source answers a
 //!   Fetch from the batch holding its offset), and none from the high watermark the partition's
 //!   answers showed or past it (the source has nothing there) but polls at the source's end
 //!   ([`FetchState::next_poll`], [`crate::fetch_poll`]) and, for a partition near the end whose
@@ -111,9 +111,12 @@ pub struct Span {
     /// Bytes of one batch.
     pub batch_bytes: usize,
     /// Bytes a Fetch ahead (or the partition's own) asks for: the batches between two starts
-    /// and half a batch more ([`slack`]), so each usually ends where the next begins; a gap
-    /// left between two answers is fetched on its own ([`FetchState::next_ahead`]).
+    /// and the slack, so each usually ends where the next begins; a gap left between two
+    /// answers is fetched on its own ([`FetchState::next_ahead`]).
     pub bytes: usize,
+    /// Bytes asked beyond the batches' own ([`slack`], as the answer that measured the span
+    /// showed its batches).
+    pub slack: usize,
 }
 
 impl Span {
@@ -126,9 +129,7 @@ impl Span {
     /// batches' bytes and [`slack`], a batch at least.
     fn ask(&self, offsets: i64) -> usize {
         let bytes = (offsets.max(0) as f64 * self.per_offset()).ceil() as usize;
-        bytes
-            .saturating_add(slack(self.batch_bytes))
-            .max(self.batch_bytes)
+        bytes.saturating_add(self.slack).max(self.batch_bytes)
     }
 
     /// The most offsets a poll's step may hold ([`crate::fetch_poll::poll_step`]): what a poll
@@ -136,7 +137,7 @@ impl Span {
     /// other way round), a batch at least (larger batches cross in more round trips whatever
     /// is asked).
     fn most_poll_step(&self) -> i64 {
-        let room = POLL_MAX_BYTES.saturating_sub(slack(self.batch_bytes)) as f64;
+        let room = POLL_MAX_BYTES.saturating_sub(self.slack) as f64;
         ((room / self.per_offset()).floor() as i64 - self.batch).max(self.batch.max(1))
     }
 }
@@ -149,12 +150,27 @@ fn with_waiting(in_flight: usize) -> usize {
     in_flight.saturating_add(in_flight / 2)
 }
 
-/// What a Fetch ahead asks beyond the bytes of the batches it should bring: half a batch. The
-/// source sends the bytes asked for, cutting the last batch, so every byte of slack crosses
-/// the link for nothing; none at all would leave a gap whenever the batches come out a
-/// little larger than measured.
-pub fn slack(batch_bytes: usize) -> usize {
-    batch_bytes / 2
+/// What a Fetch asks beyond the bytes of the batches it should bring, measured on an answer
+/// whose largest batch came to `largest` bytes (`batch_bytes` on average): twice what `batches`
+/// batches as large as that one would add, and a sixteenth of a batch at least; half a batch
+/// at most, and when the answer held one batch (`largest` unknown). The source sends the bytes
+/// asked for, cutting the last batch, so every byte of slack crosses the link for nothing:
+/// half a batch on each answer of a catch-up's four even batches of 256 KiB was a ninth of
+/// what crossed. Too little leaves a gap, fetched a round trip later, whenever the batches
+/// come out larger than measured, as a steady producer's do (its linger closes them at any
+/// size): theirs keep half a batch.
+pub fn slack(batch_bytes: usize, largest: Option<usize>, batches: i64) -> usize {
+    let most = batch_bytes / 2;
+    let Some(largest) = largest else {
+        return most;
+    };
+    let batches = usize::try_from(batches.max(1)).unwrap_or(usize::MAX);
+    largest
+        .saturating_sub(batch_bytes)
+        .saturating_mul(2)
+        .saturating_mul(batches)
+        .max(batch_bytes / 16)
+        .min(most)
 }
 
 /// Which partitions a Fetch ahead may be for.
@@ -294,7 +310,7 @@ fn near_margin(bytes: f64) -> usize {
 }
 
 /// The fewest batches a piece of a partition not near the source's end holds: a Fetch ahead
-/// is answered from the batch holding its start and asks half a batch more than its piece
+/// is answered from the batch holding its start and asks up to half a batch more than its piece
 /// ([`slack`]), which would otherwise fetch the last of a catch-up of large batches up to
 /// twice. A partition near the end takes one batch at least instead: it is small beside the
 /// link, and its pieces must each cross a distant link in one round trip (four batches of a
@@ -976,7 +992,7 @@ impl FetchState {
     }
 
     /// The bytes `key`'s own Fetch asks for, `max_bytes` at most (or one batch, if larger, and
-    /// a span's half batch of [`slack`] beyond that): when it is behind, its span's, or its
+    /// a span's [`slack`] beyond that): when it is behind, its span's, or its
     /// first piece ([`Self::pieces_of`]), so the Fetches ahead take the rest at once; when it
     /// is caught up and lanes are kept for it, one piece of [`MIN_PIECE_BYTES`] (a batch at
     /// least), so what a round trip gathers crosses a distant link within one window and the
@@ -1003,18 +1019,16 @@ impl FetchState {
         match (state.piece(self.pieces_of(state, lanes)), state.span) {
             (Some(piece), Some(span)) if piece != span => piece
                 .bytes
-                .saturating_sub(slack(piece.batch_bytes))
+                .saturating_sub(piece.slack)
                 .clamp(piece.batch_bytes, max_bytes),
-            // A span's batches and half a batch, as a Fetch ahead asks: its first Fetch ahead
+            // A span's batches and their slack, as a Fetch ahead asks: its first Fetch ahead
             // starts inside the batch after them. Asked for `max_bytes`, it held as many whole
             // batches as the span when they fit, and the first Fetch ahead, which had to start
             // inside the last of them lest a larger batch leave a gap, fetched that batch twice
             // (a batch of 256 KiB per own answer, 7.5% of what crossed at 50 ms beside 64).
-            (Some(_), Some(span)) => span.bytes.min(
-                max_bytes
-                    .max(span.batch_bytes)
-                    .saturating_add(slack(span.batch_bytes)),
-            ),
+            (Some(_), Some(span)) => span
+                .bytes
+                .min(max_bytes.max(span.batch_bytes).saturating_add(span.slack)),
             _ => max_bytes,
         }
         .min(self.to_next_ahead(key, state).unwrap_or(usize::MAX))
@@ -1112,7 +1126,7 @@ impl FetchState {
                 }
                 // Each starts half a batch past where the one before it should end, so it is
                 // answered from the batch that follows that one: the first inside the first batch
-                // the partition's own answer (a span's batches and half a batch, `own_bytes`)
+                // the partition's own answer (a span's batches and their slack, `own_bytes`)
                 // should not hold whole, or, for a piece (whose own answer asks no slack), inside
                 // the last batch it should hold; the next an answer (or a piece) on, or, after
                 // one that came, half a batch past its end.
@@ -1385,6 +1399,40 @@ mod tests {
         round.iter().map(|k| k.topic.as_str()).collect()
     }
 
+    /// A span measured on an answer of one batch, whose slack is half a batch.
+    fn span(offsets: i64, batch: i64, batch_bytes: usize, bytes: usize) -> Span {
+        Span {
+            offsets,
+            batch,
+            batch_bytes,
+            bytes,
+            slack: slack(batch_bytes, None, 1),
+        }
+    }
+
+    /// The slack a Fetch asks beyond its batches: what the largest batch measured says, within
+    /// a sixteenth and a half of a batch.
+    #[test]
+    fn the_slack_follows_how_much_the_batches_vary() {
+        let batch = 256 * 1024;
+        // (largest measured, batches asked, slack)
+        let table = [
+            (None, 4, batch / 2),
+            (Some(batch), 4, batch / 16),
+            (Some(batch + 1024), 4, batch / 16),
+            (Some(batch + 4 * 1024), 4, batch / 8),
+            (Some(batch + 16 * 1024), 4, batch / 2),
+            (Some(batch * 2), 1, batch / 2),
+        ];
+        for (largest, batches, expected) in table {
+            assert_eq!(
+                slack(batch, largest, batches),
+                expected,
+                "{largest:?} x {batches}"
+            );
+        }
+    }
+
     /// Behind or caught up, from what an answer brought and the watermark it showed.
     #[test]
     fn a_partition_is_behind_when_more_remains_than_its_answer_brought() {
@@ -1600,12 +1648,7 @@ mod tests {
     fn fetches_ahead_line_up_with_the_log_end_or_are_dropped() {
         let mut state = attached(&["a", "b"]);
         let a = key("a");
-        let span = Span {
-            offsets: 50,
-            batch: 10,
-            batch_bytes: 1,
-            bytes: 4096,
-        };
+        let span = span(50, 10, 1, 4096);
         assert_eq!(
             state.next_ahead(lanes(4, 100), Reach::Any, 0),
             None,
@@ -1720,12 +1763,7 @@ mod tests {
             let a = key("a");
             // As `span_of` judges an answer of `fetch.max.bytes` (four batches and a bit).
             let max_bytes = 4 * measured + measured / 3;
-            let span = Span {
-                offsets: 40,
-                batch: 10,
-                batch_bytes: measured,
-                bytes: 4 * measured + slack(measured),
-            };
+            let span = span(40, 10, measured, 4 * measured + slack(measured, None, 1));
             state.noted(&a, 0, Some(span), true, 1_000);
             let own = state.own_bytes(&a, max_bytes, lanes(4, 100));
             assert_eq!(own, span.bytes, "four batches and half a batch");
@@ -1760,12 +1798,7 @@ mod tests {
         // asks (half a batch beyond `fetch.max.bytes` would cut the only batch).
         let mut state = attached(&["a"]);
         let a = key("a");
-        let span = Span {
-            offsets: 10,
-            batch: 10,
-            batch_bytes: 3_000,
-            bytes: 3_000 + slack(3_000),
-        };
+        let span = span(10, 10, 3_000, 3_000 + slack(3_000, None, 1));
         state.noted(&a, 0, Some(span), true, 1_000);
         assert_eq!(state.own_bytes(&a, 1_000, lanes(4, 100)), 4_500);
         let (_, start, bytes) = state
@@ -1791,12 +1824,7 @@ mod tests {
     fn fetches_ahead_stop_below_the_high_watermark() {
         let mut state = attached(&["a"]);
         let a = key("a");
-        let span = Span {
-            offsets: 50,
-            batch: 10,
-            batch_bytes: 1,
-            bytes: 4096,
-        };
+        let span = span(50, 10, 1, 4096);
         let starts = |state: &mut FetchState| -> Vec<i64> {
             aheads(state).into_iter().map(|(start, _)| start).collect()
         };
@@ -1833,12 +1861,7 @@ mod tests {
         let mut state = attached(&["a"]);
         let a = key("a");
         // Batches of 10 offsets and 1 KiB, answers of five.
-        let span = Span {
-            offsets: 50,
-            batch: 10,
-            batch_bytes: 1024,
-            bytes: 5 * 1024 + 512,
-        };
+        let span = span(50, 10, 1024, 5 * 1024 + 512);
         let lanes = lanes(4, 4);
         state.noted(&a, 90, Some(span), true, 1_000);
         assert_eq!(
@@ -1930,12 +1953,7 @@ mod tests {
     /// idle at 150 ms beside 8 partitions.
     #[test]
     fn answers_waiting_hold_no_connection_and_half_as_many_again_at_most() {
-        let span = Span {
-            offsets: 50,
-            batch: 10,
-            batch_bytes: 1024,
-            bytes: 5 * 1024 + 512,
-        };
+        let span = span(50, 10, 1024, 5 * 1024 + 512);
         let a = key("a");
         // Two per partition, then two in all.
         for lanes in [lanes(2, 100), lanes(100, 2)] {
@@ -1984,12 +2002,7 @@ mod tests {
         let mut state = attached(&["a"]);
         let a = key("a");
         // Batches of 10 records of 1 KiB; answers of 1 MiB hold 100 batches.
-        let span = Span {
-            offsets: 1_000,
-            batch: 10,
-            batch_bytes: 10 * 1024,
-            bytes: 100 * 10 * 1024 + 5 * 1024,
-        };
+        let span = span(1_000, 10, 10 * 1024, 100 * 10 * 1024 + 5 * 1024);
         let starts = |state: &mut FetchState| -> Vec<(i64, usize)> {
             aheads(state)
                 .into_iter()
@@ -2037,12 +2050,7 @@ mod tests {
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 1 << 20);
         // Batches of 100 KiB: pieces of four batches at least (the half batch more each Fetch
         // ahead asks for stays under an eighth).
-        let large = Span {
-            offsets: 1_000,
-            batch: 100,
-            batch_bytes: 100 * 1024,
-            bytes: 10 * 100 * 1024 + 50 * 1024,
-        };
+        let large = self::span(1_000, 100, 100 * 1024, 10 * 100 * 1024 + 50 * 1024);
         state.drop_ahead(&a);
         state.noted(&a, 0, Some(large), true, 1_700);
         assert_eq!(state.own_bytes(&a, 1 << 20, lanes(16, 100)), 400 * 1024);
@@ -2070,12 +2078,7 @@ mod tests {
     #[test]
     fn pieces_follow_the_lanes_to_spare() {
         let mut state = attached(&["a", "b", "c", "d"]);
-        let span = Span {
-            offsets: 1_000,
-            batch: 10,
-            batch_bytes: 10 * 1024,
-            bytes: 100 * 10 * 1024 + 5 * 1024,
-        };
+        let span = span(1_000, 10, 10 * 1024, 100 * 10 * 1024 + 5 * 1024);
         for topic in ["a", "b"] {
             state.noted(&key(topic), 0, Some(span), true, 1_000);
         }
@@ -2104,12 +2107,7 @@ mod tests {
     #[test]
     fn partitions_near_the_end_are_fetched_in_pieces_on_the_lanes_kept_for_them() {
         let mut state = attached(&["catch-up", "steady"]);
-        let span = Span {
-            offsets: 1_000,
-            batch: 10,
-            batch_bytes: 10 * 1024,
-            bytes: 100 * 10 * 1024 + 5 * 1024,
-        };
+        let span = span(1_000, 10, 10 * 1024, 100 * 10 * 1024 + 5 * 1024);
         let (far, near) = (key("catch-up"), key("steady"));
         state.noted(&far, 0, Some(span), true, 1_000_000);
         state.noted(&near, 0, Some(span), true, 500);
@@ -2167,12 +2165,7 @@ mod tests {
     #[test]
     fn a_fast_partition_at_the_end_is_polled_every_third_of_a_round_trip() {
         let mut state = attached(&["steady", "trickle", "behind"]);
-        let span = Some(Span {
-            offsets: 100,
-            batch: 10,
-            batch_bytes: 10 * 1024,
-            bytes: 100 * 1024 + 5 * 1024,
-        });
+        let span = Some(span(100, 10, 10 * 1024, 100 * 1024 + 5 * 1024));
         let (steady, trickle, behind) = (key("steady"), key("trickle"), key("behind"));
         state.noted(&trickle, 1_000, span, false, 1_000);
         state.noted(&behind, 1_000, span, true, 9_000);
@@ -2251,12 +2244,7 @@ mod tests {
     fn the_pieces_of_a_backlog_go_below_the_polls() {
         let mut state = attached(&["steady"]);
         let steady = key("steady");
-        let span = Span {
-            offsets: 1_000,
-            batch: 10,
-            batch_bytes: 10 * 1024,
-            bytes: 1_000 * 1024 + 5 * 1024,
-        };
+        let span = span(1_000, 10, 10 * 1024, 1_000 * 1024 + 5 * 1024);
         state.noted(&steady, 1_000, Some(span), false, 1_000);
         measured(&mut state, &steady, 1_700, 200, 1.0);
         let lanes = AheadLanes {
@@ -2291,12 +2279,7 @@ mod tests {
     fn polled_at(grown: i64) -> (FetchState, AheadLanes) {
         let mut state = attached(&["fast"]);
         let fast = key("fast");
-        let span = Some(Span {
-            offsets: 100,
-            batch: 16,
-            batch_bytes: 16 * 1024,
-            bytes: 100 * 1024 + 8 * 1024,
-        });
+        let span = Some(span(100, 16, 16 * 1024, 100 * 1024 + 8 * 1024));
         measured(&mut state, &fast, 1_000 + grown, 200, grown as f64 / 200.0);
         state.noted(&fast, 990 + grown, span, false, 1_000 + grown);
         let lanes = AheadLanes {
@@ -2401,12 +2384,7 @@ mod tests {
     #[test]
     fn polls_share_the_reserve_and_end_with_their_answers() {
         let mut state = attached(&["a", "b"]);
-        let span = Some(Span {
-            offsets: 1_000,
-            batch: 10,
-            batch_bytes: 10 * 1024,
-            bytes: 1_000 * 1024 + 5 * 1024,
-        });
+        let span = Some(span(1_000, 10, 10 * 1024, 1_000 * 1024 + 5 * 1024));
         let (a, b) = (key("a"), key("b"));
         for key in [&a, &b] {
             state.noted(key, 1_150, span, false, 1_200);
@@ -2446,12 +2424,7 @@ mod tests {
     #[test]
     fn fetches_ahead_go_to_the_partitions_with_the_fewest_and_stop_at_the_limit() {
         let mut state = attached(&["a", "b", "c"]);
-        let span = Some(Span {
-            offsets: 10,
-            batch: 10,
-            batch_bytes: 1,
-            bytes: 4096,
-        });
+        let span = Some(span(10, 10, 1, 4096));
         state.noted(&key("a"), 0, span, true, 1_000);
         state.noted(&key("b"), 0, span, true, 1_000);
         state.noted(&key("c"), 0, span, false, 1_000);
@@ -2480,12 +2453,7 @@ mod tests {
     fn a_round_takes_as_many_partitions_with_a_backlog_as_its_bytes_cover() {
         let mut state = attached(&["a", "b", "c", "d"]);
         for topic in ["a", "c"] {
-            let span = Span {
-                offsets: 10,
-                batch: 10,
-                batch_bytes: 1,
-                bytes: 4096,
-            };
+            let span = span(10, 10, 1, 4096);
             state.noted(&key(topic), 0, Some(span), true, 1_000);
         }
         let mut round = |max_backlogged, kind| -> Vec<String> {

@@ -737,7 +737,7 @@ impl<P: FetcherPorts> Fetcher<P> {
             .iter()
             .all(|p| self.state.has_records_at(&p.key, p.request.offset));
         // A Fetch ahead (one partition) may ask for a little more than the pacing's share, and
-        // a partition behind for half a batch beyond `fetch.max.bytes`
+        // a partition behind for its span's slack beyond `fetch.max.bytes`
         // (`FetchState::own_bytes`): the Fetch's bytes hold all of it, else the source cuts the
         // last partition short of where its first Fetch ahead starts, leaving a gap.
         let asked = requests
@@ -1156,11 +1156,12 @@ fn response_is_empty(response: &FetchResponse) -> bool {
 fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<Span>, Option<i64>) {
     let mut batches = RecordBatches::new(records.clone());
     let mut first = None;
-    let (mut end, mut count, mut whole_bytes) = (0, 0, 0);
+    let (mut end, mut count, mut whole_bytes, mut largest) = (0, 0, 0, 0);
     while let Some(Ok(batch)) = batches.next() {
         first = first.or(Some(batch.base_offset()));
         end = batch.next_offset();
         count += 1;
+        largest = largest.max(batches.position() - whole_bytes);
         whole_bytes = batches.position();
     }
     let Some(first) = first else {
@@ -1169,11 +1170,13 @@ fn span_of(records: &bytes::Bytes, max_bytes: usize) -> (Option<Span>, Option<i6
     let batch = ((end - first) as f64 / f64::from(count)).round().max(1.0) as i64;
     let batch_bytes = (whole_bytes / count as usize).max(1);
     let per_answer = (max_bytes / batch_bytes).max(1) as i64;
+    let slack = slack(batch_bytes, (count > 1).then_some(largest), per_answer);
     let span = Span {
         offsets: per_answer * batch,
         batch,
         batch_bytes,
-        bytes: per_answer as usize * batch_bytes + slack(batch_bytes),
+        bytes: per_answer as usize * batch_bytes + slack,
+        slack,
     };
     (Some(span), Some(end))
 }

@@ -755,7 +755,8 @@ async fn an_idle_sources_new_leader_epoch_is_told_to_the_partition_once() {
 }
 
 /// Fetches ahead start as many batches apart as an answer of the partition's size holds whole
-/// (the source cuts answers inside a batch).
+/// (the source cuts answers inside a batch), and ask beyond those batches as much as their
+/// sizes vary: a sixteenth of a batch when they are even, half a batch when they are not.
 #[test]
 fn fetches_ahead_start_an_answers_whole_batches_apart() {
     let mut records = bytes::BytesMut::from(kmirror_protocol::testing::batch_run(0, 40, 10));
@@ -769,24 +770,32 @@ fn fetches_ahead_start_an_answers_whole_batches_apart() {
             .map(|s| (s.offsets, s.batch, s.bytes))
     };
     let batch = whole / 4;
-    // Fetches ahead ask for the whole batches between two starts and half a batch more.
     assert_eq!(
         span(whole),
-        Some((40, 10, 4 * batch + batch / 2)),
-        "four whole batches"
+        Some((40, 10, 4 * batch + batch / 16)),
+        "four whole batches, even"
     );
     assert_eq!(
         span(whole - 1),
-        Some((30, 10, 3 * batch + batch / 2)),
+        Some((30, 10, 3 * batch + batch / 16)),
         "three fit"
     );
     assert_eq!(
         span(1),
-        Some((10, 10, batch + batch / 2)),
-        "at least one, and half a batch more"
+        Some((10, 10, batch + batch / 16)),
+        "at least one, and the slack"
     );
     assert_eq!(span_of(&records, whole).1, Some(40));
     assert_eq!(span_of(&Bytes::new(), 1024), (None, None));
+    // Uneven batches (three of ten records, one of one), or a single batch: half a batch.
+    let mut uneven = bytes::BytesMut::from(kmirror_protocol::testing::batch_run(0, 30, 10));
+    uneven.extend_from_slice(&kmirror_protocol::testing::batch_run(30, 31, 1));
+    let uneven = span_of(&uneven.freeze(), 1 << 20).0.expect("batches");
+    assert_eq!(uneven.slack, uneven.batch_bytes / 2);
+    let single = span_of(&kmirror_protocol::testing::batch_run(0, 10, 10), 1 << 20)
+        .0
+        .expect("a batch");
+    assert_eq!(single.slack, single.batch_bytes / 2);
 }
 
 /// Caught-up partitions long-polling in two groups on both lanes the pacing allows while
