@@ -552,8 +552,8 @@ impl FetchPacing {
                 // than half the pace they would lose if the link were full (or, unmeasured, the
                 // rate rose by a tenth). A link that takes a quarter more is near full: doubling
                 // from there overshot a 50 ms link by half (68, 85, then 128 Fetches beside 8
-                // partitions), and the queue, in every answer, took a steady partition's lag to
-                // 350 ms until the next cut.
+                // partitions, where about 70 fill it), a queue in every answer until the next
+                // cut.
                 Mode::Probe { base, up: true }
                     if rate >= base.rate
                         && base
