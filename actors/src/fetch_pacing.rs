@@ -24,7 +24,7 @@
 //! - the throttle delayed Fetches: take a quarter off (more in flight cannot help), down to
 //!   [`MIN_IN_FLIGHT`];
 //! - a Fetch failed as a whole ([`FetchPacing::failed`], at once): one in flight;
-//! - `Grow` (the start, and after a cut that went too low): double while each Fetch keeps its pace
+//! - `Grow` (the start, and after a successful probe): double while each Fetch keeps its pace
 //!   (the bytes per second one moves, over its answers of a window or more that show a
 //!   backlog, against the best of the last [`PACE_MEMORY`] intervals; unmeasured, for
 //!   [`UNMEASURED_GROWTHS`] intervals, as a start's rate says nothing, then while the rate
@@ -39,8 +39,7 @@
 //! - `Hold`: keep the count; every [`HOLD_INTERVALS`] intervals probe a quarter up or down in
 //!   turn, keeping the change when it pays (up: the rate does not fall and the Fetches lose
 //!   less than half the pace a full link would cost them, or unmeasured the rate rises by
-//!   10%, and then probe another quarter up, not double: a link that takes a quarter more is
-//!   near full; down: no more than 5% less, and each Fetch gains more than half the pace a full link
+//!   10%; down: no more than 5% less, and each Fetch gains more than half the pace a full link
 //!   would give back). The best pace is forgotten when the partitions are caught up and when a
 //!   whole Fetch fails. A pace below [`CROWDED`] of the best (another flow, a narrower route,
 //!   a ceiling reached past what fills the link) takes the count back to what fills it, a
@@ -548,29 +547,16 @@ impl FetchPacing {
                     },
                 ),
                 Mode::Hold { up, .. } => (self.target, hold(!up)),
-                // The link took more: probe another quarter up from here. The Fetches kept more
-                // than half the pace they would lose if the link were full (or, unmeasured, the
-                // rate rose by a tenth). A link that takes a quarter more is near full: doubling
-                // from there overshot a 50 ms link by half (68, 85, then 128 Fetches beside 8
-                // partitions, where about 70 fill it), a queue in every answer until the next
-                // cut.
+                // The link took more: grow from here. The Fetches kept more than half the pace
+                // they would lose if the link were full (or, unmeasured, the rate rose by a
+                // tenth).
                 Mode::Probe { base, up: true }
                     if rate >= base.rate
                         && base
                             .paced_past_half_full(self.target, pace)
                             .unwrap_or(rate >= base.rate * 1.1) =>
                 {
-                    if self.target >= max {
-                        (max, hold(false))
-                    } else {
-                        (
-                            (self.target + quarter(self.target)).min(max),
-                            Mode::Probe {
-                                base: now,
-                                up: true,
-                            },
-                        )
-                    }
+                    ((self.target * 2).min(max), Mode::Grow { before: Some(now) })
                 }
                 // Fewer in flight lose nothing and each Fetch got more than half the pace a
                 // full link would give back to it (or, unmeasured, the rate held): the link

@@ -9,10 +9,11 @@
 //!   keeps in flight, and is fetched again only after its previous answer is applied
 //!   (`applying`), so batches land in order and once.
 //! - Fairness: a Fetch takes at most `max_partitions` partitions, starting after the last one
-//!   the previous Fetch reached (round robin over the partitions in key order). When one Fetch
-//!   reached them all, the next starts one past its first: the order rotates either way, so a
-//!   source that answers the partitions in the order asked under a byte limit cannot leave the
-//!   later ones without data (Kafka's fetchers rotate the same way).
+//!   the previous Fetch of the same kind of round ([`Kind`]) reached (round robin over the
+//!   partitions in key order, each kind in its own turn). When one Fetch took all of its kind,
+//!   the next starts one past the first it took: the order rotates either way, so a source that
+//!   answers the partitions in the order asked under a byte limit cannot leave the later ones
+//!   without data (Kafka's fetchers rotate the same way).
 //! - Epochs: a partition is fetched at the source leader epoch it was attached with and its
 //!   batches are applied up to the destination leader epoch its owner told last; a raise never
 //!   lowers it.
@@ -152,7 +153,7 @@ fn with_waiting(in_flight: usize) -> usize {
 
 /// What a Fetch asks beyond the bytes of the batches it should bring, measured on an answer
 /// whose largest batch came to `largest` bytes (`batch_bytes` on average): twice what `batches`
-/// batches as large as that one would add, and a sixteenth of a batch at least; half a batch
+/// batches as large as that one would add, and an eighth of a batch at least; half a batch
 /// at most, and when the answer held one batch (`largest` unknown). The source sends the bytes
 /// asked for, cutting the last batch, so every byte of slack crosses the link for nothing:
 /// half a batch on each answer of a catch-up's four even batches of 256 KiB was a ninth of
@@ -169,7 +170,7 @@ pub fn slack(batch_bytes: usize, largest: Option<usize>, batches: i64) -> usize 
         .saturating_sub(batch_bytes)
         .saturating_mul(2)
         .saturating_mul(batches)
-        .max(batch_bytes / 16)
+        .max(batch_bytes / 8)
         .min(most)
 }
 
@@ -833,9 +834,11 @@ impl FetchState {
                 full = true;
                 break;
             }
-            first = first.or(Some(key));
             reached = Some(key);
             if ready {
+                // The first taken, not the first walked: a kind of few partitions among many
+                // rotates among its own.
+                first = first.or(Some(key));
                 round.push(key.clone());
                 backlogged += usize::from(state.backlog);
             }
@@ -1411,16 +1414,16 @@ mod tests {
     }
 
     /// The slack a Fetch asks beyond its batches: what the largest batch measured says, within
-    /// a sixteenth and a half of a batch.
+    /// an eighth and a half of a batch.
     #[test]
     fn the_slack_follows_how_much_the_batches_vary() {
         let batch = 256 * 1024;
         // (largest measured, batches asked, slack)
         let table = [
             (None, 4, batch / 2),
-            (Some(batch), 4, batch / 16),
-            (Some(batch + 1024), 4, batch / 16),
-            (Some(batch + 4 * 1024), 4, batch / 8),
+            (Some(batch), 4, batch / 8),
+            (Some(batch + 1024), 4, batch / 8),
+            (Some(batch + 6 * 1024), 4, 48 * 1024),
             (Some(batch + 16 * 1024), 4, batch / 2),
             (Some(batch * 2), 1, batch / 2),
         ];
@@ -2503,7 +2506,7 @@ mod tests {
         assert!(!state.is_quiet(&key("done")));
         assert_eq!(
             names(&state.next_round(10, 10, Kind::Settled, 0)),
-            ["steady", "done"]
+            ["done", "steady"]
         );
         state.own_answer(&key("done"), false);
         assert!(state.is_quiet(&key("done")), "an empty answer, growth nil");

@@ -71,6 +71,22 @@ struct Source {
     answer_ahead: bool,
 }
 
+impl Source {
+    /// `topics` far behind, each with one answer of four batches that takes `takes` from its
+    /// log end: a catch-up holding that many lanes.
+    fn catch_up(&mut self, topics: &[String], takes: Duration) {
+        for topic in topics {
+            let behind = FetchResponse::Records {
+                records: kmirror_protocol::testing::batch_run(0, 40, 10),
+                high_watermark: 1_000_000,
+                source_leader_epoch: None,
+            };
+            self.answers.insert(key(topic), [Ok(behind)].into());
+            self.delays.insert(key(topic), takes);
+        }
+    }
+}
+
 /// The epochs the tests attach partitions with.
 const EPOCHS: FetchEpochs = FetchEpochs {
     topic_id: uuid::Uuid::nil(),
@@ -756,7 +772,7 @@ async fn an_idle_sources_new_leader_epoch_is_told_to_the_partition_once() {
 
 /// Fetches ahead start as many batches apart as an answer of the partition's size holds whole
 /// (the source cuts answers inside a batch), and ask beyond those batches as much as their
-/// sizes vary: a sixteenth of a batch when they are even, half a batch when they are not.
+/// sizes vary: an eighth of a batch when they are even, half a batch when they vary by much.
 #[test]
 fn fetches_ahead_start_an_answers_whole_batches_apart() {
     let mut records = bytes::BytesMut::from(kmirror_protocol::testing::batch_run(0, 40, 10));
@@ -772,17 +788,17 @@ fn fetches_ahead_start_an_answers_whole_batches_apart() {
     let batch = whole / 4;
     assert_eq!(
         span(whole),
-        Some((40, 10, 4 * batch + batch / 16)),
+        Some((40, 10, 4 * batch + batch / 8)),
         "four whole batches, even"
     );
     assert_eq!(
         span(whole - 1),
-        Some((30, 10, 3 * batch + batch / 16)),
+        Some((30, 10, 3 * batch + batch / 8)),
         "three fit"
     );
     assert_eq!(
         span(1),
-        Some((10, 10, batch + batch / 16)),
+        Some((10, 10, batch + batch / 8)),
         "at least one, and the slack"
     );
     assert_eq!(span_of(&records, whole).1, Some(40));
@@ -896,15 +912,7 @@ async fn a_partition_near_the_end_does_not_wait_for_the_lanes_a_catch_up_holds()
     let catch_ups: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
     {
         let mut s = source.0.borrow_mut();
-        for topic in &catch_ups {
-            let behind = FetchResponse::Records {
-                records: kmirror_protocol::testing::batch_run(0, 40, 10),
-                high_watermark: 1_000_000,
-                source_leader_epoch: None,
-            };
-            s.answers.insert(key(topic), [Ok(behind)].into());
-            s.delays.insert(key(topic), Duration::from_secs(10));
-        }
+        s.catch_up(&catch_ups, Duration::from_secs(10));
         let steady = (0..5).map(|i| {
             Ok(FetchResponse::Records {
                 records: kmirror_protocol::testing::batch_run(i * 10, i * 10 + 10, 10),
@@ -1160,15 +1168,7 @@ async fn quiet_partitions_take_one_reserve_lane_in_turn() {
         s.handshake = Some(Duration::from_millis(100));
         s.long_poll = Some(Duration::from_millis(500));
         s.omit_ahead = true;
-        for topic in &catch_ups {
-            let behind = FetchResponse::Records {
-                records: kmirror_protocol::testing::batch_run(0, 40, 10),
-                high_watermark: 1_000_000,
-                source_leader_epoch: None,
-            };
-            s.answers.insert(key(topic), [Ok(behind)].into());
-            s.delays.insert(key(topic), Duration::from_secs(20));
-        }
+        s.catch_up(&catch_ups, Duration::from_secs(20));
         // The end of each one's catch-up, the producer done (the high watermark stays at 50):
         // its last records, near the source's end, in answers 100 ms apart, then nothing.
         let answer = |from: i64, to: i64, per_batch| {
