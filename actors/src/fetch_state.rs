@@ -1756,20 +1756,31 @@ mod tests {
     /// Fetch asked for `fetch.max.bytes` and the first Fetch ahead started inside the last
     /// batch that answer held, so each own answer's last batch crossed the link twice (a batch
     /// of 256 KiB per own answer, 7.5% of the bytes at 50 ms beside 64 partitions). Batches a
-    /// fifth larger than measured leave a gap the own Fetch fills, not a batch fetched twice.
+    /// fifth larger than measured leave a gap the own Fetch fills, not a batch fetched twice,
+    /// with half a batch of slack (batches measured uneven) as with an eighth (even).
     #[test]
     fn a_partitions_own_answer_and_its_first_fetch_ahead_share_no_batch() {
-        for (value_size, log_end_after_own) in [(100, 40), (125, 30)] {
+        let measured = source_log(1, 100)[0].len();
+        let (half, eighth) = (slack(measured, None, 1), slack(measured, Some(measured), 4));
+        assert_eq!((half, eighth), (measured / 2, measured / 8));
+        for (value_size, slack_bytes, log_end_after_own) in [
+            (100, half, 40),
+            (125, half, 30),
+            (100, eighth, 40),
+            (125, eighth, 30),
+        ] {
             let log = source_log(100, value_size);
-            let measured = source_log(1, 100)[0].len();
             let mut state = attached(&["a"]);
             let a = key("a");
             // As `span_of` judges an answer of `fetch.max.bytes` (four batches and a bit).
             let max_bytes = 4 * measured + measured / 3;
-            let span = span(40, 10, measured, 4 * measured + slack(measured, None, 1));
+            let span = Span {
+                slack: slack_bytes,
+                ..span(40, 10, measured, 4 * measured + slack_bytes)
+            };
             state.noted(&a, 0, Some(span), true, 1_000);
             let own = state.own_bytes(&a, max_bytes, lanes(4, 100));
-            assert_eq!(own, span.bytes, "four batches and half a batch");
+            assert_eq!(own, span.bytes, "four batches and the slack");
             let (_, start, bytes) = state
                 .next_ahead(lanes(4, 100), Reach::Any, 0)
                 .expect("a Fetch ahead");
@@ -1779,7 +1790,10 @@ mod tests {
             );
             let own_answer = source_answer(&log, 0, own);
             let (_, end) = edges(&own_answer).expect("whole batches");
-            assert_eq!(end, log_end_after_own, "value size {value_size}");
+            assert_eq!(
+                end, log_end_after_own,
+                "value size {value_size}, slack {slack_bytes}"
+            );
             state.ahead_answered(&a, start, Some(source_answer(&log, start, bytes)));
             if end < 40 {
                 // The own Fetch from the log end stops at the answer ahead, batch and all.
@@ -1795,7 +1809,11 @@ mod tests {
                 Some(40),
                 "{at:?}"
             );
-            assert_eq!(state.fetched_twice(), 0, "value size {value_size}");
+            assert_eq!(
+                state.fetched_twice(),
+                0,
+                "value size {value_size}, slack {slack_bytes}"
+            );
         }
         // Batches larger than `fetch.max.bytes`: one whole and half a batch, as a Fetch ahead
         // asks (half a batch beyond `fetch.max.bytes` would cut the only batch).

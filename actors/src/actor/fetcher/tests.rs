@@ -74,8 +74,8 @@ struct Source {
 impl Source {
     /// `topics` far behind, each with one answer of four batches that takes `takes` from its
     /// log end: a catch-up holding that many lanes.
-    fn catch_up(&mut self, topics: &[String], takes: Duration) {
-        for topic in topics {
+    fn catch_up(&mut self, topics: &[impl AsRef<str>], takes: Duration) {
+        for topic in topics.iter().map(AsRef::as_ref) {
             let behind = FetchResponse::Records {
                 records: kmirror_protocol::testing::batch_run(0, 40, 10),
                 high_watermark: 1_000_000,
@@ -963,15 +963,7 @@ async fn a_lane_whose_answer_ahead_waits_for_the_log_end_does_not_rest() {
     {
         let mut s = source.0.borrow_mut();
         s.answer_ahead = true;
-        for topic in ["a", "b"] {
-            let behind = FetchResponse::Records {
-                records: kmirror_protocol::testing::batch_run(0, 40, 10),
-                high_watermark: 1_000_000,
-                source_leader_epoch: None,
-            };
-            s.answers.insert(key(topic), [Ok(behind)].into());
-            s.delays.insert(key(topic), Duration::from_secs(1));
-        }
+        s.catch_up(&["a", "b"], Duration::from_secs(1));
     }
     let reports = Rc::new(RefCell::new(Vec::new()));
     let fetcher = start_with(&source, 10, 8);
@@ -1004,13 +996,7 @@ async fn a_partition_behind_among_many_idle_ones_is_read_ahead() {
         let mut s = source.0.borrow_mut();
         s.answer_ahead = true;
         s.long_poll = Some(Duration::from_millis(500));
-        let behind = FetchResponse::Records {
-            records: kmirror_protocol::testing::batch_run(0, 40, 10),
-            high_watermark: 1_000_000,
-            source_leader_epoch: None,
-        };
-        s.answers.insert(key("far"), [Ok(behind)].into());
-        s.delays.insert(key("far"), Duration::from_secs(1));
+        s.catch_up(&["far"], Duration::from_secs(1));
     }
     let reports = Rc::new(RefCell::new(Vec::new()));
     let fetcher = start_with(&source, 10, 4);
