@@ -878,7 +878,8 @@ impl Broker {
 
     /// A mirror's new configs (all of them, already checked), made from `base` (the configs
     /// read: refused with [`ControllerError::MirrorConfigsChanged`] if they changed since),
-    /// durably; every broker's engine takes them on the next connection to the source.
+    /// durably; every broker's engine takes them at once: new fetchers, and the next connection
+    /// to the source.
     pub async fn set_mirror_configs(
         &self,
         name: &str,

@@ -243,7 +243,8 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                 ));
             }
             println!(
-                "Altered the configs of mirror {}: the next connection to its source uses them.",
+                "Altered the configs of mirror {}: its fetchers and the next connection to its \
+                 source use them.",
                 shown(&mirror)
             );
         }

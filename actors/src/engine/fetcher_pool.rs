@@ -10,6 +10,13 @@
 //! fetchers are alive; a dead one (a panicking handler closes its mailbox) is started again and
 //! its partitions attached again, so they fetch from their log ends.
 //!
+//! New fetch settings (the mirror's `fetch.*` keys or `mirror.num.replica.fetchers` altered,
+//! [`FetchSettingsChanged`]) replace every fetcher: a new one per source broker takes the
+//! partitions at once, as a leader move does, and the old one is told to detach them. An
+//! answer the old one still applies lands only at the log end it was asked from (a stale one
+//! changes nothing), and until its applies are done a [`Detach`] waits for it too, as for any
+//! fetcher of the pool.
+//!
 //! Epochs: a partition's fetcher holds the two leader epochs it is fetched under, each told by
 //! its one owner: the source's by this pool's leader lookup, the destination's by the
 //! partition's actor (with [`Attach`], then each rise with [`RaiseDestinationEpoch`], which the
@@ -95,6 +102,9 @@ pub struct FetcherPool<H: Host> {
     source_cluster_id: SourceClusterId,
     /// By source broker.
     fetchers: HashMap<i32, Addr<Fetcher<EngineFetcherPorts<H>>>>,
+    /// Fetchers replaced by new settings whose partitions' detaches are not all done: a
+    /// [`Detach`] waits for them too.
+    retired: Vec<Addr<Fetcher<EngineFetcherPorts<H>>>>,
     /// Every attached partition.
     members: HashMap<TopicPartition, Member>,
     /// Attaches waiting for the source's leaders: their generation (a detach cancels them) and
@@ -147,6 +157,7 @@ impl<H: Host> FetcherPool<H> {
             throttle,
             source_cluster_id,
             fetchers: HashMap::new(),
+            retired: Vec::new(),
             members: HashMap::new(),
             attaching: HashMap::new(),
             next_attach: 0,
@@ -276,6 +287,55 @@ impl<H: Host> Actor for FetcherPool<H> {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.me = Some(ctx.address());
         ctx.run_interval(CHECK_INTERVAL, |pool, _| pool.revive());
+    }
+}
+
+/// The mirror's fetch settings, as its configs say now ([`FetcherPool`], "New fetch
+/// settings"). Its throttle is shared apart and changes in place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Message)]
+#[rtype(result = "()")]
+pub struct FetchSettingsChanged(pub FetchSettings);
+
+impl<H: Host> Handler<FetchSettingsChanged> for FetcherPool<H> {
+    type Result = ();
+
+    fn handle(&mut self, msg: FetchSettingsChanged, ctx: &mut Context<Self>) {
+        let unthrottled = |s: FetchSettings| FetchSettings {
+            throttled_rate: None,
+            ..s
+        };
+        let changed = unthrottled(msg.0) != unthrottled(self.settings);
+        self.settings = msg.0;
+        if !changed {
+            return;
+        }
+        let replaced: Vec<_> = self.fetchers.drain().collect();
+        for (leader, old) in replaced {
+            tracing::info!(
+                source_broker = leader,
+                "new fetch settings: a new fetcher takes the partitions"
+            );
+            let new = self.fetcher(leader);
+            let mut detaching = Vec::new();
+            for (key, member) in self.members.iter().filter(|(_, m)| m.fetcher == leader) {
+                detaching.push(detach_partition(&old, key.clone()));
+                new.do_send(AttachPartition {
+                    key: key.clone(),
+                    progress: member.progress.clone(),
+                    epochs: member.epochs,
+                });
+            }
+            self.retired.push(old.clone());
+            ctx.spawn(
+                async move {
+                    for detached in detaching {
+                        let _ = detached.await;
+                    }
+                }
+                .into_actor(self)
+                .map(move |(), pool, _| pool.retired.retain(|f| *f != old)),
+            );
+        }
     }
 }
 
@@ -469,6 +529,7 @@ impl<H: Host> Handler<Detach> for FetcherPool<H> {
         let detaching: Vec<_> = self
             .fetchers
             .values()
+            .chain(&self.retired)
             .map(|fetcher| detach_partition(fetcher, key.clone()))
             .collect();
         ctx.spawn(

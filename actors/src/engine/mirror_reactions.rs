@@ -8,6 +8,7 @@
 //! every topic whose `mirror.name` names this mirror, but which do not run yet, are started:
 //! another broker's StartMirrorTopics, or this broker's restart.
 
+use super::fetcher_pool::FetchSettingsChanged;
 use super::mirror::{Mirror, MirrorMetadata};
 use super::partition_commands::log_rejection;
 use crate::host::{Host, MetadataDelta, Source, TopicMeta};
@@ -30,7 +31,9 @@ impl<H: Host> Handler<MirrorMetadata> for Mirror<H> {
 
 impl<H: Host> Mirror<H> {
     /// New configs of the mirror (IncrementalAlterConfigs on it): its fetchers take the new
-    /// `mirror.replication.throttled.rate` at once; its source clients take the new connection
+    /// `mirror.replication.throttled.rate` at once, and new fetch settings (`fetch.*`,
+    /// `mirror.num.replica.fetchers`) replace them (the pool's "New fetch settings"); its
+    /// source clients take the new connection
     /// and security keys; connections open now are dropped, so the next request connects with
     /// them; its FAILED partitions retry (a wrong password fails them for good, the operator's
     /// fix is this change). Filters are read by each sync round anyway.
@@ -63,6 +66,7 @@ impl<H: Host> Mirror<H> {
             );
             self.throttle.set_rate(rate, tokio::time::Instant::now());
         }
+        self.pool.do_send(FetchSettingsChanged(settings.fetch));
         let client = settings.client;
         tracing::info!(mirror = name, "the mirror's configs changed: reconnecting");
         for reconfigured in [

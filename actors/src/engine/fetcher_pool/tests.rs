@@ -275,3 +275,94 @@ async fn a_topic_both_lookups_miss_is_gone() {
         "{cause:?}"
     );
 }
+
+/// Produces `batches` batches of two records on the source while the partition is caught up,
+/// and returns how many records the first apply that follows appended (its lease held until the
+/// next one is held too); then lets the rest land.
+async fn first_apply_of(s: &Setup, batches: usize) -> i64 {
+    let before = s.destination.log_end(TOPIC, 0);
+    let first = s.destination.hold_next_lease(TOPIC, 0);
+    for _ in 0..batches {
+        s.source.produce(TOPIC, 0, 2).expect("produced");
+    }
+    pause(300).await;
+    let next = s.destination.hold_next_lease(TOPIC, 0);
+    let _ = first.send(());
+    pause(300).await;
+    let appended = s.destination.log_end(TOPIC, 0) - before;
+    let _ = next.send(());
+    pause(1000).await;
+    appended
+}
+
+/// A mirror's fetch settings altered while it runs apply to its partitions at once (the
+/// reviewer of issue 38 altered `mirror.num.replica.fetchers` from 1 to 64 and saw one Fetch
+/// in flight for 200 MB: the pool kept the fetchers its settings had made). Here
+/// `fetch.max.bytes` goes from 1 MiB to 1 byte: an answer brings one batch, not three.
+#[actix_rt::test]
+async fn new_fetch_settings_apply_to_the_partitions_at_once() {
+    tokio::time::pause();
+    let id = Uuid::from_u128(10);
+    let s = setup(id).await;
+    s.source_with_records(id).await;
+    s.attach();
+    pause(500).await;
+    assert_eq!(s.destination.log_end(TOPIC, 0), 5);
+    assert_eq!(first_apply_of(&s, 3).await, 6, "1 MiB: the three batches");
+    s.pool.do_send(FetchSettingsChanged(FetchSettings {
+        partition_max_bytes: 1,
+        response_max_bytes: 1,
+        ..FetchSettings::default()
+    }));
+    pause(500).await;
+    assert_eq!(first_apply_of(&s, 3).await, 2, "1 byte: one batch");
+    assert_eq!(s.destination.log_end(TOPIC, 0), 17, "all of them after");
+}
+
+/// The fetchers new settings replaced are waited for as the others are: an apply still in
+/// flight on one lands before a Detach of its partition completes (STOPPING cuts the log to
+/// its LSO right after). Fails if a Detach waits only on the pool's current fetchers.
+#[actix_rt::test]
+async fn no_append_lands_after_a_detach_from_a_fetcher_new_settings_replaced() {
+    tokio::time::pause();
+    let id = Uuid::from_u128(11);
+    let s = setup(id).await;
+    s.source_with_records(id).await;
+    let release = s.destination.hold_next_lease(TOPIC, 0);
+    s.attach();
+    pause(100).await;
+    assert_eq!(s.destination.log_end(TOPIC, 0), 0, "the apply is held");
+    // The new fetcher cannot reach the source: only the old one's apply can append.
+    s.network.set_reachable(&s.source.address(), false);
+    s.pool.do_send(FetchSettingsChanged(FetchSettings {
+        partition_max_bytes: 4096,
+        ..FetchSettings::default()
+    }));
+    pause(100).await;
+    let detached_at = Rc::new(RefCell::new(None));
+    let (done, detach) = tokio::sync::oneshot::channel();
+    s.pool.do_send(Detach {
+        key: key(),
+        topic_id: id,
+        done,
+    });
+    let (at, destination) = (detached_at.clone(), s.destination.clone());
+    actix::spawn(async move {
+        detach.await.expect("detached");
+        *at.borrow_mut() = Some(destination.log_end(TOPIC, 0));
+    });
+    pause(500).await;
+    assert_eq!(*detached_at.borrow(), None, "done with an apply in flight");
+    let _ = release.send(());
+    pause(500).await;
+    assert_eq!(
+        s.destination.log_end(TOPIC, 0),
+        5,
+        "the held apply appended"
+    );
+    assert_eq!(
+        *detached_at.borrow(),
+        Some(5),
+        "an append landed after the Detach"
+    );
+}
