@@ -1763,11 +1763,18 @@ mod tests {
         let measured = source_log(1, 100)[0].len();
         let (half, eighth) = (slack(measured, None, 1), slack(measured, Some(measured), 4));
         assert_eq!((half, eighth), (measured / 2, measured / 8));
+        // Batches 4% larger than measured (105): four fit half a batch of slack, not an
+        // eighth, whose answer stops at 30 and leaves a gap. Batches a sixth smaller (80): an
+        // eighth's answer stops at 40, where half a batch's would take a fifth batch, inside
+        // the first Fetch ahead's.
         for (value_size, slack_bytes, log_end_after_own) in [
             (100, half, 40),
             (125, half, 30),
             (100, eighth, 40),
             (125, eighth, 30),
+            (105, half, 40),
+            (105, eighth, 30),
+            (80, eighth, 40),
         ] {
             let log = source_log(100, value_size);
             let mut state = attached(&["a"]);
