@@ -206,6 +206,13 @@ impl ClientConfig {
                     "socket.receive.buffer.bytes must be a number, not {v:?}"
                 ))
             })?;
+            if bytes > i64::from(u32::MAX) {
+                return Err(ClientError::Config(format!(
+                    "socket.receive.buffer.bytes must be at most {} (0 or less leaves it to \
+                     the OS), not {bytes}",
+                    u32::MAX
+                )));
+            }
             config.socket_receive_buffer_bytes = u32::try_from(bytes).ok().filter(|b| *b > 0);
         }
         if config.security_protocol.uses_tls() && config.truststore.is_none() {
@@ -486,6 +493,10 @@ mod tests {
                 ("sasl.mechanism", "GSSAPI"),
             ]),
             props(&[("bootstrap.servers", "a:1"), ("request.timeout.ms", "soon")]),
+            props(&[
+                ("bootstrap.servers", "a:1"),
+                ("socket.receive.buffer.bytes", "4294967296"),
+            ]),
             props(&[
                 ("bootstrap.servers", "a:1"),
                 ("request.timeout.ms", "1000"),
