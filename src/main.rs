@@ -149,8 +149,8 @@ struct MirrorsArgs {
     #[arg(long)]
     describe: bool,
     /// Change a mirror's configs (needs --mirror, and --mirror-config with the keys to set
-    /// and/or --delete-config): new credentials or certificates are used from the next
-    /// connection to the source, without a restart.
+    /// and/or --delete-config), without a restart: new credentials or certificates are used
+    /// from the next connection to the source, new fetch settings by new fetchers at once.
     #[arg(long)]
     alter: bool,
     /// With --alter: keys to remove from the mirror's configs, comma-separated.

@@ -7,6 +7,7 @@
 //!   and the destination holds every record Kafka acknowledged; a mirror that cannot catch up
 //!   in time is refused and nothing stops;
 //! - `mirror.replication.throttled.rate` lifted at runtime: the slow mirror catches up;
+//! - `fetch.*` keys altered on a running mirror apply at once;
 //! - secrets (`sasl.jaas.config`, TLS passwords) never appear in describe output, the configs
 //!   DescribeConfigs shows, or the broker's log, even while the source refuses them;
 //! - the old `mirror.`-prefixed key names still work, with a warning naming the new key.
@@ -266,6 +267,65 @@ async fn failover_waits_for_the_lag_and_stops_nothing_when_it_cannot_catch_up() 
     );
     let ends = source_ends(&*source_client(&bootstrap).await, &backlog, 1).await;
     wait_described(&address, "slow", &backlog, "MIRRORING", &ends).await;
+}
+
+/// Fetch settings altered on a running mirror apply at once: a mirror whose Fetches wait at
+/// the source for 100 MB or 25 s holds a small topic's records back, and `fetch.min.bytes=1`
+/// brings them within seconds. Failed before the fix (found by the review of issue 38): the
+/// fetchers kept the settings the mirror was created with, and the records waited out the
+/// 25 s.
+#[actix_rt::test]
+#[ignore = "needs Apache Kafka: run scripts/test.sh"]
+async fn fetch_settings_altered_on_a_running_mirror_apply_at_once() {
+    let bootstrap = kafka_env("KMIRROR_KAFKA_BOOTSTRAP");
+    let run = std::process::id();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_broker, address) = destination(dir.path());
+    create(
+        dir.path(),
+        &address,
+        "patient",
+        &format!(
+            "bootstrap.servers={bootstrap}\nfetch.min.bytes=100000000\nfetch.wait.max.ms=25000\n"
+        ),
+    );
+    let topic = format!("patient-{run}");
+    create_topic(&bootstrap, &topic, 1).await;
+    cli_ok(
+        &address,
+        &["--start", "--mirror", "patient", "--topics", &topic],
+    );
+    wait_described(&address, "patient", &topic, "MIRRORING", &[0]).await;
+    produce(&bootstrap, &topic, 100).await;
+    let ends = source_ends(&*source_client(&bootstrap).await, &topic, 1).await;
+    let destination = source_client(&address).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        source_ends(&destination, &topic, 1).await,
+        vec![0],
+        "the Fetch waits at the source for its 100 MB"
+    );
+    let eager = dir.path().join("eager.properties");
+    std::fs::write(&eager, "fetch.min.bytes=1\nfetch.wait.max.ms=500\n").expect("written");
+    let altered = Instant::now();
+    cli_ok(
+        &address,
+        &[
+            "--alter",
+            "--mirror",
+            "patient",
+            "--mirror-config",
+            eager.to_str().expect("UTF-8"),
+        ],
+    );
+    while source_ends(&destination, &topic, 1).await != ends {
+        assert!(
+            altered.elapsed() < Duration::from_secs(8),
+            "the records still wait at the source {:?} after the alter",
+            altered.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[actix_rt::test]

@@ -300,11 +300,14 @@ impl<H: Host> Handler<FetchSettingsChanged> for FetcherPool<H> {
     type Result = ();
 
     fn handle(&mut self, msg: FetchSettingsChanged, ctx: &mut Context<Self>) {
-        let unthrottled = |s: FetchSettings| FetchSettings {
+        // The throttle is shared apart, and `fetch.backoff.ms` is not the fetchers' to use
+        // (docs/mirror-configs.md): neither is worth new fetchers.
+        let used = |s: FetchSettings| FetchSettings {
             throttled_rate: None,
+            backoff_ms: 0,
             ..s
         };
-        let changed = unthrottled(msg.0) != unthrottled(self.settings);
+        let changed = used(msg.0) != used(self.settings);
         self.settings = msg.0;
         if !changed {
             return;
