@@ -116,6 +116,37 @@ impl Setup {
         self.source.produce(TOPIC, 0, 5).expect("produced");
     }
 
+    /// Detaches the partition while an apply of its 5 records is held, then releases it
+    /// (`release`): the Detach completes only after that append.
+    async fn held_apply_lands_before_the_detach(&self, release: tokio::sync::oneshot::Sender<()>) {
+        let detached_at = Rc::new(RefCell::new(None));
+        let (done, detach) = tokio::sync::oneshot::channel();
+        self.pool.do_send(Detach {
+            key: key(),
+            topic_id: self.id,
+            done,
+        });
+        let (at, destination) = (detached_at.clone(), self.destination.clone());
+        actix::spawn(async move {
+            detach.await.expect("detached");
+            *at.borrow_mut() = Some(destination.log_end(TOPIC, 0));
+        });
+        pause(500).await;
+        assert_eq!(*detached_at.borrow(), None, "done with an apply in flight");
+        let _ = release.send(());
+        pause(500).await;
+        assert_eq!(
+            self.destination.log_end(TOPIC, 0),
+            5,
+            "the held apply appended"
+        );
+        assert_eq!(
+            *detached_at.borrow(),
+            Some(5),
+            "the log end when the Detach completed: an append landed after it"
+        );
+    }
+
     /// The failures reported so far.
     fn failures(&self) -> Vec<Cause> {
         self.reports
@@ -127,6 +158,18 @@ impl Setup {
             })
             .collect()
     }
+}
+
+/// A [`Setup`] whose source has 5 records, the partition attached, and its first apply held
+/// until the returned sender fires.
+async fn with_an_apply_held(id: Uuid) -> (Setup, tokio::sync::oneshot::Sender<()>) {
+    let s = setup(id).await;
+    s.source_with_records(id).await;
+    let release = s.destination.hold_next_lease(TOPIC, 0);
+    s.attach();
+    pause(100).await;
+    assert_eq!(s.destination.log_end(TOPIC, 0), 0, "the apply is held");
+    (s, release)
 }
 
 async fn pause(ms: u64) {
@@ -141,44 +184,14 @@ async fn pause(ms: u64) {
 #[actix_rt::test]
 async fn no_append_lands_after_a_detach_from_the_previous_fetcher() {
     tokio::time::pause();
-    let id = Uuid::from_u128(7);
-    let s = setup(id).await;
-    s.source_with_records(id).await;
-    let release = s.destination.hold_next_lease(TOPIC, 0);
-    s.attach();
-    pause(100).await;
-    assert_eq!(s.destination.log_end(TOPIC, 0), 0, "the apply is held");
+    let (s, release) = with_an_apply_held(Uuid::from_u128(7)).await;
     // The source stops answering: attached again once its leaders are stale, the partition
     // waits on no fetcher while the old one still applies.
     s.network.set_reachable(&s.source.address(), false);
     pause(600).await;
     s.attach();
     pause(100).await;
-    let detached_at = Rc::new(RefCell::new(None));
-    let (done, detach) = tokio::sync::oneshot::channel();
-    s.pool.do_send(Detach {
-        key: key(),
-        topic_id: id,
-        done,
-    });
-    let (at, destination) = (detached_at.clone(), s.destination.clone());
-    actix::spawn(async move {
-        detach.await.expect("detached");
-        *at.borrow_mut() = Some(destination.log_end(TOPIC, 0));
-    });
-    pause(500).await;
-    let _ = release.send(());
-    pause(500).await;
-    assert_eq!(
-        s.destination.log_end(TOPIC, 0),
-        5,
-        "the held apply appended"
-    );
-    assert_eq!(
-        *detached_at.borrow(),
-        Some(5),
-        "the log end when the Detach completed: an append landed after it"
-    );
+    s.held_apply_lands_before_the_detach(release).await;
 }
 
 /// An attachment of a former incarnation of the topic (deleted and created again under its name
@@ -325,13 +338,7 @@ async fn new_fetch_settings_apply_to_the_partitions_at_once() {
 #[actix_rt::test]
 async fn no_append_lands_after_a_detach_from_a_fetcher_new_settings_replaced() {
     tokio::time::pause();
-    let id = Uuid::from_u128(11);
-    let s = setup(id).await;
-    s.source_with_records(id).await;
-    let release = s.destination.hold_next_lease(TOPIC, 0);
-    s.attach();
-    pause(100).await;
-    assert_eq!(s.destination.log_end(TOPIC, 0), 0, "the apply is held");
+    let (s, release) = with_an_apply_held(Uuid::from_u128(11)).await;
     // The new fetcher cannot reach the source: only the old one's apply can append.
     s.network.set_reachable(&s.source.address(), false);
     s.pool.do_send(FetchSettingsChanged(FetchSettings {
@@ -339,30 +346,5 @@ async fn no_append_lands_after_a_detach_from_a_fetcher_new_settings_replaced() {
         ..FetchSettings::default()
     }));
     pause(100).await;
-    let detached_at = Rc::new(RefCell::new(None));
-    let (done, detach) = tokio::sync::oneshot::channel();
-    s.pool.do_send(Detach {
-        key: key(),
-        topic_id: id,
-        done,
-    });
-    let (at, destination) = (detached_at.clone(), s.destination.clone());
-    actix::spawn(async move {
-        detach.await.expect("detached");
-        *at.borrow_mut() = Some(destination.log_end(TOPIC, 0));
-    });
-    pause(500).await;
-    assert_eq!(*detached_at.borrow(), None, "done with an apply in flight");
-    let _ = release.send(());
-    pause(500).await;
-    assert_eq!(
-        s.destination.log_end(TOPIC, 0),
-        5,
-        "the held apply appended"
-    );
-    assert_eq!(
-        *detached_at.borrow(),
-        Some(5),
-        "an append landed after the Detach"
-    );
+    s.held_apply_lands_before_the_detach(release).await;
 }
