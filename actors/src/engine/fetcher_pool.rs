@@ -268,16 +268,27 @@ impl<H: Host> FetcherPool<H> {
             .collect();
         for id in dead {
             tracing::warn!(source_broker = id, "starting a dead mirror fetcher again");
-            self.fetchers.remove(&id);
-            let fetcher = self.fetcher(id);
-            for (key, member) in self.members.iter().filter(|(_, m)| m.fetcher == id) {
+            self.restart_fetcher(id);
+        }
+    }
+
+    /// Replaces the fetcher of source broker `leader` with a new one (made with the pool's
+    /// settings now) and attaches that broker's partitions to it; returns them.
+    fn restart_fetcher(&mut self, leader: i32) -> Vec<TopicPartition> {
+        self.fetchers.remove(&leader);
+        let fetcher = self.fetcher(leader);
+        self.members
+            .iter()
+            .filter(|(_, m)| m.fetcher == leader)
+            .map(|(key, member)| {
                 fetcher.do_send(AttachPartition {
                     key: key.clone(),
                     progress: member.progress.clone(),
                     epochs: member.epochs,
                 });
-            }
-        }
+                key.clone()
+            })
+            .collect()
     }
 }
 
@@ -318,16 +329,11 @@ impl<H: Host> Handler<FetchSettingsChanged> for FetcherPool<H> {
                 source_broker = leader,
                 "new fetch settings: a new fetcher takes the partitions"
             );
-            let new = self.fetcher(leader);
-            let mut detaching = Vec::new();
-            for (key, member) in self.members.iter().filter(|(_, m)| m.fetcher == leader) {
-                detaching.push(detach_partition(&old, key.clone()));
-                new.do_send(AttachPartition {
-                    key: key.clone(),
-                    progress: member.progress.clone(),
-                    epochs: member.epochs,
-                });
-            }
+            let detaching: Vec<_> = self
+                .restart_fetcher(leader)
+                .into_iter()
+                .map(|key| detach_partition(&old, key))
+                .collect();
             self.retired.push(old.clone());
             ctx.spawn(
                 async move {
