@@ -526,8 +526,10 @@ fn mm2(clusters: &Clusters, topic: &str, partitions: u32, records: u64) -> Figur
 }
 
 /// Per-record visibility lags (ms) of `records` records produced to `topic` on the source while
-/// `destination` (holding them as `destination_topic`) is read as they appear; the worst of
-/// each second is printed.
+/// `destination` (holding them as `destination_topic`) is read as they appear, the worst of
+/// each second printed: p50 and p99 over every record, and p99 from the producer's second
+/// second on (ProducerPerformance's first batches hold, at once, what its throttle let it owe
+/// while it connected: at 1,000 records a second, 300-470 records within 250 ms).
 fn lags(
     clusters: &Clusters,
     destination: &SourceClient,
@@ -536,13 +538,13 @@ fn lags(
     partitions: u32,
     records: u64,
     rate: i64,
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     let start_offsets = clusters.ends(destination, destination_topic, partitions);
     let producer = {
         let (bootstrap, topic) = (clusters.source.clone(), topic.to_string());
         std::thread::spawn(move || produce(&bootstrap, &topic, records, rate))
     };
-    let samples = clusters.runtime.block_on(async {
+    let (samples, settled_p99) = clusters.runtime.block_on(async {
         let metadata = destination
             .metadata(Some(&[destination_topic]))
             .await
@@ -600,24 +602,24 @@ fn lags(
         }
         // Where in the run the tail of the lag falls (a start, a stall, all along).
         eprintln!("{destination_topic}: the worst lag (ms) in each second: {worst:?}");
-        // The producer's start apart: ProducerPerformance's first batches hold what it queued
-        // while it connected, at once (`produce`).
+        // The producer's start apart.
         let first = created.iter().copied().min().unwrap_or_default();
         let settled: Vec<(i64, u64)> = samples
             .iter()
             .zip(&created)
-            .filter(|(_, at)| **at >= first + 2_000)
+            .filter(|(_, at)| **at >= first + 1_000)
             .map(|(sample, _)| *sample)
             .collect();
         let (p50, p99) = percentiles(settled);
         eprintln!(
-            "{destination_topic}: from the producer's third second on: lag p50 {p50} ms, p99 \
+            "{destination_topic}: from the producer's second second on: lag p50 {p50} ms, p99 \
              {p99} ms"
         );
-        samples
+        (samples, p99)
     });
     producer.join().expect("producer");
-    percentiles(samples)
+    let (p50, p99) = percentiles(samples);
+    (p50, p99, settled_p99)
 }
 
 /// The lag of a steady 1 MB/s topic mirrored beside a catch-up: a fresh kmirror starts copying
@@ -665,7 +667,7 @@ fn lag_during_catch_up(
     catch_up(clusters, &source, &destination, &steady, &steady, 1);
     let before = copied();
     let _ = proxy.and_then(WanProxy::queue_waits);
-    let (p50, p99) = lags(
+    let (p50, p99, settled_p99) = lags(
         clusters,
         &destination,
         &steady,
@@ -689,9 +691,9 @@ fn lag_during_catch_up(
         .filter(|l| l.starts_with("kmirror_fetcher_fetches_in_flight"))
         .collect();
     eprintln!(
-        "{backlog}: a 1 MB/s topic beside the catch-up: lag p50 {p50} ms, p99 {p99} ms (goal: \
-         under {} ms); the backlog went from {before} to {after} of {records} records meanwhile \
-         ({in_flight}); {queue}",
+        "{backlog}: a 1 MB/s topic beside the catch-up: lag p50 {p50} ms, p99 {p99} ms, p99 from \
+         the producer's second second on {settled_p99} ms (goal: under {} ms); the backlog went \
+         from {before} to {after} of {records} records meanwhile ({in_flight}); {queue}",
         2 * round_trip_ms + 100
     );
     terminate(&mut broker);
@@ -950,7 +952,7 @@ fn main() {
                 };
                 measured.push((system, lag));
             }
-            for (system, (p50, p99)) in measured {
+            for (system, (p50, p99, _)) in measured {
                 eprintln!("{lag_topic} {system}: lag p50 {p50} ms, p99 {p99} ms");
                 if let Some(f) = table
                     .get_mut(&(partitions, system))

@@ -33,8 +33,11 @@
 pub const MIN_POLL_BATCHES: f64 = 2.0;
 
 /// Two sightings of a high watermark read less than this far apart at the source (ms) do
-/// not measure the growth: a producer writes in batches, and the figure would jump.
-pub const GROWTH_SAMPLE_MS: u64 = 200;
+/// not measure the growth: a producer writes in batches, and the figure would jump (16 KiB
+/// batches at 1 MB/s, one each 16 ms, measure within a tenth over 150 ms). Sightings come once
+/// a round trip: at 150 ms, 200 took two round trips each, and a partition started polls
+/// 600 ms after its first answer instead of 300, read in rounds meanwhile (lag up to 450 ms).
+pub const GROWTH_SAMPLE_MS: u64 = 150;
 
 /// How fast a source partition's log grows, from the high watermarks its answers showed and
 /// when the source read them: half a round trip after each Fetch left (a Fetch answered at
@@ -237,22 +240,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn growth_is_measured_over_reads_a_fifth_of_a_second_apart() {
+    fn growth_is_measured_over_reads_150_ms_apart() {
         let mut growth = Growth::new(1_000, 0);
-        growth.saw(1_100, 100);
-        assert_eq!(growth.per_ms(), None, "100 ms measure nothing");
+        growth.saw(1_140, 140);
+        assert_eq!(growth.per_ms(), None, "140 ms measure nothing");
         // Answers arrive out of order: the greatest high watermark and its read count.
         growth.saw(1_200, 200);
         growth.saw(1_150, 150);
         assert_eq!(growth.per_ms(), None, "one measurement is not enough");
-        growth.saw(1_400, 400);
+        // One round trip later at 150 ms: the second measurement.
+        growth.saw(1_355, 355);
         assert_eq!(growth.per_ms(), Some(1.0));
-        growth.saw(2_000, 600);
+        growth.saw(1_955, 555);
         assert_eq!(growth.per_ms(), Some(1.0), "one burst does not show");
-        growth.saw(1_800, 600);
-        growth.saw(2_600, 800);
+        growth.saw(1_800, 555);
+        growth.saw(2_555, 755);
         assert_eq!(growth.per_ms(), Some(3.0), "a rise two measurements show");
-        growth.saw(2_600, 1_000);
+        growth.saw(2_555, 955);
         assert_eq!(growth.per_ms(), Some(0.0), "a still log shows at once");
     }
 
