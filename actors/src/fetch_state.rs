@@ -476,7 +476,8 @@ fn edges(response: &FetchResponse) -> Option<(i64, i64)> {
 /// Whether a poll that would start at `stepped` (a poll's step past the one before it) starts
 /// at the source's predicted end instead, the partition growing `per_ms` across a link of
 /// `round_trip_ms` and its source's high watermark seen at `high_watermark`: when the source
-/// already holds more than [`JUMP_ROUND_TRIPS`] round trips' growth past it (a burst). Polls stepping there, each
+/// already holds more than [`JUMP_ROUND_TRIPS`] of a round trip's growth past it (a burst, or
+/// a partition whose polls start while it is read in pieces). Polls stepping there, each
 /// a step and a half's growth past the one before, would gain on the log end by half the
 /// growth: after half a megabyte written at once at 1 MB/s, polls stepped through it for 870
 /// ms, lag up to 441 ms at 150 ms. Pieces bring the space between in a round trip.
@@ -486,9 +487,10 @@ fn jumps(high_watermark: i64, stepped: i64, per_ms: f64, round_trip_ms: u64) -> 
 
 /// How many round trips' growth past a poll's step the source must hold for the poll to jump
 /// ([`jumps`]): half. A partition whose polls start while it is read in pieces is a round
-/// trip's growth behind or so; at two, its first polls stepped from its log end and took 600
-/// ms to reach the source's end (lag up to 433 ms at 150 ms in the model of
-/// `actor/fetcher/distant_source.rs`, 343 ms jumping), the space below read in pieces meanwhile.
+/// trip's growth behind or so; at two (or one), once measurements took a round trip, its first
+/// polls stepped from its log end and took 600 ms to reach the source's end (lag up to 433 ms
+/// at 150 ms in the model of `actor/fetcher/distant_source.rs`, 343 ms jumping), the space
+/// below read in pieces meanwhile.
 const JUMP_ROUND_TRIPS: f64 = 0.5;
 
 /// A fetcher's partitions and the round-robin cursors.
@@ -2360,7 +2362,7 @@ mod tests {
             "pieces between the polls: {pieces:?}"
         );
         // A burst smaller than that (less than half a round trip's growth past the next
-        // step, at 1,278) is stepped through, no gap left.
+        // step: 48 ms apart, a step of 72 from 1,203) is stepped through, no gap left.
         let (mut state, _) = polled_at(200);
         assert_eq!(poll(&mut state, 200), Some(first));
         state.ahead_answered(&fast, first, Some(answer(1_340)));
