@@ -211,6 +211,14 @@ fn main() -> ExitCode {
     }
 }
 
+/// The topics an optional `--topics` names: `None` without it, `Err` when it names nothing.
+fn optional_topics(values: Vec<String>) -> Result<Option<TopicSelection>, ()> {
+    if values.is_empty() {
+        return Ok(None);
+    }
+    TopicSelection::parse(values).map(Some).ok_or(())
+}
+
 fn mirrors(args: MirrorsArgs) -> ExitCode {
     let usage = |message: &str| {
         eprintln!("kmirror mirrors: {message}");
@@ -246,18 +254,23 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
             Some(mirror) => MirrorsAction::DescribeConfigs { mirror },
             None => return usage("--describe-configs needs --mirror"),
         }
-    } else if args.describe && args.watch.is_some() {
-        let seconds = args.watch.unwrap_or(2).max(1);
-        MirrorsAction::Watch {
-            mirror: args.mirror,
-            every: std::time::Duration::from_secs(seconds),
-            json: args.json,
-        }
     } else if args.describe {
-        MirrorsAction::Describe {
-            mirror: args.mirror,
-            failed: args.failed,
-            json: args.json,
+        let Ok(topics) = optional_topics(args.topics) else {
+            return usage("--topics is empty");
+        };
+        match args.watch {
+            Some(seconds) => MirrorsAction::Watch {
+                mirror: args.mirror,
+                topics,
+                every: std::time::Duration::from_secs(seconds.max(1)),
+                json: args.json,
+            },
+            None => MirrorsAction::Describe {
+                mirror: args.mirror,
+                topics,
+                failed: args.failed,
+                json: args.json,
+            },
         }
     } else if args.list {
         MirrorsAction::List { json: args.json }
@@ -277,13 +290,8 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
             }
             mb => mb.map(|mb| (mb * 1e6) as i64),
         };
-        let topics = if args.topics.is_empty() {
-            None
-        } else {
-            match TopicSelection::parse(args.topics) {
-                Some(topics) => Some(topics),
-                None => return usage("--topics is empty"),
-            }
+        let Ok(topics) = optional_topics(args.topics) else {
+            return usage("--topics is empty");
         };
         MirrorsAction::Verify(cli::verify::Verify {
             mirror,

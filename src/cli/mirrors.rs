@@ -20,7 +20,7 @@ use super::failover::Failover;
 use super::failure::{Failure, explained, refused, shown, with_names_shown};
 use super::mirror_table;
 use super::topics::{
-    TopicChange, TopicSelection, change_topics, kept_pattern, mirror_topics_matching,
+    TopicChange, TopicFilter, TopicSelection, change_topics, kept_pattern, mirror_topics_matching,
 };
 use kafka_protocol::messages::{
     DescribeConfigsRequest, IncrementalAlterConfigsRequest, describe_configs_request,
@@ -70,9 +70,10 @@ pub(crate) enum MirrorsAction {
         mirror: String,
         topics: TopicSelection,
     },
-    /// `--describe [--mirror M] [--failed] [--json]`.
+    /// `--describe [--mirror M] [--topics X] [--failed] [--json]`.
     Describe {
         mirror: Option<String>,
+        topics: Option<TopicSelection>,
         failed: bool,
         json: bool,
     },
@@ -81,10 +82,11 @@ pub(crate) enum MirrorsAction {
     Failover(Failover),
     /// `--verify --mirror M [--topics X] [--from-offset N | --last N] [--rate MB]`.
     Verify(super::verify::Verify),
-    /// `--describe --watch [--mirror M] [--json]`: the table (or a line of JSON) again every
-    /// `every`, until Ctrl-C or until stdout's reader is gone.
+    /// `--describe --watch [--mirror M] [--topics X] [--json]`: the table (or a line of JSON)
+    /// again every `every`, until Ctrl-C or until stdout's reader is gone.
     Watch {
         mirror: Option<String>,
+        topics: Option<TopicSelection>,
         every: std::time::Duration,
         json: bool,
     },
@@ -114,6 +116,27 @@ fn emit(text: &str) -> Result<bool, Failure> {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
         Err(e) => Err(Failure::Usage(format!("writing to stdout: {e}"))),
+    }
+}
+
+/// Keeps the topics of `answer` that `filter` takes; the names it lists that no mirror in
+/// the answer has.
+fn keep_topics(answer: &mut DescribeMirrorsResponse, filter: &TopicFilter) -> Vec<String> {
+    for m in &mut answer.mirrors {
+        m.topics.retain(|t| filter.takes(&t.topic_name));
+    }
+    match filter {
+        TopicFilter::Names(names) => names
+            .iter()
+            .filter(|n| {
+                !answer
+                    .mirrors
+                    .iter()
+                    .any(|m| m.topics.iter().any(|t| &t.topic_name == *n))
+            })
+            .cloned()
+            .collect(),
+        TopicFilter::Pattern(_) => Vec::new(),
     }
 }
 
@@ -393,14 +416,20 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
         }
         MirrorsAction::Describe {
             mirror,
+            topics,
             failed,
             json,
         } => {
+            let filter = topics.as_ref().map(TopicFilter::new).transpose()?;
             let request = DescribeMirrorsRequest {
                 mirror_names: mirror.into_iter().collect(),
                 ..Default::default()
             };
             let mut answer = describe_every_broker(bootstrap, &connection, &request).await?;
+            let unknown = filter
+                .as_ref()
+                .map(|f| keep_topics(&mut answer, f))
+                .unwrap_or_default();
             if failed {
                 for m in &mut answer.mirrors {
                     for t in &mut m.topics {
@@ -411,6 +440,13 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
             }
             show(&answer, json, &mut mirror_table::Previous::default())?;
             mirror_error(&answer)?;
+            if !unknown.is_empty() {
+                let names: Vec<String> = unknown.iter().map(|t| shown(t)).collect();
+                return Err(refused(
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
+                    Some(format!("no mirror described has {}", names.join(", "))),
+                ));
+            }
         }
         MirrorsAction::Failover(failover) => {
             super::failover::run(bootstrap, &connection, failover).await?;
@@ -420,9 +456,11 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
         }
         MirrorsAction::Watch {
             mirror,
+            topics,
             every,
             json,
         } => {
+            let filter = topics.as_ref().map(TopicFilter::new).transpose()?;
             let request = DescribeMirrorsRequest {
                 mirror_names: mirror.into_iter().collect(),
                 ..Default::default()
@@ -430,7 +468,10 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
             let mut previous = mirror_table::Previous::default();
             let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
             loop {
-                let answer = describe_every_broker(bootstrap, &connection, &request).await?;
+                let mut answer = describe_every_broker(bootstrap, &connection, &request).await?;
+                if let Some(filter) = &filter {
+                    keep_topics(&mut answer, filter);
+                }
                 // A mirror that does not exist (or may not be described) will not appear.
                 mirror_error(&answer)?;
                 if terminal && !json {

@@ -40,6 +40,34 @@ impl TopicSelection {
     }
 }
 
+/// Which topic names a selection takes, to filter what a describe shows.
+#[derive(Debug)]
+pub(crate) enum TopicFilter {
+    Names(Vec<String>),
+    Pattern(regex::Regex),
+}
+
+impl TopicFilter {
+    /// The filter of `selection`; a pattern that is no regular expression is a usage error.
+    pub(crate) fn new(selection: &TopicSelection) -> Result<TopicFilter, Failure> {
+        Ok(match selection {
+            TopicSelection::Names(names) => TopicFilter::Names(names.clone()),
+            TopicSelection::Pattern(pattern) => TopicFilter::Pattern(
+                regex::Regex::new(&format!("^(?:{pattern})$"))
+                    .map_err(|e| Failure::Usage(format!("--topics {pattern:?}: {e}")))?,
+            ),
+        })
+    }
+
+    /// Whether it takes the topic `name`.
+    pub(crate) fn takes(&self, name: &str) -> bool {
+        match self {
+            TopicFilter::Names(names) => names.iter().any(|n| n == name),
+            TopicFilter::Pattern(regex) => regex.is_match(name),
+        }
+    }
+}
+
 /// What to do with topics.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum TopicChange {
@@ -63,8 +91,7 @@ pub(crate) async fn mirror_topics_matching(
     mirror: &str,
     pattern: &str,
 ) -> Result<Vec<String>, Failure> {
-    let regex = regex::Regex::new(&format!("^(?:{pattern})$"))
-        .map_err(|e| Failure::Usage(format!("--topics {pattern:?}: {e}")))?;
+    let filter = TopicFilter::new(&TopicSelection::Pattern(pattern.to_string()))?;
     let request = ListMirrorsRequest {
         include_topic_names: true,
         ..Default::default()
@@ -82,7 +109,7 @@ pub(crate) async fn mirror_topics_matching(
     let names: Vec<String> = listed
         .topic_names
         .into_iter()
-        .filter(|t| regex.is_match(t))
+        .filter(|t| filter.takes(t))
         .collect();
     if names.is_empty() {
         return Err(Failure::Usage(format!(

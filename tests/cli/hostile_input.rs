@@ -73,6 +73,16 @@ fn topics_that_select_nothing_are_refused_with_what_was_matched() {
         assert_eq!(code, Some(2), "--topics {empty:?}: {text}");
         assert!(text.contains("--topics is empty"), "{text}");
     }
+
+    // A describe's filter: empty, or a pattern that is no regular expression.
+    for (topics, wanted) in [
+        ("", "--topics is empty"),
+        ("(orders", "--topics \"(orders\""),
+    ] {
+        let (code, text) = mirrors(&destination, &["--describe", "--topics", topics]);
+        assert_eq!(code, Some(2), "--topics {topics:?}: {text}");
+        assert!(text.contains(wanted), "{text}");
+    }
 }
 
 #[test]

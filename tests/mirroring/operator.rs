@@ -253,6 +253,29 @@ async fn failover_waits_for_the_lag_and_stops_nothing_when_it_cannot_catch_up() 
         state == "MIRRORING" || state == "PREPARING",
         "still mirroring: {described}"
     );
+    // `--describe --topics` shows those topics alone, of every mirror (here not `dr`'s); a
+    // name no mirror has exits 1 and is named.
+    let described = cli_ok(&address, &["--describe", "--topics", &backlog, "--json"]);
+    let rows: serde_json::Value = serde_json::from_str(described.trim()).expect("JSON");
+    let shown: Vec<&str> = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["topic"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        shown == [backlog.as_str()],
+        "only {backlog}'s partition: {described}"
+    );
+    let (code, text) = mirrors_cli(
+        &address,
+        &["--describe", "--topics", &format!("{backlog},absent-{run}")],
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(&backlog) && text.contains(&format!("no mirror described has absent-{run}")),
+        "{text}"
+    );
 
     // The throttle lifted at runtime: the backlog comes at once.
     cli_ok(
