@@ -11,7 +11,7 @@ mod cli;
 use clap::{Parser, Subcommand};
 use cli::failover::{Failover, LagLimits};
 use cli::mirrors::MirrorsAction;
-use cli::topics::{TopicChange, TopicSelection};
+use cli::topics::{TopicChange, TopicFilter, TopicSelection};
 use kmirror::broker::Broker;
 use kmirror::broker::config::{BrokerConfig, parse_properties};
 use kmirror::broker::quorum_config::ClusterConfig;
@@ -211,12 +211,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// The topics an optional `--topics` names: `None` without it, `Err` when it names nothing.
-fn optional_topics(values: Vec<String>) -> Result<Option<TopicSelection>, ()> {
+/// The topics an optional `--topics` names: `None` without it, [`EMPTY_TOPICS`] when it names
+/// nothing.
+fn optional_topics(values: Vec<String>) -> Result<Option<TopicSelection>, &'static str> {
     if values.is_empty() {
         return Ok(None);
     }
-    TopicSelection::parse(values).map(Some).ok_or(())
+    TopicSelection::parse(values).map(Some)
 }
 
 fn mirrors(args: MirrorsArgs) -> ExitCode {
@@ -255,22 +256,24 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
             None => return usage("--describe-configs needs --mirror"),
         }
     } else if args.describe {
-        let Ok(topics) = optional_topics(args.topics) else {
-            return usage("--topics is empty");
+        // The filter is built before anything is reached: a pattern that is no regular
+        // expression is a usage error whether the cluster is up or not.
+        let topics = match optional_topics(args.topics) {
+            Ok(topics) => topics,
+            Err(e) => return usage(e),
         };
-        match args.watch {
-            Some(seconds) => MirrorsAction::Watch {
-                mirror: args.mirror,
-                topics,
-                every: std::time::Duration::from_secs(seconds.max(1)),
-                json: args.json,
-            },
-            None => MirrorsAction::Describe {
-                mirror: args.mirror,
-                topics,
-                failed: args.failed,
-                json: args.json,
-            },
+        let topics = match topics.map(TopicFilter::new).transpose() {
+            Ok(topics) => topics,
+            Err(failure) => return failure.exit(),
+        };
+        MirrorsAction::Describe {
+            mirror: args.mirror,
+            topics,
+            failed: args.failed,
+            json: args.json,
+            watch: args
+                .watch
+                .map(|seconds| std::time::Duration::from_secs(seconds.max(1))),
         }
     } else if args.list {
         MirrorsAction::List { json: args.json }
@@ -290,8 +293,9 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
             }
             mb => mb.map(|mb| (mb * 1e6) as i64),
         };
-        let Ok(topics) = optional_topics(args.topics) else {
-            return usage("--topics is empty");
+        let topics = match optional_topics(args.topics) {
+            Ok(topics) => topics,
+            Err(e) => return usage(e),
         };
         MirrorsAction::Verify(cli::verify::Verify {
             mirror,
@@ -314,22 +318,26 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
             }
             seconds => seconds.map(|s| (s * 1000.0) as i64),
         };
-        match (args.mirror, TopicSelection::parse(args.topics)) {
-            (Some(mirror), Some(topics)) => MirrorsAction::Failover(Failover {
-                mirror,
-                topics,
-                limits: LagLimits {
-                    records: args.max_lag,
-                    ms: max_lag_ms,
-                },
-                timeout,
-                dry_run: args.dry_run,
-                consistent: args.consistent,
-                discard_records: args.discard_records,
-                json: args.json,
-            }),
-            _ => return usage("--failover needs --mirror and --topics (not empty)"),
-        }
+        let (Some(mirror), false) = (args.mirror, args.topics.is_empty()) else {
+            return usage("--failover needs --mirror and --topics");
+        };
+        let topics = match TopicSelection::parse(args.topics) {
+            Ok(topics) => topics,
+            Err(e) => return usage(e),
+        };
+        MirrorsAction::Failover(Failover {
+            mirror,
+            topics,
+            limits: LagLimits {
+                records: args.max_lag,
+                ms: max_lag_ms,
+            },
+            timeout,
+            dry_run: args.dry_run,
+            consistent: args.consistent,
+            discard_records: args.discard_records,
+            json: args.json,
+        })
     } else {
         let change = if args.start {
             TopicChange::Start {
@@ -344,21 +352,16 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         } else {
             TopicChange::Resume
         };
-        match (args.mirror, args.topics.is_empty()) {
-            (Some(mirror), false) => match TopicSelection::parse(args.topics) {
-                Some(topics) => MirrorsAction::Topics {
-                    change,
-                    mirror,
-                    topics,
-                },
-                None => {
-                    return usage(
-                        "--topics is empty: give topic names (a,b) or a regular expression \
-                         ('orders-.*'); nothing was changed",
-                    );
-                }
+        let (Some(mirror), false) = (args.mirror, args.topics.is_empty()) else {
+            return usage("--start, --stop, --pause and --resume need --mirror and --topics");
+        };
+        match TopicSelection::parse(args.topics) {
+            Ok(topics) => MirrorsAction::Topics {
+                change,
+                mirror,
+                topics,
             },
-            _ => return usage("--start, --stop, --pause and --resume need --mirror and --topics"),
+            Err(e) => return usage(&format!("{e}; nothing was changed")),
         }
     };
     cli::mirrors::run(&args.bootstrap_server, action)

@@ -70,26 +70,21 @@ pub(crate) enum MirrorsAction {
         mirror: String,
         topics: TopicSelection,
     },
-    /// `--describe [--mirror M] [--topics X] [--failed] [--json]`.
+    /// `--describe [--mirror M] [--topics X] [--failed] [--json] [--watch [SECONDS]]`: with
+    /// `watch`, the table (or a line of JSON) again every period, until Ctrl-C or until
+    /// stdout's reader is gone.
     Describe {
         mirror: Option<String>,
-        topics: Option<TopicSelection>,
+        topics: Option<TopicFilter>,
         failed: bool,
         json: bool,
+        watch: Option<std::time::Duration>,
     },
     /// `--failover --mirror M --topics X [--max-lag N] [--max-lag-seconds S] [--timeout D]
     /// [--dry-run] [--consistent [--discard-records N]]`.
     Failover(Failover),
     /// `--verify --mirror M [--topics X] [--from-offset N | --last N] [--rate MB]`.
     Verify(super::verify::Verify),
-    /// `--describe --watch [--mirror M] [--topics X] [--json]`: the table (or a line of JSON)
-    /// again every `every`, until Ctrl-C or until stdout's reader is gone.
-    Watch {
-        mirror: Option<String>,
-        topics: Option<TopicSelection>,
-        every: std::time::Duration,
-        json: bool,
-    },
 }
 
 /// Runs the action against the cluster at `bootstrap`.
@@ -119,24 +114,58 @@ fn emit(text: &str) -> Result<bool, Failure> {
     }
 }
 
-/// Keeps the topics of `answer` that `filter` takes; the names it lists that no mirror in
-/// the answer has.
-fn keep_topics(answer: &mut DescribeMirrorsResponse, filter: &TopicFilter) -> Vec<String> {
+/// How many names a refusal lists.
+const NAMES_LISTED: usize = 5;
+
+/// Keeps the topics of `answer` that `filter` takes; what to refuse when it took nothing it
+/// was asked for: the listed names that no mirror in the answer has, or a pattern that matched
+/// no topic (a mistyped list such as `a;b` is read as one).
+fn keep_topics(answer: &mut DescribeMirrorsResponse, filter: &TopicFilter) -> Option<Failure> {
     for m in &mut answer.mirrors {
         m.topics.retain(|t| filter.takes(&t.topic_name));
     }
-    match filter {
-        TopicFilter::Names(names) => names
+    let has = |name: &str| {
+        answer
+            .mirrors
             .iter()
-            .filter(|n| {
-                !answer
-                    .mirrors
-                    .iter()
-                    .any(|m| m.topics.iter().any(|t| &t.topic_name == *n))
+            .any(|m| m.topics.iter().any(|t| t.topic_name == name))
+    };
+    match filter {
+        TopicFilter::Names(names) => {
+            let absent: Vec<&String> = names.iter().filter(|n| !has(n)).collect();
+            if absent.is_empty() {
+                return None;
+            }
+            let mut listed: Vec<String> =
+                absent.iter().take(NAMES_LISTED).map(|n| shown(n)).collect();
+            if absent.len() > NAMES_LISTED {
+                listed.push(format!("and {} more", absent.len() - NAMES_LISTED));
+            }
+            Some(Failure::Refused(format!(
+                "no mirror described has {}",
+                listed.join(", ")
+            )))
+        }
+        TopicFilter::Pattern { pattern, .. } => {
+            let matched = answer.mirrors.iter().any(|m| !m.topics.is_empty());
+            (!matched).then(|| {
+                Failure::Usage(format!(
+                    "no topic of the mirrors described matches \"{}\" (a regular expression \
+                     over whole topic names; --describe alone shows them)",
+                    shown(pattern)
+                ))
             })
-            .cloned()
-            .collect(),
-        TopicFilter::Pattern(_) => Vec::new(),
+        }
+    }
+}
+
+/// Keeps the FAILED partitions of `answer` alone (`--failed`).
+fn keep_failed(answer: &mut DescribeMirrorsResponse) {
+    for m in &mut answer.mirrors {
+        for t in &mut m.topics {
+            t.partitions.retain(|p| p.state == "FAILED");
+        }
+        m.topics.retain(|t| !t.partitions.is_empty());
     }
 }
 
@@ -419,61 +448,34 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
             topics,
             failed,
             json,
+            watch,
         } => {
-            let filter = topics.as_ref().map(TopicFilter::new).transpose()?;
-            let request = DescribeMirrorsRequest {
-                mirror_names: mirror.into_iter().collect(),
-                ..Default::default()
-            };
-            let mut answer = describe_every_broker(bootstrap, &connection, &request).await?;
-            let unknown = filter
-                .as_ref()
-                .map(|f| keep_topics(&mut answer, f))
-                .unwrap_or_default();
-            if failed {
-                for m in &mut answer.mirrors {
-                    for t in &mut m.topics {
-                        t.partitions.retain(|p| p.state == "FAILED");
-                    }
-                    m.topics.retain(|t| !t.partitions.is_empty());
-                }
-            }
-            show(&answer, json, &mut mirror_table::Previous::default())?;
-            mirror_error(&answer)?;
-            if !unknown.is_empty() {
-                let names: Vec<String> = unknown.iter().map(|t| shown(t)).collect();
-                return Err(refused(
-                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.0,
-                    Some(format!("no mirror described has {}", names.join(", "))),
-                ));
-            }
-        }
-        MirrorsAction::Failover(failover) => {
-            super::failover::run(bootstrap, &connection, failover).await?;
-        }
-        MirrorsAction::Verify(verify) => {
-            super::verify::run(bootstrap, &connection, verify).await?;
-        }
-        MirrorsAction::Watch {
-            mirror,
-            topics,
-            every,
-            json,
-        } => {
-            let filter = topics.as_ref().map(TopicFilter::new).transpose()?;
             let request = DescribeMirrorsRequest {
                 mirror_names: mirror.into_iter().collect(),
                 ..Default::default()
             };
             let mut previous = mirror_table::Previous::default();
             let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+            let mut first = true;
             loop {
                 let mut answer = describe_every_broker(bootstrap, &connection, &request).await?;
-                if let Some(filter) = &filter {
-                    keep_topics(&mut answer, filter);
+                let refusal = topics.as_ref().and_then(|f| keep_topics(&mut answer, f));
+                if failed {
+                    keep_failed(&mut answer);
                 }
+                let Some(every) = watch else {
+                    // Once: the table of what was found, then why the rest was not.
+                    show(&answer, json, &mut previous)?;
+                    mirror_error(&answer)?;
+                    return refusal.map_or(Ok(()), Err);
+                };
                 // A mirror that does not exist (or may not be described) will not appear.
                 mirror_error(&answer)?;
+                // What was asked for is checked once: a watch may outlive a topic.
+                if first && let Some(refusal) = refusal {
+                    return Err(refusal);
+                }
+                first = false;
                 if terminal && !json {
                     // Clear the screen and redraw in place.
                     if !emit("\x1b[2J\x1b[H")? {
@@ -490,6 +492,12 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                     _ = tokio::signal::ctrl_c() => break,
                 }
             }
+        }
+        MirrorsAction::Failover(failover) => {
+            super::failover::run(bootstrap, &connection, failover).await?;
+        }
+        MirrorsAction::Verify(verify) => {
+            super::verify::run(bootstrap, &connection, verify).await?;
         }
     }
     Ok(())

@@ -20,19 +20,31 @@ pub(crate) enum TopicSelection {
     Pattern(String),
 }
 
+/// What the tool says when `--topics` names nothing.
+pub(crate) const EMPTY_TOPICS: &str =
+    "--topics is empty: give topic names (a,b) or a regular expression ('orders-.*')";
+
 impl TopicSelection {
-    /// Reads `--topics`' values (already split at commas); `None` when they name nothing
-    /// (`--topics ''`).
-    pub(crate) fn parse(values: Vec<String>) -> Option<TopicSelection> {
-        if values.iter().all(|v| v.trim().is_empty()) {
-            return None;
+    /// Reads `--topics`' values (already split at commas). The pieces are trimmed and empty
+    /// ones dropped before telling names from a pattern, so `a, b` and `a,,b` are the names
+    /// `a` and `b` (once each), not a pattern that matches nothing; a pattern is the values
+    /// as given. [`EMPTY_TOPICS`] when they name nothing (`--topics ''`, `--topics ,`).
+    pub(crate) fn parse(values: Vec<String>) -> Result<TopicSelection, &'static str> {
+        let mut names: Vec<String> = Vec::new();
+        for piece in values.iter().map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            if !names.iter().any(|n| n == piece) {
+                names.push(piece.to_string());
+            }
         }
-        Some(
-            if values
+        if names.is_empty() {
+            return Err(EMPTY_TOPICS);
+        }
+        Ok(
+            if names
                 .iter()
-                .all(|v| kmirror::controller::valid_topic_name(v))
+                .all(|n| kmirror::controller::valid_topic_name(n))
             {
-                TopicSelection::Names(values)
+                TopicSelection::Names(names)
             } else {
                 TopicSelection::Pattern(values.join(","))
             },
@@ -44,27 +56,57 @@ impl TopicSelection {
 #[derive(Debug)]
 pub(crate) enum TopicFilter {
     Names(Vec<String>),
-    Pattern(regex::Regex),
+    Pattern {
+        pattern: String,
+        regex: regex::Regex,
+    },
 }
 
 impl TopicFilter {
     /// The filter of `selection`; a pattern that is no regular expression is a usage error.
-    pub(crate) fn new(selection: &TopicSelection) -> Result<TopicFilter, Failure> {
-        Ok(match selection {
-            TopicSelection::Names(names) => TopicFilter::Names(names.clone()),
-            TopicSelection::Pattern(pattern) => TopicFilter::Pattern(
-                regex::Regex::new(&format!("^(?:{pattern})$"))
-                    .map_err(|e| Failure::Usage(format!("--topics {pattern:?}: {e}")))?,
-            ),
-        })
+    pub(crate) fn new(selection: TopicSelection) -> Result<TopicFilter, Failure> {
+        match selection {
+            TopicSelection::Names(names) => Ok(TopicFilter::Names(names)),
+            TopicSelection::Pattern(pattern) => TopicFilter::pattern(pattern),
+        }
+    }
+
+    /// The filter of the regular expression `pattern` over whole names; one that does not
+    /// parse is a usage error naming what is wrong (its start echoed, [`shown`]).
+    pub(crate) fn pattern(pattern: String) -> Result<TopicFilter, Failure> {
+        match regex::Regex::new(&format!("^(?:{pattern})$")) {
+            Ok(regex) => Ok(TopicFilter::Pattern { pattern, regex }),
+            Err(e) => Err(Failure::Usage(format!(
+                "--topics \"{}\" is not a regular expression: {}",
+                shown(&pattern),
+                regex_problem(&e)
+            ))),
+        }
     }
 
     /// Whether it takes the topic `name`.
     pub(crate) fn takes(&self, name: &str) -> bool {
         match self {
             TopicFilter::Names(names) => names.iter().any(|n| n == name),
-            TopicFilter::Pattern(regex) => regex.is_match(name),
+            TopicFilter::Pattern { regex, .. } => regex.is_match(name),
         }
+    }
+}
+
+/// What is wrong with a regular expression, without the expression: the regex crate's message
+/// quotes it whole, with a caret line under it.
+fn regex_problem(e: &regex::Error) -> String {
+    match e {
+        regex::Error::Syntax(text) => text
+            .lines()
+            .rev()
+            .find_map(|l| l.strip_prefix("error: "))
+            .unwrap_or("it does not parse")
+            .to_string(),
+        regex::Error::CompiledTooBig(limit) => {
+            format!("it compiles to more than {limit} bytes")
+        }
+        _ => "it does not parse".to_string(),
     }
 }
 
@@ -91,7 +133,7 @@ pub(crate) async fn mirror_topics_matching(
     mirror: &str,
     pattern: &str,
 ) -> Result<Vec<String>, Failure> {
-    let filter = TopicFilter::new(&TopicSelection::Pattern(pattern.to_string()))?;
+    let filter = TopicFilter::pattern(pattern.to_string())?;
     let request = ListMirrorsRequest {
         include_topic_names: true,
         ..Default::default()

@@ -85,6 +85,76 @@ fn topics_that_select_nothing_are_refused_with_what_was_matched() {
     }
 }
 
+/// `--describe --topics` on a mirror without those topics says what it did not find, however
+/// the list was typed, once or watching; a pattern that is no regular expression is a usage
+/// error before any cluster is reached. Failed before the fixes (found by a review of issue
+/// 38): `a, b` and `a;b` were patterns that matched nothing and printed an empty table with
+/// exit 0, `--watch` never checked the names, and a bad pattern with the broker down exited 3.
+#[test]
+fn describe_says_which_topics_it_did_not_find() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (destination, _source) = destination_with_mirror(dir.path());
+
+    for list in ["a, b", "a,,b", " a,b ,a"] {
+        let (code, text) = mirrors(&destination, &["--describe", "--topics", list]);
+        assert_eq!(code, Some(1), "--topics {list:?}: {text}");
+        assert!(
+            text.contains("no mirror described has a, b\n"),
+            "--topics {list:?}: {text}"
+        );
+    }
+    let many: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+    let (code, text) = mirrors(&destination, &["--describe", "--topics", &many.join(",")]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("no mirror described has t0, t1, t2, t3, t4, and 7 more"),
+        "{text}"
+    );
+
+    let (code, text) = mirrors(&destination, &["--describe", "--topics", "orders;payments"]);
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("no topic of the mirrors described matches \"orders;payments\""),
+        "{text}"
+    );
+
+    let (code, text) = mirrors(
+        &destination,
+        &["--describe", "--watch", "1", "--topics", "absent", "--json"],
+    );
+    assert_eq!(code, Some(1), "--watch exits at once: {text}");
+    assert!(text.contains("no mirror described has absent"), "{text}");
+
+    // A bad pattern, the cluster down: a usage error, the pattern's start echoed alone.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let long = format!("({}", "x".repeat(40_000));
+    for (topics, wanted) in [
+        (
+            "(orders",
+            "--topics \"(orders\" is not a regular expression: unclosed group",
+        ),
+        (
+            long.as_str(),
+            "… (40001 characters)\" is not a regular expression",
+        ),
+    ] {
+        let out = kmirror(&[
+            "mirrors",
+            "--bootstrap-server",
+            &gone,
+            "--describe",
+            "--topics",
+            topics,
+        ]);
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(text.contains(wanted) && text.len() < 500, "{text}");
+    }
+}
+
 #[test]
 fn kip_errors_say_what_to_do() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -277,6 +277,35 @@ async fn failover_waits_for_the_lag_and_stops_nothing_when_it_cannot_catch_up() 
         "{text}"
     );
 
+    // A pattern selects as a list does; `--failed` keeps the FAILED partitions alone (here
+    // none), also while watching (it was ignored with --watch), and a watch filters too.
+    let pattern = format!("{backlog}|absent-.*");
+    let described = cli_ok(&address, &["--describe", "--topics", &pattern, "--json"]);
+    assert!(
+        rows_of(&described) == [backlog.clone()],
+        "only {backlog}: {described}"
+    );
+    let described = cli_ok(
+        &address,
+        &["--describe", "--topics", &pattern, "--failed", "--json"],
+    );
+    assert!(
+        rows_of(&described).is_empty(),
+        "nothing FAILED: {described}"
+    );
+    for failed in [false, true] {
+        let watched = watch_once(&address, &pattern, failed);
+        let rows = rows_of(&watched);
+        assert!(
+            rows == if failed {
+                vec![]
+            } else {
+                vec![backlog.clone()]
+            },
+            "--watch --topics (--failed: {failed}): {watched}"
+        );
+    }
+
     // The throttle lifted at runtime: the backlog comes at once.
     cli_ok(
         &address,
@@ -395,4 +424,39 @@ async fn secrets_never_show_in_describe_configs_or_logs() {
     for (what, text) in [("the CLI", &shown), ("the broker's log", &log)] {
         assert!(!text.contains(secret), "{what} shows the password:\n{text}");
     }
+}
+
+/// The topics of the rows of a `--describe --json` line.
+fn rows_of(described: &str) -> Vec<String> {
+    let line = described.lines().next().unwrap_or_default();
+    let rows: serde_json::Value =
+        serde_json::from_str(line).unwrap_or_else(|_| panic!("no JSON in {described}"));
+    rows.as_array()
+        .unwrap_or_else(|| panic!("no rows in {described}"))
+        .iter()
+        .map(|r| r["topic"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The first refresh of `--describe --watch 1 --json --topics PATTERN [--failed]`, read through
+/// a pipe that `head` closes.
+fn watch_once(address: &str, pattern: &str, failed: bool) -> String {
+    let out = std::process::Command::new("bash")
+        .args([
+            "-c",
+            r#""$0" mirrors --bootstrap-server "$1" --describe --watch 1 --json --topics "$2" $3 | head -n 1; echo "exit=${PIPESTATUS[0]}""#,
+            kmirror_testkit::built_kmirror().to_str().expect("a UTF-8 path"),
+            address,
+            pattern,
+            if failed { "--failed" } else { "" },
+        ])
+        .output()
+        .expect("bash runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        text.ends_with("exit=0\n"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
 }
