@@ -951,6 +951,46 @@ async fn a_partition_near_the_end_does_not_wait_for_the_lanes_a_catch_up_holds()
     assert!(s.most_out <= 12, "{} Fetches out at once", s.most_out);
 }
 
+/// The pacing's figures go to the gauges of the mirror and source broker only from a fetcher
+/// that still has partitions: one whose partitions were all detached before its Fetches were
+/// answered (retired for new fetch settings, its source broker no one's leader) leaves the
+/// gauges to its successor. Failed before: its late interval overwrote them, and
+/// `kmirror_fetcher_fetches_in_flight` showed the old fetcher's count until the new one's next
+/// interval.
+#[actix_rt::test]
+async fn a_fetcher_left_without_partitions_reports_no_pacing() {
+    tokio::time::pause();
+    for detached in [false, true] {
+        let source = ScriptedSource::default();
+        let catch_ups: Vec<String> = (0..8).map(|i| format!("c{i}")).collect();
+        source
+            .0
+            .borrow_mut()
+            .catch_up(&catch_ups, Duration::from_millis(600));
+        let reports = Rc::new(RefCell::new(Vec::new()));
+        let fetcher = start_with(&source, 1, 12);
+        for topic in &catch_ups {
+            attach(&fetcher, topic, &reports).await;
+        }
+        pause(1).await;
+        assert_eq!(source.0.borrow().out_fetches, 8, "the pacing's first 8");
+        if detached {
+            for topic in &catch_ups {
+                detach_partition(&fetcher, key(topic))
+                    .await
+                    .expect("detached");
+            }
+        }
+        pause(1_000).await;
+        let paced = source.0.borrow().paced.len();
+        if detached {
+            assert_eq!(paced, 0, "no report without partitions");
+        } else {
+            assert_eq!(paced, 1, "the 8 answers end an interval");
+        }
+    }
+}
+
 /// A Fetch ahead whose answer waits for the log end brought batches: its lane carries the next
 /// Fetch at once. Failed before the fix: the lane rested for the idle backoff (100 ms) as
 /// after an empty answer, so while two partitions' own Fetches took a second, the Fetches
