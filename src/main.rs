@@ -211,9 +211,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// The topics an optional `--topics` names: `None` without it, [`EMPTY_TOPICS`] when it names
-/// nothing.
-fn optional_topics(values: Vec<String>) -> Result<Option<TopicSelection>, &'static str> {
+/// The topics an optional `--topics` names: `None` without it, a usage error's message when it
+/// names nothing or its pattern does not parse.
+fn optional_topics(values: Vec<String>) -> Result<Option<TopicSelection>, String> {
     if values.is_empty() {
         return Ok(None);
     }
@@ -260,7 +260,7 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         // expression is a usage error whether the cluster is up or not.
         let topics = match optional_topics(args.topics) {
             Ok(topics) => topics,
-            Err(e) => return usage(e),
+            Err(e) => return usage(&e),
         };
         let topics = match topics.map(TopicFilter::new).transpose() {
             Ok(topics) => topics,
@@ -295,7 +295,7 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         };
         let topics = match optional_topics(args.topics) {
             Ok(topics) => topics,
-            Err(e) => return usage(e),
+            Err(e) => return usage(&e),
         };
         MirrorsAction::Verify(cli::verify::Verify {
             mirror,
@@ -323,7 +323,7 @@ fn mirrors(args: MirrorsArgs) -> ExitCode {
         };
         let topics = match TopicSelection::parse(args.topics) {
             Ok(topics) => topics,
-            Err(e) => return usage(e),
+            Err(e) => return usage(&e),
         };
         MirrorsAction::Failover(Failover {
             mirror,

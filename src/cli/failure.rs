@@ -17,17 +17,34 @@ pub(crate) enum Failure {
 /// How many characters of a name are echoed.
 const NAME_SHOWN: usize = 64;
 
-/// `name` as echoed: its first [`NAME_SHOWN`] characters and its length when it is longer.
+/// `name` as echoed: its first [`NAME_SHOWN`] characters and its length when it is longer;
+/// control characters escaped (`\u{1b}`), so an operator's input cannot drive the terminal.
 pub(crate) fn shown(name: &str) -> String {
+    let escaped = |text: &str| -> String {
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    };
     match name.char_indices().nth(NAME_SHOWN) {
-        Some((cut, _)) => format!("{}… ({} characters)", &name[..cut], name.chars().count()),
-        None => name.to_string(),
+        Some((cut, _)) => format!(
+            "{}… ({} characters)",
+            escaped(&name[..cut]),
+            name.chars().count()
+        ),
+        None => escaped(name),
     }
 }
 
 /// `text` with every run of name characters (a topic's or a mirror's: `[A-Za-z0-9._-]`)
-/// longer than [`NAME_SHOWN`] cut as [`shown`] does, for messages that may echo a name given
-/// by the operator (a broker's, a regular expression's parse error).
+/// longer than [`NAME_SHOWN`] cut as [`shown`] does, and control characters but line breaks
+/// escaped, for messages that may echo a name given by the operator (a broker's, a regular
+/// expression's parse error).
 pub(crate) fn with_names_shown(text: &str) -> String {
     let is_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
     let mut out = String::with_capacity(text.len().min(4096));
@@ -38,7 +55,11 @@ pub(crate) fn with_names_shown(text: &str) -> String {
         } else {
             out.push_str(&shown(&run));
             run.clear();
-            out.push(c);
+            if c.is_control() && c != '\n' {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
         }
     }
     out.push_str(&shown(&run));

@@ -136,13 +136,13 @@ fn keep_topics(answer: &mut DescribeMirrorsResponse, filter: &TopicFilter) -> Op
             if absent.is_empty() {
                 return None;
             }
-            let mut listed: Vec<String> =
-                absent.iter().take(NAMES_LISTED).map(|n| shown(n)).collect();
-            if absent.len() > NAMES_LISTED {
-                listed.push(format!("and {} more", absent.len() - NAMES_LISTED));
-            }
+            let listed: Vec<String> = absent.iter().take(NAMES_LISTED).map(|n| shown(n)).collect();
+            let more = match absent.len().saturating_sub(NAMES_LISTED) {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
             Some(Failure::Refused(format!(
-                "no mirror described has {}",
+                "no mirror described has {}{more}",
                 listed.join(", ")
             )))
         }
@@ -391,14 +391,8 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
         } => {
             let (names, patterns) = match (topics, change) {
                 (TopicSelection::Names(names), _) => (names, Vec::new()),
+                // The broker matches it against the source's topics (parsing checked it).
                 (TopicSelection::Pattern(pattern), TopicChange::Start { .. }) => {
-                    // The broker matches it against the source's topics; a broken one is
-                    // refused here, with the compiler's reason.
-                    regex::Regex::new(&format!("^(?:{pattern})$")).map_err(|e| {
-                        Failure::Usage(format!(
-                            "--topics {pattern:?} is not a regular expression: {e}"
-                        ))
-                    })?;
                     (Vec::new(), vec![pattern])
                 }
                 // A stop also takes the pattern out of auto-discovery (the broker keeps it). One
@@ -463,6 +457,16 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                 if failed {
                     keep_failed(&mut answer);
                 }
+                // What was asked for is checked on the first refresh only: a watch may outlive
+                // a topic. A pattern that matched nothing is a usage error, and shows nothing.
+                let checked = std::mem::take(&mut first);
+                let refusal = match refusal.filter(|_| checked) {
+                    Some(usage @ Failure::Usage(_)) => {
+                        mirror_error(&answer)?;
+                        return Err(usage);
+                    }
+                    refusal => refusal,
+                };
                 let Some(every) = watch else {
                     // Once: the table of what was found, then why the rest was not.
                     show(&answer, json, &mut previous)?;
@@ -471,11 +475,9 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                 };
                 // A mirror that does not exist (or may not be described) will not appear.
                 mirror_error(&answer)?;
-                // What was asked for is checked once: a watch may outlive a topic.
-                if first && let Some(refusal) = refusal {
+                if let Some(refusal) = refusal {
                     return Err(refusal);
                 }
-                first = false;
                 if terminal && !json {
                     // Clear the screen and redraw in place.
                     if !emit("\x1b[2J\x1b[H")? {

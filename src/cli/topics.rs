@@ -27,29 +27,59 @@ pub(crate) const EMPTY_TOPICS: &str =
 impl TopicSelection {
     /// Reads `--topics`' values (already split at commas). The pieces are trimmed and empty
     /// ones dropped before telling names from a pattern, so `a, b` and `a,,b` are the names
-    /// `a` and `b` (once each), not a pattern that matches nothing; a pattern is the values
-    /// as given. [`EMPTY_TOPICS`] when they name nothing (`--topics ''`, `--topics ,`).
-    pub(crate) fn parse(values: Vec<String>) -> Result<TopicSelection, &'static str> {
-        let mut names: Vec<String> = Vec::new();
-        for piece in values.iter().map(|v| v.trim()).filter(|v| !v.is_empty()) {
-            if !names.iter().any(|n| n == piece) {
-                names.push(piece.to_string());
-            }
-        }
+    /// `a` and `b` (once each), not a pattern that matches nothing; a pattern is the pieces
+    /// that are not empty, as given, and must be a regular expression. A usage error's
+    /// message when they name nothing (`--topics ''`, `--topics ,`) or the pattern does not
+    /// parse.
+    pub(crate) fn parse(values: Vec<String>) -> Result<TopicSelection, String> {
+        let mut seen = std::collections::HashSet::new();
+        let names: Vec<String> = values
+            .iter()
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty() && seen.insert(*v))
+            .map(str::to_string)
+            .collect();
         if names.is_empty() {
-            return Err(EMPTY_TOPICS);
+            return Err(EMPTY_TOPICS.to_string());
         }
-        Ok(
-            if names
-                .iter()
-                .all(|n| kmirror::controller::valid_topic_name(n))
-            {
-                TopicSelection::Names(names)
-            } else {
-                TopicSelection::Pattern(values.join(","))
-            },
-        )
+        if names
+            .iter()
+            .all(|n| kmirror::controller::valid_topic_name(n))
+        {
+            return Ok(TopicSelection::Names(names));
+        }
+        let pieces: Vec<&str> = values
+            .iter()
+            .map(String::as_str)
+            .filter(|v| !v.trim().is_empty())
+            .collect();
+        let pattern = pieces.join(",");
+        whole_names(&pattern)?;
+        Ok(TopicSelection::Pattern(pattern))
     }
+}
+
+/// `pattern` compiled to match whole names, or why it is no regular expression, without
+/// echoing it whole (the regex crate's message quotes it whole, with a caret line under it).
+fn whole_names(pattern: &str) -> Result<regex::Regex, String> {
+    kmirror_actors::policy::patterns::whole_name(pattern).map_err(|e| {
+        let problem = match &e {
+            regex::Error::Syntax(text) => text
+                .lines()
+                .rev()
+                .find_map(|l| l.strip_prefix("error: "))
+                .unwrap_or("it does not parse")
+                .to_string(),
+            regex::Error::CompiledTooBig(limit) => {
+                format!("it compiles to more than {limit} bytes")
+            }
+            _ => "it does not parse".to_string(),
+        };
+        format!(
+            "--topics \"{}\" is not a regular expression: {problem}",
+            shown(pattern)
+        )
+    })
 }
 
 /// Which topic names a selection takes, to filter what a describe shows.
@@ -63,7 +93,7 @@ pub(crate) enum TopicFilter {
 }
 
 impl TopicFilter {
-    /// The filter of `selection`; a pattern that is no regular expression is a usage error.
+    /// The filter of `selection` (whose pattern [`TopicSelection::parse`] checked).
     pub(crate) fn new(selection: TopicSelection) -> Result<TopicFilter, Failure> {
         match selection {
             TopicSelection::Names(names) => Ok(TopicFilter::Names(names)),
@@ -72,16 +102,10 @@ impl TopicFilter {
     }
 
     /// The filter of the regular expression `pattern` over whole names; one that does not
-    /// parse is a usage error naming what is wrong (its start echoed, [`shown`]).
+    /// parse is a usage error naming what is wrong.
     pub(crate) fn pattern(pattern: String) -> Result<TopicFilter, Failure> {
-        match regex::Regex::new(&format!("^(?:{pattern})$")) {
-            Ok(regex) => Ok(TopicFilter::Pattern { pattern, regex }),
-            Err(e) => Err(Failure::Usage(format!(
-                "--topics \"{}\" is not a regular expression: {}",
-                shown(&pattern),
-                regex_problem(&e)
-            ))),
-        }
+        let regex = whole_names(&pattern).map_err(Failure::Usage)?;
+        Ok(TopicFilter::Pattern { pattern, regex })
     }
 
     /// Whether it takes the topic `name`.
@@ -90,23 +114,6 @@ impl TopicFilter {
             TopicFilter::Names(names) => names.iter().any(|n| n == name),
             TopicFilter::Pattern { regex, .. } => regex.is_match(name),
         }
-    }
-}
-
-/// What is wrong with a regular expression, without the expression: the regex crate's message
-/// quotes it whole, with a caret line under it.
-fn regex_problem(e: &regex::Error) -> String {
-    match e {
-        regex::Error::Syntax(text) => text
-            .lines()
-            .rev()
-            .find_map(|l| l.strip_prefix("error: "))
-            .unwrap_or("it does not parse")
-            .to_string(),
-        regex::Error::CompiledTooBig(limit) => {
-            format!("it compiles to more than {limit} bytes")
-        }
-        _ => "it does not parse".to_string(),
     }
 }
 

@@ -201,12 +201,17 @@ pub fn compile_regex(pattern: &str) -> Result<regex::bytes::Regex, HeartbeatErro
             "{pattern}: Unicode mode (?u) is not available: topic names are ASCII"
         )));
     }
-    regex::bytes::RegexBuilder::new(&format!("^(?:{pattern})$"))
-        .unicode(false)
-        .size_limit(REGEX_SIZE_LIMIT)
-        .dfa_size_limit(REGEX_SIZE_LIMIT)
-        .build()
-        .map_err(|e| invalid(format!("{pattern}: {e}")))
+    // It must parse on its own: wrapped unchecked, `x)|(.*` matched every topic.
+    let build = |pattern: &str| {
+        regex::bytes::RegexBuilder::new(pattern)
+            .unicode(false)
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_SIZE_LIMIT)
+            .build()
+            .map_err(|e| invalid(format!("{pattern}: {e}")))
+    };
+    build(pattern)?;
+    build(&format!("^(?:{pattern})$"))
 }
 
 /// Whether an inline flag group (`(?u)`, `(?iu:...)`) turns Unicode mode on.

@@ -107,25 +107,61 @@ fn describe_says_which_topics_it_did_not_find() {
     let (code, text) = mirrors(&destination, &["--describe", "--topics", &many.join(",")]);
     assert_eq!(code, Some(1), "{text}");
     assert!(
-        text.contains("no mirror described has t0, t1, t2, t3, t4, and 7 more"),
+        text.contains("no mirror described has t0, t1, t2, t3, t4 and 7 more"),
         "{text}"
     );
 
-    let (code, text) = mirrors(&destination, &["--describe", "--topics", "orders;payments"]);
+    // A pattern that matches nothing (a trailing comma dropped) prints nothing on stdout.
+    for (pattern, named) in [
+        ("orders;payments", "orders;payments"),
+        ("orders.*,", "orders.*"),
+    ] {
+        let out = kmirror(&[
+            "mirrors",
+            "--bootstrap-server",
+            &destination.1,
+            "--describe",
+            "--topics",
+            pattern,
+            "--json",
+        ]);
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(out.stdout.is_empty(), "{pattern:?}: nothing shown");
+        assert!(
+            text.contains(&format!(
+                "no topic of the mirrors described matches \"{named}\""
+            )),
+            "{text}"
+        );
+    }
+    // The operator's input cannot drive the terminal.
+    let (code, text) = mirrors(&destination, &["--describe", "--topics", "\u{1b}[31mred"]);
     assert_eq!(code, Some(2), "{text}");
     assert!(
-        text.contains("no topic of the mirrors described matches \"orders;payments\""),
+        !text.contains('\u{1b}') && text.contains("\\u{1b}[31mred"),
         "{text}"
     );
 
-    let (code, text) = mirrors(
-        &destination,
-        &["--describe", "--watch", "1", "--topics", "absent", "--json"],
-    );
-    assert_eq!(code, Some(1), "--watch exits at once: {text}");
+    // A watch checks the names on its first refresh (bounded: it used to run on).
+    let out = std::process::Command::new("timeout")
+        .args([
+            "20",
+            env!("CARGO_BIN_EXE_kmirror"),
+            "mirrors",
+            "--bootstrap-server",
+        ])
+        .args([destination.1.as_str(), "--describe", "--watch", "1"])
+        .args(["--topics", "absent", "--json"])
+        .output()
+        .expect("timeout runs");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "--watch exits at once: {text}");
     assert!(text.contains("no mirror described has absent"), "{text}");
 
-    // A bad pattern, the cluster down: a usage error, the pattern's start echoed alone.
+    // A bad pattern, the cluster down: a usage error of every command that takes --topics,
+    // the pattern's start echoed alone. One that parses only inside the whole-name wrapping
+    // (`^(?:x)|(.*)$`) is refused too: it matched every topic, and a resume took them all.
     let gone = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
@@ -137,21 +173,33 @@ fn describe_says_which_topics_it_did_not_find() {
             "--topics \"(orders\" is not a regular expression: unclosed group",
         ),
         (
+            "zzz)|(.*",
+            "--topics \"zzz)|(.*\" is not a regular expression: unopened group",
+        ),
+        (
             long.as_str(),
             "… (40001 characters)\" is not a regular expression",
         ),
     ] {
-        let out = kmirror(&[
-            "mirrors",
-            "--bootstrap-server",
-            &gone,
-            "--describe",
-            "--topics",
-            topics,
-        ]);
-        let text = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{text}");
-        assert!(text.contains(wanted) && text.len() < 500, "{text}");
+        for action in [
+            &["--describe"][..],
+            &["--start", "--mirror", "m"],
+            &["--stop", "--mirror", "m"],
+            &["--resume", "--mirror", "m"],
+            &["--failover", "--mirror", "m"],
+            &["--verify", "--mirror", "m"],
+        ] {
+            let mut args = vec!["mirrors", "--bootstrap-server", &gone];
+            args.extend_from_slice(action);
+            args.extend_from_slice(&["--topics", topics]);
+            let out = kmirror(&args);
+            let text = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{action:?}: {text}");
+            assert!(
+                text.contains(wanted) && text.len() < 500,
+                "{action:?}: {text}"
+            );
+        }
     }
 }
 

@@ -62,7 +62,7 @@ pub struct SyncConfigError {
 
 /// A regular expression matching whole names only.
 fn whole(key: &'static str, pattern: &str) -> Result<Regex, SyncConfigError> {
-    Regex::new(&format!("^(?:{pattern})$")).map_err(|e| SyncConfigError {
+    crate::policy::patterns::whole_name(pattern).map_err(|e| SyncConfigError {
         key,
         reason: e.to_string(),
     })

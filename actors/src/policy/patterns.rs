@@ -10,8 +10,10 @@ use super::refusal::MirrorError;
 use kmirror_protocol::errors::ErrorCode;
 use regex::Regex;
 
-/// `pattern` as a regular expression that matches whole names only.
+/// `pattern` as a regular expression that matches whole names only. It must parse on its
+/// own first: wrapped unchecked, `x)|(.*` became `^(?:x)|(.*)$`, which matches every name.
 pub fn whole_name(pattern: &str) -> Result<Regex, regex::Error> {
+    Regex::new(pattern)?;
     Regex::new(&format!("^(?:{pattern})$"))
 }
 
@@ -97,7 +99,7 @@ mod tests {
 
     #[test]
     fn a_pattern_that_cannot_be_kept_or_compiled_is_refused() {
-        for bad in ["", " ", "a,b", "x{1,3}", "(unclosed"] {
+        for bad in ["", " ", "a,b", "x{1,3}", "(unclosed", "x)|(.*"] {
             let refused = TopicPatterns::compile(&[bad.to_string()]);
             assert_eq!(
                 refused.map(|_| ()).map_err(|e| e.code),

@@ -478,6 +478,11 @@ fn regexes_are_compiled_for_members_only_and_forgotten_with_them() {
         );
     }
     assert!(compile_regex(r"(?i)T.*").is_ok());
+    // A regex that parses only wrapped would match every topic: refused.
+    assert!(matches!(
+        compile_regex("t)|(.*"),
+        Err(HeartbeatError::InvalidRegularExpression(_))
+    ));
     let _r = group
         .heartbeat(
             Heartbeat {
