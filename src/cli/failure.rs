@@ -17,13 +17,24 @@ pub(crate) enum Failure {
 /// How many characters of a name are echoed.
 const NAME_SHOWN: usize = 64;
 
-/// `name` as echoed: its first [`NAME_SHOWN`] characters and its length when it is longer;
-/// control characters escaped (`\u{1b}`), so an operator's input cannot drive the terminal.
+/// Characters echoed escaped (`\u{1b}`), so an operator's input cannot drive the terminal or
+/// reorder what it shows: control characters, and the invisible and bidirectional formatting
+/// ones.
+fn escaped_when_echoed(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}'
+        )
+}
+
+/// `name` as echoed: its first [`NAME_SHOWN`] characters and its length when it is longer,
+/// some characters escaped ([`escaped_when_echoed`]).
 pub(crate) fn shown(name: &str) -> String {
     let escaped = |text: &str| -> String {
         text.chars()
             .map(|c| {
-                if c.is_control() {
+                if escaped_when_echoed(c) {
                     c.escape_default().to_string()
                 } else {
                     c.to_string()
@@ -42,8 +53,8 @@ pub(crate) fn shown(name: &str) -> String {
 }
 
 /// `text` with every run of name characters (a topic's or a mirror's: `[A-Za-z0-9._-]`)
-/// longer than [`NAME_SHOWN`] cut as [`shown`] does, and control characters but line breaks
-/// escaped, for messages that may echo a name given by the operator (a broker's, a regular
+/// longer than [`NAME_SHOWN`] cut as [`shown`] does, and what [`shown`] escapes escaped but
+/// line breaks, for messages that may echo a name given by the operator (a broker's, a regular
 /// expression's parse error).
 pub(crate) fn with_names_shown(text: &str) -> String {
     let is_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
@@ -55,7 +66,7 @@ pub(crate) fn with_names_shown(text: &str) -> String {
         } else {
             out.push_str(&shown(&run));
             run.clear();
-            if c.is_control() && c != '\n' {
+            if escaped_when_echoed(c) && c != '\n' {
                 out.extend(c.escape_default());
             } else {
                 out.push(c);
@@ -81,8 +92,24 @@ impl Failure {
             Failure::Usage(m) => (2, m),
             Failure::Unreachable(m) => (3, m),
         };
-        eprintln!("kmirror mirrors: {}", with_names_shown(&message));
+        eprintln!("kmirror mirrors: {}", capped(&with_names_shown(&message)));
         ExitCode::from(code)
+    }
+}
+
+/// The most characters of one message printed: a broker's message may quote a whole
+/// pattern list given by the operator.
+const MESSAGE_SHOWN: usize = 2_000;
+
+/// `message`, cut after [`MESSAGE_SHOWN`] characters, saying how long it was.
+fn capped(message: &str) -> String {
+    match message.char_indices().nth(MESSAGE_SHOWN) {
+        Some((cut, _)) => format!(
+            "{}… (cut: {} characters in all)",
+            &message[..cut],
+            message.chars().count()
+        ),
+        None => message.to_string(),
     }
 }
 

@@ -392,7 +392,16 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
             let (names, patterns) = match (topics, change) {
                 (TopicSelection::Names(names), _) => (names, Vec::new()),
                 // The broker matches it against the source's topics (parsing checked it).
+                // The broker keeps it in `topics.include`, a comma-separated list.
                 (TopicSelection::Pattern(pattern), TopicChange::Start { .. }) => {
+                    if pattern.contains(',') {
+                        return Err(Failure::Usage(format!(
+                            "--start --topics \"{}\": a pattern to start holds no comma (the \
+                             mirror keeps it in topics.include, a comma-separated list); \
+                             nothing was started",
+                            shown(&pattern)
+                        )));
+                    }
                     (Vec::new(), vec![pattern])
                 }
                 // A stop also takes the pattern out of auto-discovery (the broker keeps it). One
@@ -419,9 +428,13 @@ pub(crate) async fn execute(bootstrap: &str, action: MirrorsAction) -> Result<()
                 // name it is given.
                 let pattern = patterns.first().map(String::as_str).unwrap_or_default();
                 return Err(Failure::Usage(format!(
-                    "no topic of the source cluster of mirror {} matches {pattern:?} (a regular \
-                     expression over whole topic names): nothing was started",
-                    shown(&mirror_name)
+                    "no topic of the source cluster of mirror {} matches \"{}\" (a regular \
+                     expression over whole topic names): nothing was started now, and the \
+                     mirror keeps the pattern in topics.include, so topics created later that \
+                     match it start by themselves (--stop --topics with the same pattern takes \
+                     it out)",
+                    shown(&mirror_name),
+                    shown(pattern)
                 )));
             }
             let mut failed = false;

@@ -53,7 +53,8 @@ impl TopicSelection {
             .map(String::as_str)
             .filter(|v| !v.trim().is_empty())
             .collect();
-        let pattern = pieces.join(",");
+        // Trimmed as the mirror's pattern lists are, so a start's kept pattern is the one given.
+        let pattern = pieces.join(",").trim().to_string();
         whole_names(&pattern)?;
         Ok(TopicSelection::Pattern(pattern))
     }
@@ -162,9 +163,10 @@ pub(crate) async fn mirror_topics_matching(
         .collect();
     if names.is_empty() {
         return Err(Failure::Usage(format!(
-            "no topic of mirror {} matches {pattern:?} (a regular expression over whole names \
+            "no topic of mirror {} matches \"{}\" (a regular expression over whole names \
              of the mirror's topics; --list --json shows them)",
-            shown(mirror)
+            shown(mirror),
+            shown(pattern)
         )));
     }
     Ok(names)

@@ -135,13 +135,36 @@ fn describe_says_which_topics_it_did_not_find() {
             "{text}"
         );
     }
-    // The operator's input cannot drive the terminal.
-    let (code, text) = mirrors(&destination, &["--describe", "--topics", "\u{1b}[31mred"]);
+    // The operator's input cannot drive the terminal or reorder what it shows.
+    let (code, text) = mirrors(
+        &destination,
+        &["--describe", "--topics", "\u{1b}[31mred\u{202e}"],
+    );
     assert_eq!(code, Some(2), "{text}");
     assert!(
-        !text.contains('\u{1b}') && text.contains("\\u{1b}[31mred"),
+        !text.contains(['\u{1b}', '\u{202e}']) && text.contains("\\u{1b}[31mred\\u{202e}"),
         "{text}"
     );
+    // A pattern of 100,000 characters that matches nothing is echoed by its start alone, by
+    // every command that matches it against the mirror's topics (they printed it whole).
+    let long = "(x|y)".repeat(20_000);
+    for action in ["--stop", "--pause", "--resume", "--verify", "--start"] {
+        let (code, text) = mirrors(&destination, &[action, "--mirror", "m", "--topics", &long]);
+        assert_eq!(code, Some(2), "{action}: {}", &text[..text.len().min(500)]);
+        assert!(
+            text.len() < 1_000 && text.contains("… (100000 characters)"),
+            "{action}: {} characters: {}",
+            text.len(),
+            &text[..text.len().min(500)]
+        );
+    }
+    // A pattern to start holds no comma: the mirror keeps it in a comma-separated list.
+    let (code, text) = mirrors(
+        &destination,
+        &["--start", "--mirror", "m", "--topics", "a{1,3}"],
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("a pattern to start holds no comma"), "{text}");
 
     // A watch checks the names on its first refresh (bounded: it used to run on).
     let out = std::process::Command::new("timeout")

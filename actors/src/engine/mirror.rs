@@ -141,7 +141,7 @@ impl<H: Host> Mirror<H> {
             client: config,
             renamed,
             ..
-        } = mirror_configs::validate(&configs, host.settings().num_replica_fetchers)
+        } = mirror_configs::runnable(&configs, host.settings().num_replica_fetchers)
             .map_err(invalid)?;
         for (old, new) in renamed {
             tracing::warn!(mirror = name, "{}", mirror_configs::alias_warning(old, new));

@@ -174,27 +174,46 @@ pub struct MirrorSettings {
     pub fetch: FetchSettings,
     /// How it reaches the source.
     pub client: ClientConfig,
-    /// What its metadata sync copies.
-    pub filters: SyncFilters,
 }
 
-/// Checks every config of a mirror; `broker_fetchers` is the broker's
+/// Checks every config of a mirror being set (create, alter, a start's patterns), the
+/// metadata sync's filters included; `broker_fetchers` is the broker's
 /// `mirror.num.replica.fetchers`, the default of the mirror's own.
 pub fn validate(
     configs: &BTreeMap<String, String>,
     broker_fetchers: usize,
 ) -> Result<MirrorSettings, MirrorConfigError> {
+    let settings = runnable(configs, broker_fetchers)?;
     let Canonical { configs, renamed } = canonical(configs)?;
-    // A message names the key as the operator set it, old name included.
-    let invalid = |e: &dyn std::fmt::Display| {
-        let mut message = e.to_string();
-        for (old, new) in &renamed {
-            if message.contains(new) {
-                message.push_str(&format!(" (set as {old}, its old name)"));
-            }
+    SyncFilters::from_configs(&configs).map_err(|e| invalid_as_set(&e, &renamed))?;
+    Ok(settings)
+}
+
+/// An invalid config's error, naming the key as the operator set it, old name included.
+fn invalid_as_set(
+    e: &dyn std::fmt::Display,
+    renamed: &[(&'static str, &'static str)],
+) -> MirrorConfigError {
+    let mut message = e.to_string();
+    for (old, new) in renamed {
+        if message.contains(new) {
+            message.push_str(&format!(" (set as {old}, its old name)"));
         }
-        MirrorConfigError::Invalid(message)
-    };
+    }
+    MirrorConfigError::Invalid(message)
+}
+
+/// What a mirror runs with, from configs it holds: all checked but the metadata sync's
+/// filters, which the sync alone reads and reports per kind when it cannot use them (its
+/// counts of errors, docs/metrics.md) while the mirror's data flows on. A mirror loads with
+/// this: a pattern a later version refuses (one that compiles only inside the whole-name
+/// anchors, `x)|(.*`) must not stop the mirroring of a mirror that kept it before.
+pub fn runnable(
+    configs: &BTreeMap<String, String>,
+    broker_fetchers: usize,
+) -> Result<MirrorSettings, MirrorConfigError> {
+    let Canonical { configs, renamed } = canonical(configs)?;
+    let invalid = |e: &dyn std::fmt::Display| invalid_as_set(e, &renamed);
     let configs = &configs;
     if let Some(key) = configs
         .keys()
@@ -214,14 +233,12 @@ pub fn validate(
         ));
     }
     let fetch = FetchSettings::from_configs(configs, broker_fetchers).map_err(|e| invalid(&e))?;
-    let filters = SyncFilters::from_configs(configs).map_err(|e| invalid(&e))?;
     let props: HashMap<String, String> = configs.clone().into_iter().collect();
     let client = ClientConfig::from_properties(&props).map_err(|e| invalid(&e))?;
     Ok(MirrorSettings {
         renamed,
         fetch,
         client,
-        filters,
     })
 }
 
@@ -435,6 +452,25 @@ mod tests {
         ] {
             let e = validate(&configs(&[("bootstrap.servers", bad)]), 1).expect_err(bad);
             assert!(e.to_string().contains("bootstrap.servers"), "{e}");
+        }
+    }
+
+    /// A pattern that compiles only inside the whole-name anchors (`x)|(.*` became
+    /// `^(?:x)|(.*)$`, every name) is refused when set, old name included; a mirror that
+    /// kept one before it was refused still runs: only its metadata sync reports it.
+    #[test]
+    fn a_pattern_refused_when_set_does_not_stop_a_mirror_that_kept_it() {
+        for key in ["topics.include", "mirror.topics.include"] {
+            let kept = configs(&[("bootstrap.servers", "a:9092"), (key, "orders,x)|(.*")]);
+            let e = validate(&kept, 1).expect_err("refused when set");
+            assert!(e.to_string().contains("invalid topics.include"), "{e}");
+            if key.starts_with("mirror.") {
+                assert!(
+                    e.to_string().contains("(set as mirror.topics.include"),
+                    "{e}"
+                );
+            }
+            assert!(runnable(&kept, 1).is_ok(), "{key}: it runs");
         }
     }
 

@@ -48,7 +48,7 @@ impl<H: Host> Mirror<H> {
             return;
         };
         let fetchers = self.host.settings().num_replica_fetchers;
-        let settings = super::mirror_configs::validate(&configs, fetchers);
+        let settings = super::mirror_configs::runnable(&configs, fetchers);
         self.configs = configs;
         let settings = match settings {
             Ok(settings) => settings,

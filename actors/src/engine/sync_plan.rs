@@ -83,10 +83,17 @@ impl SyncFilters {
         configs: &BTreeMap<String, String>,
     ) -> Result<SyncFilters, SyncConfigError> {
         let get = |key: &str| configs.get(key).map(String::as_str);
-        // An empty list matches nothing (not the empty name).
-        let any_of = |key: &'static str, value: &str| match list(value).collect::<Vec<_>>() {
-            patterns if patterns.is_empty() => Ok(None),
-            patterns => whole(key, &patterns.join("|")).map(Some),
+        // An empty list matches nothing (not the empty name). Each entry must compile on its
+        // own, and keeps its inline flags to itself: joined bare, `(?i)a|b` made `b`
+        // case-insensitive too.
+        let any_of = |key: &'static str, value: &str| {
+            let patterns = list(value)
+                .map(|p| whole(key, p).map(|_| format!("(?:{p})")))
+                .collect::<Result<Vec<_>, _>>()?;
+            if patterns.is_empty() {
+                return Ok(None);
+            }
+            whole(key, &patterns.join("|")).map(Some)
         };
         let topics_include = any_of("topics.include", get("topics.include").unwrap_or(""))?;
         let topics_exclude = any_of("topics.exclude", get("topics.exclude").unwrap_or("__.*"))?;

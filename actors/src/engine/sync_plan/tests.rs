@@ -52,6 +52,23 @@ fn group_filters_match_whole_names_and_exclusion_wins() {
     assert!(all.group_included("anything"));
 }
 
+/// Each entry of a pattern list compiles on its own and keeps its flags to itself. Failed
+/// before: the entries were joined bare, so `(zz,payments)` compiled as `(zz|payments)`, and
+/// `(?i)` in one entry made the entries after it case-insensitive.
+#[test]
+fn each_pattern_of_a_list_stands_alone() {
+    for bad in ["(zz,payments)", "orders,x)|(.*"] {
+        assert!(
+            SyncFilters::from_configs(&configs(&[("topics.include", bad)])).is_err(),
+            "{bad}"
+        );
+    }
+    let f = SyncFilters::from_configs(&configs(&[("topics.include", "(?i)ORDERS,later-.*")]))
+        .expect("filters");
+    assert!(f.topic_auto_mirrored("orders") && f.topic_auto_mirrored("later-2"));
+    assert!(!f.topic_auto_mirrored("LATER-2"));
+}
+
 #[test]
 fn config_sync_copies_overrides_except_the_exclusions_and_mirror_keys() {
     let f = SyncFilters::from_configs(&BTreeMap::new()).expect("defaults");
