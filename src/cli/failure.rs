@@ -42,14 +42,15 @@ pub(crate) fn shown(name: &str) -> String {
             })
             .collect()
     };
-    match name.char_indices().nth(NAME_SHOWN) {
-        Some((cut, _)) => format!(
-            "{}… ({} characters)",
-            escaped(&name[..cut]),
-            name.chars().count()
-        ),
+    match first_chars(name, NAME_SHOWN) {
+        Some(start) => format!("{}… ({} characters)", escaped(start), name.chars().count()),
         None => escaped(name),
     }
+}
+
+/// The first `most` characters of `text`, when it has more.
+fn first_chars(text: &str, most: usize) -> Option<&str> {
+    text.char_indices().nth(most).map(|(cut, _)| &text[..cut])
 }
 
 /// `text` with every run of name characters (a topic's or a mirror's: `[A-Za-z0-9._-]`)
@@ -103,10 +104,9 @@ const MESSAGE_SHOWN: usize = 2_000;
 
 /// `message`, cut after [`MESSAGE_SHOWN`] characters, saying how long it was.
 fn capped(message: &str) -> String {
-    match message.char_indices().nth(MESSAGE_SHOWN) {
-        Some((cut, _)) => format!(
-            "{}… (cut: {} characters in all)",
-            &message[..cut],
+    match first_chars(message, MESSAGE_SHOWN) {
+        Some(start) => format!(
+            "{start}… (cut: {} characters in all)",
             message.chars().count()
         ),
         None => message.to_string(),
